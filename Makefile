@@ -1,0 +1,85 @@
+# Quick start: `make synth` then `make test`. Every install step is here; nothing is global.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := synth
+
+ENV ?= dev
+PYTHON ?= python3
+VENV := .venv
+CHECKOV_VENV := .venv-checkov
+STAMPS := .stamps
+# The pinned Node 22 from package.json comes first: jsii and the CDK CLI run on it (Node 20,
+# the machine's, is end-of-life and makes jsii print a warning banner on every run).
+export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
+export BC_SKIP_MAPPING := TRUE
+export CHECKOV_RUN_SCA_PACKAGE_SCAN_V2 := false
+export RAY_USAGE_STATS_ENABLED := 0
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+
+APT_PACKAGES := shellcheck bats graphviz
+
+.PHONY: deps synth gates test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
+
+$(STAMPS)/venv: requirements.lock
+	@mkdir -p $(STAMPS)
+	@echo "==> Python packages (requirements.lock) into $(VENV)"
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r requirements.lock
+	touch $@
+
+$(STAMPS)/checkov: requirements-checkov.lock
+	@mkdir -p $(STAMPS)
+	@echo "==> checkov (requirements-checkov.lock) into $(CHECKOV_VENV)"
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r requirements-checkov.lock
+	touch $@
+
+$(STAMPS)/node: package.json package-lock.json
+	@mkdir -p $(STAMPS)
+	@echo "==> CDK CLI and Node 22 (package-lock.json) via npm ci"
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(STAMPS)/apt:
+	@mkdir -p $(STAMPS)
+	@if ! command -v shellcheck >/dev/null || ! command -v bats >/dev/null || ! command -v dot >/dev/null; then \
+	  echo "==> Debian packages: $(APT_PACKAGES)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
+	fi
+	touch $@
+
+deps: $(STAMPS)/venv $(STAMPS)/checkov $(STAMPS)/node $(STAMPS)/apt
+
+## synth: the default environment (ENV=dev) with every gate and the review outputs.
+synth: deps
+	rm -rf cdk.out
+	@echo "==> cdk synth -c env=$(ENV) (cdk-nag AwsSolutions + NIST 800-53 R5 run inside synth)"
+	cdk synth --quiet -c env=$(ENV)
+	$(MAKE) --no-print-directory gates
+
+gates:
+	@echo "==> cfn-lint"
+	$(VENV)/bin/cfn-lint cdk.out/*.template.json
+	@echo "==> checkov (cloudformation, offline)"
+	$(CHECKOV_VENV)/bin/checkov --directory cdk.out --framework cloudformation --quiet --compact --skip-download
+	@echo "==> all gates passed for cdk.out"
+
+## test: the whole suite (.ci/run calls this).
+test: deps
+	$(VENV)/bin/python -m pytest
+	$(MAKE) --no-print-directory lint-shell bats
+
+lint-shell:
+	@echo "==> shellcheck"
+	shellcheck -x $$(git ls-files '*.sh' '*.bash' .ci/run)
+
+bats:
+	@if ls tests/lifecycle_scripts/*.bats >/dev/null 2>&1; then echo "==> bats"; bats tests/lifecycle_scripts; fi
+
+## lock: re-resolve requirements*.in into the lock files (needs the registries).
+lock:
+	rm -rf /tmp/lockvenv && $(PYTHON) -m venv /tmp/lockvenv && /tmp/lockvenv/bin/pip install -q -r requirements.in && /tmp/lockvenv/bin/pip freeze > requirements.lock
+	rm -rf /tmp/lockvenv && $(PYTHON) -m venv /tmp/lockvenv && /tmp/lockvenv/bin/pip install -q -r requirements-checkov.in && /tmp/lockvenv/bin/pip freeze > requirements-checkov.lock
+
+clean:
+	rm -rf cdk.out $(STAMPS) $(VENV) $(CHECKOV_VENV) node_modules

@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""CDK entry point: pick the environment from context, validate its config once, build the
+stacks, register the compliance checks."""
+
+from __future__ import annotations
+
+import sys
+
+import aws_cdk as cdk
+
+from config import ConfigError, EnvironmentConfig, load_environment
+from constructs.compliance import register_compliance_checks
+from stacks.platform import PlatformStacks, build_platform
+
+DEFAULT_ENVIRONMENT = "dev"
+
+
+def build_app(app: cdk.App, config: EnvironmentConfig) -> PlatformStacks:
+    stacks = build_platform(app, config)
+    register_compliance_checks(app)
+    return stacks
+
+
+def main() -> None:
+    app = cdk.App()
+    env_name = app.node.try_get_context("env") or DEFAULT_ENVIRONMENT
+    try:
+        config = load_environment(env_name)
+    except ConfigError as err:
+        print(err.render(), file=sys.stderr)
+        sys.exit(1)
+    build_app(app, config)
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

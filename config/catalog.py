@@ -1,0 +1,139 @@
+"""Facts about AWS that the config is validated against, each with its source.
+
+The HyperPod instance-type list is read from the installed botocore service model (never copied);
+per-type hardware facts (GPUs, EFA interfaces, vCPUs, memory) come from the EC2 accelerated
+computing instance pages and the HyperPod EFA table (checked 2026-12-02).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from dataclasses import dataclass
+
+# The KubeRay operator chart (https://ray-project.github.io/kuberay-helm/), newest stable on
+# 2026-12-02. The CRDs under ../shared/kuberay-crds/ are the same release.
+KUBERAY_CHART_VERSION = "1.7.0"
+
+# CloudWatch Logs accepts only these retention periods (PutRetentionPolicy, days).
+LOG_RETENTION_DAYS = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
+    3288, 3653,
+)
+
+# FSx for Lustre PERSISTENT_2 per-unit storage throughput, MB/s per TiB (FSx API reference,
+# CreateFileSystemLustreConfiguration.PerUnitStorageThroughput).
+FSX_PERSISTENT_2_THROUGHPUT = (125, 250, 500, 1000)
+
+
+@functools.cache
+def _sagemaker_model():
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model("sagemaker")
+
+
+@functools.cache
+def hyperpod_instance_types() -> tuple[str, ...]:
+    """Every value of the ``ClusterInstanceType`` enum in the installed botocore."""
+    return tuple(_sagemaker_model().shape_for("ClusterInstanceType").enum)
+
+
+def botocore_version() -> str:
+    import botocore
+
+    return botocore.__version__
+
+
+def closest(value: str, choices: tuple[str, ...] | list[str]) -> str | None:
+    match = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    vcpus: int
+    memory_gib: int
+    gpus: int = 0
+    efa_interfaces: int = 0
+    accelerator: str = ""
+
+
+# Accelerated instance types HyperPod offers: (GPUs, vCPUs, memory GiB, EFA interfaces, chip).
+_ACCELERATED: dict[str, tuple[int, int, int, int, str]] = {
+    "ml.p4d.24xlarge": (8, 96, 1152, 4, "A100"),
+    "ml.p4de.24xlarge": (8, 96, 1152, 4, "A100-80GB"),
+    "ml.p5.4xlarge": (1, 16, 256, 0, "H100"),
+    "ml.p5.48xlarge": (8, 192, 2048, 32, "H100"),
+    "ml.p5e.48xlarge": (8, 192, 2048, 32, "H200"),
+    "ml.p5en.48xlarge": (8, 192, 2048, 16, "H200"),
+    "ml.p6-b200.48xlarge": (8, 192, 2048, 8, "B200"),
+    "ml.p6-b300.48xlarge": (8, 192, 4096, 16, "B300"),
+    "ml.p6e-gb200.36xlarge": (4, 144, 960, 17, "GB200"),
+    "ml.g5.xlarge": (1, 4, 16, 0, "A10G"),
+    "ml.g5.2xlarge": (1, 8, 32, 0, "A10G"),
+    "ml.g5.4xlarge": (1, 16, 64, 0, "A10G"),
+    "ml.g5.8xlarge": (1, 32, 128, 1, "A10G"),
+    "ml.g5.12xlarge": (4, 48, 192, 1, "A10G"),
+    "ml.g5.16xlarge": (1, 64, 256, 1, "A10G"),
+    "ml.g5.24xlarge": (4, 96, 384, 1, "A10G"),
+    "ml.g5.48xlarge": (8, 192, 768, 1, "A10G"),
+    "ml.g6.xlarge": (1, 4, 16, 0, "L4"),
+    "ml.g6.2xlarge": (1, 8, 32, 0, "L4"),
+    "ml.g6.4xlarge": (1, 16, 64, 0, "L4"),
+    "ml.g6.8xlarge": (1, 32, 128, 1, "L4"),
+    "ml.g6.12xlarge": (4, 48, 192, 1, "L4"),
+    "ml.g6.16xlarge": (1, 64, 256, 1, "L4"),
+    "ml.g6.24xlarge": (4, 96, 384, 1, "L4"),
+    "ml.g6.48xlarge": (8, 192, 768, 1, "L4"),
+    "ml.gr6.4xlarge": (1, 16, 128, 0, "L4"),
+    "ml.gr6.8xlarge": (1, 32, 256, 1, "L4"),
+    "ml.g6e.xlarge": (1, 4, 32, 0, "L40S"),
+    "ml.g6e.2xlarge": (1, 8, 64, 0, "L40S"),
+    "ml.g6e.4xlarge": (1, 16, 128, 0, "L40S"),
+    "ml.g6e.8xlarge": (1, 32, 256, 1, "L40S"),
+    "ml.g6e.12xlarge": (4, 48, 384, 1, "L40S"),
+    "ml.g6e.16xlarge": (1, 64, 512, 1, "L40S"),
+    "ml.g6e.24xlarge": (4, 96, 768, 2, "L40S"),
+    "ml.g6e.48xlarge": (8, 192, 1536, 4, "L40S"),
+    "ml.g7e.2xlarge": (1, 8, 64, 0, "RTX PRO 6000"),
+    "ml.g7e.4xlarge": (1, 16, 128, 0, "RTX PRO 6000"),
+    "ml.g7e.8xlarge": (1, 32, 256, 1, "RTX PRO 6000"),
+    "ml.g7e.12xlarge": (2, 48, 512, 1, "RTX PRO 6000"),
+    "ml.g7e.24xlarge": (4, 96, 1024, 2, "RTX PRO 6000"),
+    "ml.g7e.48xlarge": (8, 192, 2048, 4, "RTX PRO 6000"),
+    # Trainium: Neuron devices, not nvidia.com/gpu.
+    "ml.trn1.32xlarge": (0, 128, 512, 8, "Trainium"),
+    "ml.trn1n.32xlarge": (0, 128, 512, 16, "Trainium"),
+    "ml.trn2.3xlarge": (0, 12, 128, 1, "Trainium2"),
+    "ml.trn2.48xlarge": (0, 192, 2048, 16, "Trainium2"),
+}
+
+# GiB of memory per vCPU for the general-purpose families (EC2 instance type pages).
+_MEMORY_PER_VCPU = {"c5": 2, "c5n": 5.25, "c6i": 2, "m5": 4, "m6i": 4, "m7i": 4, "r5d": 8,
+                    "r6i": 8, "r7i": 8, "i3en": 8, "t3": 4}
+_SIZE_VCPUS = {"medium": 2, "large": 2, "xlarge": 4}
+
+
+def instance_spec(instance_type: str) -> InstanceSpec:
+    """Hardware facts for a HyperPod instance type (``ml.`` prefix)."""
+    if instance_type in _ACCELERATED:
+        gpus, vcpus, mem, efa, chip = _ACCELERATED[instance_type]
+        return InstanceSpec(vcpus=vcpus, memory_gib=mem, gpus=gpus, efa_interfaces=efa, accelerator=chip)
+    m = re.match(r"^ml\.([a-z0-9]+)\.(\d*)(medium|large|xlarge)$", instance_type)
+    if not m or m.group(1) not in _MEMORY_PER_VCPU:
+        raise KeyError(f"no hardware facts for instance type {instance_type!r} in config/catalog.py")
+    family, mult, size = m.groups()
+    vcpus = _SIZE_VCPUS[size] * (int(mult) if mult else 1)
+    if family == "t3" and size == "medium":
+        return InstanceSpec(vcpus=2, memory_gib=4)
+    return InstanceSpec(vcpus=vcpus, memory_gib=int(vcpus * _MEMORY_PER_VCPU[family]))
+
+
+def gpu_instance_types() -> tuple[str, ...]:
+    return tuple(t for t in hyperpod_instance_types() if t in _ACCELERATED and _ACCELERATED[t][0] > 0)
+
+
+def efa_instance_types() -> tuple[str, ...]:
+    return tuple(t for t in hyperpod_instance_types() if t in _ACCELERATED and _ACCELERATED[t][3] > 0)

@@ -1,0 +1,1 @@
+"""Stacks compose constructs and split the platform by lifecycle."""

@@ -1,0 +1,31 @@
+"""Build every stack of one environment into a scope (an App or a pipeline Stage)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Tags
+from constructs import Construct
+
+from config.model import EnvironmentConfig
+from stacks.network_stack import NetworkStack
+from stacks.storage_stack import StorageStack
+
+
+@dataclass(frozen=True)
+class PlatformStacks:
+    network: NetworkStack
+    storage: StorageStack
+
+
+def stack_prefix(config: EnvironmentConfig) -> str:
+    return "".join(part.capitalize() for part in config.name_prefix.split("-"))
+
+
+def build_platform(scope: Construct, config: EnvironmentConfig) -> PlatformStacks:
+    prefix = stack_prefix(config)
+    network = NetworkStack(scope, f"{prefix}Network", config=config)
+    storage = StorageStack(scope, f"{prefix}Storage", config=config, network=network.network)
+    for key, value in config.tags.as_dict().items():
+        Tags.of(scope).add(key, value)
+    return PlatformStacks(network=network, storage=storage)

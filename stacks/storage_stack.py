@@ -1,0 +1,54 @@
+"""Stateful storage, in its own stack so that it outlives cluster re-creation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput
+from constructs import Construct
+
+from config.model import EnvironmentConfig
+from constructs.network import PlatformNetwork
+from constructs.storage import LustreFileSystem, PlatformBuckets, PlatformKey
+from stacks.base import PlatformStack
+
+
+class StorageStack(PlatformStack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        network: PlatformNetwork,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, config=config, description="stateful storage", **kwargs)
+        removal = self.removal_policy
+        self.platform_key = PlatformKey(self, "PlatformKey", removal_policy=removal).key
+        self.buckets = PlatformBuckets(
+            self,
+            "Buckets",
+            names=config.bucket_names(),
+            storage=config.storage,
+            key=self.platform_key,
+            removal_policy=removal,
+        )
+        first_subnet = network.hyperpod_subnets[config.network.hyperpod_subnets[0].az_id]
+        self.lustre = LustreFileSystem(
+            self,
+            "Lustre",
+            fsx_config=config.fsx,
+            vpc=network.vpc,
+            subnet=first_subnet,
+            security_group=network.security_group,
+            key=self.platform_key,
+            bucket=self.buckets.checkpoints,
+            removal_policy=removal,
+        )
+        CfnOutput(self, "PlatformKeyArn", value=self.platform_key.key_arn)
+        CfnOutput(self, "CheckpointBucketName", value=self.buckets.checkpoints.bucket_name)
+        CfnOutput(self, "LifecycleScriptsBucketName", value=self.buckets.lifecycle_scripts.bucket_name)
+        CfnOutput(self, "FileSystemId", value=self.lustre.file_system.file_system_id)
+        CfnOutput(self, "FileSystemDnsName", value=self.lustre.dns_name)
+        CfnOutput(self, "FileSystemMountName", value=self.lustre.mount_name)
