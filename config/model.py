@@ -15,16 +15,13 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from config import catalog
+from config.base import Frozen
+from config.inference import Inference
+from config.training import Training
 
 # ---------------------------------------------------------------------------------------------
 # Shared building blocks
 # ---------------------------------------------------------------------------------------------
-
-
-class Frozen(BaseModel):
-    """Base of every config model: immutable, and unknown keys are errors."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
 
 def _cidr(value: str) -> str:
@@ -498,6 +495,8 @@ class EnvironmentConfig(Frozen):
     hyperpod: HyperPod
     fsx: Fsx = Field(default_factory=Fsx)
     storage: Storage = Field(default_factory=Storage)
+    training: Training = Field(default_factory=Training)
+    inference: Inference = Field(default_factory=Inference)
 
     @field_validator("account")
     @classmethod

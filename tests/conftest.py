@@ -1,0 +1,57 @@
+"""Shared fixtures: build and synthesize the CDK app exactly as `cdk synth` does."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# jsii runs on the project's pinned Node 22 (package.json), as under `make`.
+os.environ["PATH"] = f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+
+def cdk_context() -> dict:
+    """The context from cdk.json, which the CLI passes to the app."""
+    return json.loads((ROOT / "cdk.json").read_text())["context"]
+
+
+def make_app(env_name: str, outdir: Path | None = None, **extra_context):
+    """An App with the CLI's context, built by app.py's own build function."""
+    import aws_cdk as cdk
+
+    from app import build_app
+    from config import load_environment
+
+    context = {**cdk_context(), "env": env_name, **extra_context}
+    app = cdk.App(context=context, outdir=str(outdir) if outdir else None)
+    config = load_environment(env_name)
+    stacks = build_app(app, config)
+    return app, config, stacks
+
+
+_SYNTH_CACHE: dict[str, tuple] = {}
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory):
+    """Synthesize an environment once per session: returns (assembly, config, stacks)."""
+
+    def get(env_name: str):
+        if env_name not in _SYNTH_CACHE:
+            out = tmp_path_factory.mktemp(f"cdk-{env_name}")
+            app, config, stacks = make_app(env_name, out)
+            assembly = app.synth()
+            _SYNTH_CACHE[env_name] = (assembly, config, stacks)
+        return _SYNTH_CACHE[env_name]
+
+    return get
+
+
+def template_of(stack):
+    from aws_cdk.assertions import Template
+
+    return Template.from_stack(stack)
