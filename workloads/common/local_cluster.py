@@ -143,7 +143,10 @@ class LocalCluster:
     def add_worker(self, wait: bool = True, timeout_s: float = 120) -> Node:
         i = len(self.nodes)
         node = self._start(f"worker{i}", ["--address", self.address, "--num-cpus", str(self.cpus_per_node),
-                                          "--resources", json.dumps({"worker_node": 1}), *self._mem()])
+                                          "--resources", json.dumps({"worker_node": 1}),
+                                          # Nodes share one session dir: the head's log
+                                          # monitor already forwards every worker's output.
+                                          "--include-log-monitor", "false", *self._mem()])
         if wait:
             self._wait_nodes(self.alive_count_expected(), timeout_s)
         return node

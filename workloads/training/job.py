@@ -58,6 +58,10 @@ class JobSettings:
     fail_at_step: int | None = None
     fail_rank: int = 0
     fail_marker: str | None = None
+    # Benchmarks: rank 0 writes {t_from, t_end, from_step, steps} (wall clock, after the step
+    # `timing_from_step` and after the last report) to this JSON file.
+    timing_file: str | None = None
+    timing_from_step: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -166,6 +170,8 @@ def train_func(config: dict) -> None:
         scheduler.step()
         done = step + 1
         loss_value = loss.item()
+        if done == s.timing_from_step:
+            t_from = time.perf_counter()
         window_loss += loss_value
         window_n += 1
         if s.log_every_step and rank == 0:
@@ -212,6 +218,10 @@ def train_func(config: dict) -> None:
         window_t0 = time.perf_counter()
     if rank == 0:
         print(f"TRAIN done step={s.steps} t={time.time():.3f}", flush=True)
+        if s.timing_file and start_step < s.timing_from_step:
+            with open(s.timing_file, "w") as f:
+                json.dump({"t_from": t_from, "t_end": time.perf_counter(), "from_step": s.timing_from_step,
+                           "steps": s.steps, "tokens_per_step": tokens_per_step}, f)
 
 
 def check_cluster(s: JobSettings) -> list[str]:

@@ -1,0 +1,180 @@
+"""Ray Train throughput vs plain PyTorch DDP, measured in one run (the machine is noisy).
+
+Both sides train the same GPT (workloads.common.model) on the same data with 2 workers on CPU
+(gloo), the same steps, the same metrics cadence (an all-reduced loss every `report_every`
+steps) and the same checkpoint cadence (the same checkpoint.save, with manifest). The Ray side
+is the production `train_func` (ray.train.report every `report_every` steps, asynchronous
+checkpoint upload); the DDP side is `torch.distributed` with two processes. Throughput is
+tokens/s from step `warmup` to the end, runs interleaved DDP/Ray per configuration.
+
+    python bench/training_throughput.py [--steps 200] [--repeats 1]
+
+The bf16 H200 benchmark (tokens/s and MFU) needs a GPU; none was lent to this task, so it is
+not measured here (see README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+MODEL = {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 128}
+BATCH = 8
+CONFIGS = {  # name: (report_every, checkpoint_every or None)
+    "no reports": (10**9, None),
+    "metrics every 10": (10, None),
+    "metrics every 10 + checkpoint every 50": (10, 50),
+}
+
+
+def ddp_worker(rank: int, world: int, port: int, steps: int, warmup: int, report_every: int,
+               ckpt_every: int | None, storage: str, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from workloads.common import checkpoint as ckpt
+    from workloads.common.model import GPT, GPTConfig
+    from workloads.training.data import ByteWindows, DataPosition, load_corpus
+    from workloads.training.job import _lr_lambda, _rng_state
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    torch.manual_seed(1234)
+    cfg = GPTConfig(**MODEL)
+    model = torch.nn.parallel.DistributedDataParallel(GPT(cfg))
+    data = ByteWindows(load_corpus(None, 4 << 20), cfg.block_size, 1234)
+    pos = DataPosition()
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=3e-3, betas=(0.9, 0.95))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(20, steps))
+    window, n = 0.0, 0
+    for step in range(steps):
+        x, y = data.next_batch(pos, rank=rank, world_size=world, batch_size=BATCH)
+        _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        done = step + 1
+        window += loss.item()
+        n += 1
+        if done == warmup:
+            t_from = time.perf_counter()
+        want_ckpt = (ckpt_every and done % ckpt_every == 0) or done == steps
+        if want_ckpt or done % report_every == 0:
+            mean = torch.tensor([window / n])
+            dist.all_reduce(mean)
+            window, n = 0.0, 0
+        if want_ckpt:
+            states = [None] * world
+            dist.all_gather_object(states, _rng_state())
+            if rank == 0:
+                ckpt.save(os.path.join(storage, ckpt.dir_name(done)),
+                          {"model": model.module.state_dict(), "optimizer": opt.state_dict(),
+                           "scheduler": sched.state_dict(), "rng": states},
+                          meta={"step": done, "data_position": pos.to_dict()})
+            dist.barrier()
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump({"t_from": t_from, "t_end": time.perf_counter(), "from_step": warmup, "steps": steps,
+                       "tokens_per_step": BATCH * world * cfg.block_size}, f)
+    dist.destroy_process_group()
+
+
+def run_ddp(steps, warmup, report_every, ckpt_every) -> float:
+    import torch.multiprocessing as mp
+
+    from workloads.common.local_cluster import free_port
+
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "timing.json")
+        mp.start_processes(ddp_worker, args=(2, free_port(), steps, warmup, report_every, ckpt_every, d, out),
+                           nprocs=2, start_method="spawn")
+        return _tps(json.loads(Path(out).read_text()))
+
+
+def run_ray(steps, warmup, report_every, ckpt_every) -> float:
+    from workloads.training import settings as S
+    from workloads.training.job import run
+
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "timing.json")
+        s = S.for_local({"model": MODEL, "steps": steps, "batch_size_per_worker": BATCH,
+                         "report_every_steps": report_every, "checkpoint_every_steps": ckpt_every or steps,
+                         "storage_shared": True, "timing_file": out, "timing_from_step": warmup,
+                         "placement_strategy": "PACK", "run_name": "bench"}, storage_path=os.path.join(d, "ckpt"))
+        result = run(s)
+        if result.error:
+            raise RuntimeError(result.error)
+        return _tps(json.loads(Path(out).read_text()))
+
+
+def _tps(t: dict) -> float:
+    return (t["steps"] - t["from_step"]) * t["tokens_per_step"] / (t["t_end"] - t["t_from"])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of: " + ", ".join(CONFIGS))
+    p.add_argument("--out", default=str(REPO / "out" / "bench" / "training_throughput.json"))
+    args = p.parse_args(argv)
+
+    import ray
+
+    from workloads.common.local_cluster import LocalCluster
+
+    print("bf16 on an H200: NOT MEASURED (no GPU machine was lent to this task)", flush=True)
+    cluster = LocalCluster(worker_nodes=1, cpus_per_node=2, dashboard=False)
+    rows = []
+    try:
+        cluster.start()
+        os.environ["RAY_ADDRESS"] = cluster.address
+        ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
+        for name in args.configs.split(","):
+            report_every, ckpt_every = CONFIGS[name]
+            for r in range(args.repeats):
+                ddp = run_ddp(args.steps, args.warmup, report_every, ckpt_every)
+                rt = run_ray(args.steps, args.warmup, report_every, ckpt_every)
+                rows.append({"config": name, "repeat": r, "ddp_tokens_per_s": ddp, "ray_tokens_per_s": rt,
+                             "ratio": rt / ddp})
+                print(f"{name:42s} DDP {ddp:9.0f} tok/s   Ray Train {rt:9.0f} tok/s   ratio {rt / ddp:.3f}", flush=True)
+    finally:
+        ray.shutdown()
+        cluster.stop()
+    by = {}
+    for row in rows:
+        by.setdefault(row["config"], []).append(row)
+    summary = {name: {"ratio": sorted(r["ratio"] for r in rs)[len(rs) // 2],
+                      "ray_tokens_per_s": sorted(r["ray_tokens_per_s"] for r in rs)[len(rs) // 2]}
+               for name, rs in by.items()}
+    if "metrics every 10" in summary and "metrics every 10 + checkpoint every 50" in summary:
+        stall = 1 - summary["metrics every 10 + checkpoint every 50"]["ray_tokens_per_s"] / summary["metrics every 10"]["ray_tokens_per_s"]
+        summary["ray_checkpoint_stall_pct"] = 100 * stall
+        print(f"Ray Train step-time stall from a checkpoint every 50 steps vs none: {100 * stall:.1f} % (goal <= 5 %)")
+    print("median ratio Ray/DDP per config (goal >= 0.97): " +
+          ", ".join(f"{k}: {v['ratio']:.3f}" for k, v in summary.items() if isinstance(v, dict)))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"rows": rows, "summary": summary, "steps": args.steps,
+                                          "model": MODEL, "batch_per_worker": BATCH}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
