@@ -18,9 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
-import random
 import sys
 import tempfile
 import time

@@ -39,7 +39,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow.fs as pafs
 import torch

@@ -11,7 +11,6 @@ import logging
 import math
 import os
 import random
-import shutil
 import sys
 import tempfile
 import time

@@ -130,8 +130,8 @@ def _plot(seen, resumes, kill_t, path: Path) -> Path:
     attempts = sorted({s[3] for s in seen})
     for a in attempts:
         pts = [s for s in seen if s[3] == a]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1,
-                label="first attempt" if a == 0 else f"after resume {a}")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1 if a == 0 else 1.5, ls="-" if a == 0 else "--",
+                label="first attempt" if a == 0 else f"after resume {a} (retraces the same losses)")
     if kill_t is not None:
         before = [s for s in seen if s[2] <= kill_t]
         if before:

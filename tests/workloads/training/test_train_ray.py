@@ -10,7 +10,6 @@ import time
 import pytest
 import torch
 
-from tests.workloads.conftest import S3_BUCKET
 from workloads.common import checkpoint as ck
 from workloads.common import storage
 from workloads.training import settings as S
@@ -48,9 +47,9 @@ def _assert_same_training_state(a, b):
 
 
 @pytest.fixture(scope="module")
-def reference(ray_cluster):
+def reference(ray_cluster, s3_bucket):
     """An uninterrupted run, stored on the local S3 server."""
-    uri = f"s3://{S3_BUCKET}/runs"
+    uri = f"s3://{s3_bucket}/runs"
     result = run(_settings(uri, "reference"))
     assert result.error is None
     return uri, result
