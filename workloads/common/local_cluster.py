@@ -81,6 +81,8 @@ class LocalCluster:
     dashboard: bool = True
     env_extra: dict = field(default_factory=dict)
     temp_dir: str | None = None
+    # Delete the temp dir (logs, sockets, spilled objects) after stop; False keeps the logs.
+    remove_temp_dir: bool = True
     nodes: list[Node] = field(default_factory=list)
 
     @property
@@ -208,10 +210,11 @@ class LocalCluster:
         # Anything that left our process groups but still runs from our temp dir.
         if self.temp_dir:
             for pid in _pids_mentioning(self.temp_dir):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                _kill(pid, signal.SIGKILL)
+            if self.remove_temp_dir:
+                import shutil
+
+                shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def __enter__(self) -> "LocalCluster":
         return self.start()
