@@ -280,6 +280,9 @@ class Eks(Frozen):
 # ---------------------------------------------------------------------------------------------
 
 DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
+# AWS::SageMaker::Cluster schema: InstanceCount 0-6758, VolumeSizeInGB 1-16384.
+MAX_INSTANCES_PER_GROUP = 6758
+EBS_VOLUME_GIB_MIN, EBS_VOLUME_GIB_MAX = 1, 16384
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 GROUP_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 
@@ -309,15 +312,38 @@ class Taint(Frozen):
 class InstanceGroup(Frozen):
     name: str
     instance_type: str
-    instance_count: int = Field(ge=0)
-    threads_per_core: Literal[1, 2] = 1
-    ebs_volume_gib: int = Field(default=500, ge=1, le=16384)
-    # On by default for GPU groups (AWS runs stress and connectivity tests before the node joins).
+    # 0 is allowed: a group can be kept in the cluster with no nodes (e.g. while capacity waits).
+    instance_count: int = Field(ge=0, le=MAX_INSTANCES_PER_GROUP)
+    # 1: multithreading off, the usual choice for GPU training (one thread per physical core).
+    threads_per_core: int = 1
+    # 500 GiB: room for containerd images and kubelet state, which the lifecycle scripts move
+    # onto this volume (/opt/sagemaker); a few large training images fit with space to spare.
+    ebs_volume_gib: int = 500
+    # None: the default for the instance type (see effective_deep_health_checks); [] turns them off.
     deep_health_checks: list[Literal["InstanceStress", "InstanceConnectivity"]] | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
     subnet_az_id: str | None = None
     training_plan_arn: str | None = None
+
+    @field_validator("threads_per_core")
+    @classmethod
+    def _threads(cls, v: int) -> int:
+        if v not in (1, 2):
+            raise ValueError(
+                f"{v} threads per core is not allowed; allowed: 1 (multithreading off) or 2 (on)"
+            )
+        return v
+
+    @field_validator("ebs_volume_gib")
+    @classmethod
+    def _ebs(cls, v: int) -> int:
+        if not EBS_VOLUME_GIB_MIN <= v <= EBS_VOLUME_GIB_MAX:
+            raise ValueError(
+                f"{v} GiB is outside the HyperPod EBS volume size range; allowed: "
+                f"{EBS_VOLUME_GIB_MIN}-{EBS_VOLUME_GIB_MAX} GiB"
+            )
+        return v
 
     @field_validator("name")
     @classmethod
@@ -373,22 +399,49 @@ class InstanceGroup(Frozen):
             )
         return v
 
+    @model_validator(mode="after")
+    def _health_checks(self) -> "InstanceGroup":
+        if self.deep_health_checks and not (self.is_gpu or self.is_trainium):
+            raise ValueError(
+                f"deep_health_checks {self.deep_health_checks} need a GPU or Trainium instance "
+                f"type; {self.instance_type} has neither (use [] or leave it unset)"
+            )
+        return self
+
     @property
     def is_gpu(self) -> bool:
-        return catalog.instance_spec(self.instance_type).gpus > 0
+        # Membership, not instance_spec(): every ClusterInstanceType value must work here, including
+        # CPU families the catalog has no hardware facts for.
+        return self.instance_type in catalog.gpu_instance_types()
+
+    @property
+    def is_trainium(self) -> bool:
+        return self.instance_type.startswith(("ml.trn1", "ml.trn2"))
+
+    @property
+    def has_efa(self) -> bool:
+        return self.instance_type in catalog.efa_instance_types()
 
     @property
     def effective_deep_health_checks(self) -> list[str]:
+        """Configured checks, or the default: on GPU (and Trainium) groups, InstanceStress, plus
+        InstanceConnectivity where the type has EFA (its tests run over the EFA devices)."""
         if self.deep_health_checks is not None:
             return list(self.deep_health_checks)
-        return list(DEEP_HEALTH_CHECKS) if self.is_gpu else []
+        if not (self.is_gpu or self.is_trainium):
+            return []
+        return ["InstanceStress", "InstanceConnectivity"] if self.has_efa else ["InstanceStress"]
 
 
 MAX_INSTANCE_GROUPS = 100
 
 
 class HyperPod(Frozen):
+    # Automatic: HyperPod reboots or replaces a node that fails its health checks.
     node_recovery: Literal["Automatic", "None"] = "Automatic"
+    # Continuous (EKS orchestrator only): scaling requests per group run in parallel and failed
+    # launches are retried instead of failing the whole update. None keeps the older standard mode.
+    node_provisioning_mode: Literal["Continuous"] | None = "Continuous"
     instance_groups: list[InstanceGroup] = Field(min_length=1)
 
     @field_validator("instance_groups")
