@@ -27,7 +27,7 @@ from constructs import Construct, IConstruct
 
 from config.model import HyperPod, InstanceGroup
 from constructs.compliance import acknowledge
-from constructs.lifecycle_scripts import LifecycleScripts
+from constructs.lifecycle_scripts import LifecycleScripts, nag_env
 
 # AWS managed policy for HyperPod cluster instances (CloudWatch logs/metrics under
 # /aws/sagemaker/Clusters, read of s3://sagemaker-* buckets, SSM for node access).
@@ -141,12 +141,13 @@ class HyperPodExecutionRole(Construct):
             ("NIST.800.53.R5-IAMNoInlinePolicy", "The inline statements belong to this one role, are versioned with it and are scoped to this cluster's subnets, bucket prefix and EKS cluster."),
         )
         policy = self.role.node.find_child("DefaultPolicy")
+        partition, region, account = nag_env(stack)
         acknowledge(
             policy,
             ("AwsSolutions-IAM5[Resource::*]", "ec2:Describe* and ecr:GetAuthorizationToken support no resource-level permissions; AWS requires Resource \"*\" for them."),
-            (f"AwsSolutions-IAM5[Resource::{eni_arn}]", "ENI IDs are chosen by EC2 when the VPC CNI creates them; the statements are limited to ENIs in the HyperPod subnets by the ec2:Subnet condition."),
-            (f"AwsSolutions-IAM5[Resource::{ecr_arn}]", "Nodes pull EKS add-on and HyperPod agent images from AWS-owned registries whose account IDs differ per region; pulls stay in this region."),
-            (f"AwsSolutions-IAM5[Resource::{scripts.objects_arn}]", "Read-only access to exactly the objects of the current lifecycle-scripts upload (its content-hash prefix); the object names are the scripts."),
+            (f"AwsSolutions-IAM5[Resource::arn:{partition}:ec2:{region}:{account}:network-interface/*]", "ENI IDs are chosen by EC2 when the VPC CNI creates them; the statements are limited to ENIs in the HyperPod subnets by the ec2:Subnet condition."),
+            (f"AwsSolutions-IAM5[Resource::arn:{partition}:ecr:{region}:*:repository/*]", "Nodes pull EKS add-on and HyperPod agent images from AWS-owned registries whose account IDs differ per region; pulls stay in this region."),
+            (f"AwsSolutions-IAM5[Resource::{scripts.objects_arn_for_nag()}]", "Read-only access to exactly the objects of the current lifecycle-scripts upload (its content-hash prefix); the object names are the scripts."),
         )
 
 
