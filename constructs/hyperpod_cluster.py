@@ -171,6 +171,7 @@ class HyperPodCluster(Construct):
         super().__init__(scope, construct_id)
         self.config = hyperpod
         self.cluster_name = cluster_name
+        self.eks_cluster = eks_cluster
         self.scripts = scripts
         ordered_subnets = list(subnets.values())
         self.execution_role = HyperPodExecutionRole(
