@@ -139,14 +139,19 @@ def test_negative_count():
 
 def test_threads_per_core():
     errs = errors_for(lambda d: d["hyperpod"]["instance_groups"][0].update(threads_per_core=3))
-    assert errs == ["hyperpod.instance_groups[0].threads_per_core: Input should be 1 or 2 (given: 3)"]
+    assert errs == [
+        "hyperpod.instance_groups[0].threads_per_core: 3 threads per core is not allowed; allowed: "
+        "1 (multithreading off) or 2 (on)"
+    ]
 
 
 @pytest.mark.parametrize("gib", [0, 16385])
 def test_ebs_range(gib):
     errs = errors_for(lambda d: d["hyperpod"]["instance_groups"][0].update(ebs_volume_gib=gib))
-    bound = "greater than or equal to 1" if gib == 0 else "less than or equal to 16384"
-    assert errs == [f"hyperpod.instance_groups[0].ebs_volume_gib: Input should be {bound} (given: {gib})"]
+    assert errs == [
+        f"hyperpod.instance_groups[0].ebs_volume_gib: {gib} GiB is outside the HyperPod EBS volume "
+        "size range; allowed: 1-16384 GiB"
+    ]
 
 
 def test_fsx_capacity_steps():
