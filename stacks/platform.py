@@ -8,6 +8,7 @@ from aws_cdk import Tags
 from constructs import Construct
 
 from config.model import EnvironmentConfig
+from stacks.cluster_stack import ClusterStack
 from stacks.network_stack import NetworkStack
 from stacks.storage_stack import StorageStack
 
@@ -16,6 +17,7 @@ from stacks.storage_stack import StorageStack
 class PlatformStacks:
     network: NetworkStack
     storage: StorageStack
+    cluster: ClusterStack
 
 
 def stack_prefix(config: EnvironmentConfig) -> str:
@@ -26,6 +28,7 @@ def build_platform(scope: Construct, config: EnvironmentConfig) -> PlatformStack
     prefix = stack_prefix(config)
     network = NetworkStack(scope, f"{prefix}Network", config=config)
     storage = StorageStack(scope, f"{prefix}Storage", config=config, network=network.network)
+    cluster = ClusterStack(scope, f"{prefix}Cluster", config=config, network=network.network, storage=storage)
     for key, value in config.tags.as_dict().items():
         Tags.of(scope).add(key, value)
-    return PlatformStacks(network=network, storage=storage)
+    return PlatformStacks(network=network, storage=storage, cluster=cluster)
