@@ -12,7 +12,11 @@ from constructs import Construct, IConstruct
 
 from config.model import EnvironmentConfig
 from constructs.eks_cluster import PlatformEksCluster
+from constructs.helm import HelmRelease
+from constructs.hyperpod_dependencies import HyperPodDependencies
+from constructs.kuberay import kuberay_operator_release
 from constructs.network import PlatformNetwork
+from constructs.workloads_access import WorkloadsAccess
 from stacks.base import PlatformStack
 from stacks.storage_stack import StorageStack
 
@@ -46,9 +50,33 @@ class ClusterStack(PlatformStack):
             file_system_arn=file_system_arn,
         )
         self.cluster: eks.Cluster = self.eks.cluster
-        # Filled by the HyperPod-dependency charts and manifests; the HyperPod cluster depends on
-        # every one of them (AWS requires them before the HyperPod cluster is created).
-        self.hyperpod_dependencies: tuple[IConstruct, ...] = ()
+        # Charts wait for their pods: nodes and every add-on (networking, DNS, Pod Identity, CSI)
+        # come first.
+        cluster_ready: list[IConstruct] = [self.eks.system_nodegroup, *self.eks.addons.values()]
+        self.kuberay = HelmRelease(
+            self, "KubeRayOperator", cluster=self.cluster, release=kuberay_operator_release(config.eks),
+            depends_on=cluster_ready,
+        )
+        self.hyperpod_node_dependencies = HyperPodDependencies(
+            self, "HyperPodDependencies", config=config, cluster=self.cluster, depends_on=cluster_ready
+        )
+        # The HyperPod cluster depends on every one of these (AWS requires them before the
+        # HyperPod cluster is created).
+        self.hyperpod_dependencies: tuple[IConstruct, ...] = self.hyperpod_node_dependencies.installed
+        self.workloads = WorkloadsAccess(
+            self,
+            "Workloads",
+            cluster=self.cluster,
+            checkpoint_bucket_name=config.bucket_names()["checkpoints"],
+            checkpoint_prefix=config.fsx.import_export_prefix,
+            key=storage.platform_key,
+            file_system_id=storage.lustre.file_system.file_system_id,
+            dns_name=storage.lustre.dns_name,
+            mount_name=storage.lustre.mount_name,
+            storage_capacity_gib=config.fsx.storage_capacity_gib,
+            namespace_depends_on=[self.eks.addons["eks-pod-identity-agent"]],
+            storage_depends_on=[self.eks.addons["aws-fsx-csi-driver"]],
+        )
 
         CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
         CfnOutput(self, "ClusterArn", value=self.cluster.cluster_arn)
