@@ -83,8 +83,27 @@ def test_no_access_entry_for_the_execution_role_anywhere(synthesized, env):
 def test_stack_order_and_protection(synthesized, env):
     _, config, stacks = synthesized(env)
     hp = stacks.hyperpod
-    assert {s.stack_name for s in hp.dependencies} >= {stacks.network.stack_name, stacks.storage.stack_name}
+    assert {s.stack_name for s in hp.dependencies} == {
+        stacks.network.stack_name, stacks.storage.stack_name, stacks.cluster.stack_name,
+    }
     assert hp.termination_protection is config.production
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_cluster_comes_after_the_hyperpod_dependency_charts(synthesized, env):
+    # AWS requires the HyperPod dependency charts before the HyperPod cluster is created. They live
+    # in the EKS stack, so the cluster's dependency on them orders the HyperPod stack after it.
+    from aws_cdk import Stack
+
+    _, _, stacks = synthesized(env)
+    charts = stacks.cluster.hyperpod_dependencies
+    assert charts
+    assert all(Stack.of(c) is stacks.cluster for c in charts)
+    cluster_deps = {d.node.path for d in stacks.hyperpod.hyperpod.cluster.node.dependencies}
+    assert {c.node.path for c in charts} <= cluster_deps
+    template = stacks.hyperpod.resolve(stacks.hyperpod.hyperpod.cluster.orchestrator)
+    assert template == {"eks": {"clusterArn": stacks.hyperpod.resolve(stacks.cluster.cluster.cluster_arn)}}
+    assert "Fn::ImportValue" in json.dumps(template)
 
 
 def test_synth_is_deterministic(tmp_path):
