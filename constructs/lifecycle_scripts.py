@@ -3,8 +3,8 @@ bucket under a prefix named after a hash of their content.
 
 A new hash means a new prefix, and the cluster's ``SourceS3Uri`` points at it: an edited script
 changes the template, so it can never be left stale on S3 behind an unchanged cluster. Old
-prefixes stay until the bucket's lifecycle rule or an operator removes them, so nodes being
-replaced mid-deploy still find the scripts they were started with.
+prefixes stay (``retain_on_delete``) until an operator removes them, so a node replaced while a
+deploy moves the cluster to the new prefix still finds the scripts the cluster names.
 """
 
 from __future__ import annotations

@@ -51,8 +51,11 @@ class HyperPodStack(PlatformStack):
             bucket=bucket,
             vpc=network.vpc,
             security_group=network.security_group,
-            # Production keeps the uploaded scripts when the stack goes: nodes may still need them.
-            retain_on_delete=config.production,
+            # Always keep old uploads: with False, BucketDeployment deletes the previous prefix as
+            # soon as the prefix changes, while the cluster (updated after it) still points there
+            # and a node replaced in between would find no scripts. The bucket is versioned, so
+            # deleting objects would not empty it for a teardown anyway.
+            retain_on_delete=True,
         )
         self.hyperpod = HyperPodCluster(
             self,

@@ -214,3 +214,13 @@ def test_lifecycle_bucket_name_matches_storage(env):
     bucket = storage.resolve(storage.buckets.lifecycle_scripts.node.default_child.bucket_name)
     assert bucket == config.bucket_names()["lifecycle_scripts"]
     assert bucket.startswith("sagemaker-")
+
+
+def test_upload_goes_to_the_hash_prefix_and_keeps_old_ones(env):
+    config, _, _, template = env
+    (upload,) = resources(template, "Custom::CDKBucketDeployment").values()
+    props = upload["Properties"]
+    assert props["DestinationBucketName"] == config.bucket_names()["lifecycle_scripts"]
+    assert props["DestinationBucketKeyPrefix"] == f"lifecycle-scripts/{content_hash()}/"
+    # False would delete the previous prefix while the cluster still points at it.
+    assert props["RetainOnDelete"] is True
