@@ -224,3 +224,20 @@ def test_upload_goes_to_the_hash_prefix_and_keeps_old_ones(env):
     assert props["DestinationBucketKeyPrefix"] == f"lifecycle-scripts/{content_hash()}/"
     # False would delete the previous prefix while the cluster still points at it.
     assert props["RetainOnDelete"] is True
+
+
+def test_readme_names_the_schemas_create_only_properties():
+    # The README's replacement note follows the AWS::SageMaker::Cluster schema that cfn-lint ships;
+    # if a cfn-lint upgrade changes the create-only set, this fails and the note needs updating.
+    from pathlib import Path
+
+    import cfnlint
+
+    base = Path(cfnlint.__file__).parent / "data" / "schemas" / "providers"
+    schema_id = json.loads((base / "us-east-1.json").read_text())["AWS::SageMaker::Cluster"]
+    schema = json.loads((base.parent / "resources" / f"{schema_id}.json").read_text())
+    assert schema["createOnlyProperties"] == ["/properties/ClusterName", "/properties/VpcConfig", "/properties/Orchestrator/Eks"]
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    note = readme.split("### HyperPod: what replaces the cluster", 1)[1].split("\n## ", 1)[0]
+    for name in ("`ClusterName`", "`VpcConfig`", "`Orchestrator.Eks.ClusterArn`"):
+        assert name in note
