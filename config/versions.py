@@ -51,15 +51,10 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
 
 
 def supported_kubernetes_versions() -> tuple[str, ...]:
-    """Versions HyperPod supports, the pinned aws-cdk-lib knows, and this file pins add-ons and
-    a kubectl layer for."""
-    from aws_cdk import aws_eks_v2 as eks
-
-    return tuple(
-        v
-        for v in HYPERPOD_KUBERNETES_VERSIONS
-        if hasattr(eks.KubernetesVersion, "V" + v.replace(".", "_")) and v in ADDON_VERSIONS and v in KUBECTL_LAYERS
-    )
+    """Versions HyperPod supports and this file pins add-ons and a kubectl layer for. Every pinned
+    version is also one the pinned aws-cdk-lib knows (``eks.KubernetesVersion.V1_NN``):
+    tests/config/test_eks_config.py checks it, so config validation needs no CDK import."""
+    return tuple(v for v in HYPERPOD_KUBERNETES_VERSIONS if v in ADDON_VERSIONS and v in KUBECTL_LAYERS)
 
 
 # ---------------------------------------------------------------------------------------------

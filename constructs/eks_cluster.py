@@ -83,7 +83,8 @@ class PlatformEksCluster(Construct):
             self,
             "Cluster",
             cluster_name=cluster_name,
-            version=eks.KubernetesVersion.of(eks_config.kubernetes_version),
+            # The named constant: a version the pinned aws-cdk-lib does not know fails here.
+            version=getattr(eks.KubernetesVersion, "V" + eks_config.kubernetes_version.replace(".", "_")),
             vpc=vpc,
             # Control plane ENIs in the private subnets only.
             vpc_subnets=[private_subnets],
