@@ -18,7 +18,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
 APT_PACKAGES := shellcheck bats graphviz
 
-.PHONY: deps synth gates test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
+.PHONY: deps synth gates review test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
 
 $(STAMPS)/venv: requirements.lock
 	@mkdir -p $(STAMPS)
@@ -51,11 +51,22 @@ $(STAMPS)/apt:
 deps: $(STAMPS)/venv $(STAMPS)/checkov $(STAMPS)/node $(STAMPS)/apt
 
 ## synth: the default environment (ENV=dev) with every gate and the review outputs.
+## COMPARE=PATH diffs the review against a previous cloud assembly (copy it out of cdk.out
+## first); COMPARE=last keeps the previous cdk.out as .cdk.out.previous and diffs against it.
+COMPARE ?=
+REVIEW_PREVIOUS := .cdk.out.previous
 synth: deps
+	@if [ "$(COMPARE)" = last ] && [ -d cdk.out ]; then rm -rf $(REVIEW_PREVIOUS) && mv cdk.out $(REVIEW_PREVIOUS); fi
 	rm -rf cdk.out
 	@echo "==> cdk synth -c env=$(ENV) (cdk-nag AwsSolutions + NIST 800-53 R5 run inside synth)"
 	cdk synth --quiet -c env=$(ENV)
 	$(MAKE) --no-print-directory gates
+	$(MAKE) --no-print-directory review
+
+## review: report (Markdown + HTML) and architecture diagram (PNG + SVG) under cdk.out/review.
+review:
+	@echo "==> review report and architecture diagram"
+	$(VENV)/bin/python -m review cdk.out $(if $(filter last,$(COMPARE)),--compare $(REVIEW_PREVIOUS),$(if $(COMPARE),--compare $(COMPARE),))
 
 gates:
 	@echo "==> cfn-lint"
