@@ -18,7 +18,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
 APT_PACKAGES := shellcheck bats graphviz
 
-.PHONY: deps synth gates review test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
+.PHONY: deps synth gates review pipeline test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
 
 $(STAMPS)/venv: requirements.lock
 	@mkdir -p $(STAMPS)
@@ -74,6 +74,18 @@ gates:
 	@echo "==> checkov (cloudformation, offline)"
 	$(CHECKOV_VENV)/bin/checkov --directory cdk.out --framework cloudformation --quiet --compact --skip-download
 	@echo "==> all gates passed for cdk.out"
+
+## pipeline: synth of the delivery pipeline (config/pipeline.yaml) with every environment as a
+## Stage, and the same gates and review over every template of every Stage.
+pipeline: deps
+	rm -rf cdk.out
+	@echo "==> cdk synth -c pipeline=true (cdk-nag runs inside synth, Stages included)"
+	cdk synth --quiet -c pipeline=true
+	@echo "==> cfn-lint (pipeline and every Stage)"
+	$(VENV)/bin/cfn-lint cdk.out/*.template.json cdk.out/assembly-*/*.template.json
+	@echo "==> checkov (cloudformation, offline; every Stage)"
+	$(CHECKOV_VENV)/bin/checkov --directory cdk.out --framework cloudformation --quiet --compact --skip-download
+	$(MAKE) --no-print-directory review
 
 ## test: the whole suite (.ci/run calls this).
 test: deps

@@ -526,3 +526,23 @@ def checkov_skips(stack: Stack) -> list[CheckovSkip]:
         for r in stack.resources()
         for s in r.checkov_skips
     ]
+
+
+@dataclass(frozen=True)
+class LintIgnore:
+    stack: str
+    resource: str
+    rule: str
+    reason: str
+
+
+def cfn_lint_ignores(stack: Stack) -> list[LintIgnore]:
+    """Per-resource cfn-lint ignores (``Metadata.cfn-lint.config.ignore_checks``) with the reason
+    kept beside them (``Metadata.cfn-lint-reasons``, written by constructs.compliance)."""
+    out: list[LintIgnore] = []
+    for r in stack.resources():
+        meta = r.raw.get("Metadata") or {}
+        reasons = meta.get("cfn-lint-reasons") or {}
+        for rule in as_list(((meta.get("cfn-lint") or {}).get("config") or {}).get("ignore_checks")):
+            out.append(LintIgnore(stack.display_name, r.logical_id, str(rule), str(reasons.get(rule, f"{FLAG} no reason given"))))
+    return out

@@ -50,7 +50,7 @@ class Stack:
 
     artifact_id: str
     display_name: str
-    group: str  # the Stage (nested assembly) or, at the top level, the Environment tag
+    group: str  # the environment: Environment tag, else the Stage (nested assembly), else the stack
     account: str
     region: str
     termination_protection: bool
@@ -151,7 +151,7 @@ def _collect(directory: Path, stage: str | None, out: list[Stack]) -> None:
         kind = art.get("type")
         props = art.get("properties") or {}
         if kind == NESTED_ASSEMBLY:
-            _collect(directory / props["directoryName"], art.get("displayName") or artifact_id, out)
+            _collect(directory / props["directoryName"], artifact_id.removeprefix("assembly-"), out)
         elif kind == STACK_ARTIFACT:
             template = _read_json(directory / props["templateFile"])
             metadata = dict(art.get("metadata") or {})
@@ -162,7 +162,8 @@ def _collect(directory: Path, stage: str | None, out: list[Stack]) -> None:
             env = art.get("environment", "aws://unknown-account/unknown-region")
             account, _, region = env.removeprefix("aws://").partition("/")
             tags = dict(props.get("tags") or {})
-            group = stage or tags.get("Environment") or "default"
+            # Reports are per environment: the Environment tag, else the Stage, else the stack.
+            group = tags.get("Environment") or stage or art.get("displayName") or artifact_id
             out.append(
                 Stack(
                     artifact_id=artifact_id,

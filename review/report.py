@@ -45,7 +45,8 @@ def build_report(
         f"Security-group rules: {len(sg)}, flagged: {sum(1 for r in sg if r.flags)}",
         f"Data stores: {len(enc)}, flagged: {sum(1 for e in enc if e.flags)}",
         f"Internet-reachable items: {len(exposure)}, flagged: {sum(1 for x in exposure if x.flagged)}",
-        f"cdk-nag acknowledgements: {len(acks)}; checkov skips: {len(skips)}",
+        f"cdk-nag acknowledgements: {len(acks)}; checkov skips: {len(skips)}; "
+        f"cfn-lint ignores: {sum(len(a.cfn_lint_ignores(st)) for st in stacks)}",
         f"Estimated monthly cost: {_money(cost.total)}" + (f" (excluding {len(cost.unpriced)} unpriced item(s))" if cost.unpriced else ""),
     ])
     if diagram:
@@ -103,6 +104,10 @@ def build_report(
     )
     doc.heading("checkov skips")
     doc.table(["Stack", "Resource", "Check", "Comment"], [[k.stack, k.resource, k.check, k.comment] for k in skips])
+
+    doc.heading("cfn-lint ignores")
+    lint = [k for st in stacks for k in a.cfn_lint_ignores(st)]
+    doc.table(["Stack", "Resource", "Rule", "Reason"], [[k.stack, k.resource, k.rule, k.reason] for k in lint])
 
     doc.heading("Estimated monthly cost")
     doc.para(f"On-demand list prices from `review/prices.yaml` ({prices.data['region']}, {prices.data['currency']}, "
