@@ -149,7 +149,8 @@ def _graph(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[
                 vpc = next((proxy[k] for k in resolve(s, r.properties.get("VpcId")) if k in proxy), None)
                 if vpc:
                     svc = show(r.properties.get("ServiceName"))
-                    interface_endpoints.setdefault(vpc, []).append(svc.split("amazonaws.com.")[-1].split(".", 1)[-1] if "amazonaws" in svc else svc)
+                    m = re.match(r"^com\.amazonaws\.[^.]+\.(.+)$", svc)
+                    interface_endpoints.setdefault(vpc, []).append(m.group(1) if m else svc)
                     proxy[(s.key, r.logical_id)] = vpc + "_endpoints"
                 continue
             label = _label(r)
@@ -159,7 +160,9 @@ def _graph(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[
             g.nodes[nid] = label
             proxy[(s.key, r.logical_id)] = nid
     for vpc, names in interface_endpoints.items():
-        g.nodes[vpc + "_endpoints"] = f"{len(names)} interface endpoints\n" + ", ".join(sorted(names))
+        names = sorted(names)
+        rows = [", ".join(names[i : i + 4]) for i in range(0, len(names), 4)]
+        g.nodes[vpc + "_endpoints"] = f"{len(names)} interface endpoints\n" + "\n".join(rows)
         g.placement[vpc + "_endpoints"] = "vpc:" + vpc
 
     # Placement and edges

@@ -99,7 +99,10 @@ def _md_cell(text: str) -> str:
 
 
 def _html_inline(text: str) -> str:
-    """Escape, then render `code` spans and highlight flags."""
+    """Escape, then render `code` and **bold** spans and highlight flags."""
     parts = html.escape(text).split("`")
     out = "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+    bold = out.split("**")
+    if len(bold) % 2 == 1:
+        out = "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(bold))
     return out.replace(FLAG, f'<span class="flag">{FLAG}</span>')
