@@ -18,7 +18,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
 APT_PACKAGES := shellcheck bats graphviz
 
-.PHONY: deps synth gates review pipeline test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
+.PHONY: deps synth gates review pipeline docs test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
 
 $(STAMPS)/venv: requirements.lock
 	@mkdir -p $(STAMPS)
@@ -86,6 +86,11 @@ pipeline: deps
 	@echo "==> checkov (cloudformation, offline; every Stage)"
 	$(CHECKOV_VENV)/bin/checkov --directory cdk.out --framework cloudformation --quiet --compact --skip-download
 	$(MAKE) --no-print-directory review
+
+## docs: regenerate the README's architecture diagram (docs/architecture-dev.*) from a synth.
+docs: synth
+	mkdir -p docs
+	cp cdk.out/review/architecture-$(ENV).dot cdk.out/review/architecture-$(ENV).svg cdk.out/review/architecture-$(ENV).png docs/
 
 ## test: the whole suite (.ci/run calls this).
 test: deps

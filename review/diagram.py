@@ -244,6 +244,10 @@ def _graph(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[
                     for b in dst:
                         if a and b:
                             g.edges[(a + "_vpc" if a in vpcs else a, b)] = "flow logs"
+    # Helm releases and add-ons live on their EKS cluster: draw them beside it.
+    for (a, b), label in list(g.edges.items()):
+        if label == "runs on" and g.placement.get(a) == "region" and g.placement.get(b, "region") != "region":
+            g.placement[a] = g.placement[b]
     return g, vpcs
 
 
