@@ -6,6 +6,7 @@ stacks, register the compliance checks. `-c pipeline=true` builds the delivery p
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import aws_cdk as cdk
 
@@ -16,6 +17,8 @@ from stacks.pipeline_stack import PipelineStack, build_pipeline
 from stacks.platform import PlatformStacks, build_platform
 
 DEFAULT_ENVIRONMENT = "dev"
+# No construct stack traces in the assembly: they hold jsii's temp paths and break determinism.
+APP_PROPS = {"stack_traces": False, "context": {"aws:cdk:disable-creation-stack-traces": True}}
 
 
 def build_app(app: cdk.App, config: EnvironmentConfig) -> PlatformStacks:
@@ -31,13 +34,15 @@ def build_pipeline_app(app: cdk.App, pipeline: PipelineConfig, environments: lis
 
 
 def main() -> None:
-    app = cdk.App()
+    app = cdk.App(**APP_PROPS)
+    # -c config_dir=PATH reads the YAML files from elsewhere (to try out a config).
+    config_dir = app.node.try_get_context("config_dir")
     try:
         if pipeline_selected(app.node.try_get_context("pipeline")):
-            build_pipeline_app(app, *load_pipeline())
+            build_pipeline_app(app, *(load_pipeline(Path(config_dir)) if config_dir else load_pipeline()))
         else:
             env_name = app.node.try_get_context("env") or DEFAULT_ENVIRONMENT
-            build_app(app, load_environment(env_name))
+            build_app(app, load_environment(env_name, Path(config_dir)) if config_dir else load_environment(env_name))
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         sys.exit(1)

@@ -95,14 +95,8 @@ def test_bad_pipeline_config_exits_cleanly_without_templates(tmp_path):
         (bad_dir / f.name).write_text(f.read_text())
     (bad_dir / PIPELINE_FILE).write_text(yaml.safe_dump({**VALID, "stages": ["prod", "dev"]}))
     out = tmp_path / "cdk.out"
-    code = (
-        "import sys, config.loader as l, config.pipeline as p, pathlib;"
-        f"p.CONFIG_DIR = l.CONFIG_DIR = pathlib.Path({str(bad_dir)!r});"
-        "p.load_pipeline.__defaults__ = (p.CONFIG_DIR,);"
-        "import app; app.main()"
-    )
-    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"pipeline": "true"}), "CDK_OUTDIR": str(out)}
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"pipeline": "true", "config_dir": str(bad_dir)}), "CDK_OUTDIR": str(out)}
+    proc = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert "pipeline.yaml: 1 configuration error:" in proc.stderr

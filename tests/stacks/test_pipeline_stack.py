@@ -19,11 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def pipeline_app(tmp_path_factory):
     import aws_cdk as cdk
 
-    from app import build_pipeline_app
+    from app import APP_PROPS, build_pipeline_app
     from config.pipeline import load_pipeline
 
     out = tmp_path_factory.mktemp("pipeline-cdk-out")
-    app = cdk.App(context={**cdk_context(), "pipeline": "true"}, outdir=str(out))
+    app = cdk.App(context={**APP_PROPS["context"], **cdk_context(), "pipeline": "true"}, outdir=str(out),
+                  stack_traces=APP_PROPS["stack_traces"])
     stack = build_pipeline_app(app, *load_pipeline())
     assembly = app.synth()  # raises if cdk-nag finds anything unacknowledged, Stages included
     template = json.loads((out / f"{stack.artifact_id}.template.json").read_text())
