@@ -47,6 +47,10 @@ class PriceTable:
     def source(self, section: str) -> str:
         return str(self.data[section]["source"])
 
+    def verified(self, section: str) -> bool:
+        """False where the table says its figures could not be confirmed against the source."""
+        return self.data[section].get("verified", True) is not False
+
 
 def load_prices(path: str | Path = PRICES_FILE) -> PriceTable:
     data = yaml.safe_load(Path(path).read_text())

@@ -92,8 +92,8 @@ def _label(r: Resource) -> str | None:
         return f"EKS node group {show(p.get('NodegroupName', _name(r)))}\n{show(sc.get('DesiredSize', '?'))} × {types}"
     if t == "AWS::EKS::Addon":
         return "EKS add-on\n" + show(p.get("AddonName"))
-    if t.startswith("Custom::") and "Chart" in p and "Release" in p:
-        return f"Helm release {show(p.get('Release'))}\n{show(p.get('Chart'))} {show(p.get('Version', ''))}".strip()
+    if t.startswith("Custom::") and "Chart" in p:  # Custom::AWSCDK-EKS-HelmChart (aws_eks, aws_eks_v2)
+        return f"Helm release {show(p.get('Release', p.get('Chart')))}\n{show(p.get('Chart'))} {show(p.get('Version', ''))}".strip()
     if t == "AWS::SageMaker::Cluster":
         return f"HyperPod cluster\n{show(p.get('ClusterName', _name(r)))}"
     return None

@@ -115,7 +115,8 @@ def build_report(
     doc.table(
         ["Item", "Stack", "Resource", "Quantity", "Unit price", "Monthly", "Source"],
         [[("" if i.monthly is not None else f"{a.FLAG} ") + i.item, i.stack, i.resource, i.quantity, i.unit_price,
-          _money(i.monthly), prices.source(i.section)] for i in cost.items],
+          _money(i.monthly), prices.source(i.section) + ("" if prices.verified(i.section) else f" ({a.FLAG} unverified price)")]
+         for i in cost.items],
     )
     doc.para(f"**Total: {_money(cost.total)} per month**"
              + (f" — {a.FLAG} {len(cost.unpriced)} item(s) have no price in the table and are not included." if cost.unpriced else ""))

@@ -62,3 +62,15 @@ def test_price_table_names_its_sources_and_date():
     for section, node in prices.data.items():
         if isinstance(node, dict):
             assert str(node.get("source", "")).startswith("https://aws.amazon.com/"), section
+
+
+def test_unverified_prices_are_marked_in_the_report(assembly_dir, cluster_tpl, tmp_path):
+    from review.__main__ import main
+
+    d = assembly_dir("a", {"Cluster": cluster_tpl()})
+    assert main([str(d), "--out", str(tmp_path), "--no-diagram"]) == 0
+    md = (tmp_path / "test.md").read_text()
+    hyperpod_rows = [line for line in md.splitlines() if line.startswith("| HyperPod ml.")]
+    assert hyperpod_rows and all("⚠ unverified price" in r for r in hyperpod_rows)
+    nat_rows = [line for line in md.splitlines() if line.startswith("| NAT gateway")]
+    assert nat_rows and not any("unverified" in r for r in nat_rows)
