@@ -25,6 +25,7 @@ EDGE_LABELS = {
     "KmsKeyId": "KMS", "KMSMasterKeyID": "KMS", "BucketEncryption": "KMS", "EncryptionConfig": "KMS (secrets)",
     "SecurityGroupIds": "SG", "VpcConfig": "VPC config", "ResourcesVpcConfig": "VPC config",
     "LoggingConfiguration": "access logs", "ClusterName": "runs on", "Orchestrator": "orchestrated by",
+    "InstanceGroups": "instance groups",
 }
 # Properties whose references are placement (subnet, VPC) or noise, not connections.
 NO_EDGE_PROPS = {"VpcId", "Tags"}
@@ -277,7 +278,17 @@ def to_dot(stacks: list[Stack], *, env: str, exports: dict[str, tuple[Stack, Any
             for nid in sorted(n for n, p in g.placement.items() if p == sid):
                 emit(nid, "      ")
             lines.append("    }")
-        for nid in sorted(n for n, p in g.placement.items() if p == "vpc:" + vid):
+        in_vpc = sorted(n for n, p in g.placement.items() if p == "vpc:" + vid)
+        # Each EKS control plane with what runs on it (add-ons, Helm releases, node groups).
+        for ei, eks in enumerate(n for n in in_vpc if g.nodes[n].startswith("EKS control plane")):
+            members = [eks] + sorted(a for (a, b), label in g.edges.items() if b == eks and label == "runs on" and a in in_vpc)
+            lines.append(f"    subgraph cluster_eks_{vi}_{ei} {{")
+            lines.append("      label=\"EKS\"; style=\"rounded,filled\"; fillcolor=\"#fffbe6\"; color=\"#d4a017\";")
+            for nid in members:
+                emit(nid, "      ")
+                in_vpc.remove(nid)
+            lines.append("    }")
+        for nid in in_vpc:
             emit(nid, "    ")
         lines.append("  }")
     regional = sorted(n for n, p in g.placement.items() if p == "region")

@@ -21,6 +21,10 @@ def test_diagram_shows_vpc_eks_hyperpod_groups_fsx_s3_helm(assembly_dir, cluster
         assert text in dot, text
     assert '-> n_Cluster_Eks [label="runs on"]' in dot  # Helm release and node group on the cluster
     assert 'n_Cluster_HyperPod -> n_Cluster_Eks [label="orchestrated by"]' in dot
+    # The Helm release and the node group are drawn inside the EKS box with the control plane.
+    eks_box = dot[dot.index("subgraph cluster_eks_"):]
+    eks_box = eks_box[: eks_box.index("    }")]
+    assert "n_Cluster_KubeRay" in eks_box and "n_Cluster_SystemNodes" in eks_box and "n_Cluster_Eks " in eks_box
     files = render_diagram(a.stacks, env="test", exports=a.exports(), out_dir=tmp_path)
     assert files["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in files["svg"].read_bytes()[:500]
