@@ -76,8 +76,11 @@ def _acknowledge_wildcards(policy: iam.CfnPolicy) -> None:
         actions = _as_list(st.get("Action"))
         service = actions[0].split(":")[0]
         reason = _REASON_BY_SERVICE.get(service)
+        resources = [_nag_text(stack, r) for r in _as_list(st.get("Resource"))]
         wild = [f"Action::{a}" for a in actions if "*" in a]
-        wild += [f"Resource::{t}" for t in (_nag_text(stack, r) for r in _as_list(st.get("Resource"))) if "*" in t]
+        wild += [f"Resource::{t}" for t in resources if "*" in t]
+        if reason is _ARTIFACTS and not all("ArtifactsBucket" in t for t in resources):
+            reason = None  # object actions on anything but the artifact bucket and its key
         if wild and reason is None:
             continue  # unknown statement: leave the finding to fail synth
         for w in wild:
