@@ -75,6 +75,8 @@ class ChartPin:
 # KubeRay operator (https://ray-project.github.io/kuberay-helm/ index), newest stable release on
 # 2026-12-02. The CRDs under shared/kuberay-crds/ are the same release: change them together.
 KUBERAY_OPERATOR = ChartPin("kuberay-operator", "https://ray-project.github.io/kuberay-helm/", "1.7.0")
+# The operator image of a KubeRay release is tagged v<chart version> (the chart's appVersion).
+KUBERAY_OPERATOR_IMAGE = "quay.io/kuberay/operator"
 # KubeRay before 1.2.0 did not recreate a Ray head pod that was evicted (KubeRay 1.2.0 release
 # notes): with HyperPod replacing unhealthy nodes, an older operator could lose the head for good.
 KUBERAY_MINIMUM = (1, 2, 0)
