@@ -34,13 +34,16 @@ KUBECTL_LAYERS: dict[str, tuple[str, str]] = {
     "1.33": ("aws_cdk.lambda_layer_kubectl_v33", "KubectlV33Layer"),
 }
 
-# EKS managed add-on versions per Kubernetes minor version (EKS user guide add-on pages:
-# managing-vpc-cni, managing-kube-proxy, managing-coredns, pod-id-agent-setup, fsx-csi,
-# install-CloudWatch-Observability-EKS-addon; checked 2026-12-02). kube-proxy and coredns follow
-# the cluster's minor version, so a new Kubernetes version needs a new row here.
+# EKS managed add-on versions per Kubernetes minor version. kube-proxy and coredns follow the
+# cluster's minor version, so a new Kubernetes version needs a new row here. Sources (2026-12-02):
+# the EKS user guide add-on pages (managing-vpc-cni, managing-kube-proxy, managing-coredns,
+# pod-id-agent-setup) and published 1.33 clusters using these exact builds (vpc-cni, kube-proxy,
+# coredns, eks-pod-identity-agent). NOT cross-checked offline: the aws-fsx-csi-driver and
+# amazon-cloudwatch-observability builds; confirm before a first deploy with
+#   aws eks describe-addon-versions --kubernetes-version 1.33 --addon-name NAME
 ADDON_VERSIONS: dict[str, dict[str, str]] = {
     "1.33": {
-        "vpc-cni": "v1.20.4-eksbuild.1",
+        "vpc-cni": "v1.20.3-eksbuild.1",
         "kube-proxy": "v1.33.3-eksbuild.10",
         "coredns": "v1.12.4-eksbuild.1",
         "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
@@ -72,6 +75,8 @@ class ChartPin:
 # KubeRay operator (https://ray-project.github.io/kuberay-helm/ index), newest stable release on
 # 2026-12-02. The CRDs under shared/kuberay-crds/ are the same release: change them together.
 KUBERAY_OPERATOR = ChartPin("kuberay-operator", "https://ray-project.github.io/kuberay-helm/", "1.7.0")
+# The operator image of a KubeRay release is tagged v<chart version> (the chart's appVersion).
+KUBERAY_OPERATOR_IMAGE = "quay.io/kuberay/operator"
 # KubeRay before 1.2.0 did not recreate a Ray head pod that was evicted (KubeRay 1.2.0 release
 # notes): with HyperPod replacing unhealthy nodes, an older operator could lose the head for good.
 KUBERAY_MINIMUM = (1, 2, 0)

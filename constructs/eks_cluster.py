@@ -4,8 +4,8 @@ node group ``system``, managed add-ons pinned in ``config/versions.py``, and acc
 
 Not Auto Mode: the cluster's own compute is the ``system`` node group; HyperPod nodes are the GPU
 compute. HyperPod's execution role gets no access entry here: HyperPod creates that entry itself
-when the HyperPod cluster is created (see ``constructs/hyperpod_cluster.py`` on the HyperPod
-branch and README "EKS").
+when the HyperPod cluster is created (see ``constructs/hyperpod_cluster.py`` and README
+"EKS cluster").
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ CONTROL_PLANE_LOGS = (
 
 # The FSx CSI driver's controller service account (the add-on's own name for it).
 FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"
-CLOUDWATCH_AGENT_NAMESPACE = "amazon-cloudwatch"
 CLOUDWATCH_AGENT_SA = "cloudwatch-agent"
 
 

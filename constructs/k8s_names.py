@@ -1,8 +1,9 @@
 """Kubernetes names shared by the infrastructure and the Ray workloads.
 
 The same values are defined by the workloads in ``workloads/common/k8s.py`` (NAMESPACE,
-SERVICE_ACCOUNT, FSX_PVC, SYSTEM_NODEGROUP); ``tests/constructs/test_k8s_names.py`` checks that
-the two agree once both are on main. CDK code never imports Ray, so it does not import that module.
+SERVICE_ACCOUNT, FSX_PVC, SYSTEM_NODEGROUP); ``tests/constructs/test_workloads_access.py``
+checks that the two agree once both are on main. CDK code never imports Ray, so it does not
+import that module.
 """
 
 from __future__ import annotations

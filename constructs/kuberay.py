@@ -8,7 +8,7 @@ from typing import Any
 from config import versions
 from config.model import Eks
 from constructs.helm import ChartRelease
-from constructs.k8s_names import KUBERAY_NAMESPACE, SYSTEM_NODE_SELECTOR
+from constructs.k8s_names import KUBERAY_NAMESPACE, SYSTEM_NODE_SELECTOR, WORKLOADS_NAMESPACE
 
 KUBERAY_RELEASE = "kuberay-operator"
 
@@ -21,15 +21,20 @@ KUBERAY_RESOURCES = {
 }
 
 
-def kuberay_operator_values(eks_config: Eks) -> dict[str, Any]:
+def kuberay_operator_values(eks_config: Eks, *, watch_namespaces: tuple[str, ...] = (WORKLOADS_NAMESPACE,)) -> dict[str, Any]:
     """Chart values: a pure function of config."""
-    del eks_config  # nothing environment-specific yet; the signature keeps the contract
     return {
+        # The image of exactly the chart's release (the chart's own default would do the same;
+        # pinning it here makes the running version visible in the template).
+        "image": {"repository": versions.KUBERAY_OPERATOR_IMAGE, "tag": f"v{eks_config.kuberay_chart_version}"},
         # On the EKS managed 'system' nodes, never on HyperPod GPU nodes.
         "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
         "resources": KUBERAY_RESOURCES,
-        # Watch every namespace (the Ray workloads live in their own namespace).
-        "singleNamespaceInstall": False,
+        # Least privilege: namespaced RBAC in the Ray workloads' namespace only, instead of a
+        # ClusterRole over every namespace (the CRDs stay cluster-scoped).
+        "singleNamespaceInstall": True,
+        "watchNamespace": list(watch_namespaces),
+        "crNamespacedRbacEnable": True,
     }
 
 

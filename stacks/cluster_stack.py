@@ -53,10 +53,6 @@ class ClusterStack(PlatformStack):
         # Charts wait for their pods: nodes and every add-on (networking, DNS, Pod Identity, CSI)
         # come first.
         cluster_ready: list[IConstruct] = [self.eks.system_nodegroup, *self.eks.addons.values()]
-        self.kuberay = HelmRelease(
-            self, "KubeRayOperator", cluster=self.cluster, release=kuberay_operator_release(config.eks),
-            depends_on=cluster_ready,
-        )
         self.hyperpod_node_dependencies = HyperPodDependencies(
             self, "HyperPodDependencies", config=config, cluster=self.cluster, depends_on=cluster_ready
         )
@@ -76,6 +72,11 @@ class ClusterStack(PlatformStack):
             storage_capacity_gib=config.fsx.storage_capacity_gib,
             namespace_depends_on=[self.eks.addons["eks-pod-identity-agent"]],
             storage_depends_on=[self.eks.addons["aws-fsx-csi-driver"]],
+        )
+        self.kuberay = HelmRelease(
+            self, "KubeRayOperator", cluster=self.cluster, release=kuberay_operator_release(config.eks),
+            # The operator's namespaced RBAC goes into the workloads namespace: it must exist first.
+            depends_on=[*cluster_ready, self.workloads.namespace],
         )
 
         CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)

@@ -160,3 +160,18 @@ def test_template_applies_them_in_order_after_nodes_and_addons(synthesized):
         assert {cluster.get_logical_id(a) for a in cluster.eks.addons.values()} <= needed
     # What the HyperPod cluster must depend on.
     assert set(cluster.hyperpod_dependencies) == {hp.namespace, hp.manifests, *hp.charts}
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_deployed_device_plugin_values_name_only_gpu_types(env, synthesized):
+    """What CloudFormation hands to Helm, per environment: the GPU/EFA types of its groups."""
+    _, config, stacks = synthesized(env)
+    charts = {
+        r["Properties"]["Chart"]: json.loads(r["Properties"]["Values"])
+        for r in template_of(stacks.cluster).to_json()["Resources"].values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+    }
+    group_gpu_types = sorted({g.instance_type for g in config.hyperpod.instance_groups if g.is_gpu})
+    nvidia = charts["nvidia-device-plugin"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert nvidia["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == group_gpu_types
+    assert set(charts["aws-efa-k8s-device-plugin"]["supportedInstanceLabels"]["values"]) <= set(catalog.efa_instance_types())

@@ -38,6 +38,14 @@ def test_values_schedule_on_system_nodes_with_resources():
     resources = ApiClient()._ApiClient__deserialize(values["resources"], V1ResourceRequirements)
     assert resources.requests == {"cpu": "100m", "memory": "512Mi"}
     assert resources.limits == {"cpu": "1", "memory": "1Gi"}
+    assert values["image"] == {"repository": "quay.io/kuberay/operator", "tag": "v1.7.0"}
+
+
+def test_operator_rbac_is_namespaced_to_the_workloads():
+    values = kuberay_operator_values(load_environment("dev").eks)
+    assert values["singleNamespaceInstall"] is True
+    assert values["watchNamespace"] == ["ray-workloads"]
+    assert values["crNamespacedRbacEnable"] is True
 
 
 def test_config_version_flows_into_the_release():
@@ -48,6 +56,7 @@ def test_config_version_flows_into_the_release():
     data["eks"]["kuberay_chart_version"] = "1.4.2"
     release = kuberay_operator_release(parse_environment(data).eks)
     assert release.pin.version == "1.4.2"
+    assert release.values["image"]["tag"] == "v1.4.2"
 
 
 def test_chart_in_template_installs_crds_after_nodes_and_addons(synthesized):
@@ -64,3 +73,8 @@ def test_chart_in_template_installs_crds_after_nodes_and_addons(synthesized):
     assert cluster.get_logical_id(cluster.eks.system_nodegroup.node.default_child) in deps
     for addon in cluster.eks.addons.values():
         assert cluster.get_logical_id(addon) in deps
+    # Its namespaced RBAC lands in the workloads namespace, which must exist first.
+    namespace = cluster.workloads.namespace
+    while namespace.node.default_child is not None:
+        namespace = namespace.node.default_child
+    assert cluster.get_logical_id(namespace) in deps
