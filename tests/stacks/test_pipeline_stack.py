@@ -148,7 +148,12 @@ def test_cdk_nag_plugin_reaches_stacks_inside_stages(tmp_path):
 def test_cfn_lint_and_checkov_pass_on_every_stage_template(pipeline_app):
     _, _, _, out = pipeline_app
     templates = sorted(str(p) for p in out.glob("**/*.template.json"))
-    assert len(templates) == 1 + 3 * 2  # the pipeline + network and storage per environment
+    import dataclasses
+
+    from stacks.platform import PlatformStacks
+
+    # The pipeline + every platform stack (network, storage, cluster, hyperpod) per environment.
+    assert len(templates) == 1 + 3 * len(dataclasses.fields(PlatformStacks))
     # Both gates at once (they are independent): the same commands as `make pipeline`.
     lint = subprocess.Popen([str(Path(sys.executable).parent / "cfn-lint"), *templates],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
