@@ -53,3 +53,51 @@ def test_tags_reach_the_cluster(synthesized):
     cluster = res["EksClusterB2BDED5B"]["Properties"]
     tags = {t["Key"]: t["Value"] for t in cluster["Tags"]}
     assert set(config.tags.as_dict()) <= set(tags)
+
+
+# What replaces what (create-only properties in the CloudFormation resource schemas that cfn-lint
+# ships) and the config that feeds each. README "What replaces the EKS cluster" mirrors this.
+REPLACED_BY = {
+    "AWS::EKS::Cluster": {
+        "Name": "name_prefix",
+        "RoleArn": "(construct ID of the cluster role)",
+        "EncryptionConfig": "the platform KMS key (storage stack)",
+        "AccessConfig/BootstrapClusterCreatorAdminPermissions": "(fixed: false)",
+        "BootstrapSelfManagedAddons": "(fixed: false)",
+        "KubernetesNetworkConfig/IpFamily": "(fixed: ipv4)",
+    },
+    "AWS::EKS::Nodegroup": {
+        "NodegroupName": "(fixed: system)",
+        "InstanceTypes": "eks.system_nodes.instance_type",
+        "DiskSize": "eks.system_nodes.disk_size_gib",
+        "AmiType": "(fixed: AL2023_x86_64_STANDARD)",
+        "CapacityType": "(fixed: ON_DEMAND)",
+        "Subnets": "network (private subnets)",
+        "NodeRole": "(construct ID of the node role)",
+        "ClusterName": "name_prefix",
+    },
+}
+
+
+def _set_paths(props: dict, path: str) -> bool:
+    node = props
+    for part in path.split("/"):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def test_replacement_triggers_are_known(synthesized):
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    _, _, stacks = synthesized("prod")
+    res = template_of(stacks.cluster).to_json()["Resources"]
+    for kind, documented in REPLACED_BY.items():
+        create_only = {
+            p.removeprefix("/properties/")
+            for p in PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", kind).schema["createOnlyProperties"]
+        }
+        props = next(r["Properties"] for r in res.values() if r["Type"] == kind)
+        used = {p for p in create_only if _set_paths(props, p)}
+        assert used == set(documented), f"{kind}: create-only properties set here changed: {sorted(used)}"
