@@ -688,9 +688,6 @@ class EnvironmentConfig(Frozen):
                     f"subnet; configured AZ IDs: {', '.join(sorted(hp_az_ids))}"
                 )
         errors.extend(self._eks_errors())
-        # The training job must fit the instance group it runs on (config/training.py).
-        errors.extend(self.training.problems(self.hyperpod.instance_groups,
-                                             fsx_file_system_path=self.fsx.file_system_path))
         if errors:
             raise ValueError("\n".join(errors))
         return self

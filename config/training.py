@@ -1,7 +1,10 @@
 """The `training:` section: the Ray Train job (owned by the training workload).
 
 Worker and GPU counts are derived from the HyperPod instance group named here, the same group
-the CDK app creates, so the job cannot ask for hardware the cluster does not have.
+the CDK app creates, so the job cannot ask for hardware the cluster does not have. The checks
+against the groups (``Training.problems``) run when the job is derived from the config
+(``workloads.training.settings.for_cluster``: rendering the RayJob, starting the job), before
+anything starts.
 """
 
 from __future__ import annotations

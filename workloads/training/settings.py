@@ -68,7 +68,7 @@ def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None)
     t = training_with(cfg.training, overrides or {}, f"config/{cfg.name}.yaml") if overrides else cfg.training
     problems = t.problems(cfg.hyperpod.instance_groups, fsx_file_system_path=cfg.fsx.file_system_path)
     if problems:
-        raise ConfigError(f"config/{cfg.name}.yaml", problems)
+        raise ConfigError(f"{cfg.name}.yaml", problems)
     p = t.placement(cfg.hyperpod.instance_groups)
     # CPUs per worker: the node's vCPUs (less the pod's reserve) shared by its workers.
     from workloads.common import k8s

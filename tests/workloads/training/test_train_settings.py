@@ -22,8 +22,10 @@ def _dev(**training):
 
 
 def _errors(data):
+    """Errors from loading the config or, for checks against the HyperPod groups, from
+    deriving the job (what `render` and the job's entrypoint do before anything starts)."""
     with pytest.raises(ConfigError) as err:
-        parse_environment(data, source="dev.yaml")
+        S.for_cluster(parse_environment(data, source="dev.yaml"))
     return err.value.errors
 
 
@@ -50,7 +52,7 @@ def test_node_local_storage_with_workers_on_several_nodes():
         "nodes; use a path on FSx (/fsx/...) or s3://, or set training.storage_shared if every "
         "node mounts it"]
     # One node: a local path is fine.
-    parse_environment(_dev(storage_path="/var/tmp/ckpt", num_workers=4), source="dev.yaml")
+    S.for_cluster(parse_environment(_dev(storage_path="/var/tmp/ckpt", num_workers=4), source="dev.yaml"))
 
 
 def test_unknown_instance_type():
