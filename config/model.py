@@ -547,6 +547,7 @@ class EnvironmentConfig(Frozen):
                     f"hyperpod.instance_groups[{i}].subnet_az_id: {g.subnet_az_id!r} has no HyperPod "
                     f"subnet; configured AZ IDs: {', '.join(sorted(hp_az_ids))}"
                 )
+        errors.extend(self.inference.check_against(self))
         if errors:
             raise ValueError("\n".join(errors))
         return self
