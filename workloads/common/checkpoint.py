@@ -16,8 +16,8 @@ Stable API (the training job and the inference app both use it):
 - ``save(directory, state, meta) -> dict``: write a checkpoint into a local directory; returns
   the manifest.
 - ``upload(local_dir, dest, filesystem=None)``: copy a saved checkpoint to ``dest`` (path or
-  s3:// URI), manifest last. Its signature fits Ray Train's ``checkpoint_upload_fn`` via
-  ``ray_upload_fn``.
+  s3:// URI), manifest last. ``ray_upload_fn`` is the same as a Ray Train
+  ``checkpoint_upload_fn``.
 - ``verify(path, filesystem=None) -> list[str]``: the problems found (empty: intact).
 - ``load(path, filesystem=None, map_location="cpu", keys=None) -> LoadedCheckpoint``: verify and
   load; raises ``CheckpointError`` when torn.
@@ -133,16 +133,19 @@ def upload(local_dir: str, dest: str, filesystem: pafs.FileSystem | None = None)
                 out.write(chunk)
 
 
-def ray_upload_fn(filesystem: pafs.FileSystem) -> Callable:
-    """A Ray Train ``checkpoint_upload_fn``: ``(Checkpoint, dest_dir) -> Checkpoint``."""
+def ray_upload_fn(checkpoint, checkpoint_dir_name: str):
+    """A Ray Train ``checkpoint_upload_fn``: copies into the run's directory, manifest last.
 
-    def _upload(checkpoint, dest_dir: str):
-        from ray.train import Checkpoint
+    Ray calls it (in its upload thread with ``CheckpointUploadMode.ASYNC``) with the local
+    checkpoint and the directory name given to ``ray.train.report``.
+    """
+    import ray.train
+    from ray.train import Checkpoint
 
-        upload(checkpoint.path, dest_dir, filesystem=filesystem)
-        return Checkpoint(path=dest_dir, filesystem=filesystem)
-
-    return _upload
+    storage = ray.train.get_context().get_storage()
+    dest = storage_mod.join(storage.experiment_fs_path, checkpoint_dir_name)
+    upload(checkpoint.path, dest, filesystem=storage.storage_filesystem)
+    return Checkpoint(path=dest, filesystem=storage.storage_filesystem)
 
 
 def _read(fs: pafs.FileSystem, path: str) -> bytes:
