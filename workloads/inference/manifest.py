@@ -239,9 +239,20 @@ def serve_config_problems(manifest: dict) -> list[str]:
         ServeDeploySchema.model_validate(cfg)
     except (ValidationError, yaml.YAMLError, KeyError, TypeError) as err:
         return [f"spec.serveConfigV2: {err}"]
+    # Ray's Serve schemas ignore unknown keys; like kubectl's strict mode, we do not.
+    from ray.serve.schema import DeploymentSchema, ServeApplicationSchema
+
+    def unknown(d: dict, model, where: str) -> list[str]:
+        allowed = set(model.model_fields) | {f.alias for f in model.model_fields.values() if f.alias}
+        return [f"{where}.{k}: unknown field (not in Ray's {model.__name__})" for k in sorted(set(d) - allowed)]
+
+    problems += unknown(cfg, ServeDeploySchema, "spec.serveConfigV2")
     fields = _ray_model_fields()
     for i, app in enumerate(cfg.get("applications", [])):
         where = f"spec.serveConfigV2.applications[{i}]"
+        problems += unknown(app, ServeApplicationSchema, where)
+        for j, dep in enumerate(app.get("deployments", [])):
+            problems += unknown(dep, DeploymentSchema, f"{where}.deployments[{j}]")
         if app.get("import_path") != LLM_IMPORT_PATH:
             continue
         args = app.get("args", {})

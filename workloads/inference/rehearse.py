@@ -25,8 +25,19 @@ from workloads.inference.local import LocalCluster, free_port, replica_pids  # l
 from workloads.inference import loadtest
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_STORAGE = ROOT / "out" / "rehearsal" / "checkpoints"
 OUT = ROOT / "out" / "rehearse-serve"
+
+
+def discover(root: Path) -> tuple[Path, str] | None:
+    """(storage, run) of the newest checkpoint any rehearsal wrote under ``root`` (``out/``)."""
+    from workloads.common import checkpoint as ckpt
+
+    found = [d for d in root.rglob("checkpoint_*") if d.is_dir() and ckpt.DIR_RE.match(d.name)] \
+        if root.is_dir() else []
+    if not found:
+        return None
+    newest = max(found, key=lambda d: d.stat().st_mtime)
+    return newest.parent.parent, newest.parent.name
 
 
 def find_run(storage: Path, run: str | None) -> str | None:
@@ -72,7 +83,8 @@ def plot(records, kill_t: float, replaced_t: float | None, path: Path, title: st
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.inference.rehearse", description=__doc__.splitlines()[0])
-    p.add_argument("--storage", default=str(DEFAULT_STORAGE), help="checkpoint storage of the training rehearsal")
+    p.add_argument("--storage", default=None,
+                   help="checkpoint storage of the training rehearsal (default: the newest under out/)")
     p.add_argument("--run", default=None, help="run name (default: the newest run under --storage)")
     p.add_argument("--env", default="dev", help="environment whose inference settings are rehearsed")
     p.add_argument("--requests", type=int, default=600)
@@ -90,8 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         return 2
-    storage = Path(a.storage).resolve()
-    run = find_run(storage, a.run)
+    if a.storage is None:
+        hit = discover(ROOT / "out")
+        storage, run = hit if hit else (ROOT / "out", None)
+        run = a.run or run
+    else:
+        storage = Path(a.storage).resolve()
+        run = find_run(storage, a.run)
     if run is None:
         print(f"no checkpoint of {'run ' + repr(a.run) if a.run else 'any run'} under {storage}: run the "
               "training rehearsal first (`make rehearse-train`, or `make rehearse` for both)", file=sys.stderr)
