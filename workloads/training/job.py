@@ -183,7 +183,9 @@ def train_func(config: dict) -> None:
         dist.all_reduce(mean)
         elapsed = time.perf_counter() - window_t0
         metrics = {"step": done, "loss": mean.item() / world, "lr": scheduler.get_last_lr()[0],
-                   "tokens_per_s": tokens_per_step * window_n / elapsed}
+                   "tokens_per_s": tokens_per_step * window_n / elapsed,
+                   # The step this attempt resumed from (0: a fresh start).
+                   "resumed_from": start_step}
         window_loss, window_n = 0.0, 0
         if not want_ckpt:
             ray.train.report(metrics)
