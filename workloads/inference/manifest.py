@@ -161,6 +161,12 @@ def llm_config(env: EnvironmentConfig) -> dict[str, Any]:
 def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
     """The RayService of Ray Serve LLM (vLLM engine) for ``inference.llm``."""
     llm = env.inference.llm
+    if not llm.enabled:
+        from config import ConfigError
+
+        raise ConfigError(f"{env.name}.yaml", [
+            f"inference.llm.enabled: false in {env.name}.yaml; set it to true (with "
+            "inference.llm.model_source on FSx or S3) to render the Serve LLM RayService"])
     group = env.inference.resolved_llm_group(env)
     image = k8s.RAY_LLM_IMAGE
     tp = llm.tensor_parallel_size
