@@ -42,6 +42,8 @@ class Generate:
         self.default_max_tokens = default_max_tokens
         self.reload_token: Any = None
         self.served = 0
+        self.batches = 0  # batches generated, and the requests in them (mean batch size on /healthz)
+        self.batched = 0
         self._set_model(engine.load_model(storage_path, run_name))
 
     def _set_model(self, loaded: engine.LoadedModel) -> None:
@@ -80,6 +82,8 @@ class Generate:
     async def _generate(self, reqs: list[schema.Completion]) -> list[tuple[str, list[int]]]:
         loaded = self.loaded  # one model for the whole batch, even if a reload swaps it
         gens = [engine.GenRequest(r.prompt_ids, r.max_tokens, r.temperature, r.seed) for r in reqs]
+        self.batches += 1
+        self.batched += len(reqs)
         out = await asyncio.to_thread(engine.generate_batch, loaded.model, gens)
         return [(loaded.model_id, toks) for toks in out]
 
@@ -119,7 +123,8 @@ class Generate:
                     "skipped_checkpoints": self.loaded.skipped,
                 }]})
             if path.endswith("/healthz"):
-                return JSONResponse({"status": "ok", "model": self.loaded.model_id, "pid": os.getpid()})
+                return JSONResponse({"status": "ok", "model": self.loaded.model_id, "pid": os.getpid(),
+                                     "batches": self.batches, "batched_requests": self.batched})
             raise schema.RequestError(404, f"no route {request.url.path}; routes: POST /v1/completions, GET /v1/models, GET /healthz")
         except schema.RequestError as err:
             return JSONResponse(err.body(), status_code=err.status)

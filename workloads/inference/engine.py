@@ -59,9 +59,8 @@ class LoadedModel:
 
 def model_config_of(meta: dict) -> GPTConfig:
     """The architecture stored in a checkpoint's meta.json."""
-    for key in ("model_config", "model", "gpt_config", "config"):
-        if isinstance(meta.get(key), dict):
-            return GPTConfig.from_dict(meta[key])
+    if isinstance(meta.get("model_config"), dict):  # written by workloads.training.job
+        return GPTConfig.from_dict(meta["model_config"])
     raise ckpt.CheckpointError(
         f"checkpoint meta.json holds no model config (looked for model_config); keys: {sorted(meta)}"
     )

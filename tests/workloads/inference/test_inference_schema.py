@@ -61,3 +61,24 @@ def test_batched_generation_equals_one_at_a_time():
                                 generator=torch.Generator().manual_seed(i))[0, len(encode(p)):].tolist()
         assert alone == direct
         assert together[i] == alone
+
+
+def test_torn_newest_checkpoint_is_skipped_and_logged(tmp_path, make_checkpoint, caplog):
+    import logging
+    import shutil
+
+    from workloads.inference.engine import load_model
+
+    make_checkpoint(tmp_path, 10, seed=1)
+    newest = make_checkpoint(tmp_path, 20, seed=2)
+    (newest / "manifest.json").unlink()  # torn: the manifest is written last
+    with caplog.at_level(logging.WARNING, logger="workloads.inference"):
+        loaded = load_model(str(tmp_path), "tiny-run", device="cpu")
+    assert loaded.step == 10
+    assert "checkpoint_000000020" in loaded.skipped[0] and "no manifest.json" in loaded.skipped[0]
+    assert any("newest checkpoint is torn, serving the previous one instead" in r.message
+               for r in caplog.records)
+    shutil.rmtree(tmp_path / "tiny-run" / "checkpoint_000000010")
+    with pytest.raises(Exception) as info:
+        load_model(str(tmp_path), "tiny-run", device="cpu")
+    assert "none of the 1 checkpoints of run 'tiny-run'" in str(info.value)
