@@ -4,7 +4,7 @@ Every node is a ``ray start --block`` process in its own session, so that stoppi
 (or killing a node) signals only our process group, never another engineer's Ray. Every port is
 picked free at start (GCS, dashboard, node/object managers, agents, metrics, worker port ranges)
 and the head gets its own temp dir, so clusters started at the same time never collide. The
-``loopback`` hook directory goes on PYTHONPATH: its sitecustomize keeps Ray from probing cloud
+``workloads/common/_offline`` hook directory goes on PYTHONPATH: its sitecustomize keeps Ray from probing cloud
 metadata or reporting usage (no traffic leaves 127.0.0.1).
 """
 
@@ -24,15 +24,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-HOOKS = Path(__file__).resolve().parent / "loopback"
+# The training workload's hook directory (workloads/common/_offline/sitecustomize.py).
+HOOKS = REPO_ROOT / "workloads" / "common" / "_offline"
 MiB = 1 << 20
 
 # This process is a Ray driver too: stub the metadata probe in-process as well.
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-sys.path.insert(0, str(HOOKS))
-import sitecustomize as _loopback  # noqa: E402,F401  (the hook module of this directory)
 
-sys.path.remove(str(HOOKS))
+def _load_hook() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_hpray_offline_hook", HOOKS / "sitecustomize.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+
+_load_hook()
 
 
 def free_port() -> int:
@@ -125,6 +132,11 @@ class LocalCluster:
         return node
 
     def start(self, timeout_s: float = 90) -> "LocalCluster":
+        import ray
+
+        if ray.is_initialized():
+            # A process drives one Ray cluster at a time; this one becomes the connected one.
+            ray.shutdown()
         # Short path: Ray's unix sockets live under the temp dir (108-byte limit).
         self.temp_dir = tempfile.mkdtemp(prefix="rsrv-", dir="/tmp")
         self.gcs_port = free_port()

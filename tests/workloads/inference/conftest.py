@@ -49,7 +49,9 @@ def checkpoints(tmp_path_factory) -> Path:
     return storage
 
 
-@pytest.fixture(scope="session")
+# Module scope: the cluster (and this process's Ray driver connection) is gone before the
+# training tests start their own.
+@pytest.fixture(scope="module")
 def serve_app(checkpoints):
     """(base_url, deploy): the Generate app with 2 replicas on a head + 1 worker node cluster."""
     from config import load_environment
