@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from workloads.inference.local import LocalCluster, free_port  # noqa: E402  (loopback hooks first)
-from workloads.inference import loadtest  # noqa: E402
+from workloads.inference import loadtest, local  # noqa: E402
 
 # "Tiny GPT": 2 layers, width 64, context 128 (about 0.1 M parameters).
 TINY = dict(block_size=128, n_layer=2, n_head=4, n_embd=64)
@@ -56,14 +56,38 @@ def save_checkpoint(storage: Path) -> None:
               {"step": 1, "model_config": cfg.to_dict()})
 
 
-def measure(name: str, url: str, levels, time_limit_s: float, results: dict) -> None:
+def _cpu(procs) -> dict[str, float]:
+    """CPU seconds (user + system) so far, summed per process label."""
+    import psutil
+
+    out: dict[str, float] = {}
+    for label, pid in procs():
+        try:
+            t = psutil.Process(pid).cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        out[label] = out.get(label, 0.0) + t.user + t.system
+    return out
+
+
+def measure(name: str, url: str, levels, time_limit_s: float, results: dict, procs=None) -> None:
+    """Each level: throughput and latency, and the CPU time each process spent per request
+    (less sensitive to the noisy neighbours than wall-clock figures)."""
     loadtest.wait_ready(url)
     for c in levels:
-        res = loadtest.run(url, requests=COUNTS[c], concurrency=c, time_limit_s=time_limit_s, warmup=2 * c)
+        loadtest.run(url, requests=2 * c, concurrency=c, time_limit_s=time_limit_s)  # warm-up
+        before, client0 = (_cpu(procs) if procs else {}), time.process_time()
+        res = loadtest.run(url, requests=COUNTS[c], concurrency=c, time_limit_s=time_limit_s)
+        after, client = (_cpu(procs) if procs else {}), time.process_time() - client0
         s = res.summary()
+        n = max(1, s["succeeded"])
+        s["cpu_ms_per_request"] = {k: round(1000 * (after[k] - before.get(k, 0.0)) / n, 2) for k in after}
+        s["cpu_ms_per_request"]["load client"] = round(1000 * client / n, 2)
         results.setdefault(name, {})[str(c)] = s
+        cpu = ", ".join(f"{k} {v:.1f}" for k, v in sorted(s["cpu_ms_per_request"].items(), key=lambda kv: -kv[1]))
         print(f"  {name:<22} c={c:<3} {s['req_per_s']:7.1f} req/s  p50 {s['p50_ms']:7.1f} ms  "
-              f"p99 {s['p99_ms']:7.1f} ms  ({s['succeeded']}/{s['sent']} ok)", flush=True)
+              f"p99 {s['p99_ms']:7.1f} ms  ({s['succeeded']}/{s['sent']} ok)\n"
+              f"  {'':<22} CPU ms/request: {cpu}", flush=True)
 
 
 def run_fastapi(kind: str, storage: Path, levels, time_limit_s: float, results: dict) -> None:
@@ -73,7 +97,8 @@ def run_fastapi(kind: str, storage: Path, levels, time_limit_s: float, results: 
          "--storage", str(storage), "--run", RUN, "--max-batch", "32"],
         start_new_session=True, cwd=str(ROOT))
     try:
-        measure(f"fastapi-{kind}", f"http://127.0.0.1:{port}/v1/completions", levels, time_limit_s, results)
+        measure(f"fastapi-{kind}", f"http://127.0.0.1:{port}/v1/completions", levels, time_limit_s,
+                results, procs=lambda: [("server", proc.pid)])
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -106,15 +131,35 @@ def run_ray(storage: Path, levels, time_limit_s: float, results: dict, env: dict
             h = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
             return h["batches"], h["batched_requests"]
 
+        def procs():
+            """Every process of the cluster, labelled by its Ray process title or program."""
+            import psutil
+
+            found = []
+            for node in _cluster.nodes:
+                for pid in [node.proc.pid, *local._descendants(node.proc.pid)]:
+                    try:
+                        cmd = psutil.Process(pid).cmdline()
+                    except psutil.NoSuchProcess:
+                        continue
+                    title = " ".join(cmd).strip()
+                    if title.startswith("ray::"):
+                        label = title.split()[0].removeprefix("ray::").split(":")[0]
+                    else:
+                        label = next((Path(a).name for a in cmd if Path(a).name in
+                                      ("gcs_server", "raylet", "log_monitor.py", "monitor.py")), "ray start/other")
+                    found.append((label, pid))
+            return found
+
         deploy(32)
         for c in levels:
             b0, r0 = batches()
-            measure("ray-serve-batch", url, [c], time_limit_s, results)
+            measure("ray-serve-batch", url, [c], time_limit_s, results, procs=procs)
             b1, r1 = batches()
             results["ray-serve-batch"][str(c)]["mean_batch_size"] = (r1 - r0) / max(1, b1 - b0)
             print(f"  {'':<22} mean batch size {(r1 - r0) / max(1, b1 - b0):.1f}", flush=True)
         deploy(1)  # in place (user_config): same replica, batching off
-        measure("ray-serve-nobatch", url, [32], time_limit_s, results)
+        measure("ray-serve-nobatch", url, [32], time_limit_s, results, procs=procs)
 
 
 def plot(results: dict, path: Path) -> None:
