@@ -12,9 +12,10 @@ import functools
 import re
 from dataclasses import dataclass
 
-# The KubeRay operator chart (https://ray-project.github.io/kuberay-helm/), newest stable on
-# 2026-12-02. The CRDs under ../shared/kuberay-crds/ are the same release.
-KUBERAY_CHART_VERSION = "1.7.0"
+# The KubeRay operator chart version lives with every other EKS-side pin in config/versions.py.
+from config.versions import KUBERAY_OPERATOR as _KUBERAY_OPERATOR  # noqa: E402
+
+KUBERAY_CHART_VERSION = _KUBERAY_OPERATOR.version
 
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy, days).
 LOG_RETENTION_DAYS = (

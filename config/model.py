@@ -8,13 +8,14 @@ independent mistakes are all reported together.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from config import catalog
+from config import catalog, versions
 from config.base import Frozen
 from config.inference import Inference
 from config.training import Training
@@ -230,14 +231,38 @@ class Network(Frozen):
 IAM_PRINCIPAL_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[\w+=,.@/-]{1,512}$")
 
 
+@functools.cache
+def _ec2_instance_types() -> tuple[str, ...]:
+    """Every value of EC2's ``InstanceType`` enum in the installed botocore."""
+    import botocore.session
+
+    return tuple(botocore.session.get_session().get_service_model("ec2").shape_for("InstanceType").enum)
+
+
 class SystemNodeGroup(Frozen):
     """The EKS managed node group 'system': KubeRay operator, Ray head pods, CoreDNS."""
 
+    # 4 vCPU / 16 GiB: room for CoreDNS, the KubeRay operator and two Ray head pods per node.
     instance_type: str = "m7i.xlarge"
+    # Two nodes so that CoreDNS and the operator survive one node's loss.
     desired_size: int = Field(default=2, ge=1, le=100)
     min_size: int = Field(default=2, ge=1, le=100)
     max_size: int = Field(default=4, ge=1, le=100)
+    # 100 GiB: Ray head images are several GiB; the EKS default of 20 GiB fills up.
     disk_size_gib: int = Field(default=100, ge=20, le=16384)
+
+    @field_validator("instance_type")
+    @classmethod
+    def _instance_type(cls, v: str) -> str:
+        allowed = _ec2_instance_types()
+        if v not in allowed:
+            close = catalog.closest(v, allowed)
+            hint = f"; did you mean {close!r}?" if close else ""
+            raise ValueError(
+                f"{v!r} is not an EC2 instance type (botocore {catalog.botocore_version()} ec2 "
+                f"InstanceType enum){hint}"
+            )
+        return v
 
     @model_validator(mode="after")
     def _sizes(self) -> "SystemNodeGroup":
@@ -250,13 +275,32 @@ class SystemNodeGroup(Frozen):
 
 
 class Eks(Frozen):
+    # The newest version that HyperPod supports and this app pins add-ons for (config/versions.py).
     kubernetes_version: str = "1.33"
+    # Private endpoint only unless an environment opts in (and then only from listed CIDRs).
     endpoint_public_access: bool = False
     public_access_cidrs: list[str] = Field(default_factory=list)
     admin_principal_arns: list[str] = Field(default_factory=list)
     system_nodes: SystemNodeGroup = Field(default_factory=SystemNodeGroup)
+    # Off by default: the add-on runs an agent per node and ships metrics at a cost.
     cloudwatch_observability: bool = False
-    kuberay_chart_version: str = catalog.KUBERAY_CHART_VERSION
+    kuberay_chart_version: str = versions.KUBERAY_OPERATOR.version
+    # Instance types the NVIDIA device plugin and health monitoring agent may run on. Empty: the
+    # GPU instance types of this environment's HyperPod groups (EnvironmentConfig derives them).
+    # Listing more lets a group change type without a chart update first.
+    gpu_device_plugin_instance_types: list[str] = Field(default_factory=list)
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        supported = versions.supported_kubernetes_versions()
+        if v not in supported:
+            raise ValueError(
+                f"Kubernetes {v!r} is not supported; allowed: {', '.join(supported)} (HyperPod "
+                f"supports {', '.join(versions.HYPERPOD_KUBERNETES_VERSIONS)}; add-ons and kubectl "
+                "are pinned in config/versions.py only for the allowed ones)"
+            )
+        return v
 
     @field_validator("public_access_cidrs")
     @classmethod
@@ -274,12 +318,58 @@ class Eks(Frozen):
                 )
         return v
 
+    @field_validator("kuberay_chart_version")
+    @classmethod
+    def _kuberay(cls, v: str) -> str:
+        parsed = versions.semver(v)
+        minimum = ".".join(str(p) for p in versions.KUBERAY_MINIMUM)
+        if parsed is None or not re.match(r"^\d+\.\d+\.\d+$", v):
+            raise ValueError(f"{v!r} is not a KubeRay release version; expected MAJOR.MINOR.PATCH, e.g. 1.7.0")
+        if parsed < versions.KUBERAY_MINIMUM:
+            raise ValueError(
+                f"KubeRay chart {v} is older than {minimum}; before {minimum} the operator did not "
+                f"recreate an evicted Ray head pod (allowed: >= {minimum}; pinned: "
+                f"{versions.KUBERAY_OPERATOR.version})"
+            )
+        return v
+
+    @field_validator("gpu_device_plugin_instance_types")
+    @classmethod
+    def _device_plugin_types(cls, v: list[str]) -> list[str]:
+        gpu = catalog.gpu_instance_types()
+        bad = [t for t in v if t not in gpu]
+        if bad:
+            raise ValueError(
+                f"{', '.join(repr(t) for t in bad)} {'is not a GPU instance type' if len(bad) == 1 else 'are not GPU instance types'} "
+                "of HyperPod; the NVIDIA device plugin crash-loops on nodes without NVIDIA GPUs "
+                "(allowed: the GPU types in config/catalog.py, e.g. ml.g5.12xlarge, ml.p5.48xlarge)"
+            )
+        return list(dict.fromkeys(v))
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> "Eks":
+        if self.endpoint_public_access and not self.public_access_cidrs:
+            raise ValueError(
+                "eks.public_access_cidrs: a public endpoint (eks.endpoint_public_access: true) needs "
+                "the CIDR blocks allowed to reach it; none given (an empty list would open it to "
+                "0.0.0.0/0)"
+            )
+        if not self.endpoint_public_access and self.public_access_cidrs:
+            raise ValueError(
+                "eks.public_access_cidrs: given while eks.endpoint_public_access is false; set the "
+                "endpoint public or remove the CIDRs"
+            )
+        return self
+
 
 # ---------------------------------------------------------------------------------------------
 # HyperPod
 # ---------------------------------------------------------------------------------------------
 
 DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
+# AWS::SageMaker::Cluster schema: InstanceCount 0-6758, VolumeSizeInGB 1-16384.
+MAX_INSTANCES_PER_GROUP = 6758
+EBS_VOLUME_GIB_MIN, EBS_VOLUME_GIB_MAX = 1, 16384
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 GROUP_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 
@@ -309,15 +399,38 @@ class Taint(Frozen):
 class InstanceGroup(Frozen):
     name: str
     instance_type: str
-    instance_count: int = Field(ge=0)
-    threads_per_core: Literal[1, 2] = 1
-    ebs_volume_gib: int = Field(default=500, ge=1, le=16384)
-    # On by default for GPU groups (AWS runs stress and connectivity tests before the node joins).
+    # 0 is allowed: a group can be kept in the cluster with no nodes (e.g. while capacity waits).
+    instance_count: int = Field(ge=0, le=MAX_INSTANCES_PER_GROUP)
+    # 1: multithreading off, the usual choice for GPU training (one thread per physical core).
+    threads_per_core: int = 1
+    # 500 GiB: room for containerd images and kubelet state, which the lifecycle scripts move
+    # onto this volume (/opt/sagemaker); a few large training images fit with space to spare.
+    ebs_volume_gib: int = 500
+    # None: the default for the instance type (see effective_deep_health_checks); [] turns them off.
     deep_health_checks: list[Literal["InstanceStress", "InstanceConnectivity"]] | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
     subnet_az_id: str | None = None
     training_plan_arn: str | None = None
+
+    @field_validator("threads_per_core")
+    @classmethod
+    def _threads(cls, v: int) -> int:
+        if v not in (1, 2):
+            raise ValueError(
+                f"{v} threads per core is not allowed; allowed: 1 (multithreading off) or 2 (on)"
+            )
+        return v
+
+    @field_validator("ebs_volume_gib")
+    @classmethod
+    def _ebs(cls, v: int) -> int:
+        if not EBS_VOLUME_GIB_MIN <= v <= EBS_VOLUME_GIB_MAX:
+            raise ValueError(
+                f"{v} GiB is outside the HyperPod EBS volume size range; allowed: "
+                f"{EBS_VOLUME_GIB_MIN}-{EBS_VOLUME_GIB_MAX} GiB"
+            )
+        return v
 
     @field_validator("name")
     @classmethod
@@ -373,22 +486,49 @@ class InstanceGroup(Frozen):
             )
         return v
 
+    @model_validator(mode="after")
+    def _health_checks(self) -> "InstanceGroup":
+        if self.deep_health_checks and not (self.is_gpu or self.is_trainium):
+            raise ValueError(
+                f"deep_health_checks {self.deep_health_checks} need a GPU or Trainium instance "
+                f"type; {self.instance_type} has neither (use [] or leave it unset)"
+            )
+        return self
+
     @property
     def is_gpu(self) -> bool:
-        return catalog.instance_spec(self.instance_type).gpus > 0
+        # Membership, not instance_spec(): every ClusterInstanceType value must work here, including
+        # CPU families the catalog has no hardware facts for.
+        return self.instance_type in catalog.gpu_instance_types()
+
+    @property
+    def is_trainium(self) -> bool:
+        return self.instance_type.startswith(("ml.trn1", "ml.trn2"))
+
+    @property
+    def has_efa(self) -> bool:
+        return self.instance_type in catalog.efa_instance_types()
 
     @property
     def effective_deep_health_checks(self) -> list[str]:
+        """Configured checks, or the default: on GPU (and Trainium) groups, InstanceStress, plus
+        InstanceConnectivity where the type has EFA (its tests run over the EFA devices)."""
         if self.deep_health_checks is not None:
             return list(self.deep_health_checks)
-        return list(DEEP_HEALTH_CHECKS) if self.is_gpu else []
+        if not (self.is_gpu or self.is_trainium):
+            return []
+        return ["InstanceStress", "InstanceConnectivity"] if self.has_efa else ["InstanceStress"]
 
 
 MAX_INSTANCE_GROUPS = 100
 
 
 class HyperPod(Frozen):
+    # Automatic: HyperPod reboots or replaces a node that fails its health checks.
     node_recovery: Literal["Automatic", "None"] = "Automatic"
+    # Continuous (EKS orchestrator only): scaling requests per group run in parallel and failed
+    # launches are retried instead of failing the whole update. None keeps the older standard mode.
+    node_provisioning_mode: Literal["Continuous"] | None = "Continuous"
     instance_groups: list[InstanceGroup] = Field(min_length=1)
 
     @field_validator("instance_groups")
@@ -547,6 +687,7 @@ class EnvironmentConfig(Frozen):
                     f"hyperpod.instance_groups[{i}].subnet_az_id: {g.subnet_az_id!r} has no HyperPod "
                     f"subnet; configured AZ IDs: {', '.join(sorted(hp_az_ids))}"
                 )
+        errors.extend(self._eks_errors())
         # The training job must fit the instance group it runs on (config/training.py).
         errors.extend(self.training.problems(self.hyperpod.instance_groups,
                                              fsx_file_system_path=self.fsx.file_system_path))
@@ -555,6 +696,38 @@ class EnvironmentConfig(Frozen):
         if errors:
             raise ValueError("\n".join(errors))
         return self
+
+    def _eks_errors(self) -> list[str]:
+        """Rules that tie the EKS section to the rest of the environment."""
+        errors: list[str] = []
+        if self.production:
+            for cidr in self.eks.public_access_cidrs:
+                if cidr.endswith("/0"):
+                    errors.append(
+                        f"eks.public_access_cidrs: {cidr} opens the production EKS endpoint to the "
+                        "whole internet; list the operators' CIDR blocks instead"
+                    )
+        if self.region not in versions.HEALTH_MONITORING_AGENT_REGISTRIES:
+            errors.append(
+                f"region: AWS publishes the HyperPod health monitoring agent image in "
+                f"{', '.join(sorted(versions.HEALTH_MONITORING_AGENT_REGISTRIES))}, not in {self.region}"
+            )
+        return errors
+
+    # Derived EKS values ---------------------------------------------------------------------
+
+    def gpu_device_plugin_instance_types(self) -> list[str]:
+        """Instance types the NVIDIA device plugin and the health monitoring agent run on: the
+        explicit list from config, else the GPU types of this environment's HyperPod groups."""
+        if self.eks.gpu_device_plugin_instance_types:
+            return sorted(self.eks.gpu_device_plugin_instance_types)
+        return sorted({g.instance_type for g in self.hyperpod.instance_groups if g.is_gpu})
+
+    def efa_device_plugin_instance_types(self) -> list[str]:
+        """Instance types with EFA among this environment's HyperPod groups (and the GPU list)."""
+        efa = set(catalog.efa_instance_types())
+        types = {g.instance_type for g in self.hyperpod.instance_groups} | set(self.gpu_device_plugin_instance_types())
+        return sorted(t for t in types if t in efa)
 
     # Derived names --------------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ from aws_cdk import Tags
 from constructs import Construct
 
 from config.model import EnvironmentConfig
+from stacks.cluster_stack import ClusterStack
+from stacks.hyperpod_stack import HyperPodStack
 from stacks.network_stack import NetworkStack
 from stacks.storage_stack import StorageStack
 
@@ -16,6 +18,8 @@ from stacks.storage_stack import StorageStack
 class PlatformStacks:
     network: NetworkStack
     storage: StorageStack
+    cluster: ClusterStack
+    hyperpod: HyperPodStack
 
 
 def stack_prefix(config: EnvironmentConfig) -> str:
@@ -26,6 +30,19 @@ def build_platform(scope: Construct, config: EnvironmentConfig) -> PlatformStack
     prefix = stack_prefix(config)
     network = NetworkStack(scope, f"{prefix}Network", config=config)
     storage = StorageStack(scope, f"{prefix}Storage", config=config, network=network.network)
+    cluster = ClusterStack(scope, f"{prefix}Cluster", config=config, network=network.network, storage=storage)
+    hyperpod = HyperPodStack(
+        scope,
+        f"{prefix}HyperPod",
+        config=config,
+        network=network.network,
+        key=storage.platform_key,
+        lifecycle_bucket=storage.buckets.lifecycle_scripts,
+        eks_cluster=cluster.cluster,
+        dependency_charts=cluster.hyperpod_dependencies,
+    )
+    # The execution role's access entry: HyperPod creates it (see ClusterStack.grant_hyperpod_access).
+    cluster.grant_hyperpod_access(hyperpod.hyperpod.execution_role)
     for key, value in config.tags.as_dict().items():
         Tags.of(scope).add(key, value)
-    return PlatformStacks(network=network, storage=storage)
+    return PlatformStacks(network=network, storage=storage, cluster=cluster, hyperpod=hyperpod)

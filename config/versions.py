@@ -1,0 +1,134 @@
+"""Every version the EKS side of the platform pins: ONE place, each with its source and date.
+
+Kubernetes versions, EKS managed add-on versions, the kubectl Lambda layer, Helm charts and the
+container images that this app installs on the cluster. Changing a version is a one-line edit
+here; tests in ``tests/config/test_versions.py`` keep the tables consistent with each other.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes
+# ---------------------------------------------------------------------------------------------
+
+# SageMaker HyperPod (EKS orchestrator) supports these Kubernetes versions. Source: "Getting
+# started with Amazon EKS support in SageMaker HyperPod" (sagemaker-hyperpod-eks-prerequisites),
+# checked 2026-12-02: 1.28, 1.29, 1.30, 1.31, 1.32, 1.33 and 1.34.
+HYPERPOD_KUBERNETES_VERSIONS: tuple[str, ...] = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
+
+# HyperPod's authentication-mode requirement (same page): API or API_AND_CONFIG_MAP.
+HYPERPOD_AUTHENTICATION_MODES: tuple[str, ...] = ("API", "API_AND_CONFIG_MAP")
+AUTHENTICATION_MODE = "API_AND_CONFIG_MAP"
+
+# HyperPod requires the Amazon VPC CNI plugin 1.18.3 or later (same page).
+VPC_CNI_MINIMUM = (1, 18, 3)
+
+# The kubectl/helm Lambda layer the CDK kubectl provider runs (PyPI
+# aws-cdk.lambda-layer-kubectl-vNN, pinned in requirements.in). kubectl supports one minor
+# version of skew each way; this app keeps the layer at the cluster's own minor version.
+# Value: (module, class). Only layers installed from requirements.lock are listed.
+KUBECTL_LAYERS: dict[str, tuple[str, str]] = {
+    "1.33": ("aws_cdk.lambda_layer_kubectl_v33", "KubectlV33Layer"),
+}
+
+# EKS managed add-on versions per Kubernetes minor version. kube-proxy and coredns follow the
+# cluster's minor version, so a new Kubernetes version needs a new row here. Sources (2026-12-02):
+# the EKS user guide add-on pages (managing-vpc-cni, managing-kube-proxy, managing-coredns,
+# pod-id-agent-setup) and published 1.33 clusters using these exact builds (vpc-cni, kube-proxy,
+# coredns, eks-pod-identity-agent). NOT cross-checked offline: the aws-fsx-csi-driver and
+# amazon-cloudwatch-observability builds; confirm before a first deploy with
+#   aws eks describe-addon-versions --kubernetes-version 1.33 --addon-name NAME
+ADDON_VERSIONS: dict[str, dict[str, str]] = {
+    "1.33": {
+        "vpc-cni": "v1.20.3-eksbuild.1",
+        "kube-proxy": "v1.33.3-eksbuild.10",
+        "coredns": "v1.12.4-eksbuild.1",
+        "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
+        "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",
+        "amazon-cloudwatch-observability": "v4.5.0-eksbuild.1",
+    },
+}
+
+
+def supported_kubernetes_versions() -> tuple[str, ...]:
+    """Versions HyperPod supports and this file pins add-ons and a kubectl layer for. Every pinned
+    version is also one the pinned aws-cdk-lib knows (``eks.KubernetesVersion.V1_NN``):
+    tests/config/test_eks_config.py checks it, so config validation needs no CDK import."""
+    return tuple(v for v in HYPERPOD_KUBERNETES_VERSIONS if v in ADDON_VERSIONS and v in KUBECTL_LAYERS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helm charts
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChartPin:
+    chart: str
+    repository: str
+    version: str
+
+
+# KubeRay operator (https://ray-project.github.io/kuberay-helm/ index), newest stable release on
+# 2026-12-02. The CRDs under shared/kuberay-crds/ are the same release: change them together.
+KUBERAY_OPERATOR = ChartPin("kuberay-operator", "https://ray-project.github.io/kuberay-helm/", "1.7.0")
+# The operator image of a KubeRay release is tagged v<chart version> (the chart's appVersion).
+KUBERAY_OPERATOR_IMAGE = "quay.io/kuberay/operator"
+# KubeRay before 1.2.0 did not recreate a Ray head pod that was evicted (KubeRay 1.2.0 release
+# notes): with HyperPod replacing unhealthy nodes, an older operator could lose the head for good.
+KUBERAY_MINIMUM = (1, 2, 0)
+
+# NVIDIA device plugin (https://nvidia.github.io/k8s-device-plugin index, 2026-12-02).
+NVIDIA_DEVICE_PLUGIN = ChartPin("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "0.18.2")
+
+# AWS EFA device plugin (https://aws.github.io/eks-charts index; the chart's versions carry a
+# leading "v"). v0.5.20 is the release AWS's HyperPod dependency chart pins (2026-12-02).
+EFA_DEVICE_PLUGIN = ChartPin("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "v0.5.20")
+
+# ---------------------------------------------------------------------------------------------
+# Container images of the manifests this app writes itself
+# ---------------------------------------------------------------------------------------------
+
+# HyperPod health monitoring agent: published by AWS in one ECR registry per region (account IDs
+# and tag from the health-monitoring-agent part of AWS's HyperPod dependency chart,
+# aws/sagemaker-hyperpod-cli helm_chart, checked 2026-12-02). AWS publishes no public chart
+# repository for it, so this app writes the DaemonSet itself (see README).
+HEALTH_MONITORING_AGENT_TAG = "1.0.935.0_1.0.282.0"
+HEALTH_MONITORING_AGENT_REGISTRIES: dict[str, str] = {
+    "us-east-1": "767398015722",
+    "us-west-2": "905418368575",
+    "us-east-2": "851725546812",
+    "us-west-1": "011528288828",
+    "eu-central-1": "211125453373",
+    "eu-north-1": "654654141839",
+    "eu-west-1": "533267293120",
+    "eu-west-2": "011528288831",
+    "ap-northeast-1": "533267052152",
+    "ap-south-1": "011528288864",
+    "ap-southeast-1": "905418428165",
+    "ap-southeast-2": "851725636348",
+    "sa-east-1": "025066253954",
+}
+
+
+def health_monitoring_agent_image(region: str) -> str:
+    account = HEALTH_MONITORING_AGENT_REGISTRIES[region]
+    return f"{account}.dkr.ecr.{region}.amazonaws.com/hyperpod-health-monitoring-agent:{HEALTH_MONITORING_AGENT_TAG}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+
+_SEMVER_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?$")
+
+
+def semver(value: str) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of a release version such as 1.7.0 or v1.20.4-eksbuild.1, else None."""
+    m = _SEMVER_RE.match(value)
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))

@@ -1,0 +1,290 @@
+"""The EKS control plane (``aws_eks_v2``, native ``AWS::EKS::Cluster``) that HyperPod attaches to:
+private endpoint, all control-plane logs, secrets encrypted with the platform key, the managed
+node group ``system``, managed add-ons pinned in ``config/versions.py``, and access entries.
+
+Not Auto Mode: the cluster's own compute is the ``system`` node group; HyperPod nodes are the GPU
+compute. HyperPod's execution role gets no access entry here: HyperPod creates that entry itself
+when the HyperPod cluster is created (see ``constructs/hyperpod_cluster.py`` and README
+"EKS cluster").
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from config import versions
+from config.model import Eks
+from constructs.compliance import acknowledge, checkov_skip
+from constructs.k8s_names import SYSTEM_NODEGROUP
+
+CONTROL_PLANE_LOGS = (
+    eks.ClusterLoggingTypes.API,
+    eks.ClusterLoggingTypes.AUDIT,
+    eks.ClusterLoggingTypes.AUTHENTICATOR,
+    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+    eks.ClusterLoggingTypes.SCHEDULER,
+)
+
+# The FSx CSI driver's controller service account (the add-on's own name for it).
+FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"
+CLOUDWATCH_AGENT_SA = "cloudwatch-agent"
+
+
+def kubectl_layer(scope: Construct, kubernetes_version: str) -> lambda_.ILayerVersion:
+    """The kubectl/helm layer pinned for this Kubernetes version (config/versions.py)."""
+    module_name, class_name = versions.KUBECTL_LAYERS[kubernetes_version]
+    layer_class = getattr(importlib.import_module(module_name), class_name)
+    return layer_class(scope, "KubectlLayer")
+
+
+def pod_identity_role(scope: Construct, construct_id: str, *, description: str) -> iam.Role:
+    """A role that EKS Pod Identity can hand to a service account (pods.eks.amazonaws.com)."""
+    return iam.Role(
+        scope,
+        construct_id,
+        assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")),
+        description=description,
+    )
+
+
+class PlatformEksCluster(Construct):
+    """EKS cluster, ``system`` node group, managed add-ons, admin access entries."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        eks_config: Eks,
+        cluster_name: str,
+        vpc: ec2.IVpc,
+        security_group: ec2.ISecurityGroup,
+        secrets_key: kms.IKey,
+        file_system_arn: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.eks_config = eks_config
+        private_subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+        endpoint = (
+            eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*eks_config.public_access_cidrs)
+            if eks_config.endpoint_public_access
+            else eks.EndpointAccess.PRIVATE
+        )
+        self.cluster = eks.Cluster(
+            self,
+            "Cluster",
+            cluster_name=cluster_name,
+            # The named constant: a version the pinned aws-cdk-lib does not know fails here.
+            version=getattr(eks.KubernetesVersion, "V" + eks_config.kubernetes_version.replace(".", "_")),
+            vpc=vpc,
+            # Control plane ENIs in the private subnets only.
+            vpc_subnets=[private_subnets],
+            security_group=security_group,
+            endpoint_access=endpoint,
+            cluster_logging=list(CONTROL_PLANE_LOGS),
+            secrets_encryption_key=secrets_key,
+            # Not Auto Mode: managed node group capacity, none by default (the 'system' group
+            # below is explicit).
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            # The CloudFormation deploy role is no cluster admin; admins come from config.
+            bootstrap_cluster_creator_admin_permissions=False,
+            # Installs vpc-cni, kube-proxy and coredns unmanaged; they are managed add-ons here.
+            bootstrap_self_managed_addons=False,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=kubectl_layer(self, eks_config.kubernetes_version),
+                # In the private subnets, through the shared group (443 to the private endpoint).
+                security_groups=[security_group],
+            ),
+            output_config_command=False,
+        )
+        cfn_cluster: eks.CfnCluster = self.cluster.node.default_child  # type: ignore[assignment]
+        # aws_eks_v2 writes authenticationMode API; HyperPod accepts API or API_AND_CONFIG_MAP and
+        # this platform uses API_AND_CONFIG_MAP (config/versions.py).
+        cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", versions.AUTHENTICATION_MODE)
+        self._acknowledge_kubectl_provider()
+
+        self.system_nodegroup = self._system_nodegroup(private_subnets)
+        self.addons = self._addons(file_system_arn)
+        self.admin_access_entries = self._admin_access()
+
+    # -----------------------------------------------------------------------------------------
+
+    def _system_nodegroup(self, subnets: ec2.SubnetSelection) -> eks.Nodegroup:
+        nodes = self.eks_config.system_nodes
+        nodegroup = self.cluster.add_nodegroup_capacity(
+            "SystemNodes",
+            nodegroup_name=SYSTEM_NODEGROUP,
+            instance_types=[ec2.InstanceType(nodes.instance_type)],
+            min_size=nodes.min_size,
+            desired_size=nodes.desired_size,
+            max_size=nodes.max_size,
+            disk_size=nodes.disk_size_gib,
+            ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
+            capacity_type=eks.CapacityType.ON_DEMAND,
+            subnets=subnets,
+            labels={"platform.hyperpod-ray/role": SYSTEM_NODEGROUP},
+            enable_node_auto_repair=True,
+        )
+        acknowledge(
+            nodegroup.role,
+            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSWorkerNodePolicy]", "EKS requires this AWS managed policy on the node role of a managed node group (EKS user guide, node IAM role)."),
+            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly]", "Nodes pull the EKS add-on and system images from ECR; read-only, as the EKS node role documentation requires."),
+            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKS_CNI_Policy]", "The VPC CNI on these nodes assigns pod IPs from the VPC (HyperPod requires the VPC CNI); AWS documents this managed policy for it."),
+        )
+        return nodegroup
+
+    def _addons(self, file_system_arn: str) -> dict[str, eks.CfnAddon]:
+        pins = versions.ADDON_VERSIONS[self.eks_config.kubernetes_version]
+        cluster_name = self.cluster.cluster_name
+        addons: dict[str, eks.CfnAddon] = {}
+
+        def addon(construct_id: str, name: str, **kwargs) -> eks.CfnAddon:
+            resource = eks.CfnAddon(
+                self,
+                construct_id,
+                addon_name=name,
+                cluster_name=cluster_name,
+                addon_version=pins[name],
+                # The add-on owns its objects: a manual edit is overwritten, not a failed update.
+                resolve_conflicts="OVERWRITE",
+                **kwargs,
+            )
+            addons[name] = resource
+            return resource
+
+        # Networking before any node starts: vpc-cni and kube-proxy have no dependency on nodes.
+        vpc_cni = addon("VpcCni", "vpc-cni")
+        kube_proxy = addon("KubeProxy", "kube-proxy")
+        pod_identity = addon("PodIdentityAgent", "eks-pod-identity-agent")
+        for early in (vpc_cni, kube_proxy, pod_identity):
+            self.system_nodegroup.node.add_dependency(early)
+        # CoreDNS is a Deployment: it needs the nodes to become ACTIVE.
+        coredns = addon("CoreDns", "coredns")
+        coredns.node.add_dependency(self.system_nodegroup)
+
+        self.fsx_csi_role = pod_identity_role(
+            self, "FsxCsiDriverRole", description="FSx for Lustre CSI controller (Pod Identity)"
+        )
+        # Static provisioning only (one PersistentVolume for the storage stack's file system):
+        # the controller describes file systems (no resource-level permission exists for
+        # Describe*) and may resize this one file system; it creates and deletes nothing.
+        self.fsx_csi_role.add_to_policy(
+            iam.PolicyStatement(sid="DescribeFileSystems", actions=["fsx:DescribeFileSystems"], resources=["*"])
+        )
+        self.fsx_csi_role.add_to_policy(
+            iam.PolicyStatement(sid="ResizeThisFileSystem", actions=["fsx:UpdateFileSystem"], resources=[file_system_arn])
+        )
+        acknowledge(
+            self.fsx_csi_role,
+            ("AwsSolutions-IAM5[Resource::*]", "fsx:DescribeFileSystems supports no resource-level permissions (Service Authorization Reference); it is the only action on '*'."),
+            ("NIST.800.53.R5-IAMNoInlinePolicy", "The role's statements live beside the add-on that needs them and are scoped to this cluster's one file system."),
+        )
+        fsx = addon(
+            "FsxCsiDriver",
+            "aws-fsx-csi-driver",
+            pod_identity_associations=[
+                eks.CfnAddon.PodIdentityAssociationProperty(
+                    role_arn=self.fsx_csi_role.role_arn, service_account=FSX_CSI_CONTROLLER_SA
+                )
+            ],
+        )
+        fsx.node.add_dependency(self.system_nodegroup, pod_identity)
+
+        if self.eks_config.cloudwatch_observability:
+            self.cloudwatch_role = pod_identity_role(
+                self, "CloudWatchAgentRole", description="CloudWatch agent of the observability add-on (Pod Identity)"
+            )
+            # AWS managed policy, on purpose: it is the policy AWS documents for this add-on and it
+            # tracks the agent's needs (PutMetricData, PutLogEvents, describe calls); it holds no
+            # write access to anything but CloudWatch metrics and logs.
+            self.cloudwatch_role.add_managed_policy(
+                iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy")
+            )
+            acknowledge(
+                self.cloudwatch_role,
+                ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/CloudWatchAgentServerPolicy]", "AWS documents this managed policy for the CloudWatch Observability add-on; it grants only CloudWatch metric/log writes and read-only describes."),
+            )
+            observability = addon(
+                "CloudWatchObservability",
+                "amazon-cloudwatch-observability",
+                pod_identity_associations=[
+                    eks.CfnAddon.PodIdentityAssociationProperty(
+                        role_arn=self.cloudwatch_role.role_arn, service_account=CLOUDWATCH_AGENT_SA
+                    )
+                ],
+            )
+            observability.node.add_dependency(self.system_nodegroup, pod_identity)
+        return addons
+
+    def _admin_access(self) -> list[eks.AccessEntry]:
+        entries = []
+        for i, arn in enumerate(self.eks_config.admin_principal_arns):
+            entries.append(
+                eks.AccessEntry(
+                    self,
+                    f"Admin{i}",
+                    cluster=self.cluster,
+                    principal=arn,
+                    access_policies=[
+                        eks.AccessPolicy.from_access_policy_name(
+                            "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
+                        )
+                    ],
+                )
+            )
+        return entries
+
+    def _acknowledge_kubectl_provider(self) -> None:
+        """cdk-nag and checkov findings on the roles and functions aws-cdk-lib builds for the
+        cluster and its kubectl provider (a CloudFormation custom resource provider)."""
+        acknowledge(
+            self.cluster.role,
+            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]", "EKS requires this AWS managed policy on the cluster service role (EKS user guide, cluster IAM role); there is no scoped equivalent."),
+        )
+        provider = self.cluster.node.find_child("KubectlProvider")
+        handler = provider.node.find_child("Handler")
+        framework = provider.node.find_child("Provider").node.find_child("framework-onEvent")
+        ecr_public = (
+            "AwsSolutions-IAM4[Policy::{\"Fn::If\":[\"" + Stack.of(self).get_logical_id(handler.node.find_child("HasEcrPublic")) + "\","
+            "{\"Fn::Join\":[\"\",[\"arn:\",{\"Ref\":\"AWS::Partition\"},\":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly\"]]},{\"Ref\":\"AWS::NoValue\"}]}]"
+        )
+        lambda_reasons = (
+            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]", "aws-cdk-lib attaches it so the kubectl provider can write its own CloudWatch logs; it grants nothing else."),
+            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]", "The provider runs in the private subnets to reach the private EKS endpoint; this policy only manages its own network interfaces."),
+            ("NIST.800.53.R5-IAMNoInlinePolicy", "aws-cdk-lib writes the kubectl provider's inline policy: eks:DescribeCluster on this cluster and invoking its own handler."),
+            ("NIST.800.53.R5-LambdaConcurrency", "A deploy-time custom resource handler invoked by CloudFormation a few times per deploy; a concurrency limit could only fail deploys."),
+            ("NIST.800.53.R5-LambdaDLQ", "Invoked synchronously by CloudFormation, which reports any failure in the stack events; there is nothing for a dead-letter queue to hold."),
+        )
+        acknowledge(
+            handler,
+            *lambda_reasons,
+            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly]", "aws-cdk-lib attaches it so helm can pull charts stored as OCI images in ECR; read-only."),
+            (ecr_public, "aws-cdk-lib attaches the read-only ECR Public policy (commercial partition only) so helm can pull public OCI charts."),
+            ("AwsSolutions-L1", "aws-cdk-lib picks the handler's Python runtime (the newest it knows); this app does not override library internals."),
+        )
+        acknowledge(
+            framework,
+            *lambda_reasons,
+            ("AwsSolutions-IAM5[Resource::<" + Stack.of(self).get_logical_id(handler.node.default_child) + ".Arn>:*]", "The provider framework invokes only its own onEvent handler (all versions of that one function)."),
+        )
+        for function in (handler, framework):
+            # aws-cdk-lib adds a DependsOn on the role that the Role GetAtt already implies
+            # (cfn-lint W3005): drop the redundant one.
+            policy = function.role.node.find_child("DefaultPolicy").node.default_child  # type: ignore[union-attr]
+            function.node.default_child.add_override("DependsOn", [Stack.of(self).get_logical_id(policy)])  # type: ignore[union-attr]
+            checkov_skip(function, "CKV_AWS_115", "Deploy-time custom resource handler invoked a few times per deploy; a concurrency limit could only fail deploys.")
+            checkov_skip(function, "CKV_AWS_116", "Invoked synchronously by CloudFormation, which reports failures in stack events; a DLQ would stay empty.")
+            checkov_skip(function, "CKV_AWS_173", "Its environment holds no secret (region endpoint setting, function names); encrypting it adds a key grant for nothing.")
+
+    @property
+    def cluster_arn(self) -> str:
+        return self.cluster.cluster_arn

@@ -1,0 +1,48 @@
+"""The KubeRay operator, installed from its public chart on the ``system`` node group."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from config import versions
+from config.model import Eks
+from constructs.helm import ChartRelease
+from constructs.k8s_names import KUBERAY_NAMESPACE, SYSTEM_NODE_SELECTOR, WORKLOADS_NAMESPACE
+
+KUBERAY_RELEASE = "kuberay-operator"
+
+# One operator reconciles every RayCluster/RayJob/RayService of the platform: a few dozen objects.
+# 100m/512Mi is the chart's own request; the limits leave headroom for reconcile bursts when
+# HyperPod replaces nodes and many pods restart at once.
+KUBERAY_RESOURCES = {
+    "requests": {"cpu": "100m", "memory": "512Mi"},
+    "limits": {"cpu": "1", "memory": "1Gi"},
+}
+
+
+def kuberay_operator_values(eks_config: Eks, *, watch_namespaces: tuple[str, ...] = (WORKLOADS_NAMESPACE,)) -> dict[str, Any]:
+    """Chart values: a pure function of config."""
+    return {
+        # The image of exactly the chart's release (the chart's own default would do the same;
+        # pinning it here makes the running version visible in the template).
+        "image": {"repository": versions.KUBERAY_OPERATOR_IMAGE, "tag": f"v{eks_config.kuberay_chart_version}"},
+        # On the EKS managed 'system' nodes, never on HyperPod GPU nodes.
+        "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+        "resources": KUBERAY_RESOURCES,
+        # Least privilege: namespaced RBAC in the Ray workloads' namespace only, instead of a
+        # ClusterRole over every namespace (the CRDs stay cluster-scoped).
+        "singleNamespaceInstall": True,
+        "watchNamespace": list(watch_namespaces),
+        "crNamespacedRbacEnable": True,
+    }
+
+
+def kuberay_operator_release(eks_config: Eks) -> ChartRelease:
+    pin = replace(versions.KUBERAY_OPERATOR, version=eks_config.kuberay_chart_version)
+    return ChartRelease(
+        release=KUBERAY_RELEASE,
+        pin=pin,
+        namespace=KUBERAY_NAMESPACE,
+        values=kuberay_operator_values(eks_config),
+    )

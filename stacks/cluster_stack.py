@@ -1,0 +1,97 @@
+"""The EKS cluster that orchestrates HyperPod: control plane, system nodes, add-ons, the KubeRay
+operator, HyperPod's node dependencies, FSx volume objects and the Ray workloads' namespace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import ArnFormat, CfnOutput
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct, IConstruct
+
+from config.model import EnvironmentConfig
+from constructs.eks_cluster import PlatformEksCluster
+from constructs.helm import HelmRelease
+from constructs.hyperpod_dependencies import HyperPodDependencies
+from constructs.kuberay import kuberay_operator_release
+from constructs.network import PlatformNetwork
+from constructs.workloads_access import WorkloadsAccess
+from stacks.base import PlatformStack
+from stacks.storage_stack import StorageStack
+
+
+class ClusterStack(PlatformStack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        network: PlatformNetwork,
+        storage: StorageStack,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, config=config, description="EKS cluster", **kwargs)
+        file_system_arn = self.format_arn(
+            service="fsx",
+            resource="file-system",
+            resource_name=storage.lustre.file_system.file_system_id,
+            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        )
+        self.eks = PlatformEksCluster(
+            self,
+            "Eks",
+            eks_config=config.eks,
+            cluster_name=config.eks_cluster_name,
+            vpc=network.vpc,
+            security_group=network.security_group,
+            secrets_key=storage.platform_key,
+            file_system_arn=file_system_arn,
+        )
+        self.cluster: eks.Cluster = self.eks.cluster
+        # Charts wait for their pods: nodes and every add-on (networking, DNS, Pod Identity, CSI)
+        # come first.
+        cluster_ready: list[IConstruct] = [self.eks.system_nodegroup, *self.eks.addons.values()]
+        self.hyperpod_node_dependencies = HyperPodDependencies(
+            self, "HyperPodDependencies", config=config, cluster=self.cluster, depends_on=cluster_ready
+        )
+        # The HyperPod cluster depends on every one of these (AWS requires them before the
+        # HyperPod cluster is created).
+        self.hyperpod_dependencies: tuple[IConstruct, ...] = self.hyperpod_node_dependencies.installed
+        self.workloads = WorkloadsAccess(
+            self,
+            "Workloads",
+            cluster=self.cluster,
+            checkpoint_bucket_name=config.bucket_names()["checkpoints"],
+            checkpoint_prefix=config.fsx.import_export_prefix,
+            key=storage.platform_key,
+            file_system_id=storage.lustre.file_system.file_system_id,
+            dns_name=storage.lustre.dns_name,
+            mount_name=storage.lustre.mount_name,
+            storage_capacity_gib=config.fsx.storage_capacity_gib,
+            namespace_depends_on=[self.eks.addons["eks-pod-identity-agent"]],
+            storage_depends_on=[self.eks.addons["aws-fsx-csi-driver"]],
+        )
+        self.kuberay = HelmRelease(
+            self, "KubeRayOperator", cluster=self.cluster, release=kuberay_operator_release(config.eks),
+            # The operator's namespaced RBAC goes into the workloads namespace: it must exist first.
+            depends_on=[*cluster_ready, self.workloads.namespace],
+        )
+
+        CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
+        CfnOutput(self, "ClusterArn", value=self.cluster.cluster_arn)
+        CfnOutput(
+            self,
+            "UpdateKubeconfigCommand",
+            value=f"aws eks update-kubeconfig --name {config.eks_cluster_name} --region {config.region}",
+        )
+
+    def grant_hyperpod_access(self, role: iam.IRole) -> None:
+        """The HyperPod execution role's EKS access: nothing to create here, on purpose.
+
+        HyperPod creates the access entry of each instance group's execution role itself when the
+        HyperPod cluster is created (a second ``AWS::EKS::AccessEntry`` would collide with it).
+        The method exists so that the HyperPod stack states the relation in one place.
+        """
+        del role

@@ -1,0 +1,75 @@
+"""GPU compute: the HyperPod cluster on the EKS control plane, its execution role and the
+lifecycle scripts it boots with. Its own stack: it is created and replaced on its own schedule,
+after the EKS stack and its HyperPod dependency charts, and never holds state."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct, IConstruct
+
+from config.model import EnvironmentConfig
+from constructs.hyperpod_cluster import HyperPodCluster
+from constructs.lifecycle_scripts import LifecycleScripts
+from constructs.network import PlatformNetwork
+from stacks.base import PlatformStack
+
+
+class HyperPodStack(PlatformStack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        network: PlatformNetwork,
+        key: kms.IKey,
+        lifecycle_bucket: s3.IBucket,
+        eks_cluster: eks.ICluster,
+        dependency_charts: Sequence[IConstruct] = (),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, config=config, description="HyperPod cluster", **kwargs)
+        # The storage stack's bucket, by its literal name from config: the IAM statements and their
+        # cdk-nag acknowledgements then name a real ARN instead of a cross-stack token.
+        bucket = s3.Bucket.from_bucket_attributes(
+            self,
+            "LifecycleScriptsBucket",
+            bucket_name=config.bucket_names()["lifecycle_scripts"],
+            encryption_key=key,
+        )
+        # The bucket must exist before the upload writes to it.
+        self.add_stack_dependency(Stack.of(lifecycle_bucket))
+        self.scripts = LifecycleScripts(
+            self,
+            "LifecycleScripts",
+            bucket=bucket,
+            vpc=network.vpc,
+            security_group=network.security_group,
+            # Always keep old uploads: with False, BucketDeployment deletes the previous prefix as
+            # soon as the prefix changes, while the cluster (updated after it) still points there
+            # and a node replaced in between would find no scripts. The bucket is versioned, so
+            # deleting objects would not empty it for a teardown anyway.
+            retain_on_delete=True,
+        )
+        self.hyperpod = HyperPodCluster(
+            self,
+            "HyperPod",
+            hyperpod=config.hyperpod,
+            cluster_name=config.hyperpod_cluster_name,
+            eks_cluster=eks_cluster,
+            subnets=network.hyperpod_subnets,
+            security_group=network.security_group,
+            key=key,
+            scripts=self.scripts,
+            depends_on=dependency_charts,
+        )
+        CfnOutput(self, "ClusterName", value=self.hyperpod.cluster_name, description="HyperPod cluster name")
+        CfnOutput(self, "ClusterArn", value=self.hyperpod.cluster_arn, description="HyperPod cluster ARN")
+        CfnOutput(self, "ExecutionRoleArn", value=self.hyperpod.execution_role.role_arn)
+        CfnOutput(self, "LifecycleScriptsUri", value=self.scripts.source_s3_uri)

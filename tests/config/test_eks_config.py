@@ -1,0 +1,196 @@
+"""The `eks:` section and config/versions.py: every rule with its exact message."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from config import ConfigError, parse_environment, versions
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def env_data(name: str) -> dict:
+    data = yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())
+    data["name"] = name
+    return data
+
+
+def errors_for(mutate, env: str = "dev") -> list[str]:
+    data = env_data(env)
+    mutate(data)
+    with pytest.raises(ConfigError) as info:
+        parse_environment(copy.deepcopy(data), source="test.yaml")
+    return info.value.errors
+
+
+def valid(mutate, env: str = "dev"):
+    data = env_data(env)
+    mutate(data)
+    return parse_environment(data, source="test.yaml")
+
+
+def test_unsupported_kubernetes_version():
+    errors = errors_for(lambda d: d["eks"].update(kubernetes_version="1.27"))
+    assert errors == [
+        "eks.kubernetes_version: Kubernetes '1.27' is not supported; allowed: 1.33 (HyperPod supports "
+        "1.28, 1.29, 1.30, 1.31, 1.32, 1.33, 1.34; add-ons and kubectl are pinned in "
+        "config/versions.py only for the allowed ones)"
+    ]
+
+
+def test_hyperpod_version_without_pins_is_refused():
+    """1.32 is supported by HyperPod and CDK, but this app pins no add-ons or kubectl for it."""
+    assert "1.32" in versions.HYPERPOD_KUBERNETES_VERSIONS
+    errors = errors_for(lambda d: d["eks"].update(kubernetes_version="1.32"))
+    assert errors[0].startswith("eks.kubernetes_version: Kubernetes '1.32' is not supported; allowed: 1.33 ")
+
+
+def test_supported_versions_are_consistent():
+    from aws_cdk import aws_eks_v2 as eks
+
+    supported = versions.supported_kubernetes_versions()
+    assert supported == ("1.33",)
+    for v in supported:
+        assert hasattr(eks.KubernetesVersion, "V" + v.replace(".", "_"))
+        assert set(versions.ADDON_VERSIONS[v]) == {
+            "vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver",
+            "amazon-cloudwatch-observability",
+        }
+        # kube-proxy follows the cluster's minor version.
+        assert versions.ADDON_VERSIONS[v]["kube-proxy"].startswith(f"v{v}.")
+        # HyperPod needs VPC CNI >= 1.18.3.
+        assert versions.semver(versions.ADDON_VERSIONS[v]["vpc-cni"]) >= versions.VPC_CNI_MINIMUM
+        module, cls = versions.KUBECTL_LAYERS[v]
+        minor = v.split(".")[1]
+        assert module == f"aws_cdk.lambda_layer_kubectl_v{minor}" and cls == f"KubectlV{minor}Layer"
+    assert versions.AUTHENTICATION_MODE in versions.HYPERPOD_AUTHENTICATION_MODES
+
+
+def test_malformed_admin_arn():
+    errors = errors_for(lambda d: d["eks"].update(admin_principal_arns=["arn:aws:iam::1234:role/Admin"]))
+    assert errors == [
+        "eks.admin_principal_arns: 'arn:aws:iam::1234:role/Admin' is not an IAM role or user ARN; "
+        "expected arn:aws:iam::123456789012:role/NAME"
+    ]
+
+
+def test_public_endpoint_without_cidrs_in_prod():
+    def mutate(d):
+        d["eks"].update(endpoint_public_access=True, public_access_cidrs=[])
+
+    errors = errors_for(mutate, env="prod")
+    assert errors == [
+        "eks.public_access_cidrs: a public endpoint (eks.endpoint_public_access: true) needs the CIDR "
+        "blocks allowed to reach it; none given (an empty list would open it to 0.0.0.0/0)"
+    ]
+
+
+def test_public_endpoint_open_to_the_internet_in_prod():
+    def mutate(d):
+        d["eks"].update(endpoint_public_access=True, public_access_cidrs=["0.0.0.0/0"])
+
+    errors = errors_for(mutate, env="prod")
+    assert errors == [
+        "eks.public_access_cidrs: 0.0.0.0/0 opens the production EKS endpoint to the whole internet; "
+        "list the operators' CIDR blocks instead"
+    ]
+
+
+def test_cidrs_without_public_endpoint():
+    errors = errors_for(lambda d: d["eks"].update(endpoint_public_access=False))
+    assert errors == [
+        "eks.public_access_cidrs: given while eks.endpoint_public_access is false; set the endpoint "
+        "public or remove the CIDRs"
+    ]
+
+
+def test_kuberay_chart_older_than_1_2_0():
+    errors = errors_for(lambda d: d["eks"].update(kuberay_chart_version="1.1.1"))
+    assert errors == [
+        "eks.kuberay_chart_version: KubeRay chart 1.1.1 is older than 1.2.0; before 1.2.0 the operator "
+        "did not recreate an evicted Ray head pod (allowed: >= 1.2.0; pinned: 1.7.0)"
+    ]
+
+
+def test_kuberay_chart_not_a_release():
+    errors = errors_for(lambda d: d["eks"].update(kuberay_chart_version="1.7.0-rc.1"))
+    assert errors == [
+        "eks.kuberay_chart_version: '1.7.0-rc.1' is not a KubeRay release version; expected "
+        "MAJOR.MINOR.PATCH, e.g. 1.7.0"
+    ]
+
+
+def test_kuberay_1_2_0_is_accepted():
+    assert valid(lambda d: d["eks"].update(kuberay_chart_version="1.2.0")).eks.kuberay_chart_version == "1.2.0"
+
+
+def test_device_plugin_list_with_a_non_gpu_type():
+    errors = errors_for(
+        lambda d: d["eks"].update(gpu_device_plugin_instance_types=["ml.g5.12xlarge", "ml.m5.4xlarge"])
+    )
+    assert errors == [
+        "eks.gpu_device_plugin_instance_types: 'ml.m5.4xlarge' is not a GPU instance type of HyperPod; "
+        "the NVIDIA device plugin crash-loops on nodes without NVIDIA GPUs (allowed: the GPU types in "
+        "config/catalog.py, e.g. ml.g5.12xlarge, ml.p5.48xlarge)"
+    ]
+
+
+def test_device_plugin_list_with_trainium_is_refused():
+    errors = errors_for(lambda d: d["eks"].update(gpu_device_plugin_instance_types=["ml.trn1.32xlarge"]))
+    assert errors[0].startswith("eks.gpu_device_plugin_instance_types: 'ml.trn1.32xlarge' is not a GPU instance type")
+
+
+def test_system_node_instance_type_from_botocore():
+    errors = errors_for(lambda d: d["eks"]["system_nodes"].update(instance_type="m7i.xxlarge"))
+    assert len(errors) == 1
+    assert errors[0].startswith("eks.system_nodes.instance_type: 'm7i.xxlarge' is not an EC2 instance type (botocore ")
+    assert errors[0].endswith("ec2 InstanceType enum); did you mean 'm7i.xlarge'?")
+
+
+def test_region_without_health_monitoring_agent_image():
+    def mutate(d):
+        d["region"] = "ca-west-1"
+        d["network"]["availability_zones"] = [
+            {"name": "ca-west-1a", "id": "caw1-az1"},
+            {"name": "ca-west-1b", "id": "caw1-az2"},
+        ]
+        d["network"]["hyperpod_subnets"][0]["az_id"] = "caw1-az1"
+
+    errors = errors_for(mutate)
+    assert errors == [
+        "region: AWS publishes the HyperPod health monitoring agent image in ap-northeast-1, "
+        "ap-south-1, ap-southeast-1, ap-southeast-2, eu-central-1, eu-north-1, eu-west-1, eu-west-2, "
+        "sa-east-1, us-east-1, us-east-2, us-west-1, us-west-2, not in ca-west-1"
+    ]
+
+
+def test_device_plugin_types_default_to_the_environments_gpu_groups():
+    prod = valid(lambda d: None, env="prod")
+    assert prod.gpu_device_plugin_instance_types() == ["ml.g6e.12xlarge", "ml.p5.48xlarge"]
+    assert prod.efa_device_plugin_instance_types() == ["ml.g6e.12xlarge", "ml.p5.48xlarge"]
+    explicit = valid(lambda d: d["eks"].update(gpu_device_plugin_instance_types=["ml.p5.48xlarge", "ml.g5.12xlarge"]))
+    assert explicit.gpu_device_plugin_instance_types() == ["ml.g5.12xlarge", "ml.p5.48xlarge"]
+
+
+def test_cpu_only_groups_get_no_efa_or_gpu_types():
+    def mutate(d):
+        d["hyperpod"]["instance_groups"][0]["instance_type"] = "ml.m5.4xlarge"
+
+    config = valid(mutate)
+    assert config.gpu_device_plugin_instance_types() == []
+    assert config.efa_device_plugin_instance_types() == []
+
+
+def test_three_eks_mistakes_are_reported_together():
+    def mutate(d):
+        d["eks"].update(kubernetes_version="1.20", kuberay_chart_version="1.0.0",
+                        admin_principal_arns=["not-an-arn"])
+
+    errors = errors_for(mutate)
+    assert [e.split(":")[0] for e in errors] == [
+        "eks.kubernetes_version", "eks.admin_principal_arns", "eks.kuberay_chart_version"
+    ]

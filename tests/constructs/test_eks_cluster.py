@@ -1,0 +1,216 @@
+"""The EKS control plane, the `system` node group, managed add-ons and access entries."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from config import versions
+from tests.conftest import template_of
+
+
+@pytest.fixture(scope="module")
+def dev(synthesized):
+    _, config, stacks = synthesized("dev")
+    return config, stacks, template_of(stacks.cluster)
+
+
+@pytest.fixture(scope="module")
+def prod(synthesized):
+    _, config, stacks = synthesized("prod")
+    return config, stacks, template_of(stacks.cluster)
+
+
+def resources(template, kind: str) -> dict[str, dict]:
+    return {k: v for k, v in template.to_json()["Resources"].items() if v["Type"] == kind}
+
+
+def only(template, kind: str) -> dict:
+    found = resources(template, kind)
+    assert len(found) == 1, sorted(found)
+    return next(iter(found.values()))
+
+
+def logical_id(stack, construct) -> str:
+    return stack.get_logical_id(construct.node.default_child)
+
+
+@pytest.mark.parametrize("fixture", ["dev", "prod"])
+def test_native_cluster_with_config_version_and_api_and_config_map(fixture, request):
+    config, _, template = request.getfixturevalue(fixture)
+    cluster = only(template, "AWS::EKS::Cluster")["Properties"]
+    assert cluster["Name"] == config.eks_cluster_name
+    assert cluster["Version"] == config.eks.kubernetes_version
+    assert cluster["AccessConfig"] == {
+        "AuthenticationMode": "API_AND_CONFIG_MAP",
+        "BootstrapClusterCreatorAdminPermissions": False,
+    }
+    assert cluster["AccessConfig"]["AuthenticationMode"] in versions.HYPERPOD_AUTHENTICATION_MODES
+    assert cluster["BootstrapSelfManagedAddons"] is False
+    # No Auto Mode.
+    assert cluster["ComputeConfig"] == {"Enabled": False}
+    assert cluster["StorageConfig"] == {"BlockStorage": {"Enabled": False}}
+    assert not resources(template, "Custom::AWSCDK-EKS-Cluster")
+
+
+@pytest.mark.parametrize("fixture", ["dev", "prod"])
+def test_all_five_control_plane_log_types(fixture, request):
+    _, _, template = request.getfixturevalue(fixture)
+    logging = only(template, "AWS::EKS::Cluster")["Properties"]["Logging"]["ClusterLogging"]["EnabledTypes"]
+    assert sorted(t["Type"] for t in logging) == ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+
+
+def test_secrets_encrypted_with_the_platform_key(dev):
+    _, stacks, template = dev
+    encryption = only(template, "AWS::EKS::Cluster")["Properties"]["EncryptionConfig"]
+    assert encryption[0]["Resources"] == ["secrets"]
+    key_id = stacks.storage.get_logical_id(stacks.storage.platform_key.node.default_child)
+    assert key_id in json.dumps(encryption[0]["Provider"]["KeyArn"])
+
+
+def test_dev_endpoint_is_public_only_from_listed_cidrs(dev):
+    config, _, template = dev
+    vpc = only(template, "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]
+    assert vpc["EndpointPrivateAccess"] is True
+    assert vpc["EndpointPublicAccess"] is True
+    assert vpc["PublicAccessCidrs"] == config.eks.public_access_cidrs == ["203.0.113.0/24"]
+
+
+def test_prod_endpoint_is_private(prod):
+    _, _, template = prod
+    vpc = only(template, "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]
+    assert vpc["EndpointPrivateAccess"] is True
+    assert vpc["EndpointPublicAccess"] is False
+    assert "PublicAccessCidrs" not in vpc
+
+
+def test_control_plane_in_private_subnets_with_the_shared_group(prod):
+    _, stacks, template = prod
+    vpc_config = only(template, "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]
+    network = stacks.network
+    private = {network.get_logical_id(s.node.default_child) for s in network.network.vpc.private_subnets}
+    public = {network.get_logical_id(s.node.default_child) for s in network.network.vpc.public_subnets}
+    subnet_refs = json.dumps(vpc_config["SubnetIds"])
+    assert all(s in subnet_refs for s in private)
+    assert not any(s in subnet_refs for s in public)
+    assert len(vpc_config["SubnetIds"]) == len(private) == 3
+    sg = network.get_logical_id(network.network.security_group.node.default_child)
+    assert sg in json.dumps(vpc_config["SecurityGroupIds"])
+
+
+@pytest.mark.parametrize("fixture", ["dev", "prod"])
+def test_one_system_managed_node_group_from_config(fixture, request):
+    config, _, template = request.getfixturevalue(fixture)
+    nodes = config.eks.system_nodes
+    group = only(template, "AWS::EKS::Nodegroup")["Properties"]
+    assert group["NodegroupName"] == "system"
+    assert group["InstanceTypes"] == [nodes.instance_type]
+    assert group["ScalingConfig"] == {
+        "MinSize": nodes.min_size, "DesiredSize": nodes.desired_size, "MaxSize": nodes.max_size,
+    }
+    assert group["DiskSize"] == nodes.disk_size_gib
+    assert group["CapacityType"] == "ON_DEMAND"
+    assert group["AmiType"] == "AL2023_x86_64_STANDARD"
+
+
+def test_prod_system_nodes_differ_from_dev(dev, prod):
+    assert dev[0].eks.system_nodes.instance_type == "m7i.xlarge"
+    assert prod[0].eks.system_nodes.instance_type == "m7i.2xlarge"
+    assert only(prod[2], "AWS::EKS::Nodegroup")["Properties"]["DiskSize"] == 200
+
+
+@pytest.mark.parametrize("fixture", ["dev", "prod"])
+def test_managed_addons_pinned_in_one_place(fixture, request):
+    config, _, template = request.getfixturevalue(fixture)
+    pins = versions.ADDON_VERSIONS[config.eks.kubernetes_version]
+    addons = {r["Properties"]["AddonName"]: r["Properties"] for r in resources(template, "AWS::EKS::Addon").values()}
+    expected = {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver"}
+    if config.eks.cloudwatch_observability:
+        expected.add("amazon-cloudwatch-observability")
+    assert set(addons) == expected
+    for name, props in addons.items():
+        assert props["AddonVersion"] == pins[name]
+        assert props["ResolveConflicts"] == "OVERWRITE"
+    assert versions.semver(addons["vpc-cni"]["AddonVersion"]) >= (1, 18, 3)
+
+
+def test_cloudwatch_observability_behind_the_switch(dev, prod):
+    assert dev[0].eks.cloudwatch_observability is False
+    assert prod[0].eks.cloudwatch_observability is True
+    names = lambda t: {r["Properties"]["AddonName"] for r in resources(t, "AWS::EKS::Addon").values()}  # noqa: E731
+    assert "amazon-cloudwatch-observability" not in names(dev[2])
+    assert "amazon-cloudwatch-observability" in names(prod[2])
+    observability = next(
+        r for r in resources(prod[2], "AWS::EKS::Addon").values()
+        if r["Properties"]["AddonName"] == "amazon-cloudwatch-observability"
+    )
+    assert observability["Properties"]["PodIdentityAssociations"][0]["ServiceAccount"] == "cloudwatch-agent"
+
+
+def test_fsx_csi_driver_has_a_least_privilege_pod_identity_role(dev):
+    _, stacks, template = dev
+    cluster = stacks.cluster
+    fsx = next(
+        r for r in resources(template, "AWS::EKS::Addon").values()
+        if r["Properties"]["AddonName"] == "aws-fsx-csi-driver"
+    )
+    association = fsx["Properties"]["PodIdentityAssociations"]
+    role_id = logical_id(cluster, cluster.eks.fsx_csi_role)
+    assert association == [{"RoleArn": {"Fn::GetAtt": [role_id, "Arn"]}, "ServiceAccount": "fsx-csi-controller-sa"}]
+    role = template.to_json()["Resources"][role_id]["Properties"]
+    assert role["AssumeRolePolicyDocument"]["Statement"] == [
+        {"Action": ["sts:AssumeRole", "sts:TagSession"], "Effect": "Allow",
+         "Principal": {"Service": "pods.eks.amazonaws.com"}}
+    ]
+    assert "ManagedPolicyArns" not in role
+    policy = next(
+        p["Properties"]["PolicyDocument"]["Statement"] for p in resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+    )
+    actions = {s["Sid"]: (s["Action"], s["Resource"]) for s in policy}
+    assert actions["DescribeFileSystems"] == ("fsx:DescribeFileSystems", "*")
+    update_action, update_resource = actions["ResizeThisFileSystem"]
+    assert update_action == "fsx:UpdateFileSystem"
+    assert ":file-system/" in json.dumps(update_resource)
+    assert not any("Create" in str(a) or "Delete" in str(a) for a, _ in actions.values())
+
+
+def test_admin_access_entries_from_config(dev):
+    config, _, template = dev
+    entries = [r["Properties"] for r in resources(template, "AWS::EKS::AccessEntry").values()]
+    admins = [e for e in entries if e["PrincipalArn"] in config.eks.admin_principal_arns]
+    assert len(admins) == len(config.eks.admin_principal_arns) == 1
+    assert admins[0]["AccessPolicies"] == [
+        {
+            "AccessScope": {"Type": "cluster"},
+            "PolicyArn": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"]]},
+        }
+    ]
+    # The only other entry is the kubectl provider's own; none for HyperPod's execution role
+    # (HyperPod creates that one itself).
+    others = [e for e in entries if e not in admins]
+    assert len(others) == 1
+    assert "KubectlProvider" in json.dumps(others[0]["PrincipalArn"])
+
+
+def test_addon_and_nodegroup_order(dev):
+    """vpc-cni, kube-proxy and the Pod Identity agent come before the nodes; CoreDNS and the CSI
+    driver (Deployments) after them."""
+    _, stacks, template = dev
+    cluster = stacks.cluster
+    res = template.to_json()["Resources"]
+    nodegroup_id = logical_id(cluster, cluster.eks.system_nodegroup)
+    addon_ids = {name: cluster.get_logical_id(a) for name, a in cluster.eks.addons.items()}
+    nodegroup_deps = set(res[nodegroup_id]["DependsOn"])
+    assert {addon_ids["vpc-cni"], addon_ids["kube-proxy"], addon_ids["eks-pod-identity-agent"]} <= nodegroup_deps
+    for late in ("coredns", "aws-fsx-csi-driver"):
+        assert nodegroup_id in res[addon_ids[late]]["DependsOn"]
+    assert addon_ids["eks-pod-identity-agent"] in res[addon_ids["aws-fsx-csi-driver"]]["DependsOn"]
+
+
+def test_kubectl_provider_runs_in_private_subnets(dev):
+    _, stacks, template = dev
+    handler = stacks.cluster.cluster.node.find_child("KubectlProvider").node.find_child("Handler")
+    props = template.to_json()["Resources"][logical_id(stacks.cluster, handler)]["Properties"]
+    assert props["VpcConfig"]["SubnetIds"]
+    assert props["Layers"] and len(props["Layers"]) == 2  # awscli + pinned kubectl layer

@@ -1,0 +1,103 @@
+"""The cluster stack: composition, outputs, what the HyperPod stack consumes, compliance."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import template_of
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_cluster_stack_outputs_and_termination_protection(env, synthesized):
+    _, config, stacks = synthesized(env)
+    cluster = stacks.cluster
+    assert cluster.stack_name == f"{''.join(p.capitalize() for p in config.name_prefix.split('-'))}Cluster"
+    assert cluster.termination_protection is config.production
+    outputs = template_of(cluster).to_json()["Outputs"]
+    assert {"ClusterName", "ClusterArn", "UpdateKubeconfigCommand"} <= set(outputs)
+    assert outputs["UpdateKubeconfigCommand"]["Value"] == (
+        f"aws eks update-kubeconfig --name {config.eks_cluster_name} --region {config.region}"
+    )
+
+
+def test_depends_on_network_and_storage(synthesized):
+    _, _, stacks = synthesized("dev")
+    assert set(stacks.cluster.dependencies) == {stacks.network, stacks.storage}
+
+
+def test_cluster_logical_id_is_stable(synthesized):
+    """Renaming the cluster's construct path replaces the EKS cluster (and every HyperPod node)."""
+    _, _, stacks = synthesized("prod")
+    res = template_of(stacks.cluster).to_json()["Resources"]
+    assert res["EksClusterB2BDED5B"]["Type"] == "AWS::EKS::Cluster"
+    assert res["EksClusterNodegroupSystemNodes7D54C381"]["Type"] == "AWS::EKS::Nodegroup"
+
+
+def test_hyperpod_interface(synthesized):
+    """What the HyperPod stack uses: the cluster object, the dependency constructs, and the
+    documented no-op access grant (HyperPod creates its execution role's access entry)."""
+    _, _, stacks = synthesized("dev")
+    cluster = stacks.cluster
+    assert cluster.cluster is cluster.eks.cluster
+    assert len(cluster.hyperpod_dependencies) == 4  # namespace, manifests, NVIDIA and EFA charts
+    entries_before = len(cluster.cluster.node.find_all())
+    assert cluster.grant_hyperpod_access(cluster.eks.fsx_csi_role) is None
+    assert len(cluster.cluster.node.find_all()) == entries_before
+
+
+def test_tags_reach_the_cluster(synthesized):
+    _, config, stacks = synthesized("prod")
+    res = template_of(stacks.cluster).to_json()["Resources"]
+    cluster = res["EksClusterB2BDED5B"]["Properties"]
+    tags = {t["Key"]: t["Value"] for t in cluster["Tags"]}
+    assert set(config.tags.as_dict()) <= set(tags)
+
+
+# What replaces what (create-only properties in the CloudFormation resource schemas that cfn-lint
+# ships) and the config that feeds each. README "What replaces the EKS cluster" mirrors this.
+REPLACED_BY = {
+    "AWS::EKS::Cluster": {
+        "Name": "name_prefix",
+        "RoleArn": "(construct ID of the cluster role)",
+        "EncryptionConfig": "the platform KMS key (storage stack)",
+        "AccessConfig/BootstrapClusterCreatorAdminPermissions": "(fixed: false)",
+        "BootstrapSelfManagedAddons": "(fixed: false)",
+        "KubernetesNetworkConfig/IpFamily": "(fixed: ipv4)",
+    },
+    "AWS::EKS::Nodegroup": {
+        "NodegroupName": "(fixed: system)",
+        "InstanceTypes": "eks.system_nodes.instance_type",
+        "DiskSize": "eks.system_nodes.disk_size_gib",
+        "AmiType": "(fixed: AL2023_x86_64_STANDARD)",
+        "CapacityType": "(fixed: ON_DEMAND)",
+        "Subnets": "network (private subnets)",
+        "NodeRole": "(construct ID of the node role)",
+        "ClusterName": "name_prefix",
+    },
+}
+
+
+def _set_paths(props: dict, path: str) -> bool:
+    node = props
+    for part in path.split("/"):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def test_replacement_triggers_are_known(synthesized):
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    _, _, stacks = synthesized("prod")
+    res = template_of(stacks.cluster).to_json()["Resources"]
+    for kind, documented in REPLACED_BY.items():
+        create_only = {
+            p.removeprefix("/properties/")
+            for p in PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", kind).schema["createOnlyProperties"]
+        }
+        props = next(r["Properties"] for r in res.values() if r["Type"] == kind)
+        used = {p for p in create_only if _set_paths(props, p)}
+        assert used == set(documented), f"{kind}: create-only properties set here changed: {sorted(used)}"
