@@ -20,6 +20,8 @@ from config.base import Frozen
 if TYPE_CHECKING:  # pragma: no cover
     from config.model import EnvironmentConfig
 
+# The node label (HyperPod instance-group label) that marks a group for serving.
+SERVE_LABEL = ("workload", "ray-serve")
 RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 APP_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
 
@@ -71,7 +73,7 @@ class Llm(Frozen):
     # Hugging Face-format weights already on FSx (/fsx/...) or in S3 (s3://...): nothing is
     # downloaded from the internet by the cluster (closed networks in staging/prod).
     model_source: str = "/fsx/models/served-llm"
-    # None: the first GPU group that is not the training group.
+    # None: the generation service's group.
     instance_group: str | None = None
     # One GPU per engine: a 7-8B model in bf16 fits a 48 GB L40S with room for the KV cache.
     tensor_parallel_size: int = Field(default=1, ge=1, le=8)
@@ -116,7 +118,7 @@ class Inference(Frozen):
 
     # Serve application name and its HTTP route prefix.
     app_name: str = "generate"
-    # None: the first GPU instance group (the same default the training job uses).
+    # None: the GPU group labelled workload=ray-serve, else the first GPU group.
     instance_group: str | None = None
     # A replica takes one GPU: our model is far smaller than one GPU's memory, and whole GPUs
     # keep replicas from sharing (and fighting over) one device.
@@ -221,9 +223,13 @@ class Inference(Frozen):
         """The HyperPod instance group the generation replicas run on."""
         if self.instance_group is not None:
             return env.hyperpod.group(self.instance_group)
-        for g in env.hyperpod.instance_groups:
-            if g.is_gpu:
+        gpu = [g for g in env.hyperpod.instance_groups if g.is_gpu]
+        # Default: the GPU group labelled for serving (workload: ray-serve), else the first GPU group.
+        for g in gpu:
+            if g.labels.get(SERVE_LABEL[0]) == SERVE_LABEL[1]:
                 return g
+        if gpu:
+            return gpu[0]
         raise KeyError(
             "no GPU instance group in hyperpod.instance_groups; set inference.instance_group"
         )
@@ -264,8 +270,10 @@ class Inference(Frozen):
             return errors
         try:
             group = self.resolved_instance_group(env)
-        except KeyError as err:
-            return [f"inference.instance_group: {err.args[0]}"]
+        except KeyError:
+            # No GPU group and none named: nothing to place here (a CPU-only cluster is valid);
+            # rendering the RayService then fails with a clear message instead.
+            return errors
         spec = catalog.instance_spec(group.instance_type)
         _, pod_gpus, pod_cpus = self.pod_shape()
         # GPUs each service holds on each group at most, twice over during a NewCluster upgrade.

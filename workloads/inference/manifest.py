@@ -122,7 +122,12 @@ def _rayservice(env: EnvironmentConfig, *, name: str, app: str, serve_cfg: dict,
 def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, Any]:
     """The RayService of the generation app."""
     inf = env.inference
-    group = inf.resolved_instance_group(env)
+    try:
+        group = inf.resolved_instance_group(env)
+    except KeyError as err:
+        from config import ConfigError
+
+        raise ConfigError(f"{env.name}.yaml", [f"inference.instance_group: {err.args[0]}"]) from None
     _, pod_gpus, pod_cpus = inf.pod_shape()
     lo, hi = inf.worker_pods()
     image = _image(env)
