@@ -58,15 +58,9 @@ def save_checkpoint(storage: Path) -> None:
 
 def _cpu(procs) -> dict[str, float]:
     """CPU seconds (user + system) so far, summed per process label."""
-    import psutil
-
     out: dict[str, float] = {}
     for label, pid in procs():
-        try:
-            t = psutil.Process(pid).cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        out[label] = out.get(label, 0.0) + t.user + t.system
+        out[label] = out.get(label, 0.0) + local.cpu_seconds(pid)
     return out
 
 
@@ -133,21 +127,16 @@ def run_ray(storage: Path, levels, time_limit_s: float, results: dict, env: dict
 
         def procs():
             """Every process of the cluster, labelled by its Ray process title or program."""
-            import psutil
-
             found = []
             for node in _cluster.nodes:
                 for pid in [node.proc.pid, *local._descendants(node.proc.pid)]:
-                    try:
-                        cmd = psutil.Process(pid).cmdline()
-                    except psutil.NoSuchProcess:
-                        continue
-                    title = " ".join(cmd).strip()
+                    title = local.cmdline(pid)
                     if title.startswith("ray::"):
                         label = title.split()[0].removeprefix("ray::").split(":")[0]
                     else:
-                        label = next((Path(a).name for a in cmd if Path(a).name in
-                                      ("gcs_server", "raylet", "log_monitor.py", "monitor.py")), "ray start/other")
+                        names = [Path(a).name for a in title.split()]
+                        label = next((n for n in names if n in ("gcs_server", "raylet", "log_monitor.py",
+                                                                "dashboard.py", "agent.py")), "ray start/other")
                     found.append((label, pid))
             return found
 

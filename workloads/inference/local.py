@@ -239,37 +239,64 @@ def _kill_leftovers(temp_dir: str) -> None:
     """Kill (by pid) any process of ours that left its group: those naming our temp dir."""
     if not temp_dir:
         return
-    import psutil
+    needle = temp_dir.encode()
+    for pid in _pids():
+        if pid != os.getpid() and needle in _read(pid, "cmdline"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if any(temp_dir in part for part in (p.info["cmdline"] or [])) and p.pid != os.getpid():
-                p.kill()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
+
+# Processes through /proc (psutil is only importable here through Ray's vendored copy).
+
+
+def _pids() -> list[int]:
+    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+
+
+def _read(pid: int, name: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def cmdline(pid: int) -> str:
+    return _read(pid, "cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def _stat(pid: int) -> list[str]:
+    raw = _read(pid, "stat").decode(errors="replace")
+    return raw[raw.rfind(")") + 2:].split() if raw else []  # fields after "(comm)"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far (0 if it is gone)."""
+    f = _stat(pid)
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK") if len(f) > 12 else 0.0
 
 
 def _descendants(pid: int) -> list[int]:
-    import psutil
-
-    try:
-        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
+    children: dict[int, list[int]] = {}
+    for p in _pids():
+        f = _stat(p)
+        if len(f) > 1:
+            children.setdefault(int(f[1]), []).append(p)
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
 
 
 def replica_pids(cluster: LocalCluster, deployment: str = "Generate") -> list[int]:
     """PIDs of the Serve replica actors of ``deployment`` in this cluster (descendants of our
     node processes whose process title is ``ray::ServeReplica:<app>:<deployment>``)."""
-    import psutil
-
     found = []
     for node in cluster.nodes:
         for pid in _descendants(node.proc.pid):
-            try:
-                cmd = " ".join(psutil.Process(pid).cmdline()).strip()
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
+            cmd = cmdline(pid)
             if cmd.startswith("ray::ServeReplica:") and cmd.endswith(f":{deployment}"):
                 found.append(pid)
     return sorted(found)
