@@ -115,7 +115,11 @@ def local_deploy_config(env: EnvironmentConfig, *, port: int, storage: str, run_
                         replicas: int, cpus: float = 1.0, reload: str | None = None,
                         **overrides: Any) -> dict[str, Any]:
     """The same serveConfigV2 for a local CPU cluster on 127.0.0.1:``port``."""
-    app = application(env, reload=reload, args=app_args(env, storage=storage, run_name=run_name))
+    args = app_args(env, storage=storage, run_name=run_name)
+    # Intra-op threads must match the CPUs the replica really gets: more threads than CPUs
+    # spin-wait against each other (measured: ~2x the replica's CPU time per request).
+    args["torch_threads"] = max(1, int(cpus))
+    app = application(env, reload=reload, args=args)
     app["deployments"] = [{"name": DEPLOYMENT, **local_options(env, replicas=replicas, cpus=cpus,
                                                               reload=reload, **overrides)}]
     return {
