@@ -109,6 +109,12 @@ lock:
 	rm -rf /tmp/lockvenv && $(PYTHON) -m venv /tmp/lockvenv && /tmp/lockvenv/bin/pip install -q -r requirements.in && /tmp/lockvenv/bin/pip freeze > requirements.lock
 	rm -rf /tmp/lockvenv && $(PYTHON) -m venv /tmp/lockvenv && /tmp/lockvenv/bin/pip install -q -r requirements-checkov.in && /tmp/lockvenv/bin/pip freeze > requirements-checkov.lock
 
+## rehearse-train: local Ray cluster (head + 2 worker nodes, GCS 6379, dashboard 8265), the
+## training job through the Jobs API, one worker node killed mid-run; prints a summary and
+## writes out/rehearse-train/loss.png.
+rehearse-train: deps
+	$(VENV)/bin/python -m workloads.training.rehearsal
+
 clean:
 	rm -rf cdk.out $(STAMPS) $(VENV) $(CHECKOV_VENV) node_modules
 

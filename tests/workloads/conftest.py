@@ -63,6 +63,12 @@ def s3_server():
 
 
 @pytest.fixture(scope="session")
+def s3_bucket(s3_server) -> str:
+    """The bucket created on the local S3 server."""
+    return S3_BUCKET
+
+
+@pytest.fixture(scope="session")
 def ray_cluster(s3_server):
     """Head (0 CPUs, runs the Train controller) + 2 worker nodes of 2 CPUs, driver connected."""
     import ray

@@ -38,8 +38,9 @@ import logging
 import os
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow.fs as pafs
 import torch
@@ -53,6 +54,7 @@ MANIFEST = "manifest.json"
 META = "meta.json"
 DIR_RE = re.compile(r"^checkpoint_(\d{9})$")
 _CHUNK = 8 << 20
+_KICK = 4 << 20  # bytes between early background fsyncs while saving
 
 
 class CheckpointError(Exception):
@@ -79,22 +81,63 @@ def _fsync_write(path: str, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
+class _HashingFile:
+    """A file that takes its sha256 while it is written and pushes its data to disk early: every
+    ``_KICK`` bytes an fsync starts on a background thread, so the disk writes while the CPU
+    serializes and hashes the rest; ``close`` waits only for the tail."""
+
+    def __init__(self, path: str, pool: ThreadPoolExecutor):
+        self.f = open(path, "wb")
+        self.fd = self.f.fileno()
+        self.sha = hashlib.sha256()
+        self.size = 0
+        self.unsynced = 0
+        self.pool = pool
+        self.pending = None
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        self.sha.update(view)
+        self.f.write(view)
+        n = view.nbytes
+        self.size += n
+        self.unsynced += n
+        if self.unsynced >= _KICK and (self.pending is None or self.pending.done()):
+            self.f.flush()
+            self.pending = self.pool.submit(os.fsync, self.fd)
+            self.unsynced = 0
+        return n
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def close(self) -> dict:
+        self.f.flush()
+        if self.pending is not None:
+            self.pending.result()
+        os.fsync(self.fd)
+        self.f.close()
+        return {"size": self.size, "sha256": self.sha.hexdigest()}
+
+
 def save(directory: str, state: dict[str, Any], meta: dict) -> dict:
     """Write ``state`` (one ``<name>.pt`` per entry), ``meta.json``, then ``manifest.json``.
 
-    ``meta`` must be JSON-serializable and hold ``"step"`` (int). Files are fsynced; the
-    manifest goes last, via a temporary name and an atomic rename.
+    ``meta`` must be JSON-serializable and hold ``"step"`` (int). Every file is fsynced; its
+    size and sha256 are taken while it is written; the manifest goes last, via a temporary
+    name and an atomic rename.
     """
     if "step" not in meta:
         raise ValueError("checkpoint meta must hold 'step'")
     os.makedirs(directory, exist_ok=True)
     files: dict[str, dict] = {}
-    for name, obj in state.items():
-        buf = io.BytesIO()
-        torch.save(obj, buf)
-        data = buf.getvalue()
-        _fsync_write(os.path.join(directory, f"{name}.pt"), data)
-        files[f"{name}.pt"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        for name, obj in state.items():
+            out = _HashingFile(os.path.join(directory, f"{name}.pt"), pool)
+            try:
+                torch.save(obj, out)
+            finally:
+                files[f"{name}.pt"] = out.close()
     meta_bytes = json.dumps(meta, sort_keys=True, indent=1).encode()
     _fsync_write(os.path.join(directory, META), meta_bytes)
     files[META] = {"size": len(meta_bytes), "sha256": hashlib.sha256(meta_bytes).hexdigest()}
@@ -103,6 +146,12 @@ def save(directory: str, state: dict[str, Any], meta: dict) -> dict:
     tmp = os.path.join(directory, f".{MANIFEST}.tmp")
     _fsync_write(tmp, json.dumps(manifest, indent=1).encode())
     os.replace(tmp, os.path.join(directory, MANIFEST))
+    # The rename itself is durable only once the directory is synced.
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
     return manifest
 
 

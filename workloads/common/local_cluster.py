@@ -81,6 +81,8 @@ class LocalCluster:
     dashboard: bool = True
     env_extra: dict = field(default_factory=dict)
     temp_dir: str | None = None
+    # Delete the temp dir (logs, sockets, spilled objects) after stop; False keeps the logs.
+    remove_temp_dir: bool = True
     nodes: list[Node] = field(default_factory=list)
 
     @property
@@ -143,7 +145,10 @@ class LocalCluster:
     def add_worker(self, wait: bool = True, timeout_s: float = 120) -> Node:
         i = len(self.nodes)
         node = self._start(f"worker{i}", ["--address", self.address, "--num-cpus", str(self.cpus_per_node),
-                                          "--resources", json.dumps({"worker_node": 1}), *self._mem()])
+                                          "--resources", json.dumps({"worker_node": 1}),
+                                          # Nodes share one session dir: the head's log
+                                          # monitor already forwards every worker's output.
+                                          "--include-log-monitor", "false", *self._mem()])
         if wait:
             self._wait_nodes(self.alive_count_expected(), timeout_s)
         return node
@@ -173,17 +178,22 @@ class LocalCluster:
         raise TimeoutError(f"{n} Ray nodes did not come up in {timeout_s:.0f} s (temp dir {self.temp_dir})")
 
     def worker_processes(self, node: Node) -> list[int]:
-        return _group_pids(node.proc.pid)
+        return _descendants(node.proc.pid)
 
     def kill_node(self, index: int = 1) -> Node:
         """SIGKILL every process of worker node ``index`` (1 = first worker), like a lost host."""
         node = self.nodes[index]
+        # Ray workers call setsid: they are found as descendants of the node, not by group.
+        pids = _descendants(node.proc.pid)
         _kill_group(node.proc.pid, signal.SIGKILL)
+        for pid in pids:
+            _kill(pid, signal.SIGKILL)
         node.proc.wait(timeout=30)
         return node
 
     def stop(self) -> None:
         """End every process this cluster started (workers first, then the head)."""
+        tree = {node.proc.pid: _descendants(node.proc.pid) for node in self.nodes}
         for node in reversed(self.nodes):
             if node.proc.poll() is None:
                 _kill_group(node.proc.pid, signal.SIGTERM)
@@ -195,13 +205,16 @@ class LocalCluster:
                 pass
         for node in self.nodes:
             _kill_group(node.proc.pid, signal.SIGKILL)
+            for pid in tree[node.proc.pid]:
+                _kill(pid, signal.SIGKILL)
         # Anything that left our process groups but still runs from our temp dir.
         if self.temp_dir:
             for pid in _pids_mentioning(self.temp_dir):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                _kill(pid, signal.SIGKILL)
+            if self.remove_temp_dir:
+                import shutil
+
+                shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def __enter__(self) -> "LocalCluster":
         return self.start()
@@ -220,6 +233,31 @@ def _group_pids(pgid: int) -> list[int]:
             except (ProcessLookupError, PermissionError):
                 pass
     return pids
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below ``root`` in the process tree (children, grandchildren, ...)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _kill_group(pgid: int, sig: int) -> None:

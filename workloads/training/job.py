@@ -11,7 +11,6 @@ import logging
 import math
 import os
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -58,6 +57,11 @@ class JobSettings:
     fail_at_step: int | None = None
     fail_rank: int = 0
     fail_marker: str | None = None
+    # Benchmarks: rank 0 records the wall time at the end of every step, creates
+    # `<timing_file>.go` after step `timing_from_step` and writes {first_step, times,
+    # tokens_per_step} to `timing_file` at the end.
+    timing_file: str | None = None
+    timing_from_step: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -153,6 +157,7 @@ def train_func(config: dict) -> None:
     amp = device.type == "cuda" and s.precision == "bf16"
     tokens_per_step = s.batch_size_per_worker * world * gpt_config.block_size
     window_loss, window_n, window_t0 = 0.0, 0, time.perf_counter()
+    step_times: list[float] = []
     model.train()
     for step in range(start_step, s.steps):
         x, y = data.next_batch(pos, rank=rank, world_size=world, batch_size=s.batch_size_per_worker)
@@ -166,6 +171,10 @@ def train_func(config: dict) -> None:
         scheduler.step()
         done = step + 1
         loss_value = loss.item()
+        if s.timing_file and rank == 0:
+            step_times.append(time.time())
+            if done == s.timing_from_step:
+                open(s.timing_file + ".go", "w").close()
         window_loss += loss_value
         window_n += 1
         if s.log_every_step and rank == 0:
@@ -212,6 +221,10 @@ def train_func(config: dict) -> None:
         window_t0 = time.perf_counter()
     if rank == 0:
         print(f"TRAIN done step={s.steps} t={time.time():.3f}", flush=True)
+        if s.timing_file:
+            with open(s.timing_file, "w") as f:
+                json.dump({"first_step": start_step + 1, "times": step_times,
+                           "tokens_per_step": tokens_per_step}, f)
 
 
 def check_cluster(s: JobSettings) -> list[str]:

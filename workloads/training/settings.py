@@ -80,7 +80,7 @@ def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None)
 
 # JobSettings fields that are not part of the `training:` config (local runs and tests only).
 RUNTIME_KEYS = ("cpus_per_worker", "log_every_step", "fail_at_step", "fail_rank", "fail_marker",
-                "placement_strategy")
+                "placement_strategy", "timing_file", "timing_from_step")
 
 
 def for_local(overrides: dict[str, Any] | None = None, *, storage_path: str) -> JobSettings:

@@ -3,13 +3,13 @@ resume after a worker crash, fallback from a torn checkpoint, node loss."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 import pytest
 import torch
 
-from tests.workloads.conftest import S3_BUCKET
 from workloads.common import checkpoint as ck
 from workloads.common import storage
 from workloads.training import settings as S
@@ -47,9 +47,9 @@ def _assert_same_training_state(a, b):
 
 
 @pytest.fixture(scope="module")
-def reference(ray_cluster):
+def reference(ray_cluster, s3_bucket):
     """An uninterrupted run, stored on the local S3 server."""
-    uri = f"s3://{S3_BUCKET}/runs"
+    uri = f"s3://{s3_bucket}/runs"
     result = run(_settings(uri, "reference"))
     assert result.error is None
     return uri, result
@@ -67,25 +67,6 @@ def test_s3_storage(reference):
     assert result.checkpoint.path.endswith("reference/checkpoint_000000040")
 
 
-def test_exact_resume_after_worker_crash(reference, tmp_path):
-    marker = tmp_path / "crashed"
-    s = _settings(str(tmp_path / "ckpt"), "crashy", fail_at_step=25, fail_rank=1, fail_marker=str(marker))
-    result = run(s)
-    assert marker.exists(), "the injected crash did not happen"
-    assert result.error is None and result.metrics["step"] == STEPS
-    assert result.metrics["resumed_from"] == 20  # the last checkpoint before the crash
-    _assert_same_training_state(_final(str(tmp_path / "ckpt"), "crashy"), _final(reference[0], "reference"))
-
-    # Tear the newest checkpoint and run the same job again: it detects the tear, resumes
-    # from step 30 and ends with the same weights again.
-    newest = tmp_path / "ckpt" / "crashy" / ck.dir_name(STEPS)
-    with open(newest / "model.pt", "r+b") as f:
-        f.truncate(1000)
-    rerun = run(_settings(str(tmp_path / "ckpt"), "crashy"))
-    assert rerun.error is None and rerun.metrics["resumed_from"] == 30
-    _assert_same_training_state(_final(str(tmp_path / "ckpt"), "crashy"), _final(reference[0], "reference"))
-
-
 def test_local_storage_on_multi_node_cluster_is_refused(ray_cluster, tmp_path):
     s = _settings(str(tmp_path), "x", storage_shared=False)
     assert check_cluster(s) == [
@@ -93,23 +74,48 @@ def test_local_storage_on_multi_node_cluster_is_refused(ray_cluster, tmp_path):
         "2 worker nodes; use /fsx/... or s3://, or set training.storage_shared if every node sees this path"]
 
 
-def test_node_loss_still_finishes(ray_cluster, tmp_path):
+@pytest.fixture(scope="module")
+def node_loss_run(ray_cluster, reference, tmp_path_factory):
     """SIGKILL a whole worker node after the first checkpoint; the run resumes on the other."""
-    s = _settings(str(tmp_path / "ckpt"), "nodeloss", steps=60, checkpoint_every_steps=10)
+    storage_path = str(tmp_path_factory.mktemp("nodeloss"))
     box = {}
-    t = threading.Thread(target=lambda: box.setdefault("result", run(s)), daemon=True)
+    t = threading.Thread(target=lambda: box.setdefault("result", run(_settings(storage_path, "nodeloss"))),
+                         daemon=True)
     t.start()
-    first = tmp_path / "ckpt" / "nodeloss" / ck.dir_name(10) / ck.MANIFEST
+    first = f"{storage_path}/nodeloss/{ck.dir_name(EVERY)}/{ck.MANIFEST}"
     deadline = time.monotonic() + 240
-    while not first.exists() and time.monotonic() < deadline and t.is_alive():
-        time.sleep(0.2)
-    assert first.exists(), "no checkpoint was written"
+    while not os.path.exists(first) and time.monotonic() < deadline and t.is_alive():
+        time.sleep(0.1)
+    assert os.path.exists(first), "no checkpoint was written"
     ray_cluster.kill_node(2)
     try:
         t.join(timeout=300)
         assert not t.is_alive(), "the run did not finish after the node loss"
-        result = box["result"]
-        assert result.error is None and result.metrics["step"] == 60
-        assert result.metrics["resumed_from"] >= 10
     finally:
         ray_cluster.add_worker()
+    return storage_path, box["result"]
+
+
+def test_node_loss_still_finishes(node_loss_run):
+    _, result = node_loss_run
+    assert result.error is None and result.metrics["step"] == STEPS
+    assert result.metrics["resumed_from"] >= EVERY  # it did resume, from a checkpoint
+
+
+def test_exact_resume_after_node_loss(node_loss_run, reference):
+    """Killed mid-way and resumed: bitwise the same weights and optimizer state as the
+    uninterrupted reference (gloo's 2-rank allreduce sums in a fixed order, so no 1e-6 needed)."""
+    storage_path, _ = node_loss_run
+    _assert_same_training_state(_final(storage_path, "nodeloss"), _final(reference[0], "reference"))
+
+
+def test_torn_newest_checkpoint_falls_back_on_rerun(node_loss_run, reference):
+    """Truncate the newest checkpoint and resubmit the same run: it detects the tear, resumes
+    from the previous checkpoint and ends with the same weights again."""
+    storage_path, _ = node_loss_run
+    newest = f"{storage_path}/nodeloss/{ck.dir_name(STEPS)}/model.pt"
+    with open(newest, "r+b") as f:
+        f.truncate(1000)
+    rerun = run(_settings(storage_path, "nodeloss"))
+    assert rerun.error is None and rerun.metrics["resumed_from"] == STEPS - EVERY
+    _assert_same_training_state(_final(storage_path, "nodeloss"), _final(reference[0], "reference"))

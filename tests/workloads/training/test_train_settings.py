@@ -1,0 +1,105 @@
+"""Bad input is a clear error naming the field, the value and what is allowed, before Ray starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from config import ConfigError, parse_environment
+from config.loader import CONFIG_DIR
+from workloads.training import settings as S
+from workloads.training.__main__ import main
+
+
+def _dev(**training):
+    data = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
+    data["name"] = "dev"
+    data["training"] = {**data.get("training", {}), **training}
+    return data
+
+
+def _errors(data):
+    with pytest.raises(ConfigError) as err:
+        parse_environment(data, source="dev.yaml")
+    return err.value.errors
+
+
+def test_zero_workers():
+    assert _errors(_dev(num_workers=0)) == [
+        "training.num_workers: 0 workers requested; a training run needs at least 1 worker"]
+
+
+def test_more_gpus_per_worker_than_the_instance_has():
+    assert _errors(_dev(gpus_per_worker=5)) == [
+        "training.gpus_per_worker: 5 GPUs per worker, but ml.g5.12xlarge (instance group "
+        "'gpu-workers') has 4; allowed: 0-4"]
+
+
+def test_more_workers_than_the_group_holds():
+    assert _errors(_dev(num_workers=9)) == [
+        "training.num_workers: 9 workers need 3 ml.g5.12xlarge instances (4 per instance), but "
+        "instance group 'gpu-workers' has 2"]
+
+
+def test_node_local_storage_with_workers_on_several_nodes():
+    assert _errors(_dev(storage_path="/var/tmp/ckpt")) == [
+        "training.storage_path: '/var/tmp/ckpt' is local to each node, but the workers span 2 "
+        "nodes; use a path on FSx (/fsx/...) or s3://, or set training.storage_shared if every "
+        "node mounts it"]
+    # One node: a local path is fine.
+    parse_environment(_dev(storage_path="/var/tmp/ckpt", num_workers=4), source="dev.yaml")
+
+
+def test_unknown_instance_type():
+    data = _dev()
+    data["hyperpod"]["instance_groups"][0]["instance_type"] = "ml.g5.12xlarg"
+    (err,) = _errors(data)
+    assert err.startswith("hyperpod.instance_groups[0].instance_type: 'ml.g5.12xlarg' is not a "
+                          "HyperPod instance type (botocore ")
+    assert err.endswith("did you mean 'ml.g5.12xlarge'?")
+
+
+def test_unknown_instance_group():
+    assert _errors(_dev(instance_group="gpu-wrokers")) == [
+        "training.instance_group: 'gpu-wrokers' is not a HyperPod instance group; known: gpu-workers"]
+
+
+def test_unknown_training_key():
+    assert _errors(_dev(stpes=10)) == ["training.stpes: unknown key 'stpes'; did you mean 'steps'?"]
+
+
+def test_several_errors_at_once():
+    errors = _errors(_dev(num_workers=0, checkpoint_every_steps=0, run_name="Bad_Name"))
+    assert len(errors) == 3
+
+
+def test_cli_reports_before_ray_starts(capsys, monkeypatch):
+    import ray
+
+    def no_ray(*a, **k):
+        raise AssertionError("ray.init was called for invalid input")
+
+    monkeypatch.setattr(ray, "init", no_ray)
+    assert main(["--env", "dev", "--set", "gpus_per_worker=5"]) == 2
+    assert "training.gpus_per_worker: 5 GPUs per worker" in capsys.readouterr().err
+    assert main(["--local", "--storage", "/tmp/x", "--set", "num_workers=0"]) == 2
+    assert "local run: 1 configuration error:\n  - training.num_workers: 0 workers requested" in capsys.readouterr().err
+    assert main(["--local", "--storage", "/tmp/x", "--set", "gpus_per_worker=1"]) == 2
+    assert "local runs are CPU-only, allowed: 0" in capsys.readouterr().err
+
+
+def test_cli_subprocess_exit_code_and_no_traceback():
+    out = subprocess.run([sys.executable, "-m", "workloads.training", "--env", "prod", "--set", "gpus_per_worker=9"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "training.gpus_per_worker: 9 GPUs per worker, but ml.p5.48xlarge (instance group 'train-p5') has 8" in out.stderr
+
+
+def test_cluster_settings_follow_the_group():
+    cfg = parse_environment(_dev(), source="dev.yaml")
+    s = S.for_cluster(cfg)
+    assert (s.num_workers, s.gpus_per_worker, s.placement_strategy, s.storage_path) == (8, 1, "SPREAD", "/fsx/checkpoints")
+    assert S.for_cluster(cfg, {"num_workers": 2}).placement_strategy == "PACK"
