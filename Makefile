@@ -117,3 +117,14 @@ rehearse-train: deps
 
 clean:
 	rm -rf cdk.out $(STAMPS) $(VENV) $(CHECKOV_VENV) node_modules
+
+## rehearse-serve: the inference app on a local head + 2 worker Ray cluster, serving the newest
+## checkpoint a training rehearsal wrote under out/ (or STORAGE=DIR [RUN=NAME]), under a bounded
+## load test with one replica killed; summary, out/rehearse-serve/latency.png.
+rehearse-serve: deps
+	$(VENV)/bin/python -m workloads.inference.rehearse $(if $(STORAGE),--storage $(STORAGE)) $(if $(RUN),--run $(RUN))
+
+## rehearse: the training rehearsal, then serving what it trained.
+rehearse: deps
+	$(MAKE) --no-print-directory rehearse-train
+	$(MAKE) --no-print-directory rehearse-serve

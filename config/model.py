@@ -688,6 +688,8 @@ class EnvironmentConfig(Frozen):
                     f"subnet; configured AZ IDs: {', '.join(sorted(hp_az_ids))}"
                 )
         errors.extend(self._eks_errors())
+        # The inference services must fit their instance groups (config/inference.py).
+        errors.extend(self.inference.check_against(self))
         if errors:
             raise ValueError("\n".join(errors))
         return self

@@ -12,6 +12,8 @@ import sys
 
 RENDERERS = {
     "training": "workloads.training.manifest:render",
+    "inference": "workloads.inference.manifest:render",
+    "inference-llm": "workloads.inference.manifest:render_llm",
 }
 
 
@@ -30,11 +32,14 @@ def main(argv: list[str] | None = None) -> int:
     module, func = RENDERERS[args.kind].split(":")
     try:
         cfg = load_environment(args.env)
-        manifest = getattr(importlib.import_module(module), func)(cfg)
+        mod = importlib.import_module(module)
+        manifest = getattr(mod, func)(cfg)
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         return 2
-    sys.stdout.write(yaml.safe_dump(manifest, sort_keys=False, width=1000))
+    # A module may bring its own YAML form (e.g. serveConfigV2 as a readable literal block).
+    dump = getattr(mod, "to_yaml", None) or (lambda m: yaml.safe_dump(m, sort_keys=False, width=1000))
+    sys.stdout.write(dump(manifest))
     return 0
 
 

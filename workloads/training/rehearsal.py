@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,7 +35,11 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
 
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     out_dir.mkdir(parents=True, exist_ok=True)
-    storage = tempfile.mkdtemp(prefix="rehearse-ckpt-")
+    # Kept under out_dir after the run: `make rehearse-serve` serves the newest checkpoint found
+    # under out/. Emptied first, so a rerun starts fresh instead of resuming the last rehearsal.
+    storage = str(out_dir / "checkpoints")
+    shutil.rmtree(storage, ignore_errors=True)
+    os.makedirs(storage)
     cluster = LocalCluster(worker_nodes=2, cpus_per_node=2, memory_per_node_mib=3072,
                            object_store_per_node_mib=512, gcs_port=gcs_port,
                            dashboard_port=dashboard_port,
@@ -90,7 +94,6 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
     finally:
         say("==> stopping the cluster")
         cluster.stop()
-        shutil.rmtree(storage, ignore_errors=True)
 
     summary = _summarize(steps, steps_seen, resumes, kill_t, str(status), checkpoint_every, detection)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -1,0 +1,121 @@
+"""config/inference.py: defaults, capacity checks against the HyperPod groups, exact messages."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from config import ConfigError, load_environment, parse_environment
+from config.loader import CONFIG_DIR
+
+
+def _data(env: str) -> dict:
+    data = yaml.safe_load((CONFIG_DIR / f"{env}.yaml").read_text())
+    data.setdefault("name", env)
+    return data
+
+
+def _errors(env: str, inference: dict) -> list[str]:
+    data = copy.deepcopy(_data(env))
+    data["inference"] = {**data.get("inference", {}), **inference}
+    with pytest.raises(ConfigError) as info:
+        parse_environment(data, source=f"{env}.yaml")
+    return info.value.errors
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_every_environment_resolves_a_gpu_group(env):
+    cfg = load_environment(env)
+    group = cfg.inference.resolved_instance_group(cfg)
+    assert group.is_gpu
+    assert cfg.inference.check_against(cfg) == []
+
+
+def test_prod_serves_on_the_serve_group_with_the_llm_beside_it():
+    cfg = load_environment("prod")
+    assert cfg.inference.resolved_instance_group(cfg).name == "serve-g6e"
+    assert cfg.inference.llm.enabled
+    assert cfg.inference.resolved_llm_group(cfg).name == "serve-g6e"
+
+
+def test_unknown_instance_group():
+    assert _errors("dev", {"instance_group": "nope"}) == [
+        "inference.instance_group: no HyperPod instance group named 'nope'; known: gpu-workers"
+    ]
+
+
+def test_more_gpus_per_replica_than_the_instance_has():
+    assert _errors("dev", {"gpus_per_replica": 8}) == [
+        "inference.gpus_per_replica: 8 GPUs per replica but ml.g5.12xlarge (group 'gpu-workers') has 4"
+    ]
+
+
+def test_new_cluster_upgrade_needs_twice_the_gpus():
+    errors = _errors("dev", {"autoscaling": {"min_replicas": 1, "max_replicas": 5}})
+    assert errors == [
+        "inference.upgrade_strategy: 'NewCluster' starts a second Ray cluster beside the running "
+        "one, so 5 replicas need 10 GPUs during an upgrade but group 'gpu-workers' has 8 "
+        "(ray-project/kuberay#1476); lower inference.autoscaling.max_replicas, add nodes, or "
+        "choose 'None' (in-place Serve updates only) or 'NewClusterWithIncrementalUpgrade'"
+    ]
+    # The same replicas fit when upgrades do not start a second cluster.
+    data = copy.deepcopy(_data("dev"))
+    data["inference"].update(autoscaling={"min_replicas": 1, "max_replicas": 5}, upgrade_strategy="None")
+    parse_environment(data)
+
+
+def test_more_replicas_than_the_group_holds():
+    assert _errors("dev", {"upgrade_strategy": "None", "autoscaling": {"max_replicas": 9}}) == [
+        "inference.autoscaling.max_replicas: 9 replicas need 9 GPUs but group 'gpu-workers' has 8 (2 x 4)"
+    ]
+
+
+def test_max_ongoing_requests_below_batch_size():
+    errors = _errors("dev", {"max_batch_size": 64, "max_ongoing_requests": 32})
+    assert errors[0] == (
+        "inference.max_ongoing_requests (32) must be >= inference.max_batch_size (64): a replica "
+        "never holds more requests than max_ongoing_requests, so larger batches could never form"
+    )
+
+
+def test_autoscaling_target_must_be_reachable():
+    assert _errors("dev", {"autoscaling": {"target_ongoing_requests": 40}}) == [
+        "inference.autoscaling.target_ongoing_requests (40) must be below "
+        "inference.max_ongoing_requests (32): a replica never holds more, so autoscaling would "
+        "never see it overloaded"
+    ]
+
+
+def test_min_above_max_replicas():
+    assert _errors("dev", {"autoscaling": {"min_replicas": 3, "max_replicas": 2}}) == [
+        "inference.autoscaling: min_replicas (3) must be <= max_replicas (2)"
+    ]
+
+
+def test_bad_storage_and_run_name():
+    errors = _errors("dev", {"storage_path": "fsx/ckpt", "run_name": "-bad"})
+    assert "inference.run_name: '-bad' is not a run name; allowed: 1-128 alphanumerics, '_', '.', '-', starting with an alphanumeric" in errors
+    assert "inference.storage_path: 'fsx/ckpt' is not a checkpoint storage location: expected an absolute path (FSx: /fsx/...) or an s3://bucket/prefix URI" in errors
+
+
+def test_unknown_upgrade_strategy_lists_the_allowed():
+    (err,) = _errors("dev", {"upgrade_strategy": "BlueGreen"})
+    assert err.startswith("inference.upgrade_strategy: Input should be 'NewCluster', "
+                          "'NewClusterWithIncrementalUpgrade' or 'None' (given: 'BlueGreen')")
+
+
+def test_llm_on_a_group_too_small():
+    errors = _errors("prod", {"llm": {"enabled": True, "tensor_parallel_size": 4, "max_replicas": 2,
+                                      "model_source": "/fsx/models/x"}})
+    assert errors == [
+        "inference.llm.max_replicas: 2 engines of 4 GPU(s) (x2 during a NewCluster upgrade) plus 4 "
+        "GPUs of the generation service exceed group 'serve-g6e' (2 x 4 GPUs)"
+    ]
+
+
+def test_llm_model_source_must_be_fsx_or_s3():
+    (err,) = _errors("prod", {"llm": {"enabled": True, "model_source": "meta-llama/Llama-3-8B"}})
+    assert err == ("inference.llm.model_source: 'meta-llama/Llama-3-8B' is not a model location: "
+                   "expected an absolute path (FSx: /fsx/...) or an s3://bucket/prefix URI")

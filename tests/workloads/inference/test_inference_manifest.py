@@ -1,0 +1,150 @@
+"""The RayServices: strict offline validation against the KubeRay v1.7.0 CRDs and Ray's own
+Serve schema, and the properties that matter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from config import load_environment
+from workloads.common import crd, k8s
+from workloads.inference import manifest
+
+ENVS = ["dev", "staging", "prod"]
+
+
+def _serve_cfg(m: dict) -> dict:
+    return yaml.safe_load(m["spec"]["serveConfigV2"])
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_generation_rayservice_is_valid(env):
+    m = manifest.render(load_environment(env))
+    assert crd.validate(m) == []
+    assert manifest.serve_config_problems(m) == []
+
+
+@pytest.mark.parametrize("env", ["staging", "prod"])
+def test_llm_rayservice_is_valid(env):
+    m = manifest.render_llm(load_environment(env))
+    assert crd.validate(m) == []
+    assert manifest.serve_config_problems(m) == []
+
+
+def test_validation_is_strict_about_unknown_fields():
+    m = manifest.render(load_environment("dev"))
+    m["spec"]["upgradeStrategy"]["typo"] = "x"
+    m["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["replica"] = 1
+    problems = crd.validate(m)
+    assert "unknown field spec.upgradeStrategy.typo" in problems
+    assert "unknown field spec.rayClusterConfig.workerGroupSpecs[0].replica" in problems
+
+
+def test_serve_config_is_checked_by_rays_schema():
+    m = manifest.render(load_environment("dev"))
+    cfg = _serve_cfg(m)
+    cfg["applications"][0]["deployments"][0]["max_ongoing_request"] = 3
+    m["spec"]["serveConfigV2"] = yaml.safe_dump(cfg)
+    assert manifest.serve_config_problems(m) == [
+        "spec.serveConfigV2.applications[0].deployments[0].max_ongoing_request: unknown field "
+        "(not in Ray's DeploymentSchema)"]
+    cfg["applications"][0]["deployments"][0].pop("max_ongoing_request")
+    cfg["applications"][0]["deployments"][0]["max_ongoing_requests"] = "many"
+    m["spec"]["serveConfigV2"] = yaml.safe_dump(cfg)
+    (problem,) = manifest.serve_config_problems(m)
+    assert problem.startswith("spec.serveConfigV2: ") and "max_ongoing_requests" in problem
+
+
+def test_llm_config_keys_are_checked_against_rays_models():
+    m = manifest.render_llm(load_environment("prod"))
+    cfg = _serve_cfg(m)
+    llm = cfg["applications"][0]["args"]["llm_configs"][0]
+    llm["engine_kwarg"] = {}
+    llm["model_loading_config"]["model_path"] = "/x"
+    llm["accelerator_type"] = "L40"
+    m["spec"]["serveConfigV2"] = yaml.safe_dump(cfg)
+    w = "spec.serveConfigV2.applications[0].args.llm_configs[0]"
+    assert manifest.serve_config_problems(m) == [
+        f"{w}.engine_kwarg: not a LLMConfig field",
+        f"{w}.model_loading_config.model_path: not a ModelLoadingConfig field",
+        f"{w}.accelerator_type: 'L40' is not one of Ray's accelerator types",
+    ]
+
+
+def test_generation_service_shape_prod():
+    env = load_environment("prod")
+    m = manifest.render(env)
+    spec = m["spec"]
+    assert m["apiVersion"] == "ray.io/v1" and m["kind"] == "RayService"
+    assert spec["upgradeStrategy"] == {"type": "NewCluster"}
+    cluster = spec["rayClusterConfig"]
+    assert cluster["rayVersion"] == k8s.RAY_VERSION
+    head = cluster["headGroupSpec"]["template"]["spec"]
+    assert head["nodeSelector"] == {"eks.amazonaws.com/nodegroup": "system"}
+    assert cluster["headGroupSpec"]["rayStartParams"]["num-cpus"] == "0"
+    (worker,) = cluster["workerGroupSpecs"]
+    assert (worker["minReplicas"], worker["maxReplicas"]) == (1, 2)
+    pod = worker["template"]["spec"]
+    assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": "ml.g6e.12xlarge",
+                                   "sagemaker.amazonaws.com/node-health-status": "Schedulable"}
+    assert {"key": "workload", "operator": "Equal", "value": "ray-serve", "effect": "NoSchedule"} in pod["tolerations"]
+    assert pod["serviceAccountName"] == k8s.SERVICE_ACCOUNT
+    (c,) = pod["containers"]
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert "vpc.amazonaws.com/efa" not in c["resources"]["limits"]
+    assert {"name": "fsx", "persistentVolumeClaim": {"claimName": k8s.FSX_PVC}} in pod["volumes"]
+    assert {"name": "fsx", "mountPath": "/fsx"} in c["volumeMounts"]
+    assert c["image"] == k8s.RAY_IMAGE
+    app = _serve_cfg(m)["applications"][0]
+    assert app["import_path"] == "workloads.inference.app:app_builder"
+    assert app["args"]["storage_path"] == "/fsx/checkpoints"
+    assert app["args"]["run_name"] == env.training.run_name
+    dep = app["deployments"][0]
+    assert dep["user_config"] == {"max_batch_size": 32, "batch_wait_timeout_s": 0.005}
+    assert dep["max_ongoing_requests"] == 64
+    assert dep["autoscaling_config"]["max_replicas"] == 2
+    assert dep["ray_actor_options"] == {"num_cpus": 2.0, "num_gpus": 1.0}
+
+
+def test_llm_service_serves_from_s3_in_prod_and_fsx_in_staging():
+    prod = manifest.llm_config(load_environment("prod"))
+    assert prod["model_loading_config"]["model_source"] == {
+        "bucket_uri": "s3://hpray-prod-checkpoints-333333333333-us-east-1/models/served-llm"}
+    assert prod["accelerator_type"] == "L40S"
+    staging = manifest.llm_config(load_environment("staging"))
+    assert staging["model_loading_config"]["model_source"] == "/fsx/models/served-llm"
+    m = manifest.render_llm(load_environment("prod"))
+    c = m["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    assert c["image"] == k8s.RAY_LLM_IMAGE
+    assert {"name": "HF_HUB_OFFLINE", "value": "1"} in c["env"]
+
+
+def test_reload_token_changes_only_serve_config():
+    env = load_environment("dev")
+    a, b = manifest.render(env), manifest.render(env, reload="step-1200")
+    assert a["spec"]["rayClusterConfig"] == b["spec"]["rayClusterConfig"]
+    assert _serve_cfg(b)["applications"][0]["deployments"][0]["user_config"]["reload"] == "step-1200"
+
+
+def test_render_is_deterministic():
+    env = load_environment("prod")
+    assert manifest.to_yaml(manifest.render(env)) == manifest.to_yaml(manifest.render(env))
+
+
+def test_cli_renders_inference():
+    out = subprocess.run([sys.executable, "-m", "workloads", "render", "inference", "--env", "prod"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    m = yaml.safe_load(out.stdout)
+    assert m["kind"] == "RayService" and m["metadata"]["name"] == "hpray-prod-generate"
+
+
+def test_cli_llm_disabled_is_a_clear_error():
+    out = subprocess.run([sys.executable, "-m", "workloads", "render", "inference-llm", "--env", "dev"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "inference.llm.enabled: false in dev.yaml" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -1,0 +1,84 @@
+"""workloads/inference/schema.py and engine.py without Ray: messages, batching equivalence."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workloads.inference import schema
+
+LIMITS = schema.Limits(block_size=64, max_tokens_limit=256, default_max_tokens=16)
+
+
+def test_defaults():
+    c = schema.validate({"prompt": "hi"}, LIMITS)
+    assert (c.max_tokens, c.temperature, c.seed, c.stream, c.prompt_ids) == (16, 1.0, None, False, [104, 105])
+
+
+def test_body_too_large_is_413():
+    with pytest.raises(schema.RequestError) as info:
+        schema.parse_body(b" " * (schema.MAX_BODY_BYTES + 1))
+    assert info.value.status == 413
+
+
+def test_bool_is_not_an_int():
+    with pytest.raises(schema.RequestError) as info:
+        schema.validate({"prompt": "hi", "max_tokens": True}, LIMITS)
+    assert info.value.param == "max_tokens"
+
+
+def test_multibyte_prompt_counts_bytes():
+    with pytest.raises(schema.RequestError) as info:
+        schema.validate({"prompt": "é" * 33}, LIMITS)  # 66 UTF-8 bytes
+    assert info.value.message.startswith("prompt: 66 tokens")
+
+
+def test_stream_text_concatenates_to_the_full_text():
+    req = schema.validate({"prompt": "x"}, LIMITS)
+    toks = list("héllo ✓".encode())
+    enc = schema.StreamEncoder("m", req)
+    events = b"".join(enc.token(t) for t in toks) + enc.finish()
+    chunks = [json.loads(e[6:]) for e in events.split(b"\n\n") if e.startswith(b"data: {")]
+    assert "".join(c["choices"][0]["text"] for c in chunks) == schema.response("m", req, toks)["choices"][0]["text"]
+
+
+def test_batched_generation_equals_one_at_a_time():
+    import torch
+
+    from workloads.common.model import GPT, GPTConfig, encode
+    from workloads.inference.engine import GenRequest, generate_batch
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = GPT(GPTConfig(block_size=32, n_layer=2, n_head=2, n_embd=32)).eval()
+    prompts = ["a", "hello there", "x" * 30]  # the last one slides past the context
+    reqs = [GenRequest(encode(p), 8, 0.7, seed=i) for i, p in enumerate(prompts)]
+    together = generate_batch(model, reqs)
+    for i, p in enumerate(prompts):
+        alone = generate_batch(model, [GenRequest(encode(p), 8, 0.7, seed=i)])[0]
+        direct = model.generate(torch.tensor([encode(p)]), 8, temperature=0.7,
+                                generator=torch.Generator().manual_seed(i))[0, len(encode(p)):].tolist()
+        assert alone == direct
+        assert together[i] == alone
+
+
+def test_torn_newest_checkpoint_is_skipped_and_logged(tmp_path, make_checkpoint, caplog):
+    import logging
+    import shutil
+
+    from workloads.inference.engine import load_model
+
+    make_checkpoint(tmp_path, 10, seed=1)
+    newest = make_checkpoint(tmp_path, 20, seed=2)
+    (newest / "manifest.json").unlink()  # torn: the manifest is written last
+    with caplog.at_level(logging.WARNING, logger="workloads.inference"):
+        loaded = load_model(str(tmp_path), "tiny-run", device="cpu")
+    assert loaded.step == 10
+    assert "checkpoint_000000020" in loaded.skipped[0] and "no manifest.json" in loaded.skipped[0]
+    assert any("newest checkpoint is torn, serving the previous one instead" in r.message
+               for r in caplog.records)
+    shutil.rmtree(tmp_path / "tiny-run" / "checkpoint_000000010")
+    with pytest.raises(Exception) as info:
+        load_model(str(tmp_path), "tiny-run", device="cpu")
+    assert "none of the 1 checkpoints of run 'tiny-run'" in str(info.value)
