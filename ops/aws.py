@@ -19,7 +19,7 @@ from ops.errors import AccessDeniedError, AwsError, CredentialsError, NotFoundEr
 # DescribeAvailabilityZones / ListServiceQuotas see when several pipelines preflight at once.
 RETRY_MAX_ATTEMPTS = 10
 CLIENT_CONFIG = Config(
-    retries={"max_attempts": RETRY_MAX_ATTEMPTS, "mode": "standard"},
+    retries={"total_max_attempts": RETRY_MAX_ATTEMPTS, "mode": "standard"},
     # Fail fast when an endpoint is unreachable (no route, private-only VPC endpoint) instead of
     # botocore's 60 s default; reads stay at 60 s.
     connect_timeout=10,

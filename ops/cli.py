@@ -156,13 +156,14 @@ def main(
     aws_factory: Callable[[EnvironmentConfig, str | None], Any] = _default_aws,
     kube_factory: Callable[[Any, EnvironmentConfig, argparse.Namespace], Any] = _default_kube,
     render_fn: Callable[[str, EnvironmentConfig], dict[str, Any]] | None = None,
+    load_config: Callable[[str], EnvironmentConfig] = load_environment,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     args = build_parser().parse_args(argv)
     try:
-        config = load_environment(args.env)
+        config = load_config(args.env)
         aws = aws_factory(config, args.profile)
         if args.command == "preflight":
             return _preflight(config, aws, args, out)

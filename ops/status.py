@@ -313,7 +313,7 @@ def gather(config: EnvironmentConfig, aws: Aws, connect_kube: Any) -> dict[str, 
     hp_name, eks_name = config.hyperpod_cluster_name, config.eks_cluster_name
     hp_cluster = _or_none(lambda: aws.call("sagemaker", "describe_cluster", ClusterName=hp_name))
     hp_nodes = aws.paginate("sagemaker", "list_cluster_nodes", "ClusterNodeSummaries", ClusterName=hp_name) if hp_cluster else []
-    eks_cluster = _or_none(lambda: aws.call("eks", "describe_cluster", name=eks_name))
+    eks_cluster = (_or_none(lambda: aws.call("eks", "describe_cluster", name=eks_name)) or {}).get("cluster")
     fs_id = _file_system_id(aws, config)
     fs = None
     if fs_id:
