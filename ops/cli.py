@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
@@ -157,6 +158,8 @@ def main(
     kube_factory: Callable[[Any, EnvironmentConfig, argparse.Namespace], Any] = _default_kube,
     render_fn: Callable[[str, EnvironmentConfig], dict[str, Any]] | None = None,
     load_config: Callable[[str], EnvironmentConfig] = load_environment,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
@@ -169,7 +172,7 @@ def main(
             return _preflight(config, aws, args, out)
         if args.command == "status":
             return _status(config, aws, args, out, kube_factory)
-        return _submit(config, aws, args, out, kube_factory, render_fn)
+        return _submit(config, aws, args, out, kube_factory, render_fn, sleep, clock)
     except ConfigError as e:
         print(e.render(), file=err)
         return EXIT_USAGE
@@ -217,7 +220,9 @@ def _status(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: 
     return EXIT_FAILED if report["problems"] else EXIT_OK
 
 
-def _submit(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO, kube_factory: Any, render_fn: Any) -> int:
+def _submit(
+    config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO, kube_factory: Any, render_fn: Any, sleep: Any, clock: Any
+) -> int:
     from ops import render as renderer
     from ops.submit import Follower, apply
 
@@ -237,6 +242,8 @@ def _submit(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: 
         timeout_s=args.timeout_minutes * 60 if args.timeout_minutes else None,
         json_mode=args.json,
         out=out,
+        sleep=sleep,
+        clock=clock,
     )
     if not args.attach:
         apply(kube, manifest, follower.emit)

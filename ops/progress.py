@@ -10,7 +10,11 @@ prefixes and logging formats do not matter):
 - ``step 120/1000 … loss 2.31`` / ``step=120 loss=2.31`` — plain progress;
 - ``resumed from checkpoint … step 100`` / ``restored … step 100`` — a resume after a failure;
 - ``checkpoint saved … step 100`` — a checkpoint;
-- ``restarting`` / ``retrying`` / ``worker group … failed`` — Ray Train restarting workers.
+- ``failure`` / ``node … died`` / ``restarting`` / ``retrying`` / ``worker group … failed`` — a
+  failure, after which Ray Train restarts its workers.
+
+The training workload (workloads/training/job.py) prints ``TRAIN start step=0``, ``TRAIN step=N
+loss=L``, ``TRAIN resume step=N from=PATH`` and ``TRAIN done step=N``; all are recognised.
 """
 
 from __future__ import annotations
@@ -29,14 +33,16 @@ _TOTAL = re.compile(r"\btotal[_ ]steps[\s:=]*(\d+)", re.I)
 _RESUME = re.compile(r"\b(?:resum(?:e|ed|es|ing)|restor(?:e|ed|es|ing))\b.*?\bstep[\s:=#]*(\d+)", re.I)
 _CHECKPOINT = re.compile(r"\bcheckpoint\w*\b.*?\b(?:saved|written|reported|persisted)\b.*?\bstep[\s:=#]*(\d+)", re.I)
 _CHECKPOINT_2 = re.compile(r"\b(?:saved|wrote|reported)\s+checkpoint\b.*?\bstep[\s:=#]*(\d+)", re.I)
-_RESTART = re.compile(r"\b(?:restarting|retrying|relaunching)\b|\bworker group\b.*\bfail", re.I)
+_FAILURE = re.compile(
+    r"\b(?:restarting|retrying|relaunching)\b|\bworker group\b.*\bfail|\bfailure\b|\bnode\b.*\b(?:died|lost|dead)\b", re.I
+)
 # ``kubectl logs --timestamps`` / read_namespaced_pod_log(timestamps=True) prefix.
 _TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (.*)$")
 
 
 @dataclass(frozen=True)
 class LogEvent:
-    kind: str  # "step", "resume", "checkpoint" or "restart"
+    kind: str  # "step", "resume", "checkpoint" or "failure"
     step: int | None = None
     total: int | None = None
     loss: float | None = None
@@ -54,8 +60,8 @@ def parse_line(line: str) -> LogEvent | None:
     m = _CHECKPOINT.search(text) or _CHECKPOINT_2.search(text)
     if m:
         return LogEvent("checkpoint", step=int(m.group(1)), text=text)
-    if _RESTART.search(text):
-        return LogEvent("restart", text=text)
+    if _FAILURE.search(text):
+        return LogEvent("failure", text=text)
     brace = text.find("{")
     if brace >= 0:
         try:
@@ -136,7 +142,7 @@ class JobProgress:
     loss: float | None = None
     last_checkpoint: int | None = None
     resumed_from: list[int] = field(default_factory=list)
-    restarts: int = 0
+    failures: int = 0
     _rate_start: tuple[float, int] | None = None
     _rate_last: tuple[float, int] | None = None
 
@@ -184,10 +190,11 @@ class JobProgress:
         if event.kind == "resume":
             self.resumed_from.append(event.step or 0)
             self.step = event.step
-            self._rate_start = None
+            # The step rate is measured again from the resume point.
+            self._rate_start = self._rate_last = (now, event.step or 0)
             return [f"{self.name}: resumed from checkpoint at step {event.step}"]
-        self.restarts += 1
-        return [f"{self.name}: workers restarting: {event.text[:160]}"]
+        self.failures += 1
+        return [f"{self.name}: failure in the job log: {event.text[:200]}"]
 
     # -- outputs -------------------------------------------------------------------------------
 
@@ -207,7 +214,10 @@ class JobProgress:
         return ds / dt if dt > 0 and ds > 0 else None
 
     def line(self) -> str:
-        parts = [f"[{self.job_status if self.job_status != '-' else self.deployment_status}]"]
+        # While KubeRay sets the job up or retries it, its deployment state says more than the
+        # (previous attempt's) job state.
+        settled = self.deployment_status in ("Running", "Complete", "Failed") and self.job_status != "-"
+        parts = [f"[{self.job_status if settled else self.deployment_status}]"]
         if self.step is None:
             parts.append("waiting for the first step")
         elif self.total_steps:
@@ -240,7 +250,7 @@ class JobProgress:
             "loss": self.loss,
             "last_checkpoint": self.last_checkpoint,
             "resumed_from": list(self.resumed_from),
-            "restarts": self.restarts,
+            "failures_in_log": self.failures,
             "message": self.message,
         }
 
@@ -257,7 +267,7 @@ class ServiceProgress:
     """A RayService rollout: done when its Ready condition is True."""
 
     name: str
-    service_status: str = "-"
+    service_status: str | None = None  # None: not observed yet
     ready: bool = False
     applications: dict[str, str] = field(default_factory=dict)
 
@@ -266,9 +276,9 @@ class ServiceProgress:
 
         s = summarize_rayservice(rayservice)
         out = []
-        if (s["service_status"], s["ready"]) != (self.service_status, self.ready):
+        if self.service_status is None or (s["service_status"], s["ready"]) != (self.service_status, self.ready):
             out.append(
-                f"{self.name}: {self.service_status} -> {s['service_status']}, ready={'yes' if s['ready'] else 'no'}"
+                f"{self.name}: {self.service_status or '-'} -> {s['service_status']}, ready={'yes' if s['ready'] else 'no'}"
                 + (f" ({s['ready_reason']})" if s["ready_reason"] else "")
             )
         for app, state in s["applications"].items():
@@ -279,4 +289,4 @@ class ServiceProgress:
 
     def line(self) -> str:
         apps = ", ".join(f"{k}={v}" for k, v in self.applications.items()) or "no applications yet"
-        return f"[{self.service_status}] ready={'yes' if self.ready else 'no'}  {apps}"
+        return f"[{self.service_status or '-'}] ready={'yes' if self.ready else 'no'}  {apps}"
