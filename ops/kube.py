@@ -7,7 +7,9 @@ into tables and progress lines and are tested on realistic objects.
 
 from __future__ import annotations
 
+import atexit
 import base64
+import os
 import tempfile
 import time
 from typing import Any
@@ -61,6 +63,7 @@ def _api_client_for_eks(aws: Aws, cluster_name: str) -> Any:
     ca_file = tempfile.NamedTemporaryFile(prefix="eks-ca-", suffix=".pem", delete=False)
     ca_file.write(base64.b64decode(ca))
     ca_file.close()
+    atexit.register(os.unlink, ca_file.name)
     configuration = client.Configuration()
     configuration.host = endpoint
     configuration.ssl_ca_cert = ca_file.name

@@ -1,0 +1,105 @@
+"""The thin Kubernetes layer: EKS token, JSON-shaped results, API errors as messages. No API
+server: the generated client methods are replaced on the instance, nothing is sent."""
+
+from __future__ import annotations
+
+import base64
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import MaxRetryError
+
+from ops.aws import Aws
+from ops.errors import KubernetesError, NotFoundError
+from ops.kube import TOKEN_PREFIX, Kube, eks_token
+from tests.ops.fakes import REGION
+
+
+def test_eks_token_is_a_presigned_get_caller_identity_for_the_cluster():
+    token = eks_token(Aws(REGION), "hpray-dev-eks")
+    assert token.startswith(TOKEN_PREFIX)
+    encoded = token[len(TOKEN_PREFIX):]
+    url = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+    parsed = urlparse(url)
+    query = parse_qs(parsed.query)
+    assert parsed.hostname == "sts.us-east-1.amazonaws.com"
+    assert query["Action"] == ["GetCallerIdentity"]
+    assert query["X-Amz-Expires"] == ["60"]
+    assert "x-k8s-aws-id" in query["X-Amz-SignedHeaders"][0].split(";")
+    assert "=" not in encoded
+
+
+def offline_kube():
+    configuration = client.Configuration()
+    configuration.host = "https://kubernetes.invalid"
+    return Kube(client.ApiClient(configuration))
+
+
+def test_results_are_json_shaped_like_the_api_server_sends():
+    kube = offline_kube()
+    node = client.V1Node(
+        metadata=client.V1ObjectMeta(name="hyperpod-i-0a1b2c3d4e5f60001", labels={"sagemaker.amazonaws.com/node-health-status": "Schedulable"}),
+        spec=client.V1NodeSpec(provider_id="aws:///us-east-1d/i-0a1b2c3d4e5f60001", unschedulable=True),
+        status=client.V1NodeStatus(conditions=[client.V1NodeCondition(type="Ready", status="True", reason="KubeletReady")]),
+    )
+    kube.core.list_node = lambda **kw: client.V1NodeList(items=[node])
+    [got] = kube.list_nodes()
+    assert got["spec"] == {"providerID": "aws:///us-east-1d/i-0a1b2c3d4e5f60001", "unschedulable": True}
+    assert got["metadata"]["labels"] == {"sagemaker.amazonaws.com/node-health-status": "Schedulable"}
+    assert got["status"]["conditions"] == [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]
+
+
+def test_calls_carry_a_timeout_and_the_right_group_version():
+    kube = offline_kube()
+    seen = {}
+
+    def list_custom(group, version, plural, **kw):
+        seen.update(group=group, version=version, plural=plural, **kw)
+        return {"items": [{"kind": "RayJob"}]}
+
+    kube.custom.list_cluster_custom_object = list_custom
+    assert kube.list_ray("RayJob") == [{"kind": "RayJob"}]
+    assert seen == {"group": "ray.io", "version": "v1", "plural": "rayjobs", "_request_timeout": (10, 60)}
+
+
+@pytest.mark.parametrize(
+    "error, kind, text",
+    [
+        (ApiException(status=404, reason="Not Found"), NotFoundError, "get RayJob ns/j: not found"),
+        (ApiException(status=403, reason="Forbidden"), KubernetesError, "Kubernetes API refused get RayJob ns/j: 403 forbidden (RBAC / EKS access entry)"),
+        (ApiException(status=401, reason="Unauthorized"), KubernetesError, "Kubernetes API refused get RayJob ns/j: 401 not authenticated"),
+        (MaxRetryError(None, "/apis/ray.io/v1", "timed out"), KubernetesError, "cannot reach the Kubernetes API for get RayJob ns/j"),
+    ],
+)
+def test_api_errors_become_messages(error, kind, text):
+    kube = offline_kube()
+
+    def fail(*args, **kwargs):
+        raise error
+
+    kube.custom.get_namespaced_custom_object = fail
+    with pytest.raises(kind) as info:
+        kube.get_ray("RayJob", "ns", "j")
+    assert info.value.message.startswith(text)
+    if isinstance(error, ApiException) and error.status in (401, 403):
+        assert "EKS access entry" in info.value.fix
+
+
+def test_connect_to_a_missing_eks_cluster_says_so(moto):
+    with pytest.raises(KubernetesError, match="EKS cluster 'hpray-dev-eks' does not exist in us-east-1"):
+        Kube.connect(Aws(REGION), "hpray-dev-eks")
+
+
+def test_connect_builds_a_client_for_the_eks_endpoint(moto):
+    import boto3
+
+    boto3.client("eks", region_name=REGION).create_cluster(
+        name="hpray-dev-eks", roleArn="arn:aws:iam::111111111111:role/eks", resourcesVpcConfig={"subnetIds": ["subnet-1"]})
+    kube = Kube.connect(Aws(REGION), "hpray-dev-eks")
+    conf = kube.core.api_client.configuration
+    assert conf.host.startswith("https://") and conf.host.endswith(".eks.amazonaws.com/")
+    assert conf.api_key["authorization"].startswith(TOKEN_PREFIX)
+    assert conf.api_key_prefix["authorization"] == "Bearer"
+    assert open(conf.ssl_ca_cert, "rb").read()  # the cluster CA, decoded to a file
