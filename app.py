@@ -5,6 +5,7 @@ stacks, register the compliance checks."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import aws_cdk as cdk
 
@@ -13,6 +14,8 @@ from constructs.compliance import register_compliance_checks
 from stacks.platform import PlatformStacks, build_platform
 
 DEFAULT_ENVIRONMENT = "dev"
+# No construct stack traces in the assembly: they hold jsii's temp paths and break determinism.
+APP_PROPS = {"stack_traces": False, "context": {"aws:cdk:disable-creation-stack-traces": True}}
 
 
 def build_app(app: cdk.App, config: EnvironmentConfig) -> PlatformStacks:
@@ -22,10 +25,12 @@ def build_app(app: cdk.App, config: EnvironmentConfig) -> PlatformStacks:
 
 
 def main() -> None:
-    app = cdk.App()
+    app = cdk.App(**APP_PROPS)
     env_name = app.node.try_get_context("env") or DEFAULT_ENVIRONMENT
+    # -c config_dir=PATH reads the environment YAML from elsewhere (to try out a config).
+    config_dir = app.node.try_get_context("config_dir")
     try:
-        config = load_environment(env_name)
+        config = load_environment(env_name, Path(config_dir)) if config_dir else load_environment(env_name)
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         sys.exit(1)

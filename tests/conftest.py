@@ -23,11 +23,11 @@ def make_app(env_name: str, outdir: Path | None = None, **extra_context):
     """An App with the CLI's context, built by app.py's own build function."""
     import aws_cdk as cdk
 
-    from app import build_app
+    from app import APP_PROPS, build_app
     from config import load_environment
 
-    context = {**cdk_context(), "env": env_name, **extra_context}
-    app = cdk.App(context=context, outdir=str(outdir) if outdir else None)
+    context = {**APP_PROPS["context"], **cdk_context(), "env": env_name, **extra_context}
+    app = cdk.App(context=context, outdir=str(outdir) if outdir else None, stack_traces=APP_PROPS["stack_traces"])
     config = load_environment(env_name)
     stacks = build_app(app, config)
     return app, config, stacks

@@ -1,0 +1,32 @@
+"""The repo-root `constructs/` folder must not shadow the `constructs` library."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_constructs_folder_has_no_init():
+    assert (ROOT / "constructs").is_dir()
+    assert not (ROOT / "constructs" / "__init__.py").exists(), (
+        "constructs/__init__.py shadows the CDK 'constructs' library and breaks every import"
+    )
+
+
+def test_library_and_project_modules_both_import():
+    code = (
+        "import constructs, constructs.network, constructs.storage;"
+        "from constructs import Construct;"
+        "print(Construct.__module__)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().startswith("constructs")
+
+
+def test_top_level_layout():
+    for name in ["app.py", "cdk.json", "stacks", "constructs", "lifecycle_scripts", "tests", "workloads", "README.md", "config", "bench", ".ci/run"]:
+        assert (ROOT / name).exists(), name
