@@ -83,7 +83,7 @@ def iam_action(client: Any, method: str) -> str:
     return f"{model.signing_name}:{operation}"
 
 
-def translate(err: Exception, *, action: str, region: str) -> AwsError:
+def translate(err: Exception, *, action: str, region: str) -> AwsError | NotFoundError:
     """Turn a botocore exception from the call ``action`` into an :class:`AwsError`."""
     if isinstance(err, bce.ProfileNotFound):
         return CredentialsError(f"AWS profile not found: {err.kwargs.get('profile')!r}", CREDENTIALS_FIX)

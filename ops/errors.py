@@ -47,8 +47,9 @@ class ThrottledError(AwsError):
     pass
 
 
-class NotFoundError(AwsError):
-    """The resource the call named does not exist (a normal answer for status and preflight)."""
+class NotFoundError(OpsError):
+    """The resource a call named does not exist (AWS or Kubernetes): often a normal answer, which
+    status and preflight turn into a row; elsewhere a plain failure (exit 1)."""
 
 
 class KubernetesError(OpsError):

@@ -33,8 +33,10 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def to_json(data: Any) -> str:
-    """Stable JSON: sorted keys, datetimes as ISO strings."""
+def to_json(data: Any, *, compact: bool = False) -> str:
+    """Stable JSON: sorted keys, datetimes as ISO strings; ``compact`` for one line (JSON Lines)."""
+    if compact:
+        return json.dumps(data, sort_keys=True, default=_default, separators=(",", ":"))
     return json.dumps(data, indent=2, sort_keys=True, default=_default)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from config.model import EnvironmentConfig
 from ops.aws import Aws
-from ops.errors import AwsError, CredentialsError, NotFoundError
+from ops.errors import CredentialsError, NotFoundError, OpsError
 from ops.names import stack_names
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
@@ -265,7 +265,7 @@ def _guarded(label: str, fn: Callable[[], list[Check] | Check]) -> list[Check]:
         result = fn()
     except CredentialsError:
         raise
-    except AwsError as err:
+    except OpsError as err:
         return [Check(label, FAIL, err.message, err.fix)]
     return result if isinstance(result, list) else [result]
 

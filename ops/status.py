@@ -11,7 +11,7 @@ from typing import Any
 
 from config.model import EnvironmentConfig
 from ops.aws import Aws
-from ops.errors import AwsError, CredentialsError, KubernetesError, NotFoundError
+from ops.errors import CredentialsError, NotFoundError, OpsError
 from ops.names import FILE_SYSTEM_OUTPUT, stack_names
 from ops.output import table
 
@@ -334,7 +334,10 @@ def gather(config: EnvironmentConfig, aws: Aws, connect_kube: Any) -> dict[str, 
             report["rayservices"] = [summarize_rayservice(o) for o in kube.list_ray("RayService")]
         except CredentialsError:
             raise
-        except (KubernetesError, AwsError) as err:
+        except NotFoundError as err:
+            # A 404 on a list call: the ray.io/v1 CRDs (KubeRay) are not installed.
+            report["kubernetes_error"] = f"{err.message} (are the KubeRay CRDs installed?)"
+        except OpsError as err:
             report["kubernetes_error"] = err.message
     report["kuberay_operator"] = report.get("kuberay_operator")
     report["hyperpod"] = summarize_hyperpod(hp_name, hp_cluster, hp_nodes, k8s_nodes)

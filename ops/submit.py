@@ -113,7 +113,7 @@ class Follower:
 
     def emit(self, text: str, **event: Any) -> None:
         if self.json_mode:
-            self.out.write(to_json({"event": event.get("event", "message"), "message": text, **event}).replace("\n", "") + "\n")
+            self.out.write(to_json({"event": "message", "message": text, **event}, compact=True) + "\n")
         else:
             self.out.write(text + "\n")
         self.out.flush()
@@ -136,7 +136,13 @@ class Follower:
             JobProgress(self.name) if self.kind == "RayJob" else ServiceProgress(self.name)
         )
         while True:
-            obj = self.kube.get_ray(self.kind, self.namespace, self.name)
+            try:
+                obj = self.kube.get_ray(self.kind, self.namespace, self.name)
+            except NotFoundError:
+                raise OpsError(
+                    f"{self.kind} {self.namespace}/{self.name} does not exist (deleted, or never submitted)",
+                    f"submit it: python -m ops submit {self.workload} --env {self.env}",
+                ) from None
             for line in progress.observe_status(obj):
                 self.emit(line, event="status", **_status_fields(obj))
             if isinstance(progress, JobProgress):

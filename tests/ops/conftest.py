@@ -12,20 +12,23 @@ import pytest
 
 from config import parse_environment
 
-from tests.ops.fakes import ACCOUNT, REGION, env_data, healthy_data  # noqa: F401  (shared with tests)
+from tests.ops.fakes import ACCOUNT, REGION, healthy_data
 
 
 class NetworkBlocked(RuntimeError):
     pass
 
 
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
+@pytest.fixture(autouse=True, scope="module")
+def no_network():
+    # Module scope (not session): other test folders run real local Ray clusters on loopback.
     def refuse(self, address, *args, **kwargs):
         raise NetworkBlocked(f"test tried to open a network connection to {address!r}")
 
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(socket.socket, "connect", refuse)
+        mp.setattr(socket.socket, "connect_ex", refuse)
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -52,10 +55,28 @@ def no_credentials(monkeypatch):
 
 @pytest.fixture
 def moto():
+    """A fresh in-process moto account for one test."""
     from moto import mock_aws
 
     with mock_aws():
         yield
+
+
+@pytest.fixture(scope="module")
+def shared_moto():
+    """One moto account for a whole test module (moto's setup and reset cost about a second per
+    test on this machine). Tests using it must not depend on each other's resources: each creates
+    what it needs under its own names, or cleans up."""
+    from moto import mock_aws
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AWS_ACCESS_KEY_ID", "testing")
+        mp.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        mp.setenv("AWS_DEFAULT_REGION", REGION)
+        mp.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        mp.setenv("MOTO_ACCOUNT_ID", ACCOUNT)
+        with mock_aws():
+            yield
 
 
 @pytest.fixture

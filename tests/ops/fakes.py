@@ -103,7 +103,7 @@ def create_bootstrap_stack(version: int = 28, name: str = "CDKToolkit") -> None:
     import boto3
 
     template = {
-        "Resources": {"CdkBootstrapVersion": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Name": "/cdk-bootstrap/hnb659fds/version", "Value": str(version)}}},
+        "Resources": {"CdkBootstrapVersion": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Name": f"/cdk-bootstrap/{name}/version", "Value": str(version)}}},
         "Outputs": {"BootstrapVersion": {"Value": str(version)}},
     }
     boto3.client("cloudformation", region_name=REGION).create_stack(StackName=name, TemplateBody=json.dumps(template))

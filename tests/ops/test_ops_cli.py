@@ -13,7 +13,7 @@ import pytest
 
 from ops.aws import Aws
 from ops.cli import build_parser, main
-from tests.ops.fakes import REGION, create_bootstrap_stack, quota, stub_eks_versions, stub_quotas
+from tests.ops.fakes import create_bootstrap_stack, quota, stub_eks_versions, stub_quotas
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,8 +54,12 @@ def test_env_is_required_and_checked(capsys):
     assert "argument --env: invalid choice: 'qa' (choose from 'dev', 'prod', 'staging')" in capsys.readouterr().err
 
 
-def test_preflight_table_for_a_healthy_environment(moto, healthy_config):
+@pytest.fixture(scope="module")
+def bootstrapped(shared_moto):
     create_bootstrap_stack()
+
+
+def test_preflight_table_for_a_healthy_environment(bootstrapped, healthy_config):
     code, out, err = run_cli(["preflight", "--env", "dev"], load_config=lambda n: healthy_config, aws_factory=stubbed_aws())
     assert code == 0, out + err
     lines = out.splitlines()
@@ -65,18 +69,18 @@ def test_preflight_table_for_a_healthy_environment(moto, healthy_config):
     assert lines[-1] == "7 checks: 0 failed, 0 warning(s): ready to deploy"
 
 
-def test_preflight_failure_shows_the_fix_and_exits_1(moto, healthy_config):
-    create_bootstrap_stack()
+def test_preflight_failure_shows_the_fix_and_exits_1(bootstrapped, healthy_config):
     code, out, _ = run_cli(["preflight", "--env", "dev"], load_config=lambda n: healthy_config, aws_factory=stubbed_aws(value=1))
     assert code == 1
     assert "fix: aws service-quotas request-service-quota-increase --service-code sagemaker --quota-code L-6E1E3A2B --desired-value 2 --region us-east-1" in out
     assert out.splitlines()[-1] == "7 checks: 1 failed, 0 warning(s): NOT ready to deploy"
 
 
-def test_preflight_json(moto, healthy_config):
-    code, out, _ = run_cli(["preflight", "--env", "dev", "--json"], load_config=lambda n: healthy_config, aws_factory=stubbed_aws())
+def test_preflight_json(bootstrapped, healthy_config):
+    code, out, _ = run_cli(["preflight", "--env", "dev", "--json", "--toolkit-stack-name", "CDKToolkitQa"],
+                           load_config=lambda n: healthy_config, aws_factory=stubbed_aws())
     data = json.loads(out)
-    assert code == 1  # no bootstrap stack in this account
+    assert code == 1  # no such bootstrap stack in this account
     assert data["passed"] is False and data["environment"] == "dev"
     assert {c["check"]: c["status"] for c in data["checks"]}["cdk bootstrap"] == "FAIL"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import boto3
+import pytest
 
 from ops import permissions
 from ops.aws import Aws
@@ -26,8 +27,17 @@ def recording_aws():
     return Aws(REGION, session=session), calls
 
 
-def test_preflight_calls_exactly_the_documented_actions(moto, healthy_config):
+@pytest.fixture(scope="module")
+def deployed(shared_moto):
+    from config import parse_environment
+    from tests.ops.fakes import healthy_data
+    from tests.ops.test_ops_status import deploy_to_moto
+
     create_bootstrap_stack()
+    deploy_to_moto(parse_environment(healthy_data()))
+
+
+def test_preflight_calls_exactly_the_documented_actions(deployed, healthy_config):
     aws, calls = recording_aws()
     stub_quotas(aws, applied=[quota("ml.g5.12xlarge", 4, "L-1")], defaults=[])
     stub_eks_versions(aws)
@@ -35,10 +45,9 @@ def test_preflight_calls_exactly_the_documented_actions(moto, healthy_config):
     assert tuple(calls) == permissions.PREFLIGHT
 
 
-def test_status_calls_exactly_the_documented_actions(moto, healthy_config):
-    from tests.ops.test_ops_status import deploy_to_moto, stub_fsx
+def test_status_calls_exactly_the_documented_actions(deployed, healthy_config):
+    from tests.ops.test_ops_status import stub_fsx
 
-    deploy_to_moto(healthy_config)
     aws, calls = recording_aws()
     stub_fsx(aws)
 

@@ -19,14 +19,20 @@ def by_check(checks):
     return {c.check: c for c in checks}
 
 
-def prepare(config, *, applied=None, defaults=None, versions=None, bootstrap=28, quota_error=None):
+@pytest.fixture(scope="module")
+def account(shared_moto):
+    """One moto account for the module with a current CDK bootstrap stack; tests that need another
+    bootstrap state name another stack with ``toolkit_stack``."""
+    create_bootstrap_stack(28)
+    create_bootstrap_stack(5, name="CDKToolkitOld")
+
+
+def prepare(config, *, applied=None, defaults=None, versions=None, quota_error=None):
     aws = Aws(REGION)
     stubs = [
         stub_quotas(aws, applied=[quota(G5, 4, "L-6E1E3A2B")] if applied is None else applied, defaults=defaults or [], error=quota_error),
         stub_eks_versions(aws, versions),
     ]
-    if bootstrap:
-        create_bootstrap_stack(bootstrap)
     return aws, stubs
 
 
@@ -41,7 +47,7 @@ def test_required_instances_sums_groups_of_one_type():
     assert required_instances(parse_environment(data)) == {"ml.g6e.12xlarge": 2, "ml.p5.48xlarge": 7}
 
 
-def test_healthy_environment_passes_every_check(moto, healthy_config):
+def test_healthy_environment_passes_every_check(account, healthy_config):
     aws, stubs = prepare(healthy_config)
     checks = run_preflight(healthy_config, aws)
     for s in stubs:
@@ -58,7 +64,7 @@ def test_healthy_environment_passes_every_check(moto, healthy_config):
     assert exit_status(checks) == 0
 
 
-def test_quota_too_low_fails_with_the_increase_command(moto, healthy_config):
+def test_quota_too_low_fails_with_the_increase_command(account, healthy_config):
     aws, _ = prepare(healthy_config, applied=[quota(G5, 1, "L-6E1E3A2B")])
     checks = run_preflight(healthy_config, aws)
     row = by_check(checks)[f"quota {G5}"]
@@ -71,7 +77,7 @@ def test_quota_too_low_fails_with_the_increase_command(moto, healthy_config):
     assert exit_status(checks) == 1
 
 
-def test_quota_falls_back_to_the_aws_default_when_never_changed(moto, healthy_config):
+def test_quota_falls_back_to_the_aws_default_when_never_changed(account, healthy_config):
     # ListServiceQuotas returns only applied values; a quota never raised is in the defaults.
     aws, _ = prepare(healthy_config, applied=[quota("ml.p5.48xlarge", 8, "L-P5")], defaults=[quota(G5, 0, "L-6E1E3A2B")])
     row = by_check(run_preflight(healthy_config, aws))[f"quota {G5}"]
@@ -84,7 +90,7 @@ def test_quota_that_does_not_exist_in_the_region_fails():
     assert "no Service Quotas entry named 'ml.p6-b300.48xlarge for cluster usage' (service sagemaker) in eu-north-1" in row.detail
 
 
-def test_missing_az_id_fails_and_lists_the_regions_ids(moto):
+def test_missing_az_id_fails_and_lists_the_regions_ids(account):
     data = healthy_data()
     data["network"]["availability_zones"][1] = {"name": "us-east-1a", "id": "use1-az9"}
     config = parse_environment(data)
@@ -102,7 +108,7 @@ def test_missing_az_id_fails_and_lists_the_regions_ids(moto):
     assert exit_status(checks) == 1
 
 
-def test_missing_hyperpod_subnet_az_id_fails(moto):
+def test_missing_hyperpod_subnet_az_id_fails(account):
     data = healthy_data()
     data["network"]["hyperpod_subnets"].append({"az_id": "use1-az7", "cidr": "10.11.128.0/17"})
     config = parse_environment(data)
@@ -111,7 +117,7 @@ def test_missing_hyperpod_subnet_az_id_fails(moto):
     assert row.status == FAIL and "network.hyperpod_subnets[1].az_id" in row.detail
 
 
-def test_az_name_that_maps_to_another_id_in_this_account_fails(moto):
+def test_az_name_that_maps_to_another_id_in_this_account_fails(account):
     # config/dev.yaml as shipped names use1-az4 "us-east-1a"; in this (moto) account it is us-east-1d.
     config = parse_environment(env_data("dev"))
     aws, _ = prepare(config)
@@ -121,7 +127,7 @@ def test_az_name_that_maps_to_another_id_in_this_account_fails(moto):
     assert row.fix == "set network.availability_zones[0] to {name: us-east-1d, id: use1-az4} in config/dev.yaml"
 
 
-def test_kubernetes_version_not_offered_fails(moto, healthy_config):
+def test_kubernetes_version_not_offered_fails(account, healthy_config):
     aws, _ = prepare(healthy_config, versions=[eks_version("1.34", "STANDARD_SUPPORT", "1.34.1"), eks_version("1.33", "UNSUPPORTED", "1.33.9")])
     row = by_check(run_preflight(healthy_config, aws))["eks 1.33"]
     assert (row.status, row.detail) == (FAIL, "EKS does not offer Kubernetes 1.33 in us-east-1; offered: 1.34")
@@ -133,31 +139,36 @@ def test_kubernetes_version_in_extended_support_warns():
     assert row.detail == "Kubernetes 1.31 is in extended support in us-east-1 (extra per-cluster-hour charge, ends 2027-07-29)"
 
 
-def test_missing_bootstrap_stack_fails_with_the_bootstrap_command(moto, healthy_config):
-    aws, _ = prepare(healthy_config, bootstrap=None)
-    row = by_check(run_preflight(healthy_config, aws))["cdk bootstrap"]
-    assert (row.status, row.detail, row.fix) == (FAIL, "no CloudFormation stack 'CDKToolkit' in us-east-1", f"npx cdk bootstrap aws://{ACCOUNT}/us-east-1")
+def test_missing_bootstrap_stack_fails_with_the_bootstrap_command(account, healthy_config):
+    aws, _ = prepare(healthy_config)
+    row = by_check(run_preflight(healthy_config, aws, toolkit_stack="CDKToolkitNeverBootstrapped"))["cdk bootstrap"]
+    assert (row.status, row.detail, row.fix) == (
+        FAIL, "no CloudFormation stack 'CDKToolkitNeverBootstrapped' in us-east-1", f"npx cdk bootstrap aws://{ACCOUNT}/us-east-1")
 
 
-def test_old_bootstrap_version_fails(moto, healthy_config):
-    aws, _ = prepare(healthy_config, bootstrap=5)
-    row = by_check(run_preflight(healthy_config, aws))["cdk bootstrap"]
-    assert (row.status, row.detail) == (FAIL, "CDKToolkit is bootstrap version 5; this app needs >= 8")
+def test_old_bootstrap_version_fails(account, healthy_config):
+    aws, _ = prepare(healthy_config)
+    row = by_check(run_preflight(healthy_config, aws, toolkit_stack="CDKToolkitOld"))["cdk bootstrap"]
+    assert (row.status, row.detail) == (FAIL, "CDKToolkitOld is bootstrap version 5; this app needs >= 8")
 
 
-def test_overlapping_vpc_warns_but_our_own_vpc_does_not(moto, healthy_config):
+def test_overlapping_vpc_warns_but_our_own_vpc_does_not(account, healthy_config):
     ec2 = boto3.client("ec2", region_name=REGION)
     other = ec2.create_vpc(CidrBlock="10.11.0.0/20", TagSpecifications=[{"ResourceType": "vpc", "Tags": [{"Key": "Name", "Value": "legacy"}]}])["Vpc"]["VpcId"]
     ec2.create_vpc(CidrBlock="10.10.0.0/16", TagSpecifications=[{"ResourceType": "vpc", "Tags": [{"Key": "aws:cloudformation:stack-name", "Value": "HprayDevNetwork"}]}])
     aws, _ = prepare(healthy_config)
-    checks = run_preflight(healthy_config, aws)
+    try:
+        checks = run_preflight(healthy_config, aws)
+    finally:  # the module's other tests share this account
+        for vpc in ec2.describe_vpcs(Filters=[{"Name": "cidr", "Values": ["10.11.0.0/20", "10.10.0.0/16"]}])["Vpcs"]:
+            ec2.delete_vpc(VpcId=vpc["VpcId"])
     row = by_check(checks)["vpc cidr overlap"]
     assert row.status == WARN
     assert row.detail == f"{other} (legacy) 10.11.0.0/20 overlaps network.hyperpod_cidr_blocks[0] 10.11.0.0/16"
     assert exit_status(checks) == 0  # a warning does not fail preflight
 
 
-def test_credentials_for_another_account_fail(moto, healthy_config, monkeypatch):
+def test_credentials_for_another_account_fail(account, healthy_config, monkeypatch):
     monkeypatch.setenv("MOTO_ACCOUNT_ID", "222222222222")
     aws, _ = prepare(healthy_config)
     row = run_preflight(healthy_config, aws)[0]
@@ -165,7 +176,7 @@ def test_credentials_for_another_account_fail(moto, healthy_config, monkeypatch)
     assert row.detail.startswith("credentials are for account 222222222222 (arn:aws:sts::222222222222:user/moto)")
 
 
-def test_missing_permission_names_the_iam_action_and_other_checks_still_run(moto, healthy_config):
+def test_missing_permission_names_the_iam_action_and_other_checks_still_run(account, healthy_config):
     aws, _ = prepare(healthy_config, quota_error="AccessDeniedException")
     checks = run_preflight(healthy_config, aws)
     row = by_check(checks)["quotas"]
@@ -175,7 +186,7 @@ def test_missing_permission_names_the_iam_action_and_other_checks_still_run(moto
     assert by_check(checks)["cdk bootstrap"].status == PASS
 
 
-def test_throttling_that_outlasts_the_retries_is_reported(moto, healthy_config):
+def test_throttling_that_outlasts_the_retries_is_reported(account, healthy_config):
     aws, _ = prepare(healthy_config, quota_error="TooManyRequestsException")
     row = by_check(run_preflight(healthy_config, aws))["quotas"]
     assert row.status == FAIL

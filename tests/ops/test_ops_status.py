@@ -153,8 +153,17 @@ def deploy_to_moto(config):
     return fs
 
 
-def test_status_report_from_moto_and_kubernetes(moto, healthy_config):
-    fs = deploy_to_moto(healthy_config)
+@pytest.fixture(scope="module")
+def deployed(shared_moto):
+    """The dev environment as `cdk deploy` leaves it, once for the module."""
+    from config import parse_environment
+    from tests.ops.fakes import healthy_data
+
+    deploy_to_moto(parse_environment(healthy_data()))
+
+
+def test_status_report_from_moto_and_kubernetes(deployed, healthy_config):
+    fs = FS_ID
     # moto names HyperPod instances "<group>-<n>"; HyperPod names the Kubernetes node "hyperpod-<instance id>".
     kube = FakeKube(
         [hyperpod_node("gpu-workers-0"), hyperpod_node("gpu-workers-1", health="UnschedulablePendingReboot", deep="Failed")],
@@ -180,22 +189,25 @@ def test_status_report_from_moto_and_kubernetes(moto, healthy_config):
     assert text.endswith("1 problem(s):\n  - " + report["problems"][0])
 
 
-def test_status_when_nothing_is_deployed(moto, healthy_config):
+def test_status_when_nothing_is_deployed(deployed):
+    from config import parse_environment
+    from tests.ops.fakes import healthy_data
+
     def no_kube():
         raise AssertionError("Kubernetes must not be contacted when EKS does not exist")
 
-    report = status.gather(healthy_config, Aws(REGION), no_kube)
+    # Same account, an environment that was never deployed.
+    config = parse_environment({**healthy_data(), "name_prefix": "hpray-qa"})
+    report = status.gather(config, Aws(REGION), no_kube)
     assert report["problems"] == [
-        "HyperPod cluster hpray-dev-hyperpod does not exist",
-        "EKS cluster hpray-dev-eks does not exist",
+        "HyperPod cluster hpray-qa-hyperpod does not exist",
+        "EKS cluster hpray-qa-eks does not exist",
         "FSx for Lustre file system (storage stack not deployed) not found",
-        "Kubernetes: EKS cluster hpray-dev-eks is not ACTIVE; Kubernetes checks skipped",
+        "Kubernetes: EKS cluster hpray-qa-eks is not ACTIVE; Kubernetes checks skipped",
     ]
 
 
-def test_status_when_kubernetes_is_unreachable(moto, healthy_config):
-    deploy_to_moto(healthy_config)
-
+def test_status_when_kubernetes_is_unreachable(deployed, healthy_config):
     def unreachable():
         raise KubernetesError("cannot reach the Kubernetes API for list nodes: timed out")
 
@@ -207,15 +219,12 @@ def test_status_when_kubernetes_is_unreachable(moto, healthy_config):
         "Kubernetes: cannot reach the Kubernetes API for list nodes: timed out",
     ]
     text = status.render(report)
-    print(text)
     assert re.search(r"^KubeRay operator +- +unknown +Kubernetes API not reachable$", text, re.M)
     assert "RayJobs" not in text  # not shown as "(none)" when they could not be listed
 
 
-def test_cli_status_json_and_exit_code(moto, healthy_config):
+def test_cli_status_json_and_exit_code(deployed, healthy_config):
     from ops.cli import main
-
-    deploy_to_moto(healthy_config)
     kube = FakeKube([hyperpod_node("gpu-workers-0"), hyperpod_node("gpu-workers-1")], [operator_deployment()], [rayjob("complete")], [])
     out = io.StringIO()
     def aws_with_fsx_stub(config, profile):
@@ -228,3 +237,16 @@ def test_cli_status_json_and_exit_code(moto, healthy_config):
     report = json.loads(out.getvalue())
     assert code == 0 and report["problems"] == []
     assert report["rayjobs"][0]["deployment_status"] == "Complete"
+
+
+def test_status_without_the_kuberay_crds(deployed, healthy_config):
+    from ops.errors import NotFoundError
+    aws = Aws(REGION)
+    stub_fsx(aws)
+
+    class NoCrds(FakeKube):
+        def list_ray(self, kind):
+            raise NotFoundError("list rayjobs: not found")
+
+    report = status.gather(healthy_config, aws, lambda: NoCrds([hyperpod_node("gpu-workers-0")], [], [], []))
+    assert report["kubernetes_error"] == "list rayjobs: not found (are the KubeRay CRDs installed?)"

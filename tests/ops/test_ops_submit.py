@@ -157,7 +157,6 @@ def test_attach_follows_without_applying():
 
 def test_a_running_job_is_followed_not_resubmitted():
     kube = ScriptedKube(RUN_WITH_A_FAILURE[2:], existing=rayjob("running"))
-    kube.get_ray  # noqa: B018
     code, out = run(kube, "training", "--no-follow")
     assert code == 0
     assert out.splitlines()[0] == f"RayJob {NS}/{RAYJOB_NAME} is already running (Running); following it instead of submitting again"
@@ -213,3 +212,15 @@ def test_inference_updates_an_existing_service_in_place():
     code, out = run(kube, "inference", "--no-follow")
     assert code == 0
     assert ("replace", "RayService", NS, "hpray-dev-serve", "2002") in kube.calls
+
+
+def test_attach_to_a_job_that_does_not_exist():
+    kube = ScriptedKube([(rayjob("running"), {})])
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["submit", "training", "--env", "dev", "--attach"], render_fn=lambda k, c: manifest(), kube_factory=lambda a, c, x: kube,
+                sleep=kube.sleep, clock=kube.clock, out=out, err=err, aws_factory=lambda c, p: None)
+    assert code == 1
+    assert err.getvalue() == (
+        f"error: RayJob {NS}/{RAYJOB_NAME} does not exist (deleted, or never submitted)\n"
+        "fix:   submit it: python -m ops submit training --env dev\n"
+    )
