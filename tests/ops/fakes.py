@@ -284,3 +284,21 @@ def submitter_pod(name: str = RAYJOB_NAME, suffix: str = "h5x2l", phase: str = "
                      "labels": {"batch.kubernetes.io/job-name": name, "job-name": name, "batch.kubernetes.io/controller-uid": "c0ffee"}},
         "status": {"phase": phase},
     }
+
+
+_BOTOCORE_SESSION = None
+
+
+def shared_aws(region: str = REGION):
+    """An ops.aws.Aws whose boto3 session shares one botocore session across tests, so the large
+    service models (EC2, SageMaker) are parsed once per test run instead of once per test. Clients
+    (and so their stubs) are still new for every Aws."""
+    global _BOTOCORE_SESSION
+    import boto3
+    import botocore.session
+
+    from ops.aws import Aws
+
+    if _BOTOCORE_SESSION is None:
+        _BOTOCORE_SESSION = botocore.session.get_session()
+    return Aws(region, session=boto3.Session(botocore_session=_BOTOCORE_SESSION, region_name=region))

@@ -11,16 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from ops.aws import Aws
 from ops.cli import build_parser, main
-from tests.ops.fakes import create_bootstrap_stack, quota, stub_eks_versions, stub_quotas
+from tests.ops.fakes import shared_aws, create_bootstrap_stack, quota, stub_eks_versions, stub_quotas
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def stubbed_aws(value=4):
     def factory(config, profile):
-        aws = Aws(config.region, profile=profile)
+        aws = shared_aws(config.region)
         stub_quotas(aws, applied=[quota("ml.g5.12xlarge", value, "L-6E1E3A2B")], defaults=[])
         stub_eks_versions(aws)
         return aws

@@ -9,7 +9,7 @@ from config import parse_environment
 from ops.aws import Aws
 from ops.errors import CredentialsError
 from ops.preflight import FAIL, PASS, WARN, evaluate_kubernetes_version, evaluate_quotas, exit_status, quota_name, required_instances, run_preflight
-from tests.ops.fakes import ACCOUNT, REGION, env_data, healthy_data
+from tests.ops.fakes import shared_aws, ACCOUNT, REGION, env_data, healthy_data
 from tests.ops.fakes import create_bootstrap_stack, eks_version, quota, stub_eks_versions, stub_quotas
 
 G5 = "ml.g5.12xlarge"
@@ -28,7 +28,7 @@ def account(shared_moto):
 
 
 def prepare(config, *, applied=None, defaults=None, versions=None, quota_error=None):
-    aws = Aws(REGION)
+    aws = shared_aws()
     stubs = [
         stub_quotas(aws, applied=[quota(G5, 4, "L-6E1E3A2B")] if applied is None else applied, defaults=defaults or [], error=quota_error),
         stub_eks_versions(aws, versions),
@@ -195,4 +195,4 @@ def test_throttling_that_outlasts_the_retries_is_reported(account, healthy_confi
 
 def test_missing_credentials_stop_preflight(no_credentials, healthy_config):
     with pytest.raises(CredentialsError, match="no AWS credentials found .* while calling sts:GetCallerIdentity"):
-        run_preflight(healthy_config, Aws(REGION))
+        run_preflight(healthy_config, Aws(REGION))  # a fresh session: no cached credentials

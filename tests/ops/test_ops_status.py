@@ -11,9 +11,8 @@ import boto3
 import pytest
 
 from ops import status
-from ops.aws import Aws
 from ops.errors import KubernetesError
-from tests.ops.fakes import ACCOUNT, REGION, hyperpod_node, operator_deployment, rayjob, rayservice, system_node
+from tests.ops.fakes import shared_aws, ACCOUNT, REGION, hyperpod_node, operator_deployment, rayjob, rayservice, system_node
 
 I1, I2 = "i-0a1b2c3d4e5f60001", "i-0a1b2c3d4e5f60002"
 
@@ -171,7 +170,7 @@ def test_status_report_from_moto_and_kubernetes(deployed, healthy_config):
         [rayjob("running")],
         [rayservice(True)],
     )
-    aws = Aws(REGION)
+    aws = shared_aws()
     stub_fsx(aws)
     report = status.gather(healthy_config, aws, lambda: kube)
     assert report["hyperpod"]["status"] == "InService"
@@ -198,7 +197,7 @@ def test_status_when_nothing_is_deployed(deployed):
 
     # Same account, an environment that was never deployed.
     config = parse_environment({**healthy_data(), "name_prefix": "hpray-qa"})
-    report = status.gather(config, Aws(REGION), no_kube)
+    report = status.gather(config, shared_aws(), no_kube)
     assert report["problems"] == [
         "HyperPod cluster hpray-qa-hyperpod does not exist",
         "EKS cluster hpray-qa-eks does not exist",
@@ -211,7 +210,7 @@ def test_status_when_kubernetes_is_unreachable(deployed, healthy_config):
     def unreachable():
         raise KubernetesError("cannot reach the Kubernetes API for list nodes: timed out")
 
-    aws = Aws(REGION)
+    aws = shared_aws()
     stub_fsx(aws, "FAILED")
     report = status.gather(healthy_config, aws, unreachable)
     assert report["problems"] == [
@@ -228,7 +227,7 @@ def test_cli_status_json_and_exit_code(deployed, healthy_config):
     kube = FakeKube([hyperpod_node("gpu-workers-0"), hyperpod_node("gpu-workers-1")], [operator_deployment()], [rayjob("complete")], [])
     out = io.StringIO()
     def aws_with_fsx_stub(config, profile):
-        aws = Aws(config.region, profile=profile)
+        aws = shared_aws(config.region)
         stub_fsx(aws)
         return aws
 
@@ -241,7 +240,7 @@ def test_cli_status_json_and_exit_code(deployed, healthy_config):
 
 def test_status_without_the_kuberay_crds(deployed, healthy_config):
     from ops.errors import NotFoundError
-    aws = Aws(REGION)
+    aws = shared_aws()
     stub_fsx(aws)
 
     class NoCrds(FakeKube):
