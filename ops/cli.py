@@ -231,6 +231,8 @@ def _submit(
     namespace = manifest["metadata"].get("namespace", "default")
     name = manifest["metadata"]["name"]
     kube = kube_factory(aws, config, args)
+    # The run's step budget (training.steps) makes the display a fraction with an ETA.
+    total_steps = getattr(config.training, "steps", None) if args.workload == "training" else None
     follower = Follower(
         kube,
         workload=args.workload,
@@ -240,6 +242,7 @@ def _submit(
         name=name,
         poll_s=args.poll_seconds,
         timeout_s=args.timeout_minutes * 60 if args.timeout_minutes else None,
+        total_steps=total_steps if isinstance(total_steps, int) else None,
         json_mode=args.json,
         out=out,
         sleep=sleep,

@@ -97,6 +97,7 @@ class Follower:
         name: str,
         poll_s: float = 5.0,
         timeout_s: float | None = None,
+        total_steps: int | None = None,
         json_mode: bool = False,
         out: TextIO | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -105,6 +106,7 @@ class Follower:
         self.kube, self.workload, self.env = kube, workload, env
         self.kind, self.namespace, self.name = kind, namespace, name
         self.poll_s, self.timeout_s, self.json_mode = poll_s, timeout_s, json_mode
+        self.total_steps = total_steps
         self.out = out or sys.stdout
         self.sleep, self.clock = sleep, clock
         self.cursor = LogCursor()
@@ -133,7 +135,7 @@ class Follower:
     def _loop(self) -> int:
         started = self.clock()
         progress: JobProgress | ServiceProgress = (
-            JobProgress(self.name) if self.kind == "RayJob" else ServiceProgress(self.name)
+            JobProgress(self.name, total_steps=self.total_steps) if self.kind == "RayJob" else ServiceProgress(self.name)
         )
         while True:
             try:
