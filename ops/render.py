@@ -1,7 +1,9 @@
 """The one seam between the CLI and the workload renderers: ``render(kind, config) -> dict``.
 
-The manifests come from ``workloads/`` (the same renderer as ``python -m workloads render``), so
-``submit`` applies exactly what the tests validate against the KubeRay CRDs.
+The manifests come from ``workloads/`` through the same registry ``python -m workloads render``
+uses (``workloads.__main__.RENDERERS``, ``kind -> "module:function"``), so ``submit`` applies
+exactly what the workload tests validate against the KubeRay CRDs. The renderers import neither
+Ray nor torch (a test checks it), so the CLI stays light.
 """
 
 from __future__ import annotations
@@ -13,27 +15,35 @@ from config.model import EnvironmentConfig
 from ops.errors import OpsError
 
 WORKLOADS = ("training", "inference")
-# Where each renderer lives (module, function); each function takes the EnvironmentConfig.
-RENDERERS = {
-    "training": ("workloads.training.manifest", "render_rayjob"),
-    "inference": ("workloads.inference.manifest", "render_rayservice"),
-}
 EXPECTED_KIND = {"training": "RayJob", "inference": "RayService"}
 
 
-def render(kind: str, config: EnvironmentConfig) -> dict[str, Any]:
-    if kind not in RENDERERS:
-        raise OpsError(f"unknown workload {kind!r}; allowed: {', '.join(WORKLOADS)}")
-    module_name, function = RENDERERS[kind]
+def renderers() -> dict[str, str]:
+    """``kind -> "module:function"`` from the workloads package's registry."""
     try:
-        module = importlib.import_module(module_name)
-        fn = getattr(module, function)
-    except (ImportError, AttributeError) as err:
+        from workloads.__main__ import RENDERERS
+    except ImportError:
+        return {}
+    return dict(RENDERERS)
+
+
+def render(kind: str, config: EnvironmentConfig) -> dict[str, Any]:
+    if kind not in WORKLOADS:
+        raise OpsError(f"unknown workload {kind!r}; allowed: {', '.join(WORKLOADS)}")
+    target = renderers().get(kind)
+    if target is None:
         raise OpsError(
-            f"the {kind} manifest renderer {module_name}.{function} is not available: {err}",
+            f"no {kind} manifest renderer is registered in workloads.__main__.RENDERERS",
             "merge the workload branch that provides it",
-        ) from None
+        )
+    module_name, _, function = target.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module_name), function)
+    except (ImportError, AttributeError) as err:
+        raise OpsError(f"the {kind} manifest renderer {target} cannot be loaded: {err}") from None
     manifest = fn(config)
     if manifest.get("kind") != EXPECTED_KIND[kind] or not (manifest.get("metadata") or {}).get("name"):
-        raise OpsError(f"the {kind} renderer returned a {manifest.get('kind')!r} without a name; expected a named {EXPECTED_KIND[kind]}")
+        raise OpsError(
+            f"the {kind} renderer returned a {manifest.get('kind')!r} without a name; expected a named {EXPECTED_KIND[kind]}"
+        )
     return manifest

@@ -20,12 +20,15 @@ def test_renderer_output_must_be_the_expected_kind(monkeypatch):
     module = types.ModuleType("fake_renderer")
     module.render = lambda config: {"kind": "RayCluster", "metadata": {"name": "x"}}
     monkeypatch.setitem(sys.modules, "fake_renderer", module)
-    monkeypatch.setitem(render.RENDERERS, "training", ("fake_renderer", "render"))
+    monkeypatch.setattr(render, "renderers", lambda: {"training": "fake_renderer:render"})
     with pytest.raises(OpsError, match="returned a 'RayCluster' without a name; expected a named RayJob"):
         render.render("training", None)
 
 
-def test_missing_renderer_is_a_clear_error(monkeypatch):
-    monkeypatch.setitem(render.RENDERERS, "inference", ("no_such_module_here", "render"))
-    with pytest.raises(OpsError, match="the inference manifest renderer no_such_module_here.render is not available"):
+def test_unregistered_or_broken_renderer_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(render, "renderers", lambda: {})
+    with pytest.raises(OpsError, match="no inference manifest renderer is registered in workloads.__main__.RENDERERS"):
+        render.render("inference", None)
+    monkeypatch.setattr(render, "renderers", lambda: {"inference": "no_such_module_here:render"})
+    with pytest.raises(OpsError, match="the inference manifest renderer no_such_module_here:render cannot be loaded"):
         render.render("inference", None)
