@@ -25,7 +25,8 @@ Operations for the HyperPod Ray platform, one environment at a time (config/<env
   submit      render a workload's manifest, apply it and follow it to the end
 
 Uses your AWS credentials (--profile or the usual AWS_* variables / SSO). Read-only except
-`submit`, which creates or updates one RayJob or RayService."""
+`submit`, which creates or updates one RayJob or RayService.
+`python -m ops COMMAND --help` shows a command's options."""
 
 EPILOG = """\
 examples:
@@ -68,11 +69,19 @@ def _common(parser: argparse.ArgumentParser, *, kube: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=_Formatter)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        usage="%(prog)s {preflight,status,submit} --env NAME [options]",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=_Formatter,
+    )
+    # The commands are listed in DESCRIPTION (argparse mis-aligns its own list of subcommands).
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, help=argparse.SUPPRESS)
 
     p = sub.add_parser(
         "preflight",
+        prog=f"{PROG} preflight",
         help="check the account and region before `cdk deploy`",
         description=(
             "Check the account and region before `cdk deploy` and print a PASS/WARN/FAIL table with a fix\n"
@@ -92,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "status",
+        prog=f"{PROG} status",
         help="show the deployed environment's health",
         description=(
             "Show the deployed environment: HyperPod cluster status and every node with its instance\n"
@@ -105,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "submit",
+        prog=f"{PROG} submit",
         help="submit a workload and follow it",
         description=(
             "Render the workload's manifest from the environment config (the same renderer as\n"
