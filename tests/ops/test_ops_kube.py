@@ -103,3 +103,27 @@ def test_connect_builds_a_client_for_the_eks_endpoint(moto):
     assert conf.api_key["authorization"].startswith(TOKEN_PREFIX)
     assert conf.api_key_prefix["authorization"] == "Bearer"
     assert open(conf.ssl_ca_cert, "rb").read()  # the cluster CA, decoded to a file
+
+
+def test_connect_with_a_kubeconfig(tmp_path):
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        """
+apiVersion: v1
+kind: Config
+clusters:
+- name: dev
+  cluster: {server: "https://ABCDEF.gr7.us-east-1.eks.amazonaws.com", insecure-skip-tls-verify: true}
+users:
+- name: ci
+  user: {token: "k8s-aws-v1.dGVzdA"}
+contexts:
+- name: dev
+  context: {cluster: dev, user: ci}
+current-context: dev
+"""
+    )
+    kube = Kube.connect(None, "ignored", kubeconfig=str(kubeconfig), context="dev")
+    assert kube.core.api_client.configuration.host == "https://ABCDEF.gr7.us-east-1.eks.amazonaws.com"
+    with pytest.raises(KubernetesError, match="cannot load kubeconfig"):
+        Kube.connect(None, "ignored", kubeconfig=str(kubeconfig), context="prod")

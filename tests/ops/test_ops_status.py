@@ -249,3 +249,23 @@ def test_status_without_the_kuberay_crds(deployed, healthy_config):
 
     report = status.gather(healthy_config, aws, lambda: NoCrds([hyperpod_node("gpu-workers-0")], [], [], []))
     assert report["kubernetes_error"] == "list rayjobs: not found (are the KubeRay CRDs installed?)"
+
+
+def test_node_is_matched_by_provider_id_too():
+    node = hyperpod_node(I1)
+    node["metadata"]["name"] = "ip-10-11-3-17.ec2.internal"
+    assert status.kubernetes_node_for(I1, [system_node(), node]) is node
+    assert status.kubernetes_node_for("i-0000000000000000f", [system_node(), node]) is None
+
+
+def test_render_of_an_environment_that_is_not_deployed():
+    report = {
+        "environment": "qa", "account": "111111111111", "region": "us-east-1", "kubernetes_error": "EKS cluster qa-eks is not ACTIVE",
+        "kuberay_operator": None,
+        "hyperpod": status.summarize_hyperpod("qa-hyperpod", None, [], None),
+        "eks": status.summarize_eks("qa-eks", None),
+        "fsx": status.summarize_fsx(None, None),
+    }
+    text = status.render(report)
+    assert re.search(r"^HyperPod cluster +qa-hyperpod +NotFound +-$", text, re.M)
+    assert text.endswith("  - Kubernetes: EKS cluster qa-eks is not ACTIVE")
