@@ -127,3 +127,46 @@ current-context: dev
     assert kube.core.api_client.configuration.host == "https://ABCDEF.gr7.us-east-1.eks.amazonaws.com"
     with pytest.raises(KubernetesError, match="cannot load kubeconfig"):
         Kube.connect(None, "ignored", kubeconfig=str(kubeconfig), context="prod")
+
+
+class Recorder:
+    """Replaces ApiClient.call_api: records what the generated client would send."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, path, method, path_params=None, query_params=None, header_params=None, body=None, response_type=None, **kw):
+        url = path.format(**(path_params or {}))
+        self.calls.append((method, url, dict(query_params or []), body, kw.get("_request_timeout")))
+        if response_type == "V1PodList":
+            return client.V1PodList(items=[])
+        if response_type == "str":
+            return "2026-12-02T12:00:00Z TRAIN step=1 loss=1.0\n"
+        return {"metadata": {"resourceVersion": "7"}}
+
+
+def test_each_call_reaches_the_right_endpoint():
+    kube = offline_kube()
+    rec = Recorder()
+    kube._api.call_api = rec
+    body = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "j"}}
+    kube.get_ray("RayJob", "ns", "j")
+    kube.create_ray("RayJob", "ns", body)
+    kube.replace_ray("RayService", "ns", "s", body)
+    kube.delete_ray("RayJob", "ns", "j")
+    kube.list_pods("ns", "batch.kubernetes.io/job-name=j")
+    assert kube.read_log("ns", "j-abcde", tail_lines=2000) == "2026-12-02T12:00:00Z TRAIN step=1 loss=1.0\n"
+    kube.read_log("ns", "j-abcde", since_seconds=25)
+    got = [(m, u, q) for m, u, q, _, _ in rec.calls]
+    assert got == [
+        ("GET", "/apis/ray.io/v1/namespaces/ns/rayjobs/j", {}),
+        ("POST", "/apis/ray.io/v1/namespaces/ns/rayjobs", {}),
+        ("PUT", "/apis/ray.io/v1/namespaces/ns/rayservices/s", {}),
+        ("DELETE", "/apis/ray.io/v1/namespaces/ns/rayjobs/j", {}),
+        ("GET", "/api/v1/namespaces/ns/pods", {"labelSelector": "batch.kubernetes.io/job-name=j"}),
+        ("GET", "/api/v1/namespaces/ns/pods/j-abcde/log", {"timestamps": True, "tailLines": 2000}),
+        ("GET", "/api/v1/namespaces/ns/pods/j-abcde/log", {"timestamps": True, "sinceSeconds": 25}),
+    ]
+    assert rec.calls[1][3] == body
+    assert rec.calls[3][3].propagation_policy == "Foreground"
+    assert {t for *_, t in rec.calls} == {(10, 60)}
