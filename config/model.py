@@ -547,6 +547,9 @@ class EnvironmentConfig(Frozen):
                     f"hyperpod.instance_groups[{i}].subnet_az_id: {g.subnet_az_id!r} has no HyperPod "
                     f"subnet; configured AZ IDs: {', '.join(sorted(hp_az_ids))}"
                 )
+        # The training job must fit the instance group it runs on (config/training.py).
+        errors.extend(self.training.problems(self.hyperpod.instance_groups,
+                                             fsx_file_system_path=self.fsx.file_system_path))
         if errors:
             raise ValueError("\n".join(errors))
         return self

@@ -1,0 +1,79 @@
+"""Fixtures for workload tests: a real local Ray cluster (head + 2 worker nodes), a local
+S3-compatible server (moto) on 127.0.0.1, and the usage-library stubs that keep every Ray
+process on loopback.
+
+Ports are picked free and each cluster has its own temp dir, so concurrent clusters (another
+engineer's, a rehearsal) never collide; finalizers stop everything that was started, also on
+failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+
+from workloads.common.local_cluster import LocalCluster, free_port
+
+S3_BUCKET = "hpray-test-checkpoints"
+# Fast node-loss detection for the local cluster (Ray defaults: 3 s x 5 misses). Only the GCS
+# reads these; see README "Recovery" for what is safe on a real cluster.
+FAST_DETECTION = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
+                  "RAY_health_check_timeout_ms": "1000"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _offline_usage_lib():
+    """Stub Ray's cloud-metadata probe and usage reporting in the test process itself."""
+    from ray._common.usage import usage_lib
+
+    saved = (usage_lib.get_cloud_from_metadata_requests, usage_lib.UsageReportClient.report_usage_data)
+    usage_lib.get_cloud_from_metadata_requests = lambda *a, **k: "unknown"
+    usage_lib.UsageReportClient.report_usage_data = lambda self, *a, **k: None
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    yield
+    usage_lib.get_cloud_from_metadata_requests, usage_lib.UsageReportClient.report_usage_data = saved
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server on 127.0.0.1 with one bucket; yields the env that points clients at it."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    env = {"AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL_S3"]).create_bucket(Bucket=S3_BUCKET)
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(s3_server):
+    """Head (0 CPUs, runs the Train controller) + 2 worker nodes of 2 CPUs, driver connected."""
+    import ray
+
+    cluster = LocalCluster(worker_nodes=2, cpus_per_node=2, memory_per_node_mib=2560,
+                           object_store_per_node_mib=300, dashboard=False,
+                           env_extra={**s3_server, **FAST_DETECTION})
+    cluster.start()
+    try:
+        ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.stop()

@@ -1,0 +1,42 @@
+"""``python -m workloads render KIND --env NAME``: print a workload's KubeRay manifest (YAML).
+
+Each kind maps to ``module:function`` taking the EnvironmentConfig and returning the manifest;
+registering a workload is one line in RENDERERS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+RENDERERS = {
+    "training": "workloads.training.manifest:render",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workloads")
+    sub = parser.add_subparsers(dest="command", required=True)
+    render = sub.add_parser("render", help="print the RayJob/RayService YAML of a workload")
+    render.add_argument("kind", choices=sorted(RENDERERS))
+    render.add_argument("--env", required=True, help="environment name (config/NAME.yaml)")
+    args = parser.parse_args(argv)
+
+    import yaml
+
+    from config import ConfigError, load_environment
+
+    module, func = RENDERERS[args.kind].split(":")
+    try:
+        cfg = load_environment(args.env)
+        manifest = getattr(importlib.import_module(module), func)(cfg)
+    except ConfigError as err:
+        print(err.render(), file=sys.stderr)
+        return 2
+    sys.stdout.write(yaml.safe_dump(manifest, sort_keys=False, width=1000))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""The checkpoint format: one directory per checkpoint, with an integrity manifest written last.
+
+Layout (``<storage>/<run_name>/checkpoint_<step:09d>/``)::
+
+    model.pt, optimizer.pt, ...   one ``torch.save`` file per entry of ``state``
+    meta.json                      JSON metadata (step, model config, data position, ...)
+    manifest.json                  {"format", "step", "files": {name: {"size", "sha256"}}}
+
+The manifest is written last, atomically (temporary name, fsync, rename) and, when copying to
+storage (``upload``), copied after every other file. A checkpoint without a manifest, with a
+file of the wrong size or checksum, or with a missing file, is torn: ``load_latest_valid`` skips
+it, logs why, and falls back to the previous one.
+
+Stable API (the training job and the inference app both use it):
+
+- ``save(directory, state, meta) -> dict``: write a checkpoint into a local directory; returns
+  the manifest.
+- ``upload(local_dir, dest, filesystem=None)``: copy a saved checkpoint to ``dest`` (path or
+  s3:// URI), manifest last. ``ray_upload_fn`` is the same as a Ray Train
+  ``checkpoint_upload_fn``.
+- ``verify(path, filesystem=None) -> list[str]``: the problems found (empty: intact).
+- ``load(path, filesystem=None, map_location="cpu", keys=None) -> LoadedCheckpoint``: verify and
+  load; raises ``CheckpointError`` when torn.
+- ``list_checkpoints(storage, run_name) -> list[(step, path)]``, newest first.
+- ``load_latest_valid(storage, run_name, map_location="cpu", keys=None)
+  -> LoadedCheckpoint | None``: the newest intact checkpoint of a run (None when the run has
+  none), logging which one it used and every one it skipped.
+
+``storage`` is a POSIX path (``/fsx/checkpoints``, a local directory) or ``s3://bucket/prefix``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pyarrow.fs as pafs
+import torch
+
+from workloads.common import storage as storage_mod
+
+log = logging.getLogger("workloads.checkpoint")
+
+FORMAT = "hpray-checkpoint/1"
+MANIFEST = "manifest.json"
+META = "meta.json"
+DIR_RE = re.compile(r"^checkpoint_(\d{9})$")
+_CHUNK = 8 << 20
+
+
+class CheckpointError(Exception):
+    """A checkpoint is torn, corrupt or missing."""
+
+
+@dataclass
+class LoadedCheckpoint:
+    path: str  # where it was read from (path inside the filesystem, or the s3 URI)
+    step: int
+    meta: dict
+    state: dict[str, Any]  # name (without .pt) -> the object torch.save wrote
+
+
+def dir_name(step: int) -> str:
+    """The directory name of the checkpoint taken after ``step`` optimizer steps."""
+    return f"checkpoint_{step:09d}"
+
+
+def _fsync_write(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def save(directory: str, state: dict[str, Any], meta: dict) -> dict:
+    """Write ``state`` (one ``<name>.pt`` per entry), ``meta.json``, then ``manifest.json``.
+
+    ``meta`` must be JSON-serializable and hold ``"step"`` (int). Files are fsynced; the
+    manifest goes last, via a temporary name and an atomic rename.
+    """
+    if "step" not in meta:
+        raise ValueError("checkpoint meta must hold 'step'")
+    os.makedirs(directory, exist_ok=True)
+    files: dict[str, dict] = {}
+    for name, obj in state.items():
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        data = buf.getvalue()
+        _fsync_write(os.path.join(directory, f"{name}.pt"), data)
+        files[f"{name}.pt"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    meta_bytes = json.dumps(meta, sort_keys=True, indent=1).encode()
+    _fsync_write(os.path.join(directory, META), meta_bytes)
+    files[META] = {"size": len(meta_bytes), "sha256": hashlib.sha256(meta_bytes).hexdigest()}
+    manifest = {"format": FORMAT, "step": int(meta["step"]), "created_unix": time.time(),
+                "files": dict(sorted(files.items()))}
+    tmp = os.path.join(directory, f".{MANIFEST}.tmp")
+    _fsync_write(tmp, json.dumps(manifest, indent=1).encode())
+    os.replace(tmp, os.path.join(directory, MANIFEST))
+    return manifest
+
+
+def _resolve(path: str, filesystem: pafs.FileSystem | None) -> tuple[pafs.FileSystem, str]:
+    if filesystem is not None:
+        return filesystem, path
+    return storage_mod.filesystem_for(path)
+
+
+def upload(local_dir: str, dest: str, filesystem: pafs.FileSystem | None = None) -> None:
+    """Copy a checkpoint written by ``save`` to ``dest``; the manifest is copied last, so a
+    reader never sees a manifest before the files it describes."""
+    fs, dest_path = _resolve(dest, filesystem)
+    info = fs.get_file_info(dest_path)
+    if info.type != pafs.FileType.NotFound:
+        # A torn copy from an earlier, failed attempt at the same step: replace it.
+        fs.delete_dir(dest_path)
+    fs.create_dir(dest_path, recursive=True)
+    names = sorted(n for n in os.listdir(local_dir) if not n.startswith("."))
+    if MANIFEST not in names:
+        raise CheckpointError(f"{local_dir} has no {MANIFEST}; write it with checkpoint.save")
+    names.remove(MANIFEST)
+    for name in names + [MANIFEST]:
+        with open(os.path.join(local_dir, name), "rb") as src, fs.open_output_stream(
+            storage_mod.join(dest_path, name)
+        ) as out:
+            while chunk := src.read(_CHUNK):
+                out.write(chunk)
+
+
+def ray_upload_fn(checkpoint, checkpoint_dir_name: str):
+    """A Ray Train ``checkpoint_upload_fn``: copies into the run's directory, manifest last.
+
+    Ray calls it (in its upload thread with ``CheckpointUploadMode.ASYNC``) with the local
+    checkpoint and the directory name given to ``ray.train.report``.
+    """
+    import ray.train
+    from ray.train import Checkpoint
+
+    storage = ray.train.get_context().get_storage()
+    dest = storage_mod.join(storage.experiment_fs_path, checkpoint_dir_name)
+    upload(checkpoint.path, dest, filesystem=storage.storage_filesystem)
+    return Checkpoint(path=dest, filesystem=storage.storage_filesystem)
+
+
+def _read(fs: pafs.FileSystem, path: str) -> bytes:
+    with fs.open_input_stream(path) as f:
+        return f.read()
+
+
+def _check(fs: pafs.FileSystem, path: str) -> tuple[list[str], dict | None, dict[str, bytes]]:
+    """(problems, manifest, contents of every listed file)."""
+    try:
+        manifest = json.loads(_read(fs, storage_mod.join(path, MANIFEST)))
+    except FileNotFoundError:
+        return [f"no {MANIFEST} (the checkpoint was not completely written)"], None, {}
+    except (OSError, ValueError) as err:
+        return [f"{MANIFEST} is unreadable: {err}"], None, {}
+    if manifest.get("format") != FORMAT or not isinstance(manifest.get("files"), dict):
+        return [f"{MANIFEST} is not a {FORMAT} manifest"], None, {}
+    problems: list[str] = []
+    contents: dict[str, bytes] = {}
+    for name, want in manifest["files"].items():
+        try:
+            data = _read(fs, storage_mod.join(path, name))
+        except FileNotFoundError:
+            problems.append(f"{name} is missing")
+            continue
+        if len(data) != want["size"]:
+            problems.append(f"{name} is {len(data)} bytes, the manifest says {want['size']}")
+        elif hashlib.sha256(data).hexdigest() != want["sha256"]:
+            problems.append(f"{name} does not match its sha256 in the manifest")
+        else:
+            contents[name] = data
+    return problems, manifest, contents
+
+
+def verify(path: str, filesystem: pafs.FileSystem | None = None) -> list[str]:
+    """Problems with the checkpoint at ``path`` (empty list: intact)."""
+    fs, p = _resolve(path, filesystem)
+    return _check(fs, p)[0]
+
+
+def load(path: str, filesystem: pafs.FileSystem | None = None, map_location: str = "cpu",
+         keys: list[str] | None = None) -> LoadedCheckpoint:
+    """Verify and load one checkpoint. ``keys`` limits which ``state`` entries are returned
+    (e.g. ``["model"]`` for inference); every file is still verified."""
+    fs, p = _resolve(path, filesystem)
+    problems, manifest, contents = _check(fs, p)
+    if problems:
+        raise CheckpointError(f"checkpoint {path} is torn or corrupt: " + "; ".join(problems))
+    meta = json.loads(contents[META]) if META in contents else {}
+    state = {
+        name[:-3]: torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
+        for name, data in contents.items()
+        if name.endswith(".pt") and (keys is None or name[:-3] in keys)
+    }
+    return LoadedCheckpoint(path=path, step=int(manifest["step"]), meta=meta, state=state)
+
+
+def list_checkpoints(storage: str, run_name: str,
+                     filesystem: pafs.FileSystem | None = None) -> list[tuple[int, str]]:
+    """``[(step, path)]`` of the run's checkpoint directories, newest first."""
+    if filesystem is not None:
+        fs, base = filesystem, storage
+    else:
+        fs, base = storage_mod.filesystem_for(storage)
+    run_dir = storage_mod.join(base, run_name)
+    if fs.get_file_info(run_dir).type == pafs.FileType.NotFound:
+        return []
+    found = []
+    for info in fs.get_file_info(pafs.FileSelector(run_dir, allow_not_found=True)):
+        m = DIR_RE.match(info.base_name)
+        if m and info.type == pafs.FileType.Directory:
+            found.append((int(m.group(1)), info.path))
+    return sorted(found, reverse=True)
+
+
+def load_latest_valid(storage: str, run_name: str, map_location: str = "cpu",
+                      keys: list[str] | None = None,
+                      filesystem: pafs.FileSystem | None = None) -> LoadedCheckpoint | None:
+    """The newest intact checkpoint of ``run_name`` under ``storage``, or None if there is none.
+
+    Torn or corrupt checkpoints are skipped with a warning naming each problem; the one used is
+    logged at INFO.
+    """
+    if filesystem is not None:
+        fs = filesystem
+    else:
+        fs, _ = storage_mod.filesystem_for(storage)
+    candidates = list_checkpoints(storage, run_name, filesystem=filesystem)
+    for step, path in candidates:
+        try:
+            loaded = load(path, filesystem=fs, map_location=map_location, keys=keys)
+        except CheckpointError as err:
+            log.warning("skipping %s: %s; falling back to the previous checkpoint", path, err)
+            continue
+        log.info("using checkpoint %s (step %d) of %d found", path, step, len(candidates))
+        return loaded
+    if candidates:
+        log.warning("none of the %d checkpoints of run %r is intact", len(candidates), run_name)
+    return None

@@ -1,0 +1,244 @@
+"""A real multi-node Ray cluster on this machine, for tests and rehearsals.
+
+Every node is a separate ``ray start --block`` in its own process group, with its own ports
+(picked free, unless given) under one private temp dir, on 127.0.0.1 only, with memory and
+object store sized explicitly. ``kill_node`` SIGKILLs one node (a node loss); ``stop`` ends
+every process this cluster started, found by process group and by the temp dir on their
+command lines, never by name, so other clusters on the machine are untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+OFFLINE_HOOK_DIR = Path(__file__).resolve().parent / "_offline"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+_HANDED_OUT: set[int] = set()
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free TCP ports on 127.0.0.1, never one this process handed out before."""
+    socks, ports = [], []
+    try:
+        while len(ports) < n:
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            port = s.getsockname()[1]
+            if port not in _HANDED_OUT:
+                ports.append(port)
+                _HANDED_OUT.add(port)
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def free_port() -> int:
+    return free_ports(1)[0]
+
+
+def offline_env(base: dict | None = None) -> dict:
+    """Environment for Ray processes: loopback only, no usage reporting, our hook first."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(OFFLINE_HOOK_DIR), str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER must stay unset (or 1): at 0 worker nodes refuse to join.
+    env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+    env.update(RAY_USAGE_STATS_ENABLED="0", RAY_DISABLE_DOCKER_CPU_WARNING="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+@dataclass
+class Node:
+    name: str
+    proc: subprocess.Popen
+    log: Path
+
+
+@dataclass
+class LocalCluster:
+    """``head_cpus`` 0 keeps training off the head, as on the cluster."""
+
+    worker_nodes: int = 2
+    cpus_per_node: int = 2
+    memory_per_node_mib: int = 3072
+    object_store_per_node_mib: int = 512
+    head_cpus: int = 0
+    gcs_port: int | None = None
+    dashboard_port: int | None = None
+    dashboard: bool = True
+    env_extra: dict = field(default_factory=dict)
+    temp_dir: str | None = None
+    nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.gcs_port}"
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    def env(self) -> dict:
+        # RAY_ADDRESS: processes that call ray.init() without an address (Ray Train's
+        # placement-group cleaner) must find this cluster, not another one on the machine.
+        return {**offline_env(), "RAY_ADDRESS": self.address, **self.env_extra}
+
+    def _ports(self) -> list[str]:
+        p = free_ports(6 + 24)
+        return ["--node-manager-port", str(p[0]), "--object-manager-port", str(p[1]),
+                "--metrics-export-port", str(p[2]), "--dashboard-agent-listen-port", str(p[3]),
+                "--dashboard-agent-grpc-port", str(p[4]), "--runtime-env-agent-port", str(p[5]),
+                # Private worker ports per node, so concurrent clusters never collide.
+                "--worker-port-list", ",".join(str(x) for x in p[6:])]
+
+    def _start(self, name: str, args: list[str]) -> Node:
+        log = Path(self.temp_dir) / f"{name}.log"
+        cmd = [str(Path(sys.executable).with_name("ray")), "start", "--block", "--disable-usage-stats",
+               "--node-ip-address", "127.0.0.1", *args, *self._ports()]
+        f = open(log, "ab")
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=self.env(),
+                                start_new_session=True, cwd=str(REPO_ROOT))
+        node = Node(name, proc, log)
+        self.nodes.append(node)
+        return node
+
+    def _mem(self) -> list[str]:
+        return ["--memory", str(self.memory_per_node_mib << 20),
+                "--object-store-memory", str(self.object_store_per_node_mib << 20)]
+
+    def start(self, timeout_s: float = 120) -> "LocalCluster":
+        # Short path: Ray's unix sockets live under it (108-byte limit).
+        self.temp_dir = self.temp_dir or tempfile.mkdtemp(prefix="rt", dir="/tmp")
+        self.gcs_port = self.gcs_port or free_port()
+        self.dashboard_port = self.dashboard_port or free_port()
+        head_args = ["--head", "--port", str(self.gcs_port), "--temp-dir", self.temp_dir,
+                     "--num-cpus", str(self.head_cpus), "--ray-client-server-port", str(free_port()),
+                     "--include-dashboard", "true" if self.dashboard else "false",
+                     "--dashboard-host", "127.0.0.1", "--dashboard-port", str(self.dashboard_port),
+                     *self._mem()]
+        try:
+            self._start("head", head_args)
+            self._wait_nodes(1, timeout_s)
+            for i in range(self.worker_nodes):
+                self.add_worker(wait=False)
+                self._wait_nodes(2 + i, timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def add_worker(self, wait: bool = True, timeout_s: float = 120) -> Node:
+        i = len(self.nodes)
+        node = self._start(f"worker{i}", ["--address", self.address, "--num-cpus", str(self.cpus_per_node),
+                                          "--resources", json.dumps({"worker_node": 1}), *self._mem()])
+        if wait:
+            self._wait_nodes(self.alive_count_expected(), timeout_s)
+        return node
+
+    def alive_count_expected(self) -> int:
+        return sum(1 for n in self.nodes if n.proc.poll() is None)
+
+    def alive_nodes(self) -> int:
+        """Nodes the GCS reports alive."""
+        from ray._raylet import GcsClient
+
+        try:
+            infos = GcsClient(address=self.address).get_all_node_info(timeout=5)
+        except Exception:  # the GCS is not up yet
+            return 0
+        return sum(1 for info in infos.values() if info.state == 0)  # GcsNodeInfo.ALIVE
+
+    def _wait_nodes(self, n: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            head = self.nodes[0]
+            if head.proc.poll() is not None:
+                raise RuntimeError(f"ray head exited; log:\n{head.log.read_text()[-3000:]}")
+            if self.alive_nodes() >= n:
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"{n} Ray nodes did not come up in {timeout_s:.0f} s (temp dir {self.temp_dir})")
+
+    def worker_processes(self, node: Node) -> list[int]:
+        return _group_pids(node.proc.pid)
+
+    def kill_node(self, index: int = 1) -> Node:
+        """SIGKILL every process of worker node ``index`` (1 = first worker), like a lost host."""
+        node = self.nodes[index]
+        _kill_group(node.proc.pid, signal.SIGKILL)
+        node.proc.wait(timeout=30)
+        return node
+
+    def stop(self) -> None:
+        """End every process this cluster started (workers first, then the head)."""
+        for node in reversed(self.nodes):
+            if node.proc.poll() is None:
+                _kill_group(node.proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        for node in self.nodes:
+            try:
+                node.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for node in self.nodes:
+            _kill_group(node.proc.pid, signal.SIGKILL)
+        # Anything that left our process groups but still runs from our temp dir.
+        if self.temp_dir:
+            for pid in _pids_mentioning(self.temp_dir):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _group_pids(pgid: int) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if os.getpgid(int(d.name)) == pgid:
+                    pids.append(int(d.name))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return pids
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _pids_mentioning(text: str) -> list[int]:
+    me = os.getpid()
+    found = []
+    needle = text.encode()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == me:
+            continue
+        try:
+            if needle in (d / "cmdline").read_bytes():
+                found.append(int(d.name))
+        except OSError:
+            pass
+    return found

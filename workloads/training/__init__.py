@@ -1,0 +1,1 @@
+"""The fault-tolerant Ray Train job (GPT on byte tokens) and its RayJob manifest."""

@@ -1,0 +1,75 @@
+"""Run the training job on the Ray cluster this process can reach.
+
+    python -m workloads.training --env prod [--set steps=1000 ...]     # placement from config
+    python -m workloads.training --local --storage DIR [--set ...]     # tiny model, CPU workers
+    python -m workloads.training --settings-json '{...}'               # as the RayJob renders it
+
+Every input is checked before Ray starts; a bad one prints what is wrong and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+
+def settings_from_args(argv: list[str] | None = None):
+    from config import ConfigError, load_environment
+    from workloads.training import settings as S
+    from workloads.training.job import JobSettings
+
+    parser = argparse.ArgumentParser(prog="python -m workloads.training")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--env", help="environment name (config/NAME.yaml)")
+    mode.add_argument("--local", action="store_true", help="tiny model on CPU workers")
+    mode.add_argument("--settings-json", help="exact JobSettings as JSON (what the RayJob passes)")
+    parser.add_argument("--storage", help="storage path or s3:// URI (with --local)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a training setting (model.n_layer=4, steps=100, ...)")
+    args = parser.parse_args(argv)
+    overrides = S.parse_overrides(args.set)
+    if args.settings_json:
+        data = json.loads(args.settings_json)
+        try:
+            return JobSettings(**{**data, **overrides})
+        except TypeError as err:
+            raise ConfigError("--settings-json", [str(err)]) from None
+    if args.local:
+        if not args.storage:
+            raise ConfigError("command line", ["--storage: required with --local (a directory or s3:// URI)"])
+        return S.for_local(overrides, storage_path=args.storage)
+    return S.for_cluster(load_environment(args.env), overrides)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from config import ConfigError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        s = settings_from_args(argv)
+    except ConfigError as err:
+        print(err.render(), file=sys.stderr)
+        return 2
+
+    import ray
+
+    from workloads.training.job import check_cluster, run
+
+    ray.init(logging_level=logging.WARNING)
+    problems = check_cluster(s)
+    if problems:
+        print(ConfigError("cluster check", problems).render(), file=sys.stderr)
+        return 2
+    result = run(s)
+    if result.error:
+        print(f"TRAIN failed: {result.error}", file=sys.stderr)
+        return 1
+    print(f"TRAIN finished step={result.metrics.get('step')} loss={result.metrics.get('loss'):.4f} "
+          f"checkpoint={result.checkpoint.path if result.checkpoint else None}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,257 @@
+"""The Ray Train job: a GPT on byte tokens with exact, fault-tolerant resume.
+
+``train_func`` is the per-worker loop (it builds its own model and data); ``run`` wraps it in a
+``TorchTrainer`` with the scaling, failure and checkpoint settings from ``JobSettings``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+
+log = logging.getLogger("workloads.training")
+
+# What drives recovery after a node loss (measured in bench/training_recovery.py, see README):
+# Ray Train's controller polls the workers every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s) and
+# reports block until the next poll, so it is left at its default.
+
+
+@dataclass
+class JobSettings:
+    """Everything ``train_func`` needs, JSON-serializable (it travels as train_loop_config)."""
+
+    run_name: str
+    storage_path: str  # POSIX path or s3://bucket/prefix
+    steps: int
+    num_workers: int
+    gpus_per_worker: int = 0
+    cpus_per_worker: float = 1.0
+    model: dict = field(default_factory=dict)  # workloads.common.model.GPTConfig fields
+    batch_size_per_worker: int = 8
+    learning_rate: float = 3e-4
+    warmup_steps: int = 20
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 1234
+    precision: str = "fp32"
+    checkpoint_every_steps: int = 50
+    report_every_steps: int = 10
+    num_to_keep: int = 3
+    max_failures: int = 3
+    data_path: str | None = None
+    data_max_bytes: int = 4 << 20
+    # SPREAD places one worker per node where it can (as on the cluster); PACK fills nodes.
+    placement_strategy: str = "PACK"
+    storage_shared: bool = False
+    # Print one progress line per step (rank 0) to the job log; the rehearsal parses them.
+    log_every_step: bool = False
+    # Fault injection for tests: rank `fail_rank` exits hard after step `fail_at_step`, once
+    # (the marker file remembers that it happened).
+    fail_at_step: int | None = None
+    fail_rank: int = 0
+    fail_marker: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _lr_lambda(warmup: int, total: int):
+    def f(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return f
+
+
+def _rng_state() -> dict:
+    import numpy as np
+    import torch
+
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
+             "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    import numpy as np
+    import torch
+
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def train_func(config: dict) -> None:
+    """The per-worker training loop."""
+    import ray.train
+    import ray.train.torch
+    import torch
+    import torch.distributed as dist
+    from ray.train import Checkpoint, CheckpointUploadMode
+
+    from workloads.common import checkpoint as ckpt
+    from workloads.common import storage
+    from workloads.common.model import GPT, GPTConfig
+    from workloads.training.data import ByteWindows, DataPosition, load_corpus
+
+    s = JobSettings(**config)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    device = ray.train.torch.get_device()
+    if device.type == "cpu":
+        torch.set_num_threads(max(1, int(s.cpus_per_worker)))
+    fs, base = storage.filesystem_for(s.storage_path)
+
+    # Same initial weights on every rank; per-rank RNG streams afterwards (dropout).
+    torch.manual_seed(s.seed)
+    gpt_config = GPTConfig(**s.model)
+    model = GPT(gpt_config)
+    data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), gpt_config.block_size, s.seed)
+    pos = DataPosition()
+    start_step = 0
+    loaded = ckpt.load_latest_valid(base, s.run_name, filesystem=fs)
+    if loaded is not None:
+        model.load_state_dict(loaded.state["model"])
+        start_step = loaded.step
+        pos = DataPosition(**loaded.meta["data_position"])
+    random.seed(s.seed + rank)
+    torch.manual_seed(s.seed + 7919 * (rank + 1))
+
+    model = ray.train.torch.prepare_model(model)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=s.learning_rate, betas=(0.9, 0.95), fused=device.type == "cuda")
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(s.warmup_steps, s.steps))
+    if loaded is not None:
+        optimizer.load_state_dict(loaded.state["optimizer"])
+        scheduler.load_state_dict(loaded.state["scheduler"])
+        rng = loaded.state["rng"]
+        if rank < len(rng):
+            _set_rng_state(rng[rank])
+        if rank == 0:
+            print(f"TRAIN resume step={start_step} from={loaded.path} t={time.time():.3f}", flush=True)
+    elif rank == 0:
+        print(f"TRAIN start step=0 (no checkpoint) t={time.time():.3f}", flush=True)
+
+    amp = device.type == "cuda" and s.precision == "bf16"
+    tokens_per_step = s.batch_size_per_worker * world * gpt_config.block_size
+    window_loss, window_n, window_t0 = 0.0, 0, time.perf_counter()
+    model.train()
+    for step in range(start_step, s.steps):
+        x, y = data.next_batch(pos, rank=rank, world_size=world, batch_size=s.batch_size_per_worker)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
+            _, loss = model(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        done = step + 1
+        loss_value = loss.item()
+        window_loss += loss_value
+        window_n += 1
+        if s.log_every_step and rank == 0:
+            print(f"TRAIN step={done} loss={loss_value:.4f} t={time.time():.3f}", flush=True)
+        if s.fail_at_step == done and rank == s.fail_rank and s.fail_marker and not os.path.exists(s.fail_marker):
+            open(s.fail_marker, "w").close()
+            print(f"TRAIN injected failure after step {done}", flush=True)
+            os._exit(1)
+
+        want_ckpt = done % s.checkpoint_every_steps == 0 or done == s.steps
+        want_report = want_ckpt or done % s.report_every_steps == 0
+        if not want_report:
+            continue
+        mean = torch.tensor([window_loss / window_n], device=device)
+        dist.all_reduce(mean)
+        elapsed = time.perf_counter() - window_t0
+        metrics = {"step": done, "loss": mean.item() / world, "lr": scheduler.get_last_lr()[0],
+                   "tokens_per_s": tokens_per_step * window_n / elapsed,
+                   # The step this attempt resumed from (0: a fresh start).
+                   "resumed_from": start_step}
+        window_loss, window_n = 0.0, 0
+        if not want_ckpt:
+            ray.train.report(metrics)
+            window_t0 = time.perf_counter()
+            continue
+        rng_states = [None] * world
+        dist.all_gather_object(rng_states, _rng_state())
+        checkpoint = None
+        if rank == 0:
+            local = tempfile.mkdtemp(prefix=f"ckpt-{done}-")
+            ckpt.save(local, {
+                "model": model.module.state_dict() if hasattr(model, "module") else model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "rng": rng_states,
+            }, meta={"step": done, "run_name": s.run_name, "world_size": world,
+                     "data_position": pos.to_dict(), "model_config": gpt_config.to_dict(),
+                     "loss": metrics["loss"]})
+            checkpoint = Checkpoint.from_directory(local)
+        # Uploaded in the background (manifest last); training continues meanwhile.
+        ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=ckpt.dir_name(done),
+                         checkpoint_upload_mode=CheckpointUploadMode.ASYNC,
+                         checkpoint_upload_fn=ckpt.ray_upload_fn)
+        window_t0 = time.perf_counter()
+    if rank == 0:
+        print(f"TRAIN done step={s.steps} t={time.time():.3f}", flush=True)
+
+
+def check_cluster(s: JobSettings) -> list[str]:
+    """Problems only visible once connected: a per-node storage path on a multi-node cluster."""
+    import ray
+
+    from workloads.common import storage
+
+    if storage.is_s3(s.storage_path) or storage.is_shared_posix(s.storage_path) or s.storage_shared:
+        return []
+    nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
+    if len(nodes) > 1 and s.num_workers > 1:
+        return [f"training.storage_path: {s.storage_path!r} is local to each node, but the Ray "
+                f"cluster has {len(nodes)} worker nodes; use /fsx/... or s3://, or set "
+                "training.storage_shared if every node sees this path"]
+    return []
+
+
+def run(s: JobSettings):
+    """Run (or resume) the job on the connected Ray cluster; returns the ray.train.Result."""
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    from workloads.common import storage
+
+    fs, base = storage.filesystem_for(s.storage_path)
+    resources = {"CPU": s.cpus_per_worker}
+    if s.gpus_per_worker:
+        resources["GPU"] = s.gpus_per_worker
+    trainer = TorchTrainer(
+        train_func,
+        train_loop_config=s.to_dict(),
+        torch_config=TorchConfig(backend="nccl" if s.gpus_per_worker else "gloo"),
+        scaling_config=ScalingConfig(num_workers=s.num_workers, use_gpu=s.gpus_per_worker > 0,
+                                     resources_per_worker=resources,
+                                     placement_strategy=s.placement_strategy),
+        run_config=RunConfig(
+            name=s.run_name, storage_path=base, storage_filesystem=fs,
+            failure_config=FailureConfig(max_failures=s.max_failures),
+            checkpoint_config=CheckpointConfig(num_to_keep=s.num_to_keep),
+        ),
+    )
+    return trainer.fit()

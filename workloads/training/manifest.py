@@ -1,0 +1,83 @@
+"""The RayJob that runs the training job on the HyperPod cluster, rendered from the config.
+
+Worker pods, GPUs and EFA interfaces come from the HyperPod instance group the CDK app creates
+(``training.instance_group``), so the job and the infrastructure cannot drift.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from config import EnvironmentConfig
+from workloads.common import k8s
+from workloads.training import settings as settings_mod
+
+APP = "ray-train"
+
+# Environment of every Ray process of the job. The controller's poll interval stays at Ray's
+# default (2 s): a shorter one made the run slower on a loaded machine (bench/training_throughput).
+RAY_ENV = {
+    "RAY_TRAIN_V2_ENABLED": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+# Node-loss detection in the GCS (head only): a raylet missing 5 health checks 2 s apart is
+# declared dead after ~10 s (Ray's default: 5 x 3 s). Safe on EKS: checks are gRPC round trips
+# inside the VPC; not lower, a loaded head must not declare healthy nodes dead.
+GCS_ENV = {
+    "RAY_health_check_period_ms": "2000",
+    "RAY_health_check_failure_threshold": "5",
+}
+
+
+def render(cfg: EnvironmentConfig) -> dict[str, Any]:
+    """The ray.io/v1 RayJob for ``cfg`` (raises ConfigError when the config does not fit)."""
+    t = cfg.training
+    job = settings_mod.for_cluster(cfg)
+    p = t.placement(cfg.hyperpod.instance_groups)
+    group = cfg.hyperpod.group(p.group)
+    image = t.image or k8s.RAY_IMAGE
+    settings_json = json.dumps(job.to_dict(), sort_keys=True, separators=(",", ":"))
+    entrypoint = f"python -m workloads.training --settings-json {shlex.quote(settings_json)}"
+    env = k8s.env_list(RAY_ENV)
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": k8s.metadata(f"train-{t.run_name}", APP),
+        "spec": {
+            "entrypoint": entrypoint,
+            "runtimeEnvYAML": k8s.runtime_env_yaml(RAY_ENV),
+            "submissionMode": "K8sJobMode",
+            # Retries of the submitter pod only (API hiccups); training failures are retried
+            # inside the run by Ray Train (FailureConfig.max_failures).
+            "submitterConfig": {"backoffLimit": t.submitter_backoff_limit},
+            # A new RayCluster per retry would only repeat what Ray Train already does.
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": t.active_deadline_seconds,
+            "shutdownAfterJobFinishes": True,
+            "ttlSecondsAfterFinished": t.ttl_seconds_after_finished,
+            "submitterPodTemplate": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": k8s.SERVICE_ACCOUNT,
+                    "nodeSelector": dict(k8s.SYSTEM_NODE_SELECTOR),
+                    "containers": [{"name": "ray-job-submitter", "image": image,
+                                    "resources": {"requests": {"cpu": "500m", "memory": "512Mi"},
+                                                  "limits": {"cpu": "1", "memory": "1Gi"}}}],
+                }
+            },
+            "rayClusterSpec": {
+                "rayVersion": k8s.RAY_VERSION,
+                "headGroupSpec": k8s.head_group(image, app=APP, env=env + k8s.env_list(GCS_ENV)),
+                "workerGroupSpecs": [
+                    k8s.worker_group(
+                        group_name=group.name, instance_type=p.instance_type, replicas=p.nodes,
+                        gpus_per_node=p.gpus_per_node, efa_interfaces=p.efa_interfaces,
+                        vcpus=p.vcpus, memory_gib=p.memory_gib, image=image, app=APP,
+                        taints=group.taints, env=env,
+                    )
+                ],
+            },
+        },
+    }

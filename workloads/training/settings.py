@@ -1,0 +1,111 @@
+"""From the environment config (or local overrides) to the job's ``JobSettings``.
+
+Bad input is reported as ``ConfigError`` (each line names the field, the value, what is
+allowed) before any Ray process starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from config import ConfigError, EnvironmentConfig
+from config.loader import format_validation_error
+from config.training import Training
+from workloads.training.job import JobSettings
+
+# The model and data for one machine: ~0.2M parameters, a step in tens of milliseconds on a
+# CPU core, loss visibly falling within a few hundred steps.
+LOCAL_DEFAULTS: dict[str, Any] = {
+    "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64},
+    "steps": 300, "batch_size_per_worker": 8, "warmup_steps": 20, "learning_rate": 3e-3,
+    "checkpoint_every_steps": 50, "report_every_steps": 10, "num_to_keep": 3,
+    "max_failures": 3, "num_workers": 2, "gpus_per_worker": 0, "precision": "fp32",
+    "data_max_bytes": 4 << 20,
+}
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``key=value`` pairs (values parsed as YAML scalars; dotted keys for nesting: model.n_layer=4)."""
+    out: dict[str, Any] = {}
+    errors = []
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            errors.append(f"--set {pair!r}: expected KEY=VALUE, e.g. --set steps=200")
+            continue
+        value = yaml.safe_load(raw) if raw else None
+        target = out
+        *parents, leaf = key.split(".")
+        for p in parents:
+            target = target.setdefault(p, {})
+        target[leaf] = value
+    if errors:
+        raise ConfigError("command line", errors)
+    return out
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    merged = dict(base)
+    for k, v in extra.items():
+        merged[k] = _merge(merged[k], v) if isinstance(v, dict) and isinstance(merged.get(k), dict) else v
+    return merged
+
+
+def training_with(base: Training, overrides: dict[str, Any], source: str) -> Training:
+    data = _merge(base.model_dump(), overrides)
+    try:
+        return Training.model_validate(data)
+    except ValidationError as err:
+        lines = format_validation_error(err)
+        raise ConfigError(source, [l if l.startswith("training.") else f"training.{l}" for l in lines]) from None
+
+
+def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None) -> JobSettings:
+    """Settings of the job on the HyperPod cluster of ``cfg`` (placement from its instance group)."""
+    t = training_with(cfg.training, overrides or {}, f"config/{cfg.name}.yaml") if overrides else cfg.training
+    problems = t.problems(cfg.hyperpod.instance_groups, fsx_file_system_path=cfg.fsx.file_system_path)
+    if problems:
+        raise ConfigError(f"config/{cfg.name}.yaml", problems)
+    p = t.placement(cfg.hyperpod.instance_groups)
+    # CPUs per worker: the node's vCPUs (less the pod's reserve) shared by its workers.
+    from workloads.common import k8s
+
+    cpus = max(1, (p.vcpus - k8s.NODE_RESERVED_CPU) // p.workers_per_node)
+    return _settings(t, storage=t.resolved_storage_path(cfg.fsx.file_system_path), workers=p.workers,
+                     cpus=cpus, placement="SPREAD" if p.nodes > 1 else "PACK")
+
+
+# JobSettings fields that are not part of the `training:` config (local runs and tests only).
+RUNTIME_KEYS = ("cpus_per_worker", "log_every_step", "fail_at_step", "fail_rank", "fail_marker",
+                "placement_strategy")
+
+
+def for_local(overrides: dict[str, Any] | None = None, *, storage_path: str) -> JobSettings:
+    """Settings for a run on a local Ray cluster: the tiny model, CPU workers."""
+    overrides = dict(overrides or {})
+    runtime = {k: overrides.pop(k) for k in RUNTIME_KEYS if k in overrides}
+    merged = _merge(LOCAL_DEFAULTS, {"storage_path": storage_path, **overrides})
+    t = training_with(Training(storage_path=storage_path, checkpoint_every_steps=1), merged, "local run")
+    if t.gpus_per_worker:
+        raise ConfigError("local run", [f"training.gpus_per_worker: {t.gpus_per_worker}; local runs "
+                                        "are CPU-only, allowed: 0"])
+    s = _settings(t, storage=t.storage_path, workers=t.num_workers or 2, cpus=1.0, placement="SPREAD")
+    for k, v in runtime.items():
+        setattr(s, k, v)
+    return s
+
+
+def _settings(t: Training, *, storage: str, workers: int, cpus: float, placement: str) -> JobSettings:
+    return JobSettings(
+        run_name=t.run_name, storage_path=storage, steps=t.steps, num_workers=workers,
+        gpus_per_worker=t.gpus_per_worker, cpus_per_worker=cpus, model=t.model.model_dump(),
+        batch_size_per_worker=t.batch_size_per_worker, learning_rate=t.learning_rate,
+        warmup_steps=t.warmup_steps, weight_decay=t.weight_decay, grad_clip=t.grad_clip,
+        seed=t.seed, precision=t.precision, checkpoint_every_steps=t.checkpoint_every_steps,
+        report_every_steps=t.report_every_steps, num_to_keep=t.num_to_keep,
+        max_failures=t.max_failures, data_path=t.data_path, data_max_bytes=t.data_max_bytes,
+        placement_strategy=placement, storage_shared=t.storage_shared,
+    )
