@@ -13,8 +13,9 @@ prefixes and logging formats do not matter):
 - ``failure`` / ``node … died`` / ``restarting`` / ``retrying`` / ``worker group … failed`` — a
   failure, after which Ray Train restarts its workers.
 
-The training workload (workloads/training/job.py) prints ``TRAIN start step=0``, ``TRAIN step=N
-loss=L``, ``TRAIN resume step=N from=PATH`` and ``TRAIN done step=N``; all are recognised.
+The training workload (workloads/training/) prints ``TRAIN start step=0``, ``TRAIN step=N
+loss=L`` (with ``log_every_step``), ``TRAIN resume step=N from=PATH``, ``TRAIN done step=N``,
+``TRAIN finished step=N loss=L`` and ``TRAIN failed: ...``; all are recognised.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ _RESUME = re.compile(r"\b(?:resum(?:e|ed|es|ing)|restor(?:e|ed|es|ing))\b.*?\bst
 _CHECKPOINT = re.compile(r"\bcheckpoint\w*\b.*?\b(?:saved|written|reported|persisted)\b.*?\bstep[\s:=#]*(\d+)", re.I)
 _CHECKPOINT_2 = re.compile(r"\b(?:saved|wrote|reported)\s+checkpoint\b.*?\bstep[\s:=#]*(\d+)", re.I)
 _FAILURE = re.compile(
-    r"\b(?:restarting|retrying|relaunching)\b|\bworker group\b.*\bfail|\bfailure\b|\bnode\b.*\b(?:died|lost|dead)\b", re.I
+    r"\b(?:restarting|retrying|relaunching)\b|\bworker group\b.*\bfail|\bfailure\b|\bnode\b.*\b(?:died|lost|dead)\b"
+    r"|\bTRAIN failed\b",
+    re.I,
 )
 # ``kubectl logs --timestamps`` / read_namespaced_pod_log(timestamps=True) prefix.
 _TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (.*)$")

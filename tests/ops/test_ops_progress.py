@@ -20,6 +20,8 @@ WORKER = "(RayTrainWorker pid=4182, ip=10.11.3.17) "
         (WORKER + "TRAIN resume step=100 from=/fsx/checkpoints/hpray-dev-train/checkpoint_000100 t=1764677000.1", LogEvent("resume", step=100)),
         (WORKER + "TRAIN done step=1000 t=1764679000.0", LogEvent("step", step=1000)),
         (WORKER + "TRAIN injected failure after step 150", LogEvent("failure")),
+        ("TRAIN finished step=20000 loss=1.2345 tokens_per_s=812345", LogEvent("step", step=20000, loss=1.2345)),
+        ("TRAIN failed: TrainingFailedError: worker group failed after 10 retries", LogEvent("failure")),
         # Other common shapes.
         ('{"step": 40, "total_steps": 400, "loss": 3.5, "lr": 0.0003}', LogEvent("step", step=40, total=400, loss=3.5)),
         ("2026-12-02 12:01:02,345 INFO trainer.py:88 -- step 40/400 | loss: 3.50e+00", LogEvent("step", step=40, total=400, loss=3.5)),

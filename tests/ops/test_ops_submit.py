@@ -94,10 +94,21 @@ RUN_WITH_A_FAILURE = [
 ]
 
 
+def short_run_config(name="dev"):
+    """dev with a 200-step run (checkpoint every 100), the length of the scripted runs below."""
+    from config import parse_environment
+    from tests.ops.fakes import env_data
+
+    data = env_data(name)
+    data["training"] = {**(data.get("training") or {}), "steps": 200, "checkpoint_every_steps": 100, "report_every_steps": 50}
+    return parse_environment(data)
+
+
 def run(kube, *args):
     out = io.StringIO()
     code = main(["submit", *args, "--env", "dev"], render_fn=lambda kind, config: manifest() if kind == "training" else service_manifest(),
-                kube_factory=lambda aws, config, a: kube, sleep=kube.sleep, clock=kube.clock, out=out, aws_factory=lambda c, p: None)
+                load_config=short_run_config, kube_factory=lambda aws, config, a: kube, sleep=kube.sleep, clock=kube.clock, out=out,
+                aws_factory=lambda c, p: None)
     return code, out.getvalue()
 
 
@@ -112,10 +123,11 @@ def test_submit_follows_a_run_through_a_failure_and_resume_to_success():
     assert lines[1] == f"{RAYJOB_NAME}: New/- -> Initializing/-"
     assert f"{RAYJOB_NAME}: failure in the job log: {W}TRAIN injected failure after step 130" in lines
     assert f"{RAYJOB_NAME}: resumed from checkpoint at step 100" in lines
-    # steps 0..100 arrive in the log between two polls 60 s apart: 100 steps / 60 s
-    assert "  [RUNNING]  step 100  loss 3.1000  1.67 steps/s" in lines
+    # steps 0..100 arrive in the log between two polls 60 s apart: 100 steps / 60 s; the run has
+    # training.steps = 200, so 100 more take another minute
+    assert "  [RUNNING]  step 100/200 (50.0%)  loss 3.1000  1.67 steps/s  ETA 1m00s" in lines
     # after the resume the rate is measured again from step 100: 100 steps in the next 60 s
-    assert lines[-2] == "  [SUCCEEDED]  step 200  loss 2.7000  1.67 steps/s  resumed 1x (last from step 100)  failed attempts 1"
+    assert lines[-2] == "  [SUCCEEDED]  step 200/200 (100.0%)  loss 2.7000  1.67 steps/s  resumed 1x (last from step 100)  failed attempts 1"
     assert lines[-1] == f"RayJob {NS}/{RAYJOB_NAME} succeeded at step 200"
     # every log line is seen once, though each read returned the whole log
     assert out.count("resumed from checkpoint") == 1 and out.count("injected failure") == 1
@@ -135,7 +147,7 @@ def test_ctrl_c_leaves_the_job_running_and_says_how_to_reattach():
     kube = ScriptedKube(RUN_WITH_A_FAILURE)
     out = io.StringIO()
     code = main(["submit", "training", "--env", "dev"], render_fn=lambda k, c: manifest(), kube_factory=lambda a, c, x: kube,
-                sleep=CtrlC(kube, after=2), clock=kube.clock, out=out, aws_factory=lambda c, p: None)
+                load_config=short_run_config, sleep=CtrlC(kube, after=2), clock=kube.clock, out=out, aws_factory=lambda c, p: None)
     assert code == 130
     assert not [c for c in kube.calls if c[0] in ("delete", "replace")]
     assert out.getvalue().endswith(
@@ -236,3 +248,28 @@ def test_the_configured_step_budget_makes_a_fraction_and_an_eta():
                     total_steps=400, out=out, sleep=kube.sleep, clock=kube.clock).run()
     assert code == 0
     assert "  [RUNNING]  step 100/400 (25.0%)  loss 3.1000  1.67 steps/s  ETA 3m00s" in out.getvalue().splitlines()
+
+
+def test_submit_applies_the_workload_renderers_manifest():
+    """No render_fn: the real renderer (workloads.__main__.RENDERERS) renders config/dev.yaml."""
+    from config import load_environment
+    from workloads.training.manifest import render as render_rayjob
+
+    expected = render_rayjob(load_environment("dev"))
+    name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]
+    kube = ScriptedKube([(rayjob("complete", name=name, namespace=ns), {})])
+    out = io.StringIO()
+    code = main(["submit", "training", "--env", "dev"], kube_factory=lambda a, c, x: kube, sleep=kube.sleep, clock=kube.clock,
+                out=out, aws_factory=lambda c, p: None)
+    assert code == 0
+    assert kube.created == expected
+    assert out.getvalue().splitlines()[0] == f"created RayJob {ns}/{name}"
+
+
+def test_rendering_imports_neither_ray_nor_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from config import load_environment; from ops.render import render; "
+            "render('training', load_environment('prod')); sys.exit(bool({'ray', 'torch', 'aws_cdk'} & set(sys.modules)))")
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
