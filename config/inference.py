@@ -1,9 +1,323 @@
-"""The `inference:` section: the Ray Serve app (owned by the inference workload)."""
+"""The `inference:` section: the Ray Serve app (owned by the inference workload).
+
+Two services come from it: the app that serves what our training job produced
+(`workloads/inference/`), and an optional Ray Serve LLM service (vLLM engine) for a model stored on
+FSx or S3. Checks that need other sections (the HyperPod instance group, its GPUs) run in
+``check_against``, which EnvironmentConfig calls so that every mistake is reported together.
+"""
 
 from __future__ import annotations
 
+import math
+import re
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from config import catalog
 from config.base import Frozen
+
+if TYPE_CHECKING:  # pragma: no cover
+    from config.model import EnvironmentConfig
+
+RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+APP_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
+
+# KubeRay v1.7.0 RayService upgrade strategies (spec.upgradeStrategy.type).
+UpgradeStrategy = Literal["NewCluster", "NewClusterWithIncrementalUpgrade", "None"]
+
+
+def _storage_problem(v: str) -> str | None:
+    if v.startswith("s3://"):
+        if not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$", v):
+            return "an S3 URI must look like s3://bucket/prefix"
+        return None
+    if not re.match(r"^/[A-Za-z0-9_./-]{1,4095}$", v) or v == "/":
+        return "expected an absolute path (FSx: /fsx/...) or an s3://bucket/prefix URI"
+    return None
+
+
+class Autoscaling(Frozen):
+    """Ray Serve ``autoscaling_config`` of the generation deployment."""
+
+    # One replica stays up so the first request never waits for a GPU node and a model load.
+    min_replicas: int = Field(default=1, ge=0, le=1024)
+    # Two replicas: one can be lost (node replacement by HyperPod) while the other serves.
+    max_replicas: int = Field(default=2, ge=1, le=1024)
+    # Ongoing requests per replica that autoscaling aims for: one full batch in flight and one
+    # queued behind it keeps the accelerator busy without growing the queue (2 x max_batch_size).
+    target_ongoing_requests: float | None = Field(default=None, gt=0)
+    # Scale up after 10 s of overload; scale down only after 5 min quiet (a GPU replica is slow
+    # to bring back: node, image pull, model load).
+    upscale_delay_s: float = Field(default=10.0, ge=0)
+    downscale_delay_s: float = Field(default=300.0, ge=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "Autoscaling":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"inference.autoscaling: min_replicas ({self.min_replicas}) must be <= "
+                f"max_replicas ({self.max_replicas})"
+            )
+        return self
+
+
+class Llm(Frozen):
+    """A Ray Serve LLM (``ray.serve.llm``, vLLM engine) service for a model on FSx or S3."""
+
+    enabled: bool = False
+    # The name clients send as "model" on /v1/chat/completions and /v1/completions.
+    model_id: str = "served-llm"
+    # Hugging Face-format weights already on FSx (/fsx/...) or in S3 (s3://...): nothing is
+    # downloaded from the internet by the cluster (closed networks in staging/prod).
+    model_source: str = "/fsx/models/served-llm"
+    # None: the first GPU group that is not the training group.
+    instance_group: str | None = None
+    # One GPU per engine: a 7-8B model in bf16 fits a 48 GB L40S with room for the KV cache.
+    tensor_parallel_size: int = Field(default=1, ge=1, le=8)
+    # Context the engine reserves KV cache for; 8192 keeps an 8B model's cache on one L40S.
+    max_model_len: int = Field(default=8192, ge=128, le=1_048_576)
+    # vLLM's share of GPU memory (weights + KV cache); vLLM's own default.
+    gpu_memory_utilization: float = Field(default=0.9, gt=0.1, le=0.98)
+    min_replicas: int = Field(default=1, ge=0)
+    max_replicas: int = Field(default=2, ge=1)
+    # vLLM batches continuously; 64 concurrent sequences per replica is its sweet spot at 8B.
+    max_ongoing_requests: int = Field(default=64, ge=1, le=100_000)
+
+    @field_validator("model_source")
+    @classmethod
+    def _source(cls, v: str) -> str:
+        problem = _storage_problem(v)
+        if problem:
+            raise ValueError(f"{v!r} is not a model location: {problem}")
+        return v
+
+    @field_validator("model_id")
+    @classmethod
+    def _model_id(cls, v: str) -> str:
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,127}$", v):
+            raise ValueError(
+                f"{v!r} is not a model ID; allowed: 1-128 alphanumerics, '_', '.', '/', '-'"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "Llm":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"inference.llm: min_replicas ({self.min_replicas}) must be <= max_replicas "
+                f"({self.max_replicas})"
+            )
+        return self
 
 
 class Inference(Frozen):
-    """Placeholder: the inference workload issue fills this in."""
+    """The generation service that serves the training run's newest valid checkpoint."""
+
+    # Serve application name and its HTTP route prefix.
+    app_name: str = "generate"
+    # None: the first GPU instance group (the same default the training job uses).
+    instance_group: str | None = None
+    # A replica takes one GPU: our model is far smaller than one GPU's memory, and whole GPUs
+    # keep replicas from sharing (and fighting over) one device.
+    gpus_per_replica: float = Field(default=1.0, ge=0, le=8)
+    # CPUs per replica: the HTTP handling, tokenisation and the batching loop.
+    cpus_per_replica: float = Field(default=2.0, gt=0, le=192)
+    # Checkpoint to serve. None: the training section's run name / storage path, so that the
+    # service serves exactly what the training job in this environment writes.
+    run_name: str | None = None
+    storage_path: str | None = None
+    # Largest batch @serve.batch forms, and how long it waits to fill one. 16 requests share one
+    # forward pass; 5 ms adds little to a 16-token generation and fills batches under load.
+    max_batch_size: int = Field(default=16, ge=1, le=1024)
+    batch_wait_timeout_s: float = Field(default=0.005, ge=0, le=10)
+    # Requests a replica accepts at once: two full batches (one running, one forming).
+    max_ongoing_requests: int = Field(default=32, ge=1, le=100_000)
+    # Requests queued in the proxy/handles before clients get 503s (back-pressure, not timeouts).
+    max_queued_requests: int = Field(default=512, ge=-1)
+    autoscaling: Autoscaling = Field(default_factory=Autoscaling)
+    # Bounds of one request: max_tokens beyond this is a 400, as is a missing max_tokens' default.
+    max_tokens_limit: int = Field(default=256, ge=1, le=100_000)
+    default_max_tokens: int = Field(default=16, ge=1)
+    # Serve's health check (calls check_health, which runs a 1-token generation).
+    health_check_period_s: float = Field(default=10.0, gt=0)
+    health_check_timeout_s: float = Field(default=30.0, gt=0)
+    # On shutdown a replica stops taking requests and drains for up to this long.
+    graceful_shutdown_wait_loop_s: float = Field(default=2.0, ge=0)
+    graceful_shutdown_timeout_s: float = Field(default=30.0, ge=0)
+    # None: the training section's image (the workloads image with torch and this code), else
+    # the pinned Ray image (workloads.common.k8s.RAY_IMAGE).
+    image: str | None = None
+    # See workloads/inference/manifest.py: a new Ray cluster per upgrade needs twice the GPUs
+    # (ray-project/kuberay#1476); checked against the instance group in check_against.
+    upgrade_strategy: UpgradeStrategy = "NewCluster"
+    llm: Llm = Field(default_factory=Llm)
+
+    @field_validator("app_name")
+    @classmethod
+    def _app(cls, v: str) -> str:
+        if not APP_NAME_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not an app name; allowed: 1-32 lowercase alphanumerics and '-', "
+                "starting and ending with an alphanumeric"
+            )
+        return v
+
+    @field_validator("run_name")
+    @classmethod
+    def _run(cls, v: str | None) -> str | None:
+        if v is not None and not RUN_NAME_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not a run name; allowed: 1-128 alphanumerics, '_', '.', '-', "
+                "starting with an alphanumeric"
+            )
+        return v
+
+    @field_validator("storage_path")
+    @classmethod
+    def _storage(cls, v: str | None) -> str | None:
+        if v is not None:
+            problem = _storage_problem(v)
+            if problem:
+                raise ValueError(f"{v!r} is not a checkpoint storage location: {problem}")
+        return v
+
+    @model_validator(mode="after")
+    def _within(self) -> "Inference":
+        errors = []
+        if self.max_ongoing_requests < self.max_batch_size:
+            errors.append(
+                f"inference.max_ongoing_requests ({self.max_ongoing_requests}) must be >= "
+                f"inference.max_batch_size ({self.max_batch_size}): a replica never holds more "
+                "requests than max_ongoing_requests, so larger batches could never form"
+            )
+        if self.default_max_tokens > self.max_tokens_limit:
+            errors.append(
+                f"inference.default_max_tokens ({self.default_max_tokens}) must be <= "
+                f"inference.max_tokens_limit ({self.max_tokens_limit})"
+            )
+        if self.gpus_per_replica > 1 and self.gpus_per_replica != int(self.gpus_per_replica):
+            errors.append(
+                f"inference.gpus_per_replica ({self.gpus_per_replica}) above 1 must be a whole "
+                "number of GPUs"
+            )
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
+
+    @property
+    def target_ongoing_requests(self) -> float:
+        return self.autoscaling.target_ongoing_requests or float(2 * self.max_batch_size)
+
+    # Cross-section checks -------------------------------------------------------------------
+
+    def resolved_instance_group(self, env: "EnvironmentConfig"):
+        """The HyperPod instance group the generation replicas run on."""
+        if self.instance_group is not None:
+            return env.hyperpod.group(self.instance_group)
+        for g in env.hyperpod.instance_groups:
+            if g.is_gpu:
+                return g
+        raise KeyError(
+            "no GPU instance group in hyperpod.instance_groups; set inference.instance_group"
+        )
+
+    def resolved_llm_group(self, env: "EnvironmentConfig"):
+        if self.llm.instance_group is not None:
+            return env.hyperpod.group(self.llm.instance_group)
+        return self.resolved_instance_group(env)
+
+    def pod_shape(self) -> tuple[int, int, float]:
+        """(replicas per worker pod, GPUs per pod, CPUs per pod): a pod holds whole GPUs."""
+        if self.gpus_per_replica <= 0:
+            return 1, 0, self.cpus_per_replica + 1
+        if self.gpus_per_replica < 1:
+            per_pod = int(1 // self.gpus_per_replica)
+            return per_pod, 1, per_pod * self.cpus_per_replica + 1
+        # +1 CPU: the Ray worker process itself (raylet, object store) next to the replicas.
+        return 1, int(self.gpus_per_replica), self.cpus_per_replica + 1
+
+    def worker_pods(self) -> tuple[int, int]:
+        """(min, max) worker pods of the RayService from the replica bounds."""
+        per_pod = self.pod_shape()[0]
+        lo = math.ceil(self.autoscaling.min_replicas / per_pod)
+        hi = math.ceil(self.autoscaling.max_replicas / per_pod)
+        return lo, hi
+
+    def check_against(self, env: "EnvironmentConfig") -> list[str]:
+        """Errors that need the HyperPod groups: one line each, naming the field."""
+        errors: list[str] = []
+        names = [g.name for g in env.hyperpod.instance_groups]
+        for field, name in (
+            ("inference.instance_group", self.instance_group),
+            ("inference.llm.instance_group", self.llm.instance_group),
+        ):
+            if name is not None and name not in names:
+                errors.append(f"{field}: no HyperPod instance group named {name!r}; known: {', '.join(names)}")
+        if errors:
+            return errors
+        try:
+            group = self.resolved_instance_group(env)
+        except KeyError as err:
+            return [f"inference.instance_group: {err.args[0]}"]
+        spec = catalog.instance_spec(group.instance_type)
+        _, pod_gpus, pod_cpus = self.pod_shape()
+        # GPUs each service holds on each group at most, twice over during a NewCluster upgrade.
+        demand: dict[str, int] = {}
+        if self.gpus_per_replica > spec.gpus:
+            errors.append(
+                f"inference.gpus_per_replica: {self.gpus_per_replica:g} GPUs per replica but "
+                f"{group.instance_type} (group {group.name!r}) has {spec.gpus}"
+            )
+        elif pod_cpus > spec.vcpus * max(pod_gpus, 1) / max(spec.gpus, 1):
+            errors.append(
+                f"inference.cpus_per_replica: {self.cpus_per_replica:g} CPUs per replica (+1 for "
+                f"Ray) exceed the {spec.vcpus // max(spec.gpus, 1)} vCPUs per GPU of "
+                f"{group.instance_type}"
+            )
+        else:
+            _, hi = self.worker_pods()
+            factor = 2 if self.upgrade_strategy == "NewCluster" else 1
+            demand[group.name] = factor * hi * pod_gpus
+            total = group.instance_count * spec.gpus
+            if hi * pod_gpus > total:
+                errors.append(
+                    f"inference.autoscaling.max_replicas: {self.autoscaling.max_replicas} replicas "
+                    f"need {hi * pod_gpus} GPUs but group {group.name!r} has {total} "
+                    f"({group.instance_count} x {spec.gpus})"
+                )
+            elif factor * hi * pod_gpus > total:
+                errors.append(
+                    f"inference.upgrade_strategy: 'NewCluster' starts a second Ray cluster beside "
+                    f"the running one, so {self.autoscaling.max_replicas} replicas need "
+                    f"{2 * hi * pod_gpus} GPUs during an upgrade but group {group.name!r} has "
+                    f"{total} (ray-project/kuberay#1476); lower inference.autoscaling.max_replicas, "
+                    "add nodes, or choose 'None' (in-place Serve updates only) or "
+                    "'NewClusterWithIncrementalUpgrade'"
+                )
+        if self.llm.enabled:
+            lgroup = self.resolved_llm_group(env)
+            lspec = catalog.instance_spec(lgroup.instance_type)
+            ltotal = lgroup.instance_count * lspec.gpus
+            need = self.llm.max_replicas * self.llm.tensor_parallel_size
+            factor = 2 if self.upgrade_strategy == "NewCluster" else 1
+            if lspec.gpus == 0:
+                errors.append(
+                    f"inference.llm.instance_group: group {lgroup.name!r} ({lgroup.instance_type}) "
+                    "has no NVIDIA GPUs; the vLLM engine needs a GPU group"
+                )
+            elif self.llm.tensor_parallel_size > lspec.gpus:
+                errors.append(
+                    f"inference.llm.tensor_parallel_size: {self.llm.tensor_parallel_size} GPUs "
+                    f"per engine but {lgroup.instance_type} has {lspec.gpus}"
+                )
+            elif factor * need + demand.get(lgroup.name, 0) > ltotal:
+                errors.append(
+                    f"inference.llm.max_replicas: {self.llm.max_replicas} engines of "
+                    f"{self.llm.tensor_parallel_size} GPU(s) (x{factor} during a "
+                    f"{self.upgrade_strategy} upgrade) plus {demand.get(lgroup.name, 0)} GPUs of "
+                    f"the generation service exceed group {lgroup.name!r} "
+                    f"({lgroup.instance_count} x {lspec.gpus} GPUs)"
+                )
+        return errors
+

@@ -550,6 +550,8 @@ class EnvironmentConfig(Frozen):
         # The training job must fit the instance group it runs on (config/training.py).
         errors.extend(self.training.problems(self.hyperpod.instance_groups,
                                              fsx_file_system_path=self.fsx.file_system_path))
+        # The inference services must fit their instance groups (config/inference.py).
+        errors.extend(self.inference.check_against(self))
         if errors:
             raise ValueError("\n".join(errors))
         return self

@@ -1,0 +1,164 @@
+"""Ray Serve (batching on, then off) vs two single-process FastAPI + uvicorn servers, same tiny
+GPT, same requests (16 tokens each), concurrency 1, 8 and 32, all on 127.0.0.1.
+
+    .venv/bin/python bench/serve_bench.py            # writes out/bench/serve_bench.{json,png}
+
+Every figure and ratio printed is measured in this one run (the machine is shared and noisy).
+Servers run one at a time so that idle servers do not take CPU from the measured one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from workloads.inference.local import LocalCluster, free_port  # noqa: E402  (loopback hooks first)
+from workloads.inference import loadtest  # noqa: E402
+
+# "Tiny GPT": 2 layers, width 64, context 128 (about 0.1 M parameters).
+TINY = dict(block_size=128, n_layer=2, n_head=4, n_embd=64)
+RUN = "bench-tiny"
+LEVELS = (1, 8, 32)
+# Requests per level: enough for a p99, bounded in time.
+COUNTS = {1: 150, 8: 400, 32: 800}
+
+# Ray settings we tuned (see bench/README.md); --defaults measures without them.
+TUNED_ENV = {
+    # User code on the replica's main event loop: no hop to a second loop thread per request.
+    "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+}
+
+
+def save_checkpoint(storage: Path) -> None:
+    import torch
+
+    from workloads.common import checkpoint as ckpt
+    from workloads.common.model import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    cfg = GPTConfig(**TINY)
+    ckpt.save(str(storage / RUN / ckpt.dir_name(1)), {"model": GPT(cfg).state_dict()},
+              {"step": 1, "model_config": cfg.to_dict()})
+
+
+def measure(name: str, url: str, levels, time_limit_s: float, results: dict) -> None:
+    loadtest.wait_ready(url)
+    for c in levels:
+        res = loadtest.run(url, requests=COUNTS[c], concurrency=c, time_limit_s=time_limit_s, warmup=2 * c)
+        s = res.summary()
+        results.setdefault(name, {})[str(c)] = s
+        print(f"  {name:<22} c={c:<3} {s['req_per_s']:7.1f} req/s  p50 {s['p50_ms']:7.1f} ms  "
+              f"p99 {s['p99_ms']:7.1f} ms  ({s['succeeded']}/{s['sent']} ok)", flush=True)
+
+
+def run_fastapi(kind: str, storage: Path, levels, time_limit_s: float, results: dict) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "fastapi_servers.py"), kind, "--port", str(port),
+         "--storage", str(storage), "--run", RUN, "--max-batch", "32"],
+        start_new_session=True, cwd=str(ROOT))
+    try:
+        measure(f"fastapi-{kind}", f"http://127.0.0.1:{port}/v1/completions", levels, time_limit_s, results)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def run_ray(storage: Path, levels, time_limit_s: float, results: dict, env: dict, wait_s: float) -> None:
+    from config import load_environment
+    from workloads.inference import serve_config
+
+    cfg = load_environment("dev")
+    port = free_port()
+    with LocalCluster(workers=0, head_cpus=2, env=env) as _cluster:
+        def deploy(max_batch: int):
+            conf = serve_config.local_deploy_config(
+                cfg, port=port, storage=str(storage), run_name=RUN, replicas=1, cpus=1,
+                max_ongoing_requests=64)
+            conf["applications"][0]["deployments"][0]["user_config"].update(
+                max_batch_size=max_batch, batch_wait_timeout_s=wait_s)
+            conf["logging_config"]["log_level"] = "WARNING"
+            serve_config.deploy(conf)
+
+        url = f"http://127.0.0.1:{port}/v1/completions"
+        deploy(32)
+        measure("ray-serve-batch", url, levels, time_limit_s, results)
+        deploy(1)  # in place (user_config): same replica, batching off
+        measure("ray-serve-nobatch", url, [32], time_limit_s, results)
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, per in results.items():
+        cs = sorted(int(c) for c in per)
+        a.plot(cs, [per[str(c)]["req_per_s"] for c in cs], marker="o", label=name)
+        b.plot(cs, [per[str(c)]["p99_ms"] for c in cs], marker="o", label=name)
+    for ax, title in ((a, "throughput (req/s)"), (b, "p99 latency (ms)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(list(LEVELS), [str(c) for c in LEVELS])
+        ax.set_xlabel("concurrency")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    a.legend(fontsize=8)
+    fig.suptitle("tiny GPT, 16 tokens per request, 127.0.0.1, one process / one replica")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--time-limit-s", type=float, default=60.0, help="per concurrency level")
+    p.add_argument("--defaults", action="store_true", help="Ray's default settings (no tuning)")
+    p.add_argument("--batch-wait-s", type=float, default=0.005)
+    p.add_argument("--only", choices=["ray", "fastapi"], default=None)
+    p.add_argument("--out", default=str(ROOT / "out" / "bench"))
+    a = p.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict = {}
+    with tempfile.TemporaryDirectory() as d:
+        storage = Path(d)
+        save_checkpoint(storage)
+        print(f"model {TINY}, 16 tokens/request, counts {COUNTS}, limit {a.time_limit_s:.0f} s/level", flush=True)
+        if a.only != "ray":
+            run_fastapi("plain", storage, LEVELS, a.time_limit_s, results)
+            run_fastapi("batched", storage, LEVELS, a.time_limit_s, results)
+        if a.only != "fastapi":
+            env = {} if a.defaults else dict(TUNED_ENV)
+            print(f"  ray env: {env or 'defaults'}", flush=True)
+            run_ray(storage, LEVELS, a.time_limit_s, results, env, a.batch_wait_s)
+    (out / "serve_bench.json").write_text(json.dumps(results, indent=1))
+    plot(results, out / "serve_bench.png")
+    r = lambda n, c="32": results.get(n, {}).get(c, {}).get("req_per_s", float("nan"))  # noqa: E731
+    print("\nratios at concurrency 32 (this run):")
+    if "ray-serve-batch" in results and "fastapi-plain" in results:
+        print(f"  Ray Serve / plain FastAPI        {r('ray-serve-batch') / r('fastapi-plain'):5.2f}x  (goal >= 2)")
+        print(f"  Ray Serve / hand-batched FastAPI {r('ray-serve-batch') / r('fastapi-batched'):5.2f}x  (goal >= 0.8)")
+    if "ray-serve-nobatch" in results:
+        print(f"  @serve.batch on / off            {r('ray-serve-batch') / r('ray-serve-nobatch'):5.2f}x  (goal >= 3)")
+    if "fastapi-batched" in results:
+        print(f"  hand-batched / plain FastAPI     {r('fastapi-batched') / r('fastapi-plain'):5.2f}x")
+    print(f"results: {out / 'serve_bench.json'}, plot: {out / 'serve_bench.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

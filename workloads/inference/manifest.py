@@ -1,0 +1,267 @@
+"""KubeRay ``ray.io/v1`` RayServices from the environment config.
+
+``render(env)``: the generation app (``workloads.inference.app``) serving the training run's
+newest valid checkpoint. ``render_llm(env)``: Ray Serve LLM (``ray.serve.llm``, vLLM engine)
+serving a Hugging Face-format model stored on FSx or S3.
+
+Both use the shared building blocks of ``workloads.common.k8s`` (pinned image, head on the
+``system`` nodes, HyperPod node selectors, FSx PVC, service account). Worker pods are sized to
+replicas, not to whole nodes: a pod takes the GPUs of one replica (one engine for the LLM), so
+that a service can grow one GPU at a time, two services can share a group, and a NewCluster
+upgrade needs twice the *service's* GPUs rather than twice the group (checked in
+config/inference.py).
+
+Upgrade strategy (``inference.upgrade_strategy``, default ``NewCluster``): KubeRay applies a
+change to ``serveConfigV2`` (new checkpoint reload token, batch settings, replica bounds) to the
+running cluster in place; only a change to ``rayClusterConfig`` (image, pod sizes) starts a new
+cluster, and with ``NewCluster`` the old one keeps serving until the new one is ready: zero
+downtime at the cost of the service's GPUs twice over during the switch (ray-project/kuberay
+#1476). We choose it because the config check guarantees those GPUs exist in the group; where
+they do not, ``None`` (cluster changes need a planned window) or
+``NewClusterWithIncrementalUpgrade`` (needs the Gateway API in the cluster) must be chosen
+explicitly.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from config import catalog
+from config.model import EnvironmentConfig
+from workloads.common import k8s
+from workloads.inference import serve_config
+
+SERVE_PORT = 8000
+APP = "inference"
+LLM_APP = "llm"
+LLM_IMPORT_PATH = "ray.serve.llm:build_openai_app"
+
+# Ray's accelerator_type names (ray.util.accelerators) for the chips of config/catalog.py.
+_RAY_ACCELERATOR = {"A100": "A100-40G", "A100-80GB": "A100-80G", "H100": "H100", "H200": "H200",
+                    "B200": "B200", "A10G": "A10G", "L4": "L4", "L40S": "L40S"}
+
+
+def _dump(data: dict) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
+
+
+def _image(env: EnvironmentConfig) -> str:
+    return env.inference.image or getattr(env.training, "image", None) or k8s.RAY_IMAGE
+
+
+def _worker_group(env: EnvironmentConfig, *, group_name: str, instance_group, pod_gpus: int,
+                  pod_cpus: float, lo: int, hi: int, image: str, app: str,
+                  env_vars: dict[str, str] | None = None) -> dict[str, Any]:
+    """Replica-sized worker pods on a HyperPod GPU group (same selectors/resources rules)."""
+    spec = catalog.instance_spec(instance_group.instance_type)
+    share = pod_gpus / spec.gpus if spec.gpus else 1.0
+    mem_gib = max(4, int((spec.memory_gib - k8s.NODE_RESERVED_MEMORY_GIB) * share))
+    cpus = max(1, math.ceil(pod_cpus))
+    group = k8s.worker_group(
+        group_name=group_name, instance_type=instance_group.instance_type, replicas=lo,
+        gpus_per_node=pod_gpus,
+        # Inference replicas run no collectives: no EFA interfaces, which cannot be split per pod.
+        efa_interfaces=0,
+        vcpus=cpus + k8s.NODE_RESERVED_CPU, memory_gib=mem_gib + k8s.NODE_RESERVED_MEMORY_GIB,
+        image=image, app=app, taints=list(instance_group.taints),
+        env=k8s.env_list(env_vars or {}),
+    )
+    group["minReplicas"] = lo
+    group["maxReplicas"] = hi
+    group["rayStartParams"] = {**group.get("rayStartParams", {}), "num-cpus": str(cpus)}
+    return group
+
+
+def _head(image: str, app: str) -> dict[str, Any]:
+    head = k8s.head_group(image, app=app, ports=[
+        {"containerPort": 6379, "name": "gcs"},
+        {"containerPort": 8265, "name": "dashboard"},
+        {"containerPort": 10001, "name": "client"},
+        {"containerPort": SERVE_PORT, "name": "serve"},
+    ])
+    return head
+
+
+def _rayservice(env: EnvironmentConfig, *, name: str, app: str, serve_cfg: dict, head: dict,
+                workers: list[dict]) -> dict[str, Any]:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": k8s.metadata(name, app),
+        "spec": {
+            "upgradeStrategy": {"type": env.inference.upgrade_strategy},
+            # Traffic goes to the worker pods' proxies only; the head (system nodes) stays control.
+            "excludeHeadPodFromServeSvc": True,
+            "serveConfigV2": _dump(serve_cfg),
+            "rayClusterConfig": {
+                "rayVersion": k8s.RAY_VERSION,
+                # The Ray autoscaler adds worker pods when Serve autoscaling wants more replicas.
+                "enableInTreeAutoscaling": True,
+                "autoscalerOptions": {"upscalingMode": "Default", "idleTimeoutSeconds": 300},
+                "headGroupSpec": head,
+                "workerGroupSpecs": workers,
+            },
+        },
+    }
+
+
+def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, Any]:
+    """The RayService of the generation app."""
+    inf = env.inference
+    group = inf.resolved_instance_group(env)
+    _, pod_gpus, pod_cpus = inf.pod_shape()
+    lo, hi = inf.worker_pods()
+    image = _image(env)
+    worker = _worker_group(env, group_name=f"{group.name}-serve", instance_group=group,
+                           pod_gpus=pod_gpus, pod_cpus=pod_cpus, lo=lo, hi=hi, image=image, app=APP)
+    return _rayservice(env, name=f"{env.name_prefix}-{inf.app_name}", app=APP,
+                       serve_cfg=serve_config.serve_deploy_config(env, reload=reload),
+                       head=_head(image, APP), workers=[worker])
+
+
+def llm_config(env: EnvironmentConfig) -> dict[str, Any]:
+    """One ``ray.serve.llm`` LLMConfig (as a dict, the form serveConfigV2 args take)."""
+    llm = env.inference.llm
+    group = env.inference.resolved_llm_group(env)
+    chip = catalog.instance_spec(group.instance_type).accelerator
+    source: Any = {"bucket_uri": llm.model_source} if llm.model_source.startswith("s3://") else llm.model_source
+    cfg: dict[str, Any] = {
+        "model_loading_config": {"model_id": llm.model_id, "model_source": source},
+        "llm_engine": "vLLM",
+        "engine_kwargs": {
+            "tensor_parallel_size": llm.tensor_parallel_size,
+            "max_model_len": llm.max_model_len,
+            "gpu_memory_utilization": llm.gpu_memory_utilization,
+        },
+        "deployment_config": {
+            "autoscaling_config": {"min_replicas": llm.min_replicas, "max_replicas": llm.max_replicas,
+                                   "initial_replicas": max(llm.min_replicas, 1)},
+            "max_ongoing_requests": llm.max_ongoing_requests,
+        },
+    }
+    if chip in _RAY_ACCELERATOR:
+        cfg["accelerator_type"] = _RAY_ACCELERATOR[chip]
+    return cfg
+
+
+def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
+    """The RayService of Ray Serve LLM (vLLM engine) for ``inference.llm``."""
+    llm = env.inference.llm
+    group = env.inference.resolved_llm_group(env)
+    image = k8s.RAY_LLM_IMAGE
+    tp = llm.tensor_parallel_size
+    spec = catalog.instance_spec(group.instance_type)
+    pod_cpus = max(2, spec.vcpus * tp // max(spec.gpus, 1) - 1)
+    worker = _worker_group(
+        env, group_name=f"{group.name}-llm", instance_group=group, pod_gpus=tp, pod_cpus=pod_cpus,
+        lo=max(llm.min_replicas, 1), hi=llm.max_replicas, image=image, app=LLM_APP,
+        # Weights come from FSx or S3 only: no Hugging Face Hub traffic from a closed network.
+        env_vars={"HF_HUB_OFFLINE": "1", "VLLM_USE_V1": "1"},
+    )
+    serve_cfg = {
+        "proxy_location": "EveryNode",
+        "http_options": {"host": "0.0.0.0", "port": SERVE_PORT},
+        "applications": [{
+            "name": "llm",
+            "route_prefix": "/",
+            "import_path": LLM_IMPORT_PATH,
+            "args": {"llm_configs": [llm_config(env)]},
+        }],
+    }
+    return _rayservice(env, name=f"{env.name_prefix}-llm", app=LLM_APP, serve_cfg=serve_cfg,
+                       head=_head(image, LLM_APP), workers=[worker])
+
+
+# Offline checks of what the CRD schema cannot see --------------------------------------------
+
+
+@functools.cache
+def _ray_model_fields() -> dict[str, set[str]]:
+    """Field names of Ray Serve LLM's config models, read from the installed Ray's source.
+
+    ``ray.serve.llm`` cannot be imported without vLLM (not installable here, no GPU), so the
+    pydantic classes are read with ``ast`` instead: the keys we render must be fields there.
+    """
+    import ray
+
+    root = Path(ray.__file__).parent / "llm" / "_internal"
+    wanted = {"LLMConfig", "ModelLoadingConfig", "CloudMirrorConfig", "LLMServingArgs"}
+    found: dict[str, set[str]] = {}
+    for path in root.rglob("*.py"):
+        text = path.read_text()
+        if not any(f"class {w}(" in text for w in wanted):
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.name in wanted and node.name not in found:
+                found[node.name] = {
+                    s.target.id for s in node.body
+                    if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                    and not s.target.id.startswith("_")
+                }
+    missing = wanted - set(found)
+    if missing:
+        raise RuntimeError(f"Ray's source no longer defines {sorted(missing)}; update this check")
+    return found
+
+
+# Ray Serve LLM's documented deployment_config keys (LLMConfig.deployment_config's description).
+_LLM_DEPLOYMENT_KEYS = {
+    "name", "num_replicas", "ray_actor_options", "max_ongoing_requests", "autoscaling_config",
+    "max_queued_requests", "user_config", "health_check_period_s", "health_check_timeout_s",
+    "graceful_shutdown_wait_loop_s", "graceful_shutdown_timeout_s", "logging_config",
+    "request_router_config",
+}
+
+
+def serve_config_problems(manifest: dict) -> list[str]:
+    """Validate ``serveConfigV2`` with Ray Serve's own schema (strict for our app's options) and,
+    for Serve LLM apps, the LLMConfig keys against the installed Ray's models."""
+    from pydantic import ValidationError
+    from ray.serve.schema import ServeDeploySchema
+
+    problems: list[str] = []
+    try:
+        cfg = yaml.safe_load(manifest["spec"]["serveConfigV2"])
+        ServeDeploySchema.model_validate(cfg)
+    except (ValidationError, yaml.YAMLError, KeyError, TypeError) as err:
+        return [f"spec.serveConfigV2: {err}"]
+    fields = _ray_model_fields()
+    for i, app in enumerate(cfg.get("applications", [])):
+        where = f"spec.serveConfigV2.applications[{i}]"
+        if app.get("import_path") != LLM_IMPORT_PATH:
+            continue
+        args = app.get("args", {})
+        problems += [f"{where}.args.{k}: not a LLMServingArgs field" for k in set(args) - fields["LLMServingArgs"]]
+        for j, llm in enumerate(args.get("llm_configs", [])):
+            w = f"{where}.args.llm_configs[{j}]"
+            problems += [f"{w}.{k}: not a LLMConfig field" for k in sorted(set(llm) - fields["LLMConfig"])]
+            mlc = llm.get("model_loading_config", {})
+            problems += [f"{w}.model_loading_config.{k}: not a ModelLoadingConfig field"
+                         for k in sorted(set(mlc) - fields["ModelLoadingConfig"])]
+            src = mlc.get("model_source")
+            if isinstance(src, dict):
+                problems += [f"{w}.model_loading_config.model_source.{k}: not a CloudMirrorConfig field"
+                             for k in sorted(set(src) - fields["CloudMirrorConfig"])]
+            problems += [f"{w}.deployment_config.{k}: not a Serve LLM deployment option"
+                         for k in sorted(set(llm.get("deployment_config", {})) - _LLM_DEPLOYMENT_KEYS)]
+            acc = llm.get("accelerator_type")
+            if acc is not None:
+                from ray.util.accelerators import accelerators
+
+                names = {v for k, v in vars(accelerators).items() if k.isupper() and isinstance(v, str)}
+                if acc not in names:
+                    problems.append(f"{w}.accelerator_type: {acc!r} is not one of Ray's accelerator types")
+    return problems
+
+
+def to_yaml(manifest: dict) -> str:
+    return _dump(manifest)
+
+
+__all__ = ["render", "render_llm", "llm_config", "serve_config_problems", "to_yaml"]
