@@ -16,15 +16,21 @@ from ops.errors import OpsError
 
 WORKLOADS = ("training", "inference")
 EXPECTED_KIND = {"training": "RayJob", "inference": "RayService"}
+# Used for a kind the registry does not list (yet): the renderer functions the workload
+# packages export.
+KNOWN_RENDERERS = {
+    "training": "workloads.training.manifest:render",
+    "inference": "workloads.inference.manifest:render",
+}
 
 
 def renderers() -> dict[str, str]:
-    """``kind -> "module:function"`` from the workloads package's registry."""
+    """``kind -> "module:function"``: the workloads package's registry over the known defaults."""
     try:
         from workloads.__main__ import RENDERERS
     except ImportError:
-        return {}
-    return dict(RENDERERS)
+        RENDERERS = {}
+    return {**KNOWN_RENDERERS, **RENDERERS}
 
 
 def render(kind: str, config: EnvironmentConfig) -> dict[str, Any]:
@@ -33,7 +39,7 @@ def render(kind: str, config: EnvironmentConfig) -> dict[str, Any]:
     target = renderers().get(kind)
     if target is None:
         raise OpsError(
-            f"no {kind} manifest renderer is registered in workloads.__main__.RENDERERS",
+            f"no {kind} manifest renderer is registered (workloads.__main__.RENDERERS)",
             "merge the workload branch that provides it",
         )
     module_name, _, function = target.partition(":")

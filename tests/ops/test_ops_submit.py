@@ -271,5 +271,20 @@ def test_rendering_imports_neither_ray_nor_torch():
     import sys
 
     code = ("import sys; from config import load_environment; from ops.render import render; "
-            "render('training', load_environment('prod')); sys.exit(bool({'ray', 'torch', 'aws_cdk'} & set(sys.modules)))")
+            "render('training', load_environment('prod')); render('inference', load_environment('prod')); sys.exit(bool({'ray', 'torch', 'aws_cdk'} & set(sys.modules)))")
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+
+
+def test_submit_inference_applies_the_rendered_rayservice():
+    from config import load_environment
+    from workloads.inference.manifest import render as render_rayservice
+
+    expected = render_rayservice(load_environment("dev"))
+    name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]
+    kube = ScriptedKube([(rayservice(True, name=name, namespace=ns), {})], kind="RayService")
+    out = io.StringIO()
+    code = main(["submit", "inference", "--env", "dev"], kube_factory=lambda a, c, x: kube, sleep=kube.sleep, clock=kube.clock,
+                out=out, aws_factory=lambda c, p: None)
+    assert code == 0
+    assert kube.created == expected
+    assert out.getvalue().splitlines()[-1] == f"RayService {ns}/{name} is ready"
