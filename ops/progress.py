@@ -165,8 +165,8 @@ class JobProgress:
             out.append(line)
         if failed > self.failed_attempts:
             out.append(
-                f"{self.name}: attempt {failed} failed; KubeRay retries on a fresh Ray cluster "
-                "(submitterConfig.backoffLimit) and training resumes from its latest checkpoint"
+                f"{self.name}: attempt {failed} failed; KubeRay retries the RayJob on a fresh Ray cluster "
+                "(spec.backoffLimit) and training resumes from its latest checkpoint"
             )
         self.deployment_status, self.job_status, self.failed_attempts = deployment, job, failed
         self.message = st.get("message")

@@ -79,7 +79,7 @@ def test_a_run_with_a_failure_and_a_resume():
         "hpray-dev-train: Initializing/- -> Running/RUNNING",
         "hpray-dev-train: failure in the job log: TRAIN injected failure after step 150",
         "hpray-dev-train: Running/RUNNING -> Retrying/FAILED (AppFailed: Job entrypoint command failed with exit code 1)",
-        "hpray-dev-train: attempt 1 failed; KubeRay retries on a fresh Ray cluster (submitterConfig.backoffLimit) and training resumes from its latest checkpoint",
+        "hpray-dev-train: attempt 1 failed; KubeRay retries the RayJob on a fresh Ray cluster (spec.backoffLimit) and training resumes from its latest checkpoint",
         "hpray-dev-train: Retrying/FAILED -> Running/RUNNING",
         "hpray-dev-train: resumed from checkpoint at step 100",
     ]
