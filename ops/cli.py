@@ -260,7 +260,15 @@ def _submit(
         clock=clock,
     )
     if not args.attach:
-        apply(kube, manifest, follower.emit)
+        try:
+            apply(kube, manifest, follower.emit)
+        except KeyboardInterrupt:
+            from ops.submit import reattach_command
+
+            print(f"\ninterrupted while applying {kind} {namespace}/{name}; it may or may not exist now.\n"
+                  f"  check:     kubectl -n {namespace} get {kind.lower()} {name}\n"
+                  f"  reattach:  {reattach_command(args.workload, config.name)}", file=out)
+            return EXIT_INTERRUPTED
     if args.no_follow:
         follower.emit(f"not following; watch it with: {PROG} submit {args.workload} --env {config.name} --attach")
         return EXIT_OK

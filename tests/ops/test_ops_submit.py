@@ -288,3 +288,19 @@ def test_submit_inference_applies_the_rendered_rayservice():
     assert code == 0
     assert kube.created == expected
     assert out.getvalue().splitlines()[-1] == f"RayService {ns}/{name} is ready"
+
+
+def test_ctrl_c_while_applying_says_how_to_check_and_reattach():
+    kube = ScriptedKube(RUN_WITH_A_FAILURE)
+
+    def interrupted(kind, namespace, body):
+        raise KeyboardInterrupt
+
+    kube.create_ray = interrupted
+    code, out = run(kube, "training")
+    assert code == 130
+    assert out.endswith(
+        f"\ninterrupted while applying RayJob {NS}/{RAYJOB_NAME}; it may or may not exist now.\n"
+        f"  check:     kubectl -n {NS} get rayjob {RAYJOB_NAME}\n"
+        "  reattach:  python -m ops submit training --env dev --attach\n"
+    )
