@@ -6,6 +6,8 @@ service and operation and so can name the exact IAM action a denied call needed.
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 
 import boto3
@@ -17,15 +19,21 @@ from ops.errors import AccessDeniedError, AwsError, CredentialsError, NotFoundEr
 # botocore's "standard" retry mode: exponential backoff with jitter on throttling, transient and
 # 5xx errors. 10 attempts (botocore's default is 3) rides out the bursts of throttling that
 # DescribeAvailabilityZones / ListServiceQuotas see when several pipelines preflight at once.
+# AWS_MAX_ATTEMPTS (the SDKs' own variable) overrides it.
 RETRY_MAX_ATTEMPTS = 10
-CLIENT_CONFIG = Config(
-    retries={"total_max_attempts": RETRY_MAX_ATTEMPTS, "mode": "standard"},
-    # Fail fast when an endpoint is unreachable (no route, private-only VPC endpoint) instead of
-    # botocore's 60 s default; reads stay at 60 s.
-    connect_timeout=10,
-    read_timeout=60,
-    user_agent_extra="hyperpod-ray-ops",
-)
+
+
+def client_config() -> Config:
+    attempts = os.environ.get("AWS_MAX_ATTEMPTS", "")
+    return Config(
+        # total_max_attempts counts the first try too (botocore's max_attempts counts retries).
+        retries={"total_max_attempts": int(attempts) if attempts.isdigit() and int(attempts) > 0 else RETRY_MAX_ATTEMPTS, "mode": "standard"},
+        # Fail fast when an endpoint is unreachable (no route, private-only VPC endpoint) instead
+        # of botocore's 60 s default; reads stay at 60 s.
+        connect_timeout=10,
+        read_timeout=60,
+        user_agent_extra="hyperpod-ray-ops",
+    )
 
 # Error codes AWS services use for throttling (the same family botocore's retry handler treats as
 # throttling; "LimitExceededException" is left out because several services use it for hard
@@ -103,7 +111,7 @@ def translate(err: Exception, *, action: str, region: str) -> AwsError | NotFoun
     if isinstance(err, bce.ClientError):
         error = err.response.get("Error", {})
         code = str(error.get("Code", ""))
-        message = str(error.get("Message", "")).strip()
+        message = _clean(str(error.get("Message", "")))
         status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         attempts = err.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
         if code in ACCESS_DENIED_CODES or (status == 403 and code not in BAD_CREDENTIALS_CODES):
@@ -134,6 +142,12 @@ def translate(err: Exception, *, action: str, region: str) -> AwsError | NotFoun
     raise err
 
 
+def _clean(message: str) -> str:
+    """One short line: a proxy or non-AWS endpoint can answer with an HTML page."""
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", message)).strip()
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
 class Aws:
     """One boto3 session for one environment's account and region, clients cached."""
 
@@ -147,7 +161,7 @@ class Aws:
 
     def client(self, service: str) -> Any:
         if service not in self._clients:
-            self._clients[service] = self.session.client(service, region_name=self.region, config=CLIENT_CONFIG)
+            self._clients[service] = self.session.client(service, region_name=self.region, config=client_config())
         return self._clients[service]
 
     def call(self, service: str, method: str, **params: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import botocore.exceptions as bce
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from ops.aws import CLIENT_CONFIG, RETRY_MAX_ATTEMPTS, Aws, iam_action, translate
+from ops.aws import RETRY_MAX_ATTEMPTS, Aws, client_config, iam_action, translate
 from ops.errors import AccessDeniedError, CredentialsError, NotFoundError, ThrottledError
 from tests.ops.fakes import REGION
 
@@ -34,11 +34,21 @@ def test_iam_action_is_signing_name_and_operation(service, method, action):
     assert iam_action(boto3.client(service, region_name=REGION), method) == action
 
 
-def test_clients_retry_in_standard_mode_with_ten_attempts():
+def test_clients_retry_in_standard_mode_with_ten_attempts(monkeypatch):
     # total_max_attempts counts the first try too (botocore's max_attempts counts only retries).
-    assert CLIENT_CONFIG.retries == {"total_max_attempts": 10, "mode": "standard"}
+    assert client_config().retries == {"total_max_attempts": 10, "mode": "standard"}
     client = Aws(REGION).client("ec2")
     assert client.meta.config.retries == {"total_max_attempts": RETRY_MAX_ATTEMPTS, "mode": "standard"}
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "25")
+    assert Aws(REGION).client("ec2").meta.config.retries == {"total_max_attempts": 25, "mode": "standard"}
+
+
+def test_an_html_error_page_becomes_one_short_line():
+    html = "<!doctype html>\n<html lang=en>\n<title>500 Internal Server Error</title>\n<h1>Internal Server Error</h1>\n<p>" + "x" * 400 + "</p>"
+    err = translate(client_error("500", html, 500), action="servicequotas:ListServiceQuotas", region=REGION)
+    assert "\n" not in err.message and "<" not in err.message
+    assert err.message.startswith("servicequotas:ListServiceQuotas failed in us-east-1: 500: 500 Internal Server Error Internal Server Error xxx")
+    assert len(err.message) < 400
 
 
 def test_throttled_call_is_retried_then_reported(monkeypatch):
