@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import boto3
 import pytest
+from moto.core import set_initial_no_auth_action_count
 
 from config import parse_environment
 from ops.aws import Aws
@@ -196,3 +199,30 @@ def test_throttling_that_outlasts_the_retries_is_reported(account, healthy_confi
 def test_missing_credentials_stop_preflight(no_credentials, healthy_config):
     with pytest.raises(CredentialsError, match="no AWS credentials found .* while calling sts:GetCallerIdentity"):
         run_preflight(healthy_config, Aws(REGION))  # a fresh session: no cached credentials
+
+
+@set_initial_no_auth_action_count(4)  # the 4 IAM calls below run before moto enforces IAM
+def test_a_permission_denied_by_moto_iam_names_the_action(account, healthy_config):
+    """Not a stub: moto evaluates the caller's IAM policy (Allow *, Deny ec2:DescribeVpcs) and
+    answers 403 AccessDenied, as AWS does."""
+    iam = boto3.client("iam", region_name=REGION)
+    iam.create_user(UserName="ci-preflight")
+    policy = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "*", "Resource": "*"},
+        {"Effect": "Deny", "Action": "ec2:DescribeVpcs", "Resource": "*"}]}
+    arn = iam.create_policy(PolicyName="ci-preflight", PolicyDocument=json.dumps(policy))["Policy"]["Arn"]
+    iam.attach_user_policy(UserName="ci-preflight", PolicyArn=arn)
+    key = iam.create_access_key(UserName="ci-preflight")["AccessKey"]
+    session = boto3.Session(aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"], region_name=REGION)
+    aws = Aws(REGION, session=session)
+    stub_quotas(aws, applied=[quota(G5, 4, "L-6E1E3A2B")], defaults=[])
+    stub_eks_versions(aws)
+    checks = by_check(run_preflight(healthy_config, aws))
+    row = checks["vpc cidr overlap"]
+    assert row.status == FAIL
+    assert row.detail == (
+        "permission denied: the caller may not call ec2:DescribeVpcs in us-east-1 (AccessDenied: User: "
+        f"arn:aws:iam::{ACCOUNT}:user/ci-preflight is not authorized to perform: ec2:DescribeVpcs)"
+    )
+    assert row.fix.startswith("allow the IAM action ec2:DescribeVpcs")
+    assert checks["az use1-az4"].status == PASS and checks["cdk bootstrap"].status == PASS
