@@ -18,7 +18,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
 APT_PACKAGES := shellcheck bats graphviz
 
-.PHONY: deps synth gates test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
+.PHONY: deps synth gates review pipeline docs test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
 
 $(STAMPS)/venv: requirements.lock
 	@mkdir -p $(STAMPS)
@@ -51,11 +51,22 @@ $(STAMPS)/apt:
 deps: $(STAMPS)/venv $(STAMPS)/checkov $(STAMPS)/node $(STAMPS)/apt
 
 ## synth: the default environment (ENV=dev) with every gate and the review outputs.
+## COMPARE=PATH diffs the review against a previous cloud assembly (copy it out of cdk.out
+## first); COMPARE=last keeps the previous cdk.out as .cdk.out.previous and diffs against it.
+COMPARE ?=
+REVIEW_PREVIOUS := .cdk.out.previous
 synth: deps
+	@if [ "$(COMPARE)" = last ] && [ -d cdk.out ]; then rm -rf $(REVIEW_PREVIOUS) && mv cdk.out $(REVIEW_PREVIOUS); fi
 	rm -rf cdk.out
 	@echo "==> cdk synth -c env=$(ENV) (cdk-nag AwsSolutions + NIST 800-53 R5 run inside synth)"
 	cdk synth --quiet -c env=$(ENV)
 	$(MAKE) --no-print-directory gates
+	$(MAKE) --no-print-directory review
+
+## review: report (Markdown + HTML) and architecture diagram (PNG + SVG) under cdk.out/review.
+review:
+	@echo "==> review report and architecture diagram"
+	$(VENV)/bin/python -m review cdk.out $(if $(filter last,$(COMPARE)),--compare $(REVIEW_PREVIOUS),$(if $(COMPARE),--compare $(COMPARE),))
 
 gates:
 	@echo "==> cfn-lint"
@@ -63,6 +74,23 @@ gates:
 	@echo "==> checkov (cloudformation, offline)"
 	$(CHECKOV_VENV)/bin/checkov --directory cdk.out --framework cloudformation --quiet --compact --skip-download
 	@echo "==> all gates passed for cdk.out"
+
+## pipeline: synth of the delivery pipeline (config/pipeline.yaml) with every environment as a
+## Stage, and the same gates and review over every template of every Stage.
+pipeline: deps
+	rm -rf cdk.out
+	@echo "==> cdk synth -c pipeline=true (cdk-nag runs inside synth, Stages included)"
+	cdk synth --quiet -c pipeline=true
+	@echo "==> cfn-lint (pipeline and every Stage)"
+	$(VENV)/bin/cfn-lint cdk.out/*.template.json cdk.out/assembly-*/*.template.json
+	@echo "==> checkov (cloudformation, offline; every Stage)"
+	$(CHECKOV_VENV)/bin/checkov --directory cdk.out --framework cloudformation --quiet --compact --skip-download
+	$(MAKE) --no-print-directory review
+
+## docs: regenerate the README's architecture diagram (docs/architecture-dev.*) from a synth.
+docs: synth
+	mkdir -p docs
+	cp cdk.out/review/architecture-$(ENV).dot cdk.out/review/architecture-$(ENV).svg cdk.out/review/architecture-$(ENV).png docs/
 
 ## test: the whole suite (.ci/run calls this).
 test: deps

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """CDK entry point: pick the environment from context, validate its config once, build the
-stacks, register the compliance checks."""
+stacks, register the compliance checks. `-c pipeline=true` builds the delivery pipeline instead
+(config/pipeline.yaml), whose Stages hold every environment's stacks."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from config import ConfigError, EnvironmentConfig, load_environment
+from config.pipeline import PipelineConfig, load_pipeline, pipeline_selected
 from constructs.compliance import register_compliance_checks
+from stacks.pipeline_stack import PipelineStack, build_pipeline
 from stacks.platform import PlatformStacks, build_platform
 
 DEFAULT_ENVIRONMENT = "dev"
@@ -24,17 +27,25 @@ def build_app(app: cdk.App, config: EnvironmentConfig) -> PlatformStacks:
     return stacks
 
 
+def build_pipeline_app(app: cdk.App, pipeline: PipelineConfig, environments: list[EnvironmentConfig]) -> PipelineStack:
+    stack = build_pipeline(app, pipeline, environments)
+    register_compliance_checks(app)
+    return stack
+
+
 def main() -> None:
     app = cdk.App(**APP_PROPS)
-    env_name = app.node.try_get_context("env") or DEFAULT_ENVIRONMENT
-    # -c config_dir=PATH reads the environment YAML from elsewhere (to try out a config).
+    # -c config_dir=PATH reads the YAML files from elsewhere (to try out a config).
     config_dir = app.node.try_get_context("config_dir")
     try:
-        config = load_environment(env_name, Path(config_dir)) if config_dir else load_environment(env_name)
+        if pipeline_selected(app.node.try_get_context("pipeline")):
+            build_pipeline_app(app, *(load_pipeline(Path(config_dir)) if config_dir else load_pipeline()))
+        else:
+            env_name = app.node.try_get_context("env") or DEFAULT_ENVIRONMENT
+            build_app(app, load_environment(env_name, Path(config_dir)) if config_dir else load_environment(env_name))
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         sys.exit(1)
-    build_app(app, config)
     app.synth()
 
 

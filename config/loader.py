@@ -28,13 +28,17 @@ class ConfigError(Exception):
         return "\n".join([head] + [f"  - {e}" for e in self.errors])
 
 
+# YAML files in config/ that are not environments: the pipeline's config (config/pipeline.py).
+NON_ENVIRONMENT_FILES = frozenset({"pipeline"})
+
+
 def known_environments(config_dir: Path = CONFIG_DIR) -> list[str]:
-    return sorted(p.stem for p in config_dir.glob("*.yaml"))
+    return sorted(p.stem for p in config_dir.glob("*.yaml") if p.stem not in NON_ENVIRONMENT_FILES)
 
 
-def _model_at(path: tuple[Any, ...]) -> type[BaseModel] | None:
+def _model_at(path: tuple[Any, ...], root: type[BaseModel] = EnvironmentConfig) -> type[BaseModel] | None:
     """The pydantic model class that holds the location ``path`` (for key suggestions)."""
-    model: Any = EnvironmentConfig
+    model: Any = root
     for part in path:
         if isinstance(part, int):
             continue
@@ -75,7 +79,7 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def format_validation_error(err: ValidationError) -> list[str]:
+def format_validation_error(err: ValidationError, root: type[BaseModel] = EnvironmentConfig) -> list[str]:
     lines: list[str] = []
     for e in err.errors(include_url=False):
         loc = tuple(p for p in e["loc"] if p not in ("function-after[_layout()]",))
@@ -83,7 +87,7 @@ def format_validation_error(err: ValidationError) -> list[str]:
         kind = e["type"]
         if kind == "extra_forbidden":
             parent, key = loc[:-1], loc[-1]
-            model = _model_at(parent)
+            model = _model_at(parent, root)
             valid = []
             if model is not None:
                 valid = [f.alias or n for n, f in model.model_fields.items()]

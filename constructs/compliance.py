@@ -40,3 +40,21 @@ def checkov_skip(resource: IConstruct, check_id: str, comment: str) -> None:
     existing = cfn.get_metadata("checkov") or {"skip": []}
     skips = [s for s in existing["skip"] if s["id"] != check_id] + [{"id": check_id, "comment": comment}]
     cfn.add_metadata("checkov", {"skip": skips})
+
+
+def cfn_lint_ignore(resource: IConstruct, rule_id: str, reason: str) -> None:
+    """Ignore one cfn-lint rule on one CloudFormation resource (``Metadata.cfn-lint``), with the
+    reason kept beside it under ``Metadata.cfn-lint-reasons`` (the review report lists both)."""
+    from aws_cdk import CfnResource
+
+    cfn = resource if isinstance(resource, CfnResource) else resource.node.default_child
+    if not isinstance(cfn, CfnResource):
+        raise TypeError(f"{resource.node.path} has no CloudFormation resource to carry a cfn-lint ignore")
+    if len(reason) < 25:
+        raise ValueError(f"cfn-lint ignore of {rule_id} needs a real reason, got {reason!r}")
+    existing = cfn.get_metadata("cfn-lint") or {"config": {"ignore_checks": []}}
+    checks = sorted(set(existing["config"]["ignore_checks"]) | {rule_id})
+    cfn.add_metadata("cfn-lint", {"config": {"ignore_checks": checks}})
+    reasons = dict(cfn.get_metadata("cfn-lint-reasons") or {})
+    reasons[rule_id] = reason
+    cfn.add_metadata("cfn-lint-reasons", dict(sorted(reasons.items())))

@@ -1,0 +1,150 @@
+"""The pipeline's config (``config/pipeline.yaml``): pipeline account, source connection and the
+ordered list of environments it deploys."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError, field_validator
+
+from config.base import Frozen
+from config.loader import CONFIG_DIR, ConfigError, format_validation_error, known_environments, load_environment
+from config.model import ACCOUNT_RE, REGION_RE, EnvironmentConfig
+
+PIPELINE_FILE = "pipeline.yaml"
+CONNECTION_ARN_RE = re.compile(
+    r"^arn:aws[a-z-]*:(codeconnections|codestar-connections):[a-z]{2}(-gov)?-[a-z]+-[0-9]:[0-9]{12}:connection/[0-9a-f-]{36}$"
+)
+REPOSITORY_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+class Source(Frozen):
+    connection_arn: str
+    repository: str
+    branch: str = Field(min_length=1)
+
+    @field_validator("connection_arn")
+    @classmethod
+    def _arn(cls, v: str) -> str:
+        if not CONNECTION_ARN_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not a CodeConnections connection ARN; expected "
+                "arn:aws:codeconnections:REGION:ACCOUNT:connection/UUID"
+            )
+        return v
+
+    @field_validator("repository")
+    @classmethod
+    def _repo(cls, v: str) -> str:
+        if not REPOSITORY_RE.match(v):
+            raise ValueError(f"{v!r} is not a repository; expected OWNER/NAME, e.g. example-org/hyperpod-ray-platform")
+        return v
+
+
+class PipelineConfig(Frozen):
+    account: str
+    region: str
+    pipeline_name: str = Field(pattern=r"^[A-Za-z0-9.@_-]{1,100}$")
+    source: Source
+    stages: list[str] = Field(min_length=1)
+
+    @field_validator("account")
+    @classmethod
+    def _account(cls, v: str) -> str:
+        if not ACCOUNT_RE.match(v):
+            raise ValueError(f"{v!r} is not an AWS account ID; expected 12 digits (quote it in YAML)")
+        return v
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str) -> str:
+        if not REGION_RE.match(v):
+            raise ValueError(f"{v!r} is not an AWS region name; expected e.g. us-east-1")
+        return v
+
+
+def pipeline_selected(value: object) -> bool:
+    """The ``-c pipeline=...`` context value: true/false (the CLI passes strings)."""
+    if value is None or value is False:
+        return False
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise ConfigError("-c pipeline", [f"pipeline: {value!r} is not a switch; allowed: true or false"])
+
+
+def stage_order_errors(stages: list[tuple[int, str]], environments: dict[str, EnvironmentConfig]) -> list[str]:
+    """Every non-production environment must come before every production one (dev before
+    prod): a production stage must never be the first to see a change."""
+    errors: list[str] = []
+    first_prod: tuple[int, str] | None = None
+    for i, name in stages:
+        env = environments.get(name)
+        if env is None:
+            continue
+        if env.production and first_prod is None:
+            first_prod = (i, name)
+        elif not env.production and first_prod is not None:
+            j, prod = first_prod
+            names = [s for _, s in stages if s in environments]
+            order = [s for s in names if not environments[s].production] + [s for s in names if environments[s].production]
+            errors.append(
+                f"stages[{j}]: production environment {prod!r} comes before non-production {name!r} "
+                f"(stages[{i}]); production stages must come after every non-production one, "
+                f"e.g. [{', '.join(order)}]"
+            )
+    return errors
+
+
+def parse_pipeline(
+    data: Any, *, source: str = PIPELINE_FILE, config_dir: Path = CONFIG_DIR
+) -> tuple[PipelineConfig, list[EnvironmentConfig]]:
+    """Validate the pipeline config and load every environment it names, in its order.
+
+    Raises ConfigError listing every problem (unknown environments, duplicates, order)."""
+    if not isinstance(data, dict):
+        raise ConfigError(source, ["the file must hold a mapping of keys to values"])
+    errors: list[str] = []
+    try:
+        pipeline = PipelineConfig.model_validate(data)
+    except ValidationError as err:
+        errors += format_validation_error(err, PipelineConfig)
+        pipeline = None
+    stages = data.get("stages") if isinstance(data.get("stages"), list) else []
+    known = known_environments(config_dir)
+    environments: dict[str, EnvironmentConfig] = {}
+    seen: dict[str, int] = {}
+    for i, name in enumerate(stages):
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            errors.append(f"stages[{i}]: {name!r} is already stages[{seen[name]}]; each environment is deployed once")
+            continue
+        seen[name] = i
+        if name not in known:
+            errors.append(f"stages[{i}]: unknown environment {name!r}; known environments: {', '.join(known)}")
+            continue
+        try:
+            environments[name] = load_environment(name, config_dir)
+        except ConfigError as err:
+            errors += [f"stages[{i}] ({name}): {e}" for e in err.errors]
+    errors += stage_order_errors([(i, n) for n, i in seen.items()], environments)
+    if errors or pipeline is None:
+        raise ConfigError(source, errors)
+    return pipeline, [environments[n] for n in pipeline.stages]
+
+
+def load_pipeline(config_dir: Path = CONFIG_DIR) -> tuple[PipelineConfig, list[EnvironmentConfig]]:
+    path = config_dir / PIPELINE_FILE
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(PIPELINE_FILE, [f"{path} is missing; the pipeline needs it"]) from None
+    except yaml.YAMLError as err:
+        raise ConfigError(PIPELINE_FILE, [f"not valid YAML: {err}"]) from None
+    return parse_pipeline(data, config_dir=config_dir)

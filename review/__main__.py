@@ -1,0 +1,67 @@
+"""``python -m review CDK_OUT [--compare OLD_CDK_OUT] [--out DIR]``: write, per environment,
+``<env>.md``, ``<env>.html`` and ``architecture-<env>.{dot,svg,png}`` under ``CDK_OUT/review``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from review.assembly import AssemblyError, load_assembly
+from review.compare import compare
+from review.cost import estimate, load_prices
+from review.diagram import DiagramError, render_diagram
+from review.report import build_report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m review", description=__doc__)
+    parser.add_argument("assembly", help="cloud assembly directory (cdk.out)")
+    parser.add_argument("--compare", metavar="PATH", help="a previous cloud assembly to diff against")
+    parser.add_argument("--out", metavar="DIR", help="output directory (default: ASSEMBLY/review)")
+    parser.add_argument("--prices", metavar="YAML", help="price table (default: review/prices.yaml)")
+    parser.add_argument("--no-diagram", action="store_true", help="skip the graphviz diagram")
+    args = parser.parse_args(argv)
+    try:
+        assembly = load_assembly(args.assembly)
+        old = load_assembly(args.compare) if args.compare else None
+    except AssemblyError as err:
+        print(f"review: {err}", file=sys.stderr)
+        return 2
+    if not assembly.stacks:
+        print(f"review: {args.assembly} has no stacks", file=sys.stderr)
+        return 2
+    prices = load_prices(args.prices) if args.prices else load_prices()
+    out = Path(args.out) if args.out else assembly.directory / "review"
+    out.mkdir(parents=True, exist_ok=True)
+    groups = assembly.groups()
+    old_groups = old.groups() if old else {}
+    for env, stacks in groups.items():
+        comparison = None
+        if old is not None:
+            old_stacks = old_groups.get(env)
+            if old_stacks is None and len(groups) == 1 and len(old_groups) == 1:
+                old_stacks = next(iter(old_groups.values()))
+            comparison = compare(old_stacks or [], stacks, old_label=f"`{args.compare}`", prices=prices)
+        diagram = None
+        if not args.no_diagram:
+            try:
+                files = render_diagram(stacks, env=env, exports=assembly.exports(), out_dir=out)
+                diagram = files["png"].name
+            except DiagramError as err:
+                print(f"review: {err}", file=sys.stderr)
+                return 3
+        doc = build_report(env, stacks, cost=estimate(stacks, prices), prices=prices, comparison=comparison, diagram=diagram)
+        (out / f"{env}.md").write_text(doc.markdown())
+        (out / f"{env}.html").write_text(doc.html())
+        written = [f"{env}.md", f"{env}.html"] + ([f"architecture-{env}.png", f"architecture-{env}.svg"] if diagram else [])
+        summary = f"review: {env}: " + ", ".join(str(out / w) for w in written)
+        if comparison is not None:
+            summary += (f" | vs {args.compare}: +{len(comparison.of('added'))} -{len(comparison.of('removed'))} "
+                        f"~{len(comparison.of('replaced'))} replaced, cost {comparison.cost_delta:+,.2f}/month")
+        print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

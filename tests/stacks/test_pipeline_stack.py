@@ -1,0 +1,175 @@
+"""The delivery pipeline: one Stage class per environment in config order, production gates,
+cross-account keys, termination protection, and the gates reaching the stacks inside Stages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cdk_context
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def pipeline_app(tmp_path_factory):
+    import aws_cdk as cdk
+
+    from app import APP_PROPS, build_pipeline_app
+    from config.pipeline import load_pipeline
+
+    out = tmp_path_factory.mktemp("pipeline-cdk-out")
+    app = cdk.App(context={**APP_PROPS["context"], **cdk_context(), "pipeline": "true"}, outdir=str(out),
+                  stack_traces=APP_PROPS["stack_traces"])
+    stack = build_pipeline_app(app, *load_pipeline())
+    assembly = app.synth()  # raises if cdk-nag finds anything unacknowledged, Stages included
+    template = json.loads((out / f"{stack.artifact_id}.template.json").read_text())
+    return stack, assembly, template, out
+
+
+def _pipeline_stages(template):
+    pipe = next(r for r in template["Resources"].values() if r["Type"] == "AWS::CodePipeline::Pipeline")
+    return pipe["Properties"]["Stages"]
+
+
+def test_one_stage_per_environment_in_config_order(pipeline_app):
+    stack, _, template, _ = pipeline_app
+    names = [s["Name"] for s in _pipeline_stages(template)]
+    assert names[:3] == ["Source", "Build", "UpdatePipeline"]
+    assert [n for n in names if n in ("Dev", "Staging", "Prod")] == ["Dev", "Staging", "Prod"]
+    assert names.index("Dev") < names.index("Staging") < names.index("Prod")
+
+
+def test_same_stage_class_builds_every_environment(pipeline_app):
+    from stacks.pipeline_stack import PlatformStage
+
+    stack, _, _, _ = pipeline_app
+    assert [type(s) for s in stack.stages] == [PlatformStage] * 3
+    assert [s.config.name for s in stack.stages] == ["dev", "staging", "prod"]
+    shapes = [[type(st).__name__ for st in (s.platform.network, s.platform.storage)] for s in stack.stages]
+    assert shapes[0] == shapes[1] == shapes[2] == ["NetworkStack", "StorageStack"]
+
+
+def _actions(template, stage_name):
+    stage = next(s for s in _pipeline_stages(template) if s["Name"] == stage_name)
+    return [(a["Name"], a["ActionTypeId"]["Category"], a["ActionTypeId"]["Provider"], a["RunOrder"]) for a in stage["Actions"]]
+
+
+def test_production_stage_checks_broadening_then_waits_for_approval_then_deploys(pipeline_app):
+    _, _, template, _ = pipeline_app
+    actions = {a[0]: a for a in _actions(template, "Prod")}
+    check = actions.pop("ConfirmPermissionsBroadening.Check")
+    confirm = actions.pop("ConfirmPermissionsBroadening.Confirm")  # auto-approved unless IAM/SG broaden
+    approval = actions.pop("ApproveProduction")
+    assert check[1:3] == ("Build", "CodeBuild") and confirm[1:3] == approval[1:3] == ("Approval", "Manual")
+    deploys = list(actions.values())
+    assert deploys and {a[2] for a in deploys} == {"CloudFormation"}
+    assert check[3] < confirm[3] < approval[3] < min(a[3] for a in deploys)
+
+
+@pytest.mark.parametrize("stage", ["Dev", "Staging"])
+def test_non_production_stages_deploy_without_gates(pipeline_app, stage):
+    _, _, template, _ = pipeline_app
+    actions = _actions(template, stage)
+    assert not [a for a in actions if a[1] == "Approval" or a[0].startswith("ConfirmPermissionsBroadening")]
+    assert {a[2] for a in actions} == {"CloudFormation"}
+
+
+def test_source_connection_and_synth_commands_from_config(pipeline_app):
+    from config.pipeline import load_pipeline
+
+    pipeline, _ = load_pipeline()
+    _, _, template, _ = pipeline_app
+    source = _pipeline_stages(template)[0]["Actions"][0]
+    assert source["ActionTypeId"]["Provider"] == "CodeStarSourceConnection"
+    assert source["Configuration"]["ConnectionArn"] == pipeline.source.connection_arn
+    assert source["Configuration"]["FullRepositoryId"] == pipeline.source.repository
+    assert source["Configuration"]["BranchName"] == pipeline.source.branch
+    buildspecs = [r["Properties"]["Source"]["BuildSpec"] for r in template["Resources"].values()
+                  if r["Type"] == "AWS::CodeBuild::Project" and "make pipeline" in r["Properties"]["Source"].get("BuildSpec", "")]
+    assert len(buildspecs) == 1
+    spec = json.loads(buildspecs[0])
+    assert spec["phases"]["build"]["commands"] == ["make test", "make pipeline"]
+
+
+def test_cross_account_keys_for_stages_in_other_accounts(pipeline_app):
+    _, _, template, _ = pipeline_app
+    keys = [r for r in template["Resources"].values() if r["Type"] == "AWS::KMS::Key"]
+    assert len(keys) == 1 and keys[0]["Properties"]["EnableKeyRotation"] is True
+    bucket = next(r for r in template["Resources"].values() if r["Type"] == "AWS::S3::Bucket")
+    enc = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+    assert enc["SSEAlgorithm"] == "aws:kms"
+
+
+def test_termination_protection_on_production_stacks_only(pipeline_app):
+    stack, _, _, _ = pipeline_app
+    for stage in stack.stages:
+        for st in (stage.platform.network, stage.platform.storage):
+            assert st.termination_protection is stage.config.production, st.node.path
+    assert stack.stages[2].platform.storage.termination_protection is True
+
+
+def test_stage_stacks_deploy_into_their_environment_accounts(pipeline_app):
+    stack, assembly, _, _ = pipeline_app
+    accounts = {s.config.name: s.config.account for s in stack.stages}
+    for stage in stack.stages:
+        nested = assembly.get_nested_assembly(f"assembly-{stack.artifact_id}-{stage.node.id}")
+        assert {s.environment.account for s in nested.stacks} == {accounts[stage.config.name]}
+
+
+def test_cdk_nag_plugin_reaches_stacks_inside_stages(tmp_path):
+    """A deliberate finding inside a Stage fails synth: the App-level validation plugin reaches it."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_s3 as s3
+
+    from config import load_environment
+    from constructs.compliance import register_compliance_checks
+    from stacks.pipeline_stack import PlatformStage
+
+    app = cdk.App(context=cdk_context(), outdir=str(tmp_path))
+    stage = PlatformStage(app, "Dev", config=load_environment("dev"))
+    s3.Bucket(stage.platform.storage, "Deliberate")
+    register_compliance_checks(app)
+    with pytest.raises(RuntimeError, match="ValidationFailed"):
+        app.synth()
+    report = json.loads((tmp_path / "validation-report.json").read_text())
+    flagged = {(v["ruleName"], c["constructPath"]) for pr in report["pluginReports"]
+               for v in pr["violations"] for c in v["violatingConstructs"]}
+    assert ("AwsSolutions-S1", "Dev/HprayDevStorage/Deliberate/Resource") in flagged
+    assert ("NIST.800.53.R5-S3DefaultEncryptionKMS", "Dev/HprayDevStorage/Deliberate/Resource") in flagged
+    # Only the deliberate bucket: the real stage stacks are clean.
+    assert {p for _, p in flagged} == {"Dev/HprayDevStorage/Deliberate/Resource"}
+
+
+def test_cfn_lint_and_checkov_pass_on_every_stage_template(pipeline_app):
+    _, _, _, out = pipeline_app
+    templates = sorted(str(p) for p in out.glob("**/*.template.json"))
+    assert len(templates) == 1 + 3 * 2  # the pipeline + network and storage per environment
+    # Both gates at once (they are independent): the same commands as `make pipeline`.
+    lint = subprocess.Popen([str(Path(sys.executable).parent / "cfn-lint"), *templates],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    checkov = subprocess.Popen(
+        [str(ROOT / ".venv-checkov" / "bin" / "checkov"), "--directory", str(out), "--framework", "cloudformation",
+         "--quiet", "--compact", "--skip-download"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={"BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false", "PATH": "/usr/bin:/bin"},
+    )
+    lint_out, _ = lint.communicate(timeout=300)
+    checkov_out, _ = checkov.communicate(timeout=300)
+    assert lint.returncode == 0, lint_out
+    assert checkov.returncode == 0, checkov_out[-3000:]
+    assert "Failed checks: 0" in checkov_out
+
+
+def test_review_report_per_stage_environment(pipeline_app, tmp_path):
+    from review.__main__ import main
+
+    _, _, _, out = pipeline_app
+    assert main([str(out), "--out", str(tmp_path), "--no-diagram"]) == 0
+    assert sorted(p.name for p in tmp_path.glob("*.md")) == ["PlatformPipeline.md", "dev.md", "prod.md", "staging.md"]
+    prod = (tmp_path / "prod.md").read_text()
+    assert "termination protection on" in prod and "Prod/HprayProdStorage" in prod
