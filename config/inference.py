@@ -44,8 +44,8 @@ class Autoscaling(Frozen):
     min_replicas: int = Field(default=1, ge=0, le=1024)
     # Two replicas: one can be lost (node replacement by HyperPod) while the other serves.
     max_replicas: int = Field(default=2, ge=1, le=1024)
-    # Ongoing requests per replica that autoscaling aims for: one full batch in flight and one
-    # queued behind it keeps the accelerator busy without growing the queue (2 x max_batch_size).
+    # Ongoing requests per replica that autoscaling aims for. None: max_batch_size, one full
+    # batch per replica; more waits in a queue that adds latency without adding throughput.
     target_ongoing_requests: float | None = Field(default=None, gt=0)
     # Scale up after 10 s of overload; scale down only after 5 min quiet (a GPU replica is slow
     # to bring back: node, image pull, model load).
@@ -191,6 +191,12 @@ class Inference(Frozen):
                 f"inference.max_batch_size ({self.max_batch_size}): a replica never holds more "
                 "requests than max_ongoing_requests, so larger batches could never form"
             )
+        if self.target_ongoing_requests >= self.max_ongoing_requests:
+            errors.append(
+                f"inference.autoscaling.target_ongoing_requests ({self.target_ongoing_requests:g}) "
+                f"must be below inference.max_ongoing_requests ({self.max_ongoing_requests}): a "
+                "replica never holds more, so autoscaling would never see it overloaded"
+            )
         if self.default_max_tokens > self.max_tokens_limit:
             errors.append(
                 f"inference.default_max_tokens ({self.default_max_tokens}) must be <= "
@@ -207,7 +213,7 @@ class Inference(Frozen):
 
     @property
     def target_ongoing_requests(self) -> float:
-        return self.autoscaling.target_ongoing_requests or float(2 * self.max_batch_size)
+        return self.autoscaling.target_ongoing_requests or float(self.max_batch_size)
 
     # Cross-section checks -------------------------------------------------------------------
 

@@ -15,6 +15,8 @@ from typing import Any
 # (workloads/Dockerfile: adds torch and this repository's code), set in config as `image`.
 RAY_VERSION = "2.60.0"
 RAY_IMAGE = f"rayproject/ray:{RAY_VERSION}-py311-gpu"
+# Ray Serve LLM (ray.serve.llm with its matching vLLM) of the same Ray release: the LLM RayService.
+RAY_LLM_IMAGE = f"rayproject/ray-llm:{RAY_VERSION}-py311-cu128"
 
 NAMESPACE = "ray-workloads"
 SERVICE_ACCOUNT = "ray-workloads"

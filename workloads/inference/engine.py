@@ -67,7 +67,12 @@ def model_config_of(meta: dict) -> GPTConfig:
     )
 
 
-def load_model(storage: str, run_name: str) -> LoadedModel:
+def default_device() -> str:
+    """The replica's GPU when Ray gave it one (CUDA_VISIBLE_DEVICES), else the CPU."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_model(storage: str, run_name: str, device: str | None = None) -> LoadedModel:
     """Load the newest intact checkpoint of ``run_name`` (torn newer ones are skipped and named)."""
     found = ckpt.list_checkpoints(storage, run_name)
     if not found:
@@ -97,7 +102,7 @@ def load_model(storage: str, run_name: str) -> LoadedModel:
     # Checkpoints of a torch.compile'd or DDP-wrapped model carry prefixes; strip them.
     state = {k.removeprefix("_orig_mod.").removeprefix("module."): v for k, v in state.items()}
     model.load_state_dict(state)
-    model.eval()
+    model.to(device or default_device()).eval()
     log.info("serving %s step %d from %s", run_name, loaded.step, loaded.path)
     return LoadedModel(model=model, run_name=run_name, step=loaded.step, path=loaded.path, skipped=skipped)
 
@@ -109,6 +114,7 @@ def stream_batch(model: GPT, requests: list[GenRequest]) -> Iterator[list[tuple[
     Requests drop out of the batch when they have their ``max_tokens``.
     """
     block = model.config.block_size
+    device = next(model.parameters()).device
     seqs = [list(r.prompt_ids) for r in requests]
     left = [r.max_tokens for r in requests]
     while True:
@@ -124,7 +130,9 @@ def stream_batch(model: GPT, requests: list[GenRequest]) -> Iterator[list[tuple[
             x = torch.zeros((len(active), width), dtype=torch.long)
             for row, c in enumerate(ctx):
                 x[row, : len(c)] = torch.tensor(c, dtype=torch.long)
-        logits, _ = model(x)
+        logits, _ = model(x.to(device))
+        # Sampling on the CPU with each request's own seeded generator (as GPT.generate locally).
+        logits = logits.float().cpu() if logits.device.type != "cpu" else logits
         out: list[tuple[int, int]] = []
         for row, i in enumerate(active):
             last = logits[row : row + 1, lens[row] - 1, :]
@@ -152,7 +160,8 @@ def generate_batch(model: GPT, requests: list[GenRequest]) -> list[list[int]]:
 def health_probe(model: GPT) -> None:
     """Raise unless the model really answers: finite logits and a valid greedy token."""
     with torch.no_grad():
-        logits, _ = model(torch.tensor([[72, 105]], dtype=torch.long))
+        device = next(model.parameters()).device
+        logits, _ = model(torch.tensor([[72, 105]], dtype=torch.long, device=device))
     if not bool(torch.isfinite(logits).all()):
         raise RuntimeError("model produced non-finite logits")
     tok = int(logits[0, -1].argmax())

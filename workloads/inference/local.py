@@ -133,9 +133,18 @@ class LocalCluster:
             "--num-cpus", str(self.head_cpus), "--include-dashboard", "false",
             "--ray-client-server-port", str(free_port()), *self._common(),
         ], head=True)
+        self.wait_for_nodes(1, timeout_s)
+        # One node at a time: on a loaded machine, nodes starting together overrun Ray's fixed
+        # 30 s raylet registration wait; a node that still fails is started once more.
         for i in range(self.workers):
-            self.add_worker(f"worker{i + 1}")
-        self.wait_for_nodes(1 + self.workers, timeout_s)
+            name = f"worker{i + 1}"
+            self.add_worker(name)
+            try:
+                self.wait_for_nodes(2 + i, timeout_s)
+            except RuntimeError:
+                self.nodes = [n for n in self.nodes if n.name != name]
+                self.add_worker(name)
+                self.wait_for_nodes(2 + i, timeout_s)
         return self
 
     def add_worker(self, name: str) -> Node:
@@ -180,6 +189,9 @@ class LocalCluster:
         with contextlib.suppress(Exception):
             if ray.is_initialized():
                 ray.shutdown()
+        # Ray's worker processes get their own process groups: note them (descendants of our
+        # node processes) before the nodes go, and kill any that outlive their raylet.
+        workers = [pid for node in self.nodes for pid in _descendants(node.proc.pid)]
         for node in reversed(self.nodes):
             _kill_group(node.pgid, signal.SIGTERM)
         deadline = time.monotonic() + 15
@@ -187,6 +199,9 @@ class LocalCluster:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 node.proc.wait(max(0.1, deadline - time.monotonic()))
             _kill_group(node.pgid, signal.SIGKILL)
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         _kill_leftovers(self.temp_dir)
         self.nodes.clear()
         if self.temp_dir:
@@ -220,3 +235,29 @@ def _kill_leftovers(temp_dir: str) -> None:
                 p.kill()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
+
+
+def _descendants(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def replica_pids(cluster: LocalCluster, deployment: str = "Generate") -> list[int]:
+    """PIDs of the Serve replica actors of ``deployment`` in this cluster (descendants of our
+    node processes whose process title is ``ray::ServeReplica:<app>:<deployment>``)."""
+    import psutil
+
+    found = []
+    for node in cluster.nodes:
+        for pid in _descendants(node.proc.pid):
+            try:
+                cmd = " ".join(psutil.Process(pid).cmdline()).strip()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            if cmd.startswith("ray::ServeReplica:") and cmd.endswith(f":{deployment}"):
+                found.append(pid)
+    return sorted(found)

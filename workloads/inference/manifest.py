@@ -47,8 +47,16 @@ _RAY_ACCELERATOR = {"A100": "A100-40G", "A100-80GB": "A100-80G", "H100": "H100",
                     "B200": "B200", "A10G": "A10G", "L4": "L4", "L40S": "L40S"}
 
 
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (serveConfigV2) as literal blocks, so reviewers can read them."""
+
+
+_Dumper.add_representer(str, lambda d, s: d.represent_scalar(
+    "tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
+
+
 def _dump(data: dict) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100)
 
 
 def _image(env: EnvironmentConfig) -> str:
