@@ -1,0 +1,275 @@
+"""Command line: ``python -m ops {preflight,status,submit} --env NAME [--json]``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from config import ConfigError, known_environments, load_environment
+from config.model import EnvironmentConfig
+from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, OpsError
+from ops.output import table, to_json
+
+PROG = "python -m ops"
+
+DESCRIPTION = """\
+Operations for the HyperPod Ray platform, one environment at a time (config/<env>.yaml).
+
+  preflight   before `cdk deploy`: quotas, AZ IDs, EKS version, CDK bootstrap, CIDR overlaps
+  status      after deploy: HyperPod nodes and health, EKS, FSx, KubeRay, RayJobs/RayServices
+  submit      render a workload's manifest, apply it and follow it to the end
+
+Uses your AWS credentials (--profile or the usual AWS_* variables / SSO). Read-only except
+`submit`, which creates or updates one RayJob or RayService.
+`python -m ops COMMAND --help` shows a command's options."""
+
+EPILOG = """\
+examples:
+  python -m ops preflight --env dev
+  python -m ops status --env prod --json | jq .problems
+  python -m ops submit training --env dev
+  python -m ops submit training --env dev --attach     # follow a running job again
+
+exit codes:
+  0   all checks passed / healthy / job succeeded
+  1   a check failed / something is unhealthy / the job failed
+  2   bad command line or invalid environment config
+  3   AWS credentials, permission, throttling or endpoint problem
+  130 interrupted (Ctrl-C); a submitted job keeps running"""
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32, width=100)
+
+
+def _common(parser: argparse.ArgumentParser, *, kube: bool) -> None:
+    envs = known_environments()
+    parser.add_argument(
+        "--env",
+        required=True,
+        metavar="NAME",
+        choices=envs,
+        help=f"environment to act on: config/NAME.yaml ({', '.join(envs)})",
+    )
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+    parser.add_argument("--profile", metavar="PROFILE", help="AWS profile from ~/.aws/config (default: AWS_PROFILE / default chain)")
+    if kube:
+        parser.add_argument(
+            "--kubeconfig",
+            metavar="PATH",
+            help="use this kubeconfig instead of connecting to the environment's EKS cluster with your AWS identity",
+        )
+        parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use (with --kubeconfig or ~/.kube/config)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        usage="%(prog)s {preflight,status,submit} --env NAME [options]",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=_Formatter,
+    )
+    # The commands are listed in DESCRIPTION (argparse mis-aligns its own list of subcommands).
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, help=argparse.SUPPRESS)
+
+    p = sub.add_parser(
+        "preflight",
+        prog=f"{PROG} preflight",
+        help="check the account and region before `cdk deploy`",
+        description=(
+            "Check the account and region before `cdk deploy` and print a PASS/WARN/FAIL table with a fix\n"
+            "for each failure:\n"
+            "  - the credentials are for the environment's account\n"
+            "  - the SageMaker quota \"<instance type> for cluster usage\" covers the configured instance counts\n"
+            "  - every configured AZ ID exists in the region (and has the configured name in this account)\n"
+            "  - EKS offers the configured Kubernetes version in the region\n"
+            "  - the CDK bootstrap stack exists and is recent enough\n"
+            "  - no other VPC overlaps the configured CIDRs (warning only)\n"
+            "Exits 1 if any check FAILs."
+        ),
+        formatter_class=_Formatter,
+    )
+    _common(p, kube=False)
+    p.add_argument("--toolkit-stack-name", metavar="NAME", default="CDKToolkit", help="CDK bootstrap stack name (default: %(default)s)")
+
+    p = sub.add_parser(
+        "status",
+        prog=f"{PROG} status",
+        help="show the deployed environment's health",
+        description=(
+            "Show the deployed environment: HyperPod cluster status and every node with its instance\n"
+            "group, status and health label; EKS cluster status; FSx for Lustre lifecycle; KubeRay\n"
+            "operator readiness; RayJobs and RayServices with their states.\n"
+            "Exits 1 if anything is unhealthy (a failed RayJob is shown but does not count)."
+        ),
+        formatter_class=_Formatter,
+    )
+    _common(p, kube=True)
+
+    p = sub.add_parser(
+        "submit",
+        prog=f"{PROG} submit",
+        help="submit a workload and follow it",
+        description=(
+            "Render the workload's manifest from the environment config (the same renderer as\n"
+            "`python -m workloads render`), apply it, and follow it: state changes, training steps\n"
+            "from the job's own log lines, resumes after failures. Ctrl-C stops following; the job\n"
+            "keeps running and the message says how to reattach.\n"
+            "  training    a RayJob; an identical job still running is followed, not resubmitted\n"
+            "  inference   a RayService; an existing one is updated in place"
+        ),
+        formatter_class=_Formatter,
+    )
+    p.add_argument("workload", choices=["training", "inference"], help="training (RayJob) or inference (RayService)")
+    _common(p, kube=True)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--attach", action="store_true", help="do not apply anything; follow the workload already submitted")
+    mode.add_argument("--no-follow", action="store_true", help="apply and return at once")
+    p.add_argument("--poll-seconds", type=_positive, default=5.0, metavar="S", help="seconds between polls (default: %(default)s)")
+    p.add_argument("--timeout-minutes", type=_positive, default=None, metavar="M", help="stop following after M minutes (the job keeps running)")
+    return parser
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _default_aws(config: EnvironmentConfig, profile: str | None) -> Any:
+    from ops.aws import Aws
+
+    return Aws(config.region, profile=profile)
+
+
+def _default_kube(aws: Any, config: EnvironmentConfig, args: argparse.Namespace) -> Any:
+    from ops.kube import Kube
+
+    return Kube.connect(aws, config.eks_cluster_name, kubeconfig=args.kubeconfig, context=args.context)
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    aws_factory: Callable[[EnvironmentConfig, str | None], Any] = _default_aws,
+    kube_factory: Callable[[Any, EnvironmentConfig, argparse.Namespace], Any] = _default_kube,
+    render_fn: Callable[[str, EnvironmentConfig], dict[str, Any]] | None = None,
+    load_config: Callable[[str], EnvironmentConfig] = load_environment,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_config(args.env)
+        aws = aws_factory(config, args.profile)
+        if args.command == "preflight":
+            return _preflight(config, aws, args, out)
+        if args.command == "status":
+            return _status(config, aws, args, out, kube_factory)
+        return _submit(config, aws, args, out, kube_factory, render_fn, sleep, clock)
+    except ConfigError as e:
+        print(e.render(), file=err)
+        return EXIT_USAGE
+    except OpsError as e:
+        print(e.render(), file=err)
+        if getattr(args, "json", False):
+            print(to_json({"error": e.message, "fix": e.fix, "kind": type(e).__name__}), file=out)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=err)
+        return EXIT_INTERRUPTED
+    except Exception as e:  # a bug: say so plainly; the traceback only on request
+        if os.environ.get("OPS_DEBUG"):
+            traceback.print_exc(file=err)
+        print(f"internal error: {type(e).__name__}: {e} (rerun with OPS_DEBUG=1 for the traceback)", file=err)
+        return EXIT_FAILED
+
+
+def _preflight(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO) -> int:
+    from ops.preflight import FAIL, WARN, exit_status, run_preflight
+
+    checks = run_preflight(config, aws, toolkit_stack=args.toolkit_stack_name)
+    code = exit_status(checks)
+    if args.json:
+        print(to_json({"environment": config.name, "region": config.region, "passed": code == 0, "checks": [c.as_dict() for c in checks]}), file=out)
+        return code
+    print(f"Preflight for environment {config.name} (account {config.account}, {config.region})\n", file=out)
+    rows = []
+    for c in checks:
+        detail = c.detail + (f"\nfix: {c.fix}" if c.fix and c.status in (FAIL, WARN) else "")
+        rows.append([c.status, c.check, detail])
+    print(table(["RESULT", "CHECK", "DETAIL"], rows), file=out)
+    failed = sum(c.status == FAIL for c in checks)
+    warned = sum(c.status == WARN for c in checks)
+    verdict = "ready to deploy" if not failed else "NOT ready to deploy"
+    print(f"\n{len(checks)} checks: {failed} failed, {warned} warning(s): {verdict}", file=out)
+    return code
+
+
+def _status(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO, kube_factory: Any) -> int:
+    from ops import status
+
+    report = status.gather(config, aws, lambda: kube_factory(aws, config, args))
+    print(to_json(report) if args.json else status.render(report), file=out)
+    return EXIT_FAILED if report["problems"] else EXIT_OK
+
+
+def _submit(
+    config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO, kube_factory: Any, render_fn: Any, sleep: Any, clock: Any
+) -> int:
+    from ops import render as renderer
+    from ops.submit import Follower, apply
+
+    manifest = (render_fn or renderer.render)(args.workload, config)
+    kind = manifest["kind"]
+    namespace = manifest["metadata"].get("namespace", "default")
+    name = manifest["metadata"]["name"]
+    kube = kube_factory(aws, config, args)
+    # The run's step budget (training.steps) makes the display a fraction with an ETA.
+    total_steps = getattr(config.training, "steps", None) if args.workload == "training" else None
+    follower = Follower(
+        kube,
+        workload=args.workload,
+        env=config.name,
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        poll_s=args.poll_seconds,
+        timeout_s=args.timeout_minutes * 60 if args.timeout_minutes else None,
+        total_steps=total_steps if isinstance(total_steps, int) else None,
+        json_mode=args.json,
+        out=out,
+        sleep=sleep,
+        clock=clock,
+    )
+    if not args.attach:
+        try:
+            apply(kube, manifest, follower.emit)
+        except KeyboardInterrupt:
+            from ops.submit import reattach_command
+
+            print(f"\ninterrupted while applying {kind} {namespace}/{name}; it may or may not exist now.\n"
+                  f"  check:     kubectl -n {namespace} get {kind.lower()} {name}\n"
+                  f"  reattach:  {reattach_command(args.workload, config.name)}", file=out)
+            return EXIT_INTERRUPTED
+    if args.no_follow:
+        follower.emit(f"not following; watch it with: {PROG} submit {args.workload} --env {config.name} --attach")
+        return EXIT_OK
+    return follower.run()

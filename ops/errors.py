@@ -1,0 +1,56 @@
+"""Errors the CLI reports as a message and a fix, never as a traceback."""
+
+from __future__ import annotations
+
+# Exit codes, documented in ``python -m ops --help``.
+EXIT_OK = 0
+EXIT_FAILED = 1  # a preflight check failed, the platform is unhealthy, or the job failed
+EXIT_USAGE = 2  # bad command line or invalid environment config (argparse also uses 2)
+EXIT_AWS = 3  # AWS credentials, permissions, throttling or connectivity
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), the shell convention
+
+
+class OpsError(Exception):
+    """A problem the operator can fix: what went wrong, and how to fix it."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, fix: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def render(self) -> str:
+        lines = [f"error: {self.message}"]
+        if self.fix:
+            lines.append(f"fix:   {self.fix}")
+        return "\n".join(lines)
+
+
+class AwsError(OpsError):
+    """Any AWS-side problem: permissions, throttling, endpoints, unexpected API errors."""
+
+    exit_code = EXIT_AWS
+
+
+class CredentialsError(AwsError):
+    """No usable AWS credentials: nothing else can work, so commands stop here."""
+
+
+class AccessDeniedError(AwsError):
+    def __init__(self, message: str, fix: str | None = None, *, action: str):
+        super().__init__(message, fix)
+        self.action = action
+
+
+class ThrottledError(AwsError):
+    pass
+
+
+class NotFoundError(OpsError):
+    """The resource a call named does not exist (AWS or Kubernetes): often a normal answer, which
+    status and preflight turn into a row; elsewhere a plain failure (exit 1)."""
+
+
+class KubernetesError(OpsError):
+    """The Kubernetes API could not be reached or refused a call."""

@@ -1,0 +1,215 @@
+"""A thin Kubernetes client: connect to the environment's EKS cluster, make a few calls, return
+plain JSON-shaped dicts (as ``kubectl get -o json`` shows them).
+
+No logic lives here beyond the calls themselves; ops/status.py and ops/progress.py turn the dicts
+into tables and progress lines and are tested on realistic objects.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import os
+import tempfile
+import time
+from typing import Any
+
+from ops.aws import Aws
+from ops.errors import KubernetesError, NotFoundError
+
+RAY_GROUP, RAY_VERSION = "ray.io", "v1"
+PLURALS = {"RayJob": "rayjobs", "RayService": "rayservices", "RayCluster": "rayclusters"}
+# The KubeRay Helm chart labels its operator Deployment with this (chart templates/deployment.yaml).
+KUBERAY_OPERATOR_SELECTOR = "app.kubernetes.io/name=kuberay-operator"
+# EKS bearer tokens are presigned STS GetCallerIdentity URLs, valid 15 minutes; renew after 10.
+TOKEN_PREFIX = "k8s-aws-v1."
+TOKEN_REFRESH_S = 600
+# Client-side timeout for each API call (connect, read), seconds.
+REQUEST_TIMEOUT = (10, 60)
+
+
+def eks_token(aws: Aws, cluster_name: str) -> str:
+    """A bearer token for EKS, as ``aws eks get-token`` makes it: a presigned STS
+    GetCallerIdentity URL carrying the ``x-k8s-aws-id: <cluster>`` header, base64url-encoded."""
+    sts = aws.session.client("sts", region_name=aws.region)
+
+    def add_cluster_header(request: Any, **_: Any) -> None:
+        request.headers["x-k8s-aws-id"] = cluster_name
+
+    sts.meta.events.register("before-sign.sts.GetCallerIdentity", add_cluster_header)
+    try:
+        url = sts.generate_presigned_url("get_caller_identity", Params={}, ExpiresIn=60, HttpMethod="GET")
+    except Exception as err:  # botocore credential errors
+        from ops.aws import translate
+
+        raise translate(err, action="sts:GetCallerIdentity (EKS token)", region=aws.region) from None
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
+
+
+def _api_client_for_eks(aws: Aws, cluster_name: str) -> Any:
+    from kubernetes import client
+
+    try:
+        cluster = aws.call("eks", "describe_cluster", name=cluster_name)["cluster"]
+    except NotFoundError:
+        raise KubernetesError(
+            f"EKS cluster {cluster_name!r} does not exist in {aws.region}",
+            "deploy the environment first (cdk deploy), or pass --kubeconfig/--context",
+        ) from None
+    endpoint = cluster.get("endpoint")
+    ca = (cluster.get("certificateAuthority") or {}).get("data")
+    if not endpoint or not ca:
+        raise KubernetesError(f"EKS cluster {cluster_name!r} is {cluster.get('status')}: no API endpoint yet")
+    ca_file = tempfile.NamedTemporaryFile(prefix="eks-ca-", suffix=".pem", delete=False)
+    ca_file.write(base64.b64decode(ca))
+    ca_file.close()
+    atexit.register(os.unlink, ca_file.name)
+    configuration = client.Configuration()
+    configuration.host = endpoint
+    configuration.ssl_ca_cert = ca_file.name
+    issued = {"at": 0.0}
+
+    def refresh(conf: Any) -> None:
+        if time.monotonic() - issued["at"] > TOKEN_REFRESH_S:
+            conf.api_key["authorization"] = eks_token(aws, cluster_name)
+            conf.api_key_prefix["authorization"] = "Bearer"
+            issued["at"] = time.monotonic()
+
+    configuration.refresh_api_key_hook = refresh
+    refresh(configuration)
+    return client.ApiClient(configuration)
+
+
+def _api_client_for_kubeconfig(kubeconfig: str | None, context: str | None) -> Any:
+    from kubernetes import config as kconfig
+
+    try:
+        return kconfig.new_client_from_config(config_file=kubeconfig, context=context)
+    except (kconfig.ConfigException, FileNotFoundError) as err:
+        raise KubernetesError(f"cannot load kubeconfig {kubeconfig or '~/.kube/config'}: {err}") from None
+
+
+class Kube:
+    """The handful of Kubernetes calls the CLI makes. Results are JSON-shaped dicts."""
+
+    def __init__(self, api_client: Any):
+        from kubernetes import client
+
+        self._api = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+
+    @classmethod
+    def connect(
+        cls, aws: Aws, cluster_name: str, *, kubeconfig: str | None = None, context: str | None = None
+    ) -> "Kube":
+        """From the environment's EKS cluster (default), or from a kubeconfig when one is given."""
+        if kubeconfig or context:
+            return cls(_api_client_for_kubeconfig(kubeconfig, context))
+        return cls(_api_client_for_eks(aws, cluster_name))
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _plain(self, obj: Any) -> Any:
+        return self._api.sanitize_for_serialization(obj)
+
+    def _do(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return fn(*args, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+        except ApiException as err:
+            if err.status == 404:
+                raise NotFoundError(f"{what}: not found") from None
+            reason = {401: "not authenticated", 403: "forbidden (RBAC / EKS access entry)"}.get(err.status, err.reason)
+            raise KubernetesError(
+                f"Kubernetes API refused {what}: {err.status} {reason}",
+                "check that your IAM principal has an EKS access entry with a policy that allows this"
+                if err.status in (401, 403)
+                else None,
+            ) from None
+        except HTTPError as err:
+            raise KubernetesError(
+                f"cannot reach the Kubernetes API for {what}: {err}",
+                "a private EKS endpoint is reachable only from inside the VPC (VPN, bastion, CI runner)",
+            ) from None
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        return self._plain(self._do("list nodes", self.core.list_node, **kwargs)).get("items", [])
+
+    def list_operator_deployments(self) -> list[dict[str, Any]]:
+        result = self._do(
+            "list KubeRay operator deployments",
+            self.apps.list_deployment_for_all_namespaces,
+            label_selector=KUBERAY_OPERATOR_SELECTOR,
+        )
+        return self._plain(result).get("items", [])
+
+    def list_ray(self, kind: str) -> list[dict[str, Any]]:
+        result = self._do(f"list {PLURALS[kind]}", self.custom.list_cluster_custom_object, RAY_GROUP, RAY_VERSION, PLURALS[kind])
+        return result.get("items", [])
+
+    def get_ray(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        return self._do(
+            f"get {kind} {namespace}/{name}",
+            self.custom.get_namespaced_custom_object,
+            RAY_GROUP,
+            RAY_VERSION,
+            namespace,
+            PLURALS[kind],
+            name,
+        )
+
+    def create_ray(self, kind: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._do(
+            f"create {kind} in {namespace}",
+            self.custom.create_namespaced_custom_object,
+            RAY_GROUP,
+            RAY_VERSION,
+            namespace,
+            PLURALS[kind],
+            body,
+        )
+
+    def replace_ray(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._do(
+            f"replace {kind} {namespace}/{name}",
+            self.custom.replace_namespaced_custom_object,
+            RAY_GROUP,
+            RAY_VERSION,
+            namespace,
+            PLURALS[kind],
+            name,
+            body,
+        )
+
+    def delete_ray(self, kind: str, namespace: str, name: str) -> None:
+        from kubernetes import client
+
+        self._do(
+            f"delete {kind} {namespace}/{name}",
+            self.custom.delete_namespaced_custom_object,
+            RAY_GROUP,
+            RAY_VERSION,
+            namespace,
+            PLURALS[kind],
+            name,
+            body=client.V1DeleteOptions(propagation_policy="Foreground"),
+        )
+
+    def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        result = self._do(f"list pods in {namespace}", self.core.list_namespaced_pod, namespace, label_selector=label_selector)
+        return self._plain(result).get("items", [])
+
+    def read_log(self, namespace: str, pod: str, *, since_seconds: int | None = None, tail_lines: int | None = None) -> str:
+        kwargs: dict[str, Any] = {"timestamps": True}
+        if since_seconds:
+            kwargs["since_seconds"] = since_seconds
+        if tail_lines:
+            kwargs["tail_lines"] = tail_lines
+        return self._do(f"read log of {namespace}/{pod}", self.core.read_namespaced_pod_log, pod, namespace, **kwargs)

@@ -1,0 +1,219 @@
+"""``submit training|inference``: render the manifest, apply it, follow it to the end.
+
+Apply rules (idempotent, so rerunning a command is safe):
+
+- RayJob not there: create it.
+- RayJob there and still running: do not touch it; follow it (same as ``--attach``).
+- RayJob there and finished: delete it and create it again. The training job has a stable run
+  name and storage path, so the new run resumes from the last checkpoint of the old one.
+- RayService: create, or replace the spec (KubeRay rolls the new version out without downtime).
+
+Ctrl-C stops following only; the job keeps running and the message says how to reattach.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, NotFoundError, OpsError
+from ops.output import to_json
+from ops.progress import JobProgress, LogCursor, ServiceProgress
+from ops.status import TERMINAL_DEPLOYMENT
+
+# Pods of the RayJob's submitter (K8sJobMode): a Kubernetes Job named after the RayJob, whose pod
+# runs ``ray job submit`` and streams the job's own stdout/stderr into its log.
+SUBMITTER_SELECTOR = "batch.kubernetes.io/job-name={name}"
+FIRST_READ_TAIL_LINES = 2000
+
+
+def reattach_command(workload: str, env: str) -> str:
+    return f"python -m ops submit {workload} --env {env} --attach"
+
+
+def interrupted_message(workload: str, env: str, kind: str, namespace: str, name: str) -> str:
+    return (
+        f"\nStopped following. The {kind} {namespace}/{name} keeps running on the cluster.\n"
+        f"  reattach:  {reattach_command(workload, env)}\n"
+        f"  or watch:  kubectl -n {namespace} get {kind.lower()} {name} -w"
+    )
+
+
+def apply(kube: Any, manifest: dict[str, Any], emit: Callable[[str], None]) -> str:
+    """Create or update the object; returns what was done ("created", "replaced", "attached")."""
+    kind = manifest["kind"]
+    meta = manifest["metadata"]
+    namespace, name = meta.get("namespace", "default"), meta["name"]
+    try:
+        existing = kube.get_ray(kind, namespace, name)
+    except NotFoundError:
+        existing = None
+    if existing is None:
+        kube.create_ray(kind, namespace, manifest)
+        emit(f"created {kind} {namespace}/{name}")
+        return "created"
+    if kind == "RayJob":
+        deployment = (existing.get("status") or {}).get("jobDeploymentStatus") or "New"
+        if deployment not in TERMINAL_DEPLOYMENT:
+            emit(f"{kind} {namespace}/{name} is already running ({deployment}); following it instead of submitting again")
+            return "attached"
+        emit(f"{kind} {namespace}/{name} finished earlier ({deployment}); deleting it to submit again (the run resumes from its checkpoints)")
+        kube.delete_ray(kind, namespace, name)
+        _wait_gone(kube, kind, namespace, name)
+        kube.create_ray(kind, namespace, manifest)
+        emit(f"created {kind} {namespace}/{name}")
+        return "replaced"
+    body = dict(manifest)
+    body["metadata"] = {**meta, "resourceVersion": existing["metadata"]["resourceVersion"]}
+    kube.replace_ray(kind, namespace, name, body)
+    emit(f"updated {kind} {namespace}/{name}; KubeRay rolls out the new spec")
+    return "replaced"
+
+
+def _wait_gone(kube: Any, kind: str, namespace: str, name: str, *, timeout_s: float = 300, sleep: Callable[[float], None] = time.sleep) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            kube.get_ray(kind, namespace, name)
+        except NotFoundError:
+            return
+        sleep(2)
+    raise OpsError(f"{kind} {namespace}/{name} was not deleted within {int(timeout_s)} s", f"check finalizers: kubectl -n {namespace} get {kind.lower()} {name} -o yaml")
+
+
+class Follower:
+    """Poll the object and its logs, print changes and progress, return an exit code."""
+
+    def __init__(
+        self,
+        kube: Any,
+        *,
+        workload: str,
+        env: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        poll_s: float = 5.0,
+        timeout_s: float | None = None,
+        total_steps: int | None = None,
+        json_mode: bool = False,
+        out: TextIO | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.kube, self.workload, self.env = kube, workload, env
+        self.kind, self.namespace, self.name = kind, namespace, name
+        self.poll_s, self.timeout_s, self.json_mode = poll_s, timeout_s, json_mode
+        self.total_steps = total_steps
+        self.out = out or sys.stdout
+        self.sleep, self.clock = sleep, clock
+        self.cursor = LogCursor()
+        self._read_pods: set[str] = set()
+        self._last_line = ""
+
+    def emit(self, text: str, **event: Any) -> None:
+        if self.json_mode:
+            self.out.write(to_json({"event": "message", "message": text, **event}, compact=True) + "\n")
+        else:
+            self.out.write(text + "\n")
+        self.out.flush()
+
+    def run(self) -> int:
+        try:
+            return self._loop()
+        except KeyboardInterrupt:
+            msg = interrupted_message(self.workload, self.env, self.kind, self.namespace, self.name)
+            if self.json_mode:
+                self.emit(msg.strip(), event="detached", reattach=reattach_command(self.workload, self.env))
+            else:
+                self.out.write(msg + "\n")
+                self.out.flush()
+            return EXIT_INTERRUPTED
+
+    def _loop(self) -> int:
+        started = self.clock()
+        progress: JobProgress | ServiceProgress = (
+            JobProgress(self.name, total_steps=self.total_steps) if self.kind == "RayJob" else ServiceProgress(self.name)
+        )
+        while True:
+            try:
+                obj = self.kube.get_ray(self.kind, self.namespace, self.name)
+            except NotFoundError:
+                raise OpsError(
+                    f"{self.kind} {self.namespace}/{self.name} does not exist (deleted, or never submitted)",
+                    f"submit it: python -m ops submit {self.workload} --env {self.env}",
+                ) from None
+            for line in progress.observe_status(obj):
+                self.emit(line, event="status", **_status_fields(obj))
+            if isinstance(progress, JobProgress):
+                for line in self._read_logs(progress):
+                    self.emit(line, event="log")
+            self._show(progress)
+            if isinstance(progress, JobProgress) and progress.finished:
+                return self._finish_job(progress)
+            if isinstance(progress, ServiceProgress) and progress.ready:
+                self.emit(f"{self.kind} {self.namespace}/{self.name} is ready", event="done", ready=True)
+                return EXIT_OK
+            if self.timeout_s is not None and self.clock() - started > self.timeout_s:
+                self.emit(
+                    f"gave up following after {int(self.timeout_s)} s; the {self.kind} keeps going. "
+                    f"Reattach: {reattach_command(self.workload, self.env)}",
+                    event="timeout",
+                )
+                return EXIT_FAILED
+            self.sleep(self.poll_s)
+
+    def _read_logs(self, progress: JobProgress) -> list[str]:
+        try:
+            pods = self.kube.list_pods(self.namespace, SUBMITTER_SELECTOR.format(name=self.name))
+        except NotFoundError:
+            return []
+        notes: list[str] = []
+        for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
+            pod_name = pod["metadata"]["name"]
+            if ((pod.get("status") or {}).get("phase")) == "Pending":
+                continue
+            first = pod_name not in self._read_pods
+            try:
+                text = self.kube.read_log(
+                    self.namespace,
+                    pod_name,
+                    **({"tail_lines": FIRST_READ_TAIL_LINES} if first else {"since_seconds": int(self.poll_s * 3) + 10}),
+                )
+            except NotFoundError:
+                continue
+            self._read_pods.add(pod_name)
+            for line in self.cursor.new_lines(pod_name, text):
+                notes += progress.observe_log(line, self.clock())
+        return notes
+
+    def _show(self, progress: JobProgress | ServiceProgress) -> None:
+        line = progress.line()
+        if line == self._last_line:
+            return
+        self._last_line = line
+        if self.json_mode:
+            payload = progress.as_dict() if isinstance(progress, JobProgress) else {"ready": progress.ready, "applications": progress.applications}
+            self.emit(line, event="progress", **payload)
+        else:
+            self.emit("  " + line)
+
+    def _finish_job(self, progress: JobProgress) -> int:
+        where = f"{self.kind} {self.namespace}/{self.name}"
+        if progress.succeeded:
+            self.emit(f"{where} succeeded at step {progress.step}" if progress.step is not None else f"{where} succeeded", event="done", succeeded=True)
+            return EXIT_OK
+        self.emit(
+            f"{where} ended {progress.deployment_status}/{progress.job_status}: {progress.message or 'no message'}. "
+            f"Logs: kubectl -n {self.namespace} logs job/{self.name}",
+            event="done",
+            succeeded=False,
+        )
+        return EXIT_FAILED
+
+
+def _status_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    st = obj.get("status") or {}
+    return {k: st.get(k) for k in ("jobStatus", "jobDeploymentStatus", "failed", "serviceStatus") if k in st}

@@ -1,0 +1,60 @@
+"""The documented IAM actions are exactly the calls the commands make (recorded on the session)."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+
+from ops import permissions
+from ops.aws import Aws
+from ops.preflight import run_preflight
+from ops.status import gather
+from tests.ops.fakes import REGION, create_bootstrap_stack, quota, stub_eks_versions, stub_quotas
+
+
+def recording_aws():
+    calls = []
+    session = boto3.Session(region_name=REGION)
+
+    def record(model, **kwargs):
+        action = f"{model.service_model.signing_name}:{model.name}"
+        if action not in calls:
+            calls.append(action)
+
+    # before-parameter-build fires for every call, stubbed ones too (the stubs answer later, at
+    # before-call).
+    session.events.register("before-parameter-build", record)
+    return Aws(REGION, session=session), calls
+
+
+@pytest.fixture(scope="module")
+def deployed(shared_moto):
+    from config import parse_environment
+    from tests.ops.fakes import healthy_data
+    from tests.ops.test_ops_status import deploy_to_moto
+
+    create_bootstrap_stack()
+    deploy_to_moto(parse_environment(healthy_data()))
+
+
+def test_preflight_calls_exactly_the_documented_actions(deployed, healthy_config):
+    aws, calls = recording_aws()
+    stub_quotas(aws, applied=[quota("ml.g5.12xlarge", 4, "L-1")], defaults=[])
+    stub_eks_versions(aws)
+    run_preflight(healthy_config, aws)
+    assert tuple(calls) == permissions.PREFLIGHT
+
+
+def test_status_calls_exactly_the_documented_actions(deployed, healthy_config):
+    from tests.ops.test_ops_status import stub_fsx
+
+    aws, calls = recording_aws()
+    stub_fsx(aws)
+
+    def no_kube():
+        from ops.errors import KubernetesError
+
+        raise KubernetesError("not in this test")
+
+    gather(healthy_config, aws, no_kube)
+    assert tuple(calls) == permissions.STATUS

@@ -1,0 +1,306 @@
+"""submit: apply rules and the follow loop, against a scripted Kubernetes API.
+
+The fake replaces ops.kube.Kube at its boundary (same methods, realistic objects); time is the
+fake's too: each poll's sleep moves the script one tick on, so a 30-minute run takes no time.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+from ops.cli import main
+from ops.errors import NotFoundError
+from tests.ops.fakes import RAYJOB_NAME, rayjob, rayservice, submitter_pod
+
+NS = "ray-workloads"
+
+
+def manifest():
+    m = rayjob("new")
+    for key in ("uid", "resourceVersion", "generation", "creationTimestamp"):
+        m["metadata"].pop(key)
+    return m
+
+
+def service_manifest():
+    m = rayservice(True)
+    m.pop("status")
+    m["metadata"].pop("resourceVersion")
+    return m
+
+
+class ScriptedKube:
+    """A Kubernetes API following a script: ticks of (object, {pod: log lines so far})."""
+
+    def __init__(self, ticks, existing=None, kind="RayJob"):
+        self.ticks, self.tick, self.kind = ticks, 0, kind
+        self.existing = existing
+        self.calls = []
+        self.created = None
+
+    # the clock and sleep the Follower is given
+    def clock(self):
+        return 60.0 * self.tick
+
+    def sleep(self, seconds):
+        self.tick = min(self.tick + 1, len(self.ticks) - 1)
+
+    def get_ray(self, kind, namespace, name):
+        self.calls.append(("get", kind, namespace, name))
+        if self.created is None:
+            if self.existing is None:
+                raise NotFoundError(f"get {kind} {namespace}/{name}: not found")
+            return self.existing
+        return self.ticks[self.tick][0]
+
+    def create_ray(self, kind, namespace, body):
+        self.calls.append(("create", kind, namespace, body["metadata"]["name"]))
+        self.created = body
+        return body
+
+    def delete_ray(self, kind, namespace, name):
+        self.calls.append(("delete", kind, namespace, name))
+        self.existing = None
+
+    def replace_ray(self, kind, namespace, name, body):
+        self.calls.append(("replace", kind, namespace, name, body["metadata"].get("resourceVersion")))
+        self.created = body
+        return body
+
+    def list_pods(self, namespace, label_selector):
+        self.calls.append(("pods", namespace, label_selector))
+        return [submitter_pod(suffix=pod) for pod in self.ticks[self.tick][1]]
+
+    def read_log(self, namespace, pod, since_seconds=None, tail_lines=None):
+        # The whole log so far each time (more than since_seconds asks for): the cursor dedupes.
+        suffix = pod.rsplit("-", 1)[1]
+        return "".join(f"2026-12-02T12:{i // 60:02d}:{i % 60:02d}.000Z {line}\n" for i, line in enumerate(self.ticks[self.tick][1][suffix]))
+
+
+W = "(RayTrainWorker pid=4182, ip=10.11.3.17) "
+LOG_1 = [W + "TRAIN start step=0 (no checkpoint) t=1.0", W + "TRAIN step=50 loss=3.9000 t=2.0", W + "TRAIN step=100 loss=3.1000 t=3.0"]
+LOG_1_END = LOG_1 + [W + "TRAIN injected failure after step 130"]
+LOG_2 = ["Ray job submitted", W + "TRAIN resume step=100 from=/fsx/checkpoints/hpray-dev-train/checkpoint_000100 t=9.0", W + "TRAIN step=150 loss=2.9000 t=10.0"]
+LOG_2_END = LOG_2 + [W + "TRAIN step=200 loss=2.7000 t=11.0", W + "TRAIN done step=200 t=12.0"]
+
+RUN_WITH_A_FAILURE = [
+    (rayjob("initializing"), {}),
+    (rayjob("running"), {"a1": LOG_1[:1]}),
+    (rayjob("running"), {"a1": LOG_1}),
+    (rayjob("retrying"), {"a1": LOG_1_END}),
+    (rayjob("running-again"), {"a1": LOG_1_END, "b2": LOG_2}),
+    (rayjob("complete"), {"a1": LOG_1_END, "b2": LOG_2_END}),
+]
+
+
+def short_run_config(name="dev"):
+    """dev with a 200-step run (checkpoint every 100), the length of the scripted runs below."""
+    from config import parse_environment
+    from tests.ops.fakes import env_data
+
+    data = env_data(name)
+    data["training"] = {**(data.get("training") or {}), "steps": 200, "checkpoint_every_steps": 100, "report_every_steps": 50}
+    return parse_environment(data)
+
+
+def run(kube, *args):
+    out = io.StringIO()
+    code = main(["submit", *args, "--env", "dev"], render_fn=lambda kind, config: manifest() if kind == "training" else service_manifest(),
+                load_config=short_run_config, kube_factory=lambda aws, config, a: kube, sleep=kube.sleep, clock=kube.clock, out=out,
+                aws_factory=lambda c, p: None)
+    return code, out.getvalue()
+
+
+def test_submit_follows_a_run_through_a_failure_and_resume_to_success():
+    kube = ScriptedKube(RUN_WITH_A_FAILURE)
+    code, out = run(kube, "training")
+    assert code == 0
+    assert ("create", "RayJob", NS, RAYJOB_NAME) in kube.calls
+    assert ("pods", NS, f"batch.kubernetes.io/job-name={RAYJOB_NAME}") in kube.calls
+    lines = out.splitlines()
+    assert lines[0] == f"created RayJob {NS}/{RAYJOB_NAME}"
+    assert lines[1] == f"{RAYJOB_NAME}: New/- -> Initializing/-"
+    assert f"{RAYJOB_NAME}: failure in the job log: {W}TRAIN injected failure after step 130" in lines
+    assert f"{RAYJOB_NAME}: resumed from checkpoint at step 100" in lines
+    # steps 0..100 arrive in the log between two polls 60 s apart: 100 steps / 60 s; the run has
+    # training.steps = 200, so 100 more take another minute
+    assert "  [RUNNING]  step 100/200 (50.0%)  loss 3.1000  1.67 steps/s  ETA 1m00s" in lines
+    # after the resume the rate is measured again from step 100: 100 steps in the next 60 s
+    assert lines[-2] == "  [SUCCEEDED]  step 200/200 (100.0%)  loss 2.7000  1.67 steps/s  resumed 1x (last from step 100)  failed attempts 1"
+    assert lines[-1] == f"RayJob {NS}/{RAYJOB_NAME} succeeded at step 200"
+    # every log line is seen once, though each read returned the whole log
+    assert out.count("resumed from checkpoint") == 1 and out.count("injected failure") == 1
+
+
+class CtrlC:
+    def __init__(self, kube, after):
+        self.kube, self.after = kube, after
+
+    def __call__(self, seconds):
+        if self.kube.tick >= self.after:
+            raise KeyboardInterrupt
+        self.kube.sleep(seconds)
+
+
+def test_ctrl_c_leaves_the_job_running_and_says_how_to_reattach():
+    kube = ScriptedKube(RUN_WITH_A_FAILURE)
+    out = io.StringIO()
+    code = main(["submit", "training", "--env", "dev"], render_fn=lambda k, c: manifest(), kube_factory=lambda a, c, x: kube,
+                load_config=short_run_config, sleep=CtrlC(kube, after=2), clock=kube.clock, out=out, aws_factory=lambda c, p: None)
+    assert code == 130
+    assert not [c for c in kube.calls if c[0] in ("delete", "replace")]
+    assert out.getvalue().endswith(
+        f"\nStopped following. The RayJob {NS}/{RAYJOB_NAME} keeps running on the cluster.\n"
+        "  reattach:  python -m ops submit training --env dev --attach\n"
+        f"  or watch:  kubectl -n {NS} get rayjob {RAYJOB_NAME} -w\n"
+    )
+
+
+def test_attach_follows_without_applying():
+    kube = ScriptedKube(RUN_WITH_A_FAILURE[3:])
+    kube.created = manifest()  # submitted earlier
+    code, out = run(kube, "training", "--attach")
+    assert code == 0
+    assert not [c for c in kube.calls if c[0] in ("create", "delete", "replace")]
+    # attaching mid-run: the first read takes the log tail and catches up on the resume
+    assert f"{RAYJOB_NAME}: resumed from checkpoint at step 100" in out
+
+
+def test_a_running_job_is_followed_not_resubmitted():
+    kube = ScriptedKube(RUN_WITH_A_FAILURE[2:], existing=rayjob("running"))
+    code, out = run(kube, "training", "--no-follow")
+    assert code == 0
+    assert out.splitlines()[0] == f"RayJob {NS}/{RAYJOB_NAME} is already running (Running); following it instead of submitting again"
+    assert not [c for c in kube.calls if c[0] in ("create", "delete")]
+
+
+def test_a_finished_job_is_deleted_and_submitted_again():
+    kube = ScriptedKube(RUN_WITH_A_FAILURE, existing=rayjob("complete"))
+    code, out = run(kube, "training", "--no-follow")
+    assert code == 0
+    assert [c[0] for c in kube.calls if c[0] != "get"] == ["delete", "create"]
+    assert "finished earlier (Complete); deleting it to submit again (the run resumes from its checkpoints)" in out
+
+
+def test_a_failed_job_exits_non_zero_with_its_message():
+    kube = ScriptedKube([(rayjob("running"), {"a1": LOG_1}), (rayjob("failed"), {"a1": LOG_1_END})])
+    code, out = run(kube, "training")
+    assert code == 1
+    assert out.splitlines()[-1] == (
+        f"RayJob {NS}/{RAYJOB_NAME} ended Failed/FAILED: Job entrypoint command failed with exit code 1. "
+        f"Logs: kubectl -n {NS} logs job/{RAYJOB_NAME}"
+    )
+
+
+def test_timeout_stops_following_only():
+    kube = ScriptedKube([(rayjob("running"), {"a1": LOG_1})] * 5)
+    code, out = run(kube, "training", "--timeout-minutes", "2")
+    assert code == 1
+    assert out.splitlines()[-1] == "gave up following after 120 s; the RayJob keeps going. Reattach: python -m ops submit training --env dev --attach"
+
+
+def test_json_mode_emits_one_event_per_line():
+    kube = ScriptedKube(RUN_WITH_A_FAILURE)
+    code, out = run(kube, "training", "--json")
+    events = [json.loads(line) for line in out.splitlines()]
+    assert code == 0
+    assert events[0] == {"event": "message", "message": f"created RayJob {NS}/{RAYJOB_NAME}"}
+    progress = [e for e in events if e["event"] == "progress"]
+    assert progress[-1]["step"] == 200 and progress[-1]["resumed_from"] == [100] and progress[-1]["failed_attempts"] == 1
+    assert events[-1]["event"] == "done" and events[-1]["succeeded"] is True
+
+
+def test_inference_creates_then_waits_until_ready():
+    kube = ScriptedKube([(rayservice(False), {}), (rayservice(True), {})], kind="RayService")
+    code, out = run(kube, "inference")
+    assert code == 0
+    assert out.splitlines()[0] == f"created RayService {NS}/hpray-dev-serve"
+    assert out.splitlines()[-1] == f"RayService {NS}/hpray-dev-serve is ready"
+
+
+def test_inference_updates_an_existing_service_in_place():
+    kube = ScriptedKube([(rayservice(True), {})], existing=rayservice(True), kind="RayService")
+    code, out = run(kube, "inference", "--no-follow")
+    assert code == 0
+    assert ("replace", "RayService", NS, "hpray-dev-serve", "2002") in kube.calls
+
+
+def test_attach_to_a_job_that_does_not_exist():
+    kube = ScriptedKube([(rayjob("running"), {})])
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["submit", "training", "--env", "dev", "--attach"], render_fn=lambda k, c: manifest(), kube_factory=lambda a, c, x: kube,
+                sleep=kube.sleep, clock=kube.clock, out=out, err=err, aws_factory=lambda c, p: None)
+    assert code == 1
+    assert err.getvalue() == (
+        f"error: RayJob {NS}/{RAYJOB_NAME} does not exist (deleted, or never submitted)\n"
+        "fix:   submit it: python -m ops submit training --env dev\n"
+    )
+
+
+def test_the_configured_step_budget_makes_a_fraction_and_an_eta():
+    from ops.submit import Follower
+
+    kube = ScriptedKube(RUN_WITH_A_FAILURE)
+    kube.created = manifest()
+    out = io.StringIO()
+    code = Follower(kube, workload="training", env="dev", kind="RayJob", namespace=NS, name=RAYJOB_NAME,
+                    total_steps=400, out=out, sleep=kube.sleep, clock=kube.clock).run()
+    assert code == 0
+    assert "  [RUNNING]  step 100/400 (25.0%)  loss 3.1000  1.67 steps/s  ETA 3m00s" in out.getvalue().splitlines()
+
+
+def test_submit_applies_the_workload_renderers_manifest():
+    """No render_fn: the real renderer (workloads.__main__.RENDERERS) renders config/dev.yaml."""
+    from config import load_environment
+    from workloads.training.manifest import render as render_rayjob
+
+    expected = render_rayjob(load_environment("dev"))
+    name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]
+    kube = ScriptedKube([(rayjob("complete", name=name, namespace=ns), {})])
+    out = io.StringIO()
+    code = main(["submit", "training", "--env", "dev"], kube_factory=lambda a, c, x: kube, sleep=kube.sleep, clock=kube.clock,
+                out=out, aws_factory=lambda c, p: None)
+    assert code == 0
+    assert kube.created == expected
+    assert out.getvalue().splitlines()[0] == f"created RayJob {ns}/{name}"
+
+
+def test_rendering_imports_neither_ray_nor_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from config import load_environment; from ops.render import render; "
+            "render('training', load_environment('prod')); render('inference', load_environment('prod')); sys.exit(bool({'ray', 'torch', 'aws_cdk'} & set(sys.modules)))")
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+
+
+def test_submit_inference_applies_the_rendered_rayservice():
+    from config import load_environment
+    from workloads.inference.manifest import render as render_rayservice
+
+    expected = render_rayservice(load_environment("dev"))
+    name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]
+    kube = ScriptedKube([(rayservice(True, name=name, namespace=ns), {})], kind="RayService")
+    out = io.StringIO()
+    code = main(["submit", "inference", "--env", "dev"], kube_factory=lambda a, c, x: kube, sleep=kube.sleep, clock=kube.clock,
+                out=out, aws_factory=lambda c, p: None)
+    assert code == 0
+    assert kube.created == expected
+    assert out.getvalue().splitlines()[-1] == f"RayService {ns}/{name} is ready"
+
+
+def test_ctrl_c_while_applying_says_how_to_check_and_reattach():
+    kube = ScriptedKube(RUN_WITH_A_FAILURE)
+
+    def interrupted(kind, namespace, body):
+        raise KeyboardInterrupt
+
+    kube.create_ray = interrupted
+    code, out = run(kube, "training")
+    assert code == 130
+    assert out.endswith(
+        f"\ninterrupted while applying RayJob {NS}/{RAYJOB_NAME}; it may or may not exist now.\n"
+        f"  check:     kubectl -n {NS} get rayjob {RAYJOB_NAME}\n"
+        "  reattach:  python -m ops submit training --env dev --attach\n"
+    )
