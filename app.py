@@ -13,7 +13,6 @@ import aws_cdk as cdk
 from config import ConfigError, EnvironmentConfig, load_environment
 from config.pipeline import PipelineConfig, load_pipeline, pipeline_selected
 from constructs.compliance import register_compliance_checks
-from stacks.pipeline_stack import PipelineStack, build_pipeline
 from stacks.platform import PlatformStacks, build_platform
 
 DEFAULT_ENVIRONMENT = "dev"
@@ -27,7 +26,10 @@ def build_app(app: cdk.App, config: EnvironmentConfig) -> PlatformStacks:
     return stacks
 
 
-def build_pipeline_app(app: cdk.App, pipeline: PipelineConfig, environments: list[EnvironmentConfig]) -> PipelineStack:
+def build_pipeline_app(app: cdk.App, pipeline: PipelineConfig, environments: list[EnvironmentConfig]):
+    # Imported here: CDK Pipelines' modules cost ~1 s of every environment synth otherwise.
+    from stacks.pipeline_stack import build_pipeline
+
     stack = build_pipeline(app, pipeline, environments)
     register_compliance_checks(app)
     return stack
