@@ -25,15 +25,20 @@ FAST_DETECTION = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failur
 
 @pytest.fixture(scope="session", autouse=True)
 def _offline_usage_lib():
-    """Stub Ray's cloud-metadata probe and usage reporting in the test process itself."""
+    """Stub Ray's cloud-metadata probe and usage reporting in the test process itself, and keep
+    its node-IP discovery on loopback (see workloads/common/_offline/sitecustomize.py)."""
     from ray._common.usage import usage_lib
+    from ray._private import services
 
-    saved = (usage_lib.get_cloud_from_metadata_requests, usage_lib.UsageReportClient.report_usage_data)
+    saved = (usage_lib.get_cloud_from_metadata_requests, usage_lib.UsageReportClient.report_usage_data,
+             services.node_ip_address_from_perspective)
     usage_lib.get_cloud_from_metadata_requests = lambda *a, **k: "unknown"
     usage_lib.UsageReportClient.report_usage_data = lambda self, *a, **k: None
+    services.node_ip_address_from_perspective = lambda *a, **k: "127.0.0.1"
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     yield
-    usage_lib.get_cloud_from_metadata_requests, usage_lib.UsageReportClient.report_usage_data = saved
+    (usage_lib.get_cloud_from_metadata_requests, usage_lib.UsageReportClient.report_usage_data,
+     services.node_ip_address_from_perspective) = saved
 
 
 @pytest.fixture(scope="session")

@@ -119,3 +119,27 @@ def test_torn_newest_checkpoint_falls_back_on_rerun(node_loss_run, reference):
     rerun = run(_settings(storage_path, "nodeloss"))
     assert rerun.error is None and rerun.metrics["resumed_from"] == STEPS - EVERY
     _assert_same_training_state(_final(storage_path, "nodeloss"), _final(reference[0], "reference"))
+
+
+def test_local_cluster_traffic_stays_on_loopback():
+    """Drivers, actors and nodes of a local cluster use 127.0.0.1, not the host's interface."""
+    import subprocess
+    import sys
+
+    from workloads.common.local_cluster import LocalCluster
+
+    cluster = LocalCluster(worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1024,
+                           object_store_per_node_mib=256, dashboard=False).start()
+    try:
+        code = (
+            f"import ray; ray.init(address={cluster.address!r})\n"
+            "@ray.remote\ndef ip(): return ray.util.get_node_ip_address()\n"
+            "print(ray.util.get_node_ip_address(), ray.get(ip.remote()),"
+            " sorted({n['NodeManagerAddress'] for n in ray.nodes()}))\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code], env=cluster.env(), capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.split("\n")[-2] == "127.0.0.1 127.0.0.1 ['127.0.0.1']"
+    finally:
+        cluster.stop()
