@@ -13,7 +13,7 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from config import catalog, versions
 from config.base import Frozen
@@ -42,6 +42,21 @@ AZ_ID_RE = re.compile(r"^[a-z]{2,4}[0-9]-az[0-9]{1,2}$")
 ACCOUNT_RE = re.compile(r"^[0-9]{12}$")
 REGION_RE = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
 PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{1,22}[a-z0-9]$")
+
+
+def _check(pattern: re.Pattern, what: str):
+    def check(v: str) -> str:
+        if not pattern.match(v):
+            raise ValueError(f"{v!r} is not {what}")
+        return v
+
+    return AfterValidator(check)
+
+
+# Field types shared by every model that holds such a value (one rule, one message).
+AzId = Annotated[str, _check(AZ_ID_RE, "an AZ ID; expected the form use1-az4")]
+AccountId = Annotated[str, _check(ACCOUNT_RE, "an AWS account ID; expected 12 digits (quote it in YAML)")]
+RegionName = Annotated[str, _check(REGION_RE, "an AWS region name; expected e.g. us-east-1")]
 
 # Kubernetes label keys: optional DNS-subdomain prefix (<=253) + '/' + name (<=63).
 _K8S_NAME_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
@@ -110,28 +125,14 @@ class AvailabilityZone(Frozen):
     """An AZ by name and by ID. Names map to IDs differently in each account; IDs do not."""
 
     name: str
-    id: str
-
-    @field_validator("id")
-    @classmethod
-    def _az_id(cls, v: str) -> str:
-        if not AZ_ID_RE.match(v):
-            raise ValueError(f"{v!r} is not an AZ ID; expected the form use1-az4")
-        return v
+    id: AzId
 
 
 class HyperPodSubnet(Frozen):
     """One HyperPod subnet, pinned by AZ ID, inside a HyperPod secondary CIDR block."""
 
-    az_id: str
+    az_id: AzId
     cidr: str
-
-    @field_validator("az_id")
-    @classmethod
-    def _az_id(cls, v: str) -> str:
-        if not AZ_ID_RE.match(v):
-            raise ValueError(f"{v!r} is not an AZ ID; expected the form use1-az4")
-        return v
 
     _check_cidr = field_validator("cidr")(classmethod(lambda cls, v: _cidr(v)))
 
@@ -410,7 +411,7 @@ class InstanceGroup(Frozen):
     deep_health_checks: list[Literal["InstanceStress", "InstanceConnectivity"]] | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
-    subnet_az_id: str | None = None
+    subnet_az_id: AzId | None = None
     training_plan_arn: str | None = None
 
     @field_validator("threads_per_core")
@@ -465,13 +466,6 @@ class InstanceGroup(Frozen):
             problem = k8s_value_problem(value)
             if problem:
                 raise ValueError(f"label {key}={value!r} has an invalid value: {problem}")
-        return v
-
-    @field_validator("subnet_az_id")
-    @classmethod
-    def _subnet(cls, v: str | None) -> str | None:
-        if v is not None and not AZ_ID_RE.match(v):
-            raise ValueError(f"{v!r} is not an AZ ID; expected the form use1-az4")
         return v
 
     @field_validator("training_plan_arn")
@@ -625,8 +619,8 @@ class Storage(Frozen):
 
 class EnvironmentConfig(Frozen):
     name: str
-    account: str
-    region: str
+    account: AccountId
+    region: RegionName
     name_prefix: str
     production: bool = False
     tags: Tags
@@ -637,20 +631,6 @@ class EnvironmentConfig(Frozen):
     storage: Storage = Field(default_factory=Storage)
     training: Training = Field(default_factory=Training)
     inference: Inference = Field(default_factory=Inference)
-
-    @field_validator("account")
-    @classmethod
-    def _account(cls, v: str) -> str:
-        if not ACCOUNT_RE.match(v):
-            raise ValueError(f"{v!r} is not an AWS account ID; expected 12 digits (quote it in YAML)")
-        return v
-
-    @field_validator("region")
-    @classmethod
-    def _region(cls, v: str) -> str:
-        if not REGION_RE.match(v):
-            raise ValueError(f"{v!r} is not an AWS region name; expected e.g. us-east-1")
-        return v
 
     @field_validator("name_prefix")
     @classmethod

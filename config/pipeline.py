@@ -12,7 +12,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from config.base import Frozen
 from config.loader import CONFIG_DIR, ConfigError, format_validation_error, known_environments, load_environment
-from config.model import ACCOUNT_RE, REGION_RE, EnvironmentConfig
+from config.model import AccountId, EnvironmentConfig, RegionName
 
 PIPELINE_FILE = "pipeline.yaml"
 CONNECTION_ARN_RE = re.compile(
@@ -45,25 +45,11 @@ class Source(Frozen):
 
 
 class PipelineConfig(Frozen):
-    account: str
-    region: str
+    account: AccountId
+    region: RegionName
     pipeline_name: str = Field(pattern=r"^[A-Za-z0-9.@_-]{1,100}$")
     source: Source
     stages: list[str] = Field(min_length=1)
-
-    @field_validator("account")
-    @classmethod
-    def _account(cls, v: str) -> str:
-        if not ACCOUNT_RE.match(v):
-            raise ValueError(f"{v!r} is not an AWS account ID; expected 12 digits (quote it in YAML)")
-        return v
-
-    @field_validator("region")
-    @classmethod
-    def _region(cls, v: str) -> str:
-        if not REGION_RE.match(v):
-            raise ValueError(f"{v!r} is not an AWS region name; expected e.g. us-east-1")
-        return v
 
 
 def pipeline_selected(value: object) -> bool:
