@@ -17,7 +17,14 @@ from stacks.platform import PlatformStacks, build_platform
 
 DEFAULT_ENVIRONMENT = "dev"
 # No construct stack traces in the assembly: they hold jsii's temp paths and break determinism.
-APP_PROPS = {"stack_traces": False, "context": {"aws:cdk:disable-creation-stack-traces": True}}
+# CDK's built-in CloudFormation validation is off: cfn-lint checks every template against the same
+# AWS resource schemas (zero errors and warnings) in `make synth` and `make test`, and the
+# built-in pass doubled synth time (5 s of 10 s for dev).
+APP_PROPS = {
+    "stack_traces": False,
+    "builtin_cloud_formation_validation": False,
+    "context": {"aws:cdk:disable-creation-stack-traces": True},
+}
 
 
 def build_app(app: cdk.App, config: EnvironmentConfig) -> PlatformStacks:

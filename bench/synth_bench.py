@@ -2,7 +2,9 @@
 NIST 800-53 R5) against a minimal one-bucket CDK app synthesized the same way, as ratios
 measured in one run; plus a 100-instance-group config against a 2-group one.
 
-Each synth is a fresh `python app.py` process (what `cdk synth` runs), so importing aws-cdk-lib
+Both sides use the same App props (app.py's APP_PROPS: no stack traces, CDK's built-in
+CloudFormation validation off because cfn-lint is the template gate). Each synth is a fresh
+`python app.py` process (what `cdk synth` runs), so importing aws-cdk-lib
 and starting the jsii kernel are in every measurement: that is the floor. Runs are interleaved
 (baseline, env, baseline, env, ...) and the median is taken, so that drift on a noisy machine hits
 both sides alike. Peak memory is the largest resident set of the whole process tree (Python plus
@@ -31,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BASELINE_APP = """
 import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
-app = cdk.App(stack_traces=False, context={"aws:cdk:disable-creation-stack-traces": True})
+app = cdk.App(stack_traces=False, builtin_cloud_formation_validation=False,
+              context={"aws:cdk:disable-creation-stack-traces": True})
 stack = cdk.Stack(app, "Baseline", env=cdk.Environment(account="111111111111", region="us-east-1"))
 s3.Bucket(stack, "Bucket")
 app.synth()

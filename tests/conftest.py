@@ -27,7 +27,8 @@ def make_app(env_name: str, outdir: Path | None = None, **extra_context):
     from config import load_environment
 
     context = {**APP_PROPS["context"], **cdk_context(), "env": env_name, **extra_context}
-    app = cdk.App(context=context, outdir=str(outdir) if outdir else None, stack_traces=APP_PROPS["stack_traces"])
+    props = {k: v for k, v in APP_PROPS.items() if k != "context"}
+    app = cdk.App(context=context, outdir=str(outdir) if outdir else None, **props)
     config = load_environment(env_name)
     stacks = build_app(app, config)
     return app, config, stacks

@@ -152,6 +152,7 @@ def test_optional_settings_render_as_the_schema_wants(tmp_path):
         context={**APP_PROPS["context"], **cdk_context(), "env": "prod"},
         outdir=str(tmp_path),
         stack_traces=APP_PROPS["stack_traces"],
+        builtin_cloud_formation_validation=APP_PROPS["builtin_cloud_formation_validation"],
     )
     stacks = build_app(app, config)
     template = app.synth().get_stack_by_name(stacks.hyperpod.stack_name).template

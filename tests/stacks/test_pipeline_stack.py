@@ -24,7 +24,8 @@ def pipeline_app(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("pipeline-cdk-out")
     app = cdk.App(context={**APP_PROPS["context"], **cdk_context(), "pipeline": "true"}, outdir=str(out),
-                  stack_traces=APP_PROPS["stack_traces"])
+                  stack_traces=APP_PROPS["stack_traces"],
+                  builtin_cloud_formation_validation=APP_PROPS["builtin_cloud_formation_validation"])
     stack = build_pipeline_app(app, *load_pipeline())
     assembly = app.synth()  # raises if cdk-nag finds anything unacknowledged, Stages included
     template = json.loads((out / f"{stack.artifact_id}.template.json").read_text())
