@@ -56,12 +56,19 @@ def save_checkpoint(storage: Path) -> None:
               {"step": 1, "model_config": cfg.to_dict()})
 
 
-def _cpu(procs) -> dict[str, float]:
-    """CPU seconds (user + system) so far, summed per process label."""
+def _cpu(procs) -> dict[int, tuple[str, float]]:
+    """(label, CPU seconds so far: user + system) per process id."""
+    return {pid: (label, local.cpu_seconds(pid)) for label, pid in procs()}
+
+
+def _cpu_per_request(before: dict, after: dict, n: int) -> dict[str, float]:
+    """CPU ms per request between two ``_cpu`` snapshots, summed per label (the label of the
+    first snapshot: a Ray worker's process title names the method it is running at the moment)."""
     out: dict[str, float] = {}
-    for label, pid in procs():
-        out[label] = out.get(label, 0.0) + local.cpu_seconds(pid)
-    return out
+    for pid, (label, t1) in after.items():
+        label, t0 = before.get(pid, (label, 0.0))
+        out[label] = out.get(label, 0.0) + 1000 * (t1 - t0) / n
+    return {k: round(v, 2) for k, v in out.items()}
 
 
 def measure(name: str, url: str, levels, time_limit_s: float, results: dict, procs=None) -> None:
@@ -75,7 +82,7 @@ def measure(name: str, url: str, levels, time_limit_s: float, results: dict, pro
         after, client = (_cpu(procs) if procs else {}), time.process_time() - client0
         s = res.summary()
         n = max(1, s["succeeded"])
-        s["cpu_ms_per_request"] = {k: round(1000 * (after[k] - before.get(k, 0.0)) / n, 2) for k in after}
+        s["cpu_ms_per_request"] = _cpu_per_request(before, after, n)
         s["cpu_ms_per_request"]["load client"] = round(1000 * client / n, 2)
         results.setdefault(name, {})[str(c)] = s
         cpu = ", ".join(f"{k} {v:.1f}" for k, v in sorted(s["cpu_ms_per_request"].items(), key=lambda kv: -kv[1]))
@@ -132,7 +139,8 @@ def run_ray(storage: Path, levels, time_limit_s: float, results: dict, env: dict
                 for pid in [node.proc.pid, *local._descendants(node.proc.pid)]:
                     title = local.cmdline(pid)
                     if title.startswith("ray::"):
-                        label = title.split()[0].removeprefix("ray::").split(":")[0]
+                        # "ray::ServeController.listen_for_change": the class, not the method
+                        label = title.split()[0].removeprefix("ray::").split(":")[0].split(".")[0]
                     else:
                         names = [Path(a).name for a in title.split()]
                         label = next((n for n in names if n in ("gcs_server", "raylet", "log_monitor.py",
