@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from workloads.inference.local import LocalCluster, free_port  # noqa: E402  (loopback hooks first)
 from workloads.inference import loadtest, local  # noqa: E402
+from workloads.common.local_cluster import _descendants  # noqa: E402
 
 # "Tiny GPT": 2 layers, width 64, context 128 (about 0.1 M parameters).
 TINY = dict(block_size=128, n_layer=2, n_head=4, n_embd=64)
@@ -114,7 +115,7 @@ def run_ray(storage: Path, levels, time_limit_s: float, results: dict, env: dict
 
     cfg = load_environment("dev")
     port = free_port()
-    with LocalCluster(workers=0, head_cpus=2, env=env) as _cluster:
+    with LocalCluster(worker_nodes=0, head_cpus=2, env_extra=env) as _cluster:
         def deploy(max_batch: int):
             conf = serve_config.local_deploy_config(
                 cfg, port=port, storage=str(storage), run_name=RUN, replicas=1, cpus=1,
@@ -136,7 +137,7 @@ def run_ray(storage: Path, levels, time_limit_s: float, results: dict, env: dict
             """Every process of the cluster, labelled by its Ray process title or program."""
             found = []
             for node in _cluster.nodes:
-                for pid in [node.proc.pid, *local._descendants(node.proc.pid)]:
+                for pid in [node.proc.pid, *_descendants(node.proc.pid)]:
                     title = local.cmdline(pid)
                     if title.startswith("ray::"):
                         # "ray::ServeController.listen_for_change": the class, not the method

@@ -58,7 +58,7 @@ def serve_app(checkpoints):
     from workloads.inference import serve_config
 
     env = load_environment("dev")
-    cluster = LocalCluster(workers=1, head_cpus=0, worker_cpus=2)
+    cluster = LocalCluster(worker_nodes=1, head_cpus=0, cpus_per_node=2)
     cluster.start()
     try:
         from ray import serve

@@ -82,3 +82,34 @@ def test_torn_newest_checkpoint_is_skipped_and_logged(tmp_path, make_checkpoint,
     with pytest.raises(Exception) as info:
         load_model(str(tmp_path), "tiny-run", device="cpu")
     assert "none of the 1 checkpoints of run 'tiny-run'" in str(info.value)
+
+
+def test_admission_gate_holds_requests_while_a_batch_generates(tmp_path, make_checkpoint):
+    """Requests wait at the gate while any batch (plain or streaming) generates and all pass
+    together when the last one ends (app.py explains why: Serve's batch loop would otherwise cut
+    a batch per wait window)."""
+    import asyncio
+
+    from workloads.inference.app import Generate
+
+    make_checkpoint(tmp_path, 10, seed=1)
+
+    async def go():
+        gen = Generate(str(tmp_path), "tiny-run")
+        waiting = [asyncio.create_task(gen._admit()) for _ in range(3)]
+        await asyncio.sleep(0)
+        assert all(t.done() for t in waiting)  # idle: nobody waits
+        gen._busy(True)
+        gen._busy(True)  # a streaming batch and a plain one at once
+        waiting = [asyncio.create_task(gen._admit()) for _ in range(3)]
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not any(t.done() for t in waiting)
+        gen._busy(False)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not any(t.done() for t in waiting)  # one batch still generates
+        gen._busy(False)
+        await asyncio.wait_for(asyncio.gather(*waiting), 10)
+
+    asyncio.run(go())
