@@ -61,7 +61,7 @@ def bodies(n: int, max_tokens: int = 16) -> list[dict]:
 
 
 async def _run(url: str, reqs: list[dict], concurrency: int, time_limit_s: float,
-               retry: bool, timeout_s: float) -> Result:
+               retry: bool, timeout_s: float, on_record=None) -> Result:
     res = Result()
     t0 = time.perf_counter()
     it = iter(reqs)
@@ -84,6 +84,8 @@ async def _run(url: str, reqs: list[dict], concurrency: int, time_limit_s: float
                     status, err = 0, f"{type(e).__name__}: {e}"
             res.records.append(Record(start - t0, time.perf_counter() - start, status, tokens,
                                       retried=attempt > 0, error=err))
+            if on_record is not None:
+                on_record(len(res.records))
 
         async def worker() -> None:
             for body in it:
@@ -97,10 +99,12 @@ async def _run(url: str, reqs: list[dict], concurrency: int, time_limit_s: float
 
 
 def run(url: str, *, requests: int, concurrency: int, time_limit_s: float, max_tokens: int = 16,
-        retry: bool = False, timeout_s: float = 30.0, warmup: int = 0) -> Result:
+        retry: bool = False, timeout_s: float = 30.0, warmup: int = 0, on_record=None) -> Result:
+    """``on_record(n)``, if given, is called after each finished request with the count so far."""
     if warmup:
         asyncio.run(_run(url, bodies(warmup, max_tokens), min(concurrency, warmup), time_limit_s, False, timeout_s))
-    return asyncio.run(_run(url, bodies(requests, max_tokens), concurrency, time_limit_s, retry, timeout_s))
+    return asyncio.run(_run(url, bodies(requests, max_tokens), concurrency, time_limit_s, retry, timeout_s,
+                            on_record))
 
 
 def wait_ready(url: str, timeout_s: float = 120) -> None:

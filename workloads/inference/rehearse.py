@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=600)
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--time-limit-s", type=float, default=120)
-    p.add_argument("--kill-after-s", type=float, default=8)
+    # Kill after a share of the requests, not after a fixed time: mid-load however fast it runs.
+    p.add_argument("--kill-after-requests", type=int, default=None,
+                   help="SIGKILL a replica once this many requests finished (default: a third)")
     p.add_argument("--max-tokens", type=int, default=16)
     p.add_argument("--out", default=str(OUT))
     a = p.parse_args(argv)
@@ -138,13 +140,24 @@ def main(argv: list[str] | None = None) -> int:
         result: dict = {}
         t_start = time.perf_counter()
 
+        kill_at = a.kill_after_requests if a.kill_after_requests is not None else a.requests // 3
+        reached = threading.Event()
+
         def load():
-            result["r"] = loadtest.run(f"{url}/v1/completions", requests=a.requests, concurrency=a.concurrency,
-                                       time_limit_s=a.time_limit_s, max_tokens=a.max_tokens, retry=True)
+            try:
+                result["r"] = loadtest.run(
+                    f"{url}/v1/completions", requests=a.requests, concurrency=a.concurrency,
+                    time_limit_s=a.time_limit_s, max_tokens=a.max_tokens, retry=True,
+                    on_record=lambda n: reached.set() if n >= kill_at else None)
+            finally:
+                reached.set()
 
         th = threading.Thread(target=load, daemon=True)
         th.start()
-        time.sleep(a.kill_after_s)
+        reached.wait()
+        if not th.is_alive():
+            print(f"the load ended before {kill_at} requests finished; nothing was killed", file=sys.stderr)
+            return 1
         victim = pids[0]
         os.kill(victim, signal.SIGKILL)
         kill_t = time.perf_counter() - t_start
