@@ -26,6 +26,10 @@ from workloads.inference import engine, schema
 
 log = logging.getLogger("ray.serve")
 
+# Longest a request waits at the admission gate (below) for the running batch to end; a safety
+# bound only (a batch is a 16-256 token generation), past it the request enters the queue anyway.
+ADMIT_WAIT_MAX_S = 30.0
+
 
 class Generate:
     """A replica: the model, the batching, the HTTP surface."""
@@ -91,7 +95,10 @@ class Generate:
     # queue together when it ends and form the next batch (up to max_batch_size).
 
     async def _admit(self) -> None:
-        await self._idle.wait()
+        try:
+            await asyncio.wait_for(self._idle.wait(), ADMIT_WAIT_MAX_S)
+        except asyncio.TimeoutError:
+            pass  # never stall a request behind a batch that does not end: serve it unbatched
 
     def _busy(self, on: bool) -> None:
         self._running += 1 if on else -1

@@ -96,18 +96,14 @@ def test_admission_gate_holds_requests_while_a_batch_generates(tmp_path, make_ch
 
     async def go():
         gen = Generate(str(tmp_path), "tiny-run")
-        waiting = [asyncio.create_task(gen._admit()) for _ in range(3)]
-        await asyncio.sleep(0)
-        assert all(t.done() for t in waiting)  # idle: nobody waits
+        await asyncio.wait_for(asyncio.gather(*(gen._admit() for _ in range(3))), 10)  # idle: passes
         gen._busy(True)
         gen._busy(True)  # a streaming batch and a plain one at once
         waiting = [asyncio.create_task(gen._admit()) for _ in range(3)]
-        for _ in range(3):
-            await asyncio.sleep(0)
+        await asyncio.sleep(0.05)
         assert not any(t.done() for t in waiting)
         gen._busy(False)
-        for _ in range(3):
-            await asyncio.sleep(0)
+        await asyncio.sleep(0.05)
         assert not any(t.done() for t in waiting)  # one batch still generates
         gen._busy(False)
         await asyncio.wait_for(asyncio.gather(*waiting), 10)
