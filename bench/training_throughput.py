@@ -337,4 +337,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import signal
+
+    # `timeout` sends SIGTERM: exit through the finally blocks, so the local cluster is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(main())

@@ -139,13 +139,17 @@ def train_func(config: dict) -> None:
     fs, base = storage.filesystem_for(s.storage_path)
 
     # Same initial weights on every rank; per-rank RNG streams afterwards (dropout).
+    marks = [("entry", time.time())]  # set-up phases, printed with the start/resume line
     torch.manual_seed(s.seed)
     gpt_config = GPTConfig(**s.model)
     model = GPT(gpt_config)
+    marks.append(("model", time.time()))
     data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), gpt_config.block_size, s.seed)
+    marks.append(("data", time.time()))
     pos = DataPosition()
     start_step = 0
     loaded = ckpt.load_latest_valid(base, s.run_name, filesystem=fs)
+    marks.append(("checkpoint", time.time()))
     if loaded is not None:
         model.load_state_dict(loaded.state["model"])
         start_step = loaded.step
@@ -154,12 +158,14 @@ def train_func(config: dict) -> None:
     torch.manual_seed(s.seed + 7919 * (rank + 1))
 
     model = ray.train.torch.prepare_model(model)
+    marks.append(("ddp_wrap", time.time()))
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=s.learning_rate, betas=(0.9, 0.95), fused=device.type == "cuda")
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(s.warmup_steps, s.steps))
+    phases = " ".join(f"{name}={t - t0:.2f}s" for (_, t0), (name, t) in zip(marks, marks[1:]))
     if loaded is not None:
         optimizer.load_state_dict(loaded.state["optimizer"])
         scheduler.load_state_dict(loaded.state["scheduler"])
@@ -167,9 +173,9 @@ def train_func(config: dict) -> None:
         if rank < len(rng):
             _set_rng_state(rng[rank])
         if rank == 0:
-            print(f"TRAIN resume step={start_step} from={loaded.path} t={time.time():.3f}", flush=True)
+            print(f"TRAIN resume step={start_step} from={loaded.path} t={time.time():.3f} setup: {phases}", flush=True)
     elif rank == 0:
-        print(f"TRAIN start step=0 (no checkpoint) t={time.time():.3f}", flush=True)
+        print(f"TRAIN start step=0 (no checkpoint) t={time.time():.3f} setup: {phases}", flush=True)
 
     amp = device.type == "cuda" and s.precision == "bf16"
     tokens_per_step = s.batch_size_per_worker * world * gpt_config.block_size

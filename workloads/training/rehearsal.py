@@ -48,6 +48,7 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
                            env_extra={**(FAST_DETECTION if detection == "fast" else {}), **(ray_env or {})})
     steps_seen: list[tuple[int, float, float, int]] = []  # (step, loss, t, attempt)
     resumes: list[tuple[int, float]] = []
+    setup: dict = {}  # set-up phases of the last resume (train_func: model, data, checkpoint, ddp_wrap)
     workers: list[dict] = []  # one per worker start: rank, node, proc_start, t (loop entered), attempt
     kill_t = None
     dead_t: list = []  # when the GCS declared the killed node dead, and its node id
@@ -84,6 +85,7 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
                 elif m := RESUME_RE.search(line):
                     attempt += 1
                     resumes.append((int(m.group(1)), float(m.group(3))))
+                    setup = dict(re.findall(r"(\w+)=([0-9.]+)s", line.split("setup:", 1)[-1])) if "setup:" in line else {}
                     say(f"    resumed from the checkpoint at step {m.group(1)} ({m.group(2)})")
                 elif m := STEP_RE.search(line):
                     step, loss, t = int(m.group(1)), float(m.group(2)), float(m.group(3))
@@ -109,6 +111,7 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
 
     summary = _summarize(steps, steps_seen, resumes, kill_t, str(status), checkpoint_every, detection)
     summary["phases"] = _phases(kill_t, dead_t, workers, resumes, summary, out_dir / "ray-train-logs")
+    summary["phases"].update({f"setup_{k}_s": float(v) for k, v in setup.items()})
     summary["killed_node"] = dead_t[1] if len(dead_t) > 1 else None
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     summary["plot"] = str(_plot(steps_seen, resumes, kill_t, out_dir / "loss.png"))
@@ -144,9 +147,19 @@ def _keep_train_logs(cluster: LocalCluster, dest: Path) -> None:
         shutil.copytree(d, dest, dirs_exist_ok=True)
 
 
+# Ray Train 2.60 controller log messages that mark the recovery's steps.
+CONTROLLER_EVENTS = (
+    ("controller_decided_retry", "[FailurePolicy] RETRY"),
+    ("placement_group_ready", "Placement group ready"),
+    ("worker_actors_created", "worker actors created"),
+    ("train_context_initialized", "Train context initialized"),
+    ("worker_group_started", "Started training worker group"),
+)
+
+
 def _controller_events(log_dir: Path, after: float) -> dict:
-    """Times (epoch s) of the controller's first failure handling and worker-group start after
-    ``after``, from Ray Train's JSON controller log."""
+    """Times (epoch s) of the first of each CONTROLLER_EVENTS after ``after``, from Ray Train's
+    JSON controller log."""
     events: dict[str, float] = {}
     for f in sorted(log_dir.glob("ray-train-sys-controller*.log")):
         for line in f.read_text(errors="replace").splitlines():
@@ -158,8 +171,8 @@ def _controller_events(log_dir: Path, after: float) -> dict:
             msg = rec.get("message", "")
             if t <= after:
                 continue
-            for key, needle in (("controller_saw_failure", "fail"), ("worker_group_started", "started")):
-                if key not in events and needle in msg.lower():
+            for key, needle in CONTROLLER_EVENTS:
+                if key not in events and needle in msg:
                     events[key] = t
     return events
 
@@ -176,10 +189,10 @@ def _phases(kill_t, dead_t, workers, resumes, summary, log_dir: Path) -> dict:
         out["new_workers_started"] = round(min(w["proc_start"] for w in new) - kill_t, 2)
         out["rank0_process_started"] = round(r0["proc_start"] - kill_t, 2)
         out["rank0_loop_entered"] = round(r0["t"] - kill_t, 2)
-        out["worker_boot_s (Ray worker, torch import, gloo init)"] = round(r0["t"] - r0["proc_start"], 2)
+        out["worker_boot_s (process start to loop entry)"] = round(r0["t"] - r0["proc_start"], 2)
     out["checkpoint_loaded"] = round(resumes[-1][1] - kill_t, 2)
     if r0:
-        out["setup_and_load_s (data, model, checkpoint, DDP wrap)"] = round(resumes[-1][1] - r0["t"], 2)
+        out["setup_s (loop entry to resumed state)"] = round(resumes[-1][1] - r0["t"], 2)
     if summary.get("recovery_s") is not None:
         out["first_step_after_resume"] = summary["recovery_s"]
         out["first_step_s"] = round(summary["recovery_s"] - (resumes[-1][1] - kill_t), 2)
@@ -262,4 +275,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import signal
+
+    # `timeout` and CI send SIGTERM: exit through the finally blocks, so the cluster is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(main())
