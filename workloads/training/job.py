@@ -18,9 +18,11 @@ from dataclasses import asdict, dataclass, field
 
 log = logging.getLogger("workloads.training")
 
-# What drives recovery after a node loss (measured in bench/training_recovery.py, see README):
-# Ray Train's controller polls the workers every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s) and
-# reports block until the next poll, so it is left at its default.
+# What drives recovery after a node loss (measured in bench/training_recovery.py, see
+# bench/README.md): Ray Train's controller polls the workers every
+# RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s; a killed worker fails its next poll), then new worker
+# processes start and restore the state. report() waits for the next poll only when reports
+# come faster than the polls; it is left at its default (see workloads/training/manifest.py).
 
 
 @dataclass
