@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -27,17 +28,23 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--kill-at-step", type=int, default=80)
+    p.add_argument("--ray-env", action="append", default=[], metavar="NAME=VALUE",
+                   help="environment of every Ray process, e.g. RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=1")
     p.add_argument("--out", default=str(REPO / "out" / "bench" / "training_recovery.json"))
     args = p.parse_args(argv)
+    ray_env = dict(pair.split("=", 1) for pair in args.ray_env)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; Ray env {ray_env or 'defaults'}", flush=True)
     results = {}
     for case in args.cases.split(","):
         print(f"==> {case} node-loss detection", flush=True)
         s = rehearse(steps=args.steps, checkpoint_every=args.checkpoint_every, kill_at_step=args.kill_at_step,
                      out_dir=Path(args.out).parent / f"recovery-{case}", detection=case,
-                     gcs_port=None, dashboard_port=None, quiet=True)
+                     gcs_port=None, dashboard_port=None, quiet=True, ray_env=ray_env)
         results[case] = s
         print(f"    status {s['status']}: recovery {s['recovery_s']} s (goal <= 15 s), steps redone "
               f"{s['steps_redone']} (goal <= {args.checkpoint_every}), final loss {s['final_loss']}", flush=True)
+        for k, v in s["phases"].items():
+            print(f"      {k:55s} {v}", flush=True)
     if "fast" in results and "default" in results and results["fast"]["recovery_s"] and results["default"]["recovery_s"]:
         print(f"recovery with fast detection / Ray defaults: "
               f"{results['fast']['recovery_s'] / results['default']['recovery_s']:.2f}")
@@ -47,4 +54,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import signal
+
+    # `timeout` sends SIGTERM: exit through the finally blocks, so the local cluster is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(main())

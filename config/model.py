@@ -8,7 +8,6 @@ independent mistakes are all reported together.
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import re
 from typing import Annotated, Literal
@@ -232,14 +231,6 @@ class Network(Frozen):
 IAM_PRINCIPAL_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[\w+=,.@/-]{1,512}$")
 
 
-@functools.cache
-def _ec2_instance_types() -> tuple[str, ...]:
-    """Every value of EC2's ``InstanceType`` enum in the installed botocore."""
-    import botocore.session
-
-    return tuple(botocore.session.get_session().get_service_model("ec2").shape_for("InstanceType").enum)
-
-
 class SystemNodeGroup(Frozen):
     """The EKS managed node group 'system': KubeRay operator, Ray head pods, CoreDNS."""
 
@@ -255,7 +246,7 @@ class SystemNodeGroup(Frozen):
     @field_validator("instance_type")
     @classmethod
     def _instance_type(cls, v: str) -> str:
-        allowed = _ec2_instance_types()
+        allowed = catalog.ec2_instance_types()
         if v not in allowed:
             close = catalog.closest(v, allowed)
             hint = f"; did you mean {close!r}?" if close else ""

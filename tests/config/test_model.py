@@ -128,6 +128,28 @@ def test_instance_types_are_read_from_botocore():
     model = botocore.session.get_session().get_service_model("sagemaker")
     assert catalog.hyperpod_instance_types() == tuple(model.shape_for("ClusterInstanceType").enum)
     assert "ml.p5.48xlarge" in catalog.hyperpod_instance_types()
+    ec2 = botocore.session.get_session().get_service_model("ec2")
+    assert catalog.ec2_instance_types() == tuple(ec2.shape_for("InstanceType").enum)
+
+
+def test_service_enum_reads_any_layout_of_the_newest_model(tmp_path, monkeypatch):
+    """The fast path reads one shape; a model laid out otherwise is parsed whole, and the newest
+    API version wins, as in botocore's loader."""
+    import gzip
+    import json
+
+    for version, values in (("2016-01-01", ["old"]), ("2024-01-01", ["b", "a"])):
+        d = tmp_path / "svc" / version
+        d.mkdir(parents=True)
+        model = {"shapes": {"Kind": {"enum": values, "type": "string"}, "Ref": {"shape": "Kind"}}}
+        with gzip.open(d / "service-2.json.gz", "wt") as f:
+            json.dump(model, f)
+    monkeypatch.setattr(catalog, "_botocore_data_dir", lambda: tmp_path)
+    catalog.service_enum.cache_clear()
+    try:
+        assert catalog.service_enum("svc", "Kind") == ("b", "a")
+    finally:
+        catalog.service_enum.cache_clear()
 
 
 def test_negative_count():

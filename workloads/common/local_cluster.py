@@ -2,9 +2,10 @@
 
 Every node is a separate ``ray start --block`` in its own process group, with its own ports
 (picked free, unless given) under one private temp dir, on 127.0.0.1 only, with memory and
-object store sized explicitly. ``kill_node`` SIGKILLs one node (a node loss); ``stop`` ends
-every process this cluster started, found by process group and by the temp dir on their
-command lines, never by name, so other clusters on the machine are untouched.
+object store sized explicitly; the process that calls ``start`` gets the same loopback pinning
+as the nodes (``keep_this_process_on_loopback``). ``kill_node`` SIGKILLs one node (a node
+loss); ``stop`` ends every process this cluster started, found by process group and by the
+temp dir on their command lines, never by name, so other clusters on the machine are untouched.
 """
 
 from __future__ import annotations
@@ -47,6 +48,25 @@ def free_ports(n: int) -> list[int]:
 
 def free_port() -> int:
     return free_ports(1)[0]
+
+
+def keep_this_process_on_loopback() -> None:
+    """Apply the offline hook (``_offline/sitecustomize.py``) in this process too.
+
+    The nodes get the hook from PYTHONPATH (``offline_env``), but the process that starts a
+    cluster is usually also its driver (``ray.init(address=cluster.address)``), and it was not
+    started with that PYTHONPATH: without the hook Ray resolves the 127.0.0.1 address to the
+    host's interface, where the GCS does not listen, and ``ray.init`` times out. Idempotent.
+    """
+    if "_hpray_offline_hook" in sys.modules:
+        return
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_hpray_offline_hook", OFFLINE_HOOK_DIR / "sitecustomize.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules["_hpray_offline_hook"] = module
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 
 def offline_env(base: dict | None = None) -> dict:
@@ -122,6 +142,8 @@ class LocalCluster:
                 "--object-store-memory", str(self.object_store_per_node_mib << 20)]
 
     def start(self, timeout_s: float = 120) -> "LocalCluster":
+        # Whoever starts a local cluster drives it: keep this process on loopback as well.
+        keep_this_process_on_loopback()
         # Short path: Ray's unix sockets live under it (108-byte limit).
         self.temp_dir = self.temp_dir or tempfile.mkdtemp(prefix="rt", dir="/tmp")
         self.gcs_port = self.gcs_port or free_port()

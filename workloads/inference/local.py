@@ -16,20 +16,10 @@ import os
 from dataclasses import dataclass
 
 from workloads.common import local_cluster as _common
-from workloads.common.local_cluster import OFFLINE_HOOK_DIR, REPO_ROOT, _descendants, free_port
+from workloads.common.local_cluster import REPO_ROOT, _descendants, free_port, keep_this_process_on_loopback
 
-os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-
-
-def _load_hook() -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_hpray_offline_hook", OFFLINE_HOOK_DIR / "sitecustomize.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-
-
-_load_hook()
+# At import, not only in start(): callers import this module before anything else of Ray.
+keep_this_process_on_loopback()
 
 
 @dataclass

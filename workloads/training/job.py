@@ -18,9 +18,11 @@ from dataclasses import asdict, dataclass, field
 
 log = logging.getLogger("workloads.training")
 
-# What drives recovery after a node loss (measured in bench/training_recovery.py, see README):
-# Ray Train's controller polls the workers every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s) and
-# reports block until the next poll, so it is left at its default.
+# What drives recovery after a node loss (measured in bench/training_recovery.py, see
+# bench/README.md): Ray Train's controller polls the workers every
+# RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s; a killed worker fails its next poll), then new worker
+# processes start and restore the state. report() waits for the next poll only when reports
+# come faster than the polls; it is left at its default (see workloads/training/manifest.py).
 
 
 @dataclass
@@ -59,7 +61,9 @@ class JobSettings:
     fail_marker: str | None = None
     # Benchmarks: rank 0 records the wall time at the end of every step, creates
     # `<timing_file>.go` after step `timing_from_step` and writes {first_step, times,
-    # tokens_per_step} to `timing_file` at the end.
+    # tokens_per_step, cpu_s (this process's CPU seconds from that step to the last),
+    # report_s (seconds spent inside ray.train.report from that step on), reports} to
+    # `timing_file` at the end.
     timing_file: str | None = None
     timing_from_step: int = 0
 
@@ -99,6 +103,16 @@ def _set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
+def _process_start_time() -> float:
+    """Wall-clock time at which this process started (Linux /proc, 10 ms; 0.0 elsewhere)."""
+    try:
+        ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+        uptime = float(open("/proc/uptime").read().split()[0])
+        return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def train_func(config: dict) -> None:
     """The per-worker training loop."""
     import ray.train
@@ -116,19 +130,28 @@ def train_func(config: dict) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    if s.log_every_step:
+        # When this worker process started and when the loop was entered (Ray worker start-up,
+        # torch import and the gloo process group all happen in between), and on which node.
+        print(f"TRAIN worker rank={rank} node={ray.get_runtime_context().get_node_id()[:12]} "
+              f"proc_start={_process_start_time():.3f} t={time.time():.3f}", flush=True)
     device = ray.train.torch.get_device()
     if device.type == "cpu":
         torch.set_num_threads(max(1, int(s.cpus_per_worker)))
     fs, base = storage.filesystem_for(s.storage_path)
 
     # Same initial weights on every rank; per-rank RNG streams afterwards (dropout).
+    marks = [("entry", time.time())]  # set-up phases, printed with the start/resume line
     torch.manual_seed(s.seed)
     gpt_config = GPTConfig(**s.model)
     model = GPT(gpt_config)
+    marks.append(("model", time.time()))
     data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), gpt_config.block_size, s.seed)
+    marks.append(("data", time.time()))
     pos = DataPosition()
     start_step = 0
     loaded = ckpt.load_latest_valid(base, s.run_name, filesystem=fs)
+    marks.append(("checkpoint", time.time()))
     if loaded is not None:
         model.load_state_dict(loaded.state["model"])
         start_step = loaded.step
@@ -137,12 +160,14 @@ def train_func(config: dict) -> None:
     torch.manual_seed(s.seed + 7919 * (rank + 1))
 
     model = ray.train.torch.prepare_model(model)
+    marks.append(("ddp_wrap", time.time()))
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=s.learning_rate, betas=(0.9, 0.95), fused=device.type == "cuda")
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(s.warmup_steps, s.steps))
+    phases = " ".join(f"{name}={t - t0:.2f}s" for (_, t0), (name, t) in zip(marks, marks[1:]))
     if loaded is not None:
         optimizer.load_state_dict(loaded.state["optimizer"])
         scheduler.load_state_dict(loaded.state["scheduler"])
@@ -150,14 +175,15 @@ def train_func(config: dict) -> None:
         if rank < len(rng):
             _set_rng_state(rng[rank])
         if rank == 0:
-            print(f"TRAIN resume step={start_step} from={loaded.path} t={time.time():.3f}", flush=True)
+            print(f"TRAIN resume step={start_step} from={loaded.path} t={time.time():.3f} setup: {phases}", flush=True)
     elif rank == 0:
-        print(f"TRAIN start step=0 (no checkpoint) t={time.time():.3f}", flush=True)
+        print(f"TRAIN start step=0 (no checkpoint) t={time.time():.3f} setup: {phases}", flush=True)
 
     amp = device.type == "cuda" and s.precision == "bf16"
     tokens_per_step = s.batch_size_per_worker * world * gpt_config.block_size
     window_loss, window_n, window_t0 = 0.0, 0, time.perf_counter()
     step_times: list[float] = []
+    cpu_at_go, report_s, reports = None, 0.0, 0
     model.train()
     for step in range(start_step, s.steps):
         x, y = data.next_batch(pos, rank=rank, world_size=world, batch_size=s.batch_size_per_worker)
@@ -174,6 +200,7 @@ def train_func(config: dict) -> None:
         if s.timing_file and rank == 0:
             step_times.append(time.time())
             if done == s.timing_from_step:
+                cpu_at_go = time.process_time()
                 open(s.timing_file + ".go", "w").close()
         window_loss += loss_value
         window_n += 1
@@ -196,8 +223,11 @@ def train_func(config: dict) -> None:
                    # The step this attempt resumed from (0: a fresh start).
                    "resumed_from": start_step}
         window_loss, window_n = 0.0, 0
+        t_report = time.perf_counter()
         if not want_ckpt:
             ray.train.report(metrics)
+            if cpu_at_go is not None:
+                report_s, reports = report_s + time.perf_counter() - t_report, reports + 1
             window_t0 = time.perf_counter()
             continue
         rng_states = [None] * world
@@ -215,16 +245,21 @@ def train_func(config: dict) -> None:
                      "loss": metrics["loss"]})
             checkpoint = Checkpoint.from_directory(local)
         # Uploaded in the background (manifest last); training continues meanwhile.
+        t_report = time.perf_counter()
         ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=ckpt.dir_name(done),
                          checkpoint_upload_mode=CheckpointUploadMode.ASYNC,
                          checkpoint_upload_fn=ckpt.ray_upload_fn)
+        if cpu_at_go is not None and done < s.steps:
+            report_s, reports = report_s + time.perf_counter() - t_report, reports + 1
         window_t0 = time.perf_counter()
     if rank == 0:
         print(f"TRAIN done step={s.steps} t={time.time():.3f}", flush=True)
         if s.timing_file:
             with open(s.timing_file, "w") as f:
                 json.dump({"first_step": start_step + 1, "times": step_times,
-                           "tokens_per_step": tokens_per_step}, f)
+                           "tokens_per_step": tokens_per_step,
+                           "cpu_s": time.process_time() - (cpu_at_go or 0.0),
+                           "report_s": report_s, "reports": reports}, f)
 
 
 def check_cluster(s: JobSettings) -> list[str]:

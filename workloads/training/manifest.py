@@ -16,8 +16,11 @@ from workloads.training import settings as settings_mod
 
 APP = "ray-train"
 
-# Environment of every Ray process of the job. The controller's poll interval stays at Ray's
-# default (2 s): a shorter one made the run slower on a loaded machine (bench/training_throughput).
+# Environment of every Ray process of the job. The Train controller's poll
+# (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S) stays at Ray's default, 2 s: `report()` waits for a poll
+# only when reports come faster than it (every 50 GPU steps here: several seconds), and a
+# shorter poll costs CPU on every worker all the time to save at most 2 s per node loss
+# (measured in bench/training_throughput.py and bench/training_recovery.py; bench/README.md).
 RAY_ENV = {
     "RAY_TRAIN_V2_ENABLED": "1",
     "RAY_USAGE_STATS_ENABLED": "0",

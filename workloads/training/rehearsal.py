@@ -22,6 +22,7 @@ from workloads.common.local_cluster import REPO_ROOT, LocalCluster
 
 STEP_RE = re.compile(r"TRAIN step=(\d+) loss=([0-9.]+) t=([0-9.]+)")
 RESUME_RE = re.compile(r"TRAIN resume step=(\d+) from=(\S+) t=([0-9.]+)")
+WORKER_RE = re.compile(r"TRAIN worker rank=(\d+) node=(\w+) proc_start=([0-9.]+) t=([0-9.]+)")
 # Node-loss detection in the GCS: 3 missed health checks 1 s apart (Ray: 5 x 3 s). The
 # controller's poll (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S) stays at its 2 s default.
 FAST_DETECTION = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
@@ -30,10 +31,11 @@ FAST_DETECTION = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failur
 
 def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: Path,
              detection: str = "fast", gcs_port: int | None = 6379, dashboard_port: int | None = 8265,
-             quiet: bool = False) -> dict:
+             quiet: bool = False, ray_env: dict | None = None) -> dict:
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+    out_dir = out_dir.resolve()  # the job runs with another working directory
     out_dir.mkdir(parents=True, exist_ok=True)
     # Kept under out_dir after the run: `make rehearse-serve` serves the newest checkpoint found
     # under out/. Emptied first, so a rerun starts fresh instead of resuming the last rehearsal.
@@ -43,10 +45,13 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
     cluster = LocalCluster(worker_nodes=2, cpus_per_node=2, memory_per_node_mib=3072,
                            object_store_per_node_mib=512, gcs_port=gcs_port,
                            dashboard_port=dashboard_port,
-                           env_extra=FAST_DETECTION if detection == "fast" else {})
+                           env_extra={**(FAST_DETECTION if detection == "fast" else {}), **(ray_env or {})})
     steps_seen: list[tuple[int, float, float, int]] = []  # (step, loss, t, attempt)
     resumes: list[tuple[int, float]] = []
+    setup: dict = {}  # set-up phases of the last resume (train_func: model, data, checkpoint, ddp_wrap)
+    workers: list[dict] = []  # one per worker start: rank, node, proc_start, t (loop entered), attempt
     kill_t = None
+    dead_t: list = []  # when the GCS declared the killed node dead, and its node id
     t0 = time.time()
     try:
         say(f"==> starting a local Ray cluster: head + 2 worker nodes (temp dir under /tmp), "
@@ -57,7 +62,10 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
         entry = (f"{sys.executable} -m workloads.training --local --storage {storage} "
                  f"--set steps={steps} --set checkpoint_every_steps={checkpoint_every} "
                  f"--set storage_shared=true --set log_every_step=true --set run_name=rehearsal")
-        job_id = client.submit_job(entrypoint=entry, runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}})
+        # The job's PYTHONPATH replaces the node's: keep the offline hook on it (loopback only),
+        # or the job's driver resolves 127.0.0.1 to the host's interface and cannot reach the GCS.
+        job_id = client.submit_job(entrypoint=entry,
+                                   runtime_env={"env_vars": {"PYTHONPATH": cluster.env()["PYTHONPATH"]}})
         say(f"==> submitted {job_id}: {entry}")
         seen, attempt, status, unique = 0, 0, None, set()
         deadline = time.monotonic() + 1500
@@ -71,9 +79,13 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
                 if key in unique:
                     continue
                 unique.add(key)
-                if m := RESUME_RE.search(line):
+                if m := WORKER_RE.search(line):
+                    workers.append({"rank": int(m.group(1)), "node": m.group(2), "proc_start": float(m.group(3)),
+                                    "t": float(m.group(4)), "attempt": attempt + (1 if kill_t else 0)})
+                elif m := RESUME_RE.search(line):
                     attempt += 1
                     resumes.append((int(m.group(1)), float(m.group(3))))
+                    setup = dict(re.findall(r"(\w+)=([0-9.]+)s", line.split("setup:", 1)[-1])) if "setup:" in line else {}
                     say(f"    resumed from the checkpoint at step {m.group(1)} ({m.group(2)})")
                 elif m := STEP_RE.search(line):
                     step, loss, t = int(m.group(1)), float(m.group(2)), float(m.group(3))
@@ -83,6 +95,7 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
                     if kill_t is None and step >= kill_at_step:
                         cluster.kill_node(2)
                         kill_t = time.time()
+                        _watch_node_death(cluster, dead_t)
                         say(f"==> killed worker node 2 (SIGKILL to all its processes) after step {step}")
                 elif "TRAIN" in line or "Error" in line:
                     say("    " + line.strip()[:200])
@@ -91,14 +104,101 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
                 break
             time.sleep(0.5)
         (out_dir / "job.log").write_text(client.get_job_logs(job_id))
+        _keep_train_logs(cluster, out_dir / "ray-train-logs")
     finally:
         say("==> stopping the cluster")
         cluster.stop()
 
     summary = _summarize(steps, steps_seen, resumes, kill_t, str(status), checkpoint_every, detection)
+    summary["phases"] = _phases(kill_t, dead_t, workers, resumes, summary, out_dir / "ray-train-logs")
+    summary["phases"].update({f"setup_{k}_s": float(v) for k, v in setup.items()})
+    summary["killed_node"] = dead_t[1] if len(dead_t) > 1 else None
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     summary["plot"] = str(_plot(steps_seen, resumes, kill_t, out_dir / "loss.png"))
     return summary
+
+
+def _watch_node_death(cluster: LocalCluster, found: list) -> None:
+    """Record (in ``found``) when the GCS stops counting the killed node as alive, and its id."""
+    import threading
+
+    from ray._raylet import GcsClient
+
+    def watch():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                infos = GcsClient(address=cluster.address).get_all_node_info(timeout=5)
+            except Exception:  # noqa: BLE001 - GCS busy; try again
+                infos = {}
+            dead = [nid for nid, info in infos.items() if info.state != 0]
+            if dead:
+                found.extend([time.time(), (dead[0].hex() if hasattr(dead[0], "hex") else str(dead[0]))[:12]])
+                return
+            time.sleep(0.1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _keep_train_logs(cluster: LocalCluster, dest: Path) -> None:
+    """Copy Ray Train's controller and worker logs out of the cluster's temp dir before stop."""
+    shutil.rmtree(dest, ignore_errors=True)
+    for d in Path(cluster.temp_dir).glob("session_*/logs/train"):
+        shutil.copytree(d, dest, dirs_exist_ok=True)
+
+
+# Ray Train 2.60 controller log messages that mark the recovery's steps.
+CONTROLLER_EVENTS = (
+    ("controller_decided_retry", "[FailurePolicy] RETRY"),
+    ("placement_group_ready", "Placement group ready"),
+    ("worker_actors_created", "worker actors created"),
+    ("train_context_initialized", "Train context initialized"),
+    ("worker_group_started", "Started training worker group"),
+)
+
+
+def _controller_events(log_dir: Path, after: float) -> dict:
+    """Times (epoch s) of the first of each CONTROLLER_EVENTS after ``after``, from Ray Train's
+    JSON controller log."""
+    events: dict[str, float] = {}
+    for f in sorted(log_dir.glob("ray-train-sys-controller*.log")):
+        for line in f.read_text(errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            t = rec.get("timestamp_ns", 0) / 1e9 or rec.get("asctime_epoch", 0)
+            msg = rec.get("message", "")
+            if t <= after:
+                continue
+            for key, needle in CONTROLLER_EVENTS:
+                if key not in events and needle in msg:
+                    events[key] = t
+    return events
+
+
+def _phases(kill_t, dead_t, workers, resumes, summary, log_dir: Path) -> dict:
+    """Seconds from the kill to each event of the recovery, and the length of each phase."""
+    if kill_t is None or not resumes:
+        return {}
+    new = [w for w in workers if w["proc_start"] > kill_t]
+    r0 = next((w for w in new if w["rank"] == 0), None)
+    out = {"gcs_declared_node_dead": round(dead_t[0] - kill_t, 2) if dead_t else None}
+    out.update({k: round(v - kill_t, 2) for k, v in _controller_events(log_dir, kill_t).items()})
+    if r0:
+        out["new_workers_started"] = round(min(w["proc_start"] for w in new) - kill_t, 2)
+        out["rank0_process_started"] = round(r0["proc_start"] - kill_t, 2)
+        out["rank0_loop_entered"] = round(r0["t"] - kill_t, 2)
+        out["worker_boot_s (process start to loop entry)"] = round(r0["t"] - r0["proc_start"], 2)
+    out["checkpoint_loaded"] = round(resumes[-1][1] - kill_t, 2)
+    if r0:
+        out["setup_s (loop entry to resumed state)"] = round(resumes[-1][1] - r0["t"], 2)
+    if summary.get("recovery_s") is not None:
+        out["first_step_after_resume"] = summary["recovery_s"]
+        out["first_step_s"] = round(summary["recovery_s"] - (resumes[-1][1] - kill_t), 2)
+    out["replacement_nodes"] = sorted({w["node"] for w in new})
+    out["first_attempt_nodes"] = sorted({w["node"] for w in workers if w["proc_start"] <= kill_t})
+    return out
 
 
 def _summarize(steps, seen, resumes, kill_t, status, every, detection) -> dict:
@@ -166,10 +266,17 @@ def main(argv=None) -> int:
     for k in ("status", "steps_total", "last_step", "killed_after_step", "resume_step", "steps_redone",
               "recovery_s", "first_loss", "final_loss", "plot"):
         print(f"    {k:18s} {s[k]}")
+    print("    phases (s after the kill; *_s: phase lengths)")
+    for k, v in s["phases"].items():
+        print(f"      {k:55s} {v}")
     ok = s["status"] == "SUCCEEDED" and s["last_step"] == s["steps_total"] and s["resume_step"] is not None
     print("    result            " + ("OK: resumed from the latest checkpoint and finished" if ok else "FAILED"))
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
+    import signal
+
+    # `timeout` and CI send SIGTERM: exit through the finally blocks, so the cluster is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(main())

@@ -88,7 +88,11 @@ def for_local(overrides: dict[str, Any] | None = None, *, storage_path: str) -> 
     overrides = dict(overrides or {})
     runtime = {k: overrides.pop(k) for k in RUNTIME_KEYS if k in overrides}
     merged = _merge(LOCAL_DEFAULTS, {"storage_path": storage_path, **overrides})
-    t = training_with(Training(storage_path=storage_path, checkpoint_every_steps=1), merged, "local run")
+    try:
+        base = Training(storage_path=storage_path, checkpoint_every_steps=1)
+    except ValidationError as err:  # a bad --storage: the same clear message as for the rest
+        raise ConfigError("local run", [f"training.{l}" for l in format_validation_error(err)]) from None
+    t = training_with(base, merged, "local run")
     if t.gpus_per_worker:
         raise ConfigError("local run", [f"training.gpus_per_worker: {t.gpus_per_worker}; local runs "
                                         "are CPU-only, allowed: 0"])

@@ -121,25 +121,51 @@ def test_torn_newest_checkpoint_falls_back_on_rerun(node_loss_run, reference):
     _assert_same_training_state(_final(storage_path, "nodeloss"), _final(reference[0], "reference"))
 
 
+PROBE = """
+import ray
+ray.init(address=ADDRESS, log_to_driver=False)
+@ray.remote
+def ip():
+    return ray.util.get_node_ip_address()
+print(ray.util.get_node_ip_address(), ray.get(ip.remote()), sorted({n["NodeManagerAddress"] for n in ray.nodes()}))
+ray.shutdown()
+"""
+# A process that starts a local cluster and drives it, like every bench and rehearsal entry
+# point: without the offline hook on its PYTHONPATH. Then a driver started with the cluster's
+# env (as a job's driver is). A driver that cannot reach the GCS retries for minutes, so a
+# watchdog stops the cluster and exits.
+STARTER = """
+import os, subprocess, sys, threading
+from workloads.common.local_cluster import LocalCluster
+c = LocalCluster(worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1024,
+                 object_store_per_node_mib=256, dashboard=False).start()
+threading.Timer(100, lambda: (print("driver hung", flush=True), c.stop(), os._exit(3))).start()
+rc = 1
+try:
+    probe = PROBE.replace("ADDRESS", repr(c.address))
+    exec(probe, {})
+    child = subprocess.run([sys.executable, "-c", probe], env=c.env(), capture_output=True, text=True, timeout=90)
+    print(child.stdout.strip().splitlines()[-1] if child.returncode == 0 else "child failed: " + child.stderr[-1500:])
+    rc = 0
+finally:
+    c.stop()
+    sys.stdout.flush()
+    os._exit(rc)
+"""
+
+
 def test_local_cluster_traffic_stays_on_loopback():
     """Drivers, actors and nodes of a local cluster use 127.0.0.1, not the host's interface."""
     import subprocess
     import sys
 
-    from workloads.common.local_cluster import LocalCluster
+    from workloads.common.local_cluster import REPO_ROOT
 
-    cluster = LocalCluster(worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1024,
-                           object_store_per_node_mib=256, dashboard=False).start()
-    try:
-        code = (
-            f"import ray; ray.init(address={cluster.address!r})\n"
-            "@ray.remote\ndef ip(): return ray.util.get_node_ip_address()\n"
-            "print(ray.util.get_node_ip_address(), ray.get(ip.remote()),"
-            " sorted({n['NodeManagerAddress'] for n in ray.nodes()}))\n"
-        )
-        out = subprocess.run([sys.executable, "-c", code], env=cluster.env(), capture_output=True,
-                             text=True, timeout=120)
-        assert out.returncode == 0, out.stderr[-2000:]
-        assert out.stdout.split("\n")[-2] == "127.0.0.1 127.0.0.1 ['127.0.0.1']"
-    finally:
-        cluster.stop()
+    # The test process has the hook applied by conftest; the process we start must not.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    code = f"PROBE = {PROBE!r}\n" + STARTER
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=180, cwd=str(REPO_ROOT))
+    assert out.returncode == 0, out.stdout[-1000:] + out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-2:] == ["127.0.0.1 127.0.0.1 ['127.0.0.1']"] * 2, out.stdout[-2000:]

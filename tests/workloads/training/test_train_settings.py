@@ -91,6 +91,9 @@ def test_cli_reports_before_ray_starts(capsys, monkeypatch):
     assert "local run: 1 configuration error:\n  - training.num_workers: 0 workers requested" in capsys.readouterr().err
     assert main(["--local", "--storage", "/tmp/x", "--set", "gpus_per_worker=1"]) == 2
     assert "local runs are CPU-only, allowed: 0" in capsys.readouterr().err
+    assert main(["--local", "--storage", "relative/dir"]) == 2
+    assert ("local run: 1 configuration error:\n  - training.storage_path: 'relative/dir' is not an absolute "
+            "path; allowed: /fsx/..., another absolute path, or s3://") in capsys.readouterr().err
 
 
 def test_cli_subprocess_exit_code_and_no_traceback():
