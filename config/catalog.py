@@ -74,6 +74,20 @@ def ec2_instance_types() -> tuple[str, ...]:
     return service_enum("ec2", "InstanceType")
 
 
+def require_enum_value(value: str, *, service: str, shape: str, what: str) -> str:
+    """``value`` if it is in botocore's ``service`` ``shape`` enum, else a ValueError that names
+    the source, the number of values and the closest one."""
+    allowed = service_enum(service, shape)
+    if value in allowed:
+        return value
+    close = closest(value, allowed)
+    hint = f"; did you mean {close!r}?" if close else ""
+    raise ValueError(
+        f"{value!r} is not {what} (botocore {botocore_version()} {service} {shape} enum, "
+        f"{len(allowed)} values){hint}"
+    )
+
+
 def botocore_version() -> str:
     from importlib.metadata import version
 

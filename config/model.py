@@ -246,15 +246,7 @@ class SystemNodeGroup(Frozen):
     @field_validator("instance_type")
     @classmethod
     def _instance_type(cls, v: str) -> str:
-        allowed = catalog.ec2_instance_types()
-        if v not in allowed:
-            close = catalog.closest(v, allowed)
-            hint = f"; did you mean {close!r}?" if close else ""
-            raise ValueError(
-                f"{v!r} is not an EC2 instance type (botocore {catalog.botocore_version()} ec2 "
-                f"InstanceType enum){hint}"
-            )
-        return v
+        return catalog.require_enum_value(v, service="ec2", shape="InstanceType", what="an EC2 instance type")
 
     @model_validator(mode="after")
     def _sizes(self) -> "SystemNodeGroup":
@@ -437,15 +429,9 @@ class InstanceGroup(Frozen):
     @field_validator("instance_type")
     @classmethod
     def _instance_type(cls, v: str) -> str:
-        allowed = catalog.hyperpod_instance_types()
-        if v not in allowed:
-            close = catalog.closest(v, allowed)
-            hint = f"; did you mean {close!r}?" if close else ""
-            raise ValueError(
-                f"{v!r} is not a HyperPod instance type (botocore {catalog.botocore_version()} "
-                f"sagemaker ClusterInstanceType enum, {len(allowed)} values){hint}"
-            )
-        return v
+        return catalog.require_enum_value(
+            v, service="sagemaker", shape="ClusterInstanceType", what="a HyperPod instance type"
+        )
 
     @field_validator("labels")
     @classmethod

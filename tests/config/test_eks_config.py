@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from config import ConfigError, parse_environment, versions
+from config import ConfigError, catalog, parse_environment, versions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -148,7 +148,8 @@ def test_system_node_instance_type_from_botocore():
     errors = errors_for(lambda d: d["eks"]["system_nodes"].update(instance_type="m7i.xxlarge"))
     assert len(errors) == 1
     assert errors[0].startswith("eks.system_nodes.instance_type: 'm7i.xxlarge' is not an EC2 instance type (botocore ")
-    assert errors[0].endswith("ec2 InstanceType enum); did you mean 'm7i.xlarge'?")
+    n = len(catalog.ec2_instance_types())
+    assert errors[0].endswith(f"ec2 InstanceType enum, {n} values); did you mean 'm7i.xlarge'?")
 
 
 def test_region_without_health_monitoring_agent_image():
