@@ -21,7 +21,11 @@ the time spent inside `ray.train.report()`: CPU seconds are far less noisy than 
 figures on a shared machine and say where Ray's overhead goes.
 
     python bench/training_throughput.py [--steps 150] [--repeats 3] [--configs ...]
-        [--ray-env RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=1 ...]
+        [--ray-env RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2 ...]
+
+Ray runs with workloads.training.settings.LOCAL_RAY_ENV (a 0.5 s Train controller poll: with
+Ray's 2 s default, reports every 10 steps here come faster than the controller takes them and
+report() paces training; see there), plus any --ray-env.
 
 The bf16 H200 benchmark (tokens/s and MFU) needs a GPU; none was lent to this task, so it is
 not measured here (see README).
@@ -269,14 +273,19 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3, help="DDP/Ray pairs per config (medians reported)")
     p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of: " + ", ".join(CONFIGS))
     p.add_argument("--ray-env", action="append", default=[], metavar="NAME=VALUE",
-                   help="environment of every Ray process (and the driver), e.g. RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=1")
+                   help="environment of every Ray process (and the driver), on top of "
+                        "workloads.training.settings.LOCAL_RAY_ENV, e.g. RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2")
     p.add_argument("--out", default=str(REPO / "out" / "bench" / "training_throughput.json"))
     p.add_argument("--ddp-child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.ddp_child:
         _ddp_main(args.ddp_child)
         return 0
-    ray_env = _env_pairs(args.ray_env)
+    from workloads.training.settings import LOCAL_RAY_ENV
+
+    # The local settings first (the controller's poll: see LOCAL_RAY_ENV), then --ray-env;
+    # --ray-env RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2 measures with Ray's default.
+    ray_env = {**LOCAL_RAY_ENV, **_env_pairs(args.ray_env)}
 
     print("bf16 on an H200: NOT MEASURED (no GPU machine was lent to this task)", flush=True)
     print(f"one at a time, interleaved (DDP, Ray, Ray, DDP, ...), {args.repeats} pair(s) per config, "

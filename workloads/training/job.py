@@ -21,8 +21,7 @@ log = logging.getLogger("workloads.training")
 # What drives recovery after a node loss (measured in bench/training_recovery.py, see
 # bench/README.md): Ray Train's controller polls the workers every
 # RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s; a killed worker fails its next poll), then new worker
-# processes start and restore the state. report() waits for the next poll only when reports
-# come faster than the polls; it is left at its default (see workloads/training/manifest.py).
+# processes start and restore the state. The same poll also paces report(): see ReportPacing.
 
 
 @dataclass
@@ -113,6 +112,43 @@ def _process_start_time() -> float:
         return 0.0
 
 
+class ReportPacing:
+    """Notices, once, when ``ray.train.report()`` sets the pace of training.
+
+    Ray Train's controller takes at most one report per worker per poll
+    (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S, 2 s by default), and each worker's report queue holds
+    one: report() blocks until the previous report has been taken. When reports come more
+    often than the polls, every report waits for the next poll and training runs at the poll's
+    pace (measured here: 10 steps in ~1.5 s with the 2 s poll, 0.24 s in every report(), 0.78
+    of plain DDP's throughput; bench/README.md, "Training"). On the cluster reports come every
+    ``report_every_steps`` GPU steps, seconds apart; this says so when that does not hold.
+    """
+
+    def __init__(self, report_every_steps: int, *, warn_fraction: float = 0.05, min_reports: int = 5):
+        self.report_every_steps = report_every_steps
+        self.warn_fraction = warn_fraction
+        self.min_reports = min_reports
+        self.blocked_s = 0.0
+        self.reports = 0
+        self.warned = False
+
+    def add(self, blocked_s: float, loop_s: float, poll_s: str) -> str | None:
+        """Record one report() that blocked ``blocked_s`` after ``loop_s`` seconds of the loop;
+        returns the warning (once) when reports took more than ``warn_fraction`` of the loop."""
+        self.blocked_s += blocked_s
+        self.reports += 1
+        if self.warned or self.reports < self.min_reports or self.blocked_s <= self.warn_fraction * loop_s:
+            return None
+        self.warned = True
+        apart = loop_s / self.reports
+        return (f"ray.train.report() blocked {self.blocked_s:.1f} s of {loop_s:.1f} s of training "
+                f"({100 * self.blocked_s / loop_s:.0f} %, {self.reports} reports): reports every "
+                f"{self.report_every_steps} steps come {apart:.1f} s apart, faster than Ray Train's "
+                f"controller takes them (one per poll, RAY_TRAIN_HEALTH_CHECK_INTERVAL_S={poll_s}). "
+                f"Raise training.report_every_steps, or set RAY_TRAIN_HEALTH_CHECK_INTERVAL_S below "
+                f"{apart:.1f} s.")
+
+
 def train_func(config: dict) -> None:
     """The per-worker training loop."""
     import ray.train
@@ -184,6 +220,15 @@ def train_func(config: dict) -> None:
     window_loss, window_n, window_t0 = 0.0, 0, time.perf_counter()
     step_times: list[float] = []
     cpu_at_go, report_s, reports = None, 0.0, 0
+    pacing = ReportPacing(s.report_every_steps)
+    poll_s = os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "2 (Ray's default)")
+    loop_t0 = time.perf_counter()
+
+    def paced(t_report: float) -> None:
+        warning = pacing.add(time.perf_counter() - t_report, time.perf_counter() - loop_t0, poll_s)
+        if warning and rank == 0:
+            log.warning(warning)
+
     model.train()
     for step in range(start_step, s.steps):
         x, y = data.next_batch(pos, rank=rank, world_size=world, batch_size=s.batch_size_per_worker)
@@ -226,6 +271,7 @@ def train_func(config: dict) -> None:
         t_report = time.perf_counter()
         if not want_ckpt:
             ray.train.report(metrics)
+            paced(t_report)
             if cpu_at_go is not None:
                 report_s, reports = report_s + time.perf_counter() - t_report, reports + 1
             window_t0 = time.perf_counter()
@@ -249,6 +295,7 @@ def train_func(config: dict) -> None:
         ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=ckpt.dir_name(done),
                          checkpoint_upload_mode=CheckpointUploadMode.ASYNC,
                          checkpoint_upload_fn=ckpt.ray_upload_fn)
+        paced(t_report)
         if cpu_at_go is not None and done < s.steps:
             report_s, reports = report_s + time.perf_counter() - t_report, reports + 1
         window_t0 = time.perf_counter()

@@ -17,10 +17,13 @@ from workloads.training import settings as settings_mod
 APP = "ray-train"
 
 # Environment of every Ray process of the job. The Train controller's poll
-# (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S) stays at Ray's default, 2 s: `report()` waits for a poll
-# only when reports come faster than it (every 50 GPU steps here: several seconds), and a
-# shorter poll costs CPU on every worker all the time to save at most 2 s per node loss
-# (measured in bench/training_throughput.py and bench/training_recovery.py; bench/README.md).
+# (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S) stays at Ray's default, 2 s: the controller takes one
+# report per worker per poll and `report()` blocks until the previous one is taken, which
+# paces training only when reports come faster than the polls (every 50 GPU steps here:
+# several seconds; locally, 10 CPU steps in ~1.5 s, it did: settings.LOCAL_RAY_ENV). If that
+# ever happens here, train_func says so once in the job log (job.ReportPacing). A shorter
+# poll costs CPU on every worker all the time to save at most 2 s per node loss (measured in
+# bench/training_throughput.py and bench/training_recovery.py; bench/README.md).
 RAY_ENV = {
     "RAY_TRAIN_V2_ENABLED": "1",
     "RAY_USAGE_STATS_ENABLED": "0",

@@ -27,6 +27,17 @@ LOCAL_DEFAULTS: dict[str, Any] = {
 }
 
 
+# Ray settings for local runs of the job on this machine (bench/training_throughput.py).
+# Ray Train's controller takes at most one report per worker per poll
+# (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S, Ray's default 2 s) and report() blocks until the previous
+# report has been taken, so reports must come less often than the polls. Locally 10 steps of
+# the benchmark's GPT take ~1.5 s: with the 2 s default every report waited ~0.2 s for the next
+# poll (8 % of the training thread's time in a py-spy profile, 0.78 of plain DDP's
+# throughput). A 0.5 s poll leaves margin for faster steps; in one pair each it cost no more
+# CPU than a 1 s poll (Ray's other processes: 16.8 ms per step with either; bench/README.md). On the
+# cluster reports are seconds apart and the 2 s default stays (workloads/training/manifest.py).
+LOCAL_RAY_ENV: dict[str, str] = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5"}
+
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     """``key=value`` pairs (values parsed as YAML scalars; dotted keys for nesting: model.n_layer=4)."""
     out: dict[str, Any] = {}
