@@ -3,15 +3,16 @@ NIST 800-53 R5) against a minimal one-bucket CDK app synthesized the same way, a
 measured in one run; plus a 100-instance-group config against a 2-group one.
 
 Two baselines, both with app.py's App props (no stack traces; CDK's built-in CloudFormation
-validation off because cfn-lint is the template gate):
+validation off because cfn-lint is the template gate) and its `gc.freeze()` after synth:
 - "1 bucket + gates": the one-bucket app with the same cdk-nag packs registered (its nine
   findings acknowledged, so every rule still runs). This is "synthesized the same way": the
   ratio is what our platform costs on top of the same synth pipeline.
 - "1 bucket": no cdk-nag at all; loading and running the packs is then on our side of the ratio.
 Each synth is a fresh `python app.py` process (what `cdk synth` runs), so importing aws-cdk-lib
 and starting the jsii kernel are in every measurement: that is the floor. Runs are interleaved
-(baseline, env, baseline, env, ...) and the median is taken, so that drift on a noisy machine hits
-both sides alike. Peak memory is the largest resident set of the whole process tree (Python plus
+(every case once per round, each round starting one case later) and the median is taken, so that
+drift on a noisy machine hits both sides alike; every synth starts with an empty output
+directory, as `make synth` does. Peak memory is the largest resident set of the whole process tree (Python plus
 the jsii Node kernel), sampled every 20 ms.
 
     .venv/bin/python bench/synth_bench.py [--repeats 3]
@@ -24,6 +25,7 @@ import ast
 import copy
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -49,6 +51,8 @@ stack = cdk.Stack(app, "Baseline", env=cdk.Environment(account="111111111111", r
 bucket = s3.Bucket(stack, "Bucket")
 {gates}
 app.synth()
+import gc
+gc.freeze()  # as app.py does after synth
 """
 # The bare bucket breaks nine rules; acknowledging them keeps every rule evaluated (the gates'
 # cost is what is measured) while letting the baseline synthesize.
@@ -161,8 +165,16 @@ def main() -> None:
     results: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
     total = args.repeats * len(cases)
     done = 0
+    names = list(cases)
     for r in range(args.repeats):
-        for name, (argv, env) in cases.items():
+        # Each round starts one case later, so that no case always runs right after the same one.
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            argv, env = cases[name]
+            # Every synth writes into an empty output directory, as `make synth` does (CDK skips
+            # copying an asset that is already staged there), and the previous one's writes are
+            # on disk before the next starts (untimed).
+            shutil.rmtree(env["CDK_OUTDIR"], ignore_errors=True)
+            os.sync()
             results[name].append(measure(argv, env))
             done += 1
             print(f"[{done}/{total}] round {r + 1}: {name}: {results[name][-1][0]:.2f} s", file=sys.stderr, flush=True)
