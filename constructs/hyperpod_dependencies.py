@@ -289,8 +289,8 @@ class HyperPodDependencies(Construct):
             HelmRelease(self, _construct_id(release.release), cluster=cluster, release=release, depends_on=depends_on)
             for release in device_plugin_releases(config)
         ]
-        for dependency in depends_on:
-            self.namespace.node.add_dependency(dependency)
+        if depends_on:
+            self.namespace.node.add_dependency(*depends_on)
         self.installed: tuple[IConstruct, ...] = (self.namespace, self.manifests, *self.charts)
 
 
