@@ -9,23 +9,31 @@ node with 2 CPUs), stopped after each run; the DDP side is `torch.distributed` w
 processes and no Ray process running.
 
 The runs are sequential and interleaved (DDP, Ray, then Ray, DDP, ...; `--repeats` pairs per
-config, medians). An earlier version ran both at the same time so that they shared the
-machine's background noise; on a quiet machine that is the wrong comparison: four training
-processes on two cores, and every CPU-second Ray's own processes use is taken from both sides
-alike instead of from Ray alone. Measured on the same quiet machine (2026-12-02): concurrent
-0.79 ("no reports"), sequential 0.93-0.95 (see bench/README.md, "Training").
+config, 3 by default: the median is then not just the mean of two, and the lowest and highest
+pair are printed as the spread). An earlier version ran both at the same time so that they
+shared the machine's background noise; on a quiet machine that is the wrong comparison: four
+training processes on two cores, and every CPU-second Ray's own processes use is taken from both
+sides alike instead of from Ray alone (concurrent 0.79 vs sequential 0.93-0.95 on the same quiet
+machine, 2026-12-02; bench/README.md, "Training").
 
 Besides tokens/s it prints, per Ray run, the CPU milliseconds per step of rank 0 on each side
-and of every other Ray process (from /proc, split by head node, worker node and driver), and
-the time spent inside `ray.train.report()`: CPU seconds are far less noisy than wall-clock
-figures on a shared machine and say where Ray's overhead goes.
+and of every other Ray process (from /proc, split by head node, worker node and driver), the
+time spent inside `ray.train.report()`, and for both sides the CPU the rest of the machine used
+during the measured window ("other load", in cores: other sessions' work that did not wait
+for the CPU lock), so that a disturbed pair shows as such.
 
     python bench/training_throughput.py [--steps 150] [--repeats 3] [--configs ...]
-        [--ray-env RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2 ...]
+        [--ray-env RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2 ...] [--mirror-head]
 
-Ray runs with workloads.training.settings.LOCAL_RAY_ENV (a 0.5 s Train controller poll: with
-Ray's 2 s default, reports every 10 steps here come faster than the controller takes them and
-report() paces training; see there), plus any --ray-env.
+Ray runs with the RayJob's environment (workloads.training.manifest.RAY_ENV) plus
+workloads.training.settings.LOCAL_RAY_ENV (a 0.5 s Train controller poll: with Ray's 2 s
+default, reports every 10 steps here come faster than the controller takes them and report()
+paces training; see there), plus any --ray-env.
+
+`--mirror-head` puts the head node, every process it starts and the driver into a cgroup with
+the lowest CPU weight, and starts a log monitor on the worker node: the topology of the cluster,
+where the head pod runs on the `system` nodes and a GPU node runs only its workers, raylet,
+agents and log monitor. Print both figures, never only this one.
 
 The bf16 H200 benchmark (tokens/s and MFU) needs a GPU; none was lent to this task, so it is
 not measured here (see README).
@@ -290,7 +298,8 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
         node = "driver" if pid == os.getpid() else "head node" if pid in head_side else "worker node"
         if name != "train workers":
             by_node[node] += c
-        key = "driver (trainer.fit)" if pid == os.getpid() else name
+        key = ("driver (trainer.fit)" if pid == os.getpid() else
+               f"{name} (worker node)" if node == "worker node" and name != "train workers" else name)
         by_name[key] = by_name.get(key, 0.0) + c
     n_steps = len(timing["times"]) - (warmup - timing["first_step"]) - 1
     return {"tokens_per_s": _tokens_per_s(timing, warmup), "timing": timing, "steps_measured": n_steps,
