@@ -144,6 +144,12 @@ def _tokens_per_s(t: dict, warmup: int) -> float:
     return t["tokens_per_step"] * (len(times) - 1) / (times[-1] - times[0])
 
 
+def _step_s(t: dict, warmup: int) -> list[float]:
+    """Wall seconds of each measured step (for the JSON: where a slow run lost its time)."""
+    times = t["times"][warmup - t["first_step"]:]
+    return [round(b - a, 4) for a, b in zip(times, times[1:])]
+
+
 def _cpu_seconds(pids: list[int]) -> dict[int, tuple[str, float]]:
     """CPU seconds (user + system) used so far by each of ``pids``, with a short name."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -407,7 +413,8 @@ def main(argv=None) -> int:
                    "ray_checkpoint_stall_pct": _stall_pct(ray_m["timing"], ckpt_every),
                    "ddp_foreign_cores": ddp_m["foreign_cores"], "ray_foreign_cores": ray_m["foreign_cores"],
                    "ddp_wall_s": ddp_m["wall_s"], "ray_wall_s": ray_m["wall_s"],
-                   "utc": time.strftime("%H:%M:%S", time.gmtime()), "load_average": os.getloadavg()}
+                   "utc": time.strftime("%H:%M:%S", time.gmtime()), "load_average": os.getloadavg(),
+                   "ddp_step_s": _step_s(ddp_m["timing"], args.warmup), "ray_step_s": _step_s(ray_m["timing"], args.warmup)}
             rows.append(row)
             top = ", ".join(f"{k} {v:.1f}" for k, v in list(row["ray_other_cpu_ms_per_step"].items())[:5])
             print(f"{name:40s} DDP {row['ddp_tokens_per_s']:6.0f} tok/s  Ray {row['ray_tokens_per_s']:6.0f} tok/s  "
