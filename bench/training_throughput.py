@@ -68,8 +68,9 @@ CONFIGS = {  # name: (report_every, checkpoint_every or None)
 def ddp_worker(rank: int, world: int, port: int, steps: int, warmup: int, report_every: int,
                ckpt_every: int | None, storage: str, out: str) -> None:
     os.environ["OMP_NUM_THREADS"] = "1"  # as Ray sets it for a 1-CPU worker
-    # Ray workers call setsid, so with the kernel's autogroup scheduling each gets its own CPU
-    # share; give each DDP rank its own session too, or the two ranks would share one share.
+    # Its own session, so its own autogroup (CPU share), at nice 0. Ray's ranks share their
+    # node's session with its raylet and agents and run at nice 15 (Ray's worker niceness);
+    # alone on the two cores, as here, either way each rank has a core (bench/README.md).
     os.setsid()
     import torch
     import torch.distributed as dist
