@@ -100,6 +100,13 @@ class LocalCluster:
     dashboard_port: int | None = None
     dashboard: bool = True
     env_extra: dict = field(default_factory=dict)
+    # Benchmarks only: a cgroup directory (cgroup v1 `cpu` controller, e.g. with a low
+    # cpu.shares) that the head node and every process it starts join, to mirror a cluster whose
+    # head runs on other machines (bench/training_throughput.py --mirror-head).
+    head_cgroup: str | None = None
+    # Worker nodes share the head's session dir, whose log monitor already forwards their
+    # output; True starts one per worker node anyway, as on a real cluster (benchmarks).
+    worker_log_monitor: bool = False
     temp_dir: str | None = None
     # Delete the temp dir (logs, sockets, spilled objects) after stop; False keeps the logs.
     remove_temp_dir: bool = True
@@ -131,8 +138,15 @@ class LocalCluster:
         cmd = [str(Path(sys.executable).with_name("ray")), "start", "--block", "--disable-usage-stats",
                "--node-ip-address", "127.0.0.1", *args, *self._ports()]
         f = open(log, "ab")
+        join = None
+        if name == "head" and self.head_cgroup:
+            procs = os.path.join(self.head_cgroup, "cgroup.procs")
+
+            def join() -> None:  # in the child, before exec: every process it starts inherits it
+                with open(procs, "w") as cg:
+                    cg.write(str(os.getpid()))
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=self.env(),
-                                start_new_session=True, cwd=str(REPO_ROOT))
+                                start_new_session=True, cwd=str(REPO_ROOT), preexec_fn=join)
         node = Node(name, proc, log)
         self.nodes.append(node)
         return node
@@ -170,7 +184,8 @@ class LocalCluster:
                                           "--resources", json.dumps({"worker_node": 1}),
                                           # Nodes share one session dir: the head's log
                                           # monitor already forwards every worker's output.
-                                          "--include-log-monitor", "false", *self._mem()])
+                                          "--include-log-monitor",
+                                          "true" if self.worker_log_monitor else "false", *self._mem()])
         if wait:
             self._wait_nodes(self.alive_count_expected(), timeout_s)
         return node

@@ -109,3 +109,17 @@ def test_cli_unknown_environment():
                          capture_output=True, text=True)
     assert out.returncode == 2 and out.stdout == ""
     assert "unknown environment 'nope'; known environments: dev, prod, staging" in out.stderr
+
+
+def test_ray_overhead_settings_on_every_node(env_and_job):
+    """The settings measured in bench/training_throughput.py reach every `ray start` (head and
+    GPU workers: each node runs a log monitor) and the job's runtime env."""
+    _, job = env_and_job
+    cluster = job["spec"]["rayClusterSpec"]
+    pods = [cluster["headGroupSpec"]] + cluster["workerGroupSpecs"]
+    wanted = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0", "RAY_LOG_MONITOR_MANY_FILES_THRESHOLD": "0"}
+    for pod in pods:
+        env = {e["name"]: e["value"] for e in pod["template"]["spec"]["containers"][0]["env"]}
+        assert {k: env.get(k) for k in wanted} == wanted
+    runtime_env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
+    assert {k: runtime_env["env_vars"].get(k) for k in wanted} == wanted
