@@ -2,6 +2,10 @@
 GPT, same requests (16 tokens each), concurrency 1, 8 and 32, all on 127.0.0.1.
 
     .venv/bin/python bench/serve_bench.py            # writes out/bench/serve_bench.{json,png}
+    .venv/bin/python bench/serve_bench.py --only ray --ray-mode proxy   # Ray's defaults instead
+
+Ray Serve runs as the RayService does (``--ray-mode shipped``: inference.high_throughput, HAProxy
+ingress and Ray's throughput preset), one replica of 1 CPU unless ``--replicas`` says otherwise.
 
 Every figure and ratio printed is measured in this one run (the machine is shared and noisy).
 Servers run one at a time so that idle servers do not take CPU from the measured one.
@@ -224,12 +228,12 @@ def main() -> int:
     r = lambda n, c="32": results.get(n, {}).get(c, {}).get("req_per_s", float("nan"))  # noqa: E731
     print("\nratios at concurrency 32 (this run):")
     if "ray-serve-batch" in results and "fastapi-plain" in results:
-        print(f"  Ray Serve / plain FastAPI        {r('ray-serve-batch') / r('fastapi-plain'):5.2f}x  (goal >= 2)")
-        print(f"  Ray Serve / hand-batched FastAPI {r('ray-serve-batch') / r('fastapi-batched'):5.2f}x  (goal >= 0.8)")
+        print(f"  Ray Serve / plain FastAPI        {r('ray-serve-batch') / r('fastapi-plain'):6.3f}x  (goal >= 2)")
+        print(f"  Ray Serve / hand-batched FastAPI {r('ray-serve-batch') / r('fastapi-batched'):6.3f}x  (goal >= 0.8)")
     if "ray-serve-nobatch" in results:
-        print(f"  @serve.batch on / off            {r('ray-serve-batch') / r('ray-serve-nobatch'):5.2f}x  (goal >= 3)")
+        print(f"  @serve.batch on / off            {r('ray-serve-batch') / r('ray-serve-nobatch'):6.3f}x  (goal >= 3)")
     if "fastapi-batched" in results:
-        print(f"  hand-batched / plain FastAPI     {r('fastapi-batched') / r('fastapi-plain'):5.2f}x")
+        print(f"  hand-batched / plain FastAPI     {r('fastapi-batched') / r('fastapi-plain'):6.3f}x")
     print(f"results: {out / 'serve_bench.json'}, plot: {out / 'serve_bench.png'}")
     return 0
 
