@@ -141,8 +141,8 @@ class Inference(Frozen):
     # on Ray Serve with KubeRay"): HAProxy is each pod's ingress on the serve port instead of the
     # Python proxy actor, replicas take HTTP directly (no actor call per request and no body
     # callback to the proxy), and Ray's throughput preset. On for every Ray process of the
-    # service (workloads/inference/serve_config.py ray_env). Measured on one CPU replica: 2.2x the
-    # requests/s of Ray's defaults at concurrency 32 (bench/README.md, "Serving").
+    # service (workloads/inference/serve_config.py ray_env). Measured on one CPU replica at
+    # concurrency 32: 111 -> 286-364 req/s against Ray's defaults (bench/README.md, "Serving").
     high_throughput: bool = True
     autoscaling: Autoscaling = Field(default_factory=Autoscaling)
     # Bounds of one request: max_tokens beyond this is a 400, as is a missing max_tokens' default.
