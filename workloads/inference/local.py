@@ -4,6 +4,10 @@ process group, free ports, private temp dir, 127.0.0.1 only, stopped by group an
 by name) with this process connected as the Ray driver while it runs, which Serve's deploy API
 needs; plus /proc helpers to find the replicas and their CPU time.
 
+``serve_env`` (``serve_config.ray_env(env)``) puts Serve's mode on every node, as the RayService
+does on every container; with HAProxy on, its files and fixed ports are made private to the
+cluster (``_local_haproxy_env``).
+
 Importing this module also loads ``workloads/common/_offline/sitecustomize.py`` into this process
 (the nodes get it through PYTHONPATH): the driver stays on 127.0.0.1 too and Ray never probes
 cloud metadata or reports usage from here.
