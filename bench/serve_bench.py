@@ -2,6 +2,10 @@
 GPT, same requests (16 tokens each), concurrency 1, 8 and 32, all on 127.0.0.1.
 
     .venv/bin/python bench/serve_bench.py            # writes out/bench/serve_bench.{json,png}
+    .venv/bin/python bench/serve_bench.py --only ray --ray-mode proxy   # Ray's defaults instead
+
+Ray Serve runs as the RayService does (``--ray-mode shipped``: inference.high_throughput, HAProxy
+ingress and Ray's throughput preset), one replica of 1 CPU unless ``--replicas`` says otherwise.
 
 Every figure and ratio printed is measured in this one run (the machine is shared and noisy).
 Servers run one at a time so that idle servers do not take CPU from the measured one.
@@ -33,14 +37,15 @@ LEVELS = (1, 8, 32)
 # Requests per level: enough for a p99, bounded in time.
 COUNTS = {1: 150, 8: 400, 32: 800}
 
-# Ray Serve's throughput preset, measured with --throughput-preset and NOT used by default: here
-# it cost more replica CPU per request than Ray's defaults (bench/README.md). It puts user code
-# and the router on the replica's main event loop, buffers request logs, drops the stderr log
-# copy, uses gRPC between proxy and replica and freezes GC after start-up; its direct ingress
-# (replicas on their own HTTP ports, no proxy) stays off: the KubeRay serve Service uses the proxy.
-THROUGHPUT_PRESET_ENV = {
-    "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
-    "RAY_SERVE_ENABLE_DIRECT_INGRESS": "0",
+# Ray Serve's modes (--ray-mode). "shipped" is what the RayService runs: the config's
+# inference.high_throughput, i.e. serve_config.ray_env (HAProxy ingress + throughput preset).
+# The others are there to measure what each part does (bench/README.md).
+RAY_MODES = {
+    "shipped": None,  # serve_config.ray_env(dev config)
+    "proxy": {},  # Ray's defaults: the Python proxy actor in front, user code on its own loop
+    "haproxy": {"RAY_SERVE_ENABLE_HA_PROXY": "1"},  # HAProxy ingress without the preset
+    # The preset with Ray's proxy kept (its direct ingress off).
+    "proxy-preset": {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_DIRECT_INGRESS": "0"},
 }
 
 
@@ -108,16 +113,19 @@ def run_fastapi(kind: str, storage: Path, levels, time_limit_s: float, results: 
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def run_ray(storage: Path, levels, time_limit_s: float, results: dict, env: dict, wait_s: float) -> None:
+def run_ray(storage: Path, levels, time_limit_s: float, results: dict, mode: str, wait_s: float,
+            replicas: int = 1) -> None:
     from config import load_environment
     from workloads.inference import serve_config
 
     cfg = load_environment("dev")
+    env = serve_config.ray_env(cfg) if RAY_MODES[mode] is None else dict(RAY_MODES[mode])
+    print(f"  ray mode {mode}: {env or 'Ray defaults'}; {replicas} replica(s) of 1 CPU", flush=True)
     port = free_port()
-    with LocalCluster(worker_nodes=0, head_cpus=2, env_extra=env) as _cluster:
+    with LocalCluster(worker_nodes=0, head_cpus=2, serve_env=env) as _cluster:
         def deploy(max_batch: int):
             conf = serve_config.local_deploy_config(
-                cfg, port=port, storage=str(storage), run_name=RUN, replicas=1, cpus=1,
+                cfg, port=port, storage=str(storage), run_name=RUN, replicas=replicas, cpus=1,
                 max_ongoing_requests=64)
             conf["applications"][0]["deployments"][0]["user_config"].update(
                 max_batch_size=max_batch, batch_wait_timeout_s=wait_s)
@@ -129,8 +137,15 @@ def run_ray(storage: Path, levels, time_limit_s: float, results: dict, env: dict
         url = f"http://127.0.0.1:{port}/v1/completions"
 
         def batches() -> tuple[int, int]:
-            h = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
-            return h["batches"], h["batched_requests"]
+            """Batches and the requests in them, summed over the replicas (each answers
+            /healthz with its own counters and pid; asked until every replica answered)."""
+            seen: dict = {}
+            for _ in range(50 * replicas):
+                h = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
+                seen[h["pid"]] = (h["batches"], h["batched_requests"])
+                if len(seen) >= replicas:
+                    break
+            return sum(b for b, _ in seen.values()), sum(r for _, r in seen.values())
 
         def procs():
             """Every process of the cluster, labelled by its Ray process title or program."""
@@ -143,7 +158,7 @@ def run_ray(storage: Path, levels, time_limit_s: float, results: dict, env: dict
                         label = title.split()[0].removeprefix("ray::").split(":")[0].split(".")[0]
                     else:
                         names = [Path(a).name for a in title.split()]
-                        label = next((n for n in names if n in ("gcs_server", "raylet", "log_monitor.py",
+                        label = next((n for n in names if n in ("gcs_server", "raylet", "log_monitor.py", "haproxy",
                                                                 "dashboard.py", "agent.py")), "ray start/other")
                     found.append((label, pid))
             return found
@@ -167,6 +182,8 @@ def plot(results: dict, path: Path) -> None:
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     for name, per in results.items():
+        if name.startswith("_"):
+            continue
         cs = sorted(int(c) for c in per)
         a.plot(cs, [per[str(c)]["req_per_s"] for c in cs], marker="o", label=name)
         b.plot(cs, [per[str(c)]["p99_ms"] for c in cs], marker="o", label=name)
@@ -185,8 +202,9 @@ def plot(results: dict, path: Path) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--time-limit-s", type=float, default=60.0, help="per concurrency level")
-    p.add_argument("--throughput-preset", action="store_true",
-                   help="Ray Serve's RAY_SERVE_THROUGHPUT_OPTIMIZED preset (proxy kept) instead of its defaults")
+    p.add_argument("--ray-mode", choices=sorted(RAY_MODES), default="shipped",
+                   help="Ray Serve's ingress/preset: shipped = the RayService's (inference.high_throughput)")
+    p.add_argument("--replicas", type=int, default=1, help="Ray Serve replicas (1 CPU each)")
     p.add_argument("--batch-wait-s", type=float, default=0.005)
     p.add_argument("--only", choices=["ray", "fastapi"], default=None)
     p.add_argument("--out", default=str(ROOT / "out" / "bench"))
@@ -202,20 +220,20 @@ def main() -> int:
             run_fastapi("plain", storage, LEVELS, a.time_limit_s, results)
             run_fastapi("batched", storage, LEVELS, a.time_limit_s, results)
         if a.only != "fastapi":
-            env = dict(THROUGHPUT_PRESET_ENV) if a.throughput_preset else {}
-            print(f"  ray env: {env or 'defaults'}", flush=True)
-            run_ray(storage, LEVELS, a.time_limit_s, results, env, a.batch_wait_s)
+            run_ray(storage, LEVELS, a.time_limit_s, results, a.ray_mode, a.batch_wait_s, a.replicas)
+    if a.only != "fastapi":
+        results["_ray"] = {"mode": a.ray_mode, "replicas": a.replicas, "batch_wait_s": a.batch_wait_s}
     (out / "serve_bench.json").write_text(json.dumps(results, indent=1))
     plot(results, out / "serve_bench.png")
     r = lambda n, c="32": results.get(n, {}).get(c, {}).get("req_per_s", float("nan"))  # noqa: E731
     print("\nratios at concurrency 32 (this run):")
     if "ray-serve-batch" in results and "fastapi-plain" in results:
-        print(f"  Ray Serve / plain FastAPI        {r('ray-serve-batch') / r('fastapi-plain'):5.2f}x  (goal >= 2)")
-        print(f"  Ray Serve / hand-batched FastAPI {r('ray-serve-batch') / r('fastapi-batched'):5.2f}x  (goal >= 0.8)")
+        print(f"  Ray Serve / plain FastAPI        {r('ray-serve-batch') / r('fastapi-plain'):6.3f}x  (goal >= 2)")
+        print(f"  Ray Serve / hand-batched FastAPI {r('ray-serve-batch') / r('fastapi-batched'):6.3f}x  (goal >= 0.8)")
     if "ray-serve-nobatch" in results:
-        print(f"  @serve.batch on / off            {r('ray-serve-batch') / r('ray-serve-nobatch'):5.2f}x  (goal >= 3)")
+        print(f"  @serve.batch on / off            {r('ray-serve-batch') / r('ray-serve-nobatch'):6.3f}x  (goal >= 3)")
     if "fastapi-batched" in results:
-        print(f"  hand-batched / plain FastAPI     {r('fastapi-batched') / r('fastapi-plain'):5.2f}x")
+        print(f"  hand-batched / plain FastAPI     {r('fastapi-batched') / r('fastapi-plain'):6.3f}x")
     print(f"results: {out / 'serve_bench.json'}, plot: {out / 'serve_bench.png'}")
     return 0
 

@@ -137,6 +137,13 @@ class Inference(Frozen):
     max_ongoing_requests: int = Field(default=32, ge=1, le=100_000)
     # Requests queued in the proxy/handles before clients get 503s (back-pressure, not timeouts).
     max_queued_requests: int = Field(default=512, ge=-1)
+    # Ray Serve's high-throughput mode (Ray >= 2.55; Ray's KubeRay guide "Enable High Throughput
+    # on Ray Serve with KubeRay"): HAProxy is each pod's ingress on the serve port instead of the
+    # Python proxy actor, replicas take HTTP directly (no actor call per request and no body
+    # callback to the proxy), and Ray's throughput preset. On for every Ray process of the
+    # service (workloads/inference/serve_config.py ray_env). Measured on one CPU replica at
+    # concurrency 32: 111 -> 286-364 req/s against Ray's defaults (bench/README.md, "Serving").
+    high_throughput: bool = True
     autoscaling: Autoscaling = Field(default_factory=Autoscaling)
     # Bounds of one request: max_tokens beyond this is a 400, as is a missing max_tokens' default.
     max_tokens_limit: int = Field(default=256, ge=1, le=100_000)

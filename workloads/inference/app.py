@@ -142,7 +142,8 @@ class Generate:
     # HTTP ----------------------------------------------------------------------------------
 
     async def __call__(self, request: Request) -> Response:
-        path = request.url.path.rstrip("/")
+        # The raw ASGI path: request.url would build (and parse) a whole URL per request.
+        path = request.scope["path"].rstrip("/")
         try:
             if path.endswith("/v1/completions"):
                 if request.method != "POST":

@@ -4,6 +4,10 @@ process group, free ports, private temp dir, 127.0.0.1 only, stopped by group an
 by name) with this process connected as the Ray driver while it runs, which Serve's deploy API
 needs; plus /proc helpers to find the replicas and their CPU time.
 
+``serve_env`` (``serve_config.ray_env(env)``) puts Serve's mode on every node, as the RayService
+does on every container; with HAProxy on, its files and fixed ports are made private to the
+cluster (``_local_haproxy_env``).
+
 Importing this module also loads ``workloads/common/_offline/sitecustomize.py`` into this process
 (the nodes get it through PYTHONPATH): the driver stays on 127.0.0.1 too and Ray never probes
 cloud metadata or reports usage from here.
@@ -13,10 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 
 from workloads.common import local_cluster as _common
-from workloads.common.local_cluster import REPO_ROOT, _descendants, free_port, keep_this_process_on_loopback
+from workloads.common.local_cluster import (REPO_ROOT, _descendants, free_port, free_ports,
+                                            keep_this_process_on_loopback)
 
 # At import, not only in start(): callers import this module before anything else of Ray.
 keep_this_process_on_loopback()
@@ -34,6 +40,8 @@ class LocalCluster(_common.LocalCluster):
     dashboard: bool = False
     memory_per_node_mib: int = 2048
     object_store_per_node_mib: int = 128
+    # Serve's environment on every node, as on the cluster: ``serve_config.ray_env(env)``.
+    serve_env: dict = field(default_factory=dict)
 
     def start(self, timeout_s: float = 120) -> "LocalCluster":
         import ray
@@ -41,6 +49,9 @@ class LocalCluster(_common.LocalCluster):
         if ray.is_initialized():
             # A process drives one Ray cluster at a time; this one becomes the connected one.
             ray.shutdown()
+        self.temp_dir = self.temp_dir or tempfile.mkdtemp(prefix="rt", dir="/tmp")
+        self.env_extra = {**self.serve_env, **_local_haproxy_env(self.serve_env, self.temp_dir),
+                          **self.env_extra}
         super().start(timeout_s)
         try:
             ray.init(address=self.address, _node_ip_address="127.0.0.1", log_to_driver=False,
@@ -57,6 +68,32 @@ class LocalCluster(_common.LocalCluster):
             if ray.is_initialized():
                 ray.shutdown()
         super().stop()
+
+
+def _local_haproxy_env(serve_env: dict, temp_dir: str) -> dict:
+    """Local only: HAProxy's files and fixed ports made private to this cluster.
+
+    Ray's defaults are one set per machine (/tmp/haproxy-serve/..., stats 8404, metrics 9101,
+    fallback proxy 8500/9500): right for a pod, but two clusters on this machine (two engineers'
+    tests) would share a config file and collide on the ports. Replicas and the HAProxy frontend
+    bind http_options.host (127.0.0.1 here); the stats and metrics listeners of Ray's HAProxy
+    template bind every interface, on these private ports, and nothing but this machine uses them.
+    """
+    if serve_env.get("RAY_SERVE_ENABLE_HA_PROXY") != "1":
+        return {}
+    d = os.path.join(temp_dir, "haproxy")
+    stats, metrics, http, grpc = free_ports(4)
+    return {
+        "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": os.path.join(d, "haproxy.cfg"),
+        "RAY_SERVE_HAPROXY_SOCKET_PATH": os.path.join(d, "admin.sock"),
+        "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": d,
+        "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": os.path.join(d, "server-state"),
+        "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH": os.path.join(d, "metrics.sock"),
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(stats),
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(metrics),
+        "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(http),
+        "RAY_SERVE_FALLBACK_PROXY_GRPC_PORT": str(grpc),
+    }
 
 
 # Processes through /proc (psutil is only importable here through Ray's vendored copy).
@@ -81,6 +118,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK") if len(f) > 12 else 0.0
 
 
+def listener_pid(port: int) -> int | None:
+    """The process listening on TCP ``port`` (IPv4), from /proc/net/tcp and /proc/*/fd."""
+    inodes = set()
+    for line in _read("self", "net/tcp").decode().splitlines()[1:]:
+        f = line.split()
+        if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+            inodes.add(f[9])
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{d}/fd"):
+                link = os.readlink(f"/proc/{d}/fd/{fd}")
+                if link.startswith("socket:[") and link[8:-1] in inodes:
+                    return int(d)
+        except OSError:
+            continue
+    return None
+
+
 def replica_pids(cluster: LocalCluster, deployment: str = "Generate") -> list[int]:
     """PIDs of the Serve replica actors of ``deployment`` in this cluster (descendants of our
     node processes whose process title is ``ray::ServeReplica:<app>:<deployment>``)."""
@@ -93,4 +150,4 @@ def replica_pids(cluster: LocalCluster, deployment: str = "Generate") -> list[in
     return sorted(found)
 
 
-__all__ = ["LocalCluster", "REPO_ROOT", "cmdline", "cpu_seconds", "free_port", "replica_pids"]
+__all__ = ["LocalCluster", "REPO_ROOT", "cmdline", "cpu_seconds", "free_port", "listener_pid", "replica_pids"]

@@ -86,8 +86,8 @@ def _worker_group(env: EnvironmentConfig, *, group_name: str, instance_group, po
     return group
 
 
-def _head(image: str, app: str) -> dict[str, Any]:
-    head = k8s.head_group(image, app=app, ports=[
+def _head(image: str, app: str, env_vars: dict[str, str] | None = None) -> dict[str, Any]:
+    head = k8s.head_group(image, app=app, env=k8s.env_list(env_vars or {}) or None, ports=[
         {"containerPort": 6379, "name": "gcs"},
         {"containerPort": 8265, "name": "dashboard"},
         {"containerPort": 10001, "name": "client"},
@@ -131,11 +131,15 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
     _, pod_gpus, pod_cpus = inf.pod_shape()
     lo, hi = inf.worker_pods()
     image = _image(env)
+    # Serve's mode (HAProxy ingress, throughput preset) must be the same in every Ray process:
+    # the controller on the head decides the ingress, the workers run HAProxy and the replicas.
+    ray_env = serve_config.ray_env(env)
     worker = _worker_group(env, group_name=f"{group.name}-serve", instance_group=group,
-                           pod_gpus=pod_gpus, pod_cpus=pod_cpus, lo=lo, hi=hi, image=image, app=APP)
+                           pod_gpus=pod_gpus, pod_cpus=pod_cpus, lo=lo, hi=hi, image=image, app=APP,
+                           env_vars=ray_env)
     return _rayservice(env, name=f"{env.name_prefix}-{inf.app_name}", app=APP,
                        serve_cfg=serve_config.serve_deploy_config(env, reload=reload),
-                       head=_head(image, APP), workers=[worker])
+                       head=_head(image, APP, ray_env), workers=[worker])
 
 
 def llm_config(env: EnvironmentConfig) -> dict[str, Any]:

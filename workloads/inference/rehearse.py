@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"==> local cluster: head + 2 worker nodes; serving run {run!r} from {storage}", flush=True)
     port = free_port()
-    with LocalCluster(worker_nodes=2, head_cpus=0, cpus_per_node=1) as cluster:
+    with LocalCluster(worker_nodes=2, head_cpus=0, cpus_per_node=1,
+                      serve_env=serve_config.ray_env(env)) as cluster:
         serve_config.deploy(serve_config.local_deploy_config(
             env, port=port, storage=str(storage), run_name=run, replicas=2, cpus=1,
             health_check_period_s=2))

@@ -58,7 +58,8 @@ def serve_app(checkpoints):
     from workloads.inference import serve_config
 
     env = load_environment("dev")
-    cluster = LocalCluster(worker_nodes=1, head_cpus=0, cpus_per_node=2)
+    cluster = LocalCluster(worker_nodes=1, head_cpus=0, cpus_per_node=2,
+                           serve_env=serve_config.ray_env(env))
     cluster.start()
     try:
         from ray import serve

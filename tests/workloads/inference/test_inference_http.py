@@ -36,6 +36,19 @@ def _complete(url, **body):
     return r.json()
 
 
+def test_haproxy_is_the_ingress(serve_app):
+    """As on the cluster (inference.high_throughput): HAProxy, started by this cluster, owns the
+    serve port, and the replicas answer it directly."""
+    from workloads.inference import local
+
+    url, _, cluster = serve_app
+    owner = local.listener_pid(int(url.rsplit(":", 1)[1]))
+    ours = {pid for node in cluster.nodes for pid in local._descendants(node.proc.pid)}
+    assert owner in ours, (owner, local.cmdline(owner or 0))
+    assert local.cmdline(owner).split()[0].endswith("/haproxy")
+    assert _complete(url, prompt="via haproxy", max_tokens=2)["usage"]["completion_tokens"] == 2
+
+
 def test_torn_newest_checkpoint_falls_back_and_says_so(serve_app):
     url, _, _ = serve_app
     info = httpx.get(f"{url}/v1/models", timeout=10).json()["data"][0]

@@ -122,6 +122,25 @@ def test_llm_service_serves_from_s3_in_prod_and_fsx_in_staging():
     assert {"name": "HF_HUB_OFFLINE", "value": "1"} in c["env"]
 
 
+def test_serve_high_throughput_mode_is_on_every_ray_container():
+    from workloads.inference import serve_config
+
+    def envs(m):
+        cluster = m["spec"]["rayClusterConfig"]
+        pods = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+        return [{e["name"]: e["value"] for e in p["template"]["spec"]["containers"][0]["env"]} for p in pods]
+
+    env = load_environment("prod")
+    assert env.inference.high_throughput
+    for values in envs(manifest.render(env)):
+        assert values["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
+        assert values["RAY_SERVE_THROUGHPUT_OPTIMIZED"] == "1"
+    off = env.model_copy(update={"inference": env.inference.model_copy(update={"high_throughput": False})})
+    assert serve_config.ray_env(off) == {}
+    for values in envs(manifest.render(off)):
+        assert not any(k.startswith("RAY_SERVE_") for k in values)
+
+
 def test_reload_token_changes_only_serve_config():
     env = load_environment("dev")
     a, b = manifest.render(env), manifest.render(env, reload="step-1200")
