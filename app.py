@@ -9,7 +9,14 @@ import gc
 import sys
 from pathlib import Path
 
+from stacks.preload import CONFIG_MODULES, SERVICE_MODULES, import_in_background
+
+# The pure-Python imports run while the jsii kernel starts and loads aws-cdk-lib and cdk-nag
+# (stacks/preload.py): ~0.2 s of every synth.
+import_in_background(CONFIG_MODULES)
 import aws_cdk as cdk
+
+import_in_background(SERVICE_MODULES)
 
 from config import ConfigError, EnvironmentConfig, load_environment
 from config.pipeline import PipelineConfig, load_pipeline, pipeline_selected
