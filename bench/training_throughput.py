@@ -20,14 +20,16 @@ Besides tokens/s it prints, per Ray run, the CPU milliseconds per step of rank 0
 and of every other Ray process (from /proc, split by head node, worker node and driver), the
 time spent inside `ray.train.report()`, and for both sides the CPU the rest of the machine used
 during the measured window ("other load", in cores: other sessions' work that did not wait
-for the CPU lock), so that a disturbed pair shows as such, and for the two ranks of each side
-the time they were runnable but waited for a core (run-queue delay, /proc/<pid>/task/*/schedstat)
-and their involuntary context switches, per rank and step: whether a slower step was work,
-waiting for a core, or waiting for something else (the other rank, a reply).
+for the CPU lock), so that a disturbed pair shows as such, and for the ranks' training threads
+on each side the share of their wall time on a core, runnable but waiting for one (run-queue
+delay, /proc/<pid>/task/<tid>/schedstat) and sleeping (the other rank, a reply, I/O), and
+their preemptions per second: whether a slower step was work, waiting for a core, or waiting
+for something else. `--wakeups` adds every thread's wake-ups per second (diagnosis only: reading
+every thread costs Ray's side more than DDP's).
 
     python bench/training_throughput.py [--steps 150] [--repeats 3] [--configs ...]
         [--ray-env RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2 ...] [--mirror-head]
-        [--variant LABEL: --variant LABEL:NAME=VALUE[,NAME=VALUE] ...]
+        [--variant LABEL: --variant LABEL:NAME=VALUE[,NAME=VALUE] ...] [--wakeups]
 
 `--variant` (two or more) is an A/B of Ray settings in one run: every block runs DDP once and
 Ray once per variant (DDP first, then last; the variants' order turns every two blocks), each
@@ -188,23 +190,26 @@ class Window:
     for the whole machine. What the machine used besides the run's own processes (other
     sessions, the kernel) is `foreign_cores`, the disturbance this run saw."""
 
-    def __init__(self, out: str, pids, alive) -> None:
+    def __init__(self, out: str, pids, alive, wakeups: bool = False) -> None:
         while not os.path.exists(out + ".go") and alive():
             time.sleep(0.05)
         self.t0, self.m0, self.c0 = time.time(), _machine_cpu_s(), _cpu_seconds(pids())
-        self.s0 = _sched(self.c0)
+        # --wakeups: every thread of the run at both ends (~0.1 s of one core in a Ray run, at
+        # the window's start: it costs Ray's side more than DDP's, so only on request).
+        self.s0 = _sched(self.c0) if wakeups else {}
         # The ranks' training threads: in each of the two processes busiest over the first
-        # second, its busiest thread; then sampled every 0.2 s (a Ray rank's training thread ends
-        # with the run, before the window's end can be read).
-        self.tracked: dict[tuple[int, int], tuple[float, tuple]] = {}
+        # second, its busiest thread over the next 0.2 s; then sampled every 0.2 s to the end
+        # (a Ray rank's training thread ends with the run, before the window's end is seen).
+        self.tracked: dict[tuple[int, int], tuple[tuple, float, tuple]] = {}  # (pid, tid): first, t, last
+        self._pending: tuple[float, dict] | None = None
         next_sample = self.t0 + 1.0
         while not os.path.exists(out) and alive():
             time.sleep(0.05)
             if time.time() >= next_sample:
-                self._sample(pids)
+                self._sample()
                 next_sample = time.time() + 0.2
         self.t1, self.m1, self.c1 = time.time(), _machine_cpu_s(), _cpu_seconds(pids())
-        self.s1 = _sched(self.c1)
+        self.s1 = _sched(self.c1) if wakeups else {}
 
     def by_pid(self) -> dict[int, tuple[str, float]]:
         return {pid: (name, c1 - self.c0.get(pid, (name, 0.0))[1]) for pid, (name, c1) in self.c1.items()}
@@ -219,7 +224,7 @@ class Window:
         """The same per process and thread name ("process / thread", summed over same names)."""
         ranks = set(self.tracked)
         out: dict[str, float] = {}
-        for pid, threads in self.s1.items():
+        for pid, threads in self.s1.items():  # empty without --wakeups
             name = self.c1.get(pid, ("?", 0))[0]
             for tid, v in threads.items():
                 if tid not in self.s0.get(pid, {}) or (pid, tid) in ranks:
@@ -228,36 +233,38 @@ class Window:
                 out[key] = out.get(key, 0.0) + (v[3] - self.s0[pid][tid][3]) / max(1e-9, self.t1 - self.t0)
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
-    def _sample(self, pids) -> None:
-        if not self.tracked:
-            now = _cpu_seconds(pids())
-            busiest = sorted(now, key=lambda pid: -(now[pid][1] - self.c0.get(pid, ("", now[pid][1]))[1]))[:2]
-            mid = _sched(busiest)
-            for pid in busiest:
-                a, b = self.s0.get(pid, {}), mid.get(pid, {})
-                both = [tid for tid in b if tid in a]
-                if both:
-                    tid = max(both, key=lambda t: b[t][0] - a[t][0])
-                    self.tracked[(pid, tid)] = (time.time(), b[tid])
+    def _sample(self) -> None:
+        if self._pending is None:  # the two busiest processes so far, all their threads
+            now = _cpu_seconds(list(self.c0))
+            busiest = sorted(now, key=lambda pid: -(now[pid][1] - self.c0[pid][1]))[:2]
+            self._pending = (time.time(), _sched(busiest))
             return
-        for pid, tid in list(self.tracked):
+        if not self.tracked:  # in each, the thread busiest since: the training thread
+            t, first = self._pending
+            for pid, threads in _sched(list(first)).items():
+                both = [tid for tid in threads if tid in first[pid]]
+                if both:
+                    tid = max(both, key=lambda x: threads[x][0] - first[pid][x][0])
+                    self.tracked[(pid, tid)] = (first[pid][tid], time.time(), threads[tid])
+            self._t_first = t
+            return
+        for (pid, tid), (first, _, _) in list(self.tracked.items()):
             v = _thread_sched(pid, tid)
             if v:
-                self.tracked[(pid, tid)] = (time.time(), v)
+                self.tracked[(pid, tid)] = (first, time.time(), v)
 
     def ranks_sched(self) -> dict:
-        """The ranks' training threads (see __init__) from the window's start to their last
-        sample, averaged over both ranks: % of wall time on a core, runnable but waiting for
-        one (run-queue delay), and neither (sleeping: waiting for the other rank, a reply, I/O),
-        and involuntary context switches (preemptions) per second."""
+        """The ranks' training threads (see __init__) from about a second into the window to
+        their last sample, averaged over both ranks: % of wall time on a core, runnable but
+        waiting for one (run-queue delay), and neither (sleeping: waiting for the other rank, a
+        reply, I/O), and involuntary context switches (preemptions) per second."""
         parts = []
-        for (pid, tid), (t, v) in self.tracked.items():
-            a = self.s0[pid][tid]
-            wall = max(1e-9, t - self.t0)
-            on, wait = v[0] - a[0], v[1] - a[1]
+        for first, t, last in self.tracked.values():
+            wall = max(1e-9, t - self._t_first)
+            on, wait = last[0] - first[0], last[1] - first[1]
             parts.append({"on_core_pct": 100 * on / wall, "waiting_for_core_pct": 100 * wait / wall,
                           "sleeping_pct": 100 * max(0.0, wall - on - wait) / wall,
-                          "preemptions_per_s": (v[2] - a[2]) / wall})
+                          "preemptions_per_s": (last[2] - first[2]) / wall})
         if not parts:
             return {}
         return {k: statistics.mean(p[k] for p in parts) for k in parts[0]}
@@ -364,7 +371,7 @@ class HeadCgroup:
 
 
 def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, ray_env: dict,
-            mirror_head: bool = False) -> dict:
+            mirror_head: bool = False, wakeups: bool = False) -> dict:
     """One Ray Train run on its own fresh local cluster (head with 0 CPUs for the controller, one
     worker node with 2 CPUs for the 2 workers), stopped afterwards so that no Ray process is
     left running during the DDP runs. CPU seconds of every Ray process over the measured
@@ -398,7 +405,7 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
             box = {}
             t = threading.Thread(target=lambda: box.setdefault("r", run(s)), daemon=True)
             t.start()
-            w = Window(out, pids, t.is_alive)
+            w = Window(out, pids, t.is_alive, wakeups)
             head_pids = set(_descendants(cluster.nodes[0].proc.pid))
             t.join()
             if box["r"].error:
@@ -432,7 +439,7 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
             "wakeups_per_s_by_thread": w.wakeups_by_thread()}
 
 
-def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None) -> dict:
+def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, wakeups: bool = False) -> dict:
     from workloads.common.local_cluster import _descendants, free_port
 
     t_start = time.time()
@@ -443,7 +450,8 @@ def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None) 
         proc = subprocess.Popen([sys.executable, __file__, "--ddp-child", json.dumps(args)],
                                 env={**os.environ, "PYTHONPATH": str(REPO)})
         try:
-            w = Window(out, lambda: [os.getpid(), proc.pid, *_descendants(proc.pid)], lambda: proc.poll() is None)
+            w = Window(out, lambda: [os.getpid(), proc.pid, *_descendants(proc.pid)], lambda: proc.poll() is None,
+                       wakeups)
         finally:
             rc = proc.wait()
         if rc:
@@ -490,6 +498,10 @@ def main(argv=None) -> int:
                    help="A/B in one run: give two or more; every block then runs DDP once and Ray once "
                         "per variant (its settings on top of the shipped ones and --ray-env; LABEL: "
                         "alone is the shipped settings), and the variants are compared block by block")
+    p.add_argument("--wakeups", action="store_true",
+                   help="also count every thread's wake-ups per second (voluntary context switches) over "
+                        "the window; reading every thread of a Ray run takes ~0.1 s of CPU at the "
+                        "window's start, which Ray's side pays more than DDP's: for diagnosis, not for ratios")
     p.add_argument("--mirror-head", action="store_true",
                    help="run the head node, its processes and the driver at the lowest CPU weight "
                         "(a cgroup), as if on other machines like the cluster's `system` nodes; "
@@ -528,9 +540,9 @@ def main(argv=None) -> int:
             order = ["ddp", *vs] if r % 2 == 0 else [*vs, "ddp"]
             m = {}
             for side in order:
-                m[side] = (ddp_run(args.steps, args.warmup, report_every, ckpt_every) if side == "ddp" else
-                           ray_run(args.steps, args.warmup, report_every, ckpt_every,
-                                   {**ray_env, **variants[side][1]}, args.mirror_head))
+                m[side] = (ddp_run(args.steps, args.warmup, report_every, ckpt_every, args.wakeups) if side == "ddp"
+                           else ray_run(args.steps, args.warmup, report_every, ckpt_every,
+                                        {**ray_env, **variants[side][1]}, args.mirror_head, args.wakeups))
             for vi, (vname, _) in enumerate(variants):
                 rows.append(_row(name, r, [("ray" if o == vi else o) for o in order if o in ("ddp", vi)],
                                  m[vi], m["ddp"], ckpt_every, args.warmup, vname,
@@ -590,9 +602,10 @@ def _row(name: str, r: int, order: list, ray_m: dict, ddp_m: dict, ckpt_every, w
           f" | training threads, DDP / Ray: on a core " + _pair(row, "on_core_pct") + " %, waiting for a core "
           + _pair(row, "waiting_for_core_pct") + " %, sleeping " + _pair(row, "sleeping_pct") + " %, preemptions/s "
           + _pair(row, "preemptions_per_s") +
-          f" | wake-ups/s of the other threads DDP {sum(row['ddp_wakeups_per_s'].values()):.0f}, Ray "
-          f"{sum(row['ray_wakeups_per_s'].values()):.0f} (" +
-          ", ".join(f"{k} {v:.0f}" for k, v in list(row["ray_wakeups_per_s"].items())[:6]) + ")" +
+          (f" | wake-ups/s of the other threads DDP {sum(row['ddp_wakeups_per_s'].values()):.0f}, Ray "
+           f"{sum(row['ray_wakeups_per_s'].values()):.0f} (" +
+           ", ".join(f"{k} {v:.0f}" for k, v in list(row["ray_wakeups_per_s"].items())[:6]) + ")"
+           if row["ray_wakeups_per_s"] else "") +
           f" | other load (cores) DDP {row['ddp_foreign_cores']:.2f} Ray {row['ray_foreign_cores']:.2f}"
           f" | {row['utc']} UTC, load {row['load_average'][0]:.2f}, {row['ddp_wall_s']:.0f} + {row['ray_wall_s']:.0f} s", flush=True)
     return row
