@@ -20,10 +20,21 @@ Besides tokens/s it prints, per Ray run, the CPU milliseconds per step of rank 0
 and of every other Ray process (from /proc, split by head node, worker node and driver), the
 time spent inside `ray.train.report()`, and for both sides the CPU the rest of the machine used
 during the measured window ("other load", in cores: other sessions' work that did not wait
-for the CPU lock), so that a disturbed pair shows as such.
+for the CPU lock), so that a disturbed pair shows as such, and for the ranks' training threads
+on each side the share of their wall time on a core, runnable but waiting for one (run-queue
+delay, /proc/<pid>/task/<tid>/schedstat) and sleeping (the other rank, a reply, I/O), and
+their preemptions per second: whether a slower step was work, waiting for a core, or waiting
+for something else. `--wakeups` adds every thread's wake-ups per second (diagnosis only: reading
+every thread costs Ray's side more than DDP's).
 
     python bench/training_throughput.py [--steps 150] [--repeats 3] [--configs ...]
         [--ray-env RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2 ...] [--mirror-head]
+        [--variant LABEL: --variant LABEL:NAME=VALUE[,NAME=VALUE] ...] [--wakeups]
+
+`--variant` (two or more) is an A/B of Ray settings in one run: every block runs DDP once and
+Ray once per variant (DDP first, then last; the variants' order turns every two blocks), each
+variant's ratio is against its block's DDP run, and the variants are also compared with each
+other block by block (the first one given is the reference).
 
 Ray runs with the RayJob's environment (workloads.training.manifest.RAY_ENV) plus
 workloads.training.settings.LOCAL_RAY_ENV (a 0.5 s Train controller poll: with Ray's 2 s
@@ -42,6 +53,7 @@ not measured here (see README).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -178,20 +190,131 @@ class Window:
     for the whole machine. What the machine used besides the run's own processes (other
     sessions, the kernel) is `foreign_cores`, the disturbance this run saw."""
 
-    def __init__(self, out: str, pids, alive) -> None:
+    def __init__(self, out: str, pids, alive, wakeups: bool = False) -> None:
         while not os.path.exists(out + ".go") and alive():
             time.sleep(0.05)
         self.t0, self.m0, self.c0 = time.time(), _machine_cpu_s(), _cpu_seconds(pids())
+        # --wakeups: every thread of the run at both ends (~0.1 s of one core in a Ray run, at
+        # the window's start: it costs Ray's side more than DDP's, so only on request).
+        self.s0 = _sched(self.c0) if wakeups else {}
+        # The ranks' training threads: in each of the two processes busiest over the first
+        # second, its busiest thread over the next 0.2 s; then sampled every 0.2 s to the end
+        # (a Ray rank's training thread ends with the run, before the window's end is seen).
+        self.tracked: dict[tuple[int, int], tuple[tuple, float, tuple]] = {}  # (pid, tid): first, t, last
+        self._pending: tuple[float, dict] | None = None
+        next_sample = self.t0 + 1.0
         while not os.path.exists(out) and alive():
             time.sleep(0.05)
+            if time.time() >= next_sample:
+                self._sample()
+                next_sample = time.time() + 0.2
         self.t1, self.m1, self.c1 = time.time(), _machine_cpu_s(), _cpu_seconds(pids())
+        self.s1 = _sched(self.c1) if wakeups else {}
 
     def by_pid(self) -> dict[int, tuple[str, float]]:
         return {pid: (name, c1 - self.c0.get(pid, (name, 0.0))[1]) for pid, (name, c1) in self.c1.items()}
 
+    def wakeups_per_s(self) -> dict[str, float]:
+        """Wake-ups per second of each process of the run other than the ranks' training
+        threads (its threads' voluntary context switches over the window, threads alive at both
+        ends): on two busy cores, every wake-up takes a core from a rank for a moment."""
+        return _top(self.wakeups_by_thread(), lambda k: k.split(" / ")[0])
+
+    def wakeups_by_thread(self) -> dict[str, float]:
+        """The same per process and thread name ("process / thread", summed over same names)."""
+        ranks = set(self.tracked)
+        out: dict[str, float] = {}
+        for pid, threads in self.s1.items():  # empty without --wakeups
+            name = self.c1.get(pid, ("?", 0))[0]
+            for tid, v in threads.items():
+                if tid not in self.s0.get(pid, {}) or (pid, tid) in ranks:
+                    continue
+                key = f"{name} / {v[4]}"
+                out[key] = out.get(key, 0.0) + (v[3] - self.s0[pid][tid][3]) / max(1e-9, self.t1 - self.t0)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def _sample(self) -> None:
+        if self._pending is None:  # the two busiest processes so far, all their threads
+            now = _cpu_seconds(list(self.c0))
+            busiest = sorted(now, key=lambda pid: -(now[pid][1] - self.c0[pid][1]))[:2]
+            self._pending = (time.time(), _sched(busiest))
+            return
+        if not self.tracked:  # in each, the thread busiest since: the training thread
+            t, first = self._pending
+            for pid, threads in _sched(list(first)).items():
+                both = [tid for tid in threads if tid in first[pid]]
+                if both:
+                    tid = max(both, key=lambda x: threads[x][0] - first[pid][x][0])
+                    self.tracked[(pid, tid)] = (first[pid][tid], time.time(), threads[tid])
+            self._t_first = t
+            return
+        for (pid, tid), (first, _, _) in list(self.tracked.items()):
+            v = _thread_sched(pid, tid)
+            if v:
+                self.tracked[(pid, tid)] = (first, time.time(), v)
+
+    def ranks_sched(self) -> dict:
+        """The ranks' training threads (see __init__) from about a second into the window to
+        their last sample, averaged over both ranks: % of wall time on a core, runnable but
+        waiting for one (run-queue delay), and neither (sleeping: waiting for the other rank, a
+        reply, I/O), and involuntary context switches (preemptions) per second."""
+        parts = []
+        for first, t, last in self.tracked.values():
+            wall = max(1e-9, t - self._t_first)
+            on, wait = last[0] - first[0], last[1] - first[1]
+            parts.append({"on_core_pct": 100 * on / wall, "waiting_for_core_pct": 100 * wait / wall,
+                          "sleeping_pct": 100 * max(0.0, wall - on - wait) / wall,
+                          "preemptions_per_s": (last[2] - first[2]) / wall})
+        if not parts:
+            return {}
+        return {k: statistics.mean(p[k] for p in parts) for k in parts[0]}
+
     def foreign_cores(self) -> float:
         own = sum(c for _, c in self.by_pid().values())
         return max(0.0, (self.m1 - self.m0) - own) / max(1e-9, self.t1 - self.t0)
+
+
+def _top(d: dict[str, float], group) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, v in d.items():
+        out[group(k)] = out.get(group(k), 0.0) + v
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def by_pid(self) -> dict[int, tuple[str, float]]:
+        return {pid: (name, c1 - self.c0.get(pid, (name, 0.0))[1]) for pid, (name, c1) in self.c1.items()}
+
+
+def _comm(pid: int, tid) -> str:
+    try:
+        return Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def _thread_sched(pid: int, tid) -> tuple[float, float, int, int] | None:
+    """One thread: seconds on a core and seconds runnable but waiting for one, so far
+    (/proc/<pid>/task/<tid>/schedstat), its involuntary context switches (preemptions) and its
+    voluntary ones (sleeps: each is followed by a wake-up); None once it ended."""
+    try:
+        on_cpu, wait = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[:2]
+        status = {k: v for k, _, v in (line.partition(":") for line in
+                                          Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines())}
+        preempt, sleeps = int(status["nonvoluntary_ctxt_switches"]), int(status["voluntary_ctxt_switches"])
+    except (OSError, ValueError, KeyError):
+        return None
+    return int(on_cpu) / 1e9, int(wait) / 1e9, preempt, sleeps
+
+
+def _sched(pids) -> dict[int, dict[int, tuple[float, float, int, int, str]]]:
+    """_thread_sched of every thread of every process in ``pids``, and the thread's name."""
+    out = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        out[pid] = {int(tid): (*v, _comm(pid, tid)) for tid in tids if (v := _thread_sched(pid, tid))}
+    return out
 
 
 def _short_name(cmd: list[bytes]) -> str:
@@ -248,7 +371,7 @@ class HeadCgroup:
 
 
 def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, ray_env: dict,
-            mirror_head: bool = False) -> dict:
+            mirror_head: bool = False, wakeups: bool = False) -> dict:
     """One Ray Train run on its own fresh local cluster (head with 0 CPUs for the controller, one
     worker node with 2 CPUs for the 2 workers), stopped afterwards so that no Ray process is
     left running during the DDP runs. CPU seconds of every Ray process over the measured
@@ -282,7 +405,7 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
             box = {}
             t = threading.Thread(target=lambda: box.setdefault("r", run(s)), daemon=True)
             t.start()
-            w = Window(out, pids, t.is_alive)
+            w = Window(out, pids, t.is_alive, wakeups)
             head_pids = set(_descendants(cluster.nodes[0].proc.pid))
             t.join()
             if box["r"].error:
@@ -311,10 +434,12 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
     n_steps = len(timing["times"]) - (warmup - timing["first_step"]) - 1
     return {"tokens_per_s": _tokens_per_s(timing, warmup), "timing": timing, "steps_measured": n_steps,
             "cpu_s_by_process": by_name, "cpu_s_by_node": by_node, "report_s": timing["report_s"],
-            "reports": timing["reports"], "foreign_cores": w.foreign_cores(), "wall_s": time.time() - t_start}
+            "reports": timing["reports"], "foreign_cores": w.foreign_cores(), "wall_s": time.time() - t_start,
+            "ranks_sched": w.ranks_sched(), "wakeups_per_s": w.wakeups_per_s(),
+            "wakeups_per_s_by_thread": w.wakeups_by_thread()}
 
 
-def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None) -> dict:
+def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, wakeups: bool = False) -> dict:
     from workloads.common.local_cluster import _descendants, free_port
 
     t_start = time.time()
@@ -325,14 +450,16 @@ def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None) 
         proc = subprocess.Popen([sys.executable, __file__, "--ddp-child", json.dumps(args)],
                                 env={**os.environ, "PYTHONPATH": str(REPO)})
         try:
-            w = Window(out, lambda: [os.getpid(), proc.pid, *_descendants(proc.pid)], lambda: proc.poll() is None)
+            w = Window(out, lambda: [os.getpid(), proc.pid, *_descendants(proc.pid)], lambda: proc.poll() is None,
+                       wakeups)
         finally:
             rc = proc.wait()
         if rc:
             raise RuntimeError(f"DDP run failed: rc={rc}")
         timing = json.loads(Path(out).read_text())
     return {"tokens_per_s": _tokens_per_s(timing, warmup), "timing": timing,
-            "foreign_cores": w.foreign_cores(), "wall_s": time.time() - t_start}
+            "foreign_cores": w.foreign_cores(), "wall_s": time.time() - t_start, "ranks_sched": w.ranks_sched(),
+            "wakeups_per_s": w.wakeups_per_s(), "wakeups_per_s_by_thread": w.wakeups_by_thread()}
 
 
 def _stall_pct(t: dict, ckpt_every: int | None) -> float | None:
@@ -348,12 +475,12 @@ def _stall_pct(t: dict, ckpt_every: int | None) -> float | None:
     return 100 * extra / sum(dts.values())
 
 
-def _env_pairs(pairs: list[str]) -> dict:
+def _env_pairs(pairs: list[str], flag: str = "--ray-env") -> dict:
     out = {}
     for pair in pairs:
         k, sep, v = pair.partition("=")
         if not sep or not k:
-            raise SystemExit(f"--ray-env {pair!r}: expected NAME=VALUE, e.g. RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=1")
+            raise SystemExit(f"{flag} {pair!r}: expected NAME=VALUE, e.g. RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=1")
         out[k] = v
     return out
 
@@ -367,6 +494,14 @@ def main(argv=None) -> int:
     p.add_argument("--ray-env", action="append", default=[], metavar="NAME=VALUE",
                    help="environment of every Ray process (and the driver), on top of "
                         "workloads.training.settings.LOCAL_RAY_ENV, e.g. RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2")
+    p.add_argument("--variant", action="append", default=[], metavar="LABEL:NAME=VALUE[,NAME=VALUE]",
+                   help="A/B in one run: give two or more; every block then runs DDP once and Ray once "
+                        "per variant (its settings on top of the shipped ones and --ray-env; LABEL: "
+                        "alone is the shipped settings), and the variants are compared block by block")
+    p.add_argument("--wakeups", action="store_true",
+                   help="also count every thread's wake-ups per second (voluntary context switches) over "
+                        "the window; reading every thread of a Ray run takes ~0.1 s of CPU at the "
+                        "window's start, which Ray's side pays more than DDP's: for diagnosis, not for ratios")
     p.add_argument("--mirror-head", action="store_true",
                    help="run the head node, its processes and the driver at the lowest CPU weight "
                         "(a cgroup), as if on other machines like the cluster's `system` nodes; "
@@ -384,49 +519,107 @@ def main(argv=None) -> int:
     # see LOCAL_RAY_ENV), then --ray-env; --ray-env RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2 measures
     # with Ray's default poll, --ray-env RAY_TRAIN_ENABLE_PREEMPTION_WATCHER=1 with the watcher.
     ray_env = {**RAY_ENV, **LOCAL_RAY_ENV, **_env_pairs(args.ray_env)}
+    variants = _variants(args.variant) or [("", {})]
 
     print("bf16 on an H200: NOT MEASURED (no GPU machine was lent to this task)", flush=True)
     print(f"one at a time, interleaved (DDP, Ray, Ray, DDP, ...), {args.repeats} pair(s) per config, "
           f"{args.steps} steps, tokens/s from step {args.warmup} to the last; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; Ray env {ray_env or 'defaults'}", flush=True)
+    if len(variants) > 1:
+        print("A/B: in every block one DDP run and one Ray run per variant, in a rotating order "
+              "(DDP first, then last; the variants' order turns every two blocks), each variant's "
+              "ratio against its block's DDP run: " +
+              "; ".join(f"{v} = shipped + {e or 'nothing'}" for v, e in variants), flush=True)
+    perms = list(itertools.permutations(range(len(variants))))
     rows = []
     for name in args.configs.split(","):
         report_every, ckpt_every = CONFIGS[name]
         for r in range(args.repeats):
-            order = ("ddp", "ray") if r % 2 == 0 else ("ray", "ddp")  # cancels slow drifts
+            vs = perms[(r // 2) % len(perms)]
+            # DDP first, then last: cancels slow drifts (with one variant: DDP, Ray, then Ray, DDP)
+            order = ["ddp", *vs] if r % 2 == 0 else [*vs, "ddp"]
             m = {}
             for side in order:
-                m[side] = (ddp_run(args.steps, args.warmup, report_every, ckpt_every) if side == "ddp" else
-                           ray_run(args.steps, args.warmup, report_every, ckpt_every, ray_env, args.mirror_head))
-            ray_m, ddp_m = m["ray"], m["ddp"]
-            n = ray_m["steps_measured"]
-            cpu = ray_m["cpu_s_by_process"]
-            others = {k: v for k, v in cpu.items() if k != "train workers"}
-            row = {"config": name, "repeat": r, "order": order, "ddp_tokens_per_s": ddp_m["tokens_per_s"],
-                   "ray_tokens_per_s": ray_m["tokens_per_s"], "ratio": ray_m["tokens_per_s"] / ddp_m["tokens_per_s"],
-                   "ddp_rank0_cpu_ms_per_step": 1000 * ddp_m["timing"]["cpu_s"] / n,
-                   "ray_rank0_cpu_ms_per_step": 1000 * ray_m["timing"]["cpu_s"] / n,
-                   "ray_other_cpu_ms_per_step": {k: 1000 * v / n for k, v in sorted(others.items(), key=lambda kv: -kv[1])},
-                   "ray_other_cpu_ms_per_step_by_node": {k: 1000 * v / n for k, v in ray_m["cpu_s_by_node"].items()},
-                   "ray_report_ms_mean": 1000 * ray_m["report_s"] / max(1, ray_m["reports"]),
-                   "ray_reports": ray_m["reports"], "ray_report_s_total": ray_m["report_s"],
-                   "ddp_checkpoint_stall_pct": _stall_pct(ddp_m["timing"], ckpt_every),
-                   "ray_checkpoint_stall_pct": _stall_pct(ray_m["timing"], ckpt_every),
-                   "ddp_foreign_cores": ddp_m["foreign_cores"], "ray_foreign_cores": ray_m["foreign_cores"],
-                   "ddp_wall_s": ddp_m["wall_s"], "ray_wall_s": ray_m["wall_s"],
-                   "utc": time.strftime("%H:%M:%S", time.gmtime()), "load_average": os.getloadavg(),
-                   "ddp_step_s": _step_s(ddp_m["timing"], args.warmup), "ray_step_s": _step_s(ray_m["timing"], args.warmup)}
-            rows.append(row)
-            top = ", ".join(f"{k} {v:.1f}" for k, v in list(row["ray_other_cpu_ms_per_step"].items())[:5])
-            print(f"{name:40s} DDP {row['ddp_tokens_per_s']:6.0f} tok/s  Ray {row['ray_tokens_per_s']:6.0f} tok/s  "
-                  f"ratio {row['ratio']:.3f}  | CPU ms/step rank 0: DDP {row['ddp_rank0_cpu_ms_per_step']:.1f} "
-                  f"Ray {row['ray_rank0_cpu_ms_per_step']:.1f}; Ray's other processes {sum(others.values()) * 1000 / n:.1f} "
-                  f"(" + ", ".join(f"{k} {v:.1f}" for k, v in row["ray_other_cpu_ms_per_step_by_node"].items()) + f"; {top}) | in report(): {row['ray_report_ms_mean']:.1f} ms x {row['ray_reports']}"
-                  f" | other load (cores) DDP {row['ddp_foreign_cores']:.2f} Ray {row['ray_foreign_cores']:.2f}"
-                  f" | {row['utc']} UTC, load {row['load_average'][0]:.2f}, {row['ddp_wall_s']:.0f} + {row['ray_wall_s']:.0f} s", flush=True)
+                m[side] = (ddp_run(args.steps, args.warmup, report_every, ckpt_every, args.wakeups) if side == "ddp"
+                           else ray_run(args.steps, args.warmup, report_every, ckpt_every,
+                                        {**ray_env, **variants[side][1]}, args.mirror_head, args.wakeups))
+            for vi, (vname, _) in enumerate(variants):
+                rows.append(_row(name, r, [("ray" if o == vi else o) for o in order if o in ("ddp", vi)],
+                                 m[vi], m["ddp"], ckpt_every, args.warmup, vname,
+                                 [variants[o][0] or "ray" if o != "ddp" else "ddp" for o in order]))
+    _summary_and_out(args, rows, ray_env, variants)
+    return 0
+
+
+def _variants(specs: list[str]) -> list[tuple[str, dict]]:
+    """--variant NAME:NAME=VALUE,NAME=VALUE (or NAME: for the shipped settings alone)."""
+    out = []
+    for spec in specs:
+        vname, sep, rest = spec.partition(":")
+        if not sep or not vname:
+            raise SystemExit(f"--variant {spec!r}: expected LABEL:NAME=VALUE[,NAME=VALUE...] or LABEL: "
+                             "(the shipped settings alone), e.g. nice0:RAY_worker_niceness=0")
+        if vname in (v for v, _ in out):
+            raise SystemExit(f"--variant {spec!r}: label {vname!r} given twice")
+        out.append((vname, _env_pairs([x for x in rest.split(",") if x], flag="--variant")))
+    return out
+
+
+def _row(name: str, r: int, order: list, ray_m: dict, ddp_m: dict, ckpt_every, warmup: int,
+         variant: str, block_order: list) -> dict:
+    n = ray_m["steps_measured"]
+    cpu = ray_m["cpu_s_by_process"]
+    others = {k: v for k, v in cpu.items() if k != "train workers"}
+    row = {"config": name, "variant": variant, "repeat": r, "order": order, "block_order": block_order,
+           "ddp_tokens_per_s": ddp_m["tokens_per_s"],
+           "ray_tokens_per_s": ray_m["tokens_per_s"], "ratio": ray_m["tokens_per_s"] / ddp_m["tokens_per_s"],
+           "ddp_rank0_cpu_ms_per_step": 1000 * ddp_m["timing"]["cpu_s"] / n,
+           "ray_rank0_cpu_ms_per_step": 1000 * ray_m["timing"]["cpu_s"] / n,
+           "ray_other_cpu_ms_per_step": {k: 1000 * v / n for k, v in sorted(others.items(), key=lambda kv: -kv[1])},
+           "ray_other_cpu_ms_per_step_by_node": {k: 1000 * v / n for k, v in ray_m["cpu_s_by_node"].items()},
+           "ray_report_ms_mean": 1000 * ray_m["report_s"] / max(1, ray_m["reports"]),
+           "ray_reports": ray_m["reports"], "ray_report_s_total": ray_m["report_s"],
+           "ddp_checkpoint_stall_pct": _stall_pct(ddp_m["timing"], ckpt_every),
+           "ray_checkpoint_stall_pct": _stall_pct(ray_m["timing"], ckpt_every),
+           "ddp_foreign_cores": ddp_m["foreign_cores"], "ray_foreign_cores": ray_m["foreign_cores"],
+           "ddp_wall_s": ddp_m["wall_s"], "ray_wall_s": ray_m["wall_s"],
+           # the ranks' training threads, per rank and step: on a core, waiting for one, sleeping
+           # (the other rank, a reply, I/O), and preemptions
+           "ddp_wakeups_per_s": ddp_m["wakeups_per_s"], "ray_wakeups_per_s": ray_m["wakeups_per_s"],
+           "ddp_wakeups_per_s_by_thread": ddp_m["wakeups_per_s_by_thread"],
+           "ray_wakeups_per_s_by_thread": ray_m["wakeups_per_s_by_thread"],
+           # the ranks' training threads: % of their wall time on a core, waiting for one, sleeping
+           **{f"{side}_train_thread_{k}": v for side, m in (("ddp", ddp_m), ("ray", ray_m))
+              for k, v in m["ranks_sched"].items()},
+           "utc": time.strftime("%H:%M:%S", time.gmtime()), "load_average": os.getloadavg(),
+           "ddp_step_s": _step_s(ddp_m["timing"], warmup), "ray_step_s": _step_s(ray_m["timing"], warmup)}
+    top = ", ".join(f"{k} {v:.1f}" for k, v in list(row["ray_other_cpu_ms_per_step"].items())[:5])
+    label = f"{name} [{variant}]" if variant else name
+    print(f"{label:40s} DDP {row['ddp_tokens_per_s']:6.0f} tok/s  Ray {row['ray_tokens_per_s']:6.0f} tok/s  "
+          f"ratio {row['ratio']:.3f}  | CPU ms/step rank 0: DDP {row['ddp_rank0_cpu_ms_per_step']:.1f} "
+          f"Ray {row['ray_rank0_cpu_ms_per_step']:.1f}; Ray's other processes {sum(others.values()) * 1000 / n:.1f} "
+          f"(" + ", ".join(f"{k} {v:.1f}" for k, v in row["ray_other_cpu_ms_per_step_by_node"].items()) + f"; {top}) | in report(): {row['ray_report_ms_mean']:.1f} ms x {row['ray_reports']}"
+          f" | training threads, DDP / Ray: on a core " + _pair(row, "on_core_pct") + " %, waiting for a core "
+          + _pair(row, "waiting_for_core_pct") + " %, sleeping " + _pair(row, "sleeping_pct") + " %, preemptions/s "
+          + _pair(row, "preemptions_per_s") +
+          (f" | wake-ups/s of the other threads DDP {sum(row['ddp_wakeups_per_s'].values()):.0f}, Ray "
+           f"{sum(row['ray_wakeups_per_s'].values()):.0f} (" +
+           ", ".join(f"{k} {v:.0f}" for k, v in list(row["ray_wakeups_per_s"].items())[:6]) + ")"
+           if row["ray_wakeups_per_s"] else "") +
+          f" | other load (cores) DDP {row['ddp_foreign_cores']:.2f} Ray {row['ray_foreign_cores']:.2f}"
+          f" | {row['utc']} UTC, load {row['load_average'][0]:.2f}, {row['ddp_wall_s']:.0f} + {row['ray_wall_s']:.0f} s", flush=True)
+    return row
+
+
+def _pair(row: dict, k: str, fmt: str = ".1f") -> str:
+    return " / ".join(format(row.get(f"{side}_train_thread_{k}", float("nan")), fmt) for side in ("ddp", "ray"))
+
+
+def _summary_and_out(args, rows: list[dict], ray_env: dict, variants: list[tuple[str, dict]]) -> None:
     summary = {}
-    for name in dict.fromkeys(r["config"] for r in rows):
-        rs = [r for r in rows if r["config"] == name]
+    for key in dict.fromkeys(_key(r) for r in rows):
+        rs = [r for r in rows if _key(r) == key]
+        name = key
         summary[name] = {"ratio": statistics.median(r["ratio"] for r in rs),
                          "ratio_min": min(r["ratio"] for r in rs), "ratio_max": max(r["ratio"] for r in rs),
                          "ratios": [r["ratio"] for r in rs],
@@ -443,11 +636,26 @@ def main(argv=None) -> int:
         if "ray_checkpoint_stall_pct" in v:
             print(f"step-time stall from checkpoints ({k}; extra time of the steps right after a checkpoint, "
                   f"same run): Ray {v['ray_checkpoint_stall_pct']:.1f} %, DDP {v['ddp_checkpoint_stall_pct']:.1f} % (goal <= 5 %)")
+    if len(variants) > 1:
+        # The variants against each other, block by block (the same DDP run cancels out).
+        base = variants[0][0]
+        for name in dict.fromkeys(r["config"] for r in rows):
+            for vname, _ in variants[1:]:
+                per_block = [a["ray_tokens_per_s"] / b["ray_tokens_per_s"]
+                             for a in rows for b in rows
+                             if a["config"] == b["config"] == name and a["repeat"] == b["repeat"]
+                             and a["variant"] == vname and b["variant"] == base]
+                summary[f"{name} [{vname}] / [{base}]"] = {"ratio": statistics.median(per_block), "ratios": per_block}
+                print(f"{name}: Ray [{vname}] / Ray [{base}] tokens/s, same block: median "
+                      f"{statistics.median(per_block):.3f}, per block " + ", ".join(f"{x:.3f}" for x in per_block), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"rows": rows, "summary": summary, "steps": args.steps,
                                           "warmup": args.warmup, "ray_env": ray_env, "mirror_head": args.mirror_head,
-                                          "model": MODEL, "batch_per_worker": BATCH}, indent=2))
-    return 0
+                                          "variants": dict(variants), "model": MODEL, "batch_per_worker": BATCH}, indent=2))
+
+
+def _key(row: dict) -> str:
+    return f"{row['config']} [{row['variant']}]" if row["variant"] else row["config"]
 
 
 if __name__ == "__main__":

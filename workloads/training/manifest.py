@@ -38,6 +38,10 @@ APP = "ray-train"
 # the 0.5 s path always. New log files (new worker processes) are picked up up to 0.5 s later;
 # the lines of known files are still forwarded every pass. Measured locally: the log monitor's
 # CPU 10.5 -> 4.5 ms per second. Both in bench/training_throughput.py (bench/README.md).
+# Measured and left at Ray's default: RAY_worker_niceness (15 for every worker process, the ranks
+# too). Starting the workers at nice 0 did not make training faster locally (interleaved A/B,
+# 5 blocks, 2026-12-02: 0.995 of the nice-15 throughput), and nice 15 keeps a node's raylet
+# and agents ahead of busy workers.
 RAY_ENV = {
     "RAY_TRAIN_V2_ENABLED": "1",
     "RAY_USAGE_STATS_ENABLED": "0",

@@ -34,8 +34,11 @@ LOCAL_DEFAULTS: dict[str, Any] = {
 # the benchmark's GPT take ~1.5 s: with the 2 s default every report waited ~0.2 s for the next
 # poll (8 % of the training thread's time in a py-spy profile, 0.78 of plain DDP's
 # throughput). A 0.5 s poll leaves margin for faster steps; in one pair each it cost no more
-# CPU than a 1 s poll (Ray's other processes: 16.8 ms per step with either; bench/README.md). On the
-# cluster reports are seconds apart and the 2 s default stays (workloads/training/manifest.py).
+# CPU than a 1 s poll (Ray's other processes: 16.8 ms per step with either), and a 1 s poll was
+# not faster (interleaved A/B, 5 blocks: 0.989 of the 0.5 s poll's throughput) nor did it lower
+# the wake-ups of Ray's threads that preempt the ranks (2487 against 2484 per second;
+# 2026-12-02, bench/README.md). On the cluster reports are seconds apart and the 2 s default
+# stays (workloads/training/manifest.py).
 LOCAL_RAY_ENV: dict[str, str] = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5"}
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
