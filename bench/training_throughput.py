@@ -280,9 +280,6 @@ def _top(d: dict[str, float], group) -> dict[str, float]:
         out[group(k)] = out.get(group(k), 0.0) + v
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
-    def by_pid(self) -> dict[int, tuple[str, float]]:
-        return {pid: (name, c1 - self.c0.get(pid, (name, 0.0))[1]) for pid, (name, c1) in self.c1.items()}
-
 
 def _comm(pid: int, tid) -> str:
     try:
@@ -583,8 +580,7 @@ def _row(name: str, r: int, order: list, ray_m: dict, ddp_m: dict, ckpt_every, w
            "ray_checkpoint_stall_pct": _stall_pct(ray_m["timing"], ckpt_every),
            "ddp_foreign_cores": ddp_m["foreign_cores"], "ray_foreign_cores": ray_m["foreign_cores"],
            "ddp_wall_s": ddp_m["wall_s"], "ray_wall_s": ray_m["wall_s"],
-           # the ranks' training threads, per rank and step: on a core, waiting for one, sleeping
-           # (the other rank, a reply, I/O), and preemptions
+           # wake-ups per second of every thread but the ranks' training threads (--wakeups only)
            "ddp_wakeups_per_s": ddp_m["wakeups_per_s"], "ray_wakeups_per_s": ray_m["wakeups_per_s"],
            "ddp_wakeups_per_s_by_thread": ddp_m["wakeups_per_s_by_thread"],
            "ray_wakeups_per_s_by_thread": ray_m["wakeups_per_s_by_thread"],
@@ -594,8 +590,7 @@ def _row(name: str, r: int, order: list, ray_m: dict, ddp_m: dict, ckpt_every, w
            "utc": time.strftime("%H:%M:%S", time.gmtime()), "load_average": os.getloadavg(),
            "ddp_step_s": _step_s(ddp_m["timing"], warmup), "ray_step_s": _step_s(ray_m["timing"], warmup)}
     top = ", ".join(f"{k} {v:.1f}" for k, v in list(row["ray_other_cpu_ms_per_step"].items())[:5])
-    label = f"{name} [{variant}]" if variant else name
-    print(f"{label:40s} DDP {row['ddp_tokens_per_s']:6.0f} tok/s  Ray {row['ray_tokens_per_s']:6.0f} tok/s  "
+    print(f"{_key(row):40s} DDP {row['ddp_tokens_per_s']:6.0f} tok/s  Ray {row['ray_tokens_per_s']:6.0f} tok/s  "
           f"ratio {row['ratio']:.3f}  | CPU ms/step rank 0: DDP {row['ddp_rank0_cpu_ms_per_step']:.1f} "
           f"Ray {row['ray_rank0_cpu_ms_per_step']:.1f}; Ray's other processes {sum(others.values()) * 1000 / n:.1f} "
           f"(" + ", ".join(f"{k} {v:.1f}" for k, v in row["ray_other_cpu_ms_per_step_by_node"].items()) + f"; {top}) | in report(): {row['ray_report_ms_mean']:.1f} ms x {row['ray_reports']}"
@@ -617,9 +612,8 @@ def _pair(row: dict, k: str, fmt: str = ".1f") -> str:
 
 def _summary_and_out(args, rows: list[dict], ray_env: dict, variants: list[tuple[str, dict]]) -> None:
     summary = {}
-    for key in dict.fromkeys(_key(r) for r in rows):
-        rs = [r for r in rows if _key(r) == key]
-        name = key
+    for name in dict.fromkeys(_key(r) for r in rows):
+        rs = [r for r in rows if _key(r) == name]
         summary[name] = {"ratio": statistics.median(r["ratio"] for r in rs),
                          "ratio_min": min(r["ratio"] for r in rs), "ratio_max": max(r["ratio"] for r in rs),
                          "ratios": [r["ratio"] for r in rs],
