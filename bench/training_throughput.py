@@ -335,6 +335,19 @@ CGROUP_CPU = Path("/sys/fs/cgroup/cpu")  # cgroup v1 `cpu` controller, as mounte
 HEAD_CPU_SHARES = 2  # the minimum: the head's processes get a core only when the ranks leave it idle
 
 
+def _cpu_cgroup(pid: int) -> str | None:
+    """The cgroup v1 `cpu` hierarchy path of ``pid`` (None once it ended)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return path
+    return None
+
+
 class HeadCgroup:
     """--mirror-head: a cgroup with the lowest CPU weight for the head node, everything it
     starts, and this driver (in a RayJob the driver runs in the head pod too), so that they do
@@ -353,6 +366,21 @@ class HeadCgroup:
 
     def join(self) -> None:
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def check(self, cluster) -> None:
+        """Fail loudly unless every process of the head node is in this cgroup and none of a
+        worker node's is (its ranks are started by its raylet and inherit its cgroup). A worker
+        node started by a driver inside this cgroup would inherit it: then nothing is mirrored,
+        the ranks run at the head's weight (bench/README.md, "Figures of 2026-12-03")."""
+        from workloads.common.local_cluster import _descendants
+
+        mine = "/" + self.path.name
+        for node in cluster.nodes:
+            for pid in [node.proc.pid, *_descendants(node.proc.pid)]:
+                cg = _cpu_cgroup(pid)
+                if cg is not None and (cg == mine) != (node.name == "head"):
+                    raise RuntimeError(f"--mirror-head: {node.name} node process {pid} is in cpu cgroup {cg}; "
+                                       f"expected {'' if node.name == 'head' else 'anything but '}{mine}")
 
     def leave(self) -> None:
         (CGROUP_CPU / "cgroup.procs").write_text(str(os.getpid()))
@@ -385,7 +413,9 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
     os.environ.update(ray_env)  # the driver too (Train reads some settings where trainer.fit runs)
     with tempfile.TemporaryDirectory() as d, (HeadCgroup() if mirror_head else contextlib.nullcontext()) as cg:
         cluster = LocalCluster(worker_nodes=1, cpus_per_node=2, dashboard=False, env_extra=ray_env,
-                               head_cgroup=str(cg.path) if cg else None, worker_log_monitor=bool(cg))
+                               head_cgroup=str(cg.path) if cg else None,
+                               # the worker node outside it (the driver that starts it is in it)
+                               worker_cgroup=str(CGROUP_CPU) if cg else None, worker_log_monitor=bool(cg))
         out = os.path.join(d, "ray.json")
         s = S.for_local({"model": MODEL, "steps": steps, "batch_size_per_worker": BATCH,
                          "report_every_steps": report_every, "checkpoint_every_steps": ckpt_every or steps,
@@ -396,6 +426,8 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
             if cg:
                 cg.join()
             cluster.start()
+            if cg:
+                cg.check(cluster)
             os.environ["RAY_ADDRESS"] = cluster.address
             ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
             pids = lambda: [os.getpid()] + [p for n in cluster.nodes for p in [n.proc.pid, *_descendants(n.proc.pid)]]

@@ -104,6 +104,10 @@ class LocalCluster:
     # cpu.shares) that the head node and every process it starts join, to mirror a cluster whose
     # head runs on other machines (bench/training_throughput.py --mirror-head).
     head_cgroup: str | None = None
+    # Benchmarks only: the cgroup directory the worker nodes join (with ``head_cgroup``: the
+    # machine's own, e.g. /sys/fs/cgroup/cpu). Without it a worker node joins whatever cgroup
+    # the process that starts it is in, which is the head's when that process is the driver.
+    worker_cgroup: str | None = None
     # Worker nodes share the head's session dir, whose log monitor already forwards their
     # output; True starts one per worker node anyway, as on a real cluster (benchmarks).
     worker_log_monitor: bool = False
@@ -139,8 +143,9 @@ class LocalCluster:
                "--node-ip-address", "127.0.0.1", *args, *self._ports()]
         f = open(log, "ab")
         join = None
-        if name == "head" and self.head_cgroup:
-            procs = os.path.join(self.head_cgroup, "cgroup.procs")
+        cgroup = self.head_cgroup if name == "head" else self.worker_cgroup
+        if cgroup:
+            procs = os.path.join(cgroup, "cgroup.procs")
 
             def join() -> None:  # in the child, before exec: every process it starts inherits it
                 with open(procs, "w") as cg:
