@@ -42,9 +42,12 @@ default, reports every 10 steps here come faster than the controller takes them 
 paces training; see there), plus any --ray-env.
 
 `--mirror-head` puts the head node, every process it starts and the driver into a cgroup with
-the lowest CPU weight, and starts a log monitor on the worker node: the topology of the cluster,
-where the head pod runs on the `system` nodes and a GPU node runs only its workers, raylet,
-agents and log monitor. Print both figures, never only this one.
+the lowest CPU weight, starts the worker node (and so the ranks) outside it, and starts a log
+monitor on the worker node: the topology of the cluster, where the head pod runs on the `system`
+nodes and a GPU node runs only its workers, raylet, agents and log monitor. Right after the
+cluster starts, every node's processes are checked to be in the right cgroup, and the bench
+stops if one is not (before 2026-12-03 the worker node inherited the driver's cgroup and nothing
+was mirrored: bench/README.md). Print both figures, never only this one.
 
 The bf16 H200 benchmark (tokens/s and MFU) needs a GPU; none was lent to this task, so it is
 not measured here (see README).

@@ -1,0 +1,106 @@
+"""bench/training_throughput.py --mirror-head: the head node in a low-weight cgroup, the worker
+node (and so the ranks) outside it, and a loud failure when that does not hold. Real cgroups
+(the cgroup v1 `cpu` controller, as on this machine) and real processes; no Ray needed for the
+guard itself, one real local cluster for the wiring."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("training_throughput", ROOT / "bench" / "training_throughput.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+tt = _bench()
+needs_cgroup = pytest.mark.skipif(
+    not os.access(tt.CGROUP_CPU / "cgroup.procs", os.W_OK),
+    reason=f"needs a writable cgroup v1 cpu controller at {tt.CGROUP_CPU} (bench --mirror-head only)")
+
+
+@dataclass
+class _Node:
+    name: str
+    proc: subprocess.Popen
+
+
+@dataclass
+class _Cluster:
+    nodes: list
+
+
+def _sleeper(cgroup: Path | None) -> subprocess.Popen:
+    def join() -> None:
+        (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+
+    return subprocess.Popen(["sleep", "60"], preexec_fn=join if cgroup else None)
+
+
+def test_cpu_cgroup_of_this_process_is_read_from_proc():
+    expected = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+                    if "cpu" in line.split(":")[1].split(","))
+    assert tt._cpu_cgroup(os.getpid()) == expected
+    assert tt._cpu_cgroup(2 ** 22 + 1) is None  # no such process
+
+
+@needs_cgroup
+def test_check_passes_with_the_head_inside_and_the_worker_node_outside():
+    with tt.HeadCgroup() as cg:
+        nodes = [_Node("head", _sleeper(cg.path)), _Node("worker1", _sleeper(tt.CGROUP_CPU))]
+        try:
+            cg.check(_Cluster(nodes))
+        finally:
+            for n in nodes:
+                n.proc.kill()
+                n.proc.wait()
+
+
+@needs_cgroup
+def test_check_fails_loudly_when_the_worker_node_inherited_the_head_cgroup():
+    with tt.HeadCgroup() as cg:
+        nodes = [_Node("head", _sleeper(cg.path)), _Node("worker1", _sleeper(cg.path))]
+        try:
+            with pytest.raises(RuntimeError) as err:
+                cg.check(_Cluster(nodes))
+        finally:
+            for n in nodes:
+                n.proc.kill()
+                n.proc.wait()
+    assert str(err.value) == (f"--mirror-head: worker1 node process {nodes[1].proc.pid} is in cpu cgroup "
+                              f"/{cg.path.name}; expected anything but /{cg.path.name}")
+
+
+@needs_cgroup
+@pytest.mark.slow
+def test_local_cluster_starts_worker_nodes_outside_the_head_cgroup_of_its_driver():
+    """The bench's driver joins the head's cgroup before it starts the cluster (a RayJob's
+    driver runs on the head); the worker node it starts must not inherit that."""
+    from workloads.common.local_cluster import LocalCluster
+
+    with tt.HeadCgroup() as cg:
+        cluster = LocalCluster(worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1024,
+                               object_store_per_node_mib=256, dashboard=False,
+                               head_cgroup=str(cg.path), worker_cgroup=str(tt.CGROUP_CPU))
+        cg.join()
+        try:
+            cluster.start()
+            cg.check(cluster)
+            raylets = {n.name: [p for p in cluster.worker_processes(n)
+                                if b"raylet" in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]]
+                       for n in cluster.nodes}
+            assert [tt._cpu_cgroup(p) for p in raylets["head"]] == [f"/{cg.path.name}"]
+            assert [tt._cpu_cgroup(p) for p in raylets["worker1"]] == [tt._cpu_cgroup(1)]
+        finally:
+            cg.leave()
+            cluster.stop()
