@@ -416,9 +416,7 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
     os.environ.update(ray_env)  # the driver too (Train reads some settings where trainer.fit runs)
     with tempfile.TemporaryDirectory() as d, (HeadCgroup() if mirror_head else contextlib.nullcontext()) as cg:
         cluster = LocalCluster(worker_nodes=1, cpus_per_node=2, dashboard=False, env_extra=ray_env,
-                               head_cgroup=str(cg.path) if cg else None,
-                               # the worker node outside it (the driver that starts it is in it)
-                               worker_cgroup=str(CGROUP_CPU) if cg else None, worker_log_monitor=bool(cg))
+                               head_cgroup=str(cg.path) if cg else None, worker_log_monitor=bool(cg))
         out = os.path.join(d, "ray.json")
         s = S.for_local({"model": MODEL, "steps": steps, "batch_size_per_worker": BATCH,
                          "report_every_steps": report_every, "checkpoint_every_steps": ckpt_every or steps,

@@ -91,7 +91,7 @@ def test_local_cluster_starts_worker_nodes_outside_the_head_cgroup_of_its_driver
     with tt.HeadCgroup() as cg:
         cluster = LocalCluster(worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1024,
                                object_store_per_node_mib=256, dashboard=False,
-                               head_cgroup=str(cg.path), worker_cgroup=str(tt.CGROUP_CPU))
+                               head_cgroup=str(cg.path))
         cg.join()
         try:
             cluster.start()

@@ -102,12 +102,10 @@ class LocalCluster:
     env_extra: dict = field(default_factory=dict)
     # Benchmarks only: a cgroup directory (cgroup v1 `cpu` controller, e.g. with a low
     # cpu.shares) that the head node and every process it starts join, to mirror a cluster whose
-    # head runs on other machines (bench/training_throughput.py --mirror-head).
+    # head runs on other machines (bench/training_throughput.py --mirror-head). Worker nodes then
+    # join its parent: left alone they would inherit the cgroup of whoever starts them, which is
+    # the head's when that is a driver that joined it.
     head_cgroup: str | None = None
-    # Benchmarks only: the cgroup directory the worker nodes join (with ``head_cgroup``: the
-    # machine's own, e.g. /sys/fs/cgroup/cpu). Without it a worker node joins whatever cgroup
-    # the process that starts it is in, which is the head's when that process is the driver.
-    worker_cgroup: str | None = None
     # Worker nodes share the head's session dir, whose log monitor already forwards their
     # output; True starts one per worker node anyway, as on a real cluster (benchmarks).
     worker_log_monitor: bool = False
@@ -143,7 +141,9 @@ class LocalCluster:
                "--node-ip-address", "127.0.0.1", *args, *self._ports()]
         f = open(log, "ab")
         join = None
-        cgroup = self.head_cgroup if name == "head" else self.worker_cgroup
+        cgroup = self.head_cgroup
+        if cgroup and name != "head":
+            cgroup = os.path.dirname(cgroup.rstrip("/"))  # worker nodes: outside the head's
         if cgroup:
             procs = os.path.join(cgroup, "cgroup.procs")
 
