@@ -5,6 +5,7 @@ guard itself, one real local cluster for the wiring."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import subprocess
@@ -47,6 +48,18 @@ def _sleeper(cgroup: Path | None) -> subprocess.Popen:
     return subprocess.Popen(["sleep", "60"], preexec_fn=join if cgroup else None)
 
 
+@contextlib.contextmanager
+def _two_nodes(head: Path, worker: Path):
+    """A stand-in cluster: a "head" and a "worker1" process started in the given cgroups."""
+    nodes = [_Node("head", _sleeper(head)), _Node("worker1", _sleeper(worker))]
+    try:
+        yield _Cluster(nodes)
+    finally:
+        for n in nodes:
+            n.proc.kill()
+            n.proc.wait()
+
+
 def test_cpu_cgroup_of_this_process_is_read_from_proc():
     expected = next((line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
                      if "cpu" in line.split(":")[1].split(",")), None)  # None under cgroup v2 only
@@ -56,28 +69,16 @@ def test_cpu_cgroup_of_this_process_is_read_from_proc():
 
 @needs_cgroup
 def test_check_passes_with_the_head_inside_and_the_worker_node_outside():
-    with tt.HeadCgroup() as cg:
-        nodes = [_Node("head", _sleeper(cg.path)), _Node("worker1", _sleeper(tt.CGROUP_CPU))]
-        try:
-            cg.check(_Cluster(nodes))
-        finally:
-            for n in nodes:
-                n.proc.kill()
-                n.proc.wait()
+    with tt.HeadCgroup() as cg, _two_nodes(cg.path, tt.CGROUP_CPU) as cluster:
+        cg.check(cluster)
 
 
 @needs_cgroup
 def test_check_fails_loudly_when_the_worker_node_inherited_the_head_cgroup():
-    with tt.HeadCgroup() as cg:
-        nodes = [_Node("head", _sleeper(cg.path)), _Node("worker1", _sleeper(cg.path))]
-        try:
-            with pytest.raises(RuntimeError) as err:
-                cg.check(_Cluster(nodes))
-        finally:
-            for n in nodes:
-                n.proc.kill()
-                n.proc.wait()
-    assert str(err.value) == (f"--mirror-head: worker1 node process {nodes[1].proc.pid} is in cpu cgroup "
+    with tt.HeadCgroup() as cg, _two_nodes(cg.path, cg.path) as cluster:
+        with pytest.raises(RuntimeError) as err:
+            cg.check(cluster)
+    assert str(err.value) == (f"--mirror-head: worker1 node process {cluster.nodes[1].proc.pid} is in cpu cgroup "
                               f"/{cg.path.name}; expected anything but /{cg.path.name}")
 
 
