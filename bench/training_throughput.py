@@ -49,8 +49,7 @@ cluster starts, every node's processes are checked to be in the right cgroup, an
 stops if one is not (before 2026-12-03 the worker node inherited the driver's cgroup and nothing
 was mirrored: bench/README.md). Print both figures, never only this one.
 
-The bf16 H200 benchmark (tokens/s and MFU) needs a GPU; none was lent to this task, so it is
-not measured here (see README).
+The bf16 benchmark on one GPU (tokens/s and MFU) is bench/training_gpu.py.
 """
 
 from __future__ import annotations
@@ -93,7 +92,7 @@ def ddp_worker(rank: int, world: int, port: int, steps: int, warmup: int, report
     from workloads.common import checkpoint as ckpt
     from workloads.common.model import GPT, GPTConfig
     from workloads.training.data import ByteWindows, DataPosition, load_corpus
-    from workloads.training.job import _lr_lambda, _rng_state
+    from workloads.training.job import _lr_lambda, _rng_state, make_optimizer
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
@@ -102,10 +101,7 @@ def ddp_worker(rank: int, world: int, port: int, steps: int, warmup: int, report
     model = torch.nn.parallel.DistributedDataParallel(GPT(cfg))
     data = ByteWindows(load_corpus(None, 4 << 20), cfg.block_size, 1234)
     pos = DataPosition()
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=3e-3, betas=(0.9, 0.95))
+    opt = make_optimizer(model, learning_rate=3e-3, weight_decay=0.1, fused=False)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(20, steps))
     window, n = 0.0, 0
     times: list[float] = []
@@ -551,7 +547,6 @@ def main(argv=None) -> int:
     ray_env = {**RAY_ENV, **LOCAL_RAY_ENV, **_env_pairs(args.ray_env)}
     variants = _variants(args.variant) or [("", {})]
 
-    print("bf16 on an H200: NOT MEASURED (no GPU machine was lent to this task)", flush=True)
     print(f"one at a time, interleaved (DDP, Ray, Ray, DDP, ...), {args.repeats} pair(s) per config, "
           f"{args.steps} steps, tokens/s from step {args.warmup} to the last; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; Ray env {ray_env or 'defaults'}", flush=True)

@@ -6,7 +6,6 @@ guard itself, one real local cluster for the wiring."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import subprocess
 from dataclasses import dataclass
@@ -14,17 +13,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench import training_throughput as tt
 
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("training_throughput", ROOT / "bench" / "training_throughput.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-tt = _bench()
 needs_cgroup = pytest.mark.skipif(
     not os.access(tt.CGROUP_CPU / "cgroup.procs", os.W_OK),
     reason=f"needs a writable cgroup v1 cpu controller at {tt.CGROUP_CPU} (bench --mirror-head only)")

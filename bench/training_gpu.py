@@ -1,0 +1,224 @@
+"""The training job's step on one GPU in bf16: tokens/s and model-FLOPs utilisation (MFU).
+
+    .venv/bin/python bench/training_gpu.py --env prod --write-plan out/gpu-plan.json   # here
+    python3 bench/training_gpu.py --plan out/gpu-plan.json --out $OUT/gpu.json        # on the GPU
+
+The step is the job's own (``workloads.training.job``): the same GPT, byte-level data windows,
+AdamW from ``make_optimizer`` (fused on CUDA), bf16 autocast when the environment's
+``training.precision`` says bf16, gradient clipping and the LR schedule, eager PyTorch as the
+job runs it. The model shape and the batch per worker come from the environment's config
+(``--env``). The GPU machine this workplace lends has PyTorch but not the project's config
+stack (pydantic, botocore) and Ray's wheel (79 MB) is over what travels to it (64 MiB), so the
+config is resolved here into a small plan file (``--write-plan``) and the GPU run reads only
+that (``--plan``): torch and this repository's code, nothing else. Ray itself is not in the
+loop: this measures the GPU work of one rank, not Ray's overhead (``training_throughput.py``).
+
+MFU = tokens/s x model FLOPs per token (``workloads.common.model.flops_per_token``: 6N plus
+attention) / peak. The peak is the GPU's dense bf16 datasheet figure where this file knows it
+(``DENSE_BF16_TFLOPS``) or ``--peak-tflops``; on CUDA the bench also measures the bf16 matrix-
+product rate on the spot (8192^3, the mean of 10 after 3 warm-ups) and prints MFU against that
+as a second, achievable ceiling. On a CPU (``--device cpu``, for tests and dry runs) the job
+trains in fp32 and MFU is printed only with ``--peak-tflops``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# Dense (no sparsity) bf16 Tensor Core peak, TFLOP/s, by the name torch.cuda.get_device_name()
+# gives. NVIDIA's H100/H200 SXM datasheets: 1,979 TFLOP/s "with sparsity", half of it dense.
+# The PCIe and NVL parts are slower and are deliberately not matched: pass --peak-tflops.
+DENSE_BF16_TFLOPS = {"NVIDIA H200": 989.5, "NVIDIA H100 80GB HBM3": 989.5}
+
+PLAN_KEYS = ("env", "model", "batch_size_per_worker", "precision", "learning_rate", "weight_decay",
+             "warmup_steps", "grad_clip", "data_max_bytes")
+
+
+class BenchError(Exception):
+    """Bad input: printed as one line, exit status 2."""
+
+
+def plan_for_env(env: str) -> dict:
+    """What the job would train on that environment's cluster, from its config (here only)."""
+    from config import ConfigError
+    from config.loader import load_environment
+
+    try:
+        t = load_environment(env).training
+    except ConfigError as e:
+        raise BenchError(e.render()) from None
+    return {"env": env, "model": t.model.model_dump(), "batch_size_per_worker": t.batch_size_per_worker,
+            "precision": t.precision, "learning_rate": t.learning_rate, "weight_decay": t.weight_decay,
+            "warmup_steps": t.warmup_steps, "grad_clip": t.grad_clip,
+            # Enough windows for the measured steps; the corpus size does not change a step's work.
+            "data_max_bytes": 16 << 20}
+
+
+def read_plan(path: str) -> dict:
+    try:
+        plan = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise BenchError(f"--plan {path}: cannot read a JSON plan ({e}); write one with --write-plan") from None
+    missing = [k for k in PLAN_KEYS if k not in plan]
+    unknown = sorted(set(plan) - set(PLAN_KEYS))
+    if missing or unknown:
+        raise BenchError(f"--plan {path}: missing keys {missing}, unknown keys {unknown}; "
+                         f"allowed: {', '.join(PLAN_KEYS)}")
+    return plan
+
+
+def pick_device(name: str):
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if name == "cuda" and not cuda:
+        raise BenchError("--device cuda: no CUDA device is visible (torch.cuda.is_available() is False); "
+                         "allowed here: cpu, auto")
+    return torch.device("cuda" if name == "auto" and cuda else name if name != "auto" else "cpu")
+
+
+def peak_for(device, override: float | None) -> tuple[float | None, str]:
+    """(peak TFLOP/s, where it comes from)."""
+    import torch
+
+    if override is not None:
+        return override, "--peak-tflops"
+    if device.type != "cuda":
+        return None, f"no dense bf16 peak is known for {device.type!r}; pass --peak-tflops"
+    name = torch.cuda.get_device_name(device)
+    if name in DENSE_BF16_TFLOPS:
+        return DENSE_BF16_TFLOPS[name], f"{name} datasheet, dense bf16"
+    return None, f"no dense bf16 peak is known for {name!r} (known: {', '.join(DENSE_BF16_TFLOPS)}); pass --peak-tflops"
+
+
+def matmul_tflops(device, n: int = 8192, reps: int = 10) -> float:
+    """bf16 n x n x n matrix products on random data, mean of `reps` after 3 warm-ups (CUDA)."""
+    import torch
+
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        a @ b
+    end.record()
+    torch.cuda.synchronize(device)
+    return 2 * n**3 * reps / (start.elapsed_time(end) / 1e3) / 1e12
+
+
+def train_steps(plan: dict, device, steps: int, warmup: int, progress=print) -> dict:
+    """The job's step, `steps` times; tokens/s over the steps after `warmup`."""
+    import torch
+
+    from workloads.common.model import GPT, GPTConfig, flops_per_token
+    from workloads.training.data import ByteWindows, DataPosition, load_corpus
+    from workloads.training.job import _lr_lambda, make_optimizer
+
+    torch.manual_seed(1234)
+    cfg = GPTConfig(**plan["model"])
+    model = GPT(cfg).to(device)
+    data = ByteWindows(load_corpus(None, plan["data_max_bytes"]), cfg.block_size, 1234)
+    pos = DataPosition()
+    opt = make_optimizer(model, learning_rate=plan["learning_rate"], weight_decay=plan["weight_decay"],
+                         fused=device.type == "cuda")
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(plan["warmup_steps"], steps))
+    amp = device.type == "cuda" and plan["precision"] == "bf16"  # as the job: CPU runs fp32
+    batch = plan["batch_size_per_worker"]
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda *_: None)
+    model.train()
+    t0 = loss_value = None
+    for step in range(1, steps + 1):
+        x, y = data.next_batch(pos, rank=0, world_size=1, batch_size=batch)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
+            _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), plan["grad_clip"])
+        opt.step()
+        sched.step()
+        if step == warmup:
+            sync(device)
+            t0 = time.perf_counter()
+        loss_value = loss.item()  # every step, as the job does (it waits for the GPU's step)
+        if step % 10 == 0 or step == steps:
+            progress(f"step {step}/{steps} loss {loss_value:.4f}")
+    sync(device)
+    elapsed = time.perf_counter() - t0
+    tokens = (steps - warmup) * batch * cfg.block_size
+    return {"tokens_per_s": tokens / elapsed, "step_ms": elapsed / (steps - warmup) * 1e3,
+            "measured_steps": steps - warmup, "tokens_per_step": batch * cfg.block_size,
+            "flops_per_token": flops_per_token(cfg), "final_loss": loss_value,
+            "params": sum(p.numel() for p in model.parameters()), "autocast_bf16": amp}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--env", help="environment whose training config to use (needs the config stack)")
+    src.add_argument("--plan", help="a plan file written by --write-plan (the GPU machine's way)")
+    p.add_argument("--write-plan", metavar="PATH", help="with --env: write the plan and stop")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--warmup", type=int, default=10, help="steps before the timed window")
+    p.add_argument("--peak-tflops", type=float, help="dense bf16 peak of the device, TFLOP/s")
+    p.add_argument("--out", help="write the figures as JSON here too")
+    args = p.parse_args(argv)
+    try:
+        if args.write_plan and not args.env:
+            raise BenchError("--write-plan needs --env")
+        if not 1 <= args.warmup < args.steps:
+            raise BenchError(f"--warmup {args.warmup} with --steps {args.steps}: allowed: 1 <= warmup < steps")
+        if args.peak_tflops is not None and args.peak_tflops <= 0:
+            raise BenchError(f"--peak-tflops {args.peak_tflops}: allowed: a positive number")
+        plan = plan_for_env(args.env) if args.env else read_plan(args.plan)
+        if args.write_plan:
+            Path(args.write_plan).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.write_plan).write_text(json.dumps(plan, indent=2, sort_keys=True) + "\n")
+            print(f"wrote {args.write_plan} (env {plan['env']}: model {plan['model']}, "
+                  f"batch {plan['batch_size_per_worker']} per worker, {plan['precision']})")
+            return 0
+        device = pick_device(args.device)
+        peak, peak_from = peak_for(device, args.peak_tflops)
+    except BenchError as e:  # the option or file first, then what is wrong and what is allowed
+        print(e, file=sys.stderr)
+        return 2
+
+    import torch
+
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({os.cpu_count()} cores)"
+    precision = ("bf16 autocast" if device.type == "cuda" and plan["precision"] == "bf16" else
+                 f"fp32 (the environment says {plan['precision']}; on a CPU the job trains in fp32)"
+                 if device.type != "cuda" else "fp32")
+    print(f"env {plan['env']}: model {plan['model']}, batch {plan['batch_size_per_worker']} x "
+          f"{plan['model']['block_size']} tokens, {precision} on {name}, torch {torch.__version__}; "
+          f"{args.steps} steps, timed after step {args.warmup}", flush=True)
+    r = train_steps(plan, device, args.steps, args.warmup, progress=lambda m: print(m, flush=True))
+    r.update(env=plan["env"], device=name, torch=torch.__version__, precision=plan["precision"],
+             peak_tflops=peak, peak_from=peak_from, model=plan["model"])
+    achieved = r["tokens_per_s"] * r["flops_per_token"] / 1e12
+    r["model_tflops"] = achieved
+    r["mfu"] = achieved / peak if peak else None
+    print(f"tokens/s {r['tokens_per_s']:.0f} ({r['step_ms']:.1f} ms/step, {r['params'] / 1e6:.1f}M parameters, "
+          f"{r['flops_per_token'] / 1e9:.2f} GFLOP/token): {achieved:.1f} TFLOP/s of model FLOPs")
+    print(f"MFU {r['mfu']:.1%} of {peak} TFLOP/s ({peak_from})" if peak else f"MFU: n/a ({peak_from})")
+    if device.type == "cuda":
+        r["matmul_tflops"] = matmul_tflops(device)
+        print(f"bf16 8192^3 matrix product here: {r['matmul_tflops']:.0f} TFLOP/s; model FLOPs are "
+              f"{achieved / r['matmul_tflops']:.1%} of it")
+    if args.out:
+        Path(args.out).write_text(json.dumps(r, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
