@@ -81,7 +81,9 @@ def pick_device(name: str):
     if name == "cuda" and not cuda:
         raise BenchError("--device cuda: no CUDA device is visible (torch.cuda.is_available() is False); "
                          "allowed here: cpu, auto")
-    return torch.device("cuda" if name == "auto" and cuda else name if name != "auto" else "cpu")
+    if name == "auto":
+        name = "cuda" if cuda else "cpu"
+    return torch.device(name)
 
 
 def peak_for(device, override: float | None) -> tuple[float | None, str]:
