@@ -198,9 +198,10 @@ def main(argv=None) -> int:
     import torch
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({os.cpu_count()} cores)"
-    precision = ("bf16 autocast" if device.type == "cuda" and plan["precision"] == "bf16" else
-                 f"fp32 (the environment says {plan['precision']}; on a CPU the job trains in fp32)"
-                 if device.type != "cuda" else "fp32")
+    if device.type != "cuda":
+        precision = f"fp32 (the environment says {plan['precision']}; on a CPU the job trains in fp32)"
+    else:
+        precision = "bf16 autocast" if plan["precision"] == "bf16" else "fp32"
     print(f"env {plan['env']}: model {plan['model']}, batch {plan['batch_size_per_worker']} x "
           f"{plan['model']['block_size']} tokens, {precision} on {name}, torch {torch.__version__}; "
           f"{args.steps} steps, timed after step {args.warmup}", flush=True)
