@@ -1,6 +1,6 @@
 """What AWS requires on the EKS cluster before a HyperPod cluster is attached to it: the NVIDIA
-and EFA device plugins, the health monitoring agent, and the deep-health-check and
-job-auto-restart permissions in namespace ``aws-hyperpod``.
+and EFA device plugins, the health monitoring agent, and the deep-health-check, job-auto-restart
+and hyperpod-patching permissions (in and for namespace ``aws-hyperpod``).
 
 The device plugins come from their public chart repositories (pinned in config/versions.py). The
 rest has no public chart repository: AWS ships it inside the HyperPod CLI's Git repository. This
@@ -29,6 +29,7 @@ DEVICE_PLUGIN_NAMESPACE = "kube-system"
 HEALTH_MONITORING_AGENT = "health-monitoring-agent"
 DEEP_HEALTH_CHECK_SA = "deep-health-check-service-account"
 JOB_AUTO_RESTART = "job-auto-restart"
+HYPERPOD_PATCHING = "hyperpod-patching"
 # The Kubernetes user HyperPod's service-linked role is mapped to; job auto-restart acts as it.
 HYPERPOD_SERVICE_LINKED_USER = "hyperpod-service-linked-role"
 
@@ -195,6 +196,27 @@ def job_auto_restart_manifests() -> list[dict[str, Any]]:
     ]
 
 
+def hyperpod_patching_manifests() -> list[dict[str, Any]]:
+    """What HyperPod's service-linked role needs to drain a node before patching its software:
+    find its pods and evict them (AWS's chart enables this by default)."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": _meta(HYPERPOD_PATCHING),
+            "rules": [
+                _rule([""], ["pods"], ["list"]),
+                _rule([""], ["pods/eviction"], ["create"]),
+            ],
+        },
+        _cluster_role_binding(
+            HYPERPOD_PATCHING,
+            HYPERPOD_PATCHING,
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": HYPERPOD_SERVICE_LINKED_USER},
+        ),
+    ]
+
+
 def health_monitoring_agent_manifests(config: EnvironmentConfig) -> list[dict[str, Any]]:
     """The agent that watches GPU/EFA/kernel logs on every HyperPod GPU node and labels or
     taints a node that fails (which makes HyperPod replace or reboot it)."""
@@ -259,7 +281,7 @@ def health_monitoring_agent_manifests(config: EnvironmentConfig) -> list[dict[st
 
 def hyperpod_dependency_manifests(config: EnvironmentConfig) -> list[dict[str, Any]]:
     """Everything in ``aws-hyperpod`` (and its cluster-wide RBAC), in apply order."""
-    manifests = [*deep_health_check_manifests(), *job_auto_restart_manifests()]
+    manifests = [*deep_health_check_manifests(), *job_auto_restart_manifests(), *hyperpod_patching_manifests()]
     if config.gpu_device_plugin_instance_types():
         manifests += health_monitoring_agent_manifests(config)
     return manifests

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from config.fixtures import FixtureUnavailable, missing_summary
+
 ROOT = Path(__file__).resolve().parent.parent
 # jsii runs on the project's pinned Node 22 (package.json), as under `make`.
 os.environ["PATH"] = f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -56,3 +58,25 @@ def template_of(stack):
     from aws_cdk.assertions import Template
 
     return Template.from_stack(stack)
+
+
+# A test that needs a chart, the KubeRay CRDs or helm, where neither ../shared nor the network has
+# them, is skipped with one reason for all: `pytest -ra` prints it as one line.
+def _skip_for_missing_fixture(error: FixtureUnavailable):
+    pytest.skip(missing_summary() or str(error))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    try:
+        return (yield)
+    except FixtureUnavailable as error:
+        _skip_for_missing_fixture(error)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    try:
+        return (yield)
+    except FixtureUnavailable as error:
+        _skip_for_missing_fixture(error)

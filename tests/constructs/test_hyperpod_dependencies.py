@@ -175,3 +175,130 @@ def test_deployed_device_plugin_values_name_only_gpu_types(env, synthesized):
     nvidia = charts["nvidia-device-plugin"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert nvidia["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == group_gpu_types
     assert set(charts["aws-efa-k8s-device-plugin"]["supportedInstanceLabels"]["values"]) <= set(catalog.efa_instance_types())
+
+
+# ---------------------------------------------------------------------------------------------
+# Our aws-hyperpod objects against AWS's HyperPod dependency chart, rendered at the pinned commit
+# ---------------------------------------------------------------------------------------------
+
+# The subcharts of AWS's chart that this app writes itself (each enabled by default there).
+AWS_SUBCHARTS = ("deep-health-check", "job-auto-restart", "health-monitoring-agent", "hyperpod-patching")
+# Verbs the Kubernetes API server authorizes. AWS's job-auto-restart role also lists "describe",
+# which no API request ever asks for (kubectl describe issues get/list): it grants nothing.
+KUBERNETES_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection",
+                    "use", "bind", "escalate", "impersonate", "approve", "sign", "attest"}
+# AWS's second agent DaemonSet targets only Neuron (inf/trn) instance types.
+NON_NVIDIA_AGENT = "health-monitoring-agent-non-nvidia"
+
+
+def render_aws_subchart(subchart, region):
+    import subprocess
+
+    import yaml
+
+    from config import fixtures
+
+    chart = fixtures.chart_dir("hyperpod-helm-chart") / "charts" / subchart
+    proc = subprocess.run(
+        [str(fixtures.helm_binary()), "template", "hyperpod-dependencies", str(chart), "--namespace", "aws-hyperpod",
+         "--set", f"region={region}", "--kube-version", K8S_SCHEMA_VERSION],
+        capture_output=True, text=True, check=True,
+    )
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def rbac_triples(role):
+    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+def normalized_subjects(binding):
+    """Subjects as the API server stores them: User/Group in the RBAC API group, no namespace."""
+    out = set()
+    for s in binding["subjects"]:
+        if s["kind"] == "ServiceAccount":
+            out.add((s["kind"], s.get("apiGroup", ""), s["name"], s["namespace"]))
+        else:
+            out.add((s["kind"], s.get("apiGroup") or "rbac.authorization.k8s.io", s["name"], None))
+    return out
+
+
+@pytest.fixture(scope="module", params=["dev", "staging", "prod"])
+def ours_and_aws(request):
+    config = load_environment(request.param)
+    ours = {(m["kind"], m["metadata"]["name"]): m for m in all_manifests(config)}
+    aws = {}
+    for subchart in AWS_SUBCHARTS:
+        for m in render_aws_subchart(subchart, config.region):
+            aws[(m["kind"], m["metadata"]["name"])] = m
+    return config, ours, aws
+
+
+def test_every_object_of_awss_chart_is_ours_with_the_same_name_and_namespace(ours_and_aws):
+    config, ours, aws = ours_and_aws
+    wanted = set(aws) - {("DaemonSet", NON_NVIDIA_AGENT)}
+    if not config.gpu_device_plugin_instance_types():
+        wanted = {k for k in wanted if "health-monitoring-agent" not in k[1]}
+    assert wanted - set(ours) == set(), "objects of AWS's HyperPod chart this app does not write"
+    for key in wanted:
+        namespace = aws[key]["metadata"].get("namespace")
+        if key[0] in ("ServiceAccount", "DaemonSet"):
+            assert ours[key]["metadata"]["namespace"] == namespace == "aws-hyperpod", key
+
+
+def test_the_neuron_agent_is_left_out_because_no_group_is_neuron(ours_and_aws):
+    config, _, aws = ours_and_aws
+    spec = aws[("DaemonSet", NON_NVIDIA_AGENT)]["spec"]["template"]["spec"]
+    neuron_types = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+    assert not {g.instance_type for g in config.hyperpod.instance_groups} & set(neuron_types)
+
+
+def test_rbac_rules_and_bindings_match_awss_chart(ours_and_aws):
+    _, ours, aws = ours_and_aws
+    for (kind, name), theirs in aws.items():
+        if kind == "ClusterRole" and (kind, name) in ours:
+            expected = {t for t in rbac_triples(theirs) if t[2] in KUBERNETES_VERBS}
+            assert rbac_triples(ours[(kind, name)]) == expected, name
+        if kind == "ClusterRoleBinding" and (kind, name) in ours:
+            assert ours[(kind, name)]["roleRef"] == theirs["roleRef"], name
+            assert normalized_subjects(ours[(kind, name)]) == normalized_subjects(theirs), name
+
+
+def test_hyperpod_patching_lets_the_service_linked_role_evict_pods(ours_and_aws):
+    _, ours, _ = ours_and_aws
+    assert rbac_triples(ours[("ClusterRole", "hyperpod-patching")]) == {("", "pods", "list"), ("", "pods/eviction", "create")}
+    assert normalized_subjects(ours[("ClusterRoleBinding", "hyperpod-patching")]) == {
+        ("User", "rbac.authorization.k8s.io", "hyperpod-service-linked-role", None)
+    }
+
+
+def test_health_monitoring_agent_matches_awss_chart(ours_and_aws):
+    config, ours, aws = ours_and_aws
+    if not config.gpu_device_plugin_instance_types():
+        pytest.skip("no GPU group: no agent")
+    mine = ours[("DaemonSet", "health-monitoring-agent")]["spec"]["template"]["spec"]
+    theirs = aws[("DaemonSet", "health-monitoring-agent")]["spec"]["template"]["spec"]
+    (my_container,), (their_container,) = mine["containers"], theirs["containers"]
+    # Image, args and command go together: the agent's arguments changed with its image tag.
+    for field in ("image", "args", "command", "env", "resources", "imagePullPolicy"):
+        assert my_container.get(field) == their_container.get(field), field
+    # Same mounts and host paths; read-only where AWS's are, and /var/log written by neither side's choice.
+    assert {(m["name"], m["mountPath"], m.get("readOnly", False)) for m in my_container["volumeMounts"]} == {
+        (m["name"], m["mountPath"], m.get("readOnly", False)) for m in their_container["volumeMounts"]}
+    assert sorted(mine["volumes"], key=lambda v: v["name"]) == sorted(theirs["volumes"], key=lambda v: v["name"])
+    # Same identity; this app adds allowPrivilegeEscalation: false on top.
+    assert their_container["securityContext"].items() <= my_container["securityContext"].items()
+    assert mine["serviceAccountName"] == theirs["serviceAccountName"]
+    assert mine["tolerations"] == theirs["tolerations"]
+    # AWS's agent goes on every NVIDIA type; this app only on its own, all of which AWS lists.
+    def types(spec):
+        return spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+    assert set(types(mine)) <= set(types(theirs))
+
+
+def test_agent_registry_of_every_region_matches_awss_chart():
+    for region in versions.HEALTH_MONITORING_AGENT_REGISTRIES:
+        (daemonset,) = [m for m in render_aws_subchart("health-monitoring-agent", region)
+                        if m["kind"] == "DaemonSet" and m["metadata"]["name"] == "health-monitoring-agent"]
+        assert daemonset["spec"]["template"]["spec"]["containers"][0]["image"] == versions.health_monitoring_agent_image(region)

@@ -1,7 +1,8 @@
 """Offline, strict validation of rendered KubeRay manifests against the real KubeRay CRDs.
 
-The schemas are `spec.versions[v1].schema.openAPIV3Schema` of the CRDs in
-``<repo>/../shared/kuberay-crds/`` (KubeRay v1.7.0, the pinned chart's release). jsonschema checks
+The schemas are `spec.versions[v1].schema.openAPIV3Schema` of the KubeRay CRDs of the pinned
+operator release (``config.fixtures.kuberay_crd_dir``: ``<repo>/../shared/kuberay-crds/`` or a
+verified copy fetched at the pinned commit). jsonschema checks
 types, enums and required fields; because the schemas do not forbid extra keys, unknown fields
 are found by walking the manifest alongside the schema, as kubectl's strict field validation
 does.
@@ -10,13 +11,10 @@ does.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CRD_DIR = REPO_ROOT.parent / "shared" / "kuberay-crds"
 _FILES = {"RayJob": "ray.io_rayjobs.yaml", "RayService": "ray.io_rayservices.yaml",
           "RayCluster": "ray.io_rayclusters.yaml"}
 # Keys every Kubernetes object may have that the CRD schema leaves open.
@@ -27,9 +25,10 @@ _OBJECT_META = {"name", "namespace", "labels", "annotations", "generateName", "f
 @functools.cache
 def schema(kind: str) -> dict:
     """The v1 openAPIV3Schema of ``kind`` (loaded once; each file takes ~2 s to parse)."""
-    path = CRD_DIR / _FILES[kind]
-    if not path.exists():
-        raise FileNotFoundError(f"KubeRay CRDs not found at {CRD_DIR} (expected {path.name})")
+    from config.fixtures import kuberay_crd_dir
+
+    # Raises config.fixtures.FixtureUnavailable (one line: what is missing, how to get it).
+    path = kuberay_crd_dir() / _FILES[kind]
     crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]["openAPIV3Schema"]
 

@@ -28,7 +28,6 @@ def env_and_job(request):
 
 def test_valid_against_kuberay_crd_strictly(env_and_job):
     _, job = env_and_job
-    assert crd.CRD_DIR.exists(), f"KubeRay CRDs expected at {crd.CRD_DIR}"
     assert crd.validate(job) == []
 
 
