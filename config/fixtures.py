@@ -24,6 +24,7 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from config import versions
@@ -76,14 +77,14 @@ def _source_url(pin: SourcePin) -> str:
 
 def _fetch(pin: SourcePin, target: Path) -> None:
     """Download the repository tarball at the pinned commit and keep ``pin.path`` as ``target``."""
-    with urllib.request.urlopen(_source_url(pin), timeout=FETCH_TIMEOUT_S) as response:  # noqa: S310 (pinned https URL)
+    with urllib.request.urlopen(_source_url(pin), timeout=FETCH_TIMEOUT_S) as response:
         data = response.read()
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         staging = Path(tmp) / "tree"
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             for member in tar.getmembers():
-                top, _, rest = member.name.partition("/")
+                _, _, rest = member.name.partition("/")
                 if not member.isfile() or not rest.startswith(pin.path + "/"):
                     continue
                 relative = rest[len(pin.path) + 1:]
@@ -169,7 +170,10 @@ def kuberay_crd_dir() -> Path:
 def missing_summary() -> str | None:
     """One line naming every fixture that cannot be had and how to get them, or None."""
     problems: list[FixtureUnavailable] = []
-    for get in [*(functools.partial(chart_dir, c) for c in versions.CHART_SOURCES), kuberay_crd_dir, helm_binary]:
+    getters: list[Callable[[], object]] = [
+        *(functools.partial(chart_dir, c) for c in versions.CHART_SOURCES), kuberay_crd_dir, helm_binary,
+    ]
+    for get in getters:
         try:
             get()
         except FixtureUnavailable as error:

@@ -61,22 +61,13 @@ def template_of(stack):
 
 
 # A test that needs a chart, the KubeRay CRDs or helm, where neither ../shared nor the network has
-# them, is skipped with one reason for all: `pytest -ra` prints it as one line.
-def _skip_for_missing_fixture(error: FixtureUnavailable):
-    pytest.skip(missing_summary() or str(error))
-
-
+# them, is reported skipped with one reason for all: `pytest -ra` prints it as one line. Done on the
+# report so that it also covers a module-scoped fixture whose failure pytest caches and re-raises.
 @pytest.hookimpl(wrapper=True)
-def pytest_fixture_setup(fixturedef, request):
-    try:
-        return (yield)
-    except FixtureUnavailable as error:
-        _skip_for_missing_fixture(error)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_pyfunc_call(pyfuncitem):
-    try:
-        return (yield)
-    except FixtureUnavailable as error:
-        _skip_for_missing_fixture(error)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.excinfo is not None and call.excinfo.errisinstance(FixtureUnavailable):
+        report.outcome = "skipped"
+        reason = missing_summary() or str(call.excinfo.value)
+        report.longrepr = (__file__, pytest_runtest_makereport.__code__.co_firstlineno, f"Skipped: {reason}")
+    return report

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from kubernetes.client import ApiClient, V1ResourceRequirements
 
 from config import load_environment, versions
@@ -24,12 +23,17 @@ def test_pinned_chart_and_repository():
 
 
 def test_pin_matches_the_kuberay_crds_used_by_the_workload_tests():
-    readme = (ROOT.parent / "shared" / "kuberay-crds" / "README.md")
-    if not readme.exists():
-        readme = Path("/work/shared/kuberay-crds/README.md")
-    if not readme.exists():
-        pytest.skip("shared/kuberay-crds is not laid out beside this checkout")
-    assert f"KubeRay v{versions.KUBERAY_OPERATOR.version}" in readme.read_text()
+    """The CRDs the workload manifests are validated against come from the operator chart's commit."""
+    chart = versions.CHART_SOURCES["kuberay-operator"]
+    assert versions.KUBERAY_CRDS.repository == chart.repository == "ray-project/kuberay"
+    assert versions.KUBERAY_CRDS.commit == chart.commit
+    assert chart.folder == f"kuberay-operator-{versions.KUBERAY_OPERATOR.version}"
+    import yaml
+
+    from config import fixtures
+
+    chart_yaml = yaml.safe_load((fixtures.chart_dir("kuberay-operator") / "Chart.yaml").read_text())
+    assert str(chart_yaml["version"]) == versions.KUBERAY_OPERATOR.version
 
 
 def test_values_schedule_on_system_nodes_with_resources():
@@ -49,8 +53,9 @@ def test_operator_rbac_is_namespaced_to_the_workloads():
 
 
 def test_config_version_flows_into_the_release():
-    from config import parse_environment
     import yaml
+
+    from config import parse_environment
 
     data = yaml.safe_load((ROOT / "config" / "dev.yaml").read_text()) | {"name": "dev"}
     data["eks"]["kuberay_chart_version"] = "1.4.2"
