@@ -102,7 +102,7 @@ class Llm(Frozen):
 class Inference(Frozen):
     """The generation service that serves the training run's newest valid checkpoint."""
 
-    app_name: str = Field(default="generate", description="Serve application name and HTTP route prefix: 1-32 lowercase alphanumerics and '-'.")
+    app_name: str = Field(default="generate", description="Serve application name (1-32 lowercase alphanumerics and '-'); the RayService is <name_prefix>-<app_name>.")
     instance_group: str | None = Field(default=None, description="HyperPod instance group of the replicas; null: the GPU group labelled workload: ray-serve, else the first GPU group.")
     # Whole GPUs keep replicas from sharing (and fighting over) one device.
     gpus_per_replica: float = Field(default=1.0, ge=0, le=8, description="GPUs per replica; a fraction below 1 packs replicas on one GPU, above 1 must be whole.")

@@ -95,7 +95,7 @@ EFA_DEVICE_PLUGIN = ChartPin("aws-efa-k8s-device-plugin", "https://aws.github.io
 # HyperPod health monitoring agent: published by AWS in one ECR registry per region (account IDs
 # and tag from the health-monitoring-agent part of AWS's HyperPod dependency chart,
 # aws/sagemaker-hyperpod-cli helm_chart, checked 2026-12-02). AWS publishes no public chart
-# repository for it, so this app writes the DaemonSet itself (see README).
+# repository for it, so this app writes the DaemonSet itself (docs/architecture.md).
 HEALTH_MONITORING_AGENT_TAG = "1.0.935.0_1.0.282.0"
 HEALTH_MONITORING_AGENT_REGISTRIES: dict[str, str] = {
     "us-east-1": "767398015722",
