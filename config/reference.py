@@ -27,7 +27,8 @@ REFERENCE_PAGE = ROOT / "docs" / "reference" / "configuration.md"
 # Keys the loader fills in itself (config/loader.py), so a file need not set them.
 FILLED_BY_LOADER = ("name",)
 # Long enumerations (instance types) are summarised in the page; the schema keeps every value.
-MAX_LISTED_VALUES = 12
+MAX_LISTED_VALUES = 25
+TOP = "Top-level keys"
 
 
 def schema_line(schema_file: str) -> str:
@@ -46,7 +47,7 @@ def schemas() -> dict[str, tuple[dict[str, Any], list[str]]]:
     """File name under config/schema/ -> (the schema, the YAML files under config/ it describes)."""
     envs = [f"{name}.yaml" for name in known_environments()]
     return {
-        "environment.schema.json": (_schema(EnvironmentConfig, "Environment (config/<env>.yaml)"), envs),
+        "environment.schema.json": (_schema(EnvironmentConfig, "Environment (config/ENV.yaml)"), envs),
         "pipeline.schema.json": (_schema(PipelineConfig, "Delivery pipeline (config/pipeline.yaml)"), ["pipeline.yaml"]),
     }
 
@@ -102,27 +103,34 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _prose(text: str) -> str:
+    """Description text for a table cell: <placeholders> must not read as HTML tags."""
+    return _cell(text.replace("<", "&lt;").replace(">", "&gt;"))
+
+
 def _section(path: str, model: dict[str, Any], defs: dict[str, Any], out: list[str]) -> None:
     nested: list[tuple[str, dict[str, Any]]] = []
     required = set(model.get("required", []))
-    out += [f"### `{path}`", "", _cell(model.get("description", "")), ""]
+    out += [f"### {path}" if path == TOP else f"### `{path}`", "", _prose(model.get("description", "")), ""]
     out += ["| key | type | default | allowed | description |", "| --- | --- | --- | --- | --- |"]
     for key, prop in model["properties"].items():
         if key in required:
             default = "**required**"
+        elif path == TOP and key in FILLED_BY_LOADER:
+            default = "set by the loader"
         elif "default" in prop:
             default = f"`{json.dumps(prop['default'])}`"
         else:
             default = "see below" if any("$ref" in v for v in _variants(prop)) else "(empty)"
         out.append(
             f"| `{key}` | {_cell(_type(prop, defs))} | {_cell(default)} | {_cell(_allowed(prop))} "
-            f"| {_cell(prop.get('description', ''))} |"
+            f"| {_prose(prop.get('description', ''))} |"
         )
         for v in _variants(prop):
             if "$ref" in v:
-                nested.append((f"{path}.{key}" if path != "(top level)" else key, _resolve(v, defs)))
+                nested.append((key if path == TOP else f"{path}.{key}", _resolve(v, defs)))
             elif v.get("type") == "array" and "$ref" in v.get("items", {}):
-                nested.append((f"{path}.{key}[]" if path != "(top level)" else f"{key}[]", _resolve(v["items"], defs)))
+                nested.append((f"{key}[]" if path == TOP else f"{path}.{key}[]", _resolve(v["items"], defs)))
     out.append("")
     for sub_path, sub in nested:
         _section(sub_path, sub, defs, out)
@@ -145,7 +153,7 @@ def reference_markdown() -> str:
         defs = schema.get("$defs", {})
         out += [f"## {schema['title']}", "", f"Files: {', '.join(f'`config/{f}`' for f in files)}; "
                 f"JSON Schema: `config/schema/{schema_file}`.", ""]
-        _section("(top level)", schema, defs, out)
+        _section(TOP, schema, defs, out)
     return "\n".join(out).rstrip() + "\n"
 
 
