@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from config.loader import CONFIG_DIR, known_environments
-from config.model import EnvironmentConfig
+from config import EnvironmentConfig, known_environments
+from config.loader import CONFIG_DIR
 from config.pipeline import PipelineConfig
 
 ROOT = CONFIG_DIR.parent
@@ -48,7 +48,10 @@ def schemas() -> dict[str, tuple[dict[str, Any], list[str]]]:
     envs = [f"{name}.yaml" for name in known_environments()]
     return {
         "environment.schema.json": (_schema(EnvironmentConfig, "Environment (config/ENV.yaml)"), envs),
-        "pipeline.schema.json": (_schema(PipelineConfig, "Delivery pipeline (config/pipeline.yaml)"), ["pipeline.yaml"]),
+        "pipeline.schema.json": (
+            _schema(PipelineConfig, "Delivery pipeline (config/pipeline.yaml)"),
+            ["pipeline.yaml"],
+        ),
     }
 
 
@@ -58,7 +61,8 @@ def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _variants(prop: dict[str, Any]) -> list[dict[str, Any]]:
-    return prop.get("anyOf", [prop])
+    variants: list[dict[str, Any]] = prop.get("anyOf", [prop])
+    return variants
 
 
 def _type(prop: dict[str, Any], defs: dict[str, Any]) -> str:
@@ -151,8 +155,8 @@ def reference_markdown() -> str:
     ]
     for schema_file, (schema, files) in schemas().items():
         defs = schema.get("$defs", {})
-        out += [f"## {schema['title']}", "", f"Files: {', '.join(f'`config/{f}`' for f in files)}; "
-                f"JSON Schema: `config/schema/{schema_file}`.", ""]
+        listed = ", ".join(f"`config/{f}`" for f in files)
+        out += [f"## {schema['title']}", "", f"Files: {listed}; JSON Schema: `config/schema/{schema_file}`.", ""]
         _section(TOP, schema, defs, out)
     return "\n".join(out).rstrip() + "\n"
 

@@ -50,14 +50,22 @@ REST = r"([^#\\]*)"
 def test_readme_is_short_and_shows_the_deploy_path_in_order():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 150
-    steps = ["make synth", "make test", "cdk bootstrap", "ops preflight", "cdk deploy", "aws eks update-kubeconfig",
-             "ops submit", "cdk destroy"]
+    steps = [
+        "make synth",
+        "make test",
+        "cdk bootstrap",
+        "ops preflight",
+        "cdk deploy",
+        "aws eks update-kubeconfig",
+        "ops submit",
+        "cdk destroy",
+    ]
     positions = [text.find(step) for step in steps]
     assert -1 not in positions, [s for s, p in zip(steps, positions) if p == -1]
     assert positions == sorted(positions)
 
 
-MAKE_TARGETS = set(re.findall(r"^([A-Za-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
+MAKE_TARGETS = set(re.findall(r"^([A-Za-z][\w-]*):", (ROOT / "Makefile").read_text(), re.MULTILINE))
 
 
 @pytest.mark.parametrize(("page", "groups"), _matches(r"^\s*make ([a-z][\w-]*)\b(?!=)"))
@@ -89,7 +97,9 @@ def test_workload_renders_exist(page, groups):
 
 @pytest.mark.parametrize(("page", "groups"), _matches(r"(?:-c env=|ENV=|--env )([A-Za-z]\w*)"))
 def test_environments_exist(page, groups):
-    assert groups[0] in known_environments() or groups[0] in PLACEHOLDER_ENVS, f"{page}: unknown environment {groups[0]!r}"
+    assert groups[0] in known_environments() or groups[0] in PLACEHOLDER_ENVS, (
+        f"{page}: unknown environment {groups[0]!r}"
+    )
 
 
 @pytest.mark.parametrize(("page", "groups"), _matches(r"\bbench/(\w+\.py)" + REST))
