@@ -79,8 +79,9 @@ def test_every_config_file_has_a_schema():
             "'ml.g5.13xlarge' is not one of",
         ),
         (lambda d: d.pop("network"), "'network' is a required property"),
+        (lambda d: d.update(account="12345"), "'12345' does not match '^[0-9]{12}$'"),
     ],
-    ids=["unknown key", "throughput", "instance type", "missing section"],
+    ids=["unknown key", "throughput", "instance type", "missing section", "account"],
 )
 def test_the_schema_rejects_what_the_model_rejects(change, expected):
     schema = json.loads((CONFIG_DIR / "schema" / "environment.schema.json").read_text())
