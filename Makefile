@@ -18,7 +18,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
 APT_PACKAGES := shellcheck bats graphviz
 
-.PHONY: deps synth gates review pipeline docs test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
+.PHONY: deps synth gates review pipeline docs docs-site test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
 
 $(STAMPS)/venv: requirements.lock
 	@mkdir -p $(STAMPS)
@@ -87,15 +87,21 @@ pipeline: deps
 	$(CHECKOV_VENV)/bin/checkov --directory cdk.out --framework cloudformation --quiet --compact --skip-download
 	$(MAKE) --no-print-directory review
 
-## docs: regenerate the README's architecture diagram (docs/architecture-dev.*) from a synth.
+## docs: regenerate the architecture diagram (docs/architecture-dev.*) from a synth.
 docs: synth
 	mkdir -p docs
 	cp cdk.out/review/architecture-$(ENV).dot cdk.out/review/architecture-$(ENV).svg cdk.out/review/architecture-$(ENV).png docs/
 
+## docs-site: the documentation site (mkdocs.yml) into site/, strictly: a broken link or anchor
+## fails. The configuration reference in it is generated: `python -m config.reference`.
+docs-site: $(STAMPS)/venv
+	@echo "==> mkdocs build --strict (site/)"
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 ## test: the whole suite (.ci/run calls this).
 test: deps
 	$(VENV)/bin/python -m pytest
-	$(MAKE) --no-print-directory lint-shell bats
+	$(MAKE) --no-print-directory lint-shell bats docs-site
 
 lint-shell:
 	@echo "==> shellcheck"
@@ -116,7 +122,7 @@ rehearse-train: deps
 	$(VENV)/bin/python -m workloads.training.rehearsal
 
 clean:
-	rm -rf cdk.out $(STAMPS) $(VENV) $(CHECKOV_VENV) node_modules
+	rm -rf cdk.out site $(STAMPS) $(VENV) $(CHECKOV_VENV) node_modules
 
 ## rehearse-serve: the inference app on a local head + 2 worker Ray cluster, serving the newest
 ## checkpoint a training rehearsal wrote under out/ (or STORAGE=DIR [RUN=NAME]), under a bounded

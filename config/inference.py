@@ -42,17 +42,11 @@ def _storage_problem(v: str) -> str | None:
 class Autoscaling(Frozen):
     """Ray Serve ``autoscaling_config`` of the generation deployment."""
 
-    # One replica stays up so the first request never waits for a GPU node and a model load.
-    min_replicas: int = Field(default=1, ge=0, le=1024)
-    # Two replicas: one can be lost (node replacement by HyperPod) while the other serves.
-    max_replicas: int = Field(default=2, ge=1, le=1024)
-    # Ongoing requests per replica that autoscaling aims for. None: max_batch_size, one full
-    # batch per replica; more waits in a queue that adds latency without adding throughput.
-    target_ongoing_requests: float | None = Field(default=None, gt=0)
-    # Scale up after 10 s of overload; scale down only after 5 min quiet (a GPU replica is slow
-    # to bring back: node, image pull, model load).
-    upscale_delay_s: float = Field(default=10.0, ge=0)
-    downscale_delay_s: float = Field(default=300.0, ge=0)
+    min_replicas: int = Field(default=1, ge=0, le=1024, description="Fewest replicas; 1 so the first request never waits for a GPU node and a model load.")
+    max_replicas: int = Field(default=2, ge=1, le=1024, description="Most replicas; 2 so one can be lost (node replacement) while the other serves.")
+    target_ongoing_requests: float | None = Field(default=None, gt=0, description="Ongoing requests per replica autoscaling aims for; below max_ongoing_requests. Null: max_batch_size.")
+    upscale_delay_s: float = Field(default=10.0, ge=0, description="Seconds of overload before scaling up.")
+    downscale_delay_s: float = Field(default=300.0, ge=0, description="Seconds of low load before scaling down (a GPU replica is slow to bring back).")
 
     @model_validator(mode="after")
     def _bounds(self) -> "Autoscaling":
@@ -67,24 +61,16 @@ class Autoscaling(Frozen):
 class Llm(Frozen):
     """A Ray Serve LLM (``ray.serve.llm``, vLLM engine) service for a model on FSx or S3."""
 
-    enabled: bool = False
-    # The name clients send as "model" on /v1/chat/completions and /v1/completions.
-    model_id: str = "served-llm"
-    # Hugging Face-format weights already on FSx (/fsx/...) or in S3 (s3://...): nothing is
-    # downloaded from the internet by the cluster (closed networks in staging/prod).
-    model_source: str = "/fsx/models/served-llm"
-    # None: the generation service's group.
-    instance_group: str | None = None
-    # One GPU per engine: a 7-8B model in bf16 fits a 48 GB L40S with room for the KV cache.
-    tensor_parallel_size: int = Field(default=1, ge=1, le=8)
-    # Context the engine reserves KV cache for; 8192 keeps an 8B model's cache on one L40S.
-    max_model_len: int = Field(default=8192, ge=128, le=1_048_576)
-    # vLLM's share of GPU memory (weights + KV cache); vLLM's own default.
-    gpu_memory_utilization: float = Field(default=0.9, gt=0.1, le=0.98)
-    min_replicas: int = Field(default=1, ge=0)
-    max_replicas: int = Field(default=2, ge=1)
-    # vLLM batches continuously; 64 concurrent sequences per replica is its sweet spot at 8B.
-    max_ongoing_requests: int = Field(default=64, ge=1, le=100_000)
+    enabled: bool = Field(default=False, description="Render and deploy the Ray Serve LLM service.")
+    model_id: str = Field(default="served-llm", description="The name clients send as \"model\" on /v1/chat/completions and /v1/completions.")
+    model_source: str = Field(default="/fsx/models/served-llm", description="Hugging Face-format weights on FSx (/fsx/...) or in S3 (s3://...); nothing is downloaded from the internet.")
+    instance_group: str | None = Field(default=None, description="HyperPod instance group of the engines; null: the generation service's group.")
+    tensor_parallel_size: int = Field(default=1, ge=1, le=8, description="GPUs per engine; a 7-8B model in bf16 fits one 48 GB L40S.")
+    max_model_len: int = Field(default=8192, ge=128, le=1_048_576, description="Context length the engine reserves KV cache for.")
+    gpu_memory_utilization: float = Field(default=0.9, gt=0.1, le=0.98, description="vLLM's share of GPU memory (weights and KV cache).")
+    min_replicas: int = Field(default=1, ge=0, description="Fewest engine replicas.")
+    max_replicas: int = Field(default=2, ge=1, description="Most engine replicas; they must fit the group with the generation service.")
+    max_ongoing_requests: int = Field(default=64, ge=1, le=100_000, description="Concurrent requests per replica (vLLM batches continuously).")
 
     @field_validator("model_source")
     @classmethod
@@ -116,51 +102,35 @@ class Llm(Frozen):
 class Inference(Frozen):
     """The generation service that serves the training run's newest valid checkpoint."""
 
-    # Serve application name and its HTTP route prefix.
-    app_name: str = "generate"
-    # None: the GPU group labelled workload=ray-serve, else the first GPU group.
-    instance_group: str | None = None
-    # A replica takes one GPU: our model is far smaller than one GPU's memory, and whole GPUs
-    # keep replicas from sharing (and fighting over) one device.
-    gpus_per_replica: float = Field(default=1.0, ge=0, le=8)
-    # CPUs per replica: the HTTP handling, tokenisation and the batching loop.
-    cpus_per_replica: float = Field(default=2.0, gt=0, le=192)
-    # Checkpoint to serve. None: the training section's run name / storage path, so that the
-    # service serves exactly what the training job in this environment writes.
-    run_name: str | None = None
-    storage_path: str | None = None
-    # Largest batch @serve.batch forms, and how long it waits to fill one. 16 requests share one
-    # forward pass; 5 ms adds little to a 16-token generation and fills batches under load.
-    max_batch_size: int = Field(default=16, ge=1, le=1024)
-    batch_wait_timeout_s: float = Field(default=0.005, ge=0, le=10)
-    # Requests a replica accepts at once: two full batches (one running, one forming).
-    max_ongoing_requests: int = Field(default=32, ge=1, le=100_000)
-    # Requests queued in the proxy/handles before clients get 503s (back-pressure, not timeouts).
-    max_queued_requests: int = Field(default=512, ge=-1)
+    app_name: str = Field(default="generate", description="Serve application name (1-32 lowercase alphanumerics and '-'); the RayService is <name_prefix>-<app_name>.")
+    instance_group: str | None = Field(default=None, description="HyperPod instance group of the replicas; null: the GPU group labelled workload: ray-serve, else the first GPU group.")
+    # Whole GPUs keep replicas from sharing (and fighting over) one device.
+    gpus_per_replica: float = Field(default=1.0, ge=0, le=8, description="GPUs per replica; a fraction below 1 packs replicas on one GPU, above 1 must be whole.")
+    cpus_per_replica: float = Field(default=2.0, gt=0, le=192, description="CPUs per replica: HTTP handling, tokenisation, the batching loop.")
+    run_name: str | None = Field(default=None, description="Training run whose newest intact checkpoint is served; null: training.run_name.")
+    storage_path: str | None = Field(default=None, description="Where that run's checkpoints are (/fsx/... or s3://); null: the training job's storage.")
+    max_batch_size: int = Field(default=16, ge=1, le=1024, description="Largest batch @serve.batch forms (one forward pass).")
+    batch_wait_timeout_s: float = Field(default=0.005, ge=0, le=10, description="Seconds @serve.batch waits to fill a batch.")
+    max_ongoing_requests: int = Field(default=32, ge=1, le=100_000, description="Requests a replica accepts at once (at least max_batch_size); two full batches: one running, one forming.")
+    max_queued_requests: int = Field(default=512, ge=-1, description="Requests queued before clients get 503 (back-pressure); -1: unbounded.")
     # Ray Serve's high-throughput mode (Ray >= 2.55; Ray's KubeRay guide "Enable High Throughput
     # on Ray Serve with KubeRay"): HAProxy is each pod's ingress on the serve port instead of the
     # Python proxy actor, replicas take HTTP directly (no actor call per request and no body
     # callback to the proxy), and Ray's throughput preset. On for every Ray process of the
     # service (workloads/inference/serve_config.py ray_env). Measured on one CPU replica at
-    # concurrency 32: 111 -> 286-364 req/s against Ray's defaults (bench/README.md, "Serving").
-    high_throughput: bool = True
-    autoscaling: Autoscaling = Field(default_factory=Autoscaling)
-    # Bounds of one request: max_tokens beyond this is a 400, as is a missing max_tokens' default.
-    max_tokens_limit: int = Field(default=256, ge=1, le=100_000)
-    default_max_tokens: int = Field(default=16, ge=1)
-    # Serve's health check (calls check_health, which runs a 1-token generation).
-    health_check_period_s: float = Field(default=10.0, gt=0)
-    health_check_timeout_s: float = Field(default=30.0, gt=0)
-    # On shutdown a replica stops taking requests and drains for up to this long.
-    graceful_shutdown_wait_loop_s: float = Field(default=2.0, ge=0)
-    graceful_shutdown_timeout_s: float = Field(default=30.0, ge=0)
-    # None: the training section's image (the workloads image with torch and this code), else
-    # the pinned Ray image (workloads.common.k8s.RAY_IMAGE).
-    image: str | None = None
-    # See workloads/inference/manifest.py: a new Ray cluster per upgrade needs twice the GPUs
-    # (ray-project/kuberay#1476); checked against the instance group in check_against.
-    upgrade_strategy: UpgradeStrategy = "NewCluster"
-    llm: Llm = Field(default_factory=Llm)
+    # concurrency 32: 111 -> 286-364 req/s against Ray's defaults (docs/benchmarks.md).
+    high_throughput: bool = Field(default=True, description="Ray Serve's high-throughput mode: HAProxy ingress and Ray's throughput preset on every Ray process of the service.")
+    autoscaling: Autoscaling = Field(default_factory=Autoscaling, description="Replica autoscaling.")
+    max_tokens_limit: int = Field(default=256, ge=1, le=100_000, description="Largest max_tokens a request may ask for; more is a 400.")
+    default_max_tokens: int = Field(default=16, ge=1, description="max_tokens of a request that sets none; at most max_tokens_limit.")
+    health_check_period_s: float = Field(default=10.0, gt=0, description="Seconds between Serve health checks (a 1-token generation).")
+    health_check_timeout_s: float = Field(default=30.0, gt=0, description="Seconds before a health check counts as failed.")
+    graceful_shutdown_wait_loop_s: float = Field(default=2.0, ge=0, description="Seconds between a draining replica's checks for in-flight requests.")
+    graceful_shutdown_timeout_s: float = Field(default=30.0, ge=0, description="Longest a replica drains on shutdown.")
+    image: str | None = Field(default=None, description="Container image of the service; null: training.image, else the pinned Ray image.")
+    # A new Ray cluster per upgrade needs twice the GPUs (ray-project/kuberay#1476).
+    upgrade_strategy: UpgradeStrategy = Field(default="NewCluster", description="KubeRay RayService upgrade: NewCluster (zero downtime, twice the GPUs during an upgrade), NewClusterWithIncrementalUpgrade or None.")
+    llm: Llm = Field(default_factory=Llm, description="The optional Ray Serve LLM (vLLM) service.")
 
     @field_validator("app_name")
     @classmethod

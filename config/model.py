@@ -12,7 +12,7 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from config import catalog, versions
 from config.base import Frozen
@@ -53,9 +53,10 @@ def _check(pattern: re.Pattern, what: str):
 
 
 # Field types shared by every model that holds such a value (one rule, one message).
-AzId = Annotated[str, _check(AZ_ID_RE, "an AZ ID; expected the form use1-az4")]
-AccountId = Annotated[str, _check(ACCOUNT_RE, "an AWS account ID; expected 12 digits (quote it in YAML)")]
-RegionName = Annotated[str, _check(REGION_RE, "an AWS region name; expected e.g. us-east-1")]
+# The JSON Schema carries the same pattern, so editors flag a bad value as it is typed.
+AzId = Annotated[str, _check(AZ_ID_RE, "an AZ ID; expected the form use1-az4"), WithJsonSchema({"type": "string", "pattern": AZ_ID_RE.pattern})]
+AccountId = Annotated[str, _check(ACCOUNT_RE, "an AWS account ID; expected 12 digits (quote it in YAML)"), WithJsonSchema({"type": "string", "pattern": ACCOUNT_RE.pattern})]
+RegionName = Annotated[str, _check(REGION_RE, "an AWS region name; expected e.g. us-east-1"), WithJsonSchema({"type": "string", "pattern": REGION_RE.pattern})]
 
 # Kubernetes label keys: optional DNS-subdomain prefix (<=253) + '/' + name (<=63).
 _K8S_NAME_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
@@ -97,11 +98,11 @@ REQUIRED_TAGS = ("Project", "Environment", "Owner", "CostCenter")
 class Tags(Frozen):
     """Cost-allocation tags applied to every resource."""
 
-    project: str = Field(alias="Project")
-    environment: str = Field(alias="Environment")
-    owner: str | None = Field(default=None, alias="Owner")
-    cost_center: str | None = Field(default=None, alias="CostCenter")
-    extra: dict[str, str] = Field(default_factory=dict, alias="Extra")
+    project: str = Field(alias="Project", description="Project tag on every resource.")
+    environment: str = Field(alias="Environment", description="Environment tag on every resource.")
+    owner: str | None = Field(default=None, alias="Owner", description="Owner tag; required in production.")
+    cost_center: str | None = Field(default=None, alias="CostCenter", description="CostCenter tag; required in production.")
+    extra: dict[str, str] = Field(default_factory=dict, alias="Extra", description="More tags, name to value.")
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -123,33 +124,31 @@ class Tags(Frozen):
 class AvailabilityZone(Frozen):
     """An AZ by name and by ID. Names map to IDs differently in each account; IDs do not."""
 
-    name: str
-    id: AzId
+    name: str = Field(description="AZ name in this account, e.g. us-east-1a; VPC subnets are placed by name.")
+    id: AzId = Field(description="AZ ID, e.g. use1-az4; the same zone in every account.")
 
 
 class HyperPodSubnet(Frozen):
     """One HyperPod subnet, pinned by AZ ID, inside a HyperPod secondary CIDR block."""
 
-    az_id: AzId
-    cidr: str
+    az_id: AzId = Field(description="AZ ID of the subnet, e.g. use1-az4.")
+    cidr: str = Field(description="IPv4 CIDR block inside one of network.hyperpod_cidr_blocks.")
 
     _check_cidr = field_validator("cidr")(classmethod(lambda cls, v: _cidr(v)))
 
 
 class Network(Frozen):
-    vpc_cidr: str
-    # /24 public subnets: they hold only NAT gateways and load balancers.
-    public_subnet_mask: int = Field(default=24, ge=16, le=28)
-    # /20 private subnets: EKS pods take VPC IPs (vpc-cni), 4091 addresses per AZ.
-    private_subnet_mask: int = Field(default=20, ge=16, le=28)
-    availability_zones: list[AvailabilityZone] = Field(min_length=2)
-    # None: one NAT gateway in non-production, one per AZ in production.
-    nat_gateways: int | None = Field(default=None, ge=0)
-    hyperpod_cidr_blocks: list[str] = Field(min_length=1, max_length=4)
-    hyperpod_subnets: list[HyperPodSubnet] = Field(min_length=1)
-    # Closed network: interface endpoints for every AWS API the nodes call.
-    closed_network: bool = False
-    flow_log_retention_days: int = 90
+    """The VPC: subnets per AZ, HyperPod subnets in secondary CIDR blocks, endpoints, flow logs."""
+
+    vpc_cidr: str = Field(description="Primary IPv4 CIDR block of the VPC, e.g. 10.10.0.0/16 (no host bits set).")
+    public_subnet_mask: int = Field(default=24, ge=16, le=28, description="Prefix length of each public subnet; they hold only NAT gateways and load balancers.")
+    private_subnet_mask: int = Field(default=20, ge=16, le=28, description="Prefix length of each private subnet; EKS pods take VPC IPs (vpc-cni), so /20 gives 4091 per AZ.")
+    availability_zones: list[AvailabilityZone] = Field(min_length=2, description="AZs of the VPC, each by name and ID; the IDs must be distinct.")
+    nat_gateways: int | None = Field(default=None, ge=0, description="NAT gateways; null: one outside production, one per AZ in production.")
+    hyperpod_cidr_blocks: list[str] = Field(min_length=1, max_length=4, description="Secondary CIDR blocks for the HyperPod subnets; none may overlap vpc_cidr or each other.")
+    hyperpod_subnets: list[HyperPodSubnet] = Field(min_length=1, description="One HyperPod subnet per AZ ID, routed through the NAT gateway of its AZ.")
+    closed_network: bool = Field(default=False, description="Add interface endpoints for every AWS API the nodes call (no internet path needed).")
+    flow_log_retention_days: int = Field(default=90, description="Retention of the VPC flow-log group; a CloudWatch Logs retention period.", json_schema_extra={"enum": list(catalog.LOG_RETENTION_DAYS)})
 
     _check_vpc = field_validator("vpc_cidr")(classmethod(lambda cls, v: _cidr(v)))
 
@@ -234,14 +233,11 @@ IAM_PRINCIPAL_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[
 class SystemNodeGroup(Frozen):
     """The EKS managed node group 'system': KubeRay operator, Ray head pods, CoreDNS."""
 
-    # 4 vCPU / 16 GiB: room for CoreDNS, the KubeRay operator and two Ray head pods per node.
-    instance_type: str = "m7i.xlarge"
-    # Two nodes so that CoreDNS and the operator survive one node's loss.
-    desired_size: int = Field(default=2, ge=1, le=100)
-    min_size: int = Field(default=2, ge=1, le=100)
-    max_size: int = Field(default=4, ge=1, le=100)
-    # 100 GiB: Ray head images are several GiB; the EKS default of 20 GiB fills up.
-    disk_size_gib: int = Field(default=100, ge=20, le=16384)
+    instance_type: str = Field(default="m7i.xlarge", description="EC2 instance type (botocore's InstanceType enum); it runs CoreDNS, the KubeRay operator and Ray head pods.")
+    desired_size: int = Field(default=2, ge=1, le=100, description="Nodes at deploy; two so that CoreDNS and the operator survive one node's loss.")
+    min_size: int = Field(default=2, ge=1, le=100, description="Fewest nodes; min_size <= desired_size <= max_size.")
+    max_size: int = Field(default=4, ge=1, le=100, description="Most nodes.")
+    disk_size_gib: int = Field(default=100, ge=20, le=16384, description="Root volume per node, GiB; Ray images are several GiB and EKS's default 20 fills up.")
 
     @field_validator("instance_type")
     @classmethod
@@ -259,20 +255,16 @@ class SystemNodeGroup(Frozen):
 
 
 class Eks(Frozen):
-    # The newest version that HyperPod supports and this app pins add-ons for (config/versions.py).
-    kubernetes_version: str = "1.33"
-    # Private endpoint only unless an environment opts in (and then only from listed CIDRs).
-    endpoint_public_access: bool = False
-    public_access_cidrs: list[str] = Field(default_factory=list)
-    admin_principal_arns: list[str] = Field(default_factory=list)
-    system_nodes: SystemNodeGroup = Field(default_factory=SystemNodeGroup)
-    # Off by default: the add-on runs an agent per node and ships metrics at a cost.
-    cloudwatch_observability: bool = False
-    kuberay_chart_version: str = versions.KUBERAY_OPERATOR.version
-    # Instance types the NVIDIA device plugin and health monitoring agent may run on. Empty: the
-    # GPU instance types of this environment's HyperPod groups (EnvironmentConfig derives them).
-    # Listing more lets a group change type without a chart update first.
-    gpu_device_plugin_instance_types: list[str] = Field(default_factory=list)
+    """The EKS cluster HyperPod attaches to: version, endpoint, access, system nodes, add-ons."""
+
+    kubernetes_version: str = Field(default="1.33", description="Kubernetes minor version; one that HyperPod supports and config/versions.py pins add-ons and kubectl for.", json_schema_extra={"enum": list(versions.supported_kubernetes_versions())})
+    endpoint_public_access: bool = Field(default=False, description="Also expose the API endpoint publicly (only to public_access_cidrs); the private endpoint is always on.")
+    public_access_cidrs: list[str] = Field(default_factory=list, description="CIDR blocks allowed to reach a public endpoint; required with it, 0.0.0.0/0 refused in production.")
+    admin_principal_arns: list[str] = Field(default_factory=list, description="IAM role or user ARNs that get an access entry with AmazonEKSClusterAdminPolicy.")
+    system_nodes: SystemNodeGroup = Field(default_factory=SystemNodeGroup, description="The 'system' managed node group.")
+    cloudwatch_observability: bool = Field(default=False, description="Install the CloudWatch Observability add-on (an agent per node; metrics cost money).")
+    kuberay_chart_version: str = Field(default=versions.KUBERAY_OPERATOR.version, description="KubeRay operator chart version, MAJOR.MINOR.PATCH, at least 1.2.0 (older operators do not recreate an evicted head).")
+    gpu_device_plugin_instance_types: list[str] = Field(default_factory=list, description="HyperPod GPU types the NVIDIA device plugin and health agent run on; empty: the GPU types of hyperpod.instance_groups. List more ahead of a type change.")
 
     @field_validator("kubernetes_version")
     @classmethod
@@ -359,9 +351,11 @@ GROUP_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 
 
 class Taint(Frozen):
-    key: str
-    value: str = ""
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    """A Kubernetes taint HyperPod puts on every node of the group."""
+
+    key: str = Field(description="Taint key, a valid Kubernetes key (optional DNS prefix, '/', name of 1-63 characters).")
+    value: str = Field(default="", description="Taint value, at most 63 characters (may be empty).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(description="What the taint does to pods that do not tolerate it.")
 
     @field_validator("key")
     @classmethod
@@ -381,21 +375,18 @@ class Taint(Frozen):
 
 
 class InstanceGroup(Frozen):
-    name: str
-    instance_type: str
-    # 0 is allowed: a group can be kept in the cluster with no nodes (e.g. while capacity waits).
-    instance_count: int = Field(ge=0, le=MAX_INSTANCES_PER_GROUP)
-    # 1: multithreading off, the usual choice for GPU training (one thread per physical core).
-    threads_per_core: int = 1
-    # 500 GiB: room for containerd images and kubelet state, which the lifecycle scripts move
-    # onto this volume (/opt/sagemaker); a few large training images fit with space to spare.
-    ebs_volume_gib: int = 500
-    # None: the default for the instance type (see effective_deep_health_checks); [] turns them off.
-    deep_health_checks: list[Literal["InstanceStress", "InstanceConnectivity"]] | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
-    taints: list[Taint] = Field(default_factory=list)
-    subnet_az_id: AzId | None = None
-    training_plan_arn: str | None = None
+    """One HyperPod instance group: a set of identical nodes with its labels and taints."""
+
+    name: str = Field(description="Group name: 1-63 alphanumerics and hyphens, unique in the cluster. Renaming replaces the group.")
+    instance_type: str = Field(description="HyperPod instance type (botocore's ClusterInstanceType enum). Cannot change on an existing group.", json_schema_extra={"enum": list(catalog.hyperpod_instance_types())})
+    instance_count: int = Field(ge=0, le=MAX_INSTANCES_PER_GROUP, description="Nodes in the group; 0 keeps the group with no nodes (e.g. while capacity waits).")
+    threads_per_core: int = Field(default=1, description="1: multithreading off (one vCPU per core, usual for GPU training); 2: on. Cannot change on an existing group.", json_schema_extra={"enum": [1, 2]})
+    ebs_volume_gib: int = Field(default=500, description="EBS volume per node at /opt/sagemaker, GiB (1-16384); containerd images and kubelet state live there.")
+    deep_health_checks: list[Literal["InstanceStress", "InstanceConnectivity"]] | None = Field(default=None, description="Deep health checks on node start; null: InstanceStress on GPU/Trainium types plus InstanceConnectivity with EFA; [] turns them off.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Kubernetes labels on every node of the group (workload: ray-serve marks the serving group).")
+    taints: list[Taint] = Field(default_factory=list, description="Kubernetes taints on every node of the group.")
+    subnet_az_id: AzId | None = Field(default=None, description="Put the group in the HyperPod subnet of this AZ ID only; null: every HyperPod subnet.")
+    training_plan_arn: str | None = Field(default=None, description="SageMaker training plan ARN whose reserved capacity the group uses.")
 
     @field_validator("threads_per_core")
     @classmethod
@@ -495,12 +486,11 @@ MAX_INSTANCE_GROUPS = 100
 
 
 class HyperPod(Frozen):
-    # Automatic: HyperPod reboots or replaces a node that fails its health checks.
-    node_recovery: Literal["Automatic", "None"] = "Automatic"
-    # Continuous (EKS orchestrator only): scaling requests per group run in parallel and failed
-    # launches are retried instead of failing the whole update. None keeps the older standard mode.
-    node_provisioning_mode: Literal["Continuous"] | None = "Continuous"
-    instance_groups: list[InstanceGroup] = Field(min_length=1)
+    """The HyperPod cluster (EKS orchestrator) and its GPU instance groups."""
+
+    node_recovery: Literal["Automatic", "None"] = Field(default="Automatic", description="Automatic: HyperPod reboots or replaces a node that fails its health checks.")
+    node_provisioning_mode: Literal["Continuous"] | None = Field(default="Continuous", description="Continuous: scaling per group runs in parallel and failed launches are retried; null: the older standard mode.")
+    instance_groups: list[InstanceGroup] = Field(min_length=1, description="The instance groups, at most 100, with unique names.")
 
     @field_validator("instance_groups")
     @classmethod
@@ -532,14 +522,14 @@ class HyperPod(Frozen):
 
 
 class Fsx(Frozen):
-    deployment_type: Literal["PERSISTENT_2"] = "PERSISTENT_2"
-    storage_capacity_gib: int = 1200
-    throughput_mb_s_per_tib: int = 125
-    data_compression: Literal["LZ4", "NONE"] = "LZ4"
-    # Directory in the file system linked to the checkpoint bucket by a data repository association.
-    file_system_path: str = "/checkpoints"
-    # Prefix in the checkpoint bucket that the association imports from and exports to.
-    import_export_prefix: str = "checkpoints/"
+    """FSx for Lustre, shared by every node at /fsx and linked to the checkpoint bucket."""
+
+    deployment_type: Literal["PERSISTENT_2"] = Field(default="PERSISTENT_2", description="FSx for Lustre deployment type.")
+    storage_capacity_gib: int = Field(default=1200, description="Capacity, GiB: 1200, 2400, then multiples of 2400. A decrease replaces the file system.")
+    throughput_mb_s_per_tib: int = Field(default=125, description="Per-unit storage throughput, MB/s per TiB.", json_schema_extra={"enum": list(catalog.FSX_PERSISTENT_2_THROUGHPUT)})
+    data_compression: Literal["LZ4", "NONE"] = Field(default="LZ4", description="Data compression of the file system.")
+    file_system_path: str = Field(default="/checkpoints", description="Directory in the file system linked to the checkpoint bucket (data repository association); pods see it under /fsx.")
+    import_export_prefix: str = Field(default="checkpoints/", description="Prefix in the checkpoint bucket the association imports from and exports to, ending in '/'.")
 
     @field_validator("storage_capacity_gib")
     @classmethod
@@ -583,10 +573,10 @@ class Fsx(Frozen):
 
 
 class Storage(Frozen):
-    # Non-current checkpoint versions are kept this long so an overwritten checkpoint can be recovered.
-    checkpoint_noncurrent_version_expiration_days: int = Field(default=30, ge=1, le=3650)
-    # Incomplete multipart uploads from killed workers are aborted after this many days.
-    abort_incomplete_multipart_upload_days: int = Field(default=7, ge=1, le=365)
+    """Lifecycle rules of the checkpoint bucket."""
+
+    checkpoint_noncurrent_version_expiration_days: int = Field(default=30, ge=1, le=3650, description="Days an overwritten or deleted checkpoint version stays recoverable.")
+    abort_incomplete_multipart_upload_days: int = Field(default=7, ge=1, le=365, description="Days after which incomplete multipart uploads (from killed workers) are aborted.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -595,19 +585,21 @@ class Storage(Frozen):
 
 
 class EnvironmentConfig(Frozen):
-    name: str
-    account: AccountId
-    region: RegionName
-    name_prefix: str
-    production: bool = False
-    tags: Tags
-    network: Network
-    eks: Eks = Field(default_factory=Eks)
-    hyperpod: HyperPod
-    fsx: Fsx = Field(default_factory=Fsx)
-    storage: Storage = Field(default_factory=Storage)
-    training: Training = Field(default_factory=Training)
-    inference: Inference = Field(default_factory=Inference)
+    """One environment: where it deploys and every section of the platform and its workloads."""
+
+    name: str = Field(description="Environment name; the loader sets it from the file name (dev.yaml: dev).")
+    account: AccountId = Field(description="AWS account ID, 12 digits (quote it in YAML).")
+    region: RegionName = Field(description="AWS region, e.g. us-east-1; AWS must publish the HyperPod health agent image there.")
+    name_prefix: str = Field(description="Prefix of every resource name: 3-24 lowercase letters, digits and hyphens. Changing it replaces the stateful resources.")
+    production: bool = Field(default=False, description="RETAIN on stateful resources, termination protection, a NAT gateway per AZ, required cost tags, manual approval in the pipeline.")
+    tags: Tags = Field(description="Cost-allocation tags on every resource.")
+    network: Network = Field(description="The VPC.")
+    eks: Eks = Field(default_factory=Eks, description="The EKS cluster.")
+    hyperpod: HyperPod = Field(description="The HyperPod cluster.")
+    fsx: Fsx = Field(default_factory=Fsx, description="FSx for Lustre.")
+    storage: Storage = Field(default_factory=Storage, description="The checkpoint bucket's lifecycle.")
+    training: Training = Field(default_factory=Training, description="The Ray Train job.")
+    inference: Inference = Field(default_factory=Inference, description="The Ray Serve services.")
 
     @field_validator("name_prefix")
     @classmethod

@@ -22,9 +22,11 @@ REPOSITORY_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
 class Source(Frozen):
-    connection_arn: str
-    repository: str
-    branch: str = Field(min_length=1)
+    """Where the pipeline takes the source from."""
+
+    connection_arn: str = Field(description="CodeConnections connection ARN (created and authorised once in the console).")
+    repository: str = Field(description="Repository as OWNER/NAME.")
+    branch: str = Field(min_length=1, description="Branch whose commits start the pipeline.")
 
     @field_validator("connection_arn")
     @classmethod
@@ -45,11 +47,13 @@ class Source(Frozen):
 
 
 class PipelineConfig(Frozen):
-    account: AccountId
-    region: RegionName
-    pipeline_name: str = Field(pattern=r"^[A-Za-z0-9.@_-]{1,100}$")
-    source: Source
-    stages: list[str] = Field(min_length=1)
+    """The delivery pipeline (CDK Pipelines) and the environments it deploys, in order."""
+
+    account: AccountId = Field(description="Tooling account that hosts the pipeline, 12 digits (quote it in YAML).")
+    region: RegionName = Field(description="Region of the pipeline.")
+    pipeline_name: str = Field(pattern=r"^[A-Za-z0-9.@_-]{1,100}$", description="CodePipeline name.")
+    source: Source = Field(description="The source repository.")
+    stages: list[str] = Field(min_length=1, description="Environments (config/NAME.yaml) deployed in order, each once; production ones after all others.")
 
 
 def pipeline_selected(value: object) -> bool:

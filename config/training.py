@@ -26,13 +26,11 @@ class ModelSize(Frozen):
 
     # GPT-2 small shape (about 85M non-embedding parameters): big enough that a GPU is needed,
     # small enough to fit any HyperPod GPU with plain DDP.
-    n_layer: int = Field(default=12, ge=1, le=96)
-    n_head: int = Field(default=12, ge=1, le=128)
-    n_embd: int = Field(default=768, ge=8, le=16384)
-    # Context length in byte tokens.
-    block_size: int = Field(default=512, ge=8, le=8192)
-    # No dropout: the corpus is large relative to the step budget, and it keeps runs reproducible.
-    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    n_layer: int = Field(default=12, ge=1, le=96, description="Transformer blocks.")
+    n_head: int = Field(default=12, ge=1, le=128, description="Attention heads; must divide n_embd.")
+    n_embd: int = Field(default=768, ge=8, le=16384, description="Embedding width.")
+    block_size: int = Field(default=512, ge=8, le=8192, description="Context length in byte tokens.")
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Dropout rate; 0 keeps runs reproducible and the corpus is large for the step budget.")
 
     @model_validator(mode="after")
     def _heads(self) -> "ModelSize":
@@ -47,57 +45,33 @@ class ModelSize(Frozen):
 class Training(Frozen):
     """The Ray Train job: model, optimisation, checkpointing, fault tolerance and placement."""
 
-    # Stable run name: resubmitting the job with the same name resumes the same run.
-    run_name: str = "gpt-bytes"
-    model: ModelSize = Field(default_factory=ModelSize)
-    # Optimizer steps of the whole run (not per attempt).
-    steps: int = Field(default=20000, ge=1)
-    # Sequences per worker per step; the global batch is this times the worker count.
-    batch_size_per_worker: int = Field(default=16, ge=1)
-    # AdamW with linear warmup then cosine decay to 10 % (the nanoGPT-style schedule).
-    learning_rate: float = Field(default=3e-4, gt=0, le=1.0)
-    warmup_steps: int = Field(default=200, ge=0)
-    weight_decay: float = Field(default=0.1, ge=0)
-    grad_clip: float = Field(default=1.0, gt=0)
-    seed: int = 1234
-    # bf16 autocast on GPUs (H100/H200/A10G/L40S all support it); CPU runs use fp32.
-    precision: Literal["bf16", "fp32"] = "bf16"
+    run_name: str = Field(default="gpt-bytes", description="Stable run name (1-63 lowercase letters, digits, hyphens); resubmitting with the same name resumes the run.")
+    model: ModelSize = Field(default_factory=ModelSize, description="The GPT architecture.")
+    steps: int = Field(default=20000, ge=1, description="Optimizer steps of the whole run (not per attempt).")
+    batch_size_per_worker: int = Field(default=16, ge=1, description="Sequences per worker per step; the global batch is this times the workers.")
+    learning_rate: float = Field(default=3e-4, gt=0, le=1.0, description="Peak AdamW learning rate; linear warmup, then cosine decay to 10 %.")
+    warmup_steps: int = Field(default=200, ge=0, description="Steps of linear learning-rate warmup.")
+    weight_decay: float = Field(default=0.1, ge=0, description="AdamW weight decay.")
+    grad_clip: float = Field(default=1.0, gt=0, description="Gradient-norm clipping threshold.")
+    seed: int = Field(default=1234, description="Seed of the model init, data order and every rank's RNG.")
+    precision: Literal["bf16", "fp32"] = Field(default="bf16", description="bf16 autocast on GPUs; CPU runs use fp32.")
     # A checkpoint every 500 steps: at ~0.2 s/step on GPUs that bounds lost work to ~2 minutes.
-    checkpoint_every_steps: int = Field(default=500, ge=1)
-    # Metrics to Ray every 50 steps: each report is a barrier that can wait for the
-    # controller's poll (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S), so not every step.
-    report_every_steps: int = Field(default=50, ge=1)
-    # Three kept: the newest can be torn by a crash mid-upload and we fall back to the previous.
-    num_to_keep: int = Field(default=3, ge=2)
-    # Retries of the whole worker group after a failure; HyperPod replaces a failed node, but
-    # with max_failures=0 the run ends anyway. -1: unlimited.
-    max_failures: int = Field(default=10, ge=-1)
-    # The HyperPod instance group the workers run on (None: the first GPU group).
-    instance_group: str | None = None
-    # None: fill the group, one worker per `gpus_per_worker` GPUs on every instance.
-    num_workers: int | None = Field(default=None)
-    gpus_per_worker: int = Field(default=1, ge=0)
-    # Where Ray Train keeps the run: a shared POSIX path (/fsx/...) or s3://bucket/prefix.
-    # None: FSx at /fsx + fsx.file_system_path, which the data repository association exports
-    # to the checkpoint bucket.
-    storage_path: str | None = None
-    # A non-/fsx POSIX path that every node nonetheless sees (e.g. an NFS mount).
-    storage_shared: bool = False
-    # Training text (file or directory, POSIX path or s3://). None: the Python standard
-    # library's own source files, present in every image, so nothing is downloaded.
-    data_path: str | None = None
-    # Read at most this much of the corpus (bytes).
-    data_max_bytes: int = Field(default=64 << 20, ge=1 << 16)
-    # KubeRay stops the job after this long (RayJob activeDeadlineSeconds): 3 days.
-    active_deadline_seconds: int = Field(default=3 * 24 * 3600, ge=60)
-    # Submitter-pod retries (RayJob submitterConfig.backoffLimit): transient API errors only;
-    # training failures are retried by Ray Train itself (max_failures).
-    submitter_backoff_limit: int = Field(default=2, ge=0, le=10)
-    # Keep the finished cluster an hour for log collection (ttlSecondsAfterFinished).
-    ttl_seconds_after_finished: int = Field(default=3600, ge=0)
-    # None: the pinned Ray image (workloads.common.k8s.RAY_IMAGE). Set this to the workloads
-    # image built from workloads/Dockerfile (adds torch and this repository's code).
-    image: str | None = None
+    checkpoint_every_steps: int = Field(default=500, ge=1, description="Steps between checkpoints; bounds the work redone after a failure. At most steps.")
+    # Each report is a barrier that can wait for the controller's poll, so not every step.
+    report_every_steps: int = Field(default=50, ge=1, description="Steps between metrics reports to Ray Train.")
+    num_to_keep: int = Field(default=3, ge=2, description="Checkpoints kept; at least 2 so a torn newest one has a predecessor.")
+    max_failures: int = Field(default=10, ge=-1, description="Restarts of the worker group after failures before the run fails; -1: unlimited.")
+    instance_group: str | None = Field(default=None, description="HyperPod instance group of the workers; null: the first GPU group.")
+    num_workers: int | None = Field(default=None, description="Workers (at least 1); null: fill the group, one per gpus_per_worker GPUs on every node.")
+    gpus_per_worker: int = Field(default=1, ge=0, description="GPUs per worker; must divide the GPUs of the group's instance type.")
+    storage_path: str | None = Field(default=None, description="Where Ray Train keeps the run: /fsx/..., another absolute path or s3://bucket/prefix; null: /fsx + fsx.file_system_path.")
+    storage_shared: bool = Field(default=False, description="Declare a non-/fsx path as mounted on every node (e.g. NFS), for multi-node runs.")
+    data_path: str | None = Field(default=None, description="Training text, file or directory (absolute path or s3://); null: the Python standard library's sources in the image.")
+    data_max_bytes: int = Field(default=64 << 20, ge=1 << 16, description="Read at most this many bytes of the corpus.")
+    active_deadline_seconds: int = Field(default=3 * 24 * 3600, ge=60, description="KubeRay stops the job after this long (RayJob activeDeadlineSeconds).")
+    submitter_backoff_limit: int = Field(default=2, ge=0, le=10, description="Submitter-pod retries for transient API errors; training failures are max_failures'.")
+    ttl_seconds_after_finished: int = Field(default=3600, ge=0, description="Seconds the finished Ray cluster is kept for log collection.")
+    image: str | None = Field(default=None, description="Container image of the job (built from workloads/Dockerfile); null: the pinned Ray image.")
 
     @field_validator("run_name")
     @classmethod

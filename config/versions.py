@@ -146,7 +146,7 @@ KUBERAY_CRDS = SourcePin(
 # HyperPod health monitoring agent: published by AWS in one ECR registry per region (account IDs
 # and tag from the health-monitoring-agent subchart of AWS's HyperPod dependency chart at the
 # commit pinned in CHART_SOURCES["hyperpod-helm-chart"]). AWS publishes no public chart
-# repository for it, so this app writes the DaemonSet itself (see README); the tag and the
+# repository for it, so this app writes the DaemonSet itself (docs/architecture.md); the tag and the
 # DaemonSet's shape (no args since 1.0.1038.0) change together with that pin, and
 # tests/constructs/test_hyperpod_dependencies.py compares them with the chart rendered.
 HEALTH_MONITORING_AGENT_TAG = "1.0.1892.0_1.0.424.0"

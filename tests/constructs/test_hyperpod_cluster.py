@@ -12,7 +12,7 @@ from constructs.lifecycle_scripts import content_hash
 
 ENVS = ("dev", "staging", "prod")
 # Pinned logical IDs: a change here replaces the cluster (or its role, which replaces the
-# cluster's groups). If this fails, read README "HyperPod: what replaces the cluster" first.
+# cluster's groups). If this fails, read docs/configuration.md "The HyperPod cluster" first.
 CLUSTER_LOGICAL_ID = "HyperPodCluster11759092"
 ROLE_LOGICAL_ID = "HyperPodExecutionRoleC5E15D3D"
 
@@ -226,8 +226,8 @@ def test_upload_goes_to_the_hash_prefix_and_keeps_old_ones(env):
     assert props["RetainOnDelete"] is True
 
 
-def test_readme_names_the_schemas_create_only_properties():
-    # The README's replacement note follows the AWS::SageMaker::Cluster schema that cfn-lint ships;
+def test_docs_name_the_schemas_create_only_properties():
+    # The docs' replacement note follows the AWS::SageMaker::Cluster schema that cfn-lint ships;
     # if a cfn-lint upgrade changes the create-only set, this fails and the note needs updating.
     from pathlib import Path
 
@@ -237,7 +237,7 @@ def test_readme_names_the_schemas_create_only_properties():
     schema_id = json.loads((base / "us-east-1.json").read_text())["AWS::SageMaker::Cluster"]
     schema = json.loads((base.parent / "resources" / f"{schema_id}.json").read_text())
     assert schema["createOnlyProperties"] == ["/properties/ClusterName", "/properties/VpcConfig", "/properties/Orchestrator/Eks"]
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    note = readme.split("### HyperPod: what replaces the cluster", 1)[1].split("\n## ", 1)[0]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    note = page.split("### The HyperPod cluster", 1)[1].split("\n## ", 1)[0]
     for name in ("`ClusterName`", "`VpcConfig`", "`Orchestrator.Eks.ClusterArn`"):
         assert name in note

@@ -56,7 +56,7 @@ def test_tags_reach_the_cluster(synthesized):
 
 
 # What replaces what (create-only properties in the CloudFormation resource schemas that cfn-lint
-# ships) and the config that feeds each. README "What replaces the EKS cluster" mirrors this.
+# ships) and the config that feeds each. docs/configuration.md "Changes that replace resources" mirrors this.
 REPLACED_BY = {
     "AWS::EKS::Cluster": {
         "Name": "name_prefix",

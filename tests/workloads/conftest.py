@@ -18,7 +18,7 @@ from workloads.common.local_cluster import LocalCluster, free_port
 
 S3_BUCKET = "hpray-test-checkpoints"
 # Fast node-loss detection for the local cluster (Ray defaults: 3 s x 5 misses). Only the GCS
-# reads these; see README "Recovery" for what is safe on a real cluster.
+# reads these; see docs/workloads.md "Recovery settings" for what is safe on a real cluster.
 FAST_DETECTION = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
                   "RAY_health_check_timeout_ms": "1000"}
 

@@ -1,0 +1,111 @@
+"""The README and the documentation site teach commands that work: every `make` target, `ops`
+command line, workload kind, environment and benchmark flag they show exists in the code."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from config import known_environments
+from ops.cli import build_parser
+from workloads.__main__ import RENDERERS
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+# Placeholders the pages use for "your environment".
+PLACEHOLDER_ENVS = {"NAME", "ENV"}
+
+
+def _code(text: str) -> list[str]:
+    """The code in a Markdown page: each line of a fenced block, each inline code span."""
+    code, fenced = [], False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif fenced:
+            code.append(line)
+        else:
+            code += re.findall(r"`([^`]+)`", line)
+    return code
+
+
+def _matches(pattern: str) -> list[tuple[str, tuple[str, ...]]]:
+    """(page, groups) for every match of ``pattern`` in the code of the pages."""
+    return [
+        (str(page.relative_to(ROOT)), m.groups())
+        for page in PAGES
+        for code in _code(page.read_text())
+        for m in re.finditer(pattern, code)
+    ]
+
+
+# The rest of a command line: a shell comment or a line continuation ends it.
+REST = r"([^#\\]*)"
+
+
+def test_readme_is_short_and_shows_the_deploy_path_in_order():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    steps = [
+        "make synth",
+        "make test",
+        "cdk bootstrap",
+        "ops preflight",
+        "cdk deploy",
+        "aws eks update-kubeconfig",
+        "ops submit",
+        "cdk destroy",
+    ]
+    positions = [text.find(step) for step in steps]
+    assert -1 not in positions, [s for s, p in zip(steps, positions) if p == -1]
+    assert positions == sorted(positions)
+
+
+MAKE_TARGETS = set(re.findall(r"^([A-Za-z][\w-]*):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+
+
+@pytest.mark.parametrize(("page", "groups"), _matches(r"^\s*make ([a-z][\w-]*)\b(?!=)"))
+def test_make_targets_exist(page, groups):
+    assert groups[0] in MAKE_TARGETS, f"{page}: `make {groups[0]}`: the Makefile has no such target"
+
+
+@pytest.mark.parametrize(("page", "groups"), _matches(r"python3? -m ops" + REST))
+def test_ops_command_lines_parse(page, groups):
+    args = groups[0]
+    argv = ["dev" if a in PLACEHOLDER_ENVS else a for a in shlex.split(args)]
+    if argv in ([], ["--help"]) or "..." in argv:
+        return
+    try:
+        build_parser().parse_args(argv)
+    except (SystemExit, argparse.ArgumentError) as err:
+        pytest.fail(f"{page}: `python -m ops {args}` does not parse: {err}")
+
+
+@pytest.mark.parametrize(("page", "groups"), _matches(r"python3? -m workloads render" + REST))
+def test_workload_renders_exist(page, groups):
+    argv = shlex.split(groups[0])
+    if not argv:
+        return
+    assert argv[0] in RENDERERS, f"{page}: unknown workload {argv[0]!r}; known: {sorted(RENDERERS)}"
+    env = argv[argv.index("--env") + 1]
+    assert env in known_environments() or env in PLACEHOLDER_ENVS, f"{page}: unknown environment {env!r}"
+
+
+@pytest.mark.parametrize(("page", "groups"), _matches(r"(?:-c env=|ENV=|--env )([A-Za-z]\w*)"))
+def test_environments_exist(page, groups):
+    assert groups[0] in known_environments() or groups[0] in PLACEHOLDER_ENVS, (
+        f"{page}: unknown environment {groups[0]!r}"
+    )
+
+
+@pytest.mark.parametrize(("page", "groups"), _matches(r"\bbench/(\w+\.py)" + REST))
+def test_benchmark_scripts_and_flags_exist(page, groups):
+    script = ROOT / "bench" / groups[0]
+    assert script.exists(), f"{page}: no {script.relative_to(ROOT)}"
+    source = script.read_text()
+    for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", groups[1]):
+        assert f'"{flag}"' in source, f"{page}: {script.name} has no option {flag}"
