@@ -179,6 +179,30 @@ def instance_spec(instance_type: str) -> InstanceSpec:
     return InstanceSpec(vcpus=vcpus, memory_gib=int(vcpus * _MEMORY_PER_VCPU[family]))
 
 
+# Instance families whose EFA supports GPUDirect RDMA (FI_EFA_USE_DEVICE_RDMA=1): the P4 and
+# later P-series GPU instances (EC2 EFA documentation, "Supported instance types").
+_EFA_RDMA_FAMILIES = ("ml.p4d.", "ml.p4de.", "ml.p5.", "ml.p5e.", "ml.p5en.", "ml.p6-", "ml.p6e-")
+
+# Ray's accelerator_type names (ray.util.accelerators) for the chips above; a test checks each
+# against the installed Ray.
+_RAY_ACCELERATOR = {"A100": "A100-40G", "A100-80GB": "A100-80G", "H100": "H100", "H200": "H200",
+                    "B200": "B200", "A10G": "A10G", "L4": "L4", "L40S": "L40S"}
+
+
+def efa_gpudirect_rdma(instance_type: str) -> bool:
+    return instance_type.startswith(_EFA_RDMA_FAMILIES) and instance_type in _ACCELERATED
+
+
+def ray_accelerator_type(instance_type: str) -> str | None:
+    """Ray's name for the instance type's GPU (None: Ray has none for it, or no GPU)."""
+    chip = _ACCELERATED.get(instance_type, (0, 0, 0, 0, ""))[4]
+    return _RAY_ACCELERATOR.get(chip)
+
+
+def is_trainium(instance_type: str) -> bool:
+    return instance_type.startswith(("ml.trn1", "ml.trn2"))
+
+
 def gpu_instance_types() -> tuple[str, ...]:
     return tuple(t for t in hyperpod_instance_types() if t in _ACCELERATED and _ACCELERATED[t][0] > 0)
 

@@ -21,7 +21,7 @@ from constructs import Construct, IConstruct
 from config import versions
 from config.model import EnvironmentConfig
 from constructs.helm import ChartRelease, HelmRelease
-from constructs.k8s_names import HYPERPOD_HEALTH_LABEL, HYPERPOD_NAMESPACE, INSTANCE_TYPE_LABEL
+from config.names import HYPERPOD_HEALTH_LABEL, HYPERPOD_NAMESPACE, INSTANCE_TYPE_LABEL
 
 NVIDIA_RELEASE = "nvidia-device-plugin"
 EFA_RELEASE = "aws-efa-k8s-device-plugin"

@@ -8,7 +8,7 @@ from typing import Any
 from config import versions
 from config.model import Eks
 from constructs.helm import ChartRelease
-from constructs.k8s_names import KUBERAY_NAMESPACE, SYSTEM_NODE_SELECTOR, WORKLOADS_NAMESPACE
+from config.names import KUBERAY_NAMESPACE, SYSTEM_NODE_SELECTOR, WORKLOADS_NAMESPACE
 
 KUBERAY_RELEASE = "kuberay-operator"
 

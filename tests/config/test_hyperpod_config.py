@@ -65,6 +65,7 @@ def test_more_than_100_groups():
 def test_exactly_100_groups_is_valid():
     data = prod_data()
     data["hyperpod"]["instance_groups"] = [dict(groups(data)[1], name=f"g{i}") for i in range(100)]
+    data["training"]["instance_group"] = "g0"  # checked at load time: it must name a group
     assert len(parse_environment(data).hyperpod.instance_groups) == 100
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from config import catalog, names
+
 # One obvious place for the image pin: the Ray release the workloads are written for (Ray 2.60.0,
 # Python 3.11, CUDA build). Jobs normally run the workloads image built from it
 # (workloads/Dockerfile: adds torch and this repository's code), set in config as `image`.
@@ -18,22 +20,13 @@ RAY_IMAGE = f"rayproject/ray:{RAY_VERSION}-py311-gpu"
 # Ray Serve LLM (ray.serve.llm with its matching vLLM) of the same Ray release: the LLM RayService.
 RAY_LLM_IMAGE = f"rayproject/ray-llm:{RAY_VERSION}-py311-cu128"
 
-NAMESPACE = "ray-workloads"
-SERVICE_ACCOUNT = "ray-workloads"
-# The PersistentVolumeClaim bound to the FSx for Lustre file system, and where pods mount it.
-FSX_PVC = "fsx-claim"
-FSX_MOUNT_PATH = "/fsx"
-# The EKS managed node group that runs the KubeRay operator and the Ray head pods.
-SYSTEM_NODEGROUP = "system"
-SYSTEM_NODE_SELECTOR = {"eks.amazonaws.com/nodegroup": SYSTEM_NODEGROUP}
-# Labels HyperPod puts on its nodes; only healthy nodes are schedulable for workers.
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
-HEALTHY = "Schedulable"
-GPU_RESOURCE = "nvidia.com/gpu"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
-# Instance families whose EFA supports GPUDirect RDMA (FI_EFA_USE_DEVICE_RDMA=1).
-_RDMA_FAMILIES = ("ml.p4d.", "ml.p4de.", "ml.p5.", "ml.p5e.", "ml.p5en.", "ml.p6-", "ml.p6e-")
+# The names the EKS stack creates (config/names.py), under the names the manifests use.
+NAMESPACE = names.WORKLOADS_NAMESPACE
+SERVICE_ACCOUNT = names.WORKLOADS_SERVICE_ACCOUNT
+FSX_PVC = names.FSX_PVC
+SYSTEM_NODE_SELECTOR = names.SYSTEM_NODE_SELECTOR
+GPU_RESOURCE = names.GPU_RESOURCE
+EFA_RESOURCE = names.EFA_RESOURCE
 
 # Head pod size: the head runs the GCS, dashboard and the Train controller, no training.
 HEAD_CPU = "4"
@@ -60,7 +53,7 @@ def efa_nccl_env(instance_type: str, efa_interfaces: int) -> list[dict[str, str]
             {"name": "FI_EFA_FORK_SAFE", "value": "1"},
             {"name": "NCCL_NET", "value": "ofi"},
         ]
-        if instance_type.startswith(_RDMA_FAMILIES):
+        if catalog.efa_gpudirect_rdma(instance_type):
             env.append({"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"})
     return env
 
@@ -75,7 +68,7 @@ def shm_volume(size_gib: int) -> dict[str, Any]:
 
 
 def volume_mounts() -> list[dict[str, Any]]:
-    return [{"name": "fsx", "mountPath": FSX_MOUNT_PATH}, {"name": "dshm", "mountPath": "/dev/shm"}]
+    return [{"name": "fsx", "mountPath": names.FSX_MOUNT_PATH}, {"name": "dshm", "mountPath": "/dev/shm"}]
 
 
 def ray_container(name: str, image: str, *, cpu: str, memory: str, env: list[dict] | None = None,
@@ -136,7 +129,8 @@ def worker_group(*, group_name: str, instance_type: str, replicas: int, gpus_per
         tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
-        "nodeSelector": {INSTANCE_TYPE_LABEL: instance_type, HEALTH_LABEL: HEALTHY},
+        "nodeSelector": {names.INSTANCE_TYPE_LABEL: instance_type,
+                         names.HYPERPOD_HEALTH_LABEL: names.HYPERPOD_HEALTHY},
         "tolerations": tolerations,
         "containers": [ray_container("ray-worker", image, cpu=str(cpu), memory=f"{mem}Gi",
                                      env=efa_nccl_env(instance_type, efa_interfaces) + list(env or []),

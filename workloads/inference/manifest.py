@@ -42,11 +42,6 @@ APP = "inference"
 LLM_APP = "llm"
 LLM_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 
-# Ray's accelerator_type names (ray.util.accelerators) for the chips of config/catalog.py.
-_RAY_ACCELERATOR = {"A100": "A100-40G", "A100-80GB": "A100-80G", "H100": "H100", "H200": "H200",
-                    "B200": "B200", "A10G": "A10G", "L4": "L4", "L40S": "L40S"}
-
-
 class _Dumper(yaml.SafeDumper):
     """Multi-line strings (serveConfigV2) as literal blocks, so reviewers can read them."""
 
@@ -146,7 +141,7 @@ def llm_config(env: EnvironmentConfig) -> dict[str, Any]:
     """One ``ray.serve.llm`` LLMConfig (as a dict, the form serveConfigV2 args take)."""
     llm = env.inference.llm
     group = env.inference.resolved_llm_group(env)
-    chip = catalog.instance_spec(group.instance_type).accelerator
+    accelerator = catalog.ray_accelerator_type(group.instance_type)
     source: Any = {"bucket_uri": llm.model_source} if llm.model_source.startswith("s3://") else llm.model_source
     cfg: dict[str, Any] = {
         "model_loading_config": {"model_id": llm.model_id, "model_source": source},
@@ -162,8 +157,8 @@ def llm_config(env: EnvironmentConfig) -> dict[str, Any]:
             "max_ongoing_requests": llm.max_ongoing_requests,
         },
     }
-    if chip in _RAY_ACCELERATOR:
-        cfg["accelerator_type"] = _RAY_ACCELERATOR[chip]
+    if accelerator is not None:
+        cfg["accelerator_type"] = accelerator
     return cfg
 
 
