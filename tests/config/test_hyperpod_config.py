@@ -193,7 +193,8 @@ def test_several_mistakes_are_reported_together():
 
 def group_with(instance_type: str, **extra):
     data = prod_data()
-    groups(data)[1] = {"name": "g", "instance_type": instance_type, "instance_count": 1, **extra}
+    # Added beside prod's groups, which training and serving keep using.
+    groups(data).append({"name": "g", "instance_type": instance_type, "instance_count": 1, **extra})
     return parse_environment(data).hyperpod.group("g")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from config import catalog, names
+from config import catalog, names, placement
 
 # One obvious place for the image pin: the Ray release the workloads are written for (Ray 2.60.0,
 # Python 3.11, CUDA build). Jobs normally run the workloads image built from it
@@ -27,14 +27,6 @@ FSX_PVC = names.FSX_PVC
 SYSTEM_NODE_SELECTOR = names.SYSTEM_NODE_SELECTOR
 GPU_RESOURCE = names.GPU_RESOURCE
 EFA_RESOURCE = names.EFA_RESOURCE
-
-# Head pod size: the head runs the GCS, dashboard and the Train controller, no training.
-HEAD_CPU = "4"
-HEAD_MEMORY = "16Gi"
-# Left on every HyperPod node for the kubelet, HyperPod agents and device plugins.
-NODE_RESERVED_CPU = 4
-NODE_RESERVED_MEMORY_GIB = 32
-
 
 def labels(app: str, component: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": app, "app.kubernetes.io/component": component,
@@ -100,7 +92,8 @@ def head_group(image: str, *, app: str, env: list[dict] | None = None,
             "spec": {
                 "serviceAccountName": SERVICE_ACCOUNT,
                 "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
-                "containers": [ray_container("ray-head", image, cpu=HEAD_CPU, memory=HEAD_MEMORY,
+                "containers": [ray_container("ray-head", image, cpu=placement.RAY_HEAD["cpu"],
+                                             memory=placement.RAY_HEAD["memory"],
                                              env=env, ports=ports or [
                                                  {"containerPort": 6379, "name": "gcs"},
                                                  {"containerPort": 8265, "name": "dashboard"},
@@ -111,38 +104,32 @@ def head_group(image: str, *, app: str, env: list[dict] | None = None,
     }
 
 
-def worker_group(*, group_name: str, instance_type: str, replicas: int, gpus_per_node: int,
-                 efa_interfaces: int, vcpus: int, memory_gib: int, image: str, app: str,
+def worker_group(shape: placement.WorkerShape, *, group_name: str, image: str, app: str,
                  taints: list | None = None, env: list[dict] | None = None) -> dict[str, Any]:
-    """One Ray worker pod per HyperPod instance of ``instance_type``, taking all its GPUs and EFA
-    interfaces; only nodes HyperPod reports healthy are eligible."""
-    extra: dict[str, str] = {}
-    if gpus_per_node:
-        extra[GPU_RESOURCE] = str(gpus_per_node)
-    if efa_interfaces:
-        extra[EFA_RESOURCE] = str(efa_interfaces)
-    cpu = max(1, vcpus - NODE_RESERVED_CPU)
-    mem = max(4, memory_gib - NODE_RESERVED_MEMORY_GIB)
+    """Worker pods of ``shape`` (sized from the node pool in config/placement.py, which checks
+    that they fit) on the HyperPod nodes of its instance type; only nodes HyperPod reports
+    healthy are eligible."""
+    extra = {k: v for k, v in shape.resources.items() if k not in ("cpu", "memory")}
     tolerations = [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
                    for t in (taints or [])]
-    if gpus_per_node:
+    if shape.gpus:
         tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
-        "nodeSelector": {names.INSTANCE_TYPE_LABEL: instance_type,
+        "nodeSelector": {names.INSTANCE_TYPE_LABEL: shape.instance_type,
                          names.HYPERPOD_HEALTH_LABEL: names.HYPERPOD_HEALTHY},
         "tolerations": tolerations,
-        "containers": [ray_container("ray-worker", image, cpu=str(cpu), memory=f"{mem}Gi",
-                                     env=efa_nccl_env(instance_type, efa_interfaces) + list(env or []),
+        "containers": [ray_container("ray-worker", image, cpu=str(shape.cpus), memory=f"{shape.memory_gib}Gi",
+                                     env=efa_nccl_env(shape.instance_type, shape.efa) + list(env or []),
                                      extra_resources=extra)],
-        "volumes": [fsx_volume(), shm_volume(max(8, mem // 4))],
+        "volumes": [fsx_volume(), shm_volume(max(8, shape.memory_gib // 4))],
     }
     return {
         "groupName": group_name,
-        "replicas": replicas,
-        "minReplicas": replicas,
-        "maxReplicas": replicas,
-        "rayStartParams": {"num-gpus": str(gpus_per_node)} if gpus_per_node else {},
+        "replicas": shape.min_replicas,
+        "minReplicas": shape.min_replicas,
+        "maxReplicas": shape.max_replicas,
+        "rayStartParams": {"num-gpus": str(shape.gpus)} if shape.gpus else {},
         "template": {"metadata": {"labels": labels(app, "ray-worker")}, "spec": spec},
     }
 
