@@ -297,3 +297,18 @@ def test_make_synth_prints_the_placement_table():
     assert "  [as configured] gpu-workers (2 x ml.g5.12xlarge): cpu 18.29 / 47.74, memory 169.1Gi / 338.7Gi, gpus 4 / 8" in lines
     bad = subprocess.run([sys.executable, "-m", "config", "nope"], capture_output=True, text=True)
     assert bad.returncode == 1 and "unknown environment 'nope'" in bad.stderr and bad.stdout == ""
+
+
+def test_rendered_chart_pods_take_the_place_of_the_built_ones():
+    # How the Helm chart renderer feeds its pods: a DaemonSet too large for a GPU node's left-over
+    # CPU (prod's training workers take every CPU the DaemonSets leave) is reported by name.
+    env = load_environment("prod")
+    spec = {"containers": [{"resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}],
+            "tolerations": [{"operator": "Exists"}]}
+    big = pod_from_spec("nvidia-device-plugin", spec, daemonset=True)
+    problems = placement.check_against(env, [big])
+    assert problems[0].startswith("placement (as configured): pod 'RayJob train-gpt-bytes worker' does not fit "
+                                  "node pool 'train-p5'")
+    assert placement.check_against(env, [pod_from_spec("nvidia-device-plugin", {
+        "containers": [{"resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}}],
+        "tolerations": [{"operator": "Exists"}]}, daemonset=True)]) == []
