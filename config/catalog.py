@@ -197,8 +197,8 @@ def instance_spec(instance_type: str) -> InstanceSpec:
 # later P-series GPU instances (EC2 EFA documentation, "Supported instance types").
 _EFA_RDMA_FAMILIES = ("ml.p4d.", "ml.p4de.", "ml.p5.", "ml.p5e.", "ml.p5en.", "ml.p6-", "ml.p6e-")
 
-# Ray's accelerator_type names (ray.util.accelerators) for the chips above; a test checks each
-# against the installed Ray.
+# Ray's accelerator_type names (ray.util.accelerators) for the chips above; the rendered LLM config
+# is checked against the installed Ray (workloads/inference/manifest.py serve_config_problems).
 _RAY_ACCELERATOR = {"A100": "A100-40G", "A100-80GB": "A100-80G", "H100": "H100", "H200": "H200",
                     "B200": "B200", "A10G": "A10G", "L4": "L4", "L40S": "L40S"}
 
