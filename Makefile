@@ -60,6 +60,8 @@ synth: deps
 	rm -rf cdk.out
 	@echo "==> cdk synth -c env=$(ENV) (cdk-nag AwsSolutions + NIST 800-53 R5 run inside synth)"
 	cdk synth --quiet -c env=$(ENV)
+	@echo "==> placement (config/placement.py: every pod fits its node pool; synth fails otherwise)"
+	$(VENV)/bin/python -m config $(ENV)
 	$(MAKE) --no-print-directory gates
 	$(MAKE) --no-print-directory review
 

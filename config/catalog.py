@@ -106,6 +106,13 @@ class InstanceSpec:
     gpus: int = 0
     efa_interfaces: int = 0
     accelerator: str = ""
+    # Hardware threads per core with multithreading on: 2 on the Intel and AMD types here.
+    threads_per_core: int = 2
+
+    def vcpus_at(self, threads_per_core: int) -> int:
+        """vCPUs the OS sees with ``threads_per_core`` (HyperPod ThreadsPerCore; 1: one vCPU per
+        physical core)."""
+        return self.vcpus // self.threads_per_core * min(threads_per_core, self.threads_per_core)
 
 
 # Accelerated instance types HyperPod offers: (GPUs, vCPUs, memory GiB, EFA interfaces, chip).
@@ -164,12 +171,19 @@ _MEMORY_PER_VCPU = {"c5": 2, "c5n": 5.25, "c6i": 2, "m5": 4, "m6i": 4, "m7i": 4,
 _SIZE_VCPUS = {"medium": 2, "large": 2, "xlarge": 4}
 
 
+# Grace CPUs (Arm) have one thread per core.
+_ONE_THREAD_PER_CORE = ("ml.p6e-gb200.",)
+
+
 def instance_spec(instance_type: str) -> InstanceSpec:
-    """Hardware facts for a HyperPod instance type (``ml.`` prefix)."""
+    """Hardware facts for a HyperPod instance type (``ml.`` prefix) or, without the prefix, an
+    EC2 type of the general-purpose families above (the EKS `system` node group)."""
     if instance_type in _ACCELERATED:
         gpus, vcpus, mem, efa, chip = _ACCELERATED[instance_type]
-        return InstanceSpec(vcpus=vcpus, memory_gib=mem, gpus=gpus, efa_interfaces=efa, accelerator=chip)
-    m = re.match(r"^ml\.([a-z0-9]+)\.(\d*)(medium|large|xlarge)$", instance_type)
+        tpc = 1 if instance_type.startswith(_ONE_THREAD_PER_CORE) else 2
+        return InstanceSpec(vcpus=vcpus, memory_gib=mem, gpus=gpus, efa_interfaces=efa, accelerator=chip,
+                            threads_per_core=tpc)
+    m = re.match(r"^(?:ml\.)?([a-z0-9]+)\.(\d*)(medium|large|xlarge)$", instance_type)
     if not m or m.group(1) not in _MEMORY_PER_VCPU:
         raise KeyError(f"no hardware facts for instance type {instance_type!r} in config/catalog.py")
     family, mult, size = m.groups()
@@ -179,9 +193,108 @@ def instance_spec(instance_type: str) -> InstanceSpec:
     return InstanceSpec(vcpus=vcpus, memory_gib=int(vcpus * _MEMORY_PER_VCPU[family]))
 
 
+# Instance families whose EFA supports GPUDirect RDMA (FI_EFA_USE_DEVICE_RDMA=1): the P4 and
+# later P-series GPU instances (EC2 EFA documentation, "Supported instance types").
+_EFA_RDMA_FAMILIES = ("ml.p4d.", "ml.p4de.", "ml.p5.", "ml.p5e.", "ml.p5en.", "ml.p6-", "ml.p6e-")
+
+# Ray's accelerator_type names (ray.util.accelerators) for the chips above; the rendered LLM config
+# is checked against the installed Ray (workloads/inference/manifest.py serve_config_problems).
+_RAY_ACCELERATOR = {"A100": "A100-40G", "A100-80GB": "A100-80G", "H100": "H100", "H200": "H200",
+                    "B200": "B200", "A10G": "A10G", "L4": "L4", "L40S": "L40S"}
+
+
+def efa_gpudirect_rdma(instance_type: str) -> bool:
+    return instance_type.startswith(_EFA_RDMA_FAMILIES) and instance_type in _ACCELERATED
+
+
+def ray_accelerator_type(instance_type: str) -> str | None:
+    """Ray's name for the instance type's GPU (None: Ray has none for it, or no GPU)."""
+    chip = _ACCELERATED.get(instance_type, (0, 0, 0, 0, ""))[4]
+    return _RAY_ACCELERATOR.get(chip)
+
+
+def is_trainium(instance_type: str) -> bool:
+    return instance_type.startswith(("ml.trn1", "ml.trn2"))
+
+
 def gpu_instance_types() -> tuple[str, ...]:
     return tuple(t for t in hyperpod_instance_types() if t in _ACCELERATED and _ACCELERATED[t][0] > 0)
 
 
 def efa_instance_types() -> tuple[str, ...]:
     return tuple(t for t in hyperpod_instance_types() if t in _ACCELERATED and _ACCELERATED[t][3] > 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# What a Kubernetes node of a type offers to pods (allocatable), as the EKS AMIs compute it
+# ---------------------------------------------------------------------------------------------
+
+# ENIs and IPv4 addresses per ENI of each EC2 type (the ml. types: their EC2 counterparts),
+# copied from amazon-eks-ami's instance table (the file names its commit).
+_ENI_FILE = Path(__file__).resolve().parent / "eni_limits.json"
+
+
+@functools.cache
+def _eni_limits() -> dict[str, tuple[int, int]]:
+    data = json.loads(_ENI_FILE.read_text())
+    return {t: (enis, ips) for t, (enis, ips) in data["instance_types"].items()}
+
+
+# Memory the hypervisor and firmware keep from the nominal size: the kubelet's capacity is below
+# the EC2 figure. Karpenter's default estimate (settings, VM_MEMORY_OVERHEAD_PERCENT = 0.075).
+VM_MEMORY_OVERHEAD = 0.075
+# The EKS AMIs' kubelet evictionHard memory.available (nodeadm defaultKubeletSubConfig).
+EVICTION_HARD_MEMORY_MIB = 100
+
+
+def max_pods(instance_type: str) -> int:
+    """The EKS AMI's maxPods with the VPC CNI (no prefix delegation): ENIs x (IPv4 per ENI - 1)
+    + 2 (amazon-eks-ami nodeadm, CalcMaxPods / calculateStandardMaxPods)."""
+    ec2_type = instance_type.removeprefix("ml.")
+    if ec2_type not in _eni_limits():
+        raise KeyError(f"no ENI limits for instance type {instance_type!r} in config/eni_limits.json")
+    enis, ips = _eni_limits()[ec2_type]
+    return enis * (ips - 1) + 2
+
+
+def kube_reserved_cpu_millis(vcpus: int) -> int:
+    """kubeReserved CPU: 6 % of the first core, 1 % of the second, 0.5 % of cores 3-4 and
+    0.25 % of the rest (amazon-eks-ami nodeadm getCPUMillicoresToReserve; integer maths as there)."""
+    total = vcpus * 1000
+    bounds = (0, 1000, 2000, 4000, total)
+    per_10k = (600, 100, 50, 25)
+    return sum((min(total, end) - start) * pct // 10000
+               for start, end, pct in zip(bounds, bounds[1:], per_10k) if total >= start and end >= start)
+
+
+def kube_reserved_memory_mib(pods: int) -> int:
+    """kubeReserved memory: 11 MiB per pod the node may run plus 255 MiB (amazon-eks-ami
+    nodeadm getMemoryMebibytesToReserve)."""
+    return 11 * pods + 255
+
+
+@dataclass(frozen=True)
+class Allocatable:
+    """One node's capacity and allocatable (capacity - kubeReserved - evictionHard)."""
+
+    cpu_millis: int
+    memory_mib: int
+    pods: int
+    capacity_cpu_millis: int
+    capacity_memory_mib: int
+
+
+def node_allocatable(instance_type: str, *, threads_per_core: int | None = None) -> Allocatable:
+    """What pods may request on one node of ``instance_type`` (``threads_per_core``: HyperPod's
+    setting for the group; None: the type's default)."""
+    spec = instance_spec(instance_type)
+    vcpus = spec.vcpus if threads_per_core is None else spec.vcpus_at(threads_per_core)
+    pods = max_pods(instance_type)
+    memory = int(spec.memory_gib * 1024 * (1 - VM_MEMORY_OVERHEAD))
+    return Allocatable(
+        cpu_millis=vcpus * 1000 - kube_reserved_cpu_millis(vcpus),
+        memory_mib=memory - kube_reserved_memory_mib(pods) - EVICTION_HARD_MEMORY_MIB,
+        pods=pods,
+        capacity_cpu_millis=vcpus * 1000,
+        capacity_memory_mib=memory,
+    )

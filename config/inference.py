@@ -3,22 +3,27 @@
 Two services come from it: the app that serves what our training job produced
 (`workloads/inference/`), and an optional Ray Serve LLM service (vLLM engine) for a model stored on
 FSx or S3. Checks that need other sections (the HyperPod instance group, its GPUs) run in
-``check_against``, which EnvironmentConfig calls so that every mistake is reported together.
+``check_against``, one of EnvironmentConfig's cross-section checks (config/environment.py).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from pydantic import Field, field_validator, model_validator
 
 from config import catalog
 from config.base import Frozen
+from config.hyperpod import HyperPod, InstanceGroup
 
-if TYPE_CHECKING:  # pragma: no cover
-    from config.model import EnvironmentConfig
+
+class _WithHyperPod(Protocol):
+    """What the checks here read of the environment (config.environment.EnvironmentConfig)."""
+
+    @property
+    def hyperpod(self) -> HyperPod: ...
 
 # The node label (HyperPod instance-group label) that marks a group for serving.
 SERVE_LABEL = ("workload", "ray-serve")
@@ -196,7 +201,7 @@ class Inference(Frozen):
 
     # Cross-section checks -------------------------------------------------------------------
 
-    def resolved_instance_group(self, env: "EnvironmentConfig"):
+    def resolved_instance_group(self, env: _WithHyperPod) -> InstanceGroup:
         """The HyperPod instance group the generation replicas run on."""
         if self.instance_group is not None:
             return env.hyperpod.group(self.instance_group)
@@ -211,7 +216,7 @@ class Inference(Frozen):
             "no GPU instance group in hyperpod.instance_groups; set inference.instance_group"
         )
 
-    def resolved_llm_group(self, env: "EnvironmentConfig"):
+    def resolved_llm_group(self, env: _WithHyperPod) -> InstanceGroup:
         if self.llm.instance_group is not None:
             return env.hyperpod.group(self.llm.instance_group)
         return self.resolved_instance_group(env)
@@ -233,7 +238,7 @@ class Inference(Frozen):
         hi = math.ceil(self.autoscaling.max_replicas / per_pod)
         return lo, hi
 
-    def check_against(self, env: "EnvironmentConfig") -> list[str]:
+    def check_against(self, env: _WithHyperPod) -> list[str]:
         """Errors that need the HyperPod groups: one line each, naming the field."""
         errors: list[str] = []
         names = [g.name for g in env.hyperpod.instance_groups]

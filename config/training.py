@@ -2,21 +2,33 @@
 
 Worker and GPU counts are derived from the HyperPod instance group named here, the same group
 the CDK app creates, so the job cannot ask for hardware the cluster does not have. The checks
-against the groups (``Training.problems``) run when the job is derived from the config
-(``workloads.training.settings.for_cluster``: rendering the RayJob, starting the job), before
-anything starts.
+against the groups (``Training.problems``) run when the config is loaded (``check_against``, one
+of EnvironmentConfig's cross-section checks: `cdk synth` reports them) and again when the job is
+derived from a config with command-line overrides (``workloads.training.settings.for_cluster``).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import Field, field_validator, model_validator
 
 from config import catalog
 from config.base import Frozen
+from config.hyperpod import HyperPod
+from config.storage import Fsx
+
+
+class _WithGroups(Protocol):
+    """What the checks here read of the environment (config.environment.EnvironmentConfig)."""
+
+    @property
+    def hyperpod(self) -> HyperPod: ...
+
+    @property
+    def fsx(self) -> Fsx: ...
 
 RUN_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -139,6 +151,14 @@ class Training(Frozen):
                          gpus_per_worker=self.gpus_per_worker, gpus_per_node=spec.gpus,
                          efa_interfaces=spec.efa_interfaces, vcpus=spec.vcpus,
                          memory_gib=spec.memory_gib)
+
+    def check_against(self, env: _WithGroups) -> list[str]:
+        """The problems of ``problems`` for the environment's groups. A cluster with no GPU group
+        and no group named here has nothing to place (rendering the RayJob then says so)."""
+        groups = env.hyperpod.instance_groups
+        if self.instance_group is None and self._group(groups) is None:
+            return []
+        return self.problems(groups, fsx_file_system_path=env.fsx.file_system_path)
 
     def problems(self, groups, *, fsx_file_system_path: str = "/checkpoints") -> list[str]:
         """Every mismatch between this section and the instance groups, one line each."""

@@ -23,7 +23,7 @@ from constructs import Construct
 from config import versions
 from config.model import Eks
 from constructs.compliance import acknowledge, checkov_skip
-from constructs.k8s_names import SYSTEM_NODEGROUP
+from config.names import SYSTEM_NODEGROUP
 
 CONTROL_PLANE_LOGS = (
     eks.ClusterLoggingTypes.API,

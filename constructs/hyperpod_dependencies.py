@@ -21,7 +21,14 @@ from constructs import Construct, IConstruct
 from config import versions
 from config.model import EnvironmentConfig
 from constructs.helm import ChartRelease, HelmRelease
-from constructs.k8s_names import HYPERPOD_HEALTH_LABEL, HYPERPOD_NAMESPACE, INSTANCE_TYPE_LABEL
+from config.addons import (  # noqa: F401  (re-exported: the scheduling facts live in config)
+    DEVICE_PLUGIN_RESOURCES,
+    HEALTH_MONITORING_AGENT_RESOURCES,
+    HEALTH_MONITORING_AGENT_TOLERATIONS,
+    hyperpod_node_tolerations,
+    instance_type_affinity,
+)
+from config.names import HYPERPOD_NAMESPACE, INSTANCE_TYPE_LABEL
 
 NVIDIA_RELEASE = "nvidia-device-plugin"
 EFA_RELEASE = "aws-efa-k8s-device-plugin"
@@ -32,42 +39,6 @@ JOB_AUTO_RESTART = "job-auto-restart"
 HYPERPOD_PATCHING = "hyperpod-patching"
 # The Kubernetes user HyperPod's service-linked role is mapped to; job auto-restart acts as it.
 HYPERPOD_SERVICE_LINKED_USER = "hyperpod-service-linked-role"
-
-# Device plugins are tiny gRPC servers; these bound them without starving the kubelet.
-DEVICE_PLUGIN_RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}}
-# The agent's documented sizing (AWS's chart): 500m / 512Mi, requests equal to limits.
-HEALTH_MONITORING_AGENT_RESOURCES = {
-    "requests": {"cpu": "500m", "memory": "512Mi"},
-    "limits": {"cpu": "500m", "memory": "512Mi"},
-}
-
-
-def instance_type_affinity(instance_types: Sequence[str]) -> dict[str, Any]:
-    """Required node affinity: only nodes whose instance type is one of ``instance_types``."""
-    if not instance_types:
-        raise ValueError("a device-plugin affinity needs at least one instance type")
-    return {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": sorted(instance_types)}]}
-                ]
-            }
-        }
-    }
-
-
-def hyperpod_node_tolerations() -> list[dict[str, str]]:
-    """Tolerations for agents that must run on HyperPod nodes whatever their health status."""
-    return [
-        # HyperPod taints nodes under health checks or being replaced; the agents must stay.
-        # (every effect, NoExecute included).
-        {"key": HYPERPOD_HEALTH_LABEL, "operator": "Exists"},
-        # Any NoSchedule taint: nvidia.com/gpu, vpc.amazonaws.com/efa and the instance-group
-        # taints from config (for example a 'workload' taint on serving groups).
-        {"operator": "Exists", "effect": "NoSchedule"},
-    ]
-
 
 def nvidia_device_plugin_values(config: EnvironmentConfig) -> dict[str, Any]:
     return {
@@ -237,10 +208,7 @@ def health_monitoring_agent_manifests(config: EnvironmentConfig) -> list[dict[st
                     "serviceAccountName": name,
                     "affinity": instance_type_affinity(config.gpu_device_plugin_instance_types()),
                     # Everywhere on those nodes, whatever taint HyperPod or config puts on them.
-                    "tolerations": [
-                        {"operator": "Exists", "effect": "NoSchedule"},
-                        {"operator": "Exists", "effect": "NoExecute"},
-                    ],
+                    "tolerations": [dict(t) for t in HEALTH_MONITORING_AGENT_TOLERATIONS],
                     "containers": [
                         {
                             "name": name,

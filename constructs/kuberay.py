@@ -8,17 +8,10 @@ from typing import Any
 from config import versions
 from config.model import Eks
 from constructs.helm import ChartRelease
-from constructs.k8s_names import KUBERAY_NAMESPACE, SYSTEM_NODE_SELECTOR, WORKLOADS_NAMESPACE
+from config.addons import KUBERAY_RESOURCES
+from config.names import KUBERAY_NAMESPACE, SYSTEM_NODE_SELECTOR, WORKLOADS_NAMESPACE
 
 KUBERAY_RELEASE = "kuberay-operator"
-
-# One operator reconciles every RayCluster/RayJob/RayService of the platform: a few dozen objects.
-# 100m/512Mi is the chart's own request; the limits leave headroom for reconcile bursts when
-# HyperPod replaces nodes and many pods restart at once.
-KUBERAY_RESOURCES = {
-    "requests": {"cpu": "100m", "memory": "512Mi"},
-    "limits": {"cpu": "1", "memory": "1Gi"},
-}
 
 
 def kuberay_operator_values(eks_config: Eks, *, watch_namespaces: tuple[str, ...] = (WORKLOADS_NAMESPACE,)) -> dict[str, Any]:

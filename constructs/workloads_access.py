@@ -19,7 +19,7 @@ from constructs import Construct, IConstruct
 
 from constructs.compliance import acknowledge
 from constructs.eks_cluster import pod_identity_role
-from constructs.k8s_names import FSX_PVC, FSX_STORAGE_CLASS, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
+from config.names import FSX_PVC, FSX_STORAGE_CLASS, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
 
 FSX_PV = "fsx-pv"
 FSX_CSI_DRIVER = "fsx.csi.aws.com"

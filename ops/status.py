@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from config import names
 from config.model import EnvironmentConfig
 from ops.aws import Aws
 from ops.errors import CredentialsError, NotFoundError, OpsError
@@ -17,10 +18,10 @@ from ops.output import table
 
 # HyperPod's resilience labels on its Kubernetes nodes (SageMaker HyperPod docs, "Resilience-
 # related Kubernetes labels by SageMaker HyperPod").
-HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+HEALTH_LABEL = names.HYPERPOD_HEALTH_LABEL
 DEEP_HEALTH_LABEL = "sagemaker.amazonaws.com/deep-health-check-status"
 FAULT_LABEL_PREFIX = "sagemaker.amazonaws.com/fault-"
-HEALTHY = "Schedulable"
+HEALTHY = names.HYPERPOD_HEALTHY
 HEALTH_MEANING = {
     "Schedulable": "passed health checks",
     "Unschedulable": "deep health checks running",

@@ -7,6 +7,7 @@ from review.assembly import Stack
 from review.compare import Comparison
 from review.cost import NOT_ESTIMATED, CostEstimate, PriceTable
 from review.document import Document
+from review.placement import placement_section
 
 
 def _flags(flags: tuple[str, ...]) -> str:
@@ -96,6 +97,8 @@ def build_report(
         ["Stack", "Resource", "Type", "DeletionPolicy", "Create-only property", "Current value"],
         [[r.stack, r.resource, r.type, r.deletion_policy, r.prop, r.value] for r in risks],
     )
+
+    placement_section(doc, env)
 
     doc.heading("cdk-nag acknowledgements")
     doc.table(

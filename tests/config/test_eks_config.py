@@ -180,6 +180,8 @@ def test_device_plugin_types_default_to_the_environments_gpu_groups():
 def test_cpu_only_groups_get_no_efa_or_gpu_types():
     def mutate(d):
         d["hyperpod"]["instance_groups"][0]["instance_type"] = "ml.m5.4xlarge"
+        # Training on a named group is checked at load time; a CPU-only cluster names none.
+        del d["training"]["instance_group"]
 
     config = valid(mutate)
     assert config.gpu_device_plugin_instance_types() == []

@@ -65,6 +65,7 @@ def test_more_than_100_groups():
 def test_exactly_100_groups_is_valid():
     data = prod_data()
     data["hyperpod"]["instance_groups"] = [dict(groups(data)[1], name=f"g{i}") for i in range(100)]
+    data["training"]["instance_group"] = "g0"  # checked at load time: it must name a group
     assert len(parse_environment(data).hyperpod.instance_groups) == 100
 
 
@@ -192,7 +193,8 @@ def test_several_mistakes_are_reported_together():
 
 def group_with(instance_type: str, **extra):
     data = prod_data()
-    groups(data)[1] = {"name": "g", "instance_type": instance_type, "instance_count": 1, **extra}
+    # Added beside prod's groups, which training and serving keep using.
+    groups(data).append({"name": "g", "instance_type": instance_type, "instance_count": 1, **extra})
     return parse_environment(data).hyperpod.group("g")
 
 

@@ -71,6 +71,7 @@ def test_cpu_only_environment_installs_no_device_plugin():
     data = yaml.safe_load((Path(__file__).resolve().parents[2] / "config" / "dev.yaml").read_text()) | {"name": "dev"}
     data = copy.deepcopy(data)
     data["hyperpod"]["instance_groups"][0]["instance_type"] = "ml.m5.4xlarge"
+    del data["training"]["instance_group"]  # checked at load time; a CPU-only cluster names none
     config = parse_environment(data)
     assert deps.device_plugin_releases(config) == []
     kinds = [m["kind"] for m in deps.hyperpod_dependency_manifests(config)]

@@ -8,7 +8,7 @@ import kubernetes_validate
 import pytest
 
 from constructs import workloads_access as wa
-from constructs.k8s_names import FSX_PVC, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
+from config.names import FSX_PVC, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
 from tests.conftest import template_of
 
 K8S_SCHEMA_VERSION = "1.33"

@@ -135,7 +135,8 @@ def test_optional_settings_render_as_the_schema_wants(tmp_path):
     data = yaml.safe_load((CONFIG_DIR / "prod.yaml").read_text())
     data["name"] = "prod"
     data["hyperpod"]["node_recovery"] = "None"
-    data["hyperpod"]["node_provisioning_mode"] = None
+    # node_provisioning_mode stays Continuous: with the platform's customer-managed key for EBS,
+    # null is a config error (tests/config/test_cross_checks.py).
     data["hyperpod"]["instance_groups"] += [
         {
             "name": "train-planned",
@@ -159,7 +160,7 @@ def test_optional_settings_render_as_the_schema_wants(tmp_path):
     (cluster,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"]
     props = cluster["Properties"]
     assert props["NodeRecovery"] == "None"
-    assert "NodeProvisioningMode" not in props
+    assert props["NodeProvisioningMode"] == "Continuous"
     groups = {g["InstanceGroupName"]: g for g in props["InstanceGroups"]}
     planned, cpu = groups["train-planned"], groups["cpu-utility"]
     assert planned["TrainingPlanArn"] == "arn:aws:sagemaker:us-east-1:333333333333:training-plan/q1-reservation"

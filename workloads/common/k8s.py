@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from config import catalog, names, placement
+
 # One obvious place for the image pin: the Ray release the workloads are written for (Ray 2.60.0,
 # Python 3.11, CUDA build). Jobs normally run the workloads image built from it
 # (workloads/Dockerfile: adds torch and this repository's code), set in config as `image`.
@@ -18,30 +20,13 @@ RAY_IMAGE = f"rayproject/ray:{RAY_VERSION}-py311-gpu"
 # Ray Serve LLM (ray.serve.llm with its matching vLLM) of the same Ray release: the LLM RayService.
 RAY_LLM_IMAGE = f"rayproject/ray-llm:{RAY_VERSION}-py311-cu128"
 
-NAMESPACE = "ray-workloads"
-SERVICE_ACCOUNT = "ray-workloads"
-# The PersistentVolumeClaim bound to the FSx for Lustre file system, and where pods mount it.
-FSX_PVC = "fsx-claim"
-FSX_MOUNT_PATH = "/fsx"
-# The EKS managed node group that runs the KubeRay operator and the Ray head pods.
-SYSTEM_NODEGROUP = "system"
-SYSTEM_NODE_SELECTOR = {"eks.amazonaws.com/nodegroup": SYSTEM_NODEGROUP}
-# Labels HyperPod puts on its nodes; only healthy nodes are schedulable for workers.
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
-HEALTHY = "Schedulable"
-GPU_RESOURCE = "nvidia.com/gpu"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
-# Instance families whose EFA supports GPUDirect RDMA (FI_EFA_USE_DEVICE_RDMA=1).
-_RDMA_FAMILIES = ("ml.p4d.", "ml.p4de.", "ml.p5.", "ml.p5e.", "ml.p5en.", "ml.p6-", "ml.p6e-")
-
-# Head pod size: the head runs the GCS, dashboard and the Train controller, no training.
-HEAD_CPU = "4"
-HEAD_MEMORY = "16Gi"
-# Left on every HyperPod node for the kubelet, HyperPod agents and device plugins.
-NODE_RESERVED_CPU = 4
-NODE_RESERVED_MEMORY_GIB = 32
-
+# The names the EKS stack creates (config/names.py), under the names the manifests use.
+NAMESPACE = names.WORKLOADS_NAMESPACE
+SERVICE_ACCOUNT = names.WORKLOADS_SERVICE_ACCOUNT
+FSX_PVC = names.FSX_PVC
+SYSTEM_NODE_SELECTOR = names.SYSTEM_NODE_SELECTOR
+GPU_RESOURCE = names.GPU_RESOURCE
+EFA_RESOURCE = names.EFA_RESOURCE
 
 def labels(app: str, component: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": app, "app.kubernetes.io/component": component,
@@ -60,7 +45,7 @@ def efa_nccl_env(instance_type: str, efa_interfaces: int) -> list[dict[str, str]
             {"name": "FI_EFA_FORK_SAFE", "value": "1"},
             {"name": "NCCL_NET", "value": "ofi"},
         ]
-        if instance_type.startswith(_RDMA_FAMILIES):
+        if catalog.efa_gpudirect_rdma(instance_type):
             env.append({"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"})
     return env
 
@@ -75,7 +60,7 @@ def shm_volume(size_gib: int) -> dict[str, Any]:
 
 
 def volume_mounts() -> list[dict[str, Any]]:
-    return [{"name": "fsx", "mountPath": FSX_MOUNT_PATH}, {"name": "dshm", "mountPath": "/dev/shm"}]
+    return [{"name": "fsx", "mountPath": names.FSX_MOUNT_PATH}, {"name": "dshm", "mountPath": "/dev/shm"}]
 
 
 def ray_container(name: str, image: str, *, cpu: str, memory: str, env: list[dict] | None = None,
@@ -107,7 +92,8 @@ def head_group(image: str, *, app: str, env: list[dict] | None = None,
             "spec": {
                 "serviceAccountName": SERVICE_ACCOUNT,
                 "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
-                "containers": [ray_container("ray-head", image, cpu=HEAD_CPU, memory=HEAD_MEMORY,
+                "containers": [ray_container("ray-head", image, cpu=placement.RAY_HEAD["cpu"],
+                                             memory=placement.RAY_HEAD["memory"],
                                              env=env, ports=ports or [
                                                  {"containerPort": 6379, "name": "gcs"},
                                                  {"containerPort": 8265, "name": "dashboard"},
@@ -118,37 +104,32 @@ def head_group(image: str, *, app: str, env: list[dict] | None = None,
     }
 
 
-def worker_group(*, group_name: str, instance_type: str, replicas: int, gpus_per_node: int,
-                 efa_interfaces: int, vcpus: int, memory_gib: int, image: str, app: str,
+def worker_group(shape: placement.WorkerShape, *, group_name: str, image: str, app: str,
                  taints: list | None = None, env: list[dict] | None = None) -> dict[str, Any]:
-    """One Ray worker pod per HyperPod instance of ``instance_type``, taking all its GPUs and EFA
-    interfaces; only nodes HyperPod reports healthy are eligible."""
-    extra: dict[str, str] = {}
-    if gpus_per_node:
-        extra[GPU_RESOURCE] = str(gpus_per_node)
-    if efa_interfaces:
-        extra[EFA_RESOURCE] = str(efa_interfaces)
-    cpu = max(1, vcpus - NODE_RESERVED_CPU)
-    mem = max(4, memory_gib - NODE_RESERVED_MEMORY_GIB)
+    """Worker pods of ``shape`` (sized from the node pool in config/placement.py, which checks
+    that they fit) on the HyperPod nodes of its instance type; only nodes HyperPod reports
+    healthy are eligible."""
+    extra = {k: v for k, v in shape.resources.items() if k not in ("cpu", "memory")}
     tolerations = [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
                    for t in (taints or [])]
-    if gpus_per_node:
+    if shape.gpus:
         tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
-        "nodeSelector": {INSTANCE_TYPE_LABEL: instance_type, HEALTH_LABEL: HEALTHY},
+        "nodeSelector": {names.INSTANCE_TYPE_LABEL: shape.instance_type,
+                         names.HYPERPOD_HEALTH_LABEL: names.HYPERPOD_HEALTHY},
         "tolerations": tolerations,
-        "containers": [ray_container("ray-worker", image, cpu=str(cpu), memory=f"{mem}Gi",
-                                     env=efa_nccl_env(instance_type, efa_interfaces) + list(env or []),
+        "containers": [ray_container("ray-worker", image, cpu=str(shape.cpus), memory=f"{shape.memory_gib}Gi",
+                                     env=efa_nccl_env(shape.instance_type, shape.efa) + list(env or []),
                                      extra_resources=extra)],
-        "volumes": [fsx_volume(), shm_volume(max(8, mem // 4))],
+        "volumes": [fsx_volume(), shm_volume(max(8, shape.memory_gib // 4))],
     }
     return {
         "groupName": group_name,
-        "replicas": replicas,
-        "minReplicas": replicas,
-        "maxReplicas": replicas,
-        "rayStartParams": {"num-gpus": str(gpus_per_node)} if gpus_per_node else {},
+        "replicas": shape.min_replicas,
+        "minReplicas": shape.min_replicas,
+        "maxReplicas": shape.max_replicas,
+        "rayStartParams": {"num-gpus": str(shape.gpus)} if shape.gpus else {},
         "template": {"metadata": {"labels": labels(app, "ray-worker")}, "spec": spec},
     }
 

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import ast
 import functools
-import math
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from config import catalog
+from config import catalog, placement
 from config.model import EnvironmentConfig
 from workloads.common import k8s
 from workloads.inference import serve_config
@@ -41,11 +40,6 @@ SERVE_PORT = 8000
 APP = "inference"
 LLM_APP = "llm"
 LLM_IMPORT_PATH = "ray.serve.llm:build_openai_app"
-
-# Ray's accelerator_type names (ray.util.accelerators) for the chips of config/catalog.py.
-_RAY_ACCELERATOR = {"A100": "A100-40G", "A100-80GB": "A100-80G", "H100": "H100", "H200": "H200",
-                    "B200": "B200", "A10G": "A10G", "L4": "L4", "L40S": "L40S"}
-
 
 class _Dumper(yaml.SafeDumper):
     """Multi-line strings (serveConfigV2) as literal blocks, so reviewers can read them."""
@@ -63,25 +57,11 @@ def _image(env: EnvironmentConfig) -> str:
     return env.inference.image or getattr(env.training, "image", None) or k8s.RAY_IMAGE
 
 
-def _worker_group(env: EnvironmentConfig, *, group_name: str, instance_group, pod_gpus: int,
-                  pod_cpus: float, lo: int, hi: int, image: str, app: str,
-                  env_vars: dict[str, str] | None = None) -> dict[str, Any]:
-    """Replica-sized worker pods on a HyperPod GPU group (same selectors/resources rules)."""
-    spec = catalog.instance_spec(instance_group.instance_type)
-    share = pod_gpus / spec.gpus if spec.gpus else 1.0
-    mem_gib = max(4, int((spec.memory_gib - k8s.NODE_RESERVED_MEMORY_GIB) * share))
-    cpus = max(1, math.ceil(pod_cpus))
-    group = k8s.worker_group(
-        group_name=group_name, instance_type=instance_group.instance_type, replicas=lo,
-        gpus_per_node=pod_gpus,
-        # Inference replicas run no collectives: no EFA interfaces, which cannot be split per pod.
-        efa_interfaces=0,
-        vcpus=cpus + k8s.NODE_RESERVED_CPU, memory_gib=mem_gib + k8s.NODE_RESERVED_MEMORY_GIB,
-        image=image, app=app, taints=list(instance_group.taints),
-        env=k8s.env_list(env_vars or {}),
-    )
-    group["minReplicas"] = lo
-    group["maxReplicas"] = hi
+def _worker_group(shape: placement.WorkerShape, *, group_name: str, instance_group, image: str, app: str,
+                  cpus: int, env_vars: dict[str, str] | None = None) -> dict[str, Any]:
+    """Replica-sized worker pods on a HyperPod GPU group, sized in config/placement.py."""
+    group = k8s.worker_group(shape, group_name=group_name, image=image, app=app,
+                             taints=list(instance_group.taints), env=k8s.env_list(env_vars or {}))
     group["rayStartParams"] = {**group.get("rayStartParams", {}), "num-cpus": str(cpus)}
     return group
 
@@ -128,15 +108,13 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
         from config import ConfigError
 
         raise ConfigError(f"{env.name}.yaml", [f"inference.instance_group: {err.args[0]}"]) from None
-    _, pod_gpus, pod_cpus = inf.pod_shape()
-    lo, hi = inf.worker_pods()
     image = _image(env)
     # Serve's mode (HAProxy ingress, throughput preset) must be the same in every Ray process:
     # the controller on the head decides the ingress, the workers run HAProxy and the replicas.
     ray_env = serve_config.ray_env(env)
-    worker = _worker_group(env, group_name=f"{group.name}-serve", instance_group=group,
-                           pod_gpus=pod_gpus, pod_cpus=pod_cpus, lo=lo, hi=hi, image=image, app=APP,
-                           env_vars=ray_env)
+    shape = placement.serve_worker(env)
+    worker = _worker_group(shape, group_name=f"{group.name}-serve", instance_group=group, image=image,
+                           app=APP, cpus=shape.cpus, env_vars=ray_env)
     return _rayservice(env, name=f"{env.name_prefix}-{inf.app_name}", app=APP,
                        serve_cfg=serve_config.serve_deploy_config(env, reload=reload),
                        head=_head(image, APP, ray_env), workers=[worker])
@@ -146,7 +124,7 @@ def llm_config(env: EnvironmentConfig) -> dict[str, Any]:
     """One ``ray.serve.llm`` LLMConfig (as a dict, the form serveConfigV2 args take)."""
     llm = env.inference.llm
     group = env.inference.resolved_llm_group(env)
-    chip = catalog.instance_spec(group.instance_type).accelerator
+    accelerator = catalog.ray_accelerator_type(group.instance_type)
     source: Any = {"bucket_uri": llm.model_source} if llm.model_source.startswith("s3://") else llm.model_source
     cfg: dict[str, Any] = {
         "model_loading_config": {"model_id": llm.model_id, "model_source": source},
@@ -162,8 +140,8 @@ def llm_config(env: EnvironmentConfig) -> dict[str, Any]:
             "max_ongoing_requests": llm.max_ongoing_requests,
         },
     }
-    if chip in _RAY_ACCELERATOR:
-        cfg["accelerator_type"] = _RAY_ACCELERATOR[chip]
+    if accelerator is not None:
+        cfg["accelerator_type"] = accelerator
     return cfg
 
 
@@ -178,12 +156,10 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
             "inference.llm.model_source on FSx or S3) to render the Serve LLM RayService"])
     group = env.inference.resolved_llm_group(env)
     image = k8s.RAY_LLM_IMAGE
-    tp = llm.tensor_parallel_size
-    spec = catalog.instance_spec(group.instance_type)
-    pod_cpus = max(2, spec.vcpus * tp // max(spec.gpus, 1) - 1)
+    shape = placement.llm_worker(env)
     worker = _worker_group(
-        env, group_name=f"{group.name}-llm", instance_group=group, pod_gpus=tp, pod_cpus=pod_cpus,
-        lo=max(llm.min_replicas, 1), hi=llm.max_replicas, image=image, app=LLM_APP,
+        shape, group_name=f"{group.name}-llm", instance_group=group, image=image, app=LLM_APP,
+        cpus=shape.cpus,
         # Weights come from FSx or S3 only: no Hugging Face Hub traffic from a closed network.
         env_vars={"HF_HUB_OFFLINE": "1", "VLLM_USE_V1": "1"},
     )

@@ -10,7 +10,7 @@ import json
 import shlex
 from typing import Any
 
-from config import EnvironmentConfig
+from config import EnvironmentConfig, placement
 from workloads.common import k8s
 from workloads.training import settings as settings_mod
 
@@ -89,20 +89,15 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
                     "serviceAccountName": k8s.SERVICE_ACCOUNT,
                     "nodeSelector": dict(k8s.SYSTEM_NODE_SELECTOR),
                     "containers": [{"name": "ray-job-submitter", "image": image,
-                                    "resources": {"requests": {"cpu": "500m", "memory": "512Mi"},
-                                                  "limits": {"cpu": "1", "memory": "1Gi"}}}],
+                                    "resources": {k: dict(v) for k, v in placement.RAY_JOB_SUBMITTER.items()}}],
                 }
             },
             "rayClusterSpec": {
                 "rayVersion": k8s.RAY_VERSION,
                 "headGroupSpec": k8s.head_group(image, app=APP, env=env + k8s.env_list(GCS_ENV)),
                 "workerGroupSpecs": [
-                    k8s.worker_group(
-                        group_name=group.name, instance_type=p.instance_type, replicas=p.nodes,
-                        gpus_per_node=p.gpus_per_node, efa_interfaces=p.efa_interfaces,
-                        vcpus=p.vcpus, memory_gib=p.memory_gib, image=image, app=APP,
-                        taints=group.taints, env=env,
-                    )
+                    k8s.worker_group(placement.training_worker(cfg), group_name=group.name, image=image,
+                                     app=APP, taints=group.taints, env=env)
                 ],
             },
         },

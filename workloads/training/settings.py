@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from config import ConfigError, EnvironmentConfig
+from config import ConfigError, EnvironmentConfig, placement
 from config.loader import format_validation_error
 from config.training import Training
 from workloads.training.job import JobSettings
@@ -84,10 +84,10 @@ def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None)
     if problems:
         raise ConfigError(f"{cfg.name}.yaml", problems)
     p = t.placement(cfg.hyperpod.instance_groups)
-    # CPUs per worker: the node's vCPUs (less the pod's reserve) shared by its workers.
-    from workloads.common import k8s
-
-    cpus = max(1, (p.vcpus - k8s.NODE_RESERVED_CPU) // p.workers_per_node)
+    # CPUs per worker: the worker pod's CPUs (sized from the node's allocatable) shared by the
+    # Ray Train workers in it.
+    pod = placement.training_worker(cfg.model_copy(update={"training": t}))
+    cpus = max(1, pod.cpus // pod.per_pod)
     return _settings(t, storage=t.resolved_storage_path(cfg.fsx.file_system_path), workers=p.workers,
                      cpus=cpus, placement="SPREAD" if p.nodes > 1 else "PACK")
 

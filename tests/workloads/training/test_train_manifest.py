@@ -53,13 +53,16 @@ def test_workers_come_from_the_hyperpod_group(env_and_job):
     pod = wg["template"]["spec"]
     container = pod["containers"][0]
     assert wg["groupName"] == group.name
-    assert wg["replicas"] == wg["minReplicas"] == wg["maxReplicas"] == group.instance_count
+    # One pod per node the workers need (dev and staging train on part of a group they share
+    # with serving, prod fills its training group).
+    assert wg["replicas"] == wg["minReplicas"] == wg["maxReplicas"] == placement.nodes
     assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": group.instance_type,
                                    "sagemaker.amazonaws.com/node-health-status": "Schedulable"}
     limits = container["resources"]["limits"]
-    assert limits["nvidia.com/gpu"] == str(spec.gpus)
-    if spec.efa_interfaces:
-        assert limits["vpc.amazonaws.com/efa"] == str(spec.efa_interfaces)
+    pod_gpus = min(placement.workers, placement.workers_per_node) * placement.gpus_per_worker
+    assert limits["nvidia.com/gpu"] == str(pod_gpus)
+    if spec.efa_interfaces * pod_gpus // spec.gpus:
+        assert limits["vpc.amazonaws.com/efa"] == str(spec.efa_interfaces * pod_gpus // spec.gpus)
         env = {e["name"]: e["value"] for e in container["env"]}
         assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_FORK_SAFE"] == "1"
     else:
@@ -69,7 +72,8 @@ def test_workers_come_from_the_hyperpod_group(env_and_job):
     assert pod["serviceAccountName"] == k8s.SERVICE_ACCOUNT == "ray-workloads"
     # The job asks Ray Train for exactly the GPUs the pods bring.
     settings = json.loads(shlex.split(job["spec"]["entrypoint"])[-1])
-    assert settings["num_workers"] * settings["gpus_per_worker"] == group.instance_count * spec.gpus
+    assert settings["num_workers"] * settings["gpus_per_worker"] == placement.workers * placement.gpus_per_worker
+    assert settings["num_workers"] <= placement.nodes * min(placement.workers, placement.workers_per_node)
 
 
 def test_head_lifecycle_and_limits(env_and_job):

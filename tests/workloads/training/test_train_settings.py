@@ -47,12 +47,13 @@ def test_more_workers_than_the_group_holds():
 
 
 def test_node_local_storage_with_workers_on_several_nodes():
-    assert _errors(_dev(storage_path="/var/tmp/ckpt")) == [
+    # Dev trains on one node (num_workers: 2, sharing its group with serving); eight span two.
+    assert _errors(_dev(storage_path="/var/tmp/ckpt", num_workers=8)) == [
         "training.storage_path: '/var/tmp/ckpt' is local to each node, but the workers span 2 "
         "nodes; use a path on FSx (/fsx/...) or s3://, or set training.storage_shared if every "
         "node mounts it"]
     # One node: a local path is fine.
-    S.for_cluster(parse_environment(_dev(storage_path="/var/tmp/ckpt", num_workers=4), source="dev.yaml"))
+    S.for_cluster(parse_environment(_dev(storage_path="/var/tmp/ckpt", num_workers=2), source="dev.yaml"))
 
 
 def test_unknown_instance_type():
@@ -106,5 +107,6 @@ def test_cli_subprocess_exit_code_and_no_traceback():
 def test_cluster_settings_follow_the_group():
     cfg = parse_environment(_dev(), source="dev.yaml")
     s = S.for_cluster(cfg)
-    assert (s.num_workers, s.gpus_per_worker, s.placement_strategy, s.storage_path) == (8, 1, "SPREAD", "/fsx/checkpoints")
-    assert S.for_cluster(cfg, {"num_workers": 2}).placement_strategy == "PACK"
+    # Two of the group's eight GPUs: dev shares gpu-workers with serving (config/dev.yaml).
+    assert (s.num_workers, s.gpus_per_worker, s.placement_strategy, s.storage_path) == (2, 1, "PACK", "/fsx/checkpoints")
+    assert S.for_cluster(cfg, {"num_workers": 8}).placement_strategy == "SPREAD"

@@ -1,0 +1,28 @@
+"""``python -m config ENV...``: load each environment and print its placement table (every
+node pool with its pods and the CPU, memory and GPUs they take of what the nodes offer).
+`make synth` runs it; a config error prints the errors and exits 1."""
+
+from __future__ import annotations
+
+import sys
+
+from config import ConfigError, load_environment, placement
+
+
+def main(argv: list[str] | None = None) -> int:
+    names = argv if argv is not None else sys.argv[1:]
+    if not names:
+        print("usage: python -m config ENV [ENV...]", file=sys.stderr)
+        return 2
+    for name in names:
+        try:
+            env = load_environment(name)
+        except ConfigError as err:
+            print(err.render(), file=sys.stderr)
+            return 1
+        print(placement.render_table(env))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""The add-on pods the platform runs besides the Ray workloads: their sizes and scheduling.
+
+The CDK constructs (constructs/kuberay.py, constructs/hyperpod_dependencies.py) write these into
+chart values and manifests, and the placement check (config/placement.py) places the same pods,
+so both read them from here. Pure values: importable without aws_cdk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from config.names import HYPERPOD_HEALTH_LABEL, INSTANCE_TYPE_LABEL
+
+# One operator reconciles every RayCluster/RayJob/RayService of the platform: a few dozen objects.
+# 100m/512Mi is the chart's own request; the limits leave headroom for reconcile bursts when
+# HyperPod replaces nodes and many pods restart at once.
+KUBERAY_RESOURCES = {
+    "requests": {"cpu": "100m", "memory": "512Mi"},
+    "limits": {"cpu": "1", "memory": "1Gi"},
+}
+# Device plugins are tiny gRPC servers; these bound them without starving the kubelet.
+DEVICE_PLUGIN_RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}}
+# The agent's documented sizing (AWS's chart): 500m / 512Mi, requests equal to limits.
+HEALTH_MONITORING_AGENT_RESOURCES = {
+    "requests": {"cpu": "500m", "memory": "512Mi"},
+    "limits": {"cpu": "500m", "memory": "512Mi"},
+}
+# The Ray autoscaler container KubeRay adds to a head pod when enableInTreeAutoscaling is on
+# (KubeRay v1.7 ray-operator/controllers/ray/common/pod.go, BuildAutoscalerContainer).
+RAY_AUTOSCALER_SIDECAR_RESOURCES = {
+    "requests": {"cpu": "500m", "memory": "512Mi"},
+    "limits": {"cpu": "500m", "memory": "512Mi"},
+}
+
+# EKS add-ons this app installs (constructs/eks_cluster.py), as their default manifests request.
+# Add-ons whose requests are not known offline are counted as pods with no requests: they take a
+# pod slot of every node and nothing else is assumed.
+_EVERY_NODE = [{"operator": "Exists"}]
+EKS_ADDON_DAEMONSETS: dict[str, dict[str, Any]] = {
+    # aws-vpc-cni chart values: resources.requests.cpu 25m; tolerates every taint.
+    "aws-node (vpc-cni)": {"requests": {"cpu": "25m"}},
+    # The EKS kube-proxy add-on's DaemonSet requests 100m of CPU; tolerates every taint.
+    "kube-proxy": {"requests": {"cpu": "100m"}},
+    "eks-pod-identity-agent": {},
+    "fsx-csi-node (aws-fsx-csi-driver)": {},
+}
+# CoreDNS (EKS add-on): two replicas of 100m / 70Mi (the upstream CoreDNS deployment's
+# requests), on the system nodes (HyperPod nodes carry no label it would select, and
+# the placement check keeps it where the platform expects it).
+COREDNS_REPLICAS = 2
+COREDNS_RESOURCES = {"requests": {"cpu": "100m", "memory": "70Mi"}, "limits": {"memory": "170Mi"}}
+
+
+def every_node_tolerations() -> list[dict[str, str]]:
+    return [dict(t) for t in _EVERY_NODE]
+
+
+def instance_type_affinity(instance_types: Sequence[str]) -> dict[str, Any]:
+    """Required node affinity: only nodes whose instance type is one of ``instance_types``."""
+    if not instance_types:
+        raise ValueError("a device-plugin affinity needs at least one instance type")
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": sorted(instance_types)}]}
+                ]
+            }
+        }
+    }
+
+
+def hyperpod_node_tolerations() -> list[dict[str, str]]:
+    """Tolerations for agents that must run on HyperPod nodes whatever their health status."""
+    return [
+        # HyperPod taints nodes under health checks or being replaced; the agents must stay.
+        # (every effect, NoExecute included).
+        {"key": HYPERPOD_HEALTH_LABEL, "operator": "Exists"},
+        # Any NoSchedule taint: nvidia.com/gpu, vpc.amazonaws.com/efa and the instance-group
+        # taints from config (for example a 'workload' taint on serving groups).
+        {"operator": "Exists", "effect": "NoSchedule"},
+    ]
+
+
+# The health monitoring agent runs everywhere on the GPU nodes, whatever taint HyperPod or the
+# config puts on them.
+HEALTH_MONITORING_AGENT_TOLERATIONS = [
+    {"operator": "Exists", "effect": "NoSchedule"},
+    {"operator": "Exists", "effect": "NoExecute"},
+]

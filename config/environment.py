@@ -1,0 +1,151 @@
+"""The whole environment: every section, and the rules that tie sections together.
+
+Each section validates its own values where they are defined. Rules that need more than one
+section run here, at load time, through one pattern: ``CROSS_CHECKS``, functions of the whole
+environment that return one line per problem, so that independent mistakes are reported together.
+The placement check (every pod fits its node pool, config/placement.py) runs last, once the
+sections it reads are known to be consistent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import Field, field_validator, model_validator
+
+from config import catalog, placement, versions
+from config.base import Frozen
+from config.eks import Eks
+from config.fields import PREFIX_RE, AccountId, RegionName
+from config.hyperpod import HyperPod
+from config.inference import Inference
+from config.network import Network
+from config.storage import Fsx, Storage
+from config.tags import REQUIRED_TAGS, Tags
+from config.training import Training
+
+
+class EnvironmentConfig(Frozen):
+    name: str
+    account: AccountId
+    region: RegionName
+    name_prefix: str
+    production: bool = False
+    tags: Tags
+    network: Network
+    eks: Eks = Field(default_factory=Eks)
+    hyperpod: HyperPod
+    fsx: Fsx = Field(default_factory=Fsx)
+    storage: Storage = Field(default_factory=Storage)
+    training: Training = Field(default_factory=Training)
+    inference: Inference = Field(default_factory=Inference)
+
+    @field_validator("name_prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        if not PREFIX_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not a valid name prefix; allowed: 3-24 lowercase letters, digits and "
+                "hyphens, starting with a letter"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self) -> "EnvironmentConfig":
+        errors: list[str] = []
+        for check in CROSS_CHECKS:
+            errors.extend(check(self))
+        if not errors:
+            # Pods are built from the sections above; placing them needs those to be consistent.
+            errors.extend(placement.check_against(self))
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
+
+    def _environment_errors(self) -> list[str]:
+        """Rules that tie the top-level values (tags, names, region) to the sections."""
+        errors: list[str] = []
+        if self.production:
+            missing = [t for t in REQUIRED_TAGS if not self.tags.as_dict().get(t)]
+            if missing:
+                errors.append(f"tags: production environments require {', '.join(missing)}")
+        for name in self.bucket_names().values():
+            if len(name) > 63:
+                errors.append(
+                    f"name_prefix: generated bucket name {name!r} is {len(name)} characters; "
+                    "S3 allows at most 63 (shorten name_prefix)"
+                )
+        for z in self.network.availability_zones:
+            if not z.name.startswith(self.region):
+                errors.append(
+                    f"network.availability_zones: {z.name!r} is not an AZ of region {self.region}"
+                )
+        hp_az_ids = {s.az_id for s in self.network.hyperpod_subnets}
+        for i, g in enumerate(self.hyperpod.instance_groups):
+            if g.subnet_az_id is not None and g.subnet_az_id not in hp_az_ids:
+                errors.append(
+                    f"hyperpod.instance_groups[{i}].subnet_az_id: {g.subnet_az_id!r} has no HyperPod "
+                    f"subnet; configured AZ IDs: {', '.join(sorted(hp_az_ids))}"
+                )
+        return errors
+
+    def _eks_errors(self) -> list[str]:
+        """Rules that tie the EKS section to the rest of the environment."""
+        errors: list[str] = []
+        if self.production:
+            for cidr in self.eks.public_access_cidrs:
+                if cidr.endswith("/0"):
+                    errors.append(
+                        f"eks.public_access_cidrs: {cidr} opens the production EKS endpoint to the "
+                        "whole internet; list the operators' CIDR blocks instead"
+                    )
+        if self.region not in versions.HEALTH_MONITORING_AGENT_REGISTRIES:
+            errors.append(
+                f"region: AWS publishes the HyperPod health monitoring agent image in "
+                f"{', '.join(sorted(versions.HEALTH_MONITORING_AGENT_REGISTRIES))}, not in {self.region}"
+            )
+        return errors
+
+    # Derived EKS values ---------------------------------------------------------------------
+
+    def gpu_device_plugin_instance_types(self) -> list[str]:
+        """Instance types the NVIDIA device plugin and the health monitoring agent run on: the
+        explicit list from config, else the GPU types of this environment's HyperPod groups."""
+        if self.eks.gpu_device_plugin_instance_types:
+            return sorted(self.eks.gpu_device_plugin_instance_types)
+        return sorted({g.instance_type for g in self.hyperpod.instance_groups if g.is_gpu})
+
+    def efa_device_plugin_instance_types(self) -> list[str]:
+        """Instance types with EFA among this environment's HyperPod groups (and the GPU list)."""
+        efa = set(catalog.efa_instance_types())
+        types = {g.instance_type for g in self.hyperpod.instance_groups} | set(self.gpu_device_plugin_instance_types())
+        return sorted(t for t in types if t in efa)
+
+    # Derived names --------------------------------------------------------------------------
+
+    def bucket_names(self) -> dict[str, str]:
+        suffix = f"{self.account}-{self.region}"
+        return {
+            "checkpoints": f"{self.name_prefix}-checkpoints-{suffix}",
+            "access_logs": f"{self.name_prefix}-access-logs-{suffix}",
+            # 'sagemaker-' prefix: AWS's managed HyperPod instance policy can read such buckets.
+            "lifecycle_scripts": f"sagemaker-{self.name_prefix}-lifecycle-{suffix}",
+        }
+
+    @property
+    def hyperpod_cluster_name(self) -> str:
+        return f"{self.name_prefix}-hyperpod"
+
+    @property
+    def eks_cluster_name(self) -> str:
+        return f"{self.name_prefix}-eks"
+
+
+# Rules across sections, in the order their messages are reported. Training and inference own
+# their rules (check_against in config/training.py, config/inference.py).
+CROSS_CHECKS: tuple[Callable[[EnvironmentConfig], list[str]], ...] = (
+    EnvironmentConfig._environment_errors,
+    EnvironmentConfig._eks_errors,
+    lambda env: env.training.check_against(env),
+    lambda env: env.inference.check_against(env),
+)

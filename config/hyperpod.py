@@ -1,0 +1,201 @@
+"""The `hyperpod:` section: the HyperPod cluster and its instance groups."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from config import catalog
+from config.base import Frozen
+from config.fields import AzId, k8s_key_problem, k8s_value_problem
+
+DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
+# AWS::SageMaker::Cluster schema: InstanceCount 0-6758, VolumeSizeInGB 1-16384.
+MAX_INSTANCES_PER_GROUP = 6758
+EBS_VOLUME_GIB_MIN, EBS_VOLUME_GIB_MAX = 1, 16384
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+GROUP_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+
+
+class Taint(Frozen):
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        problem = k8s_key_problem(v)
+        if problem:
+            raise ValueError(f"taint key {v!r} is not a valid Kubernetes key: {problem}")
+        return v
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, v: str) -> str:
+        problem = k8s_value_problem(v)
+        if problem:
+            raise ValueError(f"taint value {v!r} is not valid: {problem}")
+        return v
+
+
+class InstanceGroup(Frozen):
+    name: str
+    instance_type: str
+    # 0 is allowed: a group can be kept in the cluster with no nodes (e.g. while capacity waits).
+    instance_count: int = Field(ge=0, le=MAX_INSTANCES_PER_GROUP)
+    # 1: multithreading off, the usual choice for GPU training (one thread per physical core).
+    threads_per_core: int = 1
+    # 500 GiB: room for containerd images and kubelet state, which the lifecycle scripts move
+    # onto this volume (/opt/sagemaker); a few large training images fit with space to spare.
+    ebs_volume_gib: int = 500
+    # None: the default for the instance type (see effective_deep_health_checks); [] turns them off.
+    deep_health_checks: list[Literal["InstanceStress", "InstanceConnectivity"]] | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    subnet_az_id: AzId | None = None
+    training_plan_arn: str | None = None
+
+    @field_validator("threads_per_core")
+    @classmethod
+    def _threads(cls, v: int) -> int:
+        if v not in (1, 2):
+            raise ValueError(
+                f"{v} threads per core is not allowed; allowed: 1 (multithreading off) or 2 (on)"
+            )
+        return v
+
+    @field_validator("ebs_volume_gib")
+    @classmethod
+    def _ebs(cls, v: int) -> int:
+        if not EBS_VOLUME_GIB_MIN <= v <= EBS_VOLUME_GIB_MAX:
+            raise ValueError(
+                f"{v} GiB is outside the HyperPod EBS volume size range; allowed: "
+                f"{EBS_VOLUME_GIB_MIN}-{EBS_VOLUME_GIB_MAX} GiB"
+            )
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not GROUP_NAME_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not a HyperPod instance group name; allowed: 1-63 alphanumerics "
+                "and hyphens, starting and ending with an alphanumeric"
+            )
+        return v
+
+    @field_validator("instance_type")
+    @classmethod
+    def _instance_type(cls, v: str) -> str:
+        return catalog.require_enum_value(
+            v, service="sagemaker", shape="ClusterInstanceType", what="a HyperPod instance type"
+        )
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            problem = k8s_key_problem(key)
+            if problem:
+                raise ValueError(f"label key {key!r} is not a valid Kubernetes key: {problem}")
+            problem = k8s_value_problem(value)
+            if problem:
+                raise ValueError(f"label {key}={value!r} has an invalid value: {problem}")
+        return v
+
+    @field_validator("training_plan_arn")
+    @classmethod
+    def _plan(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(
+            r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/[a-zA-Z0-9-]+$", v
+        ):
+            raise ValueError(
+                f"{v!r} is not a SageMaker training plan ARN; expected "
+                "arn:aws:sagemaker:REGION:ACCOUNT:training-plan/NAME"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _health_checks(self) -> "InstanceGroup":
+        if self.deep_health_checks and not (self.is_gpu or self.is_trainium):
+            raise ValueError(
+                f"deep_health_checks {self.deep_health_checks} need a GPU or Trainium instance "
+                f"type; {self.instance_type} has neither (use [] or leave it unset)"
+            )
+        return self
+
+    @property
+    def is_gpu(self) -> bool:
+        # Membership, not instance_spec(): every ClusterInstanceType value must work here, including
+        # CPU families the catalog has no hardware facts for.
+        return self.instance_type in catalog.gpu_instance_types()
+
+    @property
+    def is_trainium(self) -> bool:
+        return catalog.is_trainium(self.instance_type)
+
+    @property
+    def has_efa(self) -> bool:
+        return self.instance_type in catalog.efa_instance_types()
+
+    @property
+    def effective_deep_health_checks(self) -> list[str]:
+        """Configured checks, or the default: on GPU (and Trainium) groups, InstanceStress, plus
+        InstanceConnectivity where the type has EFA (its tests run over the EFA devices)."""
+        if self.deep_health_checks is not None:
+            return list(self.deep_health_checks)
+        if not (self.is_gpu or self.is_trainium):
+            return []
+        return ["InstanceStress", "InstanceConnectivity"] if self.has_efa else ["InstanceStress"]
+
+
+MAX_INSTANCE_GROUPS = 100
+
+
+class HyperPod(Frozen):
+    # Automatic: HyperPod reboots or replaces a node that fails its health checks.
+    node_recovery: Literal["Automatic", "None"] = "Automatic"
+    # Continuous (EKS orchestrator only): scaling requests per group run in parallel and failed
+    # launches are retried instead of failing the whole update. Required here: the platform
+    # encrypts the HyperPod EBS volumes with its customer-managed KMS key, which HyperPod
+    # supports only in Continuous mode (SageMaker HyperPod docs, "Customer managed AWS KMS key
+    # encryption for SageMaker HyperPod").
+    node_provisioning_mode: Literal["Continuous"] | None = "Continuous"
+    instance_groups: list[InstanceGroup] = Field(min_length=1)
+
+    @field_validator("node_provisioning_mode")
+    @classmethod
+    def _mode(cls, v: str | None) -> str | None:
+        if v is None:
+            raise ValueError(
+                "null (the standard provisioning mode) is not allowed: the HyperPod EBS volumes are "
+                "encrypted with the platform's customer-managed KMS key, which HyperPod supports "
+                "only with NodeProvisioningMode Continuous; allowed: Continuous"
+            )
+        return v
+
+    @field_validator("instance_groups")
+    @classmethod
+    def _groups(cls, v: list[InstanceGroup]) -> list[InstanceGroup]:
+        if len(v) > MAX_INSTANCE_GROUPS:
+            raise ValueError(
+                f"{len(v)} instance groups given; a HyperPod cluster allows at most "
+                f"{MAX_INSTANCE_GROUPS}"
+            )
+        names = [g.name for g in v]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"instance group names must be unique; repeated: {', '.join(dupes)}")
+        return v
+
+    def group(self, name: str) -> InstanceGroup:
+        for g in self.instance_groups:
+            if g.name == name:
+                return g
+        raise KeyError(
+            f"no HyperPod instance group named {name!r}; known: "
+            + ", ".join(g.name for g in self.instance_groups)
+        )

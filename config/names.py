@@ -1,0 +1,35 @@
+"""Kubernetes names shared by the infrastructure (constructs/) and the Ray workloads (workloads/).
+
+The EKS stack creates the namespace, the service account with its Pod Identity association, the
+FSx claim and the `system` node group; the RayJob and RayServices refer to them. Both sides
+import these, never retype them. Pure values: importable without aws_cdk or Ray.
+"""
+
+from __future__ import annotations
+
+# Namespace and service account of the Ray workloads (RayJob, RayService).
+WORKLOADS_NAMESPACE = "ray-workloads"
+WORKLOADS_SERVICE_ACCOUNT = "ray-workloads"
+# The ReadWriteMany claim bound to the FSx for Lustre file system, and where pods mount it.
+FSX_PVC = "fsx-claim"
+FSX_STORAGE_CLASS = "fsx-lustre-static"
+FSX_MOUNT_PATH = "/fsx"
+# The EKS managed node group for the KubeRay operator, Ray head pods and CoreDNS; EKS labels its
+# nodes with the group's name.
+SYSTEM_NODEGROUP = "system"
+NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
+SYSTEM_NODE_SELECTOR = {NODEGROUP_LABEL: SYSTEM_NODEGROUP}
+# Namespace AWS requires for HyperPod's agents and permissions (it "cannot be modified").
+HYPERPOD_NAMESPACE = "aws-hyperpod"
+# The KubeRay operator's namespace.
+KUBERAY_NAMESPACE = "kuberay-system"
+# Labels on every node (kubelet) and on HyperPod's nodes (HyperPod); only nodes HyperPod reports
+# healthy are schedulable for Ray workers.
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+HYPERPOD_HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+HYPERPOD_HEALTHY = "Schedulable"
+# HyperPod's own label with the instance group's name on each of its nodes.
+HYPERPOD_INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
+# Extended resources the device plugins advertise.
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"

@@ -1,0 +1,114 @@
+"""The `network:` section: the VPC, its subnets and the HyperPod subnets."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from pydantic import Field, field_validator, model_validator
+
+from config import catalog
+from config.base import Frozen
+from config.fields import AzId, cidr_block
+
+class AvailabilityZone(Frozen):
+    """An AZ by name and by ID. Names map to IDs differently in each account; IDs do not."""
+
+    name: str
+    id: AzId
+
+
+class HyperPodSubnet(Frozen):
+    """One HyperPod subnet, pinned by AZ ID, inside a HyperPod secondary CIDR block."""
+
+    az_id: AzId
+    cidr: str
+
+    _check_cidr = field_validator("cidr")(classmethod(lambda cls, v: cidr_block(v)))
+
+
+class Network(Frozen):
+    vpc_cidr: str
+    # /24 public subnets: they hold only NAT gateways and load balancers.
+    public_subnet_mask: int = Field(default=24, ge=16, le=28)
+    # /20 private subnets: EKS pods take VPC IPs (vpc-cni), 4091 addresses per AZ.
+    private_subnet_mask: int = Field(default=20, ge=16, le=28)
+    availability_zones: list[AvailabilityZone] = Field(min_length=2)
+    # None: one NAT gateway in non-production, one per AZ in production.
+    nat_gateways: int | None = Field(default=None, ge=0)
+    hyperpod_cidr_blocks: list[str] = Field(min_length=1, max_length=4)
+    hyperpod_subnets: list[HyperPodSubnet] = Field(min_length=1)
+    # Closed network: interface endpoints for every AWS API the nodes call.
+    closed_network: bool = False
+    flow_log_retention_days: int = 90
+
+    _check_vpc = field_validator("vpc_cidr")(classmethod(lambda cls, v: cidr_block(v)))
+
+    @field_validator("hyperpod_cidr_blocks")
+    @classmethod
+    def _blocks(cls, v: list[str]) -> list[str]:
+        return [cidr_block(c) for c in v]
+
+    @field_validator("flow_log_retention_days")
+    @classmethod
+    def _retention(cls, v: int) -> int:
+        if v not in catalog.LOG_RETENTION_DAYS:
+            raise ValueError(
+                f"{v} is not a CloudWatch Logs retention period; allowed: "
+                + ", ".join(str(d) for d in catalog.LOG_RETENTION_DAYS)
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _layout(self) -> "Network":
+        errors: list[str] = []
+        vpc = ipaddress.IPv4Network(self.vpc_cidr)
+        blocks = [ipaddress.IPv4Network(b) for b in self.hyperpod_cidr_blocks]
+        named = [("network.vpc_cidr", vpc)] + [
+            (f"network.hyperpod_cidr_blocks[{i}]", b) for i, b in enumerate(blocks)
+        ]
+        for i, (na, a) in enumerate(named):
+            for nb, b in named[i + 1 :]:
+                if a.overlaps(b):
+                    errors.append(f"{na} {a} overlaps {nb} {b}; CIDR blocks of one VPC must not overlap")
+        if self.public_subnet_mask < vpc.prefixlen or self.private_subnet_mask < vpc.prefixlen:
+            errors.append(
+                f"network subnet masks (/{self.public_subnet_mask}, /{self.private_subnet_mask}) "
+                f"must be at least the VPC prefix /{vpc.prefixlen}"
+            )
+        else:
+            needed = len(self.availability_zones) * (
+                2 ** (32 - self.public_subnet_mask) + 2 ** (32 - self.private_subnet_mask)
+            )
+            if needed > vpc.num_addresses:
+                errors.append(
+                    f"network.vpc_cidr {vpc} has {vpc.num_addresses} addresses but "
+                    f"{len(self.availability_zones)} AZs of /{self.public_subnet_mask} public and "
+                    f"/{self.private_subnet_mask} private subnets need {needed}"
+                )
+        az_ids = [z.id for z in self.availability_zones]
+        if len(set(az_ids)) != len(az_ids):
+            errors.append(f"network.availability_zones has a repeated AZ ID: {az_ids}")
+        seen: list[tuple[str, ipaddress.IPv4Network]] = []
+        for i, s in enumerate(self.hyperpod_subnets):
+            net = ipaddress.IPv4Network(s.cidr)
+            field = f"network.hyperpod_subnets[{i}].cidr"
+            if not any(net.subnet_of(b) for b in blocks):
+                errors.append(
+                    f"{field} {net} is not inside any of network.hyperpod_cidr_blocks "
+                    f"({', '.join(self.hyperpod_cidr_blocks)})"
+                )
+            for other_field, other in seen:
+                if net.overlaps(other):
+                    errors.append(f"{field} {net} overlaps {other_field} {other}")
+            seen.append((field, net))
+        hp_ids = [s.az_id for s in self.hyperpod_subnets]
+        if len(set(hp_ids)) != len(hp_ids):
+            errors.append(f"network.hyperpod_subnets must have one subnet per AZ ID; got {hp_ids}")
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
+
+    def nat_gateway_count(self, *, production: bool) -> int:
+        if self.nat_gateways is not None:
+            return self.nat_gateways
+        return len(self.availability_zones) if production else 1

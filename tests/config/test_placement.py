@@ -1,0 +1,314 @@
+"""Placement: node pools from config, every pod of the platform on the pool it selects, as
+configured and in the worst transients; the faults of issue 18 it found (2, 3, 4, 11c)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from config import ConfigError, catalog, load_environment, parse_environment, placement
+from config.loader import CONFIG_DIR
+from config.placement import Pod, Pool, cpu_millis, memory_mib, place, pod_from_spec, selects
+
+ENVS = ("dev", "staging", "prod")
+
+
+def data_of(env: str) -> dict:
+    data = yaml.safe_load((CONFIG_DIR / f"{env}.yaml").read_text())
+    data["name"] = env
+    return data
+
+
+def errors_of(env: str, mutate) -> list[str]:
+    data = data_of(env)
+    mutate(data)
+    with pytest.raises(ConfigError) as info:
+        parse_environment(data, source=f"{env}.yaml")
+    return info.value.errors
+
+
+# --- What a node offers: the EKS AMI's formulas ---------------------------------------------
+
+
+def test_kube_reserved_cpu_follows_the_eks_ami_bands():
+    # 6 % of the first core, 1 % of the second, 0.5 % of cores 3-4, 0.25 % of the rest.
+    assert [catalog.kube_reserved_cpu_millis(n) for n in (1, 2, 4, 8, 48, 192)] == [60, 70, 80, 90, 190, 550]
+
+
+def test_kube_reserved_memory_and_max_pods():
+    # m7i.xlarge: 4 ENIs x 15 IPv4 -> 4 x 14 + 2 = 58 pods; 11 MiB each + 255 MiB.
+    assert catalog.max_pods("m7i.xlarge") == 58
+    assert catalog.kube_reserved_memory_mib(58) == 893
+    # HyperPod types use their EC2 counterpart's ENIs: p5.48xlarge's default card has 2 x 50.
+    assert catalog.max_pods("ml.p5.48xlarge") == 100
+    with pytest.raises(KeyError, match="no ENI limits for instance type 'x1.large'"):
+        catalog.max_pods("x1.large")
+
+
+def test_allocatable_of_a_system_node():
+    a = catalog.node_allocatable("m7i.xlarge")
+    # 16 GiB less the VM overhead (7.5 %), kube-reserved (893 MiB) and evictionHard (100 MiB).
+    assert (a.cpu_millis, a.capacity_memory_mib, a.memory_mib, a.pods) == (3920, 15155, 15155 - 893 - 100, 58)
+
+
+def test_threads_per_core_1_halves_the_vcpus():
+    spec = catalog.instance_spec("ml.g5.12xlarge")
+    assert (spec.vcpus_at(1), spec.vcpus_at(2)) == (24, 48)
+    assert catalog.node_allocatable("ml.g5.12xlarge", threads_per_core=1).capacity_cpu_millis == 24000
+    # Grace has one thread per core whatever the setting.
+    assert catalog.instance_spec("ml.p6e-gb200.36xlarge").vcpus_at(2) == 144
+
+
+# --- Generic pods ----------------------------------------------------------------------------
+
+
+def test_quantities():
+    assert [cpu_millis(q) for q in ("500m", "2", 1.5, "0.1")] == [500, 2000, 1500, 100]
+    assert [memory_mib(q) for q in ("512Mi", "16Gi", "1G", "1048576")] == [512, 16384, 954, 1]
+    with pytest.raises(ValueError, match="'12Gb' is not a Kubernetes memory quantity"):
+        memory_mib("12Gb")
+
+
+def test_pod_from_spec_reads_what_the_scheduler_reads():
+    pod = pod_from_spec("p", {
+        "nodeSelector": {"a": "b"},
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "t", "operator": "In", "values": ["x", "y"]}]}]}}},
+        "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+        # Requests default to limits; an init container counts when it is larger.
+        "containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "2"}}},
+                       {"resources": {"requests": {"cpu": "250m"}}}],
+        "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}],
+    }, replicas=3)
+    assert (pod.cpu_millis, pod.memory_mib, pod.gpus, pod.replicas) == (2000, 1024, 2, 3)
+    assert pod.node_selector == {"a": "b"}
+    assert pod.affinity == ((("t", "In", ("x", "y")),),)
+    assert pod.tolerations == (("k", "Exists", None, "NoSchedule"),)
+
+
+def _pool(**kw) -> Pool:
+    base = dict(name="p", instance_type="ml.g5.12xlarge", nodes=1,
+                allocatable=catalog.Allocatable(4000, 8192, 3, 4000, 8192), gpus=4, efa=0,
+                labels={"t": "x"}, taints=())
+    return Pool(**{**base, **kw})
+
+
+def test_selection_by_labels_affinity_and_taints():
+    tainted = _pool(taints=(("workload", "ray-serve", "NoSchedule"),))
+    plain = Pod("plain", 1, 1)
+    assert selects(plain, _pool()) and not selects(plain, tainted)
+    assert selects(Pod("t", 1, 1, tolerations=(("workload", "Equal", "ray-serve", "NoSchedule"),)), tainted)
+    assert not selects(Pod("t", 1, 1, tolerations=(("workload", "Equal", "other", "NoSchedule"),)), tainted)
+    assert selects(Pod("any", 1, 1, tolerations=((None, "Exists", None, None),)), tainted)
+    # A PreferNoSchedule taint does not keep a pod off.
+    assert selects(plain, _pool(taints=(("soft", "", "PreferNoSchedule"),)))
+    assert not selects(Pod("s", 1, 1, node_selector={"t": "y"}), _pool())
+    assert selects(Pod("a", 1, 1, affinity=((("t", "In", ("x",)),),)), _pool())
+    assert not selects(Pod("a", 1, 1, affinity=((("t", "NotIn", ("x",)),),)), _pool())
+
+
+def test_pod_count_cpu_and_gpus_are_limits():
+    pool = _pool()  # 3 pods, 4 CPUs, 4 GPUs
+    assert place([pool], [Pod("small", 10, 10, replicas=3)]).misfits == []
+    (misfit,) = place([pool], [Pod("small", 10, 10, replicas=4)]).misfits
+    assert misfit.startswith("placement (as configured): pod 'small' does not fit node pool 'p' (1 x "
+                             "ml.g5.12xlarge, 3 of 4 placed)")
+    assert misfit.endswith("the most left on one node is cpu 3.97, memory 8.0Gi, nvidia.com/gpu 4, pods 0")
+    assert place([pool], [Pod("gpus", 10, 10, gpus=2, replicas=3)]).misfits != []
+    assert place([pool], [Pod("cpu", 4001, 10)]).misfits != []
+
+
+def test_daemonsets_take_every_node_they_select_first():
+    pool = _pool(nodes=2)
+    result = place([pool], [Pod("worker", 3500, 10, replicas=2), Pod("ds", 600, 10, daemonset=True)])
+    assert [sorted(n.placed) for n in result.nodes] == [["ds"], ["ds"]]
+    assert len(result.misfits) == 1 and "pod 'worker'" in result.misfits[0]
+
+
+def test_a_pod_no_pool_selects():
+    (misfit,) = place([_pool()], [Pod("lost", 1, 1, node_selector={"t": "nope"})]).misfits
+    assert misfit == ("placement (as configured): pod 'lost' selects no node pool (nodeSelector {'t': 'nope'}, "
+                      "0 node-affinity term(s), 0 toleration(s)); pools: p")
+
+
+# --- The platform's pods, as rendered --------------------------------------------------------
+
+
+def _kuberay_pods(manifest: dict) -> list[Pod]:
+    """The pods KubeRay creates from a RayJob or RayService: head (plus the autoscaler container
+    it adds when in-tree autoscaling is on), workers at their maximum, the RayJob's submitter."""
+    from config import addons
+
+    spec = manifest["spec"]
+    cluster = spec.get("rayClusterSpec") or spec["rayClusterConfig"]
+    head = dict(cluster["headGroupSpec"]["template"]["spec"])
+    if cluster.get("enableInTreeAutoscaling"):
+        head["containers"] = head["containers"] + [{"resources": addons.RAY_AUTOSCALER_SIDECAR_RESOURCES}]
+    pods = [pod_from_spec("head", head)]
+    pods += [pod_from_spec("worker", wg["template"]["spec"], replicas=wg["maxReplicas"])
+             for wg in cluster["workerGroupSpecs"]]
+    if "submitterPodTemplate" in spec:
+        pods.append(pod_from_spec("submitter", spec["submitterPodTemplate"]["spec"]))
+    return pods
+
+
+def _rendered(env) -> list[tuple[str, Pod]]:
+    from workloads.inference.manifest import render as render_service, render_llm
+    from workloads.training.manifest import render as render_job
+
+    out = [(f"RayJob train-{env.training.run_name}", p) for p in _kuberay_pods(render_job(env))]
+    out += [(f"RayService {env.name_prefix}-{env.inference.app_name}", p) for p in _kuberay_pods(render_service(env))]
+    if env.inference.llm.enabled:
+        out += [(f"RayService {env.name_prefix}-llm", p) for p in _kuberay_pods(render_llm(env))]
+    return out
+
+
+def _scheduling(pod: Pod) -> tuple:
+    return (pod.cpu_millis, pod.memory_mib, pod.gpus, pod.efa, dict(pod.node_selector), pod.affinity,
+            set(pod.tolerations), pod.replicas)
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_the_checked_pods_are_the_rendered_pods(name):
+    env = load_environment(name)
+    checked = {p.name: p for p in placement.platform_pods(env)}
+    rendered = _rendered(env)
+    # RayJob: head, workers, submitter; each RayService: head, workers.
+    assert len(rendered) == 5 + 2 * env.inference.llm.enabled
+    for workload, pod in rendered:
+        assert _scheduling(pod) == _scheduling(checked[f"{workload} {pod.name}"]), f"{workload} {pod.name}"
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_the_addon_pods_are_the_ones_the_constructs_write(name):
+    from constructs import hyperpod_dependencies as deps
+    from constructs.kuberay import kuberay_operator_values
+
+    env = load_environment(name)
+    checked = {p.name: p for p in placement.platform_pods(env)}
+    (agent,) = [m for m in deps.health_monitoring_agent_manifests(env) if m["kind"] == "DaemonSet"]
+    written = {
+        "health-monitoring-agent": pod_from_spec("x", agent["spec"]["template"]["spec"], daemonset=True),
+        # The charts put these values into their pod templates (the charts' own tests check it).
+        "nvidia-device-plugin": pod_from_spec("x", {**deps.nvidia_device_plugin_values(env),
+                                                    "containers": [{"resources": deps.DEVICE_PLUGIN_RESOURCES}]},
+                                              daemonset=True),
+        "kuberay-operator": pod_from_spec("x", {**kuberay_operator_values(env.eks),
+                                                "containers": [{"resources": kuberay_operator_values(env.eks)["resources"]}]}),
+    }
+    for pod_name, pod in written.items():
+        c = checked[pod_name]
+        assert (pod.cpu_millis, pod.memory_mib, dict(pod.node_selector), pod.affinity, set(pod.tolerations)) == (
+            c.cpu_millis, c.memory_mib, dict(c.node_selector), c.affinity, set(c.tolerations)), pod_name
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_every_environment_places_every_pod(name):
+    env = load_environment(name)
+    assert placement.check_against(env) == []
+    results = placement.situations(env)
+    assert [r.situation for r in results][:2] == ["as configured", "RayService upgrade"]
+    assert all(r.misfits == [] for r in results)
+
+
+# --- The faults ------------------------------------------------------------------------------
+
+
+def test_ray_heads_fit_a_dev_system_node():
+    # Fault 18.2: heads asked for 4 CPU / 16Gi; an m7i.xlarge offers 3.92 CPU / 13.8 GiB.
+    env = load_environment("dev")
+    node = placement.system_pool(env.eks).allocatable
+    heads = [p for w, p in _rendered(env) if p.name == "head"]
+    assert len(heads) == 2
+    for head in heads:
+        assert head.cpu_millis <= node.cpu_millis and head.memory_mib <= node.memory_mib
+
+
+def test_training_workers_ask_for_the_vcpus_threads_per_core_leaves():
+    # Fault 18.3: dev's ml.g5.12xlarge with threads_per_core 1 has 24 vCPUs, not the catalog's 48.
+    env = load_environment("dev")
+    assert env.hyperpod.group("gpu-workers").threads_per_core == 1
+    (worker,) = [p for w, p in _rendered(env) if w.startswith("RayJob") and p.name == "worker"]
+    node = catalog.node_allocatable("ml.g5.12xlarge", threads_per_core=1)
+    assert worker.cpu_millis <= node.cpu_millis < 24000
+
+
+def test_p5_workers_ask_for_no_more_memory_than_the_node_offers():
+    # Fault 18.4: 2016Gi asked of an ml.p5.48xlarge whose allocatable is about 1893 GiB.
+    env = load_environment("prod")
+    (worker,) = [p for w, p in _rendered(env) if w.startswith("RayJob") and p.name == "worker"]
+    free_cpu, free_mem = placement.free_per_node(env, env.hyperpod.group("train-p5"))
+    assert worker.memory_mib <= free_mem < catalog.node_allocatable("ml.p5.48xlarge").memory_mib
+    assert worker.cpu_millis <= free_cpu
+    assert (worker.gpus, worker.efa) == (8, 32)
+
+
+def test_training_and_serving_must_fit_their_shared_group_at_once():
+    # Fault 18.11c: dev's training filled gpu-workers, leaving no GPU for the generation service.
+    errors = errors_of("dev", lambda d: d["training"].pop("num_workers"))
+    assert errors[0] == (
+        "placement (as configured): pod 'RayService hpray-dev-generate worker' does not fit node pool "
+        "'gpu-workers' (2 x ml.g5.12xlarge, 0 of 2 placed): it requests cpu 3, memory 42.0Gi, "
+        "nvidia.com/gpu 1; a node's allocatable is cpu 23.87, memory 169.3Gi, pods 737, nvidia.com/gpu 4, "
+        "vpc.amazonaws.com/efa 1; the most left on one node is cpu 0.225, memory 0.8Gi, nvidia.com/gpu 0, "
+        "pods 729"
+    )
+
+
+def test_a_node_replacement_must_leave_room_for_the_services_minimum():
+    # Training on one whole node and serving on the other fit until HyperPod replaces the
+    # serving node: the service's one replica then finds no GPU.
+    errors = errors_of("dev", lambda d: d["training"].update(num_workers=4))
+    assert len(errors) == 1
+    assert errors[0].startswith(
+        "placement (HyperPod replacing a node of gpu-workers): pod 'RayService hpray-dev-generate worker' "
+        "does not fit node pool 'gpu-workers' (1 x ml.g5.12xlarge, 0 of 1 placed)")
+
+
+def test_a_rayservice_upgrade_must_fit_the_system_nodes():
+    # Staging on two m7i.xlarge: five Ray heads during an upgrade of both services do not fit.
+    def mutate(d):
+        d["eks"]["system_nodes"] = {"instance_type": "m7i.xlarge", "desired_size": 2, "min_size": 2, "max_size": 4}
+
+    errors = errors_of("staging", mutate)
+    assert errors == [
+        "placement (RayService upgrade): pod 'RayJob train-gpt-bytes head' does not fit node pool 'system' "
+        "(2 x m7i.xlarge, 0 of 1 placed): it requests cpu 1, memory 4.0Gi; a node's allocatable is cpu 3.92, "
+        "memory 13.8Gi, pods 58; the most left on one node is cpu 0.795, memory 4.8Gi, pods 52"
+    ]
+
+
+def test_system_type_without_facts_is_a_clear_error():
+    errors = errors_of("dev", lambda d: d["eks"]["system_nodes"].update(instance_type="c7g.xlarge"))
+    assert errors == [
+        "eks.system_nodes.instance_type: no hardware facts for instance type 'c7g.xlarge' in "
+        "config/catalog.py; add its vCPUs, memory and ENI limits to config/catalog.py and "
+        "config/eni_limits.json (the placement check needs them)"
+    ]
+
+
+def test_make_synth_prints_the_placement_table():
+    out = subprocess.run([sys.executable, "-m", "config", "dev"], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "Placement of dev: every pod on the node pool it selects (used / allocatable)"
+    assert "  [as configured] gpu-workers (2 x ml.g5.12xlarge): cpu 18.29 / 47.74, memory 169.1Gi / 338.7Gi, gpus 4 / 8" in lines
+    bad = subprocess.run([sys.executable, "-m", "config", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 1 and "unknown environment 'nope'" in bad.stderr and bad.stdout == ""
+
+
+def test_rendered_chart_pods_take_the_place_of_the_built_ones():
+    # How the Helm chart renderer feeds its pods: a DaemonSet too large for a GPU node's left-over
+    # CPU (prod's training workers take every CPU the DaemonSets leave) is reported by name.
+    env = load_environment("prod")
+    spec = {"containers": [{"resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}],
+            "tolerations": [{"operator": "Exists"}]}
+    big = pod_from_spec("nvidia-device-plugin", spec, daemonset=True)
+    problems = placement.check_against(env, [big])
+    assert problems[0].startswith("placement (as configured): pod 'RayJob train-gpt-bytes worker' does not fit "
+                                  "node pool 'train-p5'")
+    assert placement.check_against(env, [pod_from_spec("nvidia-device-plugin", {
+        "containers": [{"resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}}],
+        "tolerations": [{"operator": "Exists"}]}, daemonset=True)]) == []
