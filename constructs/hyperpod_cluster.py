@@ -27,6 +27,7 @@ from constructs import Construct, IConstruct
 
 from config.model import HyperPod, InstanceGroup
 from constructs.compliance import acknowledge
+from constructs.flows import ENI_ACTIONS
 from constructs.lifecycle_scripts import LifecycleScripts, nag_env
 
 # AWS managed policy for HyperPod cluster instances (CloudWatch logs/metrics under
@@ -36,15 +37,6 @@ INSTANCE_ROLE_MANAGED_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 # What the EKS orchestrator needs on the nodes beyond the managed policy (HyperPod EKS execution
 # role, AWS docs and AWS's reference templates): the VPC CNI manages ENIs and secondary IPs in
 # the HyperPod subnets, the kubelet pulls images from ECR, the Pod Identity agent exchanges tokens.
-ENI_ACTIONS = (
-    "ec2:AssignPrivateIpAddresses",
-    "ec2:CreateNetworkInterfacePermission",
-    "ec2:DeleteNetworkInterface",
-    "ec2:DeleteNetworkInterfacePermission",
-    "ec2:DetachNetworkInterface",
-    "ec2:ModifyNetworkInterfaceAttribute",
-    "ec2:UnassignPrivateIpAddresses",
-)
 EC2_DESCRIBE_ACTIONS = (
     "ec2:DescribeDhcpOptions",
     "ec2:DescribeNetworkInterfaces",
