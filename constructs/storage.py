@@ -58,6 +58,10 @@ class PlatformBuckets(Construct):
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
+        # Outside production the buckets are destroyed with the stack; they are versioned, so
+        # CloudFormation could not delete them while any object version is left: empty them first.
+        # Production keeps RETAIN and never empties anything.
+        empty_on_delete = removal_policy == RemovalPolicy.DESTROY
         # Server access logs cannot be delivered to an SSE-KMS bucket: SSE-S3 here.
         self.access_logs = s3.Bucket(
             self,
@@ -66,6 +70,7 @@ class PlatformBuckets(Construct):
             encryption=s3.BucketEncryption.S3_MANAGED,
             **_HARDENED,
             removal_policy=removal_policy,
+            auto_delete_objects=empty_on_delete,
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="ExpireAccessLogs",
@@ -92,6 +97,7 @@ class PlatformBuckets(Construct):
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix="checkpoints/",
             removal_policy=removal_policy,
+            auto_delete_objects=empty_on_delete,
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="CheckpointHygiene",
@@ -117,6 +123,7 @@ class PlatformBuckets(Construct):
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix="lifecycle-scripts/",
             removal_policy=removal_policy,
+            auto_delete_objects=empty_on_delete,
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="OldScriptVersions",
@@ -129,6 +136,12 @@ class PlatformBuckets(Construct):
             self.lifecycle_scripts,
             ("NIST.800.53.R5-S3BucketReplicationEnabled", "Lifecycle scripts are generated from this repository on every deploy; no replica is needed."),
         )
+
+
+def fsx_s3_service_linked_role_arn(stack: Stack) -> str:
+    """FSx's S3-access service-linked roles of this account (one per file system)."""
+    return (f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/"
+            "s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*")
 
 
 class LustreFileSystem(Construct):
@@ -184,24 +197,32 @@ class LustreFileSystem(Construct):
             ),
         )
         self.data_repository_association.apply_removal_policy(removal_policy)
-        # FSx reaches the bucket through its S3-access service-linked role; the key must let it
-        # use the key for objects in that bucket (the role is created per file system).
+        # FSx reaches the bucket through its S3-access service-linked role
+        # (AWSServiceRoleForFSxS3Access_<file system id>), whose own policy grants no KMS access: the
+        # key policy must name that role as a principal (FSx for Lustre user guide, "Working with
+        # server-side encrypted Amazon S3 buckets",
+        # https://docs.aws.amazon.com/fsx/latest/LustreGuide/s3-server-side-encryption-support.html).
+        # The role's name holds the file system ID, and the file system is encrypted with this same
+        # key, so the ARN cannot be written into the key policy without a dependency cycle. Principal
+        # "*" narrowed by aws:PrincipalArn to FSx's S3 service-linked roles in this account grants the
+        # role directly (an account-root principal would only delegate to IAM), through S3 only, for
+        # this one bucket (bucket keys are on: the encryption context is the bucket ARN, per the same guide).
         stack = Stack.of(self)
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AllowFsxDataRepositoryAccess",
-                principals=[iam.AccountRootPrincipal()],
-                actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:ReEncrypt*", "kms:DescribeKey"],
-                resources=["*"],
-                conditions={
-                    "ArnLike": {
-                        "aws:PrincipalArn": f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/"
-                        "s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"
-                    },
-                    "StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"},
+        statement = iam.PolicyStatement(
+            sid="AllowFsxDataRepositoryAccess",
+            principals=[iam.AnyPrincipal()],
+            actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*", "kms:DescribeKey"],
+            resources=["*"],
+            conditions={
+                "ArnLike": {"aws:PrincipalArn": fsx_s3_service_linked_role_arn(stack)},
+                "StringEquals": {
+                    "kms:CallerAccount": stack.account,
+                    "kms:ViaService": f"s3.{stack.region}.amazonaws.com",
                 },
-            )
+                "StringLike": {"kms:EncryptionContext:aws:s3:arn": bucket.bucket_arn},
+            },
         )
+        key.add_to_resource_policy(statement)
 
     @property
     def mount_name(self) -> str:
