@@ -18,7 +18,6 @@ Reference (pip package ``parliament``, pinned in requirements.in): :func:`resour
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import importlib.util
 import json
@@ -293,12 +292,3 @@ def arn_template(service: str, resource_type: str) -> str:
 def statements_of(document: dict[str, Any] | None, source: str) -> list[Statement]:
     return [Statement(source, s) for s in _as_list((document or {}).get("Statement")) if isinstance(s, dict)]
 
-
-def describe(statement: Statement) -> str:
-    return statement.label
-
-
-__all__ = [
-    "Principal", "Request", "Statement", "Result", "evaluate", "condition_matches", "resource_types",
-    "arn_template", "statements_of", "action_matches", "resource_matches", "fnmatch",
-]
