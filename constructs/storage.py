@@ -241,6 +241,13 @@ class LustreFileSystem(Construct):
             },
         )
         key.add_to_resource_policy(statement)
+        checkov_skip(
+            key,
+            "CKV_AWS_33",
+            "The one '*' principal is narrowed by aws:PrincipalArn to FSx's S3 service-linked roles of this account, "
+            "kms:CallerAccount, kms:ViaService S3 and the checkpoint bucket's encryption context; the role's name holds "
+            "the file system ID, which this key encrypts, so it cannot be named without a cycle.",
+        )
 
     @property
     def mount_name(self) -> str:

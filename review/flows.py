@@ -126,8 +126,7 @@ class Env:
         if r is None:
             return token
         t, p = r.get("Type"), self.props(r)
-        a, acct, region = stack.account, stack.account, stack.region
-        del a
+        acct, region = stack.account, stack.region
         if t == "AWS::S3::Bucket":
             name = self.value(stack, p["BucketName"]) if "BucketName" in p else token
             return {"Ref": name, "Arn": f"arn:aws:s3:::{name}"}.get(att, f"{token}.{att}")
@@ -462,11 +461,10 @@ class Iam:
         if hit is None:
             return None
         s, _, r = hit
-        for rule in (env_p := self.env.props(r)).get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", []):
+        for rule in self.env.props(r).get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", []):
             key = rule.get("ServerSideEncryptionByDefault", {}).get("KMSMasterKeyID")
             if key is not None:
                 return self.env.find_by_attr("AWS::KMS::Key", "Arn", self.env.value(s, key))
-        del env_p
         return None
 
     def flow_log_group(self) -> tuple[Stack, str, dict[str, Any]] | None:
