@@ -117,14 +117,14 @@ def test_s3_locations_come_from_config(synthesized):
     data = config.model_dump()
     data["training"]["data_path"] = "s3://other-bucket/corpus/text"
     data["training"]["storage_path"] = "s3://runs-bucket/runs"
-    data["inference"]["llm"] = {**data["inference"]["llm"], "enabled": True, "model_source": "s3://w/models/llm"}
+    data["inference"]["llm"] = {**data["inference"]["llm"], "enabled": True, "model_source": "s3://weights-bucket/models/llm"}
     changed = type(config).model_validate(data)
     locs = {(x.bucket, x.prefix, x.write, x.source) for x in F.s3_locations(changed)}
     assert locs == {
         (config.bucket_names()["checkpoints"], "checkpoints/", True, "fsx.import_export_prefix"),
         ("other-bucket", "corpus/text/", False, "training.data_path"),
         ("runs-bucket", "runs/", True, "training.storage_path"),
-        ("w", "models/llm/", False, "inference.llm.model_source"),
+        ("weights-bucket", "models/llm/", False, "inference.llm.model_source"),
     }
 
 
