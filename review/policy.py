@@ -281,14 +281,6 @@ def resource_types(action: str) -> dict[str, bool]:
     raise KeyError(f"{action}: no such action in IAM's action table")
 
 
-def arn_template(service: str, resource_type: str) -> str:
-    """IAM's ARN format for a resource type, e.g. ``arn:${Partition}:ec2:${Region}:${Account}:instance/${InstanceId}``."""
-    for r in _iam_definition()[service]["resources"]:
-        if r["resource"] == resource_type:
-            return r["arn"]
-    raise KeyError(f"{service}:{resource_type}: no such resource type")
-
-
 def statements_of(document: dict[str, Any] | None, source: str) -> list[Statement]:
     return [Statement(source, s) for s in _as_list((document or {}).get("Statement")) if isinstance(s, dict)]
 
