@@ -22,6 +22,7 @@ from constructs import Construct
 
 from config import versions
 from config.model import Eks
+from constructs import flows as F
 from constructs.compliance import acknowledge, checkov_skip
 from config.names import SYSTEM_NODEGROUP
 
@@ -113,6 +114,7 @@ class PlatformEksCluster(Construct):
         self._acknowledge_kubectl_provider()
 
         self.system_nodegroup = self._system_nodegroup(private_subnets)
+        self.pool_rules = self._join_node_pools(security_group)
         self.addons = self._addons(file_system_arn)
         self.admin_access_entries = self._admin_access()
 
@@ -141,6 +143,36 @@ class PlatformEksCluster(Construct):
             ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKS_CNI_Policy]", "The VPC CNI on these nodes assigns pod IPs from the VPC (HyperPod requires the VPC CNI); AWS documents this managed policy for it."),
         )
         return nodegroup
+
+    def _join_node_pools(self, shared: ec2.ISecurityGroup) -> list[ec2.CfnSecurityGroupIngress]:
+        """Rules between the two node pools (flows in ``constructs/flows.py``).
+
+        The ``system`` node group has no launch template, so its nodes (and their pods: CoreDNS,
+        the KubeRay operator, the Ray heads) get only the security group EKS creates for the
+        cluster; HyperPod nodes and FSx use the shared group. Both groups allow all outbound.
+        """
+        cluster_group = self.cluster.cluster_security_group_id
+        shared_group = shared.security_group_id
+        specs = [
+            ("SystemFromHyperPodDns", cluster_group, shared_group, "udp", (F.DNS_PORT, F.DNS_PORT),
+             "DNS from HyperPod pods to CoreDNS"),
+            ("SystemFromHyperPodTcp", cluster_group, shared_group, "tcp", F.RAY_NODE_PORTS,
+             "Ray workers to the heads (GCS, raylet, object manager, worker ports), Serve, DNS over TCP"),
+            ("HyperPodFromSystemTcp", shared_group, cluster_group, "tcp", F.RAY_NODE_PORTS,
+             "Ray heads to the workers (raylet, object manager, worker ports) and Serve replicas"),
+            *[
+                (f"LustreFromSystem{lo}", shared_group, cluster_group, "tcp", (lo, hi), f"Lustre {lo}-{hi} from the Ray heads on the system nodes")
+                for lo, hi in F.LUSTRE_PORTS
+            ],
+        ]
+        rules = []
+        for cid, group, peer, protocol, (lo, hi), description in specs:
+            rule = ec2.CfnSecurityGroupIngress(
+                self, cid, group_id=group, source_security_group_id=peer, ip_protocol=protocol,
+                from_port=lo, to_port=hi, description=description,
+            )
+            rules.append(rule)
+        return rules
 
     def _addons(self, file_system_arn: str) -> dict[str, eks.CfnAddon]:
         pins = versions.ADDON_VERSIONS[self.eks_config.kubernetes_version]

@@ -27,6 +27,10 @@ from constructs import Construct, IConstruct
 
 from config.model import HyperPod, InstanceGroup
 from constructs.compliance import acknowledge
+from constructs.flows import ENI_ACTIONS
+
+# ENI actions that IAM's action table says also authorize the instance and security groups.
+ENI_NODE_ACTIONS = ("ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute")
 from constructs.lifecycle_scripts import LifecycleScripts, nag_env
 
 # AWS managed policy for HyperPod cluster instances (CloudWatch logs/metrics under
@@ -36,15 +40,6 @@ INSTANCE_ROLE_MANAGED_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 # What the EKS orchestrator needs on the nodes beyond the managed policy (HyperPod EKS execution
 # role, AWS docs and AWS's reference templates): the VPC CNI manages ENIs and secondary IPs in
 # the HyperPod subnets, the kubelet pulls images from ECR, the Pod Identity agent exchanges tokens.
-ENI_ACTIONS = (
-    "ec2:AssignPrivateIpAddresses",
-    "ec2:CreateNetworkInterfacePermission",
-    "ec2:DeleteNetworkInterface",
-    "ec2:DeleteNetworkInterfacePermission",
-    "ec2:DetachNetworkInterface",
-    "ec2:ModifyNetworkInterfaceAttribute",
-    "ec2:UnassignPrivateIpAddresses",
-)
 EC2_DESCRIBE_ACTIONS = (
     "ec2:DescribeDhcpOptions",
     "ec2:DescribeNetworkInterfaces",
@@ -67,6 +62,7 @@ class HyperPodExecutionRole(Construct):
         subnets: Sequence[ec2.ISubnet],
         security_group: ec2.ISecurityGroup,
         scripts: LifecycleScripts,
+        volume_key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -80,6 +76,9 @@ class HyperPodExecutionRole(Construct):
 
         def ec2_arn(resource: str) -> str:
             return stack.format_arn(service="ec2", resource=resource)
+
+        def ec2_arn_any_account(resource: str) -> str:
+            return stack.format_arn(service="ec2", account="*", resource=resource)
 
         subnet_arns = [ec2_arn(f"subnet/{s.subnet_id}") for s in subnets]
         eni_arn = ec2_arn("network-interface/*")
@@ -95,6 +94,15 @@ class HyperPodExecutionRole(Construct):
                 actions=list(ENI_ACTIONS),
                 resources=[eni_arn],
                 conditions={"ArnEquals": {"ec2:Subnet": subnet_arns}},
+            ),
+            # DetachNetworkInterface and ModifyNetworkInterfaceAttribute also authorize the instance
+            # and the security groups the request touches (IAM's action table, Service Authorization
+            # Reference for EC2); ec2:Subnet does not exist for those resources, so they get their own
+            # statement. HyperPod instances are not in this account's EC2 inventory: any account.
+            iam.PolicyStatement(
+                sid="EniActionsOnNodesAndGroups",
+                actions=list(ENI_NODE_ACTIONS),
+                resources=[ec2_arn_any_account("instance/*"), ec2_arn(f"security-group/{security_group.security_group_id}")],
             ),
             iam.PolicyStatement(
                 sid="TagNewEnis",
@@ -126,6 +134,21 @@ class HyperPodExecutionRole(Construct):
                 conditions={"StringLike": {"s3:prefix": [scripts.key_prefix, f"{scripts.key_prefix}*"]}},
             ),
         ]
+        # Node EBS volumes are encrypted with the platform key: HyperPod creates grants on it for
+        # scale-out, node replacement and software updates (SageMaker developer guide, "Customer
+        # managed AWS KMS key encryption for SageMaker HyperPod",
+        # https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-cmk.html). Grants only for AWS
+        # resources (kms:GrantIsForAWSResource). The key policy's account statement delegates this
+        # to IAM; naming the role in the key policy would make the storage stack depend on this one.
+        statements += [
+            iam.PolicyStatement(
+                sid="EbsVolumeKeyGrants",
+                actions=["kms:CreateGrant"],
+                resources=[volume_key.key_arn],
+                conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
+            ),
+            iam.PolicyStatement(sid="EbsVolumeKeyDescribe", actions=["kms:DescribeKey"], resources=[volume_key.key_arn]),
+        ]
         for statement in statements:
             self.role.add_to_principal_policy(statement)
         # The scripts bucket is SSE-KMS with the platform key.
@@ -146,6 +169,7 @@ class HyperPodExecutionRole(Construct):
             policy,
             ("AwsSolutions-IAM5[Resource::*]", "ec2:Describe* and ecr:GetAuthorizationToken support no resource-level permissions; AWS requires Resource \"*\" for them."),
             (f"AwsSolutions-IAM5[Resource::arn:{partition}:ec2:{region}:{account}:network-interface/*]", "ENI IDs are chosen by EC2 when the VPC CNI creates them; the statements are limited to ENIs in the HyperPod subnets by the ec2:Subnet condition."),
+            (f"AwsSolutions-IAM5[Resource::arn:{partition}:ec2:{region}:*:instance/*]", "The VPC CNI detaches and modifies ENIs on the node it runs on; HyperPod node instance IDs (and their owning account) are assigned at launch, so only the resource type can be named."),
             (f"AwsSolutions-IAM5[Resource::arn:{partition}:ecr:{region}:*:repository/*]", "Nodes pull EKS add-on and HyperPod agent images from AWS-owned registries whose account IDs differ per region; pulls stay in this region."),
             (f"AwsSolutions-IAM5[Resource::{scripts.objects_arn_for_nag()}]", "Read-only access to exactly the objects of the current lifecycle-scripts upload (its content-hash prefix); the object names are the scripts."),
         )
@@ -181,6 +205,7 @@ class HyperPodCluster(Construct):
             subnets=ordered_subnets,
             security_group=security_group,
             scripts=scripts,
+            volume_key=key,
         ).role
         self._subnets = subnets
         # The same for every instance group; read once (each read is a round trip to the jsii

@@ -12,6 +12,7 @@ from constructs import Construct
 
 from config.model import Network
 from constructs.compliance import acknowledge
+from constructs.flows import LUSTRE_PORTS as FLOW_LUSTRE_PORTS
 
 # Interface endpoints a closed network needs: node bootstrap (ec2, sts, eks-auth), image pulls
 # (ecr.api, ecr.dkr; layers come through the S3 gateway endpoint), logs and metrics, Session
@@ -21,8 +22,8 @@ INTERFACE_ENDPOINTS: tuple[str, ...] = (
     "ec2messages", "eks", "eks-auth", "sagemaker.api",
 )
 
-# Lustre: 988 for LNet, 1018-1023 for the client's reserved ports (FSx for Lustre docs).
-LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
+# Lustre: 988 for LNet, 1018-1023 for the client's reserved ports (constructs/flows.py).
+LUSTRE_PORTS = tuple(ec2.Port.tcp(lo) if lo == hi else ec2.Port.tcp_range(lo, hi) for lo, hi in FLOW_LUSTRE_PORTS)
 
 
 class PlatformNetwork(Construct):
@@ -95,6 +96,18 @@ class PlatformNetwork(Construct):
         acknowledge(
             self_rule,
             ("NIST.800.53.R5-EC2RestrictedCommonPorts", "The source is this security group itself, not the internet; EFA requires all traffic between members."),
+        )
+        # EFA also needs an outbound rule naming the group itself: its OS-bypass traffic is not
+        # covered by the 0.0.0.0/0 rule (EC2 user guide, "Prepare an EFA-enabled security group";
+        # EKS adds the same rule to its cluster group, EKS user guide "sec-group-reqs"). The L2
+        # drops egress rules while it allows all outbound, so the rule is written directly.
+        ec2.CfnSecurityGroupEgress(
+            self,
+            "SharedSecurityGroupEfaEgress",
+            group_id=sg.security_group_id,
+            destination_security_group_id=sg.security_group_id,
+            ip_protocol="-1",
+            description="All traffic to the group itself (EFA)",
         )
         for port in LUSTRE_PORTS:
             sg.add_ingress_rule(sg, port, "Lustre from the group")

@@ -1,6 +1,8 @@
 """The Ray workloads' side of the cluster: their namespace, a service account whose Pod Identity
-role reads and writes only the checkpoint prefix of the checkpoint bucket (and uses its KMS key),
-and the FSx for Lustre StorageClass, static PersistentVolume and ReadWriteMany claim.
+role reaches exactly the S3 prefixes the workloads read or write (``constructs.flows.s3_locations``:
+the checkpoint prefix, and any s3:// training data, run storage or model weights in config; the
+platform key for those in the checkpoint bucket), and the FSx for Lustre StorageClass, static
+PersistentVolume and ReadWriteMany claim.
 
 The manifest builders are pure functions (tests validate them offline against Kubernetes
 schemas); the construct applies them and wires IAM.
@@ -20,6 +22,7 @@ from constructs import Construct, IConstruct
 from constructs.compliance import acknowledge
 from constructs.eks_cluster import pod_identity_role
 from config.names import FSX_PVC, FSX_STORAGE_CLASS, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
+from constructs.flows import S3Location
 
 FSX_PV = "fsx-pv"
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
@@ -88,21 +91,36 @@ def fsx_manifests(*, file_system_id: str, dns_name: str, mount_name: str, storag
     return [storage_class, volume, claim]
 
 
+READ_ACTIONS = ("s3:GetObject",)
+WRITE_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts")
+
+
 def checkpoint_statements(*, bucket_arn: str, prefix: str) -> list[iam.PolicyStatement]:
     """S3 access to exactly ``prefix`` of the checkpoint bucket: list it, read, write, delete."""
+    return prefix_statements(bucket_arn=bucket_arn, prefix=prefix, write=True, list_sid="ListCheckpointPrefix",
+                             object_sid="ReadWriteCheckpoints")
+
+
+def prefix_statements(*, bucket_arn: str, prefix: str, write: bool, list_sid: str, object_sid: str) -> list[iam.PolicyStatement]:
+    """List ``prefix`` of one bucket, and read (and with ``write`` also write and delete) its objects."""
     return [
         iam.PolicyStatement(
-            sid="ListCheckpointPrefix",
+            sid=list_sid,
             actions=["s3:ListBucket"],
             resources=[bucket_arn],
             conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
         ),
         iam.PolicyStatement(
-            sid="ReadWriteCheckpoints",
-            actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+            sid=object_sid,
+            actions=list(WRITE_ACTIONS if write else READ_ACTIONS),
             resources=[f"{bucket_arn}/{prefix}*"],
         ),
     ]
+
+
+def _sid(source: str) -> str:
+    """A statement id from a config field name: inference.llm.model_source -> InferenceLlmModelSource."""
+    return "".join(part.capitalize() for part in source.replace(".", "_").split("_"))
 
 
 class WorkloadsAccess(Construct):
@@ -115,7 +133,7 @@ class WorkloadsAccess(Construct):
         *,
         cluster: eks.Cluster,
         checkpoint_bucket_name: str,
-        checkpoint_prefix: str,
+        locations: Sequence[S3Location],
         key: kms.IKey,
         file_system_id: str,
         dns_name: str,
@@ -134,24 +152,35 @@ class WorkloadsAccess(Construct):
         )
         self.service_account.node.add_dependency(self.namespace)
 
-        self.role = pod_identity_role(self, "Role", description="Ray workloads: checkpoint prefix of the checkpoint bucket")
-        # The bucket by its literal name (config): statements and acknowledgements name a real ARN.
-        bucket_arn = f"arn:{stack.partition}:s3:::{checkpoint_bucket_name}"
-        for statement in checkpoint_statements(bucket_arn=bucket_arn, prefix=checkpoint_prefix):
-            self.role.add_to_policy(statement)
+        self.role = pod_identity_role(self, "Role", description="Ray workloads: the S3 prefixes they read and write")
+        acks = []
+        for i, loc in enumerate(locations):
+            # Buckets by their literal names (config): statements and acknowledgements name real ARNs.
+            bucket_arn = f"arn:{stack.partition}:s3:::{loc.bucket}"
+            if i == 0:
+                statements = checkpoint_statements(bucket_arn=bucket_arn, prefix=loc.prefix)
+            else:
+                sid = _sid(loc.source)
+                statements = prefix_statements(bucket_arn=bucket_arn, prefix=loc.prefix, write=loc.write,
+                                               list_sid=f"List{sid}", object_sid=("ReadWrite" if loc.write else "Read") + sid)
+            for statement in statements:
+                self.role.add_to_policy(statement)
+            acks.append((f"AwsSolutions-IAM5[Resource::{bucket_arn}/{loc.prefix}*]",
+                         f"Object names under {loc.prefix} ({loc.source}) are chosen at run time (Ray Train, model files); the wildcard is confined to that prefix of one bucket."))
         # SSE-KMS with a bucket key: S3 calls KMS on the role's behalf.
+        writes = any(loc.write for loc in locations if loc.bucket == checkpoint_bucket_name)
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="CheckpointKey",
-                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                actions=["kms:Decrypt", "kms:GenerateDataKey"] if writes else ["kms:Decrypt"],
                 resources=[key.key_arn],
                 conditions={"StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"}},
             )
         )
         acknowledge(
             self.role,
-            (f"AwsSolutions-IAM5[Resource::{bucket_arn}/{checkpoint_prefix}*]", "Checkpoint object names are chosen by Ray Train at run time; the wildcard is confined to the checkpoint prefix of this one bucket."),
-            ("NIST.800.53.R5-IAMNoInlinePolicy", "The statements live beside the service account that needs them and are scoped to one bucket prefix and one key."),
+            *dict(acks).items(),
+            ("NIST.800.53.R5-IAMNoInlinePolicy", "The statements live beside the service account that needs them and are scoped to the configured bucket prefixes and one key."),
         )
         self.pod_identity = eks.CfnPodIdentityAssociation(
             self,

@@ -1,5 +1,9 @@
 """``python -m review CDK_OUT [--compare OLD_CDK_OUT] [--out DIR]``: write, per environment,
-``<env>.md``, ``<env>.html`` and ``architecture-<env>.{dot,svg,png}`` under ``CDK_OUT/review``."""
+``<env>.md``, ``<env>.html`` and ``architecture-<env>.{dot,svg,png}`` under ``CDK_OUT/review``.
+
+Every flow of ``constructs/flows.py`` is proven against the templates (review/flows.py); the
+report lists each with what allows it, and a flow that nothing allows makes the command exit 4
+after the reports are written, one line per flow on stderr."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from review.assembly import AssemblyError, load_assembly
 from review.compare import compare
 from review.cost import estimate, load_prices
 from review.diagram import DiagramError, render_diagram
+from review.flows import broken_lines, check_flows
 from review.report import build_report
 
 
@@ -36,7 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     groups = assembly.groups()
     old_groups = old.groups() if old else {}
+    broken: list[str] = []
     for env, stacks in groups.items():
+        flow_results = None
+        config = config_for(env, stacks)
+        if config is not None:
+            flow_results = check_flows(stacks, config)
+            broken += broken_lines(env, flow_results)
         comparison = None
         if old is not None:
             old_stacks = old_groups.get(env)
@@ -51,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             except DiagramError as err:
                 print(f"review: {err}", file=sys.stderr)
                 return 3
-        doc = build_report(env, stacks, cost=estimate(stacks, prices), prices=prices, comparison=comparison, diagram=diagram)
+        doc = build_report(env, stacks, cost=estimate(stacks, prices), prices=prices, comparison=comparison, diagram=diagram,
+                           flows=flow_results)
         (out / f"{env}.md").write_text(doc.markdown())
         (out / f"{env}.html").write_text(doc.html())
         written = [f"{env}.md", f"{env}.html"] + ([f"architecture-{env}.png", f"architecture-{env}.svg"] if diagram else [])
@@ -60,7 +72,27 @@ def main(argv: list[str] | None = None) -> int:
             summary += (f" | vs {args.compare}: +{len(comparison.of('added'))} -{len(comparison.of('removed'))} "
                         f"~{len(comparison.of('replaced'))} replaced, cost {comparison.cost_delta:+,.2f}/month")
         print(summary)
-    return 0
+    for line in broken:
+        print(line, file=sys.stderr)
+    return 4 if broken else 0
+
+
+def config_for(env: str, stacks):
+    """The environment config whose Environment tag (or name), account and region match ``env``'s
+    stacks; None when no config under config/ describes them (then no flow is checked)."""
+    from config import ConfigError, load_environment
+    from config.loader import known_environments
+
+    accounts = {(s.account, s.region) for s in stacks}
+    for name in known_environments():
+        try:
+            config = load_environment(name)
+        except ConfigError:
+            continue
+        if env in (name, config.tags.as_dict().get("Environment")) and accounts == {(config.account, config.region)}:
+            return config
+    print(f"review: {env}: no environment under config/ matches these stacks; flows not checked", file=sys.stderr)
+    return None
 
 
 if __name__ == "__main__":

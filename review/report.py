@@ -8,6 +8,7 @@ from review.compare import Comparison
 from review.cost import NOT_ESTIMATED, CostEstimate, PriceTable
 from review.document import Document
 from review.placement import placement_section
+from review.flows import FlowResult
 
 
 def _flags(flags: tuple[str, ...]) -> str:
@@ -26,6 +27,7 @@ def build_report(
     prices: PriceTable,
     comparison: Comparison | None = None,
     diagram: str | None = None,
+    flows: list[FlowResult] | None = None,
 ) -> Document:
     doc = Document(f"Review report: {env}")
     iam = [s for st in stacks for s in a.iam_statements(st)]
@@ -48,6 +50,8 @@ def build_report(
         f"Internet-reachable items: {len(exposure)}, flagged: {sum(1 for x in exposure if x.flagged)}",
         f"cdk-nag acknowledgements: {len(acks)}; checkov skips: {len(skips)}; "
         f"cfn-lint ignores: {sum(len(a.cfn_lint_ignores(st)) for st in stacks)}",
+        ("Flows: not checked (no matching config)" if flows is None else
+         f"Flows: {len(flows)}, not allowed: {sum(1 for f in flows if not f.ok)}"),
         f"Estimated monthly cost: {_money(cost.total)}" + (f" (excluding {len(cost.unpriced)} unpriced item(s))" if cost.unpriced else ""),
     ])
     if diagram:
@@ -55,6 +59,17 @@ def build_report(
 
     if comparison is not None:
         _comparison(doc, comparison)
+
+    if flows is not None:
+        doc.heading("Flows")
+        doc.para("Every network and IAM/KMS flow the platform needs (constructs/flows.py), proven against these "
+                 "templates (review/flows.py): for each, the rule or statement that allows it. "
+                 f"{a.FLAG} marks a flow nothing allows.")
+        doc.table(
+            ["Flags", "Kind", "Flow", "What", "Allowed by"],
+            [["" if f.ok else f"{a.FLAG} not allowed", f.kind, f.name, f.what, f.detail]
+             for f in sorted(flows, key=lambda f: (f.ok, f.kind, f.name))],
+        )
 
     doc.heading("Resources per stack by type")
     for s in stacks:

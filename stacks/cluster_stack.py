@@ -12,6 +12,7 @@ from constructs import Construct, IConstruct
 
 from config.model import EnvironmentConfig
 from constructs.eks_cluster import PlatformEksCluster
+from constructs.flows import s3_locations
 from constructs.helm import HelmRelease
 from constructs.hyperpod_dependencies import HyperPodDependencies
 from constructs.kuberay import kuberay_operator_release
@@ -64,7 +65,8 @@ class ClusterStack(PlatformStack):
             "Workloads",
             cluster=self.cluster,
             checkpoint_bucket_name=config.bucket_names()["checkpoints"],
-            checkpoint_prefix=config.fsx.import_export_prefix,
+            # Every S3 prefix a workload reads or writes, from config (checkpoints, data, weights).
+            locations=s3_locations(config),
             key=storage.platform_key,
             file_system_id=storage.lustre.file_system.file_system_id,
             dns_name=storage.lustre.dns_name,

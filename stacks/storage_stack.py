@@ -44,6 +44,7 @@ class StorageStack(PlatformStack):
             security_group=network.security_group,
             key=self.platform_key,
             bucket=self.buckets.checkpoints,
+            bucket_name=config.bucket_names()["checkpoints"],
             removal_policy=removal,
         )
         CfnOutput(self, "PlatformKeyArn", value=self.platform_key.key_arn)

@@ -214,3 +214,24 @@ def test_kubectl_provider_runs_in_private_subnets(dev):
     props = template.to_json()["Resources"][logical_id(stacks.cluster, handler)]["Properties"]
     assert props["VpcConfig"]["SubnetIds"]
     assert props["Layers"] and len(props["Layers"]) == 2  # awscli + pinned kubectl layer
+
+
+@pytest.mark.parametrize("fixture", ["dev", "prod"])
+def test_node_pools_are_joined(fixture, request):
+    """The system nodes have only the EKS-created cluster group; HyperPod nodes and FSx the shared
+    one: DNS and Ray both ways, and Lustre from the heads, need rules between the two."""
+    _, stacks, t = request.getfixturevalue(fixture)
+    cluster = stacks.cluster
+    cluster_group = {"Fn::GetAtt": [logical_id(cluster, cluster.cluster), "ClusterSecurityGroupId"]}
+    shared = cluster.resolve(stacks.network.network.security_group.security_group_id)
+    rules = {(json.dumps(r["Properties"]["GroupId"]), json.dumps(r["Properties"]["SourceSecurityGroupId"]),
+              r["Properties"]["IpProtocol"], r["Properties"]["FromPort"], r["Properties"]["ToPort"])
+             for r in resources(t, "AWS::EC2::SecurityGroupIngress").values()}
+    to_system, to_shared = json.dumps(cluster_group), json.dumps(shared)
+    assert rules == {
+        (to_system, to_shared, "udp", 53, 53),
+        (to_system, to_shared, "tcp", 0, 65535),
+        (to_shared, to_system, "tcp", 0, 65535),
+        (to_shared, to_system, "tcp", 988, 988),
+        (to_shared, to_system, "tcp", 1018, 1023),
+    }

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from config.model import InstanceGroup
-from constructs.hyperpod_cluster import EC2_DESCRIBE_ACTIONS, ECR_PULL_ACTIONS, ENI_ACTIONS
+from constructs.hyperpod_cluster import EC2_DESCRIBE_ACTIONS, ECR_PULL_ACTIONS, ENI_ACTIONS, ENI_NODE_ACTIONS
 from constructs.lifecycle_scripts import content_hash
 
 ENVS = ("dev", "staging", "prod")
@@ -195,6 +195,26 @@ def test_role_statements_are_scoped(env):
     assert s["ListLifecycleScripts"]["Resource"] == f"arn:aws:s3:::{bucket}"
     assert s["ListLifecycleScripts"]["Condition"] == {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}}
     assert s["kms:Decrypt"]["Resource"] == stack.resolve(stacks.storage.platform_key.key_arn)
+    # ENI actions that also authorize the node's instance and security groups (IAM's action table).
+    nodes = s["EniActionsOnNodesAndGroups"]
+    assert nodes["Action"] == sorted(ENI_NODE_ACTIONS) and "Condition" not in nodes
+    assert sorted(nodes["Resource"], key=json.dumps) == sorted([
+        f"arn:aws:ec2:{region}:*:instance/*",
+        {"Fn::Join": ["", [f"arn:aws:ec2:{region}:{account}:security-group/", stack.resolve(stacks.network.network.security_group.security_group_id)]]},
+    ], key=json.dumps)
+    # Encrypted node EBS volumes: grants for AWS resources only (HyperPod customer-managed-key page).
+    key = stack.resolve(stacks.storage.platform_key.key_arn)
+    assert s["EbsVolumeKeyGrants"]["Action"] == "kms:CreateGrant" and s["EbsVolumeKeyGrants"]["Resource"] == key
+    assert s["EbsVolumeKeyGrants"]["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    assert s["EbsVolumeKeyDescribe"]["Action"] == "kms:DescribeKey"
+
+
+def test_eni_node_actions_are_those_iam_says_touch_instances_or_groups():
+    from review.policy import resource_types
+
+    touching = {a for a in ("ec2:CreateNetworkInterface", *ENI_ACTIONS) if {"instance"} & set(resource_types(a))
+                or ("security-group" in resource_types(a) and a != "ec2:CreateNetworkInterface")}
+    assert touching == set(ENI_NODE_ACTIONS)
 
 
 def test_role_has_no_service_wide_or_full_access(env):

@@ -136,3 +136,15 @@ def test_network_logical_ids_are_stable(dev):
         "NetworkFlowLogGroup4F8CEEEF",
     ]:
         assert logical_id in resources, sorted(k for k in resources if k.startswith("Network"))[:40]
+
+
+def test_efa_egress_names_the_group_itself(dev):
+    """EFA needs an outbound rule to the group itself; the 0.0.0.0/0 rule does not carry it."""
+    _, t = dev
+    (sg_id, _), = t.find_resources(
+        "AWS::EC2::SecurityGroup", {"Properties": {"GroupDescription": Match.string_like_regexp("HyperPod")}}
+    ).items()
+    (egress,) = t.find_resources("AWS::EC2::SecurityGroupEgress").values()
+    ref = {"Fn::GetAtt": [sg_id, "GroupId"]}
+    assert egress["Properties"] == {"GroupId": ref, "DestinationSecurityGroupId": ref, "IpProtocol": "-1",
+                                    "Description": "All traffic to the group itself (EFA)"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from aws_cdk.assertions import Match
 
@@ -168,3 +170,27 @@ def test_storage_outputs(dev):
     outputs = t.to_json()["Outputs"]
     for name in ["FileSystemId", "FileSystemDnsName", "FileSystemMountName", "CheckpointBucketName", "LifecycleScriptsBucketName", "PlatformKeyArn"]:
         assert name in outputs
+
+
+@pytest.mark.parametrize("env", ["dev", "staging"])
+def test_non_production_buckets_are_emptied_on_delete(env, synthesized):
+    """Versioned, non-empty buckets block `cdk destroy`; outside production they are emptied first."""
+    config, _, stacks = synthesized(env)
+    t = template_of(stacks.storage).to_json()["Resources"]
+    emptied = {json.dumps(r["Properties"]["BucketName"]) for r in t.values() if r["Type"] == "Custom::S3AutoDeleteObjects"}
+    buckets = {json.dumps({"Ref": lid}) for lid, r in t.items() if r["Type"] == "AWS::S3::Bucket"}
+    assert emptied == buckets and len(buckets) == 3
+    handler = next(r for r in t.values() if r["Type"] == "AWS::Lambda::Function")
+    assert "DependsOn" not in handler
+
+
+def test_fsx_service_linked_role_is_a_key_policy_principal(prod):
+    """FSx's S3 role has no KMS permission of its own: the key policy must grant it directly, not
+    the account root (which only delegates to IAM)."""
+    config, t = prod
+    (key,) = t.find_resources("AWS::KMS::Key").values()
+    (s,) = [x for x in key["Properties"]["KeyPolicy"]["Statement"] if x.get("Sid") == "AllowFsxDataRepositoryAccess"]
+    assert s["Principal"] == {"AWS": "*"}
+    assert s["Condition"]["ArnLike"] == {"aws:PrincipalArn": f"arn:aws:iam::{config.account}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"}
+    assert s["Condition"]["StringEquals"] == {"kms:CallerAccount": config.account, "kms:ViaService": f"s3.{config.region}.amazonaws.com"}
+    assert s["Condition"]["StringLike"] == {"kms:EncryptionContext:aws:s3:arn": f"arn:aws:s3:::{config.bucket_names()['checkpoints']}"}

@@ -1,0 +1,353 @@
+"""Every network and IAM/KMS flow the platform needs, as data.
+
+The constructs that create the parts import the port facts from here (``eks_cluster.py`` joins
+the two node pools with them); ``review/flows.py`` proves each flow against the synthesized
+templates, in tests per environment and in ``make synth``. A flow names what it is, why it is
+needed, and the parts at both ends; the parts are located in the templates by ``review/flows.py``.
+
+Pods use their node's security groups: the VPC CNI gives pods the node's ENI groups unless
+security groups for pods is turned on, which this platform does not do
+(https://docs.aws.amazon.com/eks/latest/userguide/security-groups-for-pods.html). So a pod part
+names the node pool it runs on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from workloads.common import k8s
+from workloads.inference.manifest import SERVE_PORT
+
+Protocol = Literal["tcp", "udp", "all"]
+
+# ---------------------------------------------------------------------------------------------
+# Parts
+# ---------------------------------------------------------------------------------------------
+
+# Where a part sits on the network; review/flows.py finds each in the templates.
+Attachment = Literal[
+    "system-nodes",  # the EKS managed node group 'system' (EKS-created cluster security group)
+    "hyperpod-nodes",  # the HyperPod instance groups (VpcConfig of AWS::SageMaker::Cluster)
+    "control-plane",  # EKS control-plane ENIs (cluster security group + the groups given to EKS)
+    "fsx",  # FSx for Lustre file system ENIs
+    "kubectl-handler",  # the kubectl provider's Lambda handler (VpcConfig)
+]
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    what: str
+    on: Attachment
+
+
+PARTS: dict[str, Part] = {
+    p.name: p
+    for p in (
+        Part("system-nodes", "EKS managed node group 'system' (kubelet)", "system-nodes"),
+        Part("coredns", "CoreDNS pods (managed add-on, system nodes)", "system-nodes"),
+        Part("kuberay-operator", "KubeRay operator pod (system nodes)", "system-nodes"),
+        Part("ray-head", "Ray head pods of RayJob/RayService (system nodes)", "system-nodes"),
+        Part("hyperpod-nodes", "HyperPod GPU nodes (kubelet, HyperPod agents)", "hyperpod-nodes"),
+        Part("ray-workers", "Ray worker pods, Serve replicas and the LLM engines (HyperPod nodes)", "hyperpod-nodes"),
+        Part("eks-api", "EKS API server (private endpoint ENIs)", "control-plane"),
+        Part("fsx", "FSx for Lustre file system", "fsx"),
+        Part("kubectl-handler", "kubectl/helm custom-resource handler (Lambda)", "kubectl-handler"),
+    )
+}
+
+# ---------------------------------------------------------------------------------------------
+# Ports (each from where it lives)
+# ---------------------------------------------------------------------------------------------
+
+ALL_PORTS = (0, 65535)
+DNS_PORT = 53
+KUBELET_PORT = 10250
+HTTPS_PORT = 443
+# Lustre: 988 (LNet), 1018-1023 (client reserved ports); FSx for Lustre user guide,
+# "File system access control with Amazon VPC".
+LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
+
+
+def ray_head_ports() -> tuple[int, ...]:
+    """The head's fixed ports (GCS, dashboard, client) as the workloads declare them."""
+    head = k8s.head_group("", app="")
+    return tuple(p["containerPort"] for p in head["template"]["spec"]["containers"][0]["ports"])
+
+
+# Beyond the head's fixed ports, Ray's raylet, object manager, agents and worker processes listen
+# on ports Ray chooses at start-up (random unless each is pinned in rayStartParams), and the head
+# and the workers connect to each other's: Ray's "Configuring Ray: ports" guide. So Ray needs TCP
+# on every port in both directions between the pools.
+RAY_NODE_PORTS = ALL_PORTS
+
+# ---------------------------------------------------------------------------------------------
+# Network flows
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NetworkFlow:
+    name: str
+    what: str
+    why: str
+    source: str  # a PARTS name
+    destination: str  # a PARTS name
+    protocol: Protocol
+    ports: tuple[int, int]
+    # EFA's OS-bypass traffic needs rules that name the security group itself in both directions
+    # (EC2 user guide, "Prepare an EFA-enabled security group"): a CIDR rule is not enough.
+    group_rules_only: bool = False
+
+
+def _lustre(source: str, why: str) -> list[NetworkFlow]:
+    return [
+        NetworkFlow(f"{source}->fsx:{lo}-{hi}", f"Lustre {lo}-{hi} from {source}", why, source, "fsx", "tcp", (lo, hi))
+        for lo, hi in LUSTRE_PORTS
+    ]
+
+
+def network_flows() -> list[NetworkFlow]:
+    head = ray_head_ports()
+    flows = [
+        NetworkFlow("hyperpod-dns-udp", "DNS (UDP 53) from HyperPod pods to CoreDNS",
+                    "Ray workers resolve the head's service name and AWS endpoints through CoreDNS, which runs on the system nodes.",
+                    "ray-workers", "coredns", "udp", (DNS_PORT, DNS_PORT)),
+        NetworkFlow("hyperpod-dns-tcp", "DNS (TCP 53) from HyperPod pods to CoreDNS",
+                    "Large DNS answers fall back to TCP.", "ray-workers", "coredns", "tcp", (DNS_PORT, DNS_PORT)),
+        NetworkFlow("system-dns-udp", "DNS (UDP 53) from system-node pods to CoreDNS",
+                    "The head and the operator resolve service names.", "ray-head", "coredns", "udp", (DNS_PORT, DNS_PORT)),
+        *[
+            NetworkFlow(f"worker->head:{p}", f"Ray worker to the head's port {p}",
+                        "Workers register with the head's GCS (6379); the dashboard agent reports to 8265; clients use 10001.",
+                        "ray-workers", "ray-head", "tcp", (p, p))
+            for p in head
+        ],
+        NetworkFlow("worker->head:ray", "Ray worker to the head's raylet, object manager and worker ports",
+                    "Object transfers and actor calls between the head node and the workers use ports Ray picks at start.",
+                    "ray-workers", "ray-head", "tcp", RAY_NODE_PORTS),
+        NetworkFlow("head->worker:ray", "Ray head to the workers' raylet, object manager and worker ports",
+                    "The head's GCS and driver call the workers' raylets and workers (health checks, task pushes, object pulls).",
+                    "ray-head", "ray-workers", "tcp", RAY_NODE_PORTS),
+        NetworkFlow("worker->worker:ray", "Ray worker to Ray worker, all TCP",
+                    "Object transfers and collective setup between worker pods on different HyperPod nodes.",
+                    "ray-workers", "ray-workers", "tcp", RAY_NODE_PORTS),
+        NetworkFlow("operator->head:dashboard", "KubeRay operator to the heads' dashboard (8265)",
+                    "The operator submits RayJobs and reads Serve status through the head's dashboard.",
+                    "kuberay-operator", "ray-head", "tcp", (head[1], head[1])),
+        NetworkFlow("operator->head:serve", f"KubeRay operator to the heads' Serve port ({SERVE_PORT})",
+                    "RayService readiness is probed on the head's Serve proxy.",
+                    "kuberay-operator", "ray-head", "tcp", (SERVE_PORT, SERVE_PORT)),
+        NetworkFlow("system->serve", f"In-cluster clients on the system nodes to Serve replicas ({SERVE_PORT})",
+                    "The RayService's serve Service routes to the proxies on every Ray node, including the HyperPod ones.",
+                    "ray-head", "ray-workers", "tcp", (SERVE_PORT, SERVE_PORT)),
+        NetworkFlow("hyperpod->serve", f"Clients on HyperPod nodes to the head's Serve proxy ({SERVE_PORT})",
+                    "The serve Service also routes to the head's proxy.", "ray-workers", "ray-head", "tcp", (SERVE_PORT, SERVE_PORT)),
+        NetworkFlow("control-plane->system:kubelet", "EKS control plane to the system nodes' kubelet (10250)",
+                    "kubectl logs/exec and the API server's health checks.", "eks-api", "system-nodes", "tcp", (KUBELET_PORT, KUBELET_PORT)),
+        NetworkFlow("control-plane->hyperpod:kubelet", "EKS control plane to the HyperPod nodes' kubelet (10250)",
+                    "kubectl logs/exec on Ray worker pods.", "eks-api", "hyperpod-nodes", "tcp", (KUBELET_PORT, KUBELET_PORT)),
+        NetworkFlow("system->eks-api", "System nodes to the EKS API (443)", "kubelet and controllers talk to the API server.",
+                    "system-nodes", "eks-api", "tcp", (HTTPS_PORT, HTTPS_PORT)),
+        NetworkFlow("hyperpod->eks-api", "HyperPod nodes to the EKS API (443)", "kubelet on HyperPod nodes joins the cluster.",
+                    "hyperpod-nodes", "eks-api", "tcp", (HTTPS_PORT, HTTPS_PORT)),
+        NetworkFlow("kubectl->eks-api", "kubectl handler to the EKS API (443)", "CloudFormation applies manifests and Helm charts through it.",
+                    "kubectl-handler", "eks-api", "tcp", (HTTPS_PORT, HTTPS_PORT)),
+        NetworkFlow("hyperpod-efa", "NCCL over EFA between HyperPod nodes (all traffic)",
+                    "Collectives between GPU nodes; EFA needs all traffic within the group both ways.",
+                    "hyperpod-nodes", "hyperpod-nodes", "all", ALL_PORTS, group_rules_only=True),
+        *_lustre("ray-workers", "Workers read data and write checkpoints on /fsx."),
+        *_lustre("ray-head", "The head pods mount the same FSx claim (checkpoint listing, Serve's model files)."),
+    ]
+    return flows
+
+
+@dataclass(frozen=True)
+class EgressFlow:
+    """A flow that leaves the VPC: it needs a route (NAT or gateway endpoint) or an interface endpoint."""
+
+    name: str
+    what: str
+    why: str
+    source: str
+    service: str  # the endpoint service name suffix, e.g. "s3", "ecr.dkr"
+
+
+def egress_flows() -> list[EgressFlow]:
+    out = []
+    for source in ("system-nodes", "hyperpod-nodes"):
+        out += [
+            EgressFlow(f"{source}->s3", f"{source} to S3", "Image layers (ECR stores them in S3), lifecycle scripts, checkpoints.", source, "s3"),
+            EgressFlow(f"{source}->ecr", f"{source} to ECR", "Image pulls for add-ons, agents and Ray.", source, "ecr.dkr"),
+            EgressFlow(f"{source}->sts", f"{source} to STS", "Pod Identity and IRSA credential exchange.", source, "sts"),
+            EgressFlow(f"{source}->eks-auth", f"{source} to EKS Auth", "The Pod Identity agent exchanges tokens.", source, "eks-auth"),
+        ]
+    out.append(EgressFlow("hyperpod-nodes->sagemaker", "HyperPod nodes to the SageMaker API",
+                          "HyperPod's agents report node health.", "hyperpod-nodes", "sagemaker.api"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# IAM / KMS flows
+# ---------------------------------------------------------------------------------------------
+
+# Principals and resources review/flows.py can find in the templates.
+Principal = Literal[
+    "fsx-s3-service-linked-role", "hyperpod-execution-role", "workloads-role", "fsx-csi-role",
+    "flow-log-role", "logs-service",
+]
+Resource = Literal[
+    "platform-key", "flow-log-key", "flow-log-group", "s3-object", "s3-bucket", "fsx-file-system",
+    "ec2",
+]
+
+
+@dataclass(frozen=True)
+class AccessFlow:
+    name: str
+    what: str
+    why: str
+    principal: Principal
+    actions: tuple[str, ...]
+    resource: Resource
+    # s3-object: "bucket/key"; s3-bucket: "bucket" with s3:prefix in context; ec2: the resource
+    # types to prove for each action (those IAM's action table lists for it).
+    target: str = ""
+    resource_types: tuple[str, ...] = ()
+    # Request context; "{region}", "{account}", "{bucket_arn}", "{log_group_arn}" are filled in.
+    context: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class S3Location:
+    """An S3 prefix a workload reads or writes, and the config field it comes from."""
+
+    bucket: str
+    prefix: str
+    write: bool
+    source: str
+
+
+def s3_locations(config) -> list[S3Location]:
+    """Every S3 prefix a workload reads or writes, derived from the environment config."""
+    out = [S3Location(config.bucket_names()["checkpoints"], config.fsx.import_export_prefix, True,
+                      "fsx.import_export_prefix")]
+
+    def add(uri: str | None, write: bool, source: str) -> None:
+        if uri and uri.startswith("s3://"):
+            bucket, _, key = uri.removeprefix("s3://").partition("/")
+            prefix = key if not key or key.endswith("/") else key + "/"
+            out.append(S3Location(bucket, prefix, write, source))
+
+    add(config.training.storage_path, True, "training.storage_path")
+    add(config.training.data_path, False, "training.data_path")
+    add(config.inference.storage_path, False, "inference.storage_path")
+    if config.inference.llm.enabled:
+        add(config.inference.llm.model_source, False, "inference.llm.model_source")
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for loc in out:
+        if (loc.bucket, loc.prefix) not in seen:
+            seen.add((loc.bucket, loc.prefix))
+            unique.append(loc)
+    return unique
+
+
+# The VPC CNI's ENI calls on HyperPod nodes (granted in constructs/hyperpod_cluster.py) and the
+# resource types they touch there; IAM's action table says which of them each action authorizes.
+ENI_ACTIONS = (
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
+    "ec2:DetachNetworkInterface",
+    "ec2:ModifyNetworkInterfaceAttribute",
+    "ec2:UnassignPrivateIpAddresses",
+)
+CNI_RESOURCE_TYPES = ("network-interface", "subnet", "security-group", "instance")
+
+
+def access_flows(config, *, eni_actions: tuple[str, ...] = ("ec2:CreateNetworkInterface", *ENI_ACTIONS)) -> list[AccessFlow]:
+    s3_via = (("kms:ViaService", "s3.{region}.amazonaws.com"), ("kms:CallerAccount", "{account}"),
+              ("aws:SecureTransport", "true"))
+    flows = [
+        AccessFlow(
+            "fsx-slr-platform-key", "FSx's S3 service-linked role uses the platform key through S3",
+            "The data repository association imports and exports checkpoints in the SSE-KMS bucket "
+            "(FSx for Lustre user guide, 'Working with server-side encrypted Amazon S3 buckets').",
+            "fsx-s3-service-linked-role", ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:ReEncryptFrom", "kms:DescribeKey"),
+            "platform-key",
+            # Bucket keys on: the encryption context is the bucket ARN (same guide).
+            context=(*s3_via, ("kms:EncryptionContext:aws:s3:arn", "{bucket_arn}")),
+            target=config.bucket_names()["checkpoints"],
+        ),
+        AccessFlow(
+            "execution-role-ebs-grant", "HyperPod execution role creates grants on the platform key",
+            "HyperPod encrypts node EBS volumes with the platform key; scale-out, node replacement and "
+            "software updates create grants (SageMaker guide, 'Customer managed AWS KMS key encryption for SageMaker HyperPod').",
+            "hyperpod-execution-role", ("kms:CreateGrant", "kms:DescribeKey"), "platform-key",
+            context=(("kms:GrantIsForAWSResource", "true"), ("kms:ViaService", "sagemaker.{region}.amazonaws.com"),
+                     ("kms:CallerAccount", "{account}")),
+        ),
+        AccessFlow(
+            "execution-role-scripts", "HyperPod execution role reads the lifecycle scripts",
+            "Nodes run on_create.sh from the scripts bucket at boot.",
+            "hyperpod-execution-role", ("kms:Decrypt",), "platform-key",
+            context=s3_via,
+        ),
+        AccessFlow(
+            "csi-describe-fsx", "FSx CSI controller describes file systems",
+            "The controller validates the static volume's file system.",
+            "fsx-csi-role", ("fsx:DescribeFileSystems",), "fsx-file-system",
+        ),
+        AccessFlow(
+            "flow-logs-write", "VPC Flow Logs writes to its log group",
+            "Flow logs of every ENI in the VPC.", "flow-log-role",
+            ("logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"), "flow-log-group",
+        ),
+        AccessFlow(
+            "logs-flow-log-key", "CloudWatch Logs encrypts the flow log group with its key",
+            "The log group is KMS-encrypted (CloudWatch Logs guide, 'Encrypt log data using AWS KMS').",
+            "logs-service", ("kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"), "flow-log-key",
+            context=(("kms:EncryptionContext:aws:logs:arn", "{log_group_arn}"),),
+        ),
+    ]
+    for action in eni_actions:
+        flows.append(AccessFlow(
+            f"cni-{action.split(':')[1]}", f"VPC CNI on HyperPod nodes: {action}",
+            "The VPC CNI manages ENIs and secondary IPs for pods in the HyperPod subnets.",
+            "hyperpod-execution-role", (action,), "ec2", resource_types=CNI_RESOURCE_TYPES,
+        ))
+    for loc in s3_locations(config):
+        actions = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject") if loc.write else ("s3:GetObject",)
+        flows.append(AccessFlow(
+            f"workloads-s3:{loc.bucket}/{loc.prefix}", f"Ray workloads {'read and write' if loc.write else 'read'} s3://{loc.bucket}/{loc.prefix}",
+            f"From config {loc.source}.", "workloads-role", actions, "s3-object",
+            target=f"{loc.bucket}/{loc.prefix}flows-probe", context=(("aws:SecureTransport", "true"),),
+        ))
+        flows.append(AccessFlow(
+            f"workloads-list:{loc.bucket}/{loc.prefix}", f"Ray workloads list s3://{loc.bucket}/{loc.prefix}",
+            f"From config {loc.source}: Ray Train and the model loaders list the prefix.", "workloads-role",
+            ("s3:ListBucket",), "s3-bucket", target=loc.bucket,
+            context=(("s3:prefix", loc.prefix), ("aws:SecureTransport", "true")),
+        ))
+        if loc.bucket == config.bucket_names()["checkpoints"]:
+            kms_actions = ("kms:Decrypt", "kms:GenerateDataKey") if loc.write else ("kms:Decrypt",)
+            flows.append(AccessFlow(
+                f"workloads-key:{loc.bucket}/{loc.prefix}", f"Ray workloads use the platform key for s3://{loc.bucket}/{loc.prefix}",
+                "The checkpoint bucket is SSE-KMS with the platform key.", "workloads-role", kms_actions, "platform-key",
+                context=(*s3_via, ("kms:EncryptionContext:aws:s3:arn", "{bucket_arn}")), target=loc.bucket,
+                ))
+    return flows
+
+
+@dataclass(frozen=True)
+class FlowTable:
+    network: list[NetworkFlow] = field(default_factory=list)
+    egress: list[EgressFlow] = field(default_factory=list)
+    access: list[AccessFlow] = field(default_factory=list)
+
+
+def flow_table(config) -> FlowTable:
+    return FlowTable(network_flows(), egress_flows(), access_flows(config))

@@ -1,0 +1,608 @@
+"""Prove every flow of ``constructs/flows.py`` against a synthesized assembly (pure Python over
+the template JSON; no CDK, no AWS calls).
+
+- Network flows: an egress rule of a source group and an ingress rule of a destination group,
+  by group reference or by a CIDR that holds the other side's subnets. The security group EKS
+  creates for the cluster (``ClusterSecurityGroupId``, given to managed node groups without a
+  launch template and to the control plane) is not in any template: its default rules are
+  modelled as EKS documents them
+  (https://docs.aws.amazon.com/eks/latest/userguide/sec-group-reqs.html).
+- Flows that leave the VPC: a gateway endpoint or a NAT default route in the source subnets'
+  route tables, or an interface endpoint with private DNS whose group admits the source on 443.
+- IAM/KMS flows: identity policies with key policies, bucket policies and trust policies,
+  conditions included (``review/policy.py``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from constructs import flows as F
+from constructs.k8s_names import SYSTEM_NODEGROUP
+from review.assembly import Stack
+from review.policy import Principal, Request, Statement, evaluate, resource_types, statements_of
+
+EKS_DEFAULT_RULES = "EKS default rule of the cluster security group (EKS user guide, sec-group-reqs)"
+FSX_S3_SLR = "arn:aws:iam::{account}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_{fs}"
+
+# Who assumes each role, and with which actions (trust policies).
+TRUST = {
+    "hyperpod-execution-role": ("sagemaker.amazonaws.com", ("sts:AssumeRole",)),
+    "workloads-role": ("pods.eks.amazonaws.com", ("sts:AssumeRole", "sts:TagSession")),
+    "fsx-csi-role": ("pods.eks.amazonaws.com", ("sts:AssumeRole", "sts:TagSession")),
+    "flow-log-role": ("vpc-flow-logs.amazonaws.com", ("sts:AssumeRole",)),
+}
+
+
+@dataclass(frozen=True)
+class FlowResult:
+    kind: str  # network, egress, access
+    name: str
+    what: str
+    ok: bool
+    detail: str  # what allows it, or why nothing does
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolving CloudFormation values across the stacks of one environment
+# ---------------------------------------------------------------------------------------------
+
+
+class Env:
+    """The stacks of one environment, with intrinsics resolved to comparable strings: a
+    resource's unknown physical ID is ``{Stack/LogicalId}``, and ARNs are built around it."""
+
+    def __init__(self, stacks: list[Stack]):
+        self.stacks = stacks
+        self.exports: dict[str, tuple[Stack, Any]] = {}
+        for s in stacks:
+            for o in (s.template.get("Outputs") or {}).values():
+                name = (o.get("Export") or {}).get("Name")
+                if isinstance(name, str):
+                    self.exports[name] = (s, o.get("Value"))
+        self.account = stacks[0].account if stacks else ""
+        self.region = stacks[0].region if stacks else ""
+
+    def resources(self, type_: str | None = None) -> Iterable[tuple[Stack, str, dict[str, Any]]]:
+        for s in self.stacks:
+            for lid, r in (s.template.get("Resources") or {}).items():
+                if type_ is None or r.get("Type") == type_:
+                    yield s, lid, r
+
+    def props(self, r: dict[str, Any]) -> dict[str, Any]:
+        return r.get("Properties") or {}
+
+    # -- values -------------------------------------------------------------------------------
+
+    def value(self, stack: Stack, v: Any) -> Any:
+        if isinstance(v, (str, int, float, bool)) or v is None:
+            return v if not isinstance(v, bool) else str(v).lower()
+        if isinstance(v, list):
+            out: list[Any] = []
+            for x in v:
+                out.append(self.value(stack, x))
+            return out
+        if isinstance(v, dict) and len(v) == 1:
+            (fn, arg), = v.items()
+            if fn == "Ref":
+                return self._pseudo(stack, arg) if arg.startswith("AWS::") else self.attr(stack, arg, "Ref")
+            if fn == "Fn::GetAtt":
+                lid, att = arg if isinstance(arg, list) else str(arg).split(".", 1)
+                return self.attr(stack, lid, att)
+            if fn == "Fn::Join":
+                sep, items = arg
+                return sep.join(str(self.value(stack, x)) for x in self.value(stack, items) if x is not None)
+            if fn == "Fn::ImportValue":
+                name = self.value(stack, arg)
+                if name in self.exports:
+                    other, val = self.exports[name]
+                    return self.value(other, val)
+                return "{import:" + str(name) + "}"
+            if fn == "Fn::Select":
+                i, items = arg
+                items = self.value(stack, items)
+                return items[int(i)] if isinstance(items, list) and int(i) < len(items) else "{?}"
+            if fn == "Fn::Split":
+                sep, s = arg
+                return str(self.value(stack, s)).split(sep)
+            if fn == "Fn::Sub":
+                text = arg if isinstance(arg, str) else arg[0]
+                return re.sub(r"\$\{([^}]+)\}", lambda m: str(self.value(stack, {"Ref": m.group(1)} if "." not in m.group(1)
+                                                                               else {"Fn::GetAtt": m.group(1).split(".", 1)})), text)
+        if isinstance(v, dict):
+            return {k: self.value(stack, x) for k, x in v.items()}
+        return "{?}"
+
+    def _pseudo(self, stack: Stack, name: str) -> Any:
+        return {"AWS::Region": stack.region, "AWS::AccountId": stack.account, "AWS::Partition": "aws",
+                "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": stack.display_name, "AWS::NoValue": None}.get(name, "{" + name + "}")
+
+    def attr(self, stack: Stack, lid: str, att: str) -> str:
+        r = (stack.template.get("Resources") or {}).get(lid)
+        token = "{" + f"{stack.display_name}/{lid}" + "}"
+        if r is None:
+            return token
+        t, p = r.get("Type"), self.props(r)
+        acct, region = stack.account, stack.region
+        if t == "AWS::S3::Bucket":
+            name = self.value(stack, p["BucketName"]) if "BucketName" in p else token
+            return {"Ref": name, "Arn": f"arn:aws:s3:::{name}"}.get(att, f"{token}.{att}")
+        if t == "AWS::IAM::Role":
+            name = self.value(stack, p["RoleName"]) if "RoleName" in p else token
+            path = p.get("Path", "/")
+            return {"Ref": name, "Arn": f"arn:aws:iam::{acct}:role{path}{name}"}.get(att, f"{token}.{att}")
+        if t == "AWS::KMS::Key":
+            return {"Ref": token, "KeyId": token, "Arn": f"arn:aws:kms:{region}:{acct}:key/{token}"}.get(att, f"{token}.{att}")
+        if t == "AWS::Logs::LogGroup":
+            name = self.value(stack, p["LogGroupName"]) if "LogGroupName" in p else token
+            return {"Ref": name, "Arn": f"arn:aws:logs:{region}:{acct}:log-group:{name}:*"}.get(att, f"{token}.{att}")
+        if t == "AWS::EC2::VPC" and att == "CidrBlock":
+            return self.value(stack, p.get("CidrBlock"))
+        if t == "AWS::EC2::SecurityGroup" and att in ("GroupId", "Ref"):
+            return token
+        if t == "AWS::EKS::Cluster":
+            name = self.value(stack, p["Name"]) if "Name" in p else token
+            return {"Ref": name, "Arn": f"arn:aws:eks:{region}:{acct}:cluster/{name}"}.get(att, f"{token}.{att}")
+        return token if att == "Ref" else f"{token}.{att}"
+
+    def find_by_attr(self, type_: str, att: str, value: str) -> tuple[Stack, str, dict[str, Any]] | None:
+        for s, lid, r in self.resources(type_):
+            if self.attr(s, lid, att) == value:
+                return s, lid, r
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Security groups
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    group: str
+    direction: str  # ingress / egress
+    protocol: str  # "-1", "tcp", "udp", ...
+    ports: tuple[int, int]
+    peer_group: str | None
+    peer_cidr: str | None
+    source: str  # for the report
+
+
+_PROTO = {"6": "tcp", "17": "udp", "1": "icmp", "-1": "-1", "all": "-1"}
+
+
+def _rule(env: Env, stack: Stack, group: str, direction: str, p: dict[str, Any], source: str) -> Rule:
+    proto = _PROTO.get(str(p.get("IpProtocol")).lower(), str(p.get("IpProtocol")).lower())
+    lo, hi = (0, 65535) if proto == "-1" else (int(p.get("FromPort", 0)), int(p.get("ToPort", 65535)))
+    peer = p.get("SourceSecurityGroupId") if direction == "ingress" else p.get("DestinationSecurityGroupId")
+    cidr = p.get("CidrIp")
+    return Rule(group, direction, proto, (lo, hi), env.value(stack, peer) if peer is not None else None,
+                env.value(stack, cidr) if cidr is not None else None, source)
+
+
+def security_group_rules(env: Env) -> list[Rule]:
+    rules: list[Rule] = []
+    for s, lid, r in env.resources("AWS::EC2::SecurityGroup"):
+        gid = env.attr(s, lid, "GroupId")
+        p = env.props(r)
+        for direction, key in (("ingress", "SecurityGroupIngress"), ("egress", "SecurityGroupEgress")):
+            for i, entry in enumerate(p.get(key) or []):
+                rules.append(_rule(env, s, gid, direction, entry, f"{s.display_name}/{lid} {direction}[{i}] ({entry.get('Description', '')})"))
+    for t, direction in (("AWS::EC2::SecurityGroupIngress", "ingress"), ("AWS::EC2::SecurityGroupEgress", "egress")):
+        for s, lid, r in env.resources(t):
+            p = env.props(r)
+            rules.append(_rule(env, s, env.value(s, p["GroupId"]), direction, p, f"{s.display_name}/{lid} ({p.get('Description', '')})"))
+    for s, lid, _ in env.resources("AWS::EKS::Cluster"):
+        g = env.attr(s, lid, "ClusterSecurityGroupId")
+        rules += [
+            Rule(g, "ingress", "-1", (0, 65535), g, None, f"{EKS_DEFAULT_RULES}: inbound all from itself"),
+            Rule(g, "egress", "-1", (0, 65535), None, "0.0.0.0/0", f"{EKS_DEFAULT_RULES}: outbound all to 0.0.0.0/0"),
+            Rule(g, "egress", "-1", (0, 65535), g, None, f"{EKS_DEFAULT_RULES}: outbound all to itself (EFA)"),
+        ]
+    return rules
+
+
+@dataclass(frozen=True)
+class Member:
+    """One network attachment: its security groups and the CIDRs of its subnets."""
+
+    label: str
+    groups: tuple[str, ...]
+    cidrs: tuple[str, ...]
+    subnets: tuple[str, ...]
+
+
+def _subnet_cidrs(env: Env) -> dict[str, str]:
+    return {env.attr(s, lid, "Ref"): env.value(s, env.props(r).get("CidrBlock")) for s, lid, r in env.resources("AWS::EC2::Subnet")}
+
+
+def attachments(env: Env) -> dict[str, list[Member]]:
+    cidr_of = _subnet_cidrs(env)
+
+    def member(label: str, groups: Iterable[str], subnets: Iterable[str]) -> Member:
+        subnets = tuple(subnets)
+        return Member(label, tuple(groups), tuple(str(cidr_of.get(x, "{?}")) for x in subnets), subnets)
+
+    out: dict[str, list[Member]] = {a: [] for a in ("system-nodes", "hyperpod-nodes", "control-plane", "fsx", "kubectl-handler")}
+    clusters = {}
+    for s, lid, r in env.resources("AWS::EKS::Cluster"):
+        p = env.props(r)
+        cfg = p.get("ResourcesVpcConfig") or {}
+        csg = env.attr(s, lid, "ClusterSecurityGroupId")
+        clusters[env.attr(s, lid, "Ref")] = csg
+        out["control-plane"].append(member(f"{s.display_name}/{lid}", [csg, *env.value(s, cfg.get("SecurityGroupIds") or [])],
+                                           env.value(s, cfg.get("SubnetIds") or [])))
+    for s, lid, r in env.resources("AWS::EKS::Nodegroup"):
+        p = env.props(r)
+        if env.value(s, p.get("NodegroupName")) != SYSTEM_NODEGROUP:
+            continue
+        if "LaunchTemplate" in p:
+            groups: list[str] = ["{launch-template groups: not evaluated}"]
+        else:
+            # No launch template: EKS gives the nodes only the cluster security group.
+            groups = [clusters.get(env.value(s, p.get("ClusterName")), "{?cluster}")]
+        out["system-nodes"].append(member(f"{s.display_name}/{lid}", groups, env.value(s, p.get("Subnets") or [])))
+    for s, lid, r in env.resources("AWS::SageMaker::Cluster"):
+        p = env.props(r)
+        base = p.get("VpcConfig") or {}
+        for g in p.get("InstanceGroups") or []:
+            cfg = g.get("OverrideVpcConfig") or base
+            out["hyperpod-nodes"].append(member(f"{s.display_name}/{lid} group {g.get('InstanceGroupName')}",
+                                                env.value(s, cfg.get("SecurityGroupIds") or []), env.value(s, cfg.get("Subnets") or [])))
+    for s, lid, r in env.resources("AWS::FSx::FileSystem"):
+        p = env.props(r)
+        out["fsx"].append(member(f"{s.display_name}/{lid}", env.value(s, p.get("SecurityGroupIds") or []), env.value(s, p.get("SubnetIds") or [])))
+    for s, lid, r in env.resources("AWS::Lambda::Function"):
+        path = s.paths_by_logical_id().get(lid, "")
+        if "KubectlProvider/Handler" not in path:
+            continue
+        vpc = env.props(r).get("VpcConfig") or {}
+        out["kubectl-handler"].append(member(f"{s.display_name}/{lid}", env.value(s, vpc.get("SecurityGroupIds") or []),
+                                             env.value(s, vpc.get("SubnetIds") or [])))
+    return out
+
+
+def _covers(rule: Rule, protocol: str, ports: tuple[int, int]) -> bool:
+    if rule.protocol == "-1":
+        return True
+    if protocol == "all" or rule.protocol != protocol:
+        return False
+    return rule.ports[0] <= ports[0] and ports[1] <= rule.ports[1]
+
+
+def _cidr_holds(cidr: str | None, cidrs: tuple[str, ...]) -> bool:
+    if not cidr or not cidrs:
+        return False
+    try:
+        outer = ipaddress.ip_network(cidr)
+        return all(ipaddress.ip_network(c).subnet_of(outer) for c in cidrs)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return False
+
+
+def _allowing(rules: list[Rule], direction: str, own: Member, peer: Member, protocol: str, ports: tuple[int, int],
+              group_only: bool) -> Rule | None:
+    for r in rules:
+        if r.direction != direction or r.group not in own.groups or not _covers(r, protocol, ports):
+            continue
+        if r.peer_group is not None and r.peer_group in peer.groups:
+            return r
+        if not group_only and _cidr_holds(r.peer_cidr, peer.cidrs):
+            return r
+    return None
+
+
+def check_network(env: Env, flow: F.NetworkFlow, rules: list[Rule], members: dict[str, list[Member]]) -> FlowResult:
+    src = members.get(F.PARTS[flow.source].on) or []
+    dst = members.get(F.PARTS[flow.destination].on) or []
+    what = f"{flow.source} -> {flow.destination} {flow.protocol} {flow.ports[0]}-{flow.ports[1]}"
+    if not src or not dst:
+        missing = flow.source if not src else flow.destination
+        return FlowResult("network", flow.name, what, False, f"{missing}: not found in the templates")
+    problems, allowed = [], []
+    for a in src:
+        for b in dst:
+            out = _allowing(rules, "egress", a, b, flow.protocol, flow.ports, flow.group_rules_only)
+            inn = _allowing(rules, "ingress", b, a, flow.protocol, flow.ports, flow.group_rules_only)
+            if out and inn:
+                allowed.append(f"egress {out.source}; ingress {inn.source}")
+            else:
+                side = "no egress rule" if not out else "no ingress rule"
+                problems.append(f"{side} for {a.label} -> {b.label}")
+    if flow.destination == "eks-api":
+        for s, lid, r in env.resources("AWS::EKS::Cluster"):
+            if str(env.value(s, (env.props(r).get("ResourcesVpcConfig") or {}).get("EndpointPrivateAccess"))).lower() != "true":
+                problems.append(f"{s.display_name}/{lid}: the private endpoint is off, so in-VPC callers leave the VPC")
+    if problems:
+        return FlowResult("network", flow.name, what, False, "; ".join(problems))
+    return FlowResult("network", flow.name, what, True, " | ".join(sorted(set(allowed))))
+
+
+def check_egress(env: Env, flow: F.EgressFlow, rules: list[Rule], members: dict[str, list[Member]]) -> FlowResult:
+    what = f"{flow.source} -> AWS {flow.service}"
+    src = members.get(F.PARTS[flow.source].on) or []
+    if not src:
+        return FlowResult("egress", flow.name, what, False, f"{flow.source}: not found in the templates")
+    route_table_of: dict[str, str] = {}
+    for s, lid, r in env.resources("AWS::EC2::SubnetRouteTableAssociation"):
+        p = env.props(r)
+        route_table_of[env.value(s, p["SubnetId"])] = env.value(s, p["RouteTableId"])
+    nat_routes: dict[str, str] = {}
+    for s, lid, r in env.resources("AWS::EC2::Route"):
+        p = env.props(r)
+        if p.get("DestinationCidrBlock") == "0.0.0.0/0" and "NatGatewayId" in p:
+            nat_routes[env.value(s, p["RouteTableId"])] = f"{s.display_name}/{lid} (default route to NAT)"
+    gateways, interfaces = [], []
+    for s, lid, r in env.resources("AWS::EC2::VPCEndpoint"):
+        p = env.props(r)
+        service = str(env.value(s, p.get("ServiceName")))
+        if not service.endswith("." + flow.service):
+            continue
+        if p.get("VpcEndpointType", "Gateway") == "Gateway":
+            gateways.append((f"{s.display_name}/{lid}", set(env.value(s, p.get("RouteTableIds") or []))))
+        elif str(env.value(s, p.get("PrivateDnsEnabled"))).lower() == "true":
+            cidr_of = _subnet_cidrs(env)
+            subnets = env.value(s, p.get("SubnetIds") or [])
+            interfaces.append(Member(f"{s.display_name}/{lid}", tuple(env.value(s, p.get("SecurityGroupIds") or [])),
+                                     tuple(str(cidr_of.get(x, "{?}")) for x in subnets), tuple(subnets)))
+    allowed, problems = [], []
+    for m in src:
+        for subnet in m.subnets:
+            table = route_table_of.get(subnet)
+            via = [g for g, tables in gateways if table in tables]
+            ep = next((e for e in interfaces if _allowing(rules, "egress", m, e, "tcp", (443, 443), False)
+                       and _allowing(rules, "ingress", e, m, "tcp", (443, 443), False)), None)
+            if via:
+                allowed.append(f"gateway endpoint {via[0]}")
+            elif ep is not None:
+                allowed.append(f"interface endpoint {ep.label}")
+            elif table in nat_routes:
+                allowed.append(nat_routes[table])
+            else:
+                problems.append(f"subnet {subnet} of {m.label}: no endpoint for {flow.service} and no NAT route")
+    if problems:
+        return FlowResult("egress", flow.name, what, False, "; ".join(problems))
+    return FlowResult("egress", flow.name, what, True, " | ".join(sorted(set(allowed))))
+
+
+# ---------------------------------------------------------------------------------------------
+# IAM / KMS
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RoleRef:
+    stack: Stack
+    lid: str
+    arn: str
+
+
+class Iam:
+    def __init__(self, env: Env, config):
+        self.env = env
+        self.config = config
+
+    def role_by_arn(self, arn: str) -> RoleRef | None:
+        hit = self.env.find_by_attr("AWS::IAM::Role", "Arn", arn)
+        return RoleRef(hit[0], hit[1], arn) if hit else None
+
+    def principal_role(self, name: str) -> tuple[RoleRef | None, str]:
+        env = self.env
+        if name == "hyperpod-execution-role":
+            for s, lid, r in env.resources("AWS::SageMaker::Cluster"):
+                arns = {env.value(s, g.get("ExecutionRole")) for g in env.props(r).get("InstanceGroups") or []}
+                if len(arns) == 1:
+                    return self.role_by_arn(arns.pop()), f"{s.display_name}/{lid} ExecutionRole"
+        if name == "workloads-role":
+            from workloads.common import k8s
+
+            for s, lid, r in env.resources("AWS::EKS::PodIdentityAssociation"):
+                p = env.props(r)
+                if p.get("Namespace") == k8s.NAMESPACE and p.get("ServiceAccount") == k8s.SERVICE_ACCOUNT:
+                    return self.role_by_arn(env.value(s, p["RoleArn"])), f"{s.display_name}/{lid}"
+            return None, f"no Pod Identity association for {k8s.NAMESPACE}/{k8s.SERVICE_ACCOUNT}"
+        if name == "fsx-csi-role":
+            for s, lid, r in env.resources("AWS::EKS::Addon"):
+                p = env.props(r)
+                if p.get("AddonName") == "aws-fsx-csi-driver":
+                    for a in p.get("PodIdentityAssociations") or []:
+                        return self.role_by_arn(env.value(s, a["RoleArn"])), f"{s.display_name}/{lid}"
+            return None, "the aws-fsx-csi-driver add-on has no Pod Identity association"
+        if name == "flow-log-role":
+            for s, lid, r in env.resources("AWS::EC2::FlowLog"):
+                return self.role_by_arn(env.value(s, env.props(r).get("DeliverLogsPermissionArn"))), f"{s.display_name}/{lid}"
+        return None, f"{name}: not found in the templates"
+
+    def identity_statements(self, role: RoleRef) -> tuple[list[Statement], list[str]]:
+        env = self.env
+        out: list[Statement] = []
+        managed: list[str] = []
+        rp = env.props(role.stack.template["Resources"][role.lid])
+        for pol in rp.get("Policies") or []:
+            out += statements_of(env.value(role.stack, pol.get("PolicyDocument")), f"{role.stack.display_name}/{role.lid} {pol.get('PolicyName')}")
+        managed += [str(env.value(role.stack, m)) for m in rp.get("ManagedPolicyArns") or []]
+        role_ref = env.attr(role.stack, role.lid, "Ref")
+        for t in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+            for s, lid, r in env.resources(t):
+                p = env.props(r)
+                if role_ref in [env.value(s, x) for x in p.get("Roles") or []]:
+                    out += statements_of(env.value(s, p.get("PolicyDocument")), f"{s.display_name}/{lid}")
+        return out, managed
+
+    def trust_ok(self, name: str, role: RoleRef) -> str | None:
+        service, actions = TRUST[name]
+        doc = self.env.value(role.stack, self.env.props(role.stack.template["Resources"][role.lid]).get("AssumeRolePolicyDocument"))
+        trust = statements_of(doc, f"{role.stack.display_name}/{role.lid} trust policy")
+        for action in actions:
+            req = Request(Principal(service, self.env.account, service=True), action, role.arn)
+            if not evaluate(req, resource_policy=trust).allowed:
+                return f"the trust policy of {role.lid} does not let {service} {action}"
+        return None
+
+    # -- resources ----------------------------------------------------------------------------
+
+    def bucket(self, name: str) -> tuple[Stack, str, dict[str, Any]] | None:
+        return self.env.find_by_attr("AWS::S3::Bucket", "Ref", name)
+
+    def bucket_policy(self, name: str) -> list[Statement]:
+        env = self.env
+        out = []
+        for s, lid, r in env.resources("AWS::S3::BucketPolicy"):
+            p = env.props(r)
+            if env.value(s, p.get("Bucket")) == name:
+                out += statements_of(env.value(s, p.get("PolicyDocument")), f"{s.display_name}/{lid}")
+        return out
+
+    def key_of_bucket(self, name: str) -> tuple[Stack, str, dict[str, Any]] | None:
+        hit = self.bucket(name)
+        if hit is None:
+            return None
+        s, _, r = hit
+        for rule in self.env.props(r).get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", []):
+            key = rule.get("ServerSideEncryptionByDefault", {}).get("KMSMasterKeyID")
+            if key is not None:
+                return self.env.find_by_attr("AWS::KMS::Key", "Arn", self.env.value(s, key))
+        return None
+
+    def flow_log_group(self) -> tuple[Stack, str, dict[str, Any]] | None:
+        for s, lid, r in self.env.resources("AWS::EC2::FlowLog"):
+            p = self.env.props(r)
+            if "LogGroupName" in p:
+                return self.env.find_by_attr("AWS::Logs::LogGroup", "Ref", self.env.value(s, p["LogGroupName"]))
+            return self.env.find_by_attr("AWS::Logs::LogGroup", "Arn", self.env.value(s, p.get("LogDestination")))
+        return None
+
+    def key_statements(self, key: tuple[Stack, str, dict[str, Any]]) -> list[Statement]:
+        s, lid, r = key
+        return statements_of(self.env.value(s, self.env.props(r).get("KeyPolicy")), f"{s.display_name}/{lid} key policy")
+
+    # -- one flow -----------------------------------------------------------------------------
+
+    def check(self, flow: F.AccessFlow) -> FlowResult:
+        env = self.env
+        acct, region = env.account, env.region
+        what = f"{flow.principal}: {', '.join(flow.actions)} on {flow.resource}{(' ' + flow.target) if flow.target else ''}"
+
+        def broken(why: str) -> FlowResult:
+            return FlowResult("access", flow.name, what, False, why)
+
+        identity: list[Statement] = []
+        if flow.principal == "fsx-s3-service-linked-role":
+            fs = next(iter(env.resources("AWS::FSx::FileSystem")), None)
+            if fs is None:
+                return broken("no FSx file system in the templates")
+            # AWS owns the role and its policy, which grants no KMS permission: the key policy must.
+            principal = Principal(FSX_S3_SLR.format(account=acct, fs=env.attr(fs[0], fs[1], "Ref")), acct)
+        elif flow.principal == "logs-service":
+            principal = Principal(f"logs.{region}.amazonaws.com", acct, service=True)
+        else:
+            role, where = self.principal_role(flow.principal)
+            if role is None:
+                return broken(f"role not found ({where})")
+            problem = self.trust_ok(flow.principal, role)
+            if problem:
+                return broken(problem)
+            principal = Principal(role.arn, acct)
+            identity, _managed = self.identity_statements(role)
+
+        fill = {"region": region, "account": acct, "bucket_arn": f"arn:aws:s3:::{flow.target}"}
+        log_group = self.flow_log_group()
+        if log_group is not None:
+            fill["log_group_arn"] = env.attr(log_group[0], log_group[1], "Arn").removesuffix(":*")
+        context = {k: v.format(**fill) for k, v in flow.context}
+
+        requests: list[tuple[Request, list[Statement] | None, bool]] = []
+        if flow.resource in ("platform-key", "flow-log-key"):
+            if flow.resource == "platform-key":
+                key = self.key_of_bucket(self.config.bucket_names()["checkpoints"])
+            else:
+                key = None
+                if log_group is not None:
+                    kid = env.value(log_group[0], env.props(log_group[2]).get("KmsKeyId"))
+                    key = env.find_by_attr("AWS::KMS::Key", "Arn", kid)
+            if key is None:
+                return broken(f"{flow.resource}: not found in the templates")
+            arn = env.attr(key[0], key[1], "Arn")
+            for a in flow.actions:
+                requests.append((Request(principal, a, arn, context), self.key_statements(key), True))
+        elif flow.resource in ("s3-object", "s3-bucket"):
+            bucket = flow.target.split("/", 1)[0]
+            policy = self.bucket_policy(bucket)
+            for a in flow.actions:
+                requests.append((Request(principal, a, f"arn:aws:s3:::{flow.target}", context), policy, False))
+        elif flow.resource == "fsx-file-system":
+            fs = next(iter(env.resources("AWS::FSx::FileSystem")), None)
+            if fs is None:
+                return broken("no FSx file system in the templates")
+            arn = f"arn:aws:fsx:{region}:{acct}:file-system/{env.attr(fs[0], fs[1], 'Ref')}"
+            requests += [(Request(principal, a, arn, context), None, False) for a in flow.actions]
+        elif flow.resource == "flow-log-group":
+            if log_group is None:
+                return broken("the flow log's log group is not in the templates")
+            # Log events are written to a stream of the group.
+            arn = env.attr(log_group[0], log_group[1], "Arn").removesuffix(":*") + ":log-stream:flow-probe"
+            requests += [(Request(principal, a, arn, context), None, False) for a in flow.actions]
+        elif flow.resource == "ec2":
+            requests += self._ec2_requests(flow, principal, context)
+            if not requests:
+                return broken("no HyperPod subnets or groups found")
+        for req, resource_policy, kms in requests:
+            result = evaluate(req, identity=identity, resource_policy=resource_policy, kms=kms)
+            if not result.allowed:
+                why = f"denied by {', '.join(result.denied_by)}" if result.denied_by else result.note
+                return broken(f"{req.action} on {req.resource}: {why}")
+        allowed = sorted({label for req, rp, kms in requests
+                          for label in evaluate(req, identity=identity, resource_policy=rp, kms=kms).allowed_by})
+        return FlowResult("access", flow.name, what, True, "; ".join(allowed))
+
+    def _ec2_requests(self, flow: F.AccessFlow, principal: Principal, context: dict[str, str]):
+        env = self.env
+        members = attachments(env)["hyperpod-nodes"]
+        subnets = sorted({s for m in members for s in m.subnets})
+        groups = sorted({g for m in members for g in m.groups})
+        base = f"arn:aws:ec2:{env.region}:{env.account}"
+        out = []
+        for action in flow.actions:
+            types = resource_types(action)
+            for t in flow.resource_types:
+                if t not in types:
+                    continue
+                if t == "network-interface":
+                    reqs = [Request(principal, action, f"{base}:network-interface/eni-flow-probe",
+                                    {**context, "ec2:Subnet": f"{base}:subnet/{s}"}) for s in subnets]
+                elif t == "subnet":
+                    reqs = [Request(principal, action, f"{base}:subnet/{s}", context) for s in subnets]
+                elif t == "security-group":
+                    reqs = [Request(principal, action, f"{base}:security-group/{g}", context) for g in groups]
+                elif t == "instance":
+                    reqs = [Request(principal, action, f"{base}:instance/i-flow-probe", context)]
+                else:
+                    continue
+                out += [(r, None, False) for r in reqs]
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Everything
+# ---------------------------------------------------------------------------------------------
+
+
+def check_flows(stacks: list[Stack], config) -> list[FlowResult]:
+    """Every flow of ``constructs/flows.py`` for ``config``, proven against ``stacks``."""
+    env = Env(stacks)
+    table = F.flow_table(config)
+    rules = security_group_rules(env)
+    members = attachments(env)
+    iam = Iam(env, config)
+    return (
+        [check_network(env, f, rules, members) for f in table.network]
+        + [check_egress(env, f, rules, members) for f in table.egress]
+        + [iam.check(f) for f in table.access]
+    )
+
+
+def broken_lines(env_name: str, results: list[FlowResult]) -> list[str]:
+    return [f"flows: {env_name}: {r.name} ({r.what}) is not allowed: {r.detail}" for r in results if not r.ok]

@@ -1,0 +1,179 @@
+"""Every flow of constructs/flows.py, proven against each environment's synthesized assembly, and
+the faults of issue 18 that the flows found (each test fails on the code before its fix)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from constructs import flows as F
+from review.__main__ import main as review_main
+from review.assembly import load_assembly
+from review.flows import check_flows
+from review.policy import resource_types
+
+ENVIRONMENTS = ("dev", "staging", "prod")
+
+
+@pytest.fixture(scope="module")
+def results(synthesized):
+    cache: dict[str, dict] = {}
+
+    def get(env: str):
+        if env not in cache:
+            assembly, config, _ = synthesized(env)
+            stacks = load_assembly(assembly.directory).stacks
+            cache[env] = {r.name: r for r in check_flows(stacks, config)}
+        return cache[env]
+
+    return get
+
+
+def _assert_ok(results: dict, names) -> None:
+    bad = [f"{n}: {results[n].detail}" for n in names if not results[n].ok]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_every_flow_is_allowed(results, env):
+    r = results(env)
+    _assert_ok(r, sorted(r))
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_the_flow_table_is_complete(synthesized, results, env):
+    _, config, _ = synthesized(env)
+    names = set(results(env))
+    # The issue's list: DNS, Ray both ways, operator to heads, kubelet, FSx from both pools and the
+    # heads, the EKS API from nodes and the kubectl handler, EFA, Serve.
+    assert {"hyperpod-dns-udp", "worker->head:6379", "head->worker:ray", "operator->head:dashboard",
+            "control-plane->system:kubelet", "control-plane->hyperpod:kubelet", "ray-workers->fsx:988-988",
+            "ray-head->fsx:1018-1023", "hyperpod->eks-api", "system->eks-api", "kubectl->eks-api", "hyperpod-efa",
+            "system->serve", "fsx-slr-platform-key", "execution-role-ebs-grant", "csi-describe-fsx",
+            "flow-logs-write", "logs-flow-log-key"} <= names
+    assert {f"cni-{a.split(':')[1]}" for a in F.ENI_ACTIONS} <= names
+    for loc in F.s3_locations(config):
+        assert f"workloads-s3:{loc.bucket}/{loc.prefix}" in names
+
+
+# --- fault 1: the two node pools ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_node_pools_are_joined(results, env):
+    _assert_ok(results(env), ["hyperpod-dns-udp", "hyperpod-dns-tcp", "worker->head:6379", "worker->head:ray",
+                              "head->worker:ray", "ray-head->fsx:988-988", "ray-head->fsx:1018-1023", "system->serve"])
+
+
+def test_system_nodes_are_found_by_the_eks_created_group(results):
+    detail = results("dev")["head->worker:ray"].detail
+    assert "EKS default rule of the cluster security group" in detail
+
+
+# --- EFA (found by the flows, beyond the issue's list) -----------------------------------------
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_efa_has_group_rules_both_ways(results, env):
+    r = results(env)["hyperpod-efa"]
+    assert r.ok and "EFA" in r.detail, r.detail
+
+
+# --- fault 5: FSx's service-linked role and the platform key -----------------------------------
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_fsx_service_linked_role_may_use_the_platform_key(results, env):
+    r = results(env)["fsx-slr-platform-key"]
+    assert r.ok and "key policy [AllowFsxDataRepositoryAccess]" in r.detail, r.detail
+
+
+# --- fault 6 (first half): EBS grants ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_execution_role_creates_grants_for_ebs(results, env):
+    r = results(env)["execution-role-ebs-grant"]
+    assert r.ok and "EbsVolumeKeyGrants" in r.detail, r.detail
+
+
+# --- fault 7: every S3 prefix a workload reads ------------------------------------------------
+
+
+def test_prod_llm_weights_are_readable(synthesized, results):
+    _, config, _ = synthesized("prod")
+    source = config.inference.llm.model_source
+    assert source.startswith("s3://") and "/models/" in source
+    loc = next(x for x in F.s3_locations(config) if x.source == "inference.llm.model_source")
+    r = results("prod")
+    _assert_ok(r, [f"workloads-s3:{loc.bucket}/{loc.prefix}", f"workloads-list:{loc.bucket}/{loc.prefix}",
+                   f"workloads-key:{loc.bucket}/{loc.prefix}"])
+
+
+def test_s3_locations_come_from_config(synthesized):
+    _, config, _ = synthesized("dev")
+    data = config.model_dump()
+    data["training"]["data_path"] = "s3://other-bucket/corpus/text"
+    data["training"]["storage_path"] = "s3://runs-bucket/runs"
+    data["inference"]["llm"] = {**data["inference"]["llm"], "enabled": True, "model_source": "s3://weights-bucket/models/llm"}
+    changed = type(config).model_validate(data)
+    locs = {(x.bucket, x.prefix, x.write, x.source) for x in F.s3_locations(changed)}
+    assert locs == {
+        (config.bucket_names()["checkpoints"], "checkpoints/", True, "fsx.import_export_prefix"),
+        ("other-bucket", "corpus/text/", False, "training.data_path"),
+        ("runs-bucket", "runs/", True, "training.storage_path"),
+        ("weights-bucket", "models/llm/", False, "inference.llm.model_source"),
+    }
+
+
+# --- fault 9: ENI actions and the resource types they authorize ----------------------------
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_cni_actions_cover_every_resource_type(results, env):
+    r = results(env)
+    _assert_ok(r, [f"cni-{a.split(':')[1]}" for a in F.ENI_ACTIONS])
+    # The check asks for every type IAM's table lists: detaching authorizes the instance too.
+    assert "instance" in resource_types("ec2:DetachNetworkInterface")
+
+
+# --- a flow nothing allows fails the review (and so `make synth`) -------------------------------
+
+
+def test_review_exits_non_zero_naming_each_broken_flow(synthesized, tmp_path, capsys):
+    assembly, _, _ = synthesized("dev")
+    copy = tmp_path / "cdk.out"
+    shutil.copytree(assembly.directory, copy)
+    template = next(copy.glob("*Cluster.template.json"))
+    data = json.loads(template.read_text())
+    dropped = [lid for lid, r in data["Resources"].items()
+               if r["Type"] == "AWS::EC2::SecurityGroupIngress" and "DNS from HyperPod" in r["Properties"].get("Description", "")]
+    assert dropped
+    for lid in dropped:
+        del data["Resources"][lid]
+    template.write_text(json.dumps(data))
+    rc = review_main([str(copy), "--no-diagram"])
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 4
+    assert [line for line in err if line.startswith("flows:")] == [
+        line for line in err if line.startswith("flows: dev: hyperpod-dns-udp ")
+    ] and len([line for line in err if line.startswith("flows:")]) == 1
+    report = (copy / "review" / "dev.md").read_text()
+    assert "## Flows" in report and "not allowed" in report
+
+
+def test_review_report_lists_each_flow_with_what_allows_it(synthesized, tmp_path):
+    assembly, _, _ = synthesized("dev")
+    out = tmp_path / "review"
+    assert review_main([str(assembly.directory), "--no-diagram", "--out", str(out)]) == 0
+    report = (out / "dev.md").read_text()
+    assert "## Flows" in report
+    assert "worker->head:6379" in report and "EksSystemFromHyperPodTcp" in report
+
+
+def test_flow_parts_are_declared():
+    for flow in F.network_flows():
+        assert flow.source in F.PARTS and flow.destination in F.PARTS, flow.name
+    assert F.ray_head_ports()[:3] == (6379, 8265, 10001)
