@@ -105,6 +105,20 @@ def checkpoint_statements(*, bucket_arn: str, prefix: str) -> list[iam.PolicySta
     ]
 
 
+def job_code_statements(*, bucket_arn: str, prefix: str) -> list[iam.PolicyStatement]:
+    """Read-only S3 access to ``prefix``, where ``hpray submit job`` uploads a job's working
+    directory (config/jobs.py): Ray pods download it as their runtime_env working_dir."""
+    return [
+        iam.PolicyStatement(
+            sid="ListJobCode",
+            actions=["s3:ListBucket"],
+            resources=[bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
+        ),
+        iam.PolicyStatement(sid="ReadJobCode", actions=["s3:GetObject"], resources=[f"{bucket_arn}/{prefix}*"]),
+    ]
+
+
 class WorkloadsAccess(Construct):
     """Namespace, service account + Pod Identity role, FSx StorageClass/PV/PVC."""
 
@@ -117,6 +131,7 @@ class WorkloadsAccess(Construct):
         checkpoint_bucket_name: str,
         checkpoint_prefix: str,
         key: kms.IKey,
+        job_code_prefix: str | None = None,
         file_system_id: str,
         dns_name: str,
         mount_name: str,
@@ -139,6 +154,9 @@ class WorkloadsAccess(Construct):
         bucket_arn = f"arn:{stack.partition}:s3:::{checkpoint_bucket_name}"
         for statement in checkpoint_statements(bucket_arn=bucket_arn, prefix=checkpoint_prefix):
             self.role.add_to_policy(statement)
+        if job_code_prefix:
+            for statement in job_code_statements(bucket_arn=bucket_arn, prefix=job_code_prefix):
+                self.role.add_to_policy(statement)
         # SSE-KMS with a bucket key: S3 calls KMS on the role's behalf.
         self.role.add_to_policy(
             iam.PolicyStatement(
@@ -151,6 +169,11 @@ class WorkloadsAccess(Construct):
         acknowledge(
             self.role,
             (f"AwsSolutions-IAM5[Resource::{bucket_arn}/{checkpoint_prefix}*]", "Checkpoint object names are chosen by Ray Train at run time; the wildcard is confined to the checkpoint prefix of this one bucket."),
+            *(
+                [(f"AwsSolutions-IAM5[Resource::{bucket_arn}/{job_code_prefix}*]", "Each submitted job's code is a zip under its own name below this prefix, chosen at submit time; the role may only read it.")]
+                if job_code_prefix
+                else []
+            ),
             ("NIST.800.53.R5-IAMNoInlinePolicy", "The statements live beside the service account that needs them and are scoped to one bucket prefix and one key."),
         )
         self.pod_identity = eks.CfnPodIdentityAssociation(

@@ -10,6 +10,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
+from config.jobs import JOBS_PREFIX
 from config.model import EnvironmentConfig
 from constructs.eks_cluster import PlatformEksCluster
 from constructs.helm import HelmRelease
@@ -65,6 +66,7 @@ class ClusterStack(PlatformStack):
             cluster=self.cluster,
             checkpoint_bucket_name=config.bucket_names()["checkpoints"],
             checkpoint_prefix=config.fsx.import_export_prefix,
+            job_code_prefix=JOBS_PREFIX,
             key=storage.platform_key,
             file_system_id=storage.lustre.file_system.file_system_id,
             dns_name=storage.lustre.dns_name,
