@@ -135,7 +135,7 @@ def show_logs(
                 raise OpsError(_no_driver_log(job, namespace, name), None)
             note(f"RayJob {namespace}/{name} is {state}" + (f"/{job['status'].get('jobStatus')}" if (job.get("status") or {}).get("jobStatus") else ""))
             return 0
-        if not waiting_said:
+        if not waiting_said and not done:
             note(f"waiting for the driver of {namespace}/{name} to start (RayJob {state})...")
             waiting_said = True
         sleep(poll_s)
