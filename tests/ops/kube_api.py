@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -21,14 +22,24 @@ class LogSource:
     """A container's output: lines written over time, then closed."""
 
     def __init__(self, lines: list[str] | None = None):
-        self.lines: list[str] = list(lines or [])
+        self.lines: list[str] = []
+        self.times: list[str] = []
         self.closed = False
         self._cv = threading.Condition()
+        for line in lines or []:
+            self.write(line)
 
     def write(self, line: str) -> None:
         with self._cv:
             self.lines.append(line)
+            # RFC 3339 with nanoseconds, as the kubelet stamps each line (``timestamps=true``).
+            now = time.time()
+            self.times.append(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e9):09d}Z")
             self._cv.notify_all()
+
+    def stamped(self, start: int, since_s: float | None) -> list[str]:
+        cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - since_s)) if since_s else ""
+        return [f"{t} {line}" for t, line in zip(self.times[start:], self.lines[start:]) if t >= cutoff]
 
     def close(self) -> None:
         with self._cv:
@@ -141,7 +152,12 @@ def make_handler(state: State):
             self.send_header("Content-Type", "text/plain")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            lines = source.follow(start) if q.get("follow", "").lower() == "true" else iter(source.lines[start:])
+            if q.get("follow", "").lower() == "true":
+                lines = source.follow(start)
+            elif q.get("timestamps", "").lower() == "true":
+                lines = iter(source.stamped(start, float(q["sinceSeconds"]) if "sinceSeconds" in q else None))
+            else:
+                lines = iter(source.lines[start:])
             for line in lines:
                 data = (line + "\n").encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
