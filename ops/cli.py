@@ -239,7 +239,7 @@ def main(
 def _preflight(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO) -> int:
     from ops.preflight import FAIL, WARN, exit_status, run_preflight
 
-    checks = run_preflight(config, aws, toolkit_stack=args.toolkit_stack_name)
+    checks = run_preflight(config, aws, toolkit_stack=args.toolkit_stack_name, pipeline_account=_pipeline_account(config))
     code = exit_status(checks)
     if args.json:
         print(to_json({"environment": config.name, "region": config.region, "passed": code == 0, "checks": [c.as_dict() for c in checks]}), file=out)
@@ -255,6 +255,17 @@ def _preflight(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, ou
     verdict = "ready to deploy" if not failed else "NOT ready to deploy"
     print(f"\n{len(checks)} checks: {failed} failed, {warned} warning(s): {verdict}", file=out)
     return code
+
+
+def _pipeline_account(config: EnvironmentConfig) -> str | None:
+    """The delivery pipeline's account when config/pipeline.yaml deploys this environment."""
+    from config.pipeline import load_pipeline
+
+    try:
+        pipeline, environments = load_pipeline()
+    except ConfigError:
+        return None
+    return pipeline.account if any(e.name == config.name for e in environments) else None
 
 
 def _status(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO, kube_factory: Any) -> int:
