@@ -29,6 +29,7 @@ Operations for the HyperPod Ray platform, one environment at a time (config/<env
   stop        stop a job (its Ray cluster goes, its checkpoints stay); resume restarts it
   resume      restart a stopped job; it resumes from its checkpoints
   dashboard   port-forward to a Ray head and print the dashboard's local URL
+  upgrade     plan a Kubernetes upgrade step by step (`upgrade plan`); --apply does the safe steps
   completion  print the shell completion script (bash; zsh with bashcompinit)
 
 Uses your AWS credentials (--profile or the usual AWS_* variables / SSO). Read-only except
@@ -46,6 +47,7 @@ examples:
   %(prog)s jobs --env dev
   %(prog)s logs NAME --env dev --follow
   %(prog)s stop NAME --env dev
+  %(prog)s upgrade plan --env dev --to 1.34
 
 exit codes:
   0   all checks passed / healthy / job succeeded
@@ -154,6 +156,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
     add_submit_job_options(p)
     add_job_commands(sub, prog, _common, _Formatter)
+    from ops.upgrade import add_upgrade_command
+
+    add_upgrade_command(sub, prog, _common, _Formatter)
     return parser
 
 
@@ -213,6 +218,10 @@ def main(
         aws = aws_factory(config, args.profile)
         if args.command in JOB_COMMANDS or (args.command == "submit" and args.workload == "job"):
             return run_job_command(config, aws, args, out, kube_factory, prog=prog, sleep=sleep, clock=clock)
+        if args.command == "upgrade":
+            from ops.upgrade import run_upgrade
+
+            return run_upgrade(config, aws, args, out, kube_factory)
         if args.command == "preflight":
             return _preflight(config, aws, args, out)
         if args.command == "status":

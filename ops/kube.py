@@ -270,6 +270,26 @@ class Kube:
             raise NotFoundError(f"secret {namespace}/{name} has no key {key!r}")
         return base64.b64decode(data).decode()
 
+    def apply_crd(self, body: dict[str, Any], *, field_manager: str, dry_run: bool) -> dict[str, Any]:
+        """Server-side apply of one CustomResourceDefinition (``kubectl apply --server-side
+        --force-conflicts [--dry-run=server]``). The generated client has no way to send the
+        apply content type for a CRD, so the call is made through ApiClient.call_api."""
+        name = body["metadata"]["name"]
+        query = [("fieldManager", field_manager), ("force", True)] + ([("dryRun", "All")] if dry_run else [])
+        return self._do(
+            f"apply CRD {name}" + (" (server dry run)" if dry_run else ""),
+            self._api.call_api,
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}",
+            "PATCH",
+            path_params={"name": name},
+            query_params=query,
+            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+            body=body,
+            response_type="object",
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+
     def stream_log(self, namespace: str, pod: str, *, follow: bool = True, tail_lines: int | None = None) -> Iterator[str]:
         """The pod's log line by line through the API's ``follow`` stream: the server keeps the
         response open and sends each line as the container writes it, until the container ends.

@@ -66,6 +66,8 @@ class State:
         self.logs: dict[tuple[str, str], LogSource] = {}
         self.events: list[dict[str, Any]] = []
         self.quota_message: str | None = None
+        self.crds: dict[str, dict[str, Any]] = {}
+        self.crd_applies: list[tuple[str, bool, str]] = []  # (name, dry run, field manager)
         self.requests: list[tuple[str, str]] = []
         self.on_create = None  # callable(rayjob) run after a RayJob is created
         self.lock = threading.Lock()
@@ -94,6 +96,7 @@ RAYJOBS = re.compile(r"^/apis/ray\.io/v1(?:/namespaces/(?P<ns>[^/]+))?/rayjobs(?
 RAYSERVICES = re.compile(r"^/apis/ray\.io/v1(?:/namespaces/(?P<ns>[^/]+))?/rayservices(?:/(?P<name>[^/]+))?$")
 PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods(?:/(?P<name>[^/]+)(?P<log>/log)?)?$")
 EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")
+CRDS = re.compile(r"^/apis/apiextensions\.k8s\.io/v1/customresourcedefinitions/(?P<name>[^/]+)$")
 
 
 def make_handler(state: State):
@@ -188,15 +191,34 @@ def make_handler(state: State):
         def do_PATCH(self) -> None:  # noqa: N802
             url = urlparse(self.path)
             state.requests.append(("PATCH", self.path))
+            if m := CRDS.match(url.path):
+                return self._apply_crd(m["name"], {k: v[0] for k, v in parse_qs(url.query).items()})
             m = RAYJOBS.match(url.path)
             obj = state.rayjobs.get((m["ns"], m["name"])) if m else None
             if obj is None:
                 return self._send(404, _status(404, "NotFound", "not found"))
-            assert self.headers["Content-Type"] in ("application/merge-patch+json", "application/json-patch+json"), self.headers["Content-Type"]
+            # Custom resources take JSON merge patches (not strategic merge patches).
+            if self.headers["Content-Type"] != "application/merge-patch+json":
+                return self._send(415, _status(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {self.headers['Content-Type']}"))
             patch = self._body()
             for k, v in patch.get("spec", {}).items():
                 obj["spec"][k] = v
             self._send(200, obj)
+
+        def _apply_crd(self, name: str, q: dict[str, str]) -> None:
+            # Server-side apply: the apply content type, a field manager; dryRun=All changes nothing.
+            if self.headers["Content-Type"] != "application/apply-patch+yaml":
+                return self._send(415, _status(415, "UnsupportedMediaType", f"not an apply patch: {self.headers['Content-Type']}"))
+            if not q.get("fieldManager"):
+                return self._send(422, _status(422, "Invalid", "fieldManager is required for apply requests"))
+            body = self._body()
+            if body.get("kind") != "CustomResourceDefinition" or body["metadata"]["name"] != name:
+                return self._send(422, _status(422, "Invalid", "name or kind does not match"))
+            dry = q.get("dryRun") == "All"
+            state.crd_applies.append((name, dry, q["fieldManager"]))
+            if not dry:
+                state.crds[name] = body
+            self._send(200, body)
 
         def do_DELETE(self) -> None:  # noqa: N802
             url = urlparse(self.path)
