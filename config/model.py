@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from config import catalog, versions
 from config.base import Frozen
 from config.inference import Inference
+from config.teams import Team, team_errors
 from config.training import Training
 
 # ---------------------------------------------------------------------------------------------
@@ -608,6 +609,7 @@ class EnvironmentConfig(Frozen):
     storage: Storage = Field(default_factory=Storage)
     training: Training = Field(default_factory=Training)
     inference: Inference = Field(default_factory=Inference)
+    teams: list[Team] = Field(default_factory=list)
 
     @field_validator("name_prefix")
     @classmethod
@@ -645,6 +647,7 @@ class EnvironmentConfig(Frozen):
                     f"subnet; configured AZ IDs: {', '.join(sorted(hp_az_ids))}"
                 )
         errors.extend(self._eks_errors())
+        errors.extend(team_errors(self.teams, self.eks.admin_principal_arns))
         # The inference services must fit their instance groups (config/inference.py).
         errors.extend(self.inference.check_against(self))
         if errors:
