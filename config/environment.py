@@ -22,6 +22,7 @@ from config.inference import Inference
 from config.network import Network
 from config.storage import Fsx, Storage
 from config.tags import REQUIRED_TAGS, Tags
+from config.teams import Team, team_errors
 from config.training import Training
 
 
@@ -39,6 +40,7 @@ class EnvironmentConfig(Frozen):
     storage: Storage = Field(default_factory=Storage)
     training: Training = Field(default_factory=Training)
     inference: Inference = Field(default_factory=Inference)
+    teams: list[Team] = Field(default_factory=list)
 
     @field_validator("name_prefix")
     @classmethod
@@ -148,4 +150,5 @@ CROSS_CHECKS: tuple[Callable[[EnvironmentConfig], list[str]], ...] = (
     EnvironmentConfig._eks_errors,
     lambda env: env.training.check_against(env),
     lambda env: env.inference.check_against(env),
+    lambda env: team_errors(env.teams, env.eks.admin_principal_arns),
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date
 
 # ---------------------------------------------------------------------------------------------
 # Kubernetes
@@ -32,6 +33,7 @@ VPC_CNI_MINIMUM = (1, 18, 3)
 # Value: (module, class). Only layers installed from requirements.lock are listed.
 KUBECTL_LAYERS: dict[str, tuple[str, str]] = {
     "1.33": ("aws_cdk.lambda_layer_kubectl_v33", "KubectlV33Layer"),
+    "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
 }
 
 # EKS managed add-on versions per Kubernetes minor version. kube-proxy and coredns follow the
@@ -50,7 +52,51 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
         "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",
         "amazon-cloudwatch-observability": "v4.5.0-eksbuild.1",
     },
+    # 1.34 (added 2026-12-03): kube-proxy v1.34.0-eksbuild.2 is the build EKS 1.34 clusters pull
+    # (public EKS 1.34 reports name it); vpc-cni, eks-pod-identity-agent, the FSx CSI driver and
+    # CloudWatch observability builds are the 1.33 ones, which their add-on pages list for several
+    # minors; coredns v1.12 is the line EKS ships for 1.33 and 1.34. NOT cross-checked offline:
+    # confirm each with `aws eks describe-addon-versions --kubernetes-version 1.34 --addon-name NAME`
+    # before the first upgrade (`hpray upgrade plan` prints these commands).
+    "1.34": {
+        "vpc-cni": "v1.20.3-eksbuild.1",
+        "kube-proxy": "v1.34.0-eksbuild.2",
+        "coredns": "v1.12.4-eksbuild.1",
+        "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
+        "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",
+        "amazon-cloudwatch-observability": "v4.5.0-eksbuild.1",
+    },
 }
+
+# EKS's release calendar (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html,
+# checked 2026-12-03): a minor is in standard support for 14 months after its EKS release, then in
+# extended support (billed at a higher per-cluster-hour rate: review/prices.yaml) for 12 more,
+# after which EKS upgrades the cluster itself. Dates: (release, end of standard, end of extended).
+EKS_CALENDAR: dict[str, tuple[date, date, date]] = {
+    "1.31": (date(2024, 9, 26), date(2025, 11, 26), date(2026, 11, 26)),
+    "1.32": (date(2025, 1, 23), date(2026, 3, 23), date(2027, 3, 23)),
+    "1.33": (date(2025, 5, 29), date(2026, 7, 29), date(2027, 7, 29)),
+    "1.34": (date(2025, 10, 2), date(2026, 12, 2), date(2027, 12, 2)),
+    "1.35": (date(2026, 1, 27), date(2027, 3, 27), date(2028, 3, 27)),
+}
+STANDARD, EXTENDED, END_OF_LIFE = "standard", "extended", "end-of-life"
+
+
+def eks_support_status(version: str, on: date) -> str | None:
+    """``standard``, ``extended`` or ``end-of-life`` for Kubernetes ``version`` on EKS on the day
+    ``on``; None for a version the calendar above does not list."""
+    dates = EKS_CALENDAR.get(version)
+    if dates is None:
+        return None
+    _, end_standard, end_extended = dates
+    if on < end_standard:
+        return STANDARD
+    return EXTENDED if on < end_extended else END_OF_LIFE
+
+
+def next_minor(version: str) -> str:
+    major, minor = version.split(".")
+    return f"{major}.{int(minor) + 1}"
 
 
 def supported_kubernetes_versions() -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from config.jobs import JOBS_PREFIX
 from workloads.common import k8s
 from workloads.inference.manifest import SERVE_PORT
 
@@ -245,6 +246,8 @@ def s3_locations(config) -> list[S3Location]:
     add(config.inference.storage_path, False, "inference.storage_path")
     if config.inference.llm.enabled:
         add(config.inference.llm.model_source, False, "inference.llm.model_source")
+    # `hpray submit job` uploads each job's working directory here; Ray pods only read it.
+    out.append(S3Location(config.bucket_names()["checkpoints"], JOBS_PREFIX, False, "jobs.prefix"))
     seen: set[tuple[str, str]] = set()
     unique = []
     for loc in out:

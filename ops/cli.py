@@ -1,4 +1,5 @@
-"""Command line: ``python -m ops {preflight,status,submit} --env NAME [--json]``."""
+"""Command line: ``hpray COMMAND --env NAME [--json]`` (installed by ``pip install -e .``), or
+``python -m ops`` from the checkout."""
 
 from __future__ import annotations
 
@@ -22,24 +23,41 @@ Operations for the HyperPod Ray platform, one environment at a time (config/<env
 
   preflight   before `cdk deploy`: quotas, AZ IDs, EKS version, CDK bootstrap, CIDR overlaps
   status      after deploy: HyperPod nodes and health, EKS, FSx, KubeRay, RayJobs/RayServices
-  submit      render a workload's manifest, apply it and follow it to the end
+  submit      render a workload's manifest (or your own job), apply it and follow it to the end
+  jobs        list the RayJobs and their state
+  logs        print or follow a job's driver log
+  stop        stop a job (its Ray cluster goes, its checkpoints stay); resume restarts it
+  resume      restart a stopped job; it resumes from its checkpoints
+  dashboard   port-forward to a Ray head and print the dashboard's local URL
+  upgrade     plan a Kubernetes upgrade step by step (`upgrade plan`); --apply does the safe steps
+  completion  print the shell completion script (bash; zsh with bashcompinit)
 
 Uses your AWS credentials (--profile or the usual AWS_* variables / SSO). Read-only except
-`submit`, which creates or updates one RayJob or RayService.
-`python -m ops COMMAND --help` shows a command's options."""
+`submit` (creates or updates one RayJob or RayService; `submit job` also uploads your working
+directory), `stop`/`resume` (suspend or resume one RayJob) and `dashboard` (a local port-forward).
+`%(prog)s COMMAND --help` shows a command's options."""
 
 EPILOG = """\
 examples:
-  python -m ops preflight --env dev
-  python -m ops status --env prod --json | jq .problems
-  python -m ops submit training --env dev
-  python -m ops submit training --env dev --attach     # follow a running job again
+  %(prog)s preflight --env dev
+  %(prog)s status --env prod --json | jq .problems
+  %(prog)s submit training --env dev
+  %(prog)s submit training --env dev --attach     # follow a running job again
+  %(prog)s submit job --env dev --working-dir . --gpus 4 -- python train.py --lr 3e-4
+  %(prog)s jobs --env dev
+  %(prog)s logs NAME --env dev --follow
+  %(prog)s stop NAME --env dev
+  %(prog)s upgrade plan --env dev --to 1.34
 
 exit codes:
   0   all checks passed / healthy / job succeeded
   1   a check failed / something is unhealthy / the job failed
   2   bad command line or invalid environment config
   3   AWS credentials, permission, throttling or endpoint problem
+  4   no such job
+  5   no cluster access: the Kubernetes API is unreachable or refuses your identity
+  6   quota exceeded: the namespace's ResourceQuota refused the job
+  7   the job's pods cannot be scheduled (the pod and the scheduler's reason are shown)
   130 interrupted (Ctrl-C); a submitted job keeps running"""
 
 
@@ -68,10 +86,10 @@ def _common(parser: argparse.ArgumentParser, *, kube: bool) -> None:
         parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use (with --kubeconfig or ~/.kube/config)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG,
-        usage="%(prog)s {preflight,status,submit} --env NAME [options]",
+        prog=prog,
+        usage="%(prog)s COMMAND --env NAME [options]",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=_Formatter,
@@ -81,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "preflight",
-        prog=f"{PROG} preflight",
+        prog=f"{prog} preflight",
         help="check the account and region before `cdk deploy`",
         description=(
             "Check the account and region before `cdk deploy` and print a PASS/WARN/FAIL table with a fix\n"
@@ -101,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "status",
-        prog=f"{PROG} status",
+        prog=f"{prog} status",
         help="show the deployed environment's health",
         description=(
             "Show the deployed environment: HyperPod cluster status and every node with its instance\n"
@@ -115,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "submit",
-        prog=f"{PROG} submit",
+        prog=f"{prog} submit",
         help="submit a workload and follow it",
         description=(
             "Render the workload's manifest from the environment config (the same renderer as\n"
@@ -127,13 +145,20 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=_Formatter,
     )
-    p.add_argument("workload", choices=["training", "inference"], help="training (RayJob) or inference (RayService)")
+    p.add_argument("workload", choices=["training", "inference", "job"], help="training (RayJob), inference (RayService) or job (your own command)")
     _common(p, kube=True)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--attach", action="store_true", help="do not apply anything; follow the workload already submitted")
     mode.add_argument("--no-follow", action="store_true", help="apply and return at once")
     p.add_argument("--poll-seconds", type=_positive, default=5.0, metavar="S", help="seconds between polls (default: %(default)s)")
     p.add_argument("--timeout-minutes", type=_positive, default=None, metavar="M", help="stop following after M minutes (the job keeps running)")
+    from ops.job_cli import add_job_commands, add_submit_job_options
+
+    add_submit_job_options(p)
+    add_job_commands(sub, prog, _common, _Formatter)
+    from ops.upgrade import add_upgrade_command
+
+    add_upgrade_command(sub, prog, _common, _Formatter)
     return parser
 
 
@@ -173,12 +198,30 @@ def main(
     clock: Callable[[], float] = time.monotonic,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    prog: str = PROG,
 ) -> int:
     out, err = out or sys.stdout, err or sys.stderr
-    args = build_parser().parse_args(argv)
+    from ops.job_cli import JOB_COMMANDS, run_job_command, split_command
+
+    argv, job_command = split_command(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser(prog).parse_args(argv)
+    args.job_command = job_command
+    if args.command == "completion":
+        from ops.completion import bash_script
+
+        print(bash_script(build_parser(prog), prog), file=out)
+        return EXIT_OK
     try:
+        if job_command and not (args.command == "submit" and args.workload == "job"):
+            raise OpsError("a command after -- is only for `submit job`", f"see {prog} submit --help")
         config = load_config(args.env)
         aws = aws_factory(config, args.profile)
+        if args.command in JOB_COMMANDS or (args.command == "submit" and args.workload == "job"):
+            return run_job_command(config, aws, args, out, kube_factory, prog=prog, sleep=sleep, clock=clock)
+        if args.command == "upgrade":
+            from ops.upgrade import run_upgrade
+
+            return run_upgrade(config, aws, args, out, kube_factory)
         if args.command == "preflight":
             return _preflight(config, aws, args, out)
         if args.command == "status":
@@ -205,7 +248,7 @@ def main(
 def _preflight(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO) -> int:
     from ops.preflight import FAIL, WARN, exit_status, run_preflight
 
-    checks = run_preflight(config, aws, toolkit_stack=args.toolkit_stack_name)
+    checks = run_preflight(config, aws, toolkit_stack=args.toolkit_stack_name, pipeline_account=_pipeline_account(config))
     code = exit_status(checks)
     if args.json:
         print(to_json({"environment": config.name, "region": config.region, "passed": code == 0, "checks": [c.as_dict() for c in checks]}), file=out)
@@ -221,6 +264,17 @@ def _preflight(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, ou
     verdict = "ready to deploy" if not failed else "NOT ready to deploy"
     print(f"\n{len(checks)} checks: {failed} failed, {warned} warning(s): {verdict}", file=out)
     return code
+
+
+def _pipeline_account(config: EnvironmentConfig) -> str | None:
+    """The delivery pipeline's account when config/pipeline.yaml deploys this environment."""
+    from config.pipeline import load_pipeline
+
+    try:
+        pipeline, environments = load_pipeline()
+    except ConfigError:
+        return None
+    return pipeline.account if any(e.name == config.name for e in environments) else None
 
 
 def _status(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO, kube_factory: Any) -> int:
@@ -273,3 +327,8 @@ def _submit(
         follower.emit(f"not following; watch it with: {PROG} submit {args.workload} --env {config.name} --attach")
         return EXIT_OK
     return follower.run()
+
+
+def entry_point() -> None:
+    """The installed ``hpray`` command (pyproject.toml [project.scripts])."""
+    sys.exit(main(prog="hpray"))

@@ -7,6 +7,10 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # a preflight check failed, the platform is unhealthy, or the job failed
 EXIT_USAGE = 2  # bad command line or invalid environment config (argparse also uses 2)
 EXIT_AWS = 3  # AWS credentials, permissions, throttling or connectivity
+EXIT_NO_SUCH_JOB = 4  # the named RayJob does not exist
+EXIT_NO_CLUSTER_ACCESS = 5  # the Kubernetes API is unreachable or refuses this identity
+EXIT_QUOTA = 6  # a namespace ResourceQuota refused the job
+EXIT_UNSCHEDULABLE = 7  # the job's pods cannot be scheduled (the scheduler's reason is shown)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), the shell convention
 
 
@@ -54,3 +58,23 @@ class NotFoundError(OpsError):
 
 class KubernetesError(OpsError):
     """The Kubernetes API could not be reached or refused a call."""
+
+
+class ClusterAccessError(KubernetesError):
+    """No cluster access: the API cannot be reached, or it does not accept this identity."""
+
+    exit_code = EXIT_NO_CLUSTER_ACCESS
+
+
+class QuotaExceededError(KubernetesError):
+    """A ResourceQuota of the namespace refused an object (the API's 403 "exceeded quota")."""
+
+    exit_code = EXIT_QUOTA
+
+
+class JobNotFoundError(NotFoundError):
+    exit_code = EXIT_NO_SUCH_JOB
+
+
+class UnschedulableError(OpsError):
+    exit_code = EXIT_UNSCHEDULABLE

@@ -12,10 +12,11 @@ import base64
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ops.aws import Aws
-from ops.errors import KubernetesError, NotFoundError
+from ops.errors import ClusterAccessError, KubernetesError, NotFoundError, QuotaExceededError
 
 RAY_GROUP, RAY_VERSION = "ray.io", "v1"
 PLURALS = {"RayJob": "rayjobs", "RayService": "rayservices", "RayCluster": "rayclusters"}
@@ -89,6 +90,22 @@ def _api_client_for_kubeconfig(kubeconfig: str | None, context: str | None) -> A
         raise KubernetesError(f"cannot load kubeconfig {kubeconfig or '~/.kube/config'}: {err}") from None
 
 
+def _status_message(err: Any) -> str:
+    """The ``message`` of the API's Status body (where quota and admission refusals say why)."""
+    import json
+
+    try:
+        return str(json.loads(err.body or "{}").get("message") or "")
+    except (TypeError, ValueError):
+        return str(err.body or "")
+
+
+def _namespace_of(what: str) -> str:
+    # ``what`` reads "create RayJob in NAMESPACE" or "get RayJob NAMESPACE/NAME".
+    tail = what.rsplit(" ", 1)[-1]
+    return tail.split("/", 1)[0]
+
+
 class Kube:
     """The handful of Kubernetes calls the CLI makes. Results are JSON-shaped dicts."""
 
@@ -119,19 +136,28 @@ class Kube:
         from urllib3.exceptions import HTTPError
 
         try:
-            return fn(*args, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+            return fn(*args, **{"_request_timeout": REQUEST_TIMEOUT, **kwargs})
         except ApiException as err:
             if err.status == 404:
                 raise NotFoundError(f"{what}: not found") from None
+            detail = _status_message(err)
+            if err.status == 403 and "exceeded quota" in detail:
+                namespace = _namespace_of(what)
+                raise QuotaExceededError(
+                    f"the namespace's ResourceQuota refused {what}: {detail}",
+                    f"ask fewer GPUs/CPUs, wait for other jobs to finish (`hpray jobs`), or raise the quota "
+                    f"(kubectl -n {namespace} describe resourcequota)",
+                ) from None
             reason = {401: "not authenticated", 403: "forbidden (RBAC / EKS access entry)"}.get(err.status, err.reason)
-            raise KubernetesError(
+            error = ClusterAccessError if err.status in (401, 403) else KubernetesError
+            raise error(
                 f"Kubernetes API refused {what}: {err.status} {reason}",
                 "check that your IAM principal has an EKS access entry with a policy that allows this"
                 if err.status in (401, 403)
                 else None,
             ) from None
         except HTTPError as err:
-            raise KubernetesError(
+            raise ClusterAccessError(
                 f"cannot reach the Kubernetes API for {what}: {err}",
                 "a private EKS endpoint is reachable only from inside the VPC (VPN, bastion, CI runner)",
             ) from None
@@ -213,3 +239,83 @@ class Kube:
         if tail_lines:
             kwargs["tail_lines"] = tail_lines
         return self._do(f"read log of {namespace}/{pod}", self.core.read_namespaced_pod_log, pod, namespace, **kwargs)
+
+
+    # -- calls of the job commands (jobs, logs, stop, dashboard) ---------------------------------
+
+    def patch_ray(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch of one Ray object (e.g. ``{"spec": {"suspend": True}}``)."""
+        return self._do(
+            f"patch {kind} {namespace}/{name}",
+            self.custom.patch_namespaced_custom_object,
+            RAY_GROUP,
+            RAY_VERSION,
+            namespace,
+            PLURALS[kind],
+            name,
+            patch,
+        )
+
+    def list_events(self, namespace: str, field_selector: str) -> list[dict[str, Any]]:
+        result = self._do(f"list events in {namespace}", self.core.list_namespaced_event, namespace, field_selector=field_selector)
+        return self._plain(result).get("items", [])
+
+    def get_service(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._plain(self._do(f"get service {namespace}/{name}", self.core.read_namespaced_service, name, namespace))
+
+    def read_secret_value(self, namespace: str, name: str, key: str) -> str:
+        secret = self._plain(self._do(f"read secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace))
+        data = (secret.get("data") or {}).get(key)
+        if data is None:
+            raise NotFoundError(f"secret {namespace}/{name} has no key {key!r}")
+        return base64.b64decode(data).decode()
+
+    def apply_crd(self, body: dict[str, Any], *, field_manager: str, dry_run: bool) -> dict[str, Any]:
+        """Server-side apply of one CustomResourceDefinition (``kubectl apply --server-side
+        --force-conflicts [--dry-run=server]``). The generated client has no way to send the
+        apply content type for a CRD, so the call is made through ApiClient.call_api."""
+        name = body["metadata"]["name"]
+        query = [("fieldManager", field_manager), ("force", True)] + ([("dryRun", "All")] if dry_run else [])
+        return self._do(
+            f"apply CRD {name}" + (" (server dry run)" if dry_run else ""),
+            self._api.call_api,
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}",
+            "PATCH",
+            path_params={"name": name},
+            query_params=query,
+            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+            body=body,
+            response_type="object",
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+
+    def stream_log(self, namespace: str, pod: str, *, follow: bool = True, tail_lines: int | None = None) -> Iterator[str]:
+        """The pod's log line by line through the API's ``follow`` stream: the server keeps the
+        response open and sends each line as the container writes it, until the container ends.
+        No read timeout while following (the stream is idle whenever the job is quiet)."""
+        kwargs: dict[str, Any] = {"follow": follow}
+        if tail_lines is not None:
+            kwargs["tail_lines"] = tail_lines
+        what = f"read log of {namespace}/{pod}"
+        response = self._do(what, self.core.read_namespaced_pod_log, pod, namespace, _preload_content=False,
+                            _request_timeout=(REQUEST_TIMEOUT[0], None) if follow else REQUEST_TIMEOUT, **kwargs)
+        return _lines(response, what)
+
+
+def _lines(response: Any, what: str) -> Iterator[str]:
+    from urllib3.exceptions import HTTPError
+
+    buffer = b""
+    try:
+        for chunk in response.stream(amt=65536, decode_content=True):
+            buffer += chunk
+            *complete, buffer = buffer.split(b"\n")
+            for line in complete:
+                yield line.decode("utf-8", "replace")
+        if buffer:
+            yield buffer.decode("utf-8", "replace")
+    except HTTPError as err:
+        raise ClusterAccessError(f"the log stream of {what} broke: {err}", "rerun the command to reattach") from None
+    finally:
+        response.release_conn()

@@ -24,3 +24,11 @@ STATUS = (
 # status and submit reach Kubernetes with an EKS token (a presigned sts:GetCallerIdentity, which
 # needs no permission) after eks:DescribeCluster; Kubernetes access comes from an EKS access entry.
 SUBMIT = ("eks:DescribeCluster",)
+# submit job uploads the working directory to jobs/<job>/ of the checkpoint bucket (config/jobs.py):
+# HeadObject (allowed by s3:GetObject) skips an upload of identical code; the bucket's SSE-KMS key
+# needs kms:GenerateDataKey for the put. Scope both to that prefix and key.
+SUBMIT_JOB = ("eks:DescribeCluster", "s3:GetObject", "s3:PutObject", "kms:GenerateDataKey")
+# jobs, logs, stop, resume, dashboard: Kubernetes only (see the README for the verbs).
+JOBS = ("eks:DescribeCluster",)
+# upgrade plan prints only; --apply reads the cluster and its upgrade insights.
+UPGRADE_APPLY = ("eks:DescribeCluster", "eks:ListInsights")

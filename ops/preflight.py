@@ -169,8 +169,28 @@ def _version_status(entry: dict[str, Any]) -> str:
     return str(raw).upper().replace("-", "_")
 
 
-def evaluate_kubernetes_version(version: str, region: str, versions: list[dict[str, Any]]) -> Check:
+def extended_support_monthly_extra() -> float | None:
+    """What extended support adds to one control plane per month, from the review's price table
+    (the same figures as the cost report); None without a price table."""
+    try:
+        from review.cost import load_prices
+
+        prices = load_prices()
+        extended, standard = prices.price("eks_cluster_extended_hourly"), prices.price("eks_cluster_hourly")
+    except (OSError, KeyError, ValueError):
+        return None
+    return None if extended is None or standard is None else (extended - standard) * prices.hours
+
+
+def evaluate_kubernetes_version(version: str, region: str, versions: list[dict[str, Any]], *,
+                                monthly_extra: float | None = None) -> Check:
+    """EKS offers ``version`` in the region, HyperPod supports it, and what its support costs."""
+    from config.versions import HYPERPOD_KUBERNETES_VERSIONS
+
     label = f"eks {version}"
+    if version not in HYPERPOD_KUBERNETES_VERSIONS:
+        return Check(label, FAIL, f"SageMaker HyperPod does not support Kubernetes {version}; it supports "
+                     f"{', '.join(HYPERPOD_KUBERNETES_VERSIONS)}", "set eks.kubernetes_version to a version both support")
     offered = {v.get("clusterVersion"): v for v in versions}
     entry = offered.get(version)
     supported = sorted(
@@ -191,13 +211,28 @@ def evaluate_kubernetes_version(version: str, region: str, versions: list[dict[s
             label,
             WARN,
             f"Kubernetes {version} is in extended support in {region} (extra per-cluster-hour charge"
-            f"{', ends ' + str(entry['endOfExtendedSupportDate'])[:10] if entry.get('endOfExtendedSupportDate') else ''})",
-            "plan an upgrade of eks.kubernetes_version to a standard-support version: " + allowed,
+            f"{', ends ' + str(entry['endOfExtendedSupportDate'])[:10] if entry.get('endOfExtendedSupportDate') else ''})"
+            + (f": ${monthly_extra:,.0f} a month more than standard support" if monthly_extra else ""),
+            _upgrade_fix(version, offered),
         )
     return Check(label, PASS, f"Kubernetes {version} is offered in {region} ({status.lower().replace('_', ' ')})")
 
 
-def evaluate_bootstrap(stack: dict[str, Any] | None, stack_name: str, account: str, region: str) -> Check:
+def _upgrade_fix(version: str, offered: dict[str, Any]) -> str:
+    from config.versions import HYPERPOD_KUBERNETES_VERSIONS, next_minor
+
+    standard = [v for v, e in offered.items() if v and _version_status(e) == "STANDARD_SUPPORT"]
+    both = sorted((v for v in standard if v in HYPERPOD_KUBERNETES_VERSIONS), key=lambda s: tuple(int(p) for p in s.split(".")))
+    if both:
+        return f"plan an upgrade (one minor at a time): hpray upgrade plan --env NAME --to {next_minor(version)}; in standard support and HyperPod: {', '.join(both)}"
+    return (f"no version HyperPod supports is in standard support in this region yet; stay on the newest HyperPod "
+            f"supports ({HYPERPOD_KUBERNETES_VERSIONS[-1]}): hpray upgrade plan --env NAME --to {next_minor(version)}"
+            if version != HYPERPOD_KUBERNETES_VERSIONS[-1] else
+            "no version HyperPod supports is in standard support yet; upgrade when HyperPod adds the next one")
+
+
+def evaluate_bootstrap(stack: dict[str, Any] | None, stack_name: str, account: str, region: str, *,
+                       pipeline_account: str | None = None) -> Check:
     label = "cdk bootstrap"
     fix = f"npx cdk bootstrap aws://{account}/{region}"
     if stack is None:
@@ -214,6 +249,19 @@ def evaluate_bootstrap(stack: dict[str, Any] | None, stack_name: str, account: s
         return Check(
             label, FAIL, f"{stack_name} is bootstrap version {version}; this app needs >= {MIN_BOOTSTRAP_VERSION}", fix
         )
+    if pipeline_account and pipeline_account != account:
+        # A cross-account pipeline assumes this account's bootstrap roles: `cdk bootstrap --trust`.
+        params = {p.get("ParameterKey"): p.get("ParameterValue") or "" for p in stack.get("Parameters", [])}
+        trusted = [a.strip() for a in params.get("TrustedAccounts", "").split(",") if a.strip()]
+        if pipeline_account not in trusted:
+            return Check(
+                label, FAIL,
+                f"{stack_name} does not trust the pipeline account {pipeline_account} (TrustedAccounts: {', '.join(trusted) or 'none'}), "
+                "so the pipeline cannot deploy here",
+                f"{fix} --trust {pipeline_account} --cloudformation-execution-policies arn:aws:iam::aws:policy/AdministratorAccess "
+                "(or your narrower deployment policy)",
+            )
+        return Check(label, PASS, f"{stack_name} {state}, bootstrap version {version}, trusts the pipeline account {pipeline_account}")
     return Check(label, PASS, f"{stack_name} {state}, bootstrap version {version}")
 
 
@@ -275,7 +323,10 @@ def _quotas_by_name(aws: Aws, method: str) -> dict[str, dict[str, Any]]:
     return {q["QuotaName"]: q for q in quotas if "QuotaName" in q}
 
 
-def run_preflight(config: EnvironmentConfig, aws: Aws, *, toolkit_stack: str = DEFAULT_TOOLKIT_STACK) -> list[Check]:
+def run_preflight(config: EnvironmentConfig, aws: Aws, *, toolkit_stack: str = DEFAULT_TOOLKIT_STACK,
+                  pipeline_account: str | None = None) -> list[Check]:
+    """``pipeline_account``: the account of the delivery pipeline that deploys this environment
+    (config/pipeline.yaml), whose roles the CDK bootstrap must trust when it is another account."""
     # Credentials first: without them nothing else can be checked (CredentialsError propagates).
     checks = [evaluate_identity(aws.call("sts", "get_caller_identity"), config)]
 
@@ -292,14 +343,16 @@ def run_preflight(config: EnvironmentConfig, aws: Aws, *, toolkit_stack: str = D
 
     def kubernetes() -> Check:
         versions = aws.paginate("eks", "describe_cluster_versions", "clusterVersions", clusterType="eks", includeAll=True)
-        return evaluate_kubernetes_version(config.eks.kubernetes_version, config.region, versions)
+        return evaluate_kubernetes_version(config.eks.kubernetes_version, config.region, versions,
+                                           monthly_extra=extended_support_monthly_extra())
 
     def bootstrap() -> Check:
         try:
             stacks = aws.call("cloudformation", "describe_stacks", StackName=toolkit_stack).get("Stacks", [])
         except NotFoundError:
             stacks = []
-        return evaluate_bootstrap(stacks[0] if stacks else None, toolkit_stack, config.account, config.region)
+        return evaluate_bootstrap(stacks[0] if stacks else None, toolkit_stack, config.account, config.region,
+                                  pipeline_account=pipeline_account)
 
     def vpcs() -> Check:
         return evaluate_vpc_overlap(config, aws.paginate("ec2", "describe_vpcs", "Vpcs"))

@@ -19,6 +19,15 @@ from review.flows import broken_lines, check_flows
 from review.report import build_report
 
 
+def _date(text: str):
+    from datetime import date
+
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date; expected YYYY-MM-DD") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m review", description=__doc__)
     parser.add_argument("assembly", help="cloud assembly directory (cdk.out)")
@@ -26,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", metavar="DIR", help="output directory (default: ASSEMBLY/review)")
     parser.add_argument("--prices", metavar="YAML", help="price table (default: review/prices.yaml)")
     parser.add_argument("--no-diagram", action="store_true", help="skip the graphviz diagram")
+    parser.add_argument("--date", metavar="YYYY-MM-DD", type=_date, default=None,
+                        help="price the EKS control plane by its Kubernetes version's support status on this day "
+                             "(default: the price table's recorded date)")
     args = parser.parse_args(argv)
     try:
         assembly = load_assembly(args.assembly)
@@ -62,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             except DiagramError as err:
                 print(f"review: {err}", file=sys.stderr)
                 return 3
-        doc = build_report(env, stacks, cost=estimate(stacks, prices), prices=prices, comparison=comparison, diagram=diagram,
+        doc = build_report(env, stacks, cost=estimate(stacks, prices, on=args.date), prices=prices, comparison=comparison, diagram=diagram,
                            flows=flow_results)
         (out / f"{env}.md").write_text(doc.markdown())
         (out / f"{env}.html").write_text(doc.html())

@@ -9,11 +9,13 @@ data processing and transfer, log ingestion) are listed as not estimated.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from config import versions
 from review.analysis import as_list, show
 from review.assembly import Stack
 
@@ -95,8 +97,18 @@ def _int(v: Any) -> int | None:
         return None
 
 
-def estimate(stacks: list[Stack], prices: PriceTable | None = None) -> CostEstimate:
+def control_plane_section(version: str, on: date) -> tuple[str, str]:
+    """(price table section, support status) of an EKS control plane at ``version`` on ``on``."""
+    status = versions.eks_support_status(version, on) or "unknown"
+    return ("eks_cluster_extended_hourly" if status in (versions.EXTENDED, versions.END_OF_LIFE) else "eks_cluster_hourly"), status
+
+
+def estimate(stacks: list[Stack], prices: PriceTable | None = None, *, on: date | None = None) -> CostEstimate:
+    """Monthly cost of ``stacks``; the EKS control plane is priced by its Kubernetes version's
+    support status on ``on`` (default: the price table's ``recorded`` date, so a report is the
+    same for the same inputs)."""
     prices = prices or load_prices()
+    on = on or date.fromisoformat(str(prices.data["recorded"]))
     h = prices.hours
     est = CostEstimate()
 
@@ -129,8 +141,11 @@ def estimate(stacks: list[Stack], prices: PriceTable | None = None) -> CostEstim
                 unit = prices.price("nat_gateway_hourly")
                 add(stack, r.logical_id, "NAT gateway", "1", unit, f"${unit}/h", unit * h, "nat_gateway_hourly")
             elif r.type == "AWS::EKS::Cluster":
-                unit = prices.price("eks_cluster_hourly")
-                add(stack, r.logical_id, "EKS control plane", "1", unit, f"${unit}/h", unit * h, "eks_cluster_hourly")
+                version = show(p.get("Version"))
+                section, status = control_plane_section(version, on)
+                unit = prices.price(section)
+                add(stack, r.logical_id, "EKS control plane", f"Kubernetes {version}, {status} support on {on.isoformat()}",
+                    unit, f"${unit}/h", None if unit is None else unit * h, section)
             elif r.type == "AWS::EKS::Nodegroup":
                 count = _int((p.get("ScalingConfig") or {}).get("DesiredSize")) or 0
                 types = [show(t) for t in as_list(p.get("InstanceTypes"))]

@@ -17,6 +17,7 @@ from constructs.helm import HelmRelease
 from constructs.hyperpod_dependencies import HyperPodDependencies
 from constructs.kuberay import kuberay_operator_release
 from constructs.network import PlatformNetwork
+from constructs.team_access import TeamAccess
 from constructs.workloads_access import WorkloadsAccess
 from stacks.base import PlatformStack
 from stacks.storage_stack import StorageStack
@@ -75,6 +76,14 @@ class ClusterStack(PlatformStack):
             namespace_depends_on=[self.eks.addons["eks-pod-identity-agent"]],
             storage_depends_on=[self.eks.addons["aws-fsx-csi-driver"]],
         )
+        # Team namespaces, quotas and namespace-scoped access entries (config `teams`).
+        self.teams = (
+            TeamAccess(self, "Teams", cluster=self.cluster, teams=config.teams, workloads_role=self.workloads.role)
+            if config.teams else None
+        )
+        if self.teams:
+            for manifest in self.teams.manifests.values():
+                manifest.node.add_dependency(*cluster_ready)
         self.kuberay = HelmRelease(
             self, "KubeRayOperator", cluster=self.cluster, release=kuberay_operator_release(config.eks),
             # The operator's namespaced RBAC goes into the workloads namespace: it must exist first.

@@ -36,7 +36,7 @@ def valid(mutate, env: str = "dev"):
 def test_unsupported_kubernetes_version():
     errors = errors_for(lambda d: d["eks"].update(kubernetes_version="1.27"))
     assert errors == [
-        "eks.kubernetes_version: Kubernetes '1.27' is not supported; allowed: 1.33 (HyperPod supports "
+        "eks.kubernetes_version: Kubernetes '1.27' is not supported; allowed: 1.33, 1.34 (HyperPod supports "
         "1.28, 1.29, 1.30, 1.31, 1.32, 1.33, 1.34; add-ons and kubectl are pinned in "
         "config/versions.py only for the allowed ones)"
     ]
@@ -46,14 +46,14 @@ def test_hyperpod_version_without_pins_is_refused():
     """1.32 is supported by HyperPod and CDK, but this app pins no add-ons or kubectl for it."""
     assert "1.32" in versions.HYPERPOD_KUBERNETES_VERSIONS
     errors = errors_for(lambda d: d["eks"].update(kubernetes_version="1.32"))
-    assert errors[0].startswith("eks.kubernetes_version: Kubernetes '1.32' is not supported; allowed: 1.33 ")
+    assert errors[0].startswith("eks.kubernetes_version: Kubernetes '1.32' is not supported; allowed: 1.33, 1.34 ")
 
 
 def test_supported_versions_are_consistent():
     from aws_cdk import aws_eks_v2 as eks
 
     supported = versions.supported_kubernetes_versions()
-    assert supported == ("1.33",)
+    assert supported == ("1.33", "1.34")
     for v in supported:
         assert hasattr(eks.KubernetesVersion, "V" + v.replace(".", "_"))
         assert set(versions.ADDON_VERSIONS[v]) == {
@@ -68,6 +68,23 @@ def test_supported_versions_are_consistent():
         minor = v.split(".")[1]
         assert module == f"aws_cdk.lambda_layer_kubectl_v{minor}" and cls == f"KubectlV{minor}Layer"
     assert versions.AUTHENTICATION_MODE in versions.HYPERPOD_AUTHENTICATION_MODES
+
+
+def test_support_status_follows_the_eks_calendar():
+    from datetime import date
+
+    # 14 months of standard support, then 12 of extended (EKS's rule), for every listed minor.
+    for v, (released, end_standard, end_extended) in versions.EKS_CALENDAR.items():
+        months = lambda a, b: (b.year - a.year) * 12 + b.month - a.month  # noqa: E731
+        assert months(released, end_standard) == 14 and months(end_standard, end_extended) == 12, v
+    assert versions.eks_support_status("1.33", date(2026, 7, 28)) == "standard"
+    assert versions.eks_support_status("1.33", date(2026, 7, 29)) == "extended"
+    assert versions.eks_support_status("1.33", date(2027, 7, 29)) == "end-of-life"
+    # On 2026-12-03 no minor that HyperPod supports is in standard support: 1.34 left it on 12-02.
+    today = date(2026, 12, 3)
+    assert [v for v in versions.HYPERPOD_KUBERNETES_VERSIONS if versions.eks_support_status(v, today) == "standard"] == []
+    assert versions.eks_support_status("1.35", today) == "standard"
+    assert versions.eks_support_status("9.99", today) is None
 
 
 def test_malformed_admin_arn():

@@ -7,6 +7,7 @@ import json
 import kubernetes_validate
 import pytest
 
+from config.jobs import JOBS_PREFIX
 from constructs import workloads_access as wa
 from config.names import FSX_PVC, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
 from tests.conftest import template_of
@@ -111,7 +112,12 @@ def test_role_reaches_only_the_checkpoint_prefix_and_key(dev):
     assert sorted(key["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"]
     assert "Fn::ImportValue" in json.dumps(key["Resource"])
     assert key["Condition"] == {"StringEquals": {"kms:ViaService": "s3.us-east-1.amazonaws.com"}}
-    assert set(by_sid) == {"ListCheckpointPrefix", "ReadWriteCheckpoints", "CheckpointKey"}
+    # The code of `hpray submit job` (config/jobs.py): read-only, its own prefix.
+    assert JOBS_PREFIX != prefix and not JOBS_PREFIX.startswith(prefix)
+    assert by_sid["ListJobCode"]["Condition"] == {"StringLike": {"s3:prefix": [JOBS_PREFIX, f"{JOBS_PREFIX}*"]}}
+    assert by_sid["ReadJobCode"] == {"Sid": "ReadJobCode", "Effect": "Allow", "Action": "s3:GetObject",
+                                     "Resource": f"arn:aws:s3:::{bucket}/{JOBS_PREFIX}*"}
+    assert set(by_sid) == {"ListCheckpointPrefix", "ReadWriteCheckpoints", "ListJobCode", "ReadJobCode", "CheckpointKey"}
 
 
 def test_service_account_after_namespace_after_pod_identity_agent(dev):

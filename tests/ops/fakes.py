@@ -96,17 +96,27 @@ def stub_eks_versions(aws, versions: list[dict] | None = None) -> Stubber:
     return stubber
 
 
-def create_bootstrap_stack(version: int = 28, name: str = "CDKToolkit") -> None:
-    """A CDKToolkit stack in moto with the BootstrapVersion output that `cdk bootstrap` creates."""
+# The delivery pipeline's account (config/pipeline.yaml), which deploys dev, staging and prod.
+PIPELINE_ACCOUNT = "444444444444"
+
+
+def create_bootstrap_stack(version: int = 28, name: str = "CDKToolkit", trusted: tuple[str, ...] = (PIPELINE_ACCOUNT,)) -> None:
+    """A CDKToolkit stack in moto with the BootstrapVersion output and the TrustedAccounts
+    parameter that `cdk bootstrap [--trust ACCOUNT]` creates."""
     import json
 
     import boto3
 
     template = {
+        # CommaDelimitedList in the real bootstrap template, whose DescribeStacks shows the comma
+        # string; moto would show a Python list's repr for that type, so String here.
+        "Parameters": {"TrustedAccounts": {"Type": "String", "Default": ""}},
         "Resources": {"CdkBootstrapVersion": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Name": f"/cdk-bootstrap/{name}/version", "Value": str(version)}}},
         "Outputs": {"BootstrapVersion": {"Value": str(version)}},
     }
-    boto3.client("cloudformation", region_name=REGION).create_stack(StackName=name, TemplateBody=json.dumps(template))
+    boto3.client("cloudformation", region_name=REGION).create_stack(
+        StackName=name, TemplateBody=json.dumps(template),
+        Parameters=[{"ParameterKey": "TrustedAccounts", "ParameterValue": ",".join(trusted)}])
 
 
 def env_data(name: str = "dev") -> dict[str, Any]:

@@ -136,6 +136,42 @@ def test_kubernetes_version_not_offered_fails(account, healthy_config):
     assert (row.status, row.detail) == (FAIL, "EKS does not offer Kubernetes 1.33 in us-east-1; offered: 1.34")
 
 
+def test_extended_support_warning_says_the_monthly_difference_and_the_upgrade():
+    from ops.preflight import extended_support_monthly_extra
+
+    extra = extended_support_monthly_extra()
+    assert extra == pytest.approx((0.60 - 0.10) * 730)  # review/prices.yaml: extended vs standard, 730 h
+    row = evaluate_kubernetes_version("1.33", "us-east-1", [eks_version("1.33", "EXTENDED_SUPPORT", "1.33.5"), eks_version("1.34", "EXTENDED_SUPPORT", "1.34.1"),
+                                                           eks_version("1.35", "STANDARD_SUPPORT", "1.35.0")], monthly_extra=extra)
+    assert row.status == WARN
+    assert row.detail.endswith("(extra per-cluster-hour charge, ends 2027-07-29): $365 a month more than standard support")
+    # 1.35 is in standard support but HyperPod does not support it: the next HyperPod minor instead.
+    assert row.fix == ("no version HyperPod supports is in standard support in this region yet; stay on the newest HyperPod "
+                       "supports (1.34): hpray upgrade plan --env NAME --to 1.34")
+
+
+def test_kubernetes_version_hyperpod_does_not_support_fails():
+    row = evaluate_kubernetes_version("1.35", "us-east-1", [eks_version("1.35", "STANDARD_SUPPORT", "1.35.0")])
+    assert (row.status, row.detail) == (FAIL, "SageMaker HyperPod does not support Kubernetes 1.35; it supports 1.28, 1.29, 1.30, 1.31, 1.32, 1.33, 1.34")
+
+
+def test_bootstrap_must_trust_a_cross_account_pipeline(account, healthy_config):
+    from tests.ops.fakes import PIPELINE_ACCOUNT
+
+    create_bootstrap_stack(28, name="CDKToolkitUntrusting", trusted=())
+    aws, _ = prepare(healthy_config)
+    row = by_check(run_preflight(healthy_config, aws, toolkit_stack="CDKToolkitUntrusting", pipeline_account=PIPELINE_ACCOUNT))["cdk bootstrap"]
+    assert (row.status, row.detail) == (FAIL, "CDKToolkitUntrusting does not trust the pipeline account 444444444444 (TrustedAccounts: none), so the pipeline cannot deploy here")
+    assert row.fix.startswith(f"npx cdk bootstrap aws://{ACCOUNT}/us-east-1 --trust 444444444444 --cloudformation-execution-policies ")
+    aws, _ = prepare(healthy_config)
+    row = by_check(run_preflight(healthy_config, aws, pipeline_account=PIPELINE_ACCOUNT))["cdk bootstrap"]
+    assert (row.status, row.detail) == (PASS, "CDKToolkit CREATE_COMPLETE, bootstrap version 28, trusts the pipeline account 444444444444")
+    # A pipeline in the environment's own account needs no trust.
+    aws, _ = prepare(healthy_config)
+    row = by_check(run_preflight(healthy_config, aws, toolkit_stack="CDKToolkitUntrusting", pipeline_account=ACCOUNT))["cdk bootstrap"]
+    assert row.status == PASS
+
+
 def test_kubernetes_version_in_extended_support_warns():
     row = evaluate_kubernetes_version("1.31", "us-east-1", [eks_version("1.31", "EXTENDED_SUPPORT", "1.31.13"), eks_version("1.32", "STANDARD_SUPPORT", "1.32.9")])
     assert row.status == WARN

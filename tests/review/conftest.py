@@ -102,6 +102,7 @@ hyperpod_ebs_gb_month: {source: test, price: 0.1}
 ec2_instance_hourly: {source: test, prices: {m7i.xlarge: 0.2}}
 ebs_gb_month: {source: test, prices: {gp3: 0.08}}
 eks_cluster_hourly: {source: test, price: 0.1}
+eks_cluster_extended_hourly: {source: test, price: 0.6}
 nat_gateway_hourly: {source: test, price: 0.05}
 vpc_interface_endpoint_hourly_per_az: {source: test, price: 0.01}
 fsx_lustre_gb_month: {source: test, prices: {PERSISTENT_2: {125: 0.145, 250: 0.2}}}

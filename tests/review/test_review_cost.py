@@ -31,6 +31,22 @@ def test_cost_of_synthetic_cluster_matches_hand_computed_figure(assembly_dir, cl
     assert est.unpriced == []
 
 
+def test_control_plane_priced_by_support_status_on_the_reports_date(assembly_dir, cluster_tpl, test_prices):
+    from datetime import date
+
+    stacks = load_assembly(assembly_dir("a", {"Cluster": cluster_tpl()})).stacks
+    version = next(r.properties["Version"] for s in stacks for r in s.resources() if r.type == "AWS::EKS::Cluster")
+    assert version == "1.33"  # standard support until 2026-07-29 (config/versions.py EKS_CALENDAR)
+    before = estimate(stacks, test_prices, on=date(2026, 7, 28))
+    after = estimate(stacks, test_prices, on=date(2026, 7, 29))
+    [cp_before] = [i for i in before.items if i.item == "EKS control plane"]
+    [cp_after] = [i for i in after.items if i.item == "EKS control plane"]
+    assert (cp_before.monthly, cp_before.quantity) == (73.0, "Kubernetes 1.33, standard support on 2026-07-28")
+    assert (cp_after.monthly, cp_after.quantity) == (438.0, "Kubernetes 1.33, extended support on 2026-07-29")  # $0.60 x 730
+    assert cp_after.section == "eks_cluster_extended_hourly"
+    assert after.total - before.total == pytest.approx(365.0)
+
+
 def test_instance_type_without_price_is_named_not_guessed(assembly_dir, cluster_tpl, test_prices):
     tpl = cluster_tpl()
     tpl["Resources"]["HyperPod"]["Properties"]["InstanceGroups"][1]["InstanceType"] = "ml.trn2.48xlarge"

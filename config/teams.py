@@ -1,0 +1,81 @@
+"""Teams that share an environment without cluster-admin: each gets its own namespace with a
+ResourceQuota, and its IAM principals get EKS access entries scoped to that namespace
+(constructs/team_access.py)."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, field_validator
+
+from config.base import Frozen
+
+TEAM_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$")
+# Namespaces of the platform itself; a team never gets one of these.
+RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "ray-workloads",
+                                 "kuberay-system", "aws-hyperpod", "amazon-cloudwatch"})
+
+
+class TeamQuota(Frozen):
+    """The namespace's ResourceQuota: what the team's pods may request in total."""
+
+    gpus: int = Field(default=8, ge=0, le=4096)
+    cpus: int = Field(default=192, ge=1)
+    memory_gib: int = Field(default=1536, ge=1)
+    rayjobs: int = Field(default=10, ge=1, le=1000)
+
+
+class Team(Frozen):
+    name: str
+    # IAM roles or users of the team (e.g. the role its SSO permission set creates).
+    principal_arns: list[str] = Field(min_length=1)
+    # Default: team-<name>.
+    namespace: str | None = None
+    quota: TeamQuota = Field(default_factory=TeamQuota)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not TEAM_NAME_RE.match(v):
+            raise ValueError(f"{v!r} is not a team name; allowed: 1-20 lowercase letters, digits and hyphens, starting with a letter")
+        return v
+
+    @field_validator("principal_arns")
+    @classmethod
+    def _arns(cls, v: list[str]) -> list[str]:
+        from config.model import IAM_PRINCIPAL_ARN_RE
+
+        for arn in v:
+            if not IAM_PRINCIPAL_ARN_RE.match(arn):
+                raise ValueError(f"{arn!r} is not an IAM role or user ARN; expected arn:aws:iam::123456789012:role/NAME")
+        return v
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 63 or not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", v)):
+            raise ValueError(f"{v!r} is not a Kubernetes namespace name; allowed: up to 63 lowercase letters, digits and hyphens")
+        if v in RESERVED_NAMESPACES:
+            raise ValueError(f"{v!r} is a platform namespace; reserved: {', '.join(sorted(RESERVED_NAMESPACES))}")
+        return v
+
+    @property
+    def resolved_namespace(self) -> str:
+        return self.namespace or f"team-{self.name}"
+
+
+def team_errors(teams: list[Team], admin_arns: list[str]) -> list[str]:
+    """Rules across teams: names, namespaces and principals each belong to one team; an admin is
+    not also a team member (one principal has one EKS access entry)."""
+    errors = []
+    seen: dict[str, dict[str, str]] = {"name": {}, "namespace": {}, "principal": {}}
+    for i, team in enumerate(teams):
+        for kind, values in (("name", [team.name]), ("namespace", [team.resolved_namespace]), ("principal", team.principal_arns)):
+            for value in values:
+                if value in seen[kind]:
+                    errors.append(f"teams[{i}]: {kind} {value!r} is already team {seen[kind][value]!r}'s; each {kind} belongs to one team")
+                seen[kind][value] = team.name
+        for arn in team.principal_arns:
+            if arn in admin_arns:
+                errors.append(f"teams[{i}].principal_arns: {arn!r} is in eks.admin_principal_arns; a principal has one access entry")
+    return errors

@@ -1,0 +1,347 @@
+"""``submit job``: an ML engineer's own script on the environment's Ray cluster.
+
+1. The working directory is zipped (one top-level directory, files in sorted order with fixed
+   timestamps, so the same code gives the same bytes) and uploaded to the checkpoint bucket at
+   ``jobs/<job>/working-dir-<sha256>.zip`` (config/jobs.py), which the workloads role may read.
+2. A RayJob runs the command with that zip as Ray's runtime_env ``working_dir``: every Ray pod
+   downloads it with its Pod Identity credentials, and the driver starts in it.
+3. The job is followed like ``submit training``: state changes, steps, loss, ETA, checkpoints,
+   resumes; and, while pods wait, the scheduler's reason when one cannot be placed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import io
+import math
+import os
+import re
+import secrets
+import shlex
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from config.jobs import JOBS_PREFIX
+from config.model import EnvironmentConfig
+from ops.errors import AccessDeniedError, AwsError, NotFoundError, OpsError, UnschedulableError
+from ops.submit import Follower
+
+# Left out of every upload: version control, caches and virtual environments are never code the
+# job needs, and they can be large.
+DEFAULT_EXCLUDES = (".git", ".hg", ".svn", "__pycache__", "*.pyc", ".venv", "venv", "node_modules", ".ipynb_checkpoints", ".DS_Store")
+# Code, not data: a larger directory almost always holds data the job should read from S3/FSx.
+MAX_ZIP_BYTES = 256 << 20
+# RayJob names: KubeRay derives the RayCluster (name + 6 chars) and its head Service
+# (cluster + "-head-svc") from it, and a Service name has at most 63 characters.
+MAX_NAME = 40
+NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+LABEL_JOB = "hpray.io/job"
+LABEL_KIND = "hpray.io/kind"
+APP = "ray-job"
+# Environment of every Ray process of the job (the training workload's, for the same reasons).
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_TRAIN_V2_ENABLED": "1"}
+# How long pods may stay unschedulable before ``submit job`` gives up following (exit 7).
+UNSCHEDULABLE_GRACE_S = 300.0
+
+
+def job_name(working_dir: Path, name: str | None) -> str:
+    """``--name``, checked; else the directory's name and a random suffix (always unique)."""
+    if name is not None:
+        if len(name) > MAX_NAME or not NAME_RE.match(name):
+            raise OpsError(
+                f"--name {name!r} is not a valid job name",
+                f"use 1-{MAX_NAME} lowercase letters, digits and hyphens, starting with a letter and ending with a letter or digit",
+            )
+        return name
+    stem = re.sub(r"[^a-z0-9]+", "-", working_dir.resolve().name.lower()).strip("-") or "job"
+    if not stem[0].isalpha():
+        stem = "job-" + stem
+    return f"{stem[: MAX_NAME - 7].rstrip('-')}-{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True)
+class Package:
+    data: bytes
+    sha256: str
+    files: int
+
+    def key(self, job: str) -> str:
+        return f"{JOBS_PREFIX}{job}/working-dir-{self.sha256[:16]}.zip"
+
+
+def _excluded(rel: str, patterns: tuple[str, ...]) -> bool:
+    parts = rel.split("/")
+    return any(fnmatch.fnmatch(part, p) for p in patterns for part in parts) or any(fnmatch.fnmatch(rel, p) for p in patterns)
+
+
+def package_working_dir(working_dir: Path, *, excludes: tuple[str, ...] = (), top: str = "job") -> Package:
+    """The directory as a zip with one top-level directory ``top`` (Ray strips it when it unpacks
+    a remote working_dir), deterministic for the same files."""
+    root = Path(working_dir)
+    if not root.is_dir():
+        raise OpsError(f"--working-dir {str(working_dir)!r} is not a directory", "pass the directory that holds your script")
+    patterns = DEFAULT_EXCLUDES + tuple(excludes)
+    paths: list[tuple[str, Path]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        dirnames[:] = sorted(d for d in dirnames if not _excluded(f"{rel_dir}/{d}".lstrip("./") if rel_dir != "." else d, patterns))
+        for f in filenames:
+            rel = f if rel_dir == "." else f"{rel_dir}/{f}"
+            if not _excluded(rel, patterns):
+                paths.append((rel, Path(dirpath) / f))
+    if not paths:
+        raise OpsError(f"--working-dir {str(working_dir)!r} has no files to upload (after excludes)", "pass the directory that holds your script")
+    buf = io.BytesIO()
+    total = 0
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for rel, path in sorted(paths):
+            total += path.stat().st_size
+            if total > MAX_ZIP_BYTES:
+                raise OpsError(
+                    f"--working-dir {str(working_dir)!r} holds more than {MAX_ZIP_BYTES >> 20} MiB of files (at {rel})",
+                    "keep data out of the working directory (read it from S3 or /fsx), or leave it out with --exclude PATTERN",
+                )
+            info = zipfile.ZipInfo(f"{top}/{rel}", date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = (0o755 if os.access(path, os.X_OK) else 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, path.read_bytes())
+    data = buf.getvalue()
+    return Package(data=data, sha256=hashlib.sha256(data).hexdigest(), files=len(paths))
+
+
+def upload(aws: Any, bucket: str, key: str, package: Package) -> bool:
+    """Put the zip unless the same object is already there; True when it was uploaded. The
+    bucket's default encryption (SSE-KMS) applies."""
+    try:
+        head = aws.call("s3", "head_object", Bucket=bucket, Key=key)
+        if head.get("Metadata", {}).get("sha256") == package.sha256:
+            return False
+    except (NotFoundError, AccessDeniedError):
+        pass  # no such object; or no read access to check it (the put then says what is missing)
+    except AwsError as err:
+        if "404" not in err.message:  # S3 answers a missing key's HEAD with a bare 404
+            raise
+    aws.call("s3", "put_object", Bucket=bucket, Key=key, Body=package.data, Metadata={"sha256": package.sha256},
+             ContentType="application/zip")
+    return True
+
+
+@dataclass(frozen=True)
+class JobPlacement:
+    group: str
+    instance_type: str
+    nodes: int
+    gpus_per_node: int
+    efa_interfaces: int
+    vcpus: int
+    memory_gib: int
+
+
+def placement(config: EnvironmentConfig, *, instance_group: str | None, gpus: int | None, nodes: int | None) -> JobPlacement:
+    """Whole nodes of one HyperPod instance group: ``--nodes``, or enough nodes for ``--gpus``."""
+    from config import catalog
+
+    groups = config.hyperpod.instance_groups
+    name = instance_group or config.training.instance_group or next((g.name for g in groups if g.is_gpu), groups[0].name)
+    group = next((g for g in groups if g.name == name), None)
+    if group is None:
+        raise OpsError(f"--instance-group {name!r} is not a HyperPod instance group of {config.name}",
+                       f"use one of: {', '.join(g.name for g in groups)}")
+    spec = catalog.instance_spec(group.instance_type)
+    if gpus is not None:
+        if gpus > 0 and not spec.gpus:
+            raise OpsError(f"--gpus {gpus}: instance group {group.name!r} ({group.instance_type}) has no GPUs",
+                           "pick a GPU instance group with --instance-group")
+        needed = max(1, math.ceil(gpus / spec.gpus)) if spec.gpus else 1
+        if nodes is not None and nodes != needed:
+            raise OpsError(f"--gpus {gpus} needs {needed} {group.instance_type} node(s) ({spec.gpus} GPUs each), not --nodes {nodes}",
+                           "give --gpus or --nodes, not both")
+        nodes = needed
+    nodes = nodes or 1
+    if nodes > group.instance_count:
+        raise OpsError(
+            f"the job needs {nodes} {group.instance_type} node(s) ({spec.gpus} GPUs each), but instance group "
+            f"{group.name!r} has {group.instance_count}",
+            f"ask at most {group.instance_count * spec.gpus} GPUs / {group.instance_count} nodes",
+        )
+    return JobPlacement(group.name, group.instance_type, nodes, spec.gpus, spec.efa_interfaces, spec.vcpus, spec.memory_gib)
+
+
+def checkpoint_dir(config: EnvironmentConfig, job: str) -> str:
+    """Where the job should keep its checkpoints: FSx (mounted at /fsx in every Ray pod), under the
+    directory linked to the checkpoint bucket, so they outlive the job and `stop`."""
+    return f"/fsx{config.fsx.file_system_path}/jobs/{job}"
+
+
+def render_job(
+    config: EnvironmentConfig,
+    *,
+    name: str,
+    command: list[str],
+    working_dir_uri: str,
+    p: JobPlacement,
+    image: str | None = None,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The ray.io/v1 RayJob for a user's command, on whole nodes of one instance group."""
+    from workloads.common import k8s
+
+    if not command:
+        raise OpsError("no command to run", "put it after --, e.g. hpray submit job --env dev --working-dir . -- python train.py")
+    image = image or config.training.image or k8s.RAY_IMAGE
+    group = config.hyperpod.group(p.group)
+    job_env = {**RAY_ENV, "HPRAY_JOB": name, "HPRAY_CHECKPOINT_DIR": checkpoint_dir(config, name), **(env or {})}
+    # The runtime env agent of every pod downloads the working_dir with boto3: it needs the region
+    # (Pod Identity gives credentials only).
+    pod_env = k8s.env_list({**RAY_ENV, "AWS_REGION": config.region, "AWS_DEFAULT_REGION": config.region})
+    meta = k8s.metadata(name, APP)
+    meta["labels"] = {**meta["labels"], LABEL_JOB: name, LABEL_KIND: "job"}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": meta,
+        "spec": {
+            "entrypoint": shlex.join(command),
+            "runtimeEnvYAML": _json({"working_dir": working_dir_uri, "env_vars": dict(sorted(job_env.items()))}),
+            "submissionMode": "K8sJobMode",
+            "submitterConfig": {"backoffLimit": config.training.submitter_backoff_limit},
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": config.training.active_deadline_seconds,
+            # Required for `stop` (suspend): KubeRay refuses to suspend a RayJob without it.
+            "shutdownAfterJobFinishes": True,
+            "ttlSecondsAfterFinished": config.training.ttl_seconds_after_finished,
+            "submitterPodTemplate": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": k8s.SERVICE_ACCOUNT,
+                    "nodeSelector": dict(k8s.SYSTEM_NODE_SELECTOR),
+                    "containers": [{"name": "ray-job-submitter", "image": image,
+                                    "resources": {"requests": {"cpu": "500m", "memory": "512Mi"},
+                                                  "limits": {"cpu": "1", "memory": "1Gi"}}}],
+                }
+            },
+            "rayClusterSpec": {
+                "rayVersion": k8s.RAY_VERSION,
+                "headGroupSpec": k8s.head_group(image, app=APP, env=pod_env),
+                "workerGroupSpecs": [
+                    k8s.worker_group(
+                        group_name=group.name, instance_type=p.instance_type, replicas=p.nodes,
+                        gpus_per_node=p.gpus_per_node, efa_interfaces=p.efa_interfaces,
+                        vcpus=p.vcpus, memory_gib=p.memory_gib, image=image, app=APP,
+                        taints=group.taints, env=pod_env,
+                    )
+                ],
+            },
+        },
+    }
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, indent=2, sort_keys=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pods that cannot be scheduled
+# ---------------------------------------------------------------------------------------------
+
+
+def unschedulable_pods(pods: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(pod, the PodScheduled condition's message) for each Pending pod the scheduler refused."""
+    out = []
+    for pod in pods:
+        status = pod.get("status") or {}
+        if status.get("phase") != "Pending":
+            continue
+        for c in status.get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+                out.append((pod["metadata"]["name"], c.get("message") or "Unschedulable"))
+    return out
+
+
+def scheduler_reason(kube: Any, namespace: str, pod: str, fallback: str) -> str:
+    """The newest FailedScheduling event's message for ``pod`` (what `kubectl describe` shows)."""
+    try:
+        events = kube.list_events(namespace, f"involvedObject.kind=Pod,involvedObject.name={pod},reason=FailedScheduling")
+    except OpsError:
+        return fallback
+    if not events:
+        return fallback
+    newest = max(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or "")
+    return (newest.get("message") or fallback).strip()
+
+
+class JobFollower(Follower):
+    """``Follower`` for a user's job: reattach and log hints name this job, and pods that stay
+    unschedulable are named with the scheduler's reason (exit 7 after ``unschedulable_grace_s``)."""
+
+    def __init__(self, kube: Any, *, prog: str, unschedulable_grace_s: float = UNSCHEDULABLE_GRACE_S, **kwargs: Any):
+        super().__init__(kube, workload="job", **kwargs)
+        self.prog = prog
+        self.grace_s = unschedulable_grace_s
+        self._unschedulable_since: dict[str, float] = {}
+        self._reported: dict[str, str] = {}
+
+    def reattach(self) -> str:
+        return f"{self.prog} submit job --env {self.env} --attach --name {self.name}"
+
+    def run(self) -> int:
+        try:
+            return self._loop()
+        except KeyboardInterrupt:
+            msg = (f"\nStopped following. The RayJob {self.namespace}/{self.name} keeps running on the cluster.\n"
+                   f"  reattach:  {self.reattach()}\n"
+                   f"  log:       {self.prog} logs {self.name} --env {self.env} --follow\n"
+                   f"  stop:      {self.prog} stop {self.name} --env {self.env}")
+            if self.json_mode:
+                self.emit(msg.strip(), event="detached", reattach=self.reattach())
+            else:
+                self.out.write(msg + "\n")
+                self.out.flush()
+            from ops.errors import EXIT_INTERRUPTED
+
+            return EXIT_INTERRUPTED
+
+    def _read_logs(self, progress: Any) -> list[str]:
+        notes = self._check_scheduling(progress)
+        return notes + super()._read_logs(progress)
+
+    def _check_scheduling(self, progress: Any) -> list[str]:
+        if progress.deployment_status not in ("Initializing", "Running", "Retrying", "New"):
+            return []
+        try:
+            cluster = ((self.kube.get_ray("RayJob", self.namespace, self.name).get("status") or {}).get("rayClusterName"))
+        except NotFoundError:
+            return []
+        if not cluster:
+            return []
+        pods = self.kube.list_pods(self.namespace, f"ray.io/cluster={cluster}")
+        stuck = dict(unschedulable_pods(pods))
+        now = self.clock()
+        notes = []
+        for pod in list(self._unschedulable_since):
+            if pod not in stuck:
+                del self._unschedulable_since[pod]
+        for pod, condition in sorted(stuck.items()):
+            since = self._unschedulable_since.setdefault(pod, now)
+            reason = scheduler_reason(self.kube, self.namespace, pod, condition)
+            if self._reported.get(pod) != reason:
+                self._reported[pod] = reason
+                notes.append(f"{self.name}: pod {pod} cannot be scheduled: {reason}")
+            if now - since >= self.grace_s:
+                raise UnschedulableError(
+                    f"pod {self.namespace}/{pod} of job {self.name} has been unschedulable for {int(now - since)} s: {reason}",
+                    f"free or add capacity (hpray jobs --env {self.env}; stop one with hpray stop NAME --env {self.env}), "
+                    "or ask fewer GPUs/nodes; the RayJob keeps waiting until you stop it",
+                )
+        return notes
+
+    def _finish_job(self, progress: Any) -> int:
+        code = super()._finish_job(progress)
+        if code:
+            self.emit(f"full driver log: {self.prog} logs {self.name} --env {self.env}")
+        return code

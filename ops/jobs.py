@@ -1,0 +1,277 @@
+"""Everyday job commands: ``jobs``, ``logs``, ``stop``, ``resume``, ``dashboard``.
+
+They act on RayJobs by name in one namespace (the workloads namespace unless ``--namespace``),
+like ``kubectl ray`` and the Ray Jobs CLI, and say what to run next.
+
+- ``stop`` sets the RayJob's ``spec.suspend``: KubeRay deletes its RayCluster and submitter (the
+  GPUs are free at once) and keeps the RayJob as ``Suspended``; ``resume`` clears it and KubeRay
+  starts a new cluster and submits the job again. Checkpoints live on FSx / in S3, outside the
+  cluster, so both keep them; a job that saves them resumes from the newest. ``stop --delete``
+  deletes the RayJob object instead (the checkpoints stay too).
+- ``logs`` reads the driver's output from the submitter pod (K8sJobMode: the pod runs
+  ``ray job submit`` and prints the job's stdout/stderr); ``--follow`` holds the API's follow
+  stream open and goes on to the next pod when KubeRay retries the submitter.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from ops.errors import JobNotFoundError, NotFoundError, OpsError
+from ops.output import table, to_json
+from ops.status import TERMINAL_DEPLOYMENT, summarize_rayjob
+from ops.submit import SUBMITTER_SELECTOR
+
+# The states in which KubeRay acts on ``suspend`` (KubeRay's RayJob controller: Running and
+# Initializing may move to Suspending; a finished job has nothing left to stop).
+SUSPENDABLE = frozenset({"New", "Initializing", "Running", "Waiting", "Retrying"})
+SUSPENDED = frozenset({"Suspending", "Suspended"})
+
+
+def get_job(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> dict[str, Any]:
+    try:
+        return kube.get_ray("RayJob", namespace, name)
+    except NotFoundError:
+        raise JobNotFoundError(
+            f"no RayJob {name!r} in namespace {namespace}",
+            f"list the jobs with: {prog} jobs --env {env}" + ("" if namespace else ""),
+        ) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# jobs
+# ---------------------------------------------------------------------------------------------
+
+
+def list_jobs(kube: Any, namespace: str | None) -> list[dict[str, Any]]:
+    """Every RayJob (of ``namespace`` when given), newest first, summarized."""
+    rows = []
+    for obj in kube.list_ray("RayJob"):
+        meta = obj.get("metadata") or {}
+        if namespace and meta.get("namespace") != namespace:
+            continue
+        row = summarize_rayjob(obj)
+        row["created"] = meta.get("creationTimestamp")
+        row["suspended"] = bool((obj.get("spec") or {}).get("suspend"))
+        row["kind"] = ((meta.get("labels") or {}).get("hpray.io/kind")) or "-"
+        rows.append(row)
+    return sorted(rows, key=lambda r: (r.get("created") or "", r["name"] or ""), reverse=True)
+
+
+def render_jobs(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "No RayJobs."
+    return table(
+        ["NAMESPACE", "NAME", "STATE", "JOB", "ATTEMPTS FAILED", "STARTED", "ENDED"],
+        [[r["namespace"], r["name"], r["deployment_status"], r["job_status"], r["failed_attempts"], r["start_time"], r["end_time"]] for r in rows],
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# logs
+# ---------------------------------------------------------------------------------------------
+
+
+def driver_pods(kube: Any, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The job's submitter pods (one per attempt), oldest first, without the ones not started."""
+    pods = kube.list_pods(namespace, SUBMITTER_SELECTOR.format(name=name))
+    started = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Pending", None)]
+    return sorted(started, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", p["metadata"]["name"]))
+
+
+def show_logs(
+    kube: Any,
+    namespace: str,
+    name: str,
+    *,
+    follow: bool,
+    tail: int | None,
+    out: TextIO,
+    json_mode: bool,
+    prog: str,
+    env: str,
+    poll_s: float = 2.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Print the driver's log; with ``follow`` stream it until the job ends."""
+
+    def write(pod: str, line: str) -> None:
+        out.write((to_json({"event": "log", "pod": pod, "line": line}, compact=True) if json_mode else line) + "\n")
+        out.flush()
+
+    def note(text: str) -> None:
+        out.write((to_json({"event": "message", "message": text}, compact=True) if json_mode else text) + "\n")
+        out.flush()
+
+    job = get_job(kube, namespace, name, prog=prog, env=env)
+    if not follow:
+        pods = driver_pods(kube, namespace, name)
+        if not pods:
+            raise OpsError(_no_driver_log(job, namespace, name), f"follow it until it starts: {prog} logs {name} --env {env} --follow")
+        pod = pods[-1]["metadata"]["name"]
+        if len(pods) > 1:
+            note(f"(attempt {len(pods)} of the submitter, pod {pod}; earlier attempts: {', '.join(p['metadata']['name'] for p in pods[:-1])})")
+        for line in kube.stream_log(namespace, pod, follow=False, tail_lines=tail):
+            write(pod, line)
+        return 0
+    done: set[str] = set()
+    waiting_said = False
+    while True:
+        fresh = [p for p in driver_pods(kube, namespace, name) if p["metadata"]["name"] not in done]
+        if fresh:
+            pod = fresh[0]["metadata"]["name"]
+            if done:
+                note(f"--- next attempt: pod {pod} ---")
+            for line in kube.stream_log(namespace, pod, follow=True, tail_lines=tail if not done else None):
+                write(pod, line)
+            done.add(pod)
+            continue
+        job = get_job(kube, namespace, name, prog=prog, env=env)
+        state = (job.get("status") or {}).get("jobDeploymentStatus") or "New"
+        if state in TERMINAL_DEPLOYMENT or state in SUSPENDED:
+            if not done:
+                raise OpsError(_no_driver_log(job, namespace, name), None)
+            note(f"RayJob {namespace}/{name} is {state}" + (f"/{job['status'].get('jobStatus')}" if (job.get("status") or {}).get("jobStatus") else ""))
+            return 0
+        if not waiting_said and not done:
+            note(f"waiting for the driver of {namespace}/{name} to start (RayJob {state})...")
+            waiting_said = True
+        sleep(poll_s)
+
+
+def _no_driver_log(job: dict[str, Any], namespace: str, name: str) -> str:
+    state = (job.get("status") or {}).get("jobDeploymentStatus") or "New"
+    if state in TERMINAL_DEPLOYMENT or state in SUSPENDED:
+        return (f"RayJob {namespace}/{name} is {state} and its submitter pod is gone, so is the driver's log "
+                "(KubeRay deletes the submitter with the cluster)")
+    return f"RayJob {namespace}/{name} is {state}: its driver has not started yet"
+
+
+# ---------------------------------------------------------------------------------------------
+# stop / resume
+# ---------------------------------------------------------------------------------------------
+
+
+def _checkpoints_hint(job: dict[str, Any]) -> str:
+    import json
+
+    try:
+        env_vars = json.loads((job.get("spec") or {}).get("runtimeEnvYAML") or "{}").get("env_vars") or {}
+    except ValueError:
+        env_vars = {}
+    where = env_vars.get("HPRAY_CHECKPOINT_DIR")
+    return f"checkpoints stay in {where}" if where else "checkpoints stay on FSx / in the checkpoint bucket"
+
+
+def stop_job(kube: Any, namespace: str, name: str, *, delete: bool, prog: str, env: str) -> dict[str, Any]:
+    job = get_job(kube, namespace, name, prog=prog, env=env)
+    state = (job.get("status") or {}).get("jobDeploymentStatus") or "New"
+    keep = _checkpoints_hint(job)
+    if delete:
+        kube.delete_ray("RayJob", namespace, name)
+        return {"name": name, "namespace": namespace, "action": "deleted", "previous_state": state,
+                "message": f"deleted RayJob {namespace}/{name} (was {state}); its Ray cluster goes with it; {keep}"}
+    if state in TERMINAL_DEPLOYMENT:
+        return {"name": name, "namespace": namespace, "action": "none", "previous_state": state,
+                "message": f"RayJob {namespace}/{name} already finished ({state}); nothing to stop. "
+                           f"Remove it with: {prog} stop {name} --env {env} --delete"}
+    if state in SUSPENDED or (job.get("spec") or {}).get("suspend"):
+        return {"name": name, "namespace": namespace, "action": "none", "previous_state": state,
+                "message": f"RayJob {namespace}/{name} is already stopped ({state}); resume it with: {prog} resume {name} --env {env}"}
+    if not (job.get("spec") or {}).get("shutdownAfterJobFinishes"):
+        raise OpsError(
+            f"RayJob {namespace}/{name} has shutdownAfterJobFinishes false, and KubeRay suspends only jobs that have it",
+            f"delete it instead (checkpoints stay): {prog} stop {name} --env {env} --delete",
+        )
+    kube.patch_ray("RayJob", namespace, name, {"spec": {"suspend": True}})
+    return {"name": name, "namespace": namespace, "action": "suspended", "previous_state": state,
+            "message": f"stopping RayJob {namespace}/{name} (was {state}): KubeRay deletes its Ray cluster and keeps the job as "
+                       f"Suspended; {keep}. Resume it with: {prog} resume {name} --env {env}"}
+
+
+def resume_job(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> dict[str, Any]:
+    job = get_job(kube, namespace, name, prog=prog, env=env)
+    state = (job.get("status") or {}).get("jobDeploymentStatus") or "New"
+    if not (job.get("spec") or {}).get("suspend"):
+        return {"name": name, "namespace": namespace, "action": "none", "previous_state": state,
+                "message": f"RayJob {namespace}/{name} is not stopped ({state}); nothing to resume"}
+    kube.patch_ray("RayJob", namespace, name, {"spec": {"suspend": False}})
+    return {"name": name, "namespace": namespace, "action": "resumed", "previous_state": state,
+            "message": f"resuming RayJob {namespace}/{name}: KubeRay starts a new Ray cluster and submits the job again. "
+                       f"Follow it: {prog} submit job --env {env} --attach --name {name}"}
+
+
+# ---------------------------------------------------------------------------------------------
+# dashboard
+# ---------------------------------------------------------------------------------------------
+
+DASHBOARD_PORT = 8265
+
+
+def pick_head(kube: Any, namespace: str, name: str | None, *, prog: str, env: str) -> tuple[str, str]:
+    """(job or service name, its RayCluster) whose head to open: NAME, else the only live one."""
+    if name:
+        for kind in ("RayJob", "RayService"):
+            try:
+                obj = kube.get_ray(kind, namespace, name)
+            except NotFoundError:
+                continue
+            cluster = _cluster_of(obj)
+            if not cluster:
+                raise OpsError(f"{kind} {namespace}/{name} has no running Ray cluster ({_state(obj)})",
+                               f"resume or resubmit it first ({prog} jobs --env {env})")
+            return name, cluster
+        raise JobNotFoundError(f"no RayJob or RayService {name!r} in namespace {namespace}", f"list them with: {prog} jobs --env {env}")
+    live = []
+    for kind in ("RayJob", "RayService"):
+        for obj in kube.list_ray(kind):
+            meta = obj.get("metadata") or {}
+            if meta.get("namespace") == namespace and _cluster_of(obj) and _state(obj) not in TERMINAL_DEPLOYMENT | SUSPENDED:
+                live.append((meta["name"], _cluster_of(obj)))
+    if len(live) == 1:
+        return live[0]
+    if not live:
+        raise JobNotFoundError(f"no running Ray cluster in namespace {namespace}", f"submit a job first: {prog} submit job --env {env} ...")
+    raise OpsError(f"{len(live)} Ray clusters run in {namespace}: {', '.join(n for n, _ in sorted(live))}",
+                   f"name one: {prog} dashboard NAME --env {env}")
+
+
+def _cluster_of(obj: dict[str, Any]) -> str | None:
+    st = obj.get("status") or {}
+    return st.get("rayClusterName") or (st.get("activeServiceStatus") or {}).get("rayClusterName")
+
+
+def _state(obj: dict[str, Any]) -> str:
+    st = obj.get("status") or {}
+    return st.get("jobDeploymentStatus") or st.get("serviceStatus") or "New"
+
+
+def head_pod(kube: Any, namespace: str, cluster: str) -> dict[str, Any]:
+    pods = kube.list_pods(namespace, f"ray.io/cluster={cluster},ray.io/node-type=head")
+    running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+    if not running:
+        raise OpsError(f"the head pod of Ray cluster {namespace}/{cluster} is not running yet", "wait a minute and retry")
+    return running[0]
+
+
+def auth_token(kube: Any, namespace: str, pod: dict[str, Any]) -> str | None:
+    """The Ray dashboard token where Ray's token authentication is on for this head (its
+    container sets ``RAY_AUTH_MODE=token`` and takes ``RAY_AUTH_TOKEN`` from a Secret); None where
+    it is off, as on this platform today."""
+    container = ((pod.get("spec") or {}).get("containers") or [{}])[0]
+    env = {e.get("name"): e for e in container.get("env") or []}
+    if (env.get("RAY_AUTH_MODE") or {}).get("value") != "token":
+        return None
+    source = env.get("RAY_AUTH_TOKEN") or {}
+    if "value" in source:
+        return source["value"]
+    ref = ((source.get("valueFrom") or {}).get("secretKeyRef")) or {}
+    if not ref.get("name"):
+        raise OpsError("Ray token authentication is on, but the head's RAY_AUTH_TOKEN comes from neither a value nor a Secret")
+    return kube.read_secret_value(namespace, ref["name"], ref.get("key", "token"))
+
+
+def dashboard_url(local_port: int, token: str | None) -> str:
+    return f"http://127.0.0.1:{local_port}" + (f"/?token={token}" if token else "")

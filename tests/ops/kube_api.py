@@ -1,0 +1,263 @@
+"""A small Kubernetes API server on 127.0.0.1 for the job commands' tests: real HTTP that the real
+``kubernetes`` client talks to, with the paths, query parameters and JSON the API server uses
+for the calls the CLI makes (RayJobs, pods, events, pod logs).
+
+Pod logs follow as the API server does: ``GET .../pods/NAME/log?follow=true`` answers with a
+chunked response that stays open and sends each line when the container writes it, until the
+container ends. A test writes lines with ``LogSource.write`` and ends them with ``close``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+
+class LogSource:
+    """A container's output: lines written over time, then closed."""
+
+    def __init__(self, lines: list[str] | None = None):
+        self.lines: list[str] = []
+        self.times: list[str] = []
+        self.closed = False
+        self._cv = threading.Condition()
+        for line in lines or []:
+            self.write(line)
+
+    def write(self, line: str) -> None:
+        with self._cv:
+            self.lines.append(line)
+            # RFC 3339 with nanoseconds, as the kubelet stamps each line (``timestamps=true``).
+            now = time.time()
+            self.times.append(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e9):09d}Z")
+            self._cv.notify_all()
+
+    def stamped(self, start: int, since_s: float | None) -> list[str]:
+        cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - since_s)) if since_s else ""
+        return [f"{t} {line}" for t, line in zip(self.times[start:], self.lines[start:]) if t >= cutoff]
+
+    def close(self) -> None:
+        with self._cv:
+            self.closed = True
+            self._cv.notify_all()
+
+    def follow(self, start: int):
+        i = start
+        while True:
+            with self._cv:
+                while i >= len(self.lines) and not self.closed:
+                    self._cv.wait(timeout=30)
+                if i >= len(self.lines):
+                    return
+                batch = self.lines[i:]
+            i += len(batch)
+            yield from batch
+
+
+class State:
+    def __init__(self) -> None:
+        self.rayjobs: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.logs: dict[tuple[str, str], LogSource] = {}
+        self.events: list[dict[str, Any]] = []
+        self.quota_message: str | None = None
+        self.crds: dict[str, dict[str, Any]] = {}
+        self.crd_applies: list[tuple[str, bool, str]] = []  # (name, dry run, field manager)
+        self.requests: list[tuple[str, str]] = []
+        self.on_create = None  # callable(rayjob) run after a RayJob is created
+        self.lock = threading.Lock()
+
+    def add_pod(self, pod: dict[str, Any], log: LogSource | None = None) -> LogSource:
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        self.pods[key] = pod
+        self.logs[key] = log or LogSource()
+        return self.logs[key]
+
+
+def _matches(labels: dict[str, str], selector: str) -> bool:
+    for term in filter(None, (selector or "").split(",")):
+        key, _, value = term.partition("=")
+        if labels.get(key) != value:
+            return False
+    return True
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
+
+
+RAYJOBS = re.compile(r"^/apis/ray\.io/v1(?:/namespaces/(?P<ns>[^/]+))?/rayjobs(?:/(?P<name>[^/]+))?$")
+# Kept empty here: the job commands also look for RayServices.
+RAYSERVICES = re.compile(r"^/apis/ray\.io/v1(?:/namespaces/(?P<ns>[^/]+))?/rayservices(?:/(?P<name>[^/]+))?$")
+PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods(?:/(?P<name>[^/]+)(?P<log>/log)?)?$")
+EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")
+CRDS = re.compile(r"^/apis/apiextensions\.k8s\.io/v1/customresourcedefinitions/(?P<name>[^/]+)$")
+
+
+def make_handler(state: State):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, code: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _body(self) -> Any:
+            n = int(self.headers.get("Content-Length") or 0)
+            return json.loads(self.rfile.read(n) or b"{}")
+
+        def do_GET(self) -> None:  # noqa: N802
+            url = urlparse(self.path)
+            q = {k: v[0] for k, v in parse_qs(url.query).items()}
+            state.requests.append(("GET", self.path))
+            if m := RAYJOBS.match(url.path):
+                if m["name"]:
+                    obj = state.rayjobs.get((m["ns"], m["name"]))
+                    return self._send(200, obj) if obj else self._send(404, _status(404, "NotFound", f'rayjobs.ray.io "{m["name"]}" not found'))
+                items = [o for (ns, _), o in state.rayjobs.items() if not m["ns"] or ns == m["ns"]]
+                return self._send(200, {"apiVersion": "ray.io/v1", "kind": "RayJobList", "metadata": {}, "items": items})
+            if m := RAYSERVICES.match(url.path):
+                if m["name"]:
+                    return self._send(404, _status(404, "NotFound", f'rayservices.ray.io "{m["name"]}" not found'))
+                return self._send(200, {"apiVersion": "ray.io/v1", "kind": "RayServiceList", "metadata": {}, "items": []})
+            if m := PODS.match(url.path):
+                if m["log"]:
+                    return self._log(m["ns"], m["name"], q)
+                items = [p for (ns, _), p in sorted(state.pods.items()) if ns == m["ns"]
+                         and _matches(p["metadata"].get("labels") or {}, q.get("labelSelector", ""))]
+                return self._send(200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
+            if m := EVENTS.match(url.path):
+                wanted = dict(t.split("=", 1) for t in q.get("fieldSelector", "").split(",") if t)
+                items = [e for e in state.events if all(
+                    (e["involvedObject"].get(k.split(".", 1)[1]) if k.startswith("involvedObject.") else e.get(k)) == v
+                    for k, v in wanted.items())]
+                return self._send(200, {"apiVersion": "v1", "kind": "EventList", "metadata": {}, "items": items})
+            self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
+
+        def _log(self, ns: str, name: str, q: dict[str, str]) -> None:
+            source = state.logs.get((ns, name))
+            if source is None:
+                return self._send(404, _status(404, "NotFound", f'pods "{name}" not found'))
+            start = max(0, len(source.lines) - int(q["tailLines"])) if "tailLines" in q else 0
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            if q.get("follow", "").lower() == "true":
+                lines = source.follow(start)
+            elif q.get("timestamps", "").lower() == "true":
+                lines = iter(source.stamped(start, float(q["sinceSeconds"]) if "sinceSeconds" in q else None))
+            else:
+                lines = iter(source.lines[start:])
+            for line in lines:
+                data = (line + "\n").encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+        def do_POST(self) -> None:  # noqa: N802
+            url = urlparse(self.path)
+            state.requests.append(("POST", self.path))
+            m = RAYJOBS.match(url.path)
+            if not m:
+                return self._send(404, _status(404, "NotFound", "no such path"))
+            body = self._body()
+            if state.quota_message:
+                return self._send(403, _status(403, "Forbidden", state.quota_message))
+            key = (m["ns"], body["metadata"]["name"])
+            if key in state.rayjobs:
+                return self._send(409, _status(409, "AlreadyExists", "exists"))
+            body["metadata"].setdefault("namespace", m["ns"])
+            body["metadata"]["creationTimestamp"] = "2026-12-03T11:00:00Z"
+            body["metadata"]["resourceVersion"] = "1"
+            state.rayjobs[key] = body
+            self._send(201, body)
+            if state.on_create:
+                state.on_create(body)
+
+        def do_PATCH(self) -> None:  # noqa: N802
+            url = urlparse(self.path)
+            state.requests.append(("PATCH", self.path))
+            if m := CRDS.match(url.path):
+                return self._apply_crd(m["name"], {k: v[0] for k, v in parse_qs(url.query).items()})
+            m = RAYJOBS.match(url.path)
+            obj = state.rayjobs.get((m["ns"], m["name"])) if m else None
+            if obj is None:
+                return self._send(404, _status(404, "NotFound", "not found"))
+            # Custom resources take JSON merge patches (not strategic merge patches).
+            if self.headers["Content-Type"] != "application/merge-patch+json":
+                return self._send(415, _status(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {self.headers['Content-Type']}"))
+            patch = self._body()
+            for k, v in patch.get("spec", {}).items():
+                obj["spec"][k] = v
+            self._send(200, obj)
+
+        def _apply_crd(self, name: str, q: dict[str, str]) -> None:
+            # Server-side apply: the apply content type, a field manager; dryRun=All changes nothing.
+            if self.headers["Content-Type"] != "application/apply-patch+yaml":
+                return self._send(415, _status(415, "UnsupportedMediaType", f"not an apply patch: {self.headers['Content-Type']}"))
+            if not q.get("fieldManager"):
+                return self._send(422, _status(422, "Invalid", "fieldManager is required for apply requests"))
+            body = self._body()
+            if body.get("kind") != "CustomResourceDefinition" or body["metadata"]["name"] != name:
+                return self._send(422, _status(422, "Invalid", "name or kind does not match"))
+            dry = q.get("dryRun") == "All"
+            state.crd_applies.append((name, dry, q["fieldManager"]))
+            if not dry:
+                state.crds[name] = body
+            self._send(200, body)
+
+        def do_DELETE(self) -> None:  # noqa: N802
+            url = urlparse(self.path)
+            state.requests.append(("DELETE", self.path))
+            m = RAYJOBS.match(url.path)
+            obj = state.rayjobs.pop((m["ns"], m["name"]), None) if m else None
+            self._send(200, obj) if obj else self._send(404, _status(404, "NotFound", "not found"))
+
+    return Handler
+
+
+class KubeApi:
+    """``with KubeApi() as api: kube = api.client()``."""
+
+    def __init__(self) -> None:
+        self.state = State()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(self.state))
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def client(self):
+        from kubernetes import client
+
+        from ops.kube import Kube
+
+        configuration = client.Configuration()
+        configuration.host = self.url
+        return Kube(client.ApiClient(configuration))
+
+    def __enter__(self) -> "KubeApi":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for source in self.state.logs.values():
+            source.close()
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,172 @@
+"""``hpray submit job`` end to end on this machine: a new user's own script, in a directory of its own,
+runs on a real Ray cluster (workloads/common/local_cluster.py) with its code taken from S3.
+
+- S3: moto's server on 127.0.0.1; the CLI uploads the working directory there, as it would to the
+  checkpoint bucket.
+- Ray: every node's runtime env agent downloads that zip (``working_dir: s3://...``) from the same
+  server with boto3, as Ray pods do with their Pod Identity credentials; the script imports a
+  module of its own directory on the driver and in a task on a worker node.
+- Kubernetes: tests/ops/kube_api.py, real HTTP. The one stand-in is KubeRay itself: when the
+  RayJob is created, the test does what KubeRay's K8sJobMode submitter does (``ray job submit``
+  with the RayJob's entrypoint and runtime env against the cluster's dashboard), shows its output
+  as the submitter pod's log and moves the RayJob's status along.
+- The CLI follows the job to success from that log (steps, loss, checkpoint), and ``hpray logs``
+  reads the job's output back through the API's follow stream.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import boto3
+import pytest
+
+from config import parse_environment
+from ops.aws import Aws
+from ops.cli import main
+from tests.ops.fakes import REGION, env_data, submitter_pod
+from tests.ops.kube_api import KubeApi, LogSource
+from workloads.common.local_cluster import LocalCluster, free_port
+
+pytestmark = pytest.mark.slow
+NS = "ray-workloads"
+
+TRAIN = '''\
+import os
+
+import ray
+
+from helper import GREETING, loss_at
+
+ray.init()
+
+
+@ray.remote(num_cpus=1, resources={"worker_node": 0.01})
+def on_a_worker():
+    import helper  # the working directory is on the worker node too
+    return helper.GREETING, os.path.basename(os.getcwd()) != ""
+
+
+print(f"driver says {GREETING}", flush=True)
+print(f"worker says {ray.get(on_a_worker.remote())[0]}", flush=True)
+steps = 3
+for step in range(1, steps + 1):
+    print(f"step {step}/{steps} loss {loss_at(step):.3f}", flush=True)
+print(f"checkpoint saved at step {steps} in {os.environ['HPRAY_CHECKPOINT_DIR']}", flush=True)
+'''
+
+HELPER = '''\
+GREETING = "hello from my own code"
+
+
+def loss_at(step):
+    return 1.0 / step
+'''
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_network():
+    """Loopback only: moto's server, the Ray cluster and the local Kubernetes API."""
+    real = socket.socket.connect
+
+    def loopback_only(self, address, *args, **kwargs):
+        if isinstance(address, tuple) and address[0] not in ("127.0.0.1", "localhost", "::1"):
+            raise RuntimeError(f"test tried to open a network connection to {address!r}")
+        return real(self, address, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(socket.socket, "connect", loopback_only)
+        yield
+
+
+@pytest.fixture(scope="module")
+def s3():
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+def kuberay_stand_in(api: KubeApi, cluster: LocalCluster):
+    """What KubeRay does for a K8sJobMode RayJob, on the local cluster."""
+
+    def on_create(rayjob: dict) -> None:
+        name = rayjob["metadata"]["name"]
+        spec = rayjob["spec"]
+
+        def run() -> None:
+            status = {"jobDeploymentStatus": "Initializing", "rayClusterName": f"{name}-local", "startTime": "2026-12-03T11:00:01Z"}
+            api.state.rayjobs[(NS, name)]["status"] = status
+            log = api.state.add_pod(submitter_pod(name=name, suffix="sub01", namespace=NS), LogSource())
+            api.state.rayjobs[(NS, name)]["status"] = {**status, "jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}
+            cmd = [str(Path(sys.executable).with_name("ray")), "job", "submit", "--address", cluster.dashboard_url,
+                   "--submission-id", f"{name}-01", "--runtime-env-json", json.dumps(json.loads(spec["runtimeEnvYAML"])),
+                   "--", *shlex.split(spec["entrypoint"])]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=cluster.env())
+            for line in proc.stdout:
+                log.write(line.rstrip("\n"))
+            ok = proc.wait() == 0
+            api.state.pods[(NS, f"{name}-sub01")]["status"]["phase"] = "Succeeded" if ok else "Failed"
+            api.state.rayjobs[(NS, name)]["status"] = {**status, "jobDeploymentStatus": "Complete" if ok else "Failed",
+                                                       "jobStatus": "SUCCEEDED" if ok else "FAILED", "endTime": "2026-12-03T11:01:00Z"}
+            log.close()
+
+        threading.Thread(target=run, daemon=True).start()
+
+    return on_create
+
+
+def test_a_new_users_script_runs_from_s3_and_its_output_comes_back(tmp_path, s3, monkeypatch):
+    dev = parse_environment(env_data("dev"), source="test")
+    aws_env = {"AWS_ENDPOINT_URL": s3, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION, "AWS_EC2_METADATA_DISABLED": "true"}
+    for k, v in aws_env.items():
+        monkeypatch.setenv(k, v)
+    bucket = dev.bucket_names()["checkpoints"]
+    boto3.client("s3", region_name=REGION).create_bucket(Bucket=bucket)
+
+    project = tmp_path / "my-first-job"
+    project.mkdir()
+    (project / "train.py").write_text(TRAIN)
+    (project / "helper.py").write_text(HELPER)
+
+    # `python` of the entrypoint is the image's Python, which has Ray: here, this venv's.
+    path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
+    cluster = LocalCluster(worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1536, object_store_per_node_mib=256,
+                           dashboard=True, env_extra={**aws_env, "PATH": path})
+    with cluster, KubeApi() as api:
+        api.state.on_create = kuberay_stand_in(api, cluster)
+        common = dict(load_config=lambda n: dev, aws_factory=lambda c, p: Aws(REGION),
+                      kube_factory=lambda a, c, args: api.client(), prog="hpray")
+        out = io.StringIO()
+        code = main(["submit", "job", "--env", "dev", "--working-dir", str(project), "--name", "first-job",
+                     "--poll-seconds", "1", "--timeout-minutes", "5", "--json", "--", "python", "train.py"], out=out, **common)
+        events = [json.loads(line) for line in out.getvalue().splitlines()]
+        assert code == 0, out.getvalue() + "\n".join(api.state.logs.get((NS, "first-job-sub01"), LogSource()).lines)
+
+        uri = next(e["uri"] for e in events if e.get("event") == "uploaded")
+        assert uri.startswith(f"s3://{bucket}/jobs/first-job/working-dir-") and uri.endswith(".zip")
+        progress = [e for e in events if e.get("event") == "progress"][-1]
+        assert (progress["step"], progress["total_steps"], progress["loss"], progress["last_checkpoint"]) == (3, 3, 0.333, 3)
+        assert events[-1]["event"] == "done" and events[-1]["succeeded"] is True
+
+        out = io.StringIO()
+        assert main(["logs", "first-job", "--env", "dev", "--follow"], out=out, **common) == 0
+        lines = out.getvalue().splitlines()
+        assert "driver says hello from my own code" in lines
+        assert "worker says hello from my own code" in lines
+        assert "checkpoint saved at step 3 in /fsx/checkpoints/jobs/first-job" in lines
+        assert any("Job 'first-job-01' succeeded" in line for line in lines)
