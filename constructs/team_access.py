@@ -17,7 +17,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from config.teams import Team
-from constructs.k8s_names import WORKLOADS_SERVICE_ACCOUNT
+from config.names import WORKLOADS_SERVICE_ACCOUNT
 
 _LABELS = {"app.kubernetes.io/part-of": "hyperpod-ray", "app.kubernetes.io/managed-by": "aws-cdk"}
 EDIT_POLICY = "AmazonEKSEditPolicy"

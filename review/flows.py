@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from constructs import flows as F
-from constructs.k8s_names import SYSTEM_NODEGROUP
+from config.names import SYSTEM_NODEGROUP
 from review.assembly import Stack
 from review.policy import Principal, Request, Statement, evaluate, resource_types, statements_of
 
