@@ -11,7 +11,7 @@ import shlex
 from typing import Any
 
 from config import EnvironmentConfig
-from workloads.common import k8s
+from workloads.common import k8s, security
 from workloads.training import settings as settings_mod
 
 APP = "ray-train"
@@ -84,16 +84,16 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
             "shutdownAfterJobFinishes": True,
             "ttlSecondsAfterFinished": t.ttl_seconds_after_finished,
             "submitterPodTemplate": {
-                "spec": {
+                "spec": security.harden_pod(mount_auth=False, pod_spec={
                     "restartPolicy": "Never",
                     "serviceAccountName": k8s.SERVICE_ACCOUNT,
                     "nodeSelector": dict(k8s.SYSTEM_NODE_SELECTOR),
                     "containers": [{"name": "ray-job-submitter", "image": image,
                                     "resources": {"requests": {"cpu": "500m", "memory": "512Mi"},
                                                   "limits": {"cpu": "1", "memory": "1Gi"}}}],
-                }
+                }),
             },
-            "rayClusterSpec": {
+            "rayClusterSpec": security.harden({
                 "rayVersion": k8s.RAY_VERSION,
                 "headGroupSpec": k8s.head_group(image, app=APP, env=env + k8s.env_list(GCS_ENV)),
                 "workerGroupSpecs": [
@@ -104,6 +104,6 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
                         taints=group.taints, env=env,
                     )
                 ],
-            },
+            }),
         },
     }
