@@ -114,7 +114,7 @@ def _rayservice(env: EnvironmentConfig, *, name: str, app: str, serve_cfg: dict,
                 "autoscalerOptions": {"upscalingMode": "Default", "idleTimeoutSeconds": 300},
                 "headGroupSpec": head,
                 "workerGroupSpecs": workers,
-            }),
+            }, workload=name),
         },
     }
 

@@ -67,10 +67,11 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     settings_json = json.dumps(job.to_dict(), sort_keys=True, separators=(",", ":"))
     entrypoint = f"python -m workloads.training --settings-json {shlex.quote(settings_json)}"
     env = k8s.env_list(RAY_ENV)
+    name = f"train-{t.run_name}"
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
-        "metadata": k8s.metadata(f"train-{t.run_name}", APP),
+        "metadata": k8s.metadata(name, APP),
         "spec": {
             "entrypoint": entrypoint,
             "runtimeEnvYAML": k8s.runtime_env_yaml(RAY_ENV),
@@ -84,6 +85,7 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
             "shutdownAfterJobFinishes": True,
             "ttlSecondsAfterFinished": t.ttl_seconds_after_finished,
             "submitterPodTemplate": {
+                "metadata": {"labels": security.workload_labels(name), "annotations": security.checkov_annotations()},
                 "spec": security.harden_pod(mount_auth=False, pod_spec={
                     "restartPolicy": "Never",
                     "serviceAccountName": k8s.SERVICE_ACCOUNT,
@@ -104,6 +106,6 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
                         taints=group.taints, env=env,
                     )
                 ],
-            }),
+            }, workload=name),
         },
     }

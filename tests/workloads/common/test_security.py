@@ -112,3 +112,20 @@ def test_rendered_yaml_names_no_token():
         doc = yaml.safe_load(out.stdout)
         assert "RAY_AUTH_TOKEN" not in out.stdout
         assert cluster_spec(doc)["authOptions"]["secretName"] == security.AUTH_SECRET
+
+
+@pytest.mark.slow
+def test_a_token_authenticated_ray_cluster_denies_callers_without_the_token():
+    """A real local Ray cluster started as the pods are (RAY_AUTH_MODE=token, token in the env):
+    every HTTP endpoint but the Prometheus exporters answers 401 without the token, 403 with a wrong
+    one and serves with it; the Jobs API lists and submits only with it; the GCS refuses a gRPC client
+    without it; no file Ray writes holds the token (workloads/common/auth_check.py)."""
+    out = subprocess.run([sys.executable, "-m", "workloads.common.auth_check"], capture_output=True, text=True, timeout=600)
+    summary = json.loads(out.stdout)
+    assert summary["failures"] == [], summary
+    assert out.returncode == 0
+    assert {"dashboard.py", "ray::DashboardAgent", "ray::RuntimeEnvAgent"} <= set(summary["http_denied"])
+    assert set(summary["metrics_only"]) <= {"dashboard.py", "monitor.py", "ray::DashboardAgent"}
+    assert summary["job_submitted_with_token"] is True
+    assert summary["gcs_without_token"] == "Unauthenticated"
+    assert summary["files_scanned_for_token"] > 20
