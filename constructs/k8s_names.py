@@ -24,3 +24,9 @@ KUBERAY_NAMESPACE = "kuberay-system"
 # Label and taint HyperPod puts on its nodes.
 HYPERPOD_HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def ray_auth_secret_name(name_prefix: str) -> str:
+    """The Secrets Manager secret holding the Ray clusters' auth token (constructs/ray_auth.py);
+    workloads/common/security.py secrets_manager_secret_name is the same, checked by tests."""
+    return f"{name_prefix}/ray-auth-token"
