@@ -16,7 +16,7 @@
 - Pod security: non-root (the image's ``ray`` user), no privilege escalation, no capabilities,
   RuntimeDefault seccomp, read-only root filesystem with emptyDirs where Ray writes (``/tmp``:
   Ray's session dir, logs, spilled objects and runtime_env downloads; ``~/.cache``: torch,
-  Triton and vLLM caches).
+  Hugging Face and vLLM caches; ``~/.triton``: Triton's kernel cache).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ RAY_UID = 1000
 RAY_GID = 100
 RAY_HOME = "/home/ray"
 # Where Ray (and the libraries under it) write at run time.
-WRITABLE_DIRS = {"tmp": "/tmp", "cache": f"{RAY_HOME}/.cache"}
+WRITABLE_DIRS = {"tmp": "/tmp", "cache": f"{RAY_HOME}/.cache", "triton": f"{RAY_HOME}/.triton"}
 
 
 # Every pod of one RayJob/RayService carries it: the NetworkPolicies (network_policy.py) select
