@@ -23,6 +23,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+_CLIENT_PROBE = ("import sys, ray; ray.init(sys.argv[1], logging_level='ERROR'); "
+                 "print('ok', ray.get(ray.put(7)))")
 _GCS_PROBE = ("import sys; from ray._raylet import GcsClient; "
               "GcsClient(address=sys.argv[1]).get_all_node_info(timeout=10); print('ok')")
 
@@ -138,6 +140,28 @@ def run() -> dict:
         allowed = gcs(cluster.env())
         if allowed.returncode != 0 or "ok" not in allowed.stdout:
             failures.append(f"GCS refused a client with the token: {allowed.stderr[-500:]}")
+
+        # The Ray Client server (gRPC, port 10001 on the pods): the same.
+        client_ports = [p for p, pid in ports.items() if "ray.util.client.server" in _process_name(pid)]
+        if len(client_ports) != 1:
+            failures.append(f"expected one Ray Client server, found ports {client_ports}")
+        else:
+            def client(env: dict) -> subprocess.CompletedProcess | None:
+                try:
+                    return subprocess.run([sys.executable, "-c", _CLIENT_PROBE, f"ray://127.0.0.1:{client_ports[0]}"],
+                                          env=env, capture_output=True, text=True, timeout=90)
+                except subprocess.TimeoutExpired:
+                    return None
+            denied = client({**without, "RAY_AUTH_MODE": "disabled"})
+            if denied is None or denied.returncode == 0:
+                failures.append("Ray Client served a client without the token" if denied else "Ray Client probe without the token hung")
+            else:
+                tail = denied.stderr[-3000:]
+                summary["client_without_token"] = ("Unauthenticated" if "nauthenticated" in tail or "auth" in tail.lower()
+                                                   else tail.strip().splitlines()[-1][:200])
+            allowed = client(cluster.env())
+            if allowed is None or allowed.returncode != 0 or "ok 7" not in allowed.stdout:
+                failures.append(f"Ray Client refused a client with the token: {(allowed.stderr[-500:] if allowed else 'timeout')}")
 
         leaks = [str(p) for p in Path(cluster.temp_dir).rglob("*")
                  if p.is_file() and token.encode() in p.read_bytes()]
