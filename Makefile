@@ -16,7 +16,7 @@ export CHECKOV_RUN_SCA_PACKAGE_SCAN_V2 := false
 export RAY_USAGE_STATS_ENABLED := 0
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-APT_PACKAGES := shellcheck bats graphviz
+APT_PACKAGES := shellcheck bats graphviz prometheus
 
 .PHONY: deps synth gates review pipeline docs docs-site test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
 
@@ -42,7 +42,7 @@ $(STAMPS)/node: package.json package-lock.json
 
 $(STAMPS)/apt:
 	@mkdir -p $(STAMPS)
-	@if ! command -v shellcheck >/dev/null || ! command -v bats >/dev/null || ! command -v dot >/dev/null; then \
+	@if ! command -v shellcheck >/dev/null || ! command -v bats >/dev/null || ! command -v dot >/dev/null || ! command -v prometheus >/dev/null; then \
 	  echo "==> Debian packages: $(APT_PACKAGES)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
 	fi

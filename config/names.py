@@ -33,3 +33,8 @@ HYPERPOD_INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
 # Extended resources the device plugins advertise.
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
+
+def ray_auth_secret_name(name_prefix: str) -> str:
+    """The Secrets Manager secret holding the Ray clusters' auth token (constructs/ray_auth.py)."""
+    return f"{name_prefix}/ray-auth-token"

@@ -14,6 +14,8 @@ RENDERERS = {
     "training": "workloads.training.manifest:render",
     "inference": "workloads.inference.manifest:render",
     "inference-llm": "workloads.inference.manifest:render_llm",
+    "network-policies": "workloads.common.network_policy:render",
+    "secret-provider-class": "workloads.common.security:render_secret_provider_class",
 }
 
 

@@ -33,7 +33,7 @@ import yaml
 
 from config import catalog, placement
 from config.model import EnvironmentConfig
-from workloads.common import k8s
+from workloads.common import k8s, security
 from workloads.inference import serve_config
 
 SERVE_PORT = 8000
@@ -87,14 +87,14 @@ def _rayservice(env: EnvironmentConfig, *, name: str, app: str, serve_cfg: dict,
             # Traffic goes to the worker pods' proxies only; the head (system nodes) stays control.
             "excludeHeadPodFromServeSvc": True,
             "serveConfigV2": _dump(serve_cfg),
-            "rayClusterConfig": {
+            "rayClusterConfig": security.harden({
                 "rayVersion": k8s.RAY_VERSION,
                 # The Ray autoscaler adds worker pods when Serve autoscaling wants more replicas.
                 "enableInTreeAutoscaling": True,
                 "autoscalerOptions": {"upscalingMode": "Default", "idleTimeoutSeconds": 300},
                 "headGroupSpec": head,
                 "workerGroupSpecs": workers,
-            },
+            }, workload=name),
         },
     }
 

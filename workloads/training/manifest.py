@@ -11,7 +11,7 @@ import shlex
 from typing import Any
 
 from config import EnvironmentConfig, placement
-from workloads.common import k8s
+from workloads.common import k8s, security
 from workloads.training import settings as settings_mod
 
 APP = "ray-train"
@@ -67,10 +67,11 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     settings_json = json.dumps(job.to_dict(), sort_keys=True, separators=(",", ":"))
     entrypoint = f"python -m workloads.training --settings-json {shlex.quote(settings_json)}"
     env = k8s.env_list(RAY_ENV)
+    name = f"train-{t.run_name}"
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
-        "metadata": k8s.metadata(f"train-{t.run_name}", APP),
+        "metadata": k8s.metadata(name, APP),
         "spec": {
             "entrypoint": entrypoint,
             "runtimeEnvYAML": k8s.runtime_env_yaml(RAY_ENV),
@@ -84,21 +85,22 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
             "shutdownAfterJobFinishes": True,
             "ttlSecondsAfterFinished": t.ttl_seconds_after_finished,
             "submitterPodTemplate": {
-                "spec": {
+                "metadata": {"labels": security.workload_labels(name), "annotations": security.checkov_annotations()},
+                "spec": security.harden_pod(mount_auth=False, pod_spec={
                     "restartPolicy": "Never",
                     "serviceAccountName": k8s.SERVICE_ACCOUNT,
                     "nodeSelector": dict(k8s.SYSTEM_NODE_SELECTOR),
                     "containers": [{"name": "ray-job-submitter", "image": image,
                                     "resources": {k: dict(v) for k, v in placement.RAY_JOB_SUBMITTER.items()}}],
-                }
+                }),
             },
-            "rayClusterSpec": {
+            "rayClusterSpec": security.harden({
                 "rayVersion": k8s.RAY_VERSION,
                 "headGroupSpec": k8s.head_group(image, app=APP, env=env + k8s.env_list(GCS_ENV)),
                 "workerGroupSpecs": [
                     k8s.worker_group(placement.training_worker(cfg), group_name=group.name, image=image,
                                      app=APP, taints=group.taints, env=env)
                 ],
-            },
+            }, workload=name),
         },
     }

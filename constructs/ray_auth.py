@@ -1,0 +1,44 @@
+"""The Ray clusters' authentication token: a Secrets Manager secret with a value Secrets Manager
+generates, encrypted with the platform key, readable by the Ray workloads' Pod Identity role only.
+
+In the cluster, the Secrets Store CSI driver with the AWS provider (ASCP) syncs it into the
+Kubernetes Secret that KubeRay's ``authOptions.secretName`` names (workloads/common/security.py
+renders the SecretProviderClass and the pods' CSI volume). The value never passes through a
+template or the kubectl handler: CloudFormation holds only the generator settings, and the
+kubectl handler (which prints every event it gets to its log) never sees it.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from constructs.compliance import acknowledge
+from config.names import ray_auth_secret_name
+
+TOKEN_LENGTH = 64
+
+
+class RayAuthToken(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, name_prefix: str, key: kms.IKey,
+                 readers: list[iam.IGrantable], removal_policy: RemovalPolicy = RemovalPolicy.RETAIN) -> None:
+        super().__init__(scope, construct_id)
+        self.secret = secretsmanager.Secret(
+            self, "Secret",
+            secret_name=ray_auth_secret_name(name_prefix),
+            description="Ray token authentication (RAY_AUTH_TOKEN) of every Ray cluster on the platform",
+            encryption_key=key,
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=TOKEN_LENGTH, exclude_punctuation=True, include_space=False),
+            removal_policy=removal_policy,
+        )
+        for reader in readers:
+            self.secret.grant_read(reader)
+        acknowledge(
+            self.secret,
+            ("AwsSolutions-SMG4", "Ray reads the token once at process start; a rotation is a planned restart of the Ray clusters, not a Lambda on a schedule."),
+            ("NIST.800.53.R5-SecretsManagerRotationEnabled", "Ray reads the token once at process start; a rotation is a planned restart of the Ray clusters."),
+        )

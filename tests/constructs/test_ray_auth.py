@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from aws_cdk import App, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk.assertions import Match
+
+from config.names import ray_auth_secret_name
+from constructs.ray_auth import RayAuthToken
+from tests.conftest import template_of
+from workloads.common import security
+
+
+def synth():
+    stack = Stack(App(), "T", env={"account": "111111111111", "region": "us-east-1"})
+    key = kms.Key(stack, "Key")
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com"))
+    RayAuthToken(stack, "RayAuth", name_prefix="hpray-dev", key=key, readers=[role])
+    return template_of(stack)
+
+
+def test_generated_token_encrypted_with_the_platform_key_and_retained():
+    t = synth()
+    t.has_resource("AWS::SecretsManager::Secret", {
+        "Properties": {"Name": "hpray-dev/ray-auth-token",
+                       "KmsKeyId": Match.any_value(),
+                       "GenerateSecretString": {"PasswordLength": 64, "ExcludePunctuation": True, "IncludeSpace": False}},
+        "DeletionPolicy": "Retain"})
+    # No value in the template: the secret has no SecretString.
+    for res in t.find_resources("AWS::SecretsManager::Secret").values():
+        assert "SecretString" not in res["Properties"]
+
+
+def test_only_the_reader_role_may_read_it():
+    t = synth()
+    policies = t.find_resources("AWS::IAM::Policy")
+    actions = [sorted(s["Action"]) for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    assert actions == [["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"]]
+
+
+def test_the_name_is_the_one_the_secret_provider_class_syncs():
+    assert ray_auth_secret_name("hpray-dev") == security.secrets_manager_secret_name("hpray-dev")

@@ -1,0 +1,130 @@
+"""checkov's Kubernetes checks on every rendered manifest of every environment, the
+NetworkPolicies against the Kubernetes schema and what they allow."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from config import load_environment
+from config import names as k8s_names
+from workloads.common import k8s, network_policy, security
+from workloads.inference import manifest as inference
+from workloads.training import manifest as training
+
+ENVS = ("dev", "staging", "prod")
+K8S_SCHEMA_VERSION = "1.33"
+CHECKOV = Path(__file__).resolve().parents[3] / ".venv-checkov" / "bin" / "checkov"
+
+
+def workload_manifests(env: str) -> list[dict]:
+    cfg = load_environment(env)
+    out = [training.render(cfg), inference.render(cfg)]
+    if cfg.inference.llm.enabled:
+        out.append(inference.render_llm(cfg))
+    return out
+
+
+def rendered_objects(env: str) -> list[dict]:
+    """Every Kubernetes object the workloads side renders for ``env``, pods of the CRDs included."""
+    cfg = load_environment(env)
+    objs = [security.render_secret_provider_class(cfg), *network_policy.render(cfg)["items"]]
+    for m in workload_manifests(env):
+        objs += [m, *security.pods_for_review(m)]
+    return objs
+
+
+def run_checkov(directory: Path) -> dict:
+    out = subprocess.run([str(CHECKOV), "--directory", str(directory), "--framework", "kubernetes", "--output", "json",
+                          "--skip-download"], capture_output=True, text=True, timeout=600,
+                         env={"PATH": "/usr/bin:/bin", "BC_SKIP_MAPPING": "TRUE", "HOME": str(directory)})
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def checkov_results(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("k8s")
+    for env in ENVS:
+        d = root / env
+        d.mkdir()
+        for i, obj in enumerate(rendered_objects(env)):
+            (d / f"{i:02d}-{obj['kind']}-{obj['metadata']['name']}.yaml").write_text(yaml.safe_dump(obj))
+    # A pod with none of the settings: proves the checks run and can fail here.
+    canary = root / "canary"
+    canary.mkdir()
+    (canary / "pod.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod",
+                                                      "metadata": {"name": "canary", "namespace": "canary"},
+                                                      "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+    return run_checkov(root)
+
+
+def test_checkov_kubernetes_checks_pass_on_every_rendered_pod(checkov_results):
+    results = checkov_results["results"]
+    failed = [(c["check_id"], c["resource"]) for c in results["failed_checks"]]
+    assert failed and all(".canary." in r for _, r in failed), [f for f in failed if ".canary." not in f[1]]
+    assert {"CKV_K8S_20", "CKV_K8S_22", "CKV_K8S_23"} <= {c for c, _ in failed}  # escalation, RO root, non-root
+    # Every Ray pod of every environment was checked (head, workers, submitter).
+    checked = {c["resource"] for c in results["passed_checks"]}
+    for env in ENVS:
+        for m in workload_manifests(env):
+            for pod in security.pods_for_review(m):
+                assert f"Pod.{k8s.NAMESPACE}.{pod['metadata']['name']}" in checked
+
+
+def test_every_checkov_skip_has_a_reason_in_place(checkov_results):
+    skipped = checkov_results["results"]["skipped_checks"]
+    assert skipped
+    for c in skipped:
+        assert c["check_id"] in security.CHECKOV_SKIPS or (c["check_id"] == "CKV_K8S_38" and c["resource"].endswith("-head"))
+        assert len(c["check_result"]["suppress_comment"]) > 40
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_objects_validate_against_the_kubernetes_schema(env):
+    for obj in rendered_objects(env):
+        if obj["kind"] in ("NetworkPolicy", "Pod"):
+            kubernetes_validate.validate(obj, K8S_SCHEMA_VERSION, strict=True)
+
+
+def test_network_policy_names_match_the_infrastructure():
+    assert network_policy.KUBERAY_NAMESPACE == k8s_names.KUBERAY_NAMESPACE
+    assert k8s.NAMESPACE == k8s_names.WORKLOADS_NAMESPACE
+    chart = Path(__file__).resolve().parents[4] / "shared" / "charts" / "kuberay-operator-1.7.0" / "Chart.yaml"
+    assert yaml.safe_load(chart.read_text())["name"] == network_policy.OPERATOR_POD_LABELS["app.kubernetes.io/name"]
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_policies_select_every_pod_of_each_workload_and_nothing_else(env):
+    cfg = load_environment(env)
+    policies = network_policy.render(cfg)["items"]
+    by_name = {p["metadata"]["name"]: p for p in policies}
+    assert by_name["default-deny-ingress"]["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    for m in workload_manifests(env):
+        name, serve = m["metadata"]["name"], m["kind"] == "RayService"
+        own = {security.WORKLOAD_LABEL: name}
+        internal = by_name[f"{name}-ray-internal"]["spec"]
+        assert internal["podSelector"]["matchLabels"] == own
+        assert internal["ingress"] == [{"from": [{"podSelector": {"matchLabels": own}}]}]
+        for pod in security.pods_for_review(m):
+            assert pod["metadata"]["labels"][security.WORKLOAD_LABEL] == name
+        op = by_name[f"{name}-from-operator"]["spec"]
+        assert op["podSelector"]["matchLabels"] == {**own, "ray.io/node-type": "head"}
+        ports = [p["port"] for p in op["ingress"][0]["ports"]]
+        assert ports == ([8265, 8000] if serve else [8265])
+        assert (f"{name}-serve-ingress" in by_name) is serve
+    # No rule admits another namespace except the operator's and labelled Serve clients on 8000.
+    for p in policies:
+        for rule in p["spec"].get("ingress", []):
+            for peer in rule["from"]:
+                if "namespaceSelector" in peer:
+                    ns = peer["namespaceSelector"]["matchLabels"]
+                    if ns == {"kubernetes.io/metadata.name": "kuberay-system"}:
+                        assert peer["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "kuberay-operator"}
+                    else:
+                        assert ns == {network_policy.SERVE_CLIENT_LABEL: "true"}
+                        assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]

@@ -1,0 +1,37 @@
+"""Ray's own Grafana dashboards against a real Prometheus scraping a real local Ray cluster."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from workloads.common import prom_rehearsal
+
+
+def test_every_shipped_dashboard_has_queries_and_no_variable_survives():
+    boards = prom_rehearsal.dashboards()
+    assert {"default", "serve", "serve_deployment", "train", "data"} <= set(boards)
+    for name, exprs in boards.items():
+        assert exprs, name
+        for _, expr in exprs:
+            assert "$" not in prom_rehearsal.as_grafana_would(expr)
+
+
+def test_grafana_variables_become_match_all_and_intervals():
+    assert prom_rehearsal.as_grafana_would('rate(x{a=~"$Instance"}[$__rate_interval])') == 'rate(x{a=~".*"}[1m])'
+    assert prom_rehearsal.as_grafana_would("sum_over_time(y[$interval])") == "sum_over_time(y[1m])"
+
+
+@pytest.mark.slow
+def test_dashboard_queries_evaluate_against_a_real_prometheus():
+    out = subprocess.run([sys.executable, "-m", "workloads.common.prom_rehearsal"], capture_output=True, text=True, timeout=900)
+    summary = json.loads(out.stdout[out.stdout.index("{"):])
+    assert summary["errors"] == [], summary["errors"][:5]
+    assert summary["targets_up"] >= 2 and summary["targets_up"] == summary["scrape_targets"]
+    dash = summary["dashboards"]
+    assert all(d["evaluated"] == d["queries"] for d in dash.values())
+    # Core panels the run exercises (tasks, actors, nodes) return data.
+    assert dash["default"]["with_series"] >= 10, dash["default"]

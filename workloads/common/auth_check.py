@@ -1,0 +1,184 @@
+"""``python -m workloads.common.auth_check``: every endpoint of a real token-authenticated Ray
+cluster (local, 127.0.0.1) denies a caller without the token and serves one with it.
+
+The cluster runs as the pods do (``RAY_AUTH_MODE=token``, the token in ``RAY_AUTH_TOKEN``, see
+``security.harden``). The token is generated here, handed over only through the environment and
+never printed; the check also proves it is in none of Ray's files (logs, session dir).
+
+Checked: every TCP port the cluster's processes listen on. HTTP servers (dashboard and Jobs API,
+dashboard agents, runtime-env agents) answer 401 without the token, 403 with a wrong one and
+serve with it; the only HTTP servers that answer without it serve Prometheus metrics text and
+nothing else, so NetworkPolicy limits them to the scraper. The GCS (gRPC) refuses a client without
+the token. Prints one JSON summary; exit status 1 on any failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+_CLIENT_PROBE = ("import sys, ray; ray.init(sys.argv[1], logging_level='ERROR'); "
+                 "print('ok', ray.get(ray.put(7)))")
+_GCS_PROBE = ("import sys; from ray._raylet import GcsClient; "
+              "GcsClient(address=sys.argv[1]).get_all_node_info(timeout=10); print('ok')")
+
+
+def listening_ports(pids: list[int]) -> dict[int, int]:
+    """TCP ports in LISTEN state owned by ``pids`` -> owning pid (from /proc)."""
+    inodes: dict[str, int] = {}
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if link.startswith("socket:["):
+                    inodes[link[8:-1]] = pid
+        except OSError:
+            continue
+    ports: dict[int, int] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and f[9] in inodes:  # 0A: LISTEN
+                ports[int(f[1].rsplit(":", 1)[1], 16)] = inodes[f[9]]
+    return ports
+
+
+def http(port: int, path: str, token: str | None, method: str = "GET", body: bytes | None = None):
+    """(status, body) of one request, or (None, error name) when the port does not speak HTTP."""
+    headers = {"Content-Type": "application/json"} if body else {}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, resp.read(200_000).decode(errors="replace")
+    except urllib.error.HTTPError as err:
+        return err.code, err.read(2000).decode(errors="replace")
+    except Exception as err:  # a gRPC port, or a closed connection
+        return None, type(err).__name__
+
+
+def is_prometheus_text(body: str) -> bool:
+    lines = [ln for ln in body.splitlines() if ln.strip()]
+    return bool(lines) and all(ln.startswith("#") or ln.split("{")[0].split(" ")[0].replace("_", "").replace(":", "").isalnum()
+                               for ln in lines)
+
+
+def _process_name(pid: int) -> str:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    words = [w.decode(errors="replace") for w in cmd if w]
+    for w in words:
+        if w.startswith("ray::") or w.endswith(("gcs_server", "raylet", "dashboard.py", "monitor.py", "log_monitor.py")):
+            return Path(w).name if "/" in w else w
+    return " ".join(Path(w).name for w in words[:3])
+
+
+def run() -> dict:
+    token = secrets.token_urlsafe(32)
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    from workloads.common.local_cluster import LocalCluster, _descendants
+
+    failures: list[str] = []
+    summary: dict = {"http_denied": [], "metrics_only": [], "not_http": []}
+    cluster = LocalCluster(worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1024, object_store_per_node_mib=256)
+    with cluster:
+        pids = [n.proc.pid for n in cluster.nodes] + [d for n in cluster.nodes for d in _descendants(n.proc.pid)]
+        ports = listening_ports(pids)
+        dash = cluster.dashboard_port
+        if dash not in ports:
+            failures.append(f"dashboard port {dash} is not among the cluster's listening ports")
+        for port, pid in sorted(ports.items()):
+            name = _process_name(pid)
+            status, body = http(port, "/api/jobs/", None)
+            if status is None:
+                summary["not_http"].append(name)
+            elif status == 401:
+                wrong, _ = http(port, "/api/jobs/", "x" * 43)
+                good, _ = http(port, "/api/jobs/", token)
+                if wrong != 403 or good in (401, 403, None):
+                    failures.append(f"{name} port {port}: wrong token -> {wrong}, right token -> {good}")
+                summary["http_denied"].append(name)
+            elif status == 200 and is_prometheus_text(body) and "job_id" not in body:
+                # Metrics exporters answer any path with the same exposition text.
+                summary["metrics_only"].append(name)
+            else:
+                failures.append(f"{name} port {port}: {status} without a token")
+
+        # The Jobs API: listing and submitting need the token.
+        submit = json.dumps({"entrypoint": "echo authenticated"}).encode()
+        for method, body in (("GET", None), ("POST", submit)):
+            status, _ = http(dash, "/api/jobs/", None, method, body)
+            if status != 401:
+                failures.append(f"Jobs API {method} without a token -> {status}, expected 401")
+        status, reply = http(dash, "/api/jobs/", token, "POST", submit)
+        if status != 200 or "submission_id" not in reply:
+            failures.append(f"Jobs API POST with the token -> {status} {reply[:200]}")
+        summary["job_submitted_with_token"] = status == 200
+
+        # The GCS (gRPC): a client with no token is refused, one with it is served.
+        def gcs(env: dict) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-c", _GCS_PROBE, cluster.address], env=env,
+                                  capture_output=True, text=True, timeout=120)
+
+        without = {k: v for k, v in cluster.env().items() if k not in ("RAY_AUTH_TOKEN", "RAY_AUTH_MODE")}
+        denied = gcs(without)
+        if denied.returncode == 0:
+            failures.append("GCS served a client without the token")
+        summary["gcs_without_token"] = "Unauthenticated" if "Unauthenticated" in denied.stderr + denied.stdout else "error"
+        allowed = gcs(cluster.env())
+        if allowed.returncode != 0 or "ok" not in allowed.stdout:
+            failures.append(f"GCS refused a client with the token: {allowed.stderr[-500:]}")
+
+        # The Ray Client server (gRPC, port 10001 on the pods): the same.
+        client_ports = [p for p, pid in ports.items() if "ray.util.client.server" in _process_name(pid)]
+        if len(client_ports) != 1:
+            failures.append(f"expected one Ray Client server, found ports {client_ports}")
+        else:
+            def client(env: dict) -> subprocess.CompletedProcess | None:
+                try:
+                    return subprocess.run([sys.executable, "-c", _CLIENT_PROBE, f"ray://127.0.0.1:{client_ports[0]}"],
+                                          env=env, capture_output=True, text=True, timeout=90)
+                except subprocess.TimeoutExpired:
+                    return None
+            denied = client({**without, "RAY_AUTH_MODE": "disabled"})
+            if denied is None or denied.returncode == 0:
+                failures.append("Ray Client served a client without the token" if denied else "Ray Client probe without the token hung")
+            else:
+                tail = denied.stderr[-3000:]
+                summary["client_without_token"] = ("Unauthenticated" if "nauthenticated" in tail or "auth" in tail.lower()
+                                                   else tail.strip().splitlines()[-1][:200])
+            allowed = client(cluster.env())
+            if allowed is None or allowed.returncode != 0 or "ok 7" not in allowed.stdout:
+                failures.append(f"Ray Client refused a client with the token: {(allowed.stderr[-500:] if allowed else 'timeout')}")
+
+        leaks = [str(p) for p in Path(cluster.temp_dir).rglob("*")
+                 if p.is_file() and token.encode() in p.read_bytes()]
+        if leaks:
+            failures.append(f"the token is written in {len(leaks)} file(s): {leaks[:5]}")
+        summary["files_scanned_for_token"] = sum(1 for p in Path(cluster.temp_dir).rglob("*") if p.is_file())
+    for key in ("http_denied", "metrics_only", "not_http"):
+        summary[key] = sorted(set(summary[key]))
+    summary["failures"] = failures
+    return summary
+
+
+def main() -> int:
+    summary = run()
+    print(json.dumps(summary, indent=2))
+    return 1 if summary["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""NetworkPolicies of the Ray workloads' namespace, rendered from the same config as the RayJob
+and RayServices (``python -m workloads render network-policies --env NAME``).
+
+Ingress only, default deny: a pod of the namespace accepts
+- any TCP from the pods of its own workload (one RayJob or RayService: head, workers and the
+  RayJob's submitter). Ray's raylets, object managers, agents and worker processes listen on
+  ports Ray picks at start-up, so within one workload every port is open, and nothing else is;
+- on the head: the dashboard/Jobs API (8265) and, for a RayService, Serve (8000) from the KubeRay
+  operator's pods in the operator's namespace;
+- for a RayService: Serve (8000) from pods in namespaces labelled ``SERVE_CLIENT_LABEL=true``
+  (the Serve ingress path: in-cluster clients or an ingress controller placed there).
+Everything else is dropped, the Jobs API and the GCS from any other namespace or workload
+included, as are the unauthenticated Prometheus endpoints (a metrics scraper needs its own rule).
+``kubectl port-forward`` reaches pods through the kubelet, which policies do not filter.
+
+A RayService's NewCluster upgrade runs two clusters of one workload side by side; they share
+the workload's rule (KubeRay names clusters at run time, so no static policy can tell them apart).
+
+``POD_FLOWS`` lists what the policies allow in the shape of the platform's flow table
+(constructs/flows.py on main: parts ``ray-head``, ``ray-workers``, ``kuberay-operator``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from config.model import EnvironmentConfig
+from config.names import KUBERAY_NAMESPACE
+from workloads.common import k8s, security
+
+# The chart's app.kubernetes.io/name (kuberay-operator, no nameOverride in constructs/kuberay.py);
+# tests check it against the rendered chart.
+OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "kuberay-operator"}
+# KubeRay labels every Ray pod with its node type.
+NODE_TYPE_LABEL = "ray.io/node-type"
+DASHBOARD_PORT = 8265
+SERVE_PORT = 8000
+SERVE_CLIENT_LABEL = "hyperpod-ray/serve-client"
+
+
+def _policy(name: str, pod_selector: dict[str, str], ingress: list[dict]) -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": k8s.NAMESPACE, "labels": k8s.labels("ray", "network-policy")},
+        "spec": {"podSelector": {"matchLabels": pod_selector}, "policyTypes": ["Ingress"], "ingress": ingress},
+    }
+
+
+def _tcp(*ports: int) -> list[dict[str, Any]]:
+    return [{"protocol": "TCP", "port": p} for p in ports]
+
+
+def _operator_peer() -> dict[str, Any]:
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": KUBERAY_NAMESPACE}},
+            "podSelector": {"matchLabels": dict(OPERATOR_POD_LABELS)}}
+
+
+def workload_policies(workload: str, *, serve: bool) -> list[dict[str, Any]]:
+    """The policies of one RayJob (``serve`` False) or RayService (True) named ``workload``."""
+    own = security.workload_labels(workload)
+    head = {**own, NODE_TYPE_LABEL: "head"}
+    operator_ports = (DASHBOARD_PORT, SERVE_PORT) if serve else (DASHBOARD_PORT,)
+    out = [
+        _policy(f"{workload}-ray-internal", own, [{"from": [{"podSelector": {"matchLabels": dict(own)}}]}]),
+        _policy(f"{workload}-from-operator", head, [{"from": [_operator_peer()], "ports": _tcp(*operator_ports)}]),
+    ]
+    if serve:
+        out.append(_policy(f"{workload}-serve-ingress", own, [{
+            "from": [{"namespaceSelector": {"matchLabels": {SERVE_CLIENT_LABEL: "true"}}}],
+            "ports": _tcp(SERVE_PORT)}]))
+    return out
+
+
+def default_deny() -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "default-deny-ingress", "namespace": k8s.NAMESPACE,
+                     "labels": k8s.labels("ray", "network-policy")},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }
+
+
+def workloads(cfg: EnvironmentConfig) -> list[tuple[str, bool]]:
+    """(workload name, serves) of every RayJob/RayService rendered for ``cfg``."""
+    from workloads.inference import manifest as inference
+    from workloads.training import manifest as training
+
+    out = [(training.render(cfg)["metadata"]["name"], False), (inference.render(cfg)["metadata"]["name"], True)]
+    if cfg.inference.llm.enabled:
+        out.append((inference.render_llm(cfg)["metadata"]["name"], True))
+    return out
+
+
+def render(cfg: EnvironmentConfig) -> dict[str, Any]:
+    """A v1 List of the namespace's NetworkPolicies for ``cfg``."""
+    items = [default_deny()]
+    for name, serve in workloads(cfg):
+        items += workload_policies(name, serve=serve)
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+# What the policies allow, as rows for the platform's flow table: (name, source part,
+# destination part, protocol, (from port, to port), why).
+POD_FLOWS: tuple[tuple[str, str, str, str, tuple[int, int], str], ...] = (
+    ("netpol:head<->workers", "ray-workers", "ray-head", "tcp", (0, 65535),
+     "Pods of one RayJob/RayService reach each other on every port (Ray picks most ports at start)."),
+    ("netpol:head->workers", "ray-head", "ray-workers", "tcp", (0, 65535),
+     "The head's GCS and drivers call the workers' raylets and workers."),
+    ("netpol:workers<->workers", "ray-workers", "ray-workers", "tcp", (0, 65535),
+     "Object transfers and collectives between worker pods of one workload."),
+    ("netpol:operator->head:dashboard", "kuberay-operator", "ray-head", "tcp", (DASHBOARD_PORT, DASHBOARD_PORT),
+     "KubeRay submits jobs and reads job and Serve status through the dashboard."),
+    ("netpol:operator->head:serve", "kuberay-operator", "ray-head", "tcp", (SERVE_PORT, SERVE_PORT),
+     "RayService Serve health through the head's proxy."),
+    ("netpol:serve-clients->serve", "serve-clients", "ray-workers", "tcp", (SERVE_PORT, SERVE_PORT),
+     f"Serve ingress from namespaces labelled {SERVE_CLIENT_LABEL}=true."),
+)

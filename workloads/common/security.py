@@ -1,0 +1,179 @@
+"""Kubernetes-side security of every Ray cluster the platform renders.
+
+``harden(cluster_spec)`` is applied by every RayJob/RayService renderer to its RayCluster spec:
+
+- Ray token authentication (Ray >= 2.52, KubeRay 1.7 ``authOptions``). KubeRay injects
+  ``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN`` (a ``secretKeyRef`` to key ``auth_token`` of
+  ``secretName``) into the head, the workers, the ``wait-gcs-ready`` init container, the
+  autoscaler and the K8sJobMode submitter, and reads the same Secret itself to call the
+  dashboard (ray-operator/controllers/ray/common/pod.go, utils/util.go at v1.7.0). With
+  ``secretName`` set the operator creates no Secret of its own.
+- The token's source is AWS Secrets Manager: the Kubernetes Secret ``AUTH_SECRET`` is synced
+  by the Secrets Store CSI driver with the AWS provider (ASCP) from the SecretProviderClass
+  ``secret_provider_class``. The CSI driver keeps a synced Secret only while a pod mounts the
+  volume, so every Ray pod mounts it (read-only, nothing reads the files). The token is in no
+  manifest: only names are.
+- Pod security: non-root (the image's ``ray`` user), no privilege escalation, no capabilities,
+  RuntimeDefault seccomp, read-only root filesystem with emptyDirs where Ray writes (``/tmp``:
+  Ray's session dir, logs, spilled objects and runtime_env downloads; ``~/.cache``: torch,
+  Hugging Face and vLLM caches; ``~/.triton``: Triton's kernel cache).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from config.names import ray_auth_secret_name
+from workloads.common import k8s
+
+# Kubernetes Secret KubeRay reads the token from, and its key (KubeRay's RAY_AUTH_TOKEN_SECRET_KEY).
+AUTH_SECRET = "ray-auth-token"
+AUTH_SECRET_KEY = "auth_token"
+SECRET_PROVIDER_CLASS = "ray-auth-token"
+_AUTH_VOLUME = "ray-auth-token"
+_AUTH_MOUNT = "/var/run/secrets/ray-auth"
+# The rayproject/ray images run as ray (uid 1000) in group users (gid 100); workloads/Dockerfile keeps it.
+RAY_UID = 1000
+RAY_GID = 100
+RAY_HOME = "/home/ray"
+# Where Ray (and the libraries under it) write at run time.
+WRITABLE_DIRS = {"tmp": "/tmp", "cache": f"{RAY_HOME}/.cache", "triton": f"{RAY_HOME}/.triton"}
+
+
+# Every pod of one RayJob/RayService carries it: the NetworkPolicies (network_policy.py) select
+# the pods of one workload by it (KubeRay's ray.io/cluster is chosen at run time for RayJobs).
+WORKLOAD_LABEL = "hyperpod-ray/workload"
+
+
+def workload_labels(workload: str) -> dict[str, str]:
+    return {WORKLOAD_LABEL: workload}
+
+
+# checkov's Kubernetes checks that do not fit a Ray pod, each with its reason; they travel as
+# checkov.io/skip annotations on the pod templates, where a reviewer reads them.
+CHECKOV_SKIPS = {
+    "CKV_K8S_8": "KubeRay 1.7 injects the Ray liveness probe into head and worker containers (common/pod.go initLivenessAndReadinessProbe); the submitter is a run-to-completion Job pod.",
+    "CKV_K8S_9": "KubeRay 1.7 injects the Ray readiness probe into head and worker containers (common/pod.go initLivenessAndReadinessProbe); the submitter is a run-to-completion Job pod.",
+    "CKV_K8S_15": "IfNotPresent on purpose: the images are multi-GB pinned Ray release tags (workloads/common/k8s.py) and every node pull costs minutes of GPU time.",
+    "CKV_K8S_43": "Images are pinned by Ray release tag in workloads/common/k8s.py (one place for pins); config.image may give a digest.",
+    "CKV_K8S_40": "The Ray images run as their own user ray (uid 1000) that owns /home/ray and the Python install there; another uid cannot use them.",
+}
+
+
+def checkov_annotations() -> dict[str, str]:
+    return {f"checkov.io/skip{i}": f"{check}={reason}" for i, (check, reason) in enumerate(sorted(CHECKOV_SKIPS.items()), 1)}
+
+
+def secrets_manager_secret_name(name_prefix: str) -> str:
+    """Name of the Secrets Manager secret holding the token (constructs/ray_auth.py creates it)."""
+    return ray_auth_secret_name(name_prefix)
+
+
+def auth_options() -> dict[str, Any]:
+    return {"mode": "token", "secretName": AUTH_SECRET}
+
+
+def pod_security_context() -> dict[str, Any]:
+    return {"runAsNonRoot": True, "runAsUser": RAY_UID, "runAsGroup": RAY_GID, "fsGroup": RAY_GID,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def container_security_context() -> dict[str, Any]:
+    return {"allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True, "runAsUser": RAY_UID, "capabilities": {"drop": ["ALL"]}}
+
+
+def _volumes() -> list[dict[str, Any]]:
+    return [
+        {"name": _AUTH_VOLUME, "csi": {"driver": "secrets-store.csi.k8s.io", "readOnly": True,
+                                       "volumeAttributes": {"secretProviderClass": SECRET_PROVIDER_CLASS}}},
+        *({"name": f"ray-{name}", "emptyDir": {}} for name in WRITABLE_DIRS),
+    ]
+
+
+def _mounts() -> list[dict[str, Any]]:
+    return [{"name": _AUTH_VOLUME, "mountPath": _AUTH_MOUNT, "readOnly": True},
+            *({"name": f"ray-{name}", "mountPath": path} for name, path in WRITABLE_DIRS.items())]
+
+
+def harden_pod(pod_spec: dict[str, Any], *, mount_auth: bool = True, api_token: bool = False) -> dict[str, Any]:
+    """``pod_spec`` with the security context, the writable dirs and (``mount_auth``) the CSI
+    volume that keeps the token's Secret synced. ``api_token``: the pod talks to the Kubernetes
+    API (the head of an autoscaling cluster: KubeRay's autoscaler sidecar runs in it); no other
+    Ray pod gets a service account token (EKS Pod Identity mounts its own)."""
+    spec = copy.deepcopy(pod_spec)
+    spec["securityContext"] = {**pod_security_context(), **spec.get("securityContext", {})}
+    spec["automountServiceAccountToken"] = api_token
+    volumes = _volumes() if mount_auth else _volumes()[1:]
+    mounts = _mounts() if mount_auth else _mounts()[1:]
+    have = {v["name"] for v in spec.get("volumes", [])}
+    spec["volumes"] = list(spec.get("volumes", [])) + [v for v in volumes if v["name"] not in have]
+    for c in spec.get("containers", []):
+        c["securityContext"] = {**container_security_context(), **c.get("securityContext", {})}
+        mounted = {m["name"] for m in c.get("volumeMounts", [])}
+        c["volumeMounts"] = list(c.get("volumeMounts", [])) + [m for m in mounts if m["name"] not in mounted]
+    return spec
+
+
+def harden(cluster_spec: dict[str, Any], *, workload: str) -> dict[str, Any]:
+    """A RayCluster spec (RayJob ``rayClusterSpec``, RayService ``rayClusterConfig``) with token
+    authentication, pod security and the ``workload`` label on the head and every worker group."""
+    spec = copy.deepcopy(cluster_spec)
+    spec["authOptions"] = auth_options()
+    for template in [spec["headGroupSpec"]["template"]] + [g["template"] for g in spec.get("workerGroupSpecs", [])]:
+        meta = template.setdefault("metadata", {})
+        meta.setdefault("labels", {}).update(workload_labels(workload))
+        meta.setdefault("annotations", {}).update(checkov_annotations())
+    head = spec["headGroupSpec"]["template"]
+    autoscaling = bool(spec.get("enableInTreeAutoscaling"))
+    head["spec"] = harden_pod(head["spec"], api_token=autoscaling)
+    if autoscaling:
+        head["metadata"]["annotations"][f"checkov.io/skip{len(CHECKOV_SKIPS) + 1}"] = (
+            "CKV_K8S_38=KubeRay runs the Ray autoscaler as a sidecar of this head; it scales the "
+            "RayCluster through the Kubernetes API with the pod's service account token.")
+    for group in spec.get("workerGroupSpecs", []):
+        group["template"]["spec"] = harden_pod(group["template"]["spec"])
+    return spec
+
+
+def pods_for_review(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every pod a RayJob/RayService makes, as v1 Pods (what KubeRay creates from the templates,
+    before its own injections), so that Kubernetes policy tools that do not read CRDs check them."""
+    spec = manifest["spec"].get("rayClusterSpec") or manifest["spec"]["rayClusterConfig"]
+    name = manifest["metadata"]["name"]
+    templates = [("head", spec["headGroupSpec"]["template"])]
+    templates += [(g["groupName"], g["template"]) for g in spec.get("workerGroupSpecs", [])]
+    if "submitterPodTemplate" in manifest["spec"]:
+        templates.append(("submitter", manifest["spec"]["submitterPodTemplate"]))
+    return [{"apiVersion": "v1", "kind": "Pod",
+             "metadata": {**copy.deepcopy(t.get("metadata", {})), "name": f"{name}-{group}", "namespace": k8s.NAMESPACE},
+             "spec": copy.deepcopy(t["spec"])} for group, t in templates]
+
+
+def render_secret_provider_class(cfg) -> dict[str, Any]:
+    """``python -m workloads render secret-provider-class --env NAME``."""
+    return secret_provider_class(name_prefix=cfg.name_prefix, region=cfg.region)
+
+
+def secret_provider_class(*, name_prefix: str, region: str) -> dict[str, Any]:
+    """The SecretProviderClass that syncs the Secrets Manager token into ``AUTH_SECRET``.
+
+    ASCP authenticates with the mounting pod's EKS Pod Identity (the workloads' service account),
+    whose role needs secretsmanager:GetSecretValue/DescribeSecret on this one secret and
+    kms:Decrypt on its key."""
+    sm_name = secrets_manager_secret_name(name_prefix)
+    objects = [{"objectName": sm_name, "objectType": "secretsmanager", "objectAlias": AUTH_SECRET_KEY}]
+    return {
+        "apiVersion": "secrets-store.csi.x-k8s.io/v1",
+        "kind": "SecretProviderClass",
+        "metadata": {"name": SECRET_PROVIDER_CLASS, "namespace": k8s.NAMESPACE,
+                     "labels": k8s.labels("ray", "auth")},
+        "spec": {
+            "provider": "aws",
+            "parameters": {"objects": json.dumps(objects), "region": region, "usePodIdentity": "true"},
+            "secretObjects": [{"secretName": AUTH_SECRET, "type": "Opaque",
+                               "data": [{"objectName": AUTH_SECRET_KEY, "key": AUTH_SECRET_KEY}]}],
+        },
+    }
