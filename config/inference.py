@@ -55,7 +55,7 @@ class Autoscaling(Frozen):
     downscale_delay_s: float = Field(default=300.0, ge=0)
 
     @model_validator(mode="after")
-    def _bounds(self) -> "Autoscaling":
+    def _bounds(self) -> Autoscaling:
         if self.min_replicas > self.max_replicas:
             raise ValueError(
                 f"inference.autoscaling: min_replicas ({self.min_replicas}) must be <= "
@@ -104,7 +104,7 @@ class Llm(Frozen):
         return v
 
     @model_validator(mode="after")
-    def _bounds(self) -> "Llm":
+    def _bounds(self) -> Llm:
         if self.min_replicas > self.max_replicas:
             raise ValueError(
                 f"inference.llm: min_replicas ({self.min_replicas}) must be <= max_replicas "
@@ -192,7 +192,7 @@ class Inference(Frozen):
         return v
 
     @model_validator(mode="after")
-    def _within(self) -> "Inference":
+    def _within(self) -> Inference:
         errors = []
         if self.max_ongoing_requests < self.max_batch_size:
             errors.append(
@@ -226,7 +226,7 @@ class Inference(Frozen):
 
     # Cross-section checks -------------------------------------------------------------------
 
-    def resolved_instance_group(self, env: "EnvironmentConfig"):
+    def resolved_instance_group(self, env: EnvironmentConfig):
         """The HyperPod instance group the generation replicas run on."""
         if self.instance_group is not None:
             return env.hyperpod.group(self.instance_group)
@@ -241,7 +241,7 @@ class Inference(Frozen):
             "no GPU instance group in hyperpod.instance_groups; set inference.instance_group"
         )
 
-    def resolved_llm_group(self, env: "EnvironmentConfig"):
+    def resolved_llm_group(self, env: EnvironmentConfig):
         if self.llm.instance_group is not None:
             return env.hyperpod.group(self.llm.instance_group)
         return self.resolved_instance_group(env)
@@ -263,7 +263,7 @@ class Inference(Frozen):
         hi = math.ceil(self.autoscaling.max_replicas / per_pod)
         return lo, hi
 
-    def check_against(self, env: "EnvironmentConfig") -> list[str]:
+    def check_against(self, env: EnvironmentConfig) -> list[str]:
         """Errors that need the HyperPod groups: one line each, naming the field."""
         errors: list[str] = []
         names = [g.name for g in env.hyperpod.instance_groups]

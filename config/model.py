@@ -12,7 +12,7 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
 from config import catalog, versions
 from config.base import Frozen
@@ -169,7 +169,7 @@ class Network(Frozen):
         return v
 
     @model_validator(mode="after")
-    def _layout(self) -> "Network":
+    def _layout(self) -> Network:
         errors: list[str] = []
         vpc = ipaddress.IPv4Network(self.vpc_cidr)
         blocks = [ipaddress.IPv4Network(b) for b in self.hyperpod_cidr_blocks]
@@ -249,7 +249,7 @@ class SystemNodeGroup(Frozen):
         return catalog.require_enum_value(v, service="ec2", shape="InstanceType", what="an EC2 instance type")
 
     @model_validator(mode="after")
-    def _sizes(self) -> "SystemNodeGroup":
+    def _sizes(self) -> SystemNodeGroup:
         if not self.min_size <= self.desired_size <= self.max_size:
             raise ValueError(
                 f"eks.system_nodes sizes must satisfy min_size <= desired_size <= max_size; got "
@@ -331,7 +331,7 @@ class Eks(Frozen):
         return list(dict.fromkeys(v))
 
     @model_validator(mode="after")
-    def _endpoint(self) -> "Eks":
+    def _endpoint(self) -> Eks:
         if self.endpoint_public_access and not self.public_access_cidrs:
             raise ValueError(
                 "eks.public_access_cidrs: a public endpoint (eks.endpoint_public_access: true) needs "
@@ -458,7 +458,7 @@ class InstanceGroup(Frozen):
         return v
 
     @model_validator(mode="after")
-    def _health_checks(self) -> "InstanceGroup":
+    def _health_checks(self) -> InstanceGroup:
         if self.deep_health_checks and not (self.is_gpu or self.is_trainium):
             raise ValueError(
                 f"deep_health_checks {self.deep_health_checks} need a GPU or Trainium instance "
@@ -620,7 +620,7 @@ class EnvironmentConfig(Frozen):
         return v
 
     @model_validator(mode="after")
-    def _cross(self) -> "EnvironmentConfig":
+    def _cross(self) -> EnvironmentConfig:
         errors: list[str] = []
         if self.production:
             missing = [t for t in REQUIRED_TAGS if not self.tags.as_dict().get(t)]

@@ -49,8 +49,9 @@ def test_operator_rbac_is_namespaced_to_the_workloads():
 
 
 def test_config_version_flows_into_the_release():
-    from config import parse_environment
     import yaml
+
+    from config import parse_environment
 
     data = yaml.safe_load((ROOT / "config" / "dev.yaml").read_text()) | {"name": "dev"}
     data["eks"]["kuberay_chart_version"] = "1.4.2"

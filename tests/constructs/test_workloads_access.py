@@ -6,8 +6,8 @@ import json
 
 import kubernetes_validate
 import pytest
-
 from constructs import workloads_access as wa
+
 from constructs.k8s_names import FSX_PVC, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
 from tests.conftest import template_of
 
@@ -68,7 +68,7 @@ def dev(synthesized):
 
 
 def test_template_fsx_volume_uses_the_storage_stack_file_system(dev):
-    config, stacks, res = dev
+    _config, stacks, res = dev
     cluster = stacks.cluster
     fsx = res[cfn_id(cluster, cluster.workloads.fsx)]
     manifest = json.dumps(fsx["Properties"]["Manifest"])
