@@ -114,9 +114,8 @@ docs: synth
 
 ## test: the whole suite (.ci/run calls this).
 test: deps
-	$(MAKE) --no-print-directory lint
 	$(VENV)/bin/python -m pytest
-	$(MAKE) --no-print-directory lint-shell bats
+	$(MAKE) --no-print-directory lint lint-shell bats
 
 ## lint: ruff (lint and format check) over the tree, mypy over the infra code (pyproject.toml).
 lint:
