@@ -18,13 +18,32 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
 APT_PACKAGES := shellcheck bats graphviz prometheus
 
-.PHONY: deps synth gates review pipeline docs docs-site test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
+TOOLING_DIRS := config constructs stacks ops review
+
+.PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
+
+# Two installs into one venv: requirements-synth.lock (the CDK app, cdk-nag, cfn-lint, the review:
+# all `make synth` needs) and requirements.lock (its superset: Ray, torch, test tools, linters) for
+# `make test` and the rehearsals. The synth lock is closed (no-deps install). The full one resolves
+# torch's own platform dependencies (CUDA libraries from the public index on Linux x86_64, none for
+# the CPU build). TORCH_INDEX=https://download.pytorch.org/whl/cpu picks the CPU build instead:
+# 2.13.0+cpu matches the lock's ==2.13.0 (PEP 440).
+TORCH_INDEX ?=
+PIP_INSTALL := $(VENV)/bin/pip install --quiet --disable-pip-version-check
+# Synth-only installs skip byte-compiling aws-cdk-lib's ~250 service modules (most never imported;
+# Python caches the ones a synth uses): about 40 % of the venv.
+$(STAMPS)/venv-synth: requirements-synth.lock
+	@mkdir -p $(STAMPS)
+	@echo "==> Python packages for synth (requirements-synth.lock) into $(VENV)"
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) --no-compile --no-deps -r requirements-synth.lock
+	touch $@
 
 $(STAMPS)/venv: requirements.lock
 	@mkdir -p $(STAMPS)
-	@echo "==> Python packages (requirements.lock) into $(VENV)"
+	@echo "==> Python packages for tests and workloads (requirements.lock) into $(VENV)"
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r requirements.lock
+	$(PIP_INSTALL) $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r requirements.lock
 	touch $@
 
 $(STAMPS)/checkov: requirements-checkov.lock
@@ -48,14 +67,15 @@ $(STAMPS)/apt:
 	fi
 	touch $@
 
-deps: $(STAMPS)/venv $(STAMPS)/checkov $(STAMPS)/node $(STAMPS)/apt
+deps-synth: $(STAMPS)/venv-synth $(STAMPS)/checkov $(STAMPS)/node $(STAMPS)/apt
+deps: deps-synth $(STAMPS)/venv
 
 ## synth: the default environment (ENV=dev) with every gate and the review outputs.
 ## COMPARE=PATH diffs the review against a previous cloud assembly (copy it out of cdk.out
 ## first); COMPARE=last keeps the previous cdk.out as .cdk.out.previous and diffs against it.
 COMPARE ?=
 REVIEW_PREVIOUS := .cdk.out.previous
-synth: deps
+synth: deps-synth
 	@if [ "$(COMPARE)" = last ] && [ -d cdk.out ]; then rm -rf $(REVIEW_PREVIOUS) && mv cdk.out $(REVIEW_PREVIOUS); fi
 	rm -rf cdk.out
 	@echo "==> cdk synth -c env=$(ENV) (cdk-nag AwsSolutions + NIST 800-53 R5 run inside synth)"
@@ -79,7 +99,7 @@ gates:
 
 ## pipeline: synth of the delivery pipeline (config/pipeline.yaml) with every environment as a
 ## Stage, and the same gates and review over every template of every Stage.
-pipeline: deps
+pipeline: deps-synth
 	rm -rf cdk.out
 	@echo "==> cdk synth -c pipeline=true (cdk-nag runs inside synth, Stages included)"
 	cdk synth --quiet -c pipeline=true
@@ -103,7 +123,16 @@ docs-site: $(STAMPS)/venv
 ## test: the whole suite (.ci/run calls this).
 test: deps
 	$(VENV)/bin/python -m pytest
-	$(MAKE) --no-print-directory lint-shell bats docs-site
+	$(MAKE) --no-print-directory lint lint-shell bats docs-site
+
+## lint: ruff (lint and format check) over the tree, mypy over the infra code (pyproject.toml).
+lint:
+	@echo "==> ruff check"
+	$(VENV)/bin/ruff check .
+	@echo "==> ruff format --check"
+	$(VENV)/bin/ruff format --check .
+	@echo "==> mypy ($(TOOLING_DIRS))"
+	$(VENV)/bin/mypy $(TOOLING_DIRS)
 
 lint-shell:
 	@echo "==> shellcheck"
@@ -112,10 +141,15 @@ lint-shell:
 bats:
 	@if ls tests/lifecycle_scripts/*.bats >/dev/null 2>&1; then echo "==> bats"; bats tests/lifecycle_scripts; fi
 
-## lock: re-resolve requirements*.in into the lock files (needs the registries).
+## lock: re-resolve requirements*.in into the lock files (needs the registries). The synth lock is
+## resolved against the full one, so the two pin the same versions. A local build label (+cpu) is
+## dropped: ==2.13.0 matches the CPU build here and the public build elsewhere.
+LOCKVENV := /tmp/lockvenv
+FREEZE := $(LOCKVENV)/bin/pip freeze --all --exclude pip | sed -E 's/^([^=]+==[^+]+)\+.*$$/\1/'
 lock:
-	rm -rf /tmp/lockvenv && $(PYTHON) -m venv /tmp/lockvenv && /tmp/lockvenv/bin/pip install -q -r requirements.in && /tmp/lockvenv/bin/pip freeze > requirements.lock
-	rm -rf /tmp/lockvenv && $(PYTHON) -m venv /tmp/lockvenv && /tmp/lockvenv/bin/pip install -q -r requirements-checkov.in && /tmp/lockvenv/bin/pip freeze > requirements-checkov.lock
+	rm -rf $(LOCKVENV) && $(PYTHON) -m venv $(LOCKVENV) && $(LOCKVENV)/bin/pip install -q $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r requirements.in && $(FREEZE) > requirements.lock
+	rm -rf $(LOCKVENV) && $(PYTHON) -m venv $(LOCKVENV) && $(LOCKVENV)/bin/pip install -q -r requirements-synth.in -c requirements.lock && $(FREEZE) | grep -v '^setuptools==' > requirements-synth.lock
+	rm -rf $(LOCKVENV) && $(PYTHON) -m venv $(LOCKVENV) && $(LOCKVENV)/bin/pip install -q -r requirements-checkov.in && $(LOCKVENV)/bin/pip freeze > requirements-checkov.lock
 
 ## rehearse-train: local Ray cluster (head + 2 worker nodes, GCS 6379, dashboard 8265), the
 ## training job through the Jobs API, one worker node killed mid-run; prints a summary and

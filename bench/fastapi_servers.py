@@ -18,12 +18,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-import uvicorn  # noqa: E402
-from fastapi import FastAPI, Request  # noqa: E402
-from fastapi.responses import JSONResponse  # noqa: E402
+import torch
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
-from workloads.inference import engine, schema  # noqa: E402
+from workloads.inference import engine, schema
 
 
 def build(kind: str, storage: str, run: str, max_batch: int, wait_ms: float) -> FastAPI:
@@ -44,16 +44,16 @@ def build(kind: str, storage: str, run: str, max_batch: int, wait_ms: float) -> 
                     break
                 try:
                     batch.append(await asyncio.wait_for(queue.get(), timeout))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     break
             reqs = [engine.GenRequest(r.prompt_ids, r.max_tokens, r.temperature, r.seed) for r, _ in batch]
             try:
                 out = await asyncio.to_thread(engine.generate_batch, loaded.model, reqs)
-            except Exception as err:  # noqa: BLE001 - hand the error to every waiter
+            except Exception as err:
                 for _, fut in batch:
                     fut.set_exception(err)
                 continue
-            for (_, fut), toks in zip(batch, out):
+            for (_, fut), toks in zip(batch, out, strict=True):
                 fut.set_result(toks)
 
     @app.on_event("startup")

@@ -159,7 +159,7 @@ def _tokens_per_s(t: dict, warmup: int) -> float:
 def _step_s(t: dict, warmup: int) -> list[float]:
     """Wall seconds of each measured step (for the JSON: where a slow run lost its time)."""
     times = t["times"][warmup - t["first_step"]:]
-    return [round(b - a, 4) for a, b in zip(times, times[1:])]
+    return [round(b - a, 4) for a, b in itertools.pairwise(times)]
 
 
 def _cpu_seconds(pids: list[int]) -> dict[int, tuple[str, float]]:
@@ -358,7 +358,7 @@ class HeadCgroup:
             raise SystemExit(f"--mirror-head needs the cgroup v1 cpu controller at {CGROUP_CPU}")
         self.path = CGROUP_CPU / f"hpray-bench-head-{os.getpid()}"
 
-    def __enter__(self) -> "HeadCgroup":
+    def __enter__(self) -> HeadCgroup:
         self.path.mkdir(exist_ok=True)
         (self.path / "cpu.shares").write_text(str(HEAD_CPU_SHARES))
         return self
@@ -427,7 +427,10 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
                 cg.check(cluster)
             os.environ["RAY_ADDRESS"] = cluster.address
             ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
-            pids = lambda: [os.getpid()] + [p for n in cluster.nodes for p in [n.proc.pid, *_descendants(n.proc.pid)]]
+
+            def pids():
+                return [os.getpid()] + [p for n in cluster.nodes for p in [n.proc.pid, *_descendants(n.proc.pid)]]
+
             box = {}
             t = threading.Thread(target=lambda: box.setdefault("r", run(s)), daemon=True)
             t.start()

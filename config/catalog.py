@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # The KubeRay operator chart version lives with every other EKS-side pin in config/versions.py.
-from config.versions import KUBERAY_OPERATOR as _KUBERAY_OPERATOR  # noqa: E402
+from config.versions import KUBERAY_OPERATOR as _KUBERAY_OPERATOR
 
 KUBERAY_CHART_VERSION = _KUBERAY_OPERATOR.version
 

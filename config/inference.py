@@ -54,7 +54,7 @@ class Autoscaling(Frozen):
     downscale_delay_s: float = Field(default=300.0, ge=0, description="Seconds of low load before scaling down (a GPU replica is slow to bring back).")
 
     @model_validator(mode="after")
-    def _bounds(self) -> "Autoscaling":
+    def _bounds(self) -> Autoscaling:
         if self.min_replicas > self.max_replicas:
             raise ValueError(
                 f"inference.autoscaling: min_replicas ({self.min_replicas}) must be <= "
@@ -95,7 +95,7 @@ class Llm(Frozen):
         return v
 
     @model_validator(mode="after")
-    def _bounds(self) -> "Llm":
+    def _bounds(self) -> Llm:
         if self.min_replicas > self.max_replicas:
             raise ValueError(
                 f"inference.llm: min_replicas ({self.min_replicas}) must be <= max_replicas "
@@ -167,7 +167,7 @@ class Inference(Frozen):
         return v
 
     @model_validator(mode="after")
-    def _within(self) -> "Inference":
+    def _within(self) -> Inference:
         errors = []
         if self.max_ongoing_requests < self.max_batch_size:
             errors.append(

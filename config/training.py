@@ -45,7 +45,7 @@ class ModelSize(Frozen):
     dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Dropout rate; 0 keeps runs reproducible and the corpus is large for the step budget.")
 
     @model_validator(mode="after")
-    def _heads(self) -> "ModelSize":
+    def _heads(self) -> ModelSize:
         if self.n_embd % self.n_head:
             raise ValueError(
                 f"training.model.n_embd ({self.n_embd}) must be divisible by "
@@ -114,7 +114,7 @@ class Training(Frozen):
         return v
 
     @model_validator(mode="after")
-    def _cadence(self) -> "Training":
+    def _cadence(self) -> Training:
         if self.checkpoint_every_steps > self.steps:
             raise ValueError(
                 f"training.checkpoint_every_steps ({self.checkpoint_every_steps}) is larger than "
@@ -127,7 +127,7 @@ class Training(Frozen):
     def resolved_storage_path(self, fsx_file_system_path: str) -> str:
         return self.storage_path or f"/fsx{fsx_file_system_path}"
 
-    def placement(self, groups) -> "Placement":
+    def placement(self, groups) -> Placement:
         """Workers, nodes and GPUs for the instance groups ``groups`` (hyperpod.instance_groups);
         raises ValueError naming the field when they do not fit."""
         problems = self.problems(groups)
@@ -140,7 +140,7 @@ class Training(Frozen):
             return next((g for g in groups if g.instance_type in catalog.gpu_instance_types()), None)
         return next((g for g in groups if g.name == self.instance_group), None)
 
-    def _placement(self, groups) -> "Placement":
+    def _placement(self, groups) -> Placement:
         group = self._group(groups)
         spec = catalog.instance_spec(group.instance_type)
         per_node = spec.gpus // self.gpus_per_worker if self.gpus_per_worker else 1
@@ -198,7 +198,7 @@ class Training(Frozen):
                 f"{group.name!r} has {group.instance_count}"
             )
         storage = self.resolved_storage_path(fsx_file_system_path)
-        shared = storage.startswith("s3://") or storage == "/fsx" or storage.startswith("/fsx/")
+        shared = storage.startswith(("s3://", "/fsx/")) or storage == "/fsx"
         if p.nodes > 1 and not (shared or self.storage_shared):
             out.append(
                 f"training.storage_path: {storage!r} is local to each node, but the workers "

@@ -6,14 +6,14 @@ checked against the statement it covers, so an unknown new finding still fails s
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from aws_cdk import Stack, Stage
+from aws_cdk import Stack, Stage, pipelines
 from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
-from aws_cdk import pipelines
 from constructs import Construct, IConstruct
 
 from constructs.compliance import acknowledge, cfn_lint_ignore, checkov_skip

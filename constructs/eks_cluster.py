@@ -11,6 +11,7 @@ when the HyperPod cluster is created (see ``constructs/hyperpod_cluster.py`` and
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
@@ -43,7 +44,8 @@ def kubectl_layer(scope: Construct, kubernetes_version: str) -> lambda_.ILayerVe
     """The kubectl/helm layer pinned for this Kubernetes version (config/versions.py)."""
     module_name, class_name = versions.KUBECTL_LAYERS[kubernetes_version]
     layer_class = getattr(importlib.import_module(module_name), class_name)
-    return layer_class(scope, "KubectlLayer")
+    layer: lambda_.ILayerVersion = layer_class(scope, "KubectlLayer")
+    return layer
 
 
 def pod_identity_role(scope: Construct, construct_id: str, *, description: str) -> iam.Role:
@@ -179,7 +181,7 @@ class PlatformEksCluster(Construct):
         cluster_name = self.cluster.cluster_name
         addons: dict[str, eks.CfnAddon] = {}
 
-        def addon(construct_id: str, name: str, **kwargs) -> eks.CfnAddon:
+        def addon(construct_id: str, name: str, **kwargs: Any) -> eks.CfnAddon:
             resource = eks.CfnAddon(
                 self,
                 construct_id,
@@ -311,7 +313,7 @@ class PlatformEksCluster(Construct):
         for function in (handler, framework):
             # aws-cdk-lib adds a DependsOn on the role that the Role GetAtt already implies
             # (cfn-lint W3005): drop the redundant one.
-            policy = function.role.node.find_child("DefaultPolicy").node.default_child  # type: ignore[union-attr]
+            policy = function.role.node.find_child("DefaultPolicy").node.default_child
             function.node.default_child.add_override("DependsOn", [Stack.of(self).get_logical_id(policy)])  # type: ignore[union-attr]
             checkov_skip(function, "CKV_AWS_115", "Deploy-time custom resource handler invoked a few times per deploy; a concurrency limit could only fail deploys.")
             checkov_skip(function, "CKV_AWS_116", "Invoked synchronously by CloudFormation, which reports failures in stack events; a DLQ would stay empty.")

@@ -3,6 +3,8 @@ buckets, and FSx for Lustre linked to the checkpoint bucket."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
@@ -31,7 +33,7 @@ class PlatformKey(Construct):
 
 
 # Every platform bucket: no public access, TLS only, versioned, no ACLs.
-_HARDENED = {
+_HARDENED: dict[str, Any] = {
     "block_public_access": s3.BlockPublicAccess.BLOCK_ALL,
     "enforce_ssl": True,
     "versioned": True,
@@ -39,7 +41,7 @@ _HARDENED = {
 }
 
 
-def _kms_encrypted(key: kms.IKey) -> dict:
+def _kms_encrypted(key: kms.IKey) -> dict[str, Any]:
     """SSE-KMS with the platform key; the bucket key cuts KMS requests (and cost) per object."""
     return {"encryption": s3.BucketEncryption.KMS, "encryption_key": key, "bucket_key_enabled": True}
 

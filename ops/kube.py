@@ -61,9 +61,8 @@ def _api_client_for_eks(aws: Aws, cluster_name: str) -> Any:
     ca = (cluster.get("certificateAuthority") or {}).get("data")
     if not endpoint or not ca:
         raise KubernetesError(f"EKS cluster {cluster_name!r} is {cluster.get('status')}: no API endpoint yet")
-    ca_file = tempfile.NamedTemporaryFile(prefix="eks-ca-", suffix=".pem", delete=False)
-    ca_file.write(base64.b64decode(ca))
-    ca_file.close()
+    with tempfile.NamedTemporaryFile(prefix="eks-ca-", suffix=".pem", delete=False) as ca_file:
+        ca_file.write(base64.b64decode(ca))
     atexit.register(os.unlink, ca_file.name)
     configuration = client.Configuration()
     configuration.host = endpoint
@@ -120,7 +119,7 @@ class Kube:
     @classmethod
     def connect(
         cls, aws: Aws, cluster_name: str, *, kubeconfig: str | None = None, context: str | None = None
-    ) -> "Kube":
+    ) -> Kube:
         """From the environment's EKS cluster (default), or from a kubeconfig when one is given."""
         if kubeconfig or context:
             return cls(_api_client_for_kubeconfig(kubeconfig, context))

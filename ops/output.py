@@ -14,13 +14,13 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, indent: str 
     for row in text_rows:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], *(len(part) for part in cell.split("\n")))
-    lines = [indent + "  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
+    lines = [indent + "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
     lines.append(indent + "  ".join("-" * w for w in widths))
     for row in text_rows:
         parts = [cell.split("\n") for cell in row]
         height = max(len(p) for p in parts)
         for k in range(height):
-            line = "  ".join((p[k] if k < len(p) else "").ljust(w) for p, w in zip(parts, widths))
+            line = "  ".join((p[k] if k < len(p) else "").ljust(w) for p, w in zip(parts, widths, strict=False))
             lines.append(indent + line.rstrip())
     return "\n".join(lines)
 

@@ -83,7 +83,7 @@ def parse_line(line: str) -> LogEvent | None:
             )
     m = _STEP.search(text)
     if m:
-        total = m.group(2) or (_TOTAL.search(text).group(1) if _TOTAL.search(text) else None)
+        total = m.group(2) or (t.group(1) if (t := _TOTAL.search(text)) else None)
         loss = _LOSS.search(text)
         return LogEvent(
             "step",

@@ -161,7 +161,8 @@ def summarize_operator(deployments: list[dict[str, Any]]) -> dict[str, Any]:
     wanted, ready = spec.get("replicas", 1), st.get("readyReplicas", 0) or 0
     available = _condition(d, "Available")
     ok = ready >= wanted > 0 and bool(available and available.get("status") == "True")
-    image = next(iter(((spec.get("template") or {}).get("spec") or {}).get("containers") or []), {}).get("image")
+    containers: list[dict[str, Any]] = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    image = next(iter(containers), {}).get("image")
     report = {
         "namespace": meta.get("namespace"),
         "name": meta.get("name"),

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from review.assembly import Resource, Stack
 
@@ -296,7 +297,7 @@ class Encryption:
 
 
 def _s3(r: Resource) -> tuple[str, str, list[str]]:
-    rules = as_list(((r.properties.get("BucketEncryption") or {}).get("ServerSideEncryptionConfiguration")))
+    rules = as_list((r.properties.get("BucketEncryption") or {}).get("ServerSideEncryptionConfiguration"))
     if not rules:
         return "no encryption configured (S3 applies SSE-S3 by default)", "", [f"{FLAG} unencrypted bucket (no BucketEncryption)"]
     d = rules[0].get("ServerSideEncryptionByDefault") or {}

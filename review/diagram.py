@@ -271,9 +271,9 @@ def to_dot(stacks: list[Stack], *, env: str, exports: dict[str, tuple[Stack, Any
         lines.append(f"    label={_q('VPC ' + ', '.join(v['cidrs']))}; style=\"rounded\"; color=\"#1f77b4\";")
         vpc_label = _q("VPC\n" + ", ".join(v["cidrs"]))
         lines.append(f"    {vid}_vpc [label={vpc_label}, shape=folder, fillcolor=\"#e8f1fa\"];")
-        for si, (sid, slabel) in enumerate(sorted(v["subnets"].items())):
+        for sid, slabel in sorted(v["subnets"].items()):
             lines.append(f"    subgraph cluster_{sid} {{")
-            lines.append(f"      label=\"\"; style=\"dashed,rounded\"; color=\"#7f7f7f\";")
+            lines.append("      label=\"\"; style=\"dashed,rounded\"; color=\"#7f7f7f\";")
             lines.append(f"      {sid} [label={_q('Subnet ' + slabel)}, shape=note, fillcolor=\"#f4f4f4\"];")
             for nid in sorted(n for n, p in g.placement.items() if p == sid):
                 emit(nid, "      ")
@@ -281,7 +281,7 @@ def to_dot(stacks: list[Stack], *, env: str, exports: dict[str, tuple[Stack, Any
         in_vpc = sorted(n for n, p in g.placement.items() if p == "vpc:" + vid)
         # Each EKS control plane with what runs on it (add-ons, Helm releases, node groups).
         for ei, eks in enumerate(n for n in in_vpc if g.nodes[n].startswith("EKS control plane")):
-            members = [eks] + sorted(a for (a, b), label in g.edges.items() if b == eks and label == "runs on" and a in in_vpc)
+            members = [eks, *sorted(a for (a, b), label in g.edges.items() if b == eks and label == "runs on" and a in in_vpc)]
             lines.append(f"    subgraph cluster_eks_{vi}_{ei} {{")
             lines.append("      label=\"EKS\"; style=\"rounded,filled\"; fillcolor=\"#fffbe6\"; color=\"#d4a017\";")
             for nid in members:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from review.analysis import FLAG
 

@@ -18,6 +18,9 @@ class PlatformStack(Stack):
             env=Environment(account=config.account, region=config.region),
             description=f"HyperPod Ray platform ({config.name}): {description}",
             termination_protection=config.production,
+            # Stack-level tags are explicit (@aws-cdk/core:explicitStackTags in cdk.json): the
+            # Tags.of() in build_platform tags the template's resources, not the stack.
+            tags=config.tags.as_dict(),
             **kwargs,
         )
         self.config = config

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "dropout": 0.0}
 
 
-@pytest.fixture()
+@pytest.fixture
 def tiny_plan(tmp_path) -> Path:
     path = tmp_path / "plan.json"
     assert tg.main(["--env", "dev", "--write-plan", str(path)]) == 0
@@ -92,7 +92,7 @@ def test_cuda_asked_for_without_a_gpu(tiny_plan, monkeypatch, capsys):
                             "allowed here: cpu, auto\n")
 
 
-@pytest.mark.parametrize("argv, message", [
+@pytest.mark.parametrize(("argv", "message"), [
     (["--env", "nosuch"],
      "-c env=nosuch: 1 configuration error:\n  - unknown environment 'nosuch'; known environments: dev, prod, staging"),
     (["--env", "dev", "--steps", "5", "--warmup", "5"], "--warmup 5 with --steps 5: allowed: 1 <= warmup < steps"),

@@ -65,9 +65,8 @@ def test_check_passes_with_the_head_inside_and_the_worker_node_outside():
 
 @needs_cgroup
 def test_check_fails_loudly_when_the_worker_node_inherited_the_head_cgroup():
-    with tt.HeadCgroup() as cg, _two_nodes(cg.path, cg.path) as cluster:
-        with pytest.raises(RuntimeError) as err:
-            cg.check(cluster)
+    with tt.HeadCgroup() as cg, _two_nodes(cg.path, cg.path) as cluster, pytest.raises(RuntimeError) as err:
+        cg.check(cluster)
     assert str(err.value) == (f"--mirror-head: worker1 node process {cluster.nodes[1].proc.pid} is in cpu cgroup "
                               f"/{cg.path.name}; expected anything but /{cg.path.name}")
 

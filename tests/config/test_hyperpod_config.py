@@ -7,6 +7,7 @@ import copy
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from config import ConfigError, load_environment, parse_environment
 from config.catalog import botocore_version, hyperpod_instance_types
@@ -237,6 +238,6 @@ def test_every_environment_loads():
 
 def test_config_is_frozen():
     hp = load_environment("dev").hyperpod
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         hp.instance_groups[0].instance_count = 3  # type: ignore[misc]
     assert copy.deepcopy(hp) == hp

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from config import ConfigError, known_environments, load_environment, parse_environment
-from config import catalog
+from config import ConfigError, catalog, known_environments, load_environment, parse_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -313,10 +312,10 @@ def test_cli_with_three_mistakes_prints_all_and_writes_no_template(tmp_path):
     )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
-    lines = [l.strip() for l in proc.stderr.splitlines() if l.strip().startswith("- ")]
+    lines = [line.strip() for line in proc.stderr.splitlines() if line.strip().startswith("- ")]
     assert len(lines) == 3, proc.stderr
     assert proc.stderr.startswith("broken.yaml: 3 configuration errors:")
-    assert any("network.vpc_cidr" in l for l in lines)
-    assert any("fsx.storage_capacity_gib" in l for l in lines)
-    assert any("did you mean 'closed_network'" in l for l in lines)
+    assert any("network.vpc_cidr" in line for line in lines)
+    assert any("fsx.storage_capacity_gib" in line for line in lines)
+    assert any("did you mean 'closed_network'" in line for line in lines)
     assert not out.exists() or not list(out.glob("*.template.json"))

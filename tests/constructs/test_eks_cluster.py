@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from config import versions
 from tests.conftest import template_of
 

@@ -119,13 +119,13 @@ def test_one_instance_group_per_config_entry(env):
 
 def test_gpu_groups_get_deep_health_checks_by_default(env):
     config, _, _, template = env
-    for group, rendered in zip(config.hyperpod.instance_groups, cluster_props(template)["InstanceGroups"]):
+    for group, rendered in zip(config.hyperpod.instance_groups, cluster_props(template)["InstanceGroups"], strict=True):
         if group.is_gpu and group.deep_health_checks is None:
             assert "InstanceStress" in rendered["OnStartDeepHealthChecks"]
 
 
 def test_prod_synthesizes_two_gpu_groups(synthesized):
-    assembly, config, stacks = synthesized("prod")
+    assembly, _config, stacks = synthesized("prod")
     groups = cluster_props(assembly.get_stack_by_name(stacks.hyperpod.stack_name).template)["InstanceGroups"]
     assert [(g["InstanceGroupName"], g["InstanceType"]) for g in groups] == [
         ("train-p5", "ml.p5.48xlarge"),

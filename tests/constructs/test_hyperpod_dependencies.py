@@ -7,10 +7,10 @@ import json
 
 import kubernetes_validate
 import pytest
+from constructs import hyperpod_dependencies as deps
 from kubernetes.client import ApiClient, V1Affinity, V1Toleration
 
 from config import catalog, load_environment, versions
-from constructs import hyperpod_dependencies as deps
 from tests.conftest import template_of
 
 K8S_SCHEMA_VERSION = "1.33"
@@ -63,8 +63,9 @@ def test_releases_pinned_from_public_repositories(prod):
 
 def test_cpu_only_environment_installs_no_device_plugin():
     import copy
-    import yaml
     from pathlib import Path
+
+    import yaml
 
     from config import parse_environment
 

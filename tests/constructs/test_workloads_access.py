@@ -69,7 +69,7 @@ def dev(synthesized):
 
 
 def test_template_fsx_volume_uses_the_storage_stack_file_system(dev):
-    config, stacks, res = dev
+    _config, stacks, res = dev
     cluster = stacks.cluster
     fsx = res[cfn_id(cluster, cluster.workloads.fsx)]
     manifest = json.dumps(fsx["Properties"]["Manifest"])

@@ -11,7 +11,6 @@ import socket
 import pytest
 
 from config import parse_environment
-
 from tests.ops.fakes import ACCOUNT, REGION, healthy_data
 
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.stub import Stubber
-
 import yaml
+from botocore.stub import Stubber
 
 from config.loader import CONFIG_DIR
 

@@ -24,7 +24,7 @@ READS = [
 ]
 
 
-@pytest.mark.parametrize("service, shape, fields", READS, ids=[f"{s}:{sh}" for s, sh, _ in READS])
+@pytest.mark.parametrize(("service", "shape", "fields"), READS, ids=[f"{s}:{sh}" for s, sh, _ in READS])
 def test_fields_exist_in_botocore(service, shape, fields):
     model = botocore.session.get_session().get_service_model(service)
     members = model.shape_for(shape).members

@@ -20,7 +20,7 @@ def client_error(code: str, message: str, status: int = 400, attempts: int = 0, 
 
 
 @pytest.mark.parametrize(
-    "service, method, action",
+    ("service", "method", "action"),
     [
         ("service-quotas", "list_service_quotas", "servicequotas:ListServiceQuotas"),
         ("sagemaker", "list_cluster_nodes", "sagemaker:ListClusterNodes"),

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ops.cli import build_parser, main
-from tests.ops.fakes import shared_aws, create_bootstrap_stack, quota, stub_eks_versions, stub_quotas
+from tests.ops.fakes import create_bootstrap_stack, quota, shared_aws, stub_eks_versions, stub_quotas
 
 ROOT = Path(__file__).resolve().parents[2]
 

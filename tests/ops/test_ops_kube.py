@@ -4,6 +4,7 @@ server: the generated client methods are replaced on the instance, nothing is se
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -65,7 +66,7 @@ def test_calls_carry_a_timeout_and_the_right_group_version():
 
 
 @pytest.mark.parametrize(
-    "error, kind, text",
+    ("error", "kind", "text"),
     [
         (ApiException(status=404, reason="Not Found"), NotFoundError, "get RayJob ns/j: not found"),
         (ApiException(status=403, reason="Forbidden"), KubernetesError, "Kubernetes API refused get RayJob ns/j: 403 forbidden (RBAC / EKS access entry)"),
@@ -102,7 +103,7 @@ def test_connect_builds_a_client_for_the_eks_endpoint(moto):
     assert conf.host.startswith("https://") and conf.host.endswith(".eks.amazonaws.com/")
     assert conf.api_key["authorization"].startswith(TOKEN_PREFIX)
     assert conf.api_key_prefix["authorization"] == "Bearer"
-    assert open(conf.ssl_ca_cert, "rb").read()  # the cluster CA, decoded to a file
+    assert Path(conf.ssl_ca_cert).read_bytes()  # the cluster CA, decoded to a file
 
 
 def test_connect_with_a_kubeconfig(tmp_path):

@@ -11,9 +11,29 @@ from moto.core import set_initial_no_auth_action_count
 from config import parse_environment
 from ops.aws import Aws
 from ops.errors import CredentialsError
-from ops.preflight import FAIL, PASS, WARN, evaluate_kubernetes_version, evaluate_quotas, exit_status, quota_name, required_instances, run_preflight
-from tests.ops.fakes import shared_aws, ACCOUNT, REGION, env_data, healthy_data
-from tests.ops.fakes import create_bootstrap_stack, eks_version, quota, stub_eks_versions, stub_quotas
+from ops.preflight import (
+    FAIL,
+    PASS,
+    WARN,
+    evaluate_kubernetes_version,
+    evaluate_quotas,
+    exit_status,
+    quota_name,
+    required_instances,
+    run_preflight,
+)
+from tests.ops.fakes import (
+    ACCOUNT,
+    REGION,
+    create_bootstrap_stack,
+    eks_version,
+    env_data,
+    healthy_data,
+    quota,
+    shared_aws,
+    stub_eks_versions,
+    stub_quotas,
+)
 
 G5 = "ml.g5.12xlarge"
 
@@ -233,7 +253,7 @@ def test_throttling_that_outlasts_the_retries_is_reported(account, healthy_confi
 
 
 def test_missing_credentials_stop_preflight(no_credentials, healthy_config):
-    with pytest.raises(CredentialsError, match="no AWS credentials found .* while calling sts:GetCallerIdentity"):
+    with pytest.raises(CredentialsError, match=r"no AWS credentials found .* while calling sts:GetCallerIdentity"):
         run_preflight(healthy_config, Aws(REGION))  # a fresh session: no cached credentials
 
 

@@ -12,7 +12,7 @@ WORKER = "(RayTrainWorker pid=4182, ip=10.11.3.17) "
 
 
 @pytest.mark.parametrize(
-    "line, event",
+    ("line", "event"),
     [
         # The training workload's own lines (workloads/training/job.py), with Ray's worker prefix.
         (WORKER + "TRAIN start step=0 (no checkpoint) t=1764676800.123", LogEvent("step", step=0)),

@@ -12,7 +12,16 @@ import pytest
 
 from ops import status
 from ops.errors import KubernetesError
-from tests.ops.fakes import shared_aws, ACCOUNT, REGION, hyperpod_node, operator_deployment, rayjob, rayservice, system_node
+from tests.ops.fakes import (
+    ACCOUNT,
+    REGION,
+    hyperpod_node,
+    operator_deployment,
+    rayjob,
+    rayservice,
+    shared_aws,
+    system_node,
+)
 
 I1, I2 = "i-0a1b2c3d4e5f60001", "i-0a1b2c3d4e5f60002"
 
@@ -68,7 +77,7 @@ def test_kubernetes_unreachable_means_health_unknown_not_unhealthy():
 
 
 @pytest.mark.parametrize(
-    "stage, job, deployment, failed, finished",
+    ("stage", "job", "deployment", "failed", "finished"),
     [
         ("new", "-", "New", 0, False),
         ("initializing", "-", "Initializing", 0, False),

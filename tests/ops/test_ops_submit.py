@@ -80,9 +80,9 @@ class ScriptedKube:
 
 W = "(RayTrainWorker pid=4182, ip=10.11.3.17) "
 LOG_1 = [W + "TRAIN start step=0 (no checkpoint) t=1.0", W + "TRAIN step=50 loss=3.9000 t=2.0", W + "TRAIN step=100 loss=3.1000 t=3.0"]
-LOG_1_END = LOG_1 + [W + "TRAIN injected failure after step 130"]
+LOG_1_END = [*LOG_1, W + "TRAIN injected failure after step 130"]
 LOG_2 = ["Ray job submitted", W + "TRAIN resume step=100 from=/fsx/checkpoints/hpray-dev-train/checkpoint_000100 t=9.0", W + "TRAIN step=150 loss=2.9000 t=10.0"]
-LOG_2_END = LOG_2 + [W + "TRAIN step=200 loss=2.7000 t=11.0", W + "TRAIN done step=200 t=12.0"]
+LOG_2_END = [*LOG_2, W + "TRAIN step=200 loss=2.7000 t=11.0", W + "TRAIN done step=200 t=12.0"]
 
 RUN_WITH_A_FAILURE = [
     (rayjob("initializing"), {}),
@@ -221,7 +221,7 @@ def test_inference_creates_then_waits_until_ready():
 
 def test_inference_updates_an_existing_service_in_place():
     kube = ScriptedKube([(rayservice(True), {})], existing=rayservice(True), kind="RayService")
-    code, out = run(kube, "inference", "--no-follow")
+    code, _out = run(kube, "inference", "--no-follow")
     assert code == 0
     assert ("replace", "RayService", NS, "hpray-dev-serve", "2002") in kube.calls
 

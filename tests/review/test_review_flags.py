@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from review import analysis
-from review.assembly import load_assembly
 from review.__main__ import main
+from review.assembly import load_assembly
 
 
 @pytest.fixture(scope="module")

@@ -114,7 +114,7 @@ def test_synth_is_deterministic(tmp_path):
 
 
 def test_stacks_split_by_lifecycle(synthesized):
-    _, config, stacks = synthesized("dev")
+    _, _config, stacks = synthesized("dev")
     names = {s.stack_name for s in (stacks.network, stacks.storage)}
     assert names == {"HprayDevNetwork", "HprayDevStorage"}
     assert stacks.storage.dependencies == [stacks.network]

@@ -21,7 +21,7 @@ CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 
 
 def hyperpod_template(synthesized, env):
-    assembly, config, stacks = synthesized(env)
+    assembly, _config, stacks = synthesized(env)
     artifact = assembly.get_stack_by_name(stacks.hyperpod.stack_name)
     return Path(assembly.directory) / artifact.template_file, artifact.template
 
@@ -116,7 +116,7 @@ def test_synth_is_deterministic(tmp_path):
     (a, name), (b, _) = outs
     assert (a / f"{name}.template.json").read_bytes() == (b / f"{name}.template.json").read_bytes()
     assets = json.loads((a / f"{name}.assets.json").read_text())["files"]
-    for asset_hash, asset in assets.items():
+    for asset in assets.values():
         src = asset["source"]["path"]
         if (a / src).is_dir():
             cmp = filecmp.dircmp(a / src, b / src)

@@ -38,7 +38,7 @@ def _pipeline_stages(template):
 
 
 def test_one_stage_per_environment_in_config_order(pipeline_app):
-    stack, _, template, _ = pipeline_app
+    _stack, _, template, _ = pipeline_app
     names = [s["Name"] for s in _pipeline_stages(template)]
     assert names[:3] == ["Source", "Build", "UpdatePipeline"]
     assert [n for n in names if n in ("Dev", "Staging", "Prod")] == ["Dev", "Staging", "Prod"]

@@ -87,7 +87,7 @@ class _HashingFile:
     serializes and hashes the rest; ``close`` waits only for the tail."""
 
     def __init__(self, path: str, pool: ThreadPoolExecutor):
-        self.f = open(path, "wb")
+        self.f = open(path, "wb")  # noqa: SIM115 (owned by this writer, closed in close())
         self.fd = self.f.fileno()
         self.sha = hashlib.sha256()
         self.size = 0
@@ -174,7 +174,7 @@ def upload(local_dir: str, dest: str, filesystem: pafs.FileSystem | None = None)
     if MANIFEST not in names:
         raise CheckpointError(f"{local_dir} has no {MANIFEST}; write it with checkpoint.save")
     names.remove(MANIFEST)
-    for name in names + [MANIFEST]:
+    for name in [*names, MANIFEST]:
         with open(os.path.join(local_dir, name), "rb") as src, fs.open_output_stream(
             storage_mod.join(dest_path, name)
         ) as out:

@@ -10,6 +10,7 @@ temp dir on their command lines, never by name, so other clusters on the machine
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -139,7 +140,7 @@ class LocalCluster:
         log = Path(self.temp_dir) / f"{name}.log"
         cmd = [str(Path(sys.executable).with_name("ray")), "start", "--block", "--disable-usage-stats",
                "--node-ip-address", "127.0.0.1", *args, *self._ports()]
-        f = open(log, "ab")
+        f = open(log, "ab")  # noqa: SIM115 (the node process writes to it; closed when it stops)
         join = None
         cgroup = self.head_cgroup
         if cgroup and name != "head":
@@ -160,7 +161,7 @@ class LocalCluster:
         return ["--memory", str(self.memory_per_node_mib << 20),
                 "--object-store-memory", str(self.object_store_per_node_mib << 20)]
 
-    def start(self, timeout_s: float = 120) -> "LocalCluster":
+    def start(self, timeout_s: float = 120) -> LocalCluster:
         # Whoever starts a local cluster drives it: keep this process on loopback as well.
         keep_this_process_on_loopback()
         # Short path: Ray's unix sockets live under it (108-byte limit).
@@ -241,10 +242,8 @@ class LocalCluster:
                 _kill_group(node.proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + 5
         for node in self.nodes:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 node.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
         for node in self.nodes:
             _kill_group(node.proc.pid, signal.SIGKILL)
             for pid in tree[node.proc.pid]:
@@ -258,7 +257,7 @@ class LocalCluster:
 
                 shutil.rmtree(self.temp_dir, ignore_errors=True)
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -296,17 +295,13 @@ def _descendants(root: int) -> list[int]:
 
 
 def _kill(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _kill_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _pids_mentioning(text: str) -> list[int]:

@@ -56,7 +56,7 @@ class GPTConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "GPTConfig":
+    def from_dict(cls, data: dict) -> GPTConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 

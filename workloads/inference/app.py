@@ -14,6 +14,7 @@ Routes: ``POST /v1/completions``, ``GET /v1/models``, ``GET /healthz``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from typing import Any
@@ -95,10 +96,9 @@ class Generate:
     # queue together when it ends and form the next batch (up to max_batch_size).
 
     async def _admit(self) -> None:
-        try:
+        # Never stall a request behind a batch that does not end: serve it unbatched.
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), ADMIT_WAIT_MAX_S)
-        except asyncio.TimeoutError:
-            pass  # never stall a request behind a batch that does not end: serve it unbatched
 
     def _busy(self, on: bool) -> None:
         self._running += 1 if on else -1

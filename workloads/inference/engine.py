@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import torch
 from torch.nn import functional as F
@@ -153,10 +153,7 @@ def _attend(attn, x: torch.Tensor, cache: _KVCache, layer: int, pos: torch.Tenso
 def _forward_cached(model: GPT, x: torch.Tensor, cache: _KVCache, pos: torch.Tensor | None,
                     mask: torch.Tensor | None, span: int) -> torch.Tensor:
     """``GPT.forward`` (eval mode) through the cache; hidden states before ``ln_f``."""
-    if pos is None:
-        positions = torch.arange(x.shape[1], device=x.device)
-    else:
-        positions = pos.unsqueeze(1)
+    positions = torch.arange(x.shape[1], device=x.device) if pos is None else pos.unsqueeze(1)
     z = model.tok_emb(x) + model.pos_emb(positions)
     for layer, block in enumerate(model.blocks):
         z = z + _attend(block.attn, block.ln1(z), cache, layer, pos, mask, span)
@@ -224,7 +221,7 @@ def stream_batch(model: GPT, requests: list[GenRequest]) -> Iterator[list[tuple[
         logits = logits.float().cpu() if logits.device.type != "cpu" else logits
         toks = _sample(logits, requests, active)
         out: list[tuple[int, int]] = []
-        for i, nxt in zip(active, toks):
+        for i, nxt in zip(active, toks, strict=True):
             seqs[i].append(nxt)
             left[i] -= 1
             out.append((i, nxt))

@@ -38,7 +38,10 @@ class Result:
 
     def summary(self) -> dict:
         lat = sorted(r.latency_s for r in self.ok)
-        q = (lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] if lat else float("nan"))
+
+        def q(p: float) -> float:
+            return lat[min(len(lat) - 1, int(p * len(lat)))] if lat else float("nan")
+
         return {
             "sent": len(self.records),
             "succeeded": len(self.ok),
@@ -74,7 +77,7 @@ async def _run(url: str, reqs: list[dict], concurrency: int, time_limit_s: float
         async def one(body: dict) -> None:
             start = time.perf_counter()
             status, tokens, err, attempt = 0, 0, "", 0
-            for attempt in range(2 if retry else 1):
+            for attempt in range(2 if retry else 1):  # noqa: B007 (read after the loop: retried)
                 try:
                     async with client.post(url, json=body) as r:
                         status = r.status
@@ -84,7 +87,7 @@ async def _run(url: str, reqs: list[dict], concurrency: int, time_limit_s: float
                         err = (await r.text())[:200]
                     if status < 500:
                         break  # a client error is not retried
-                except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+                except (TimeoutError, aiohttp.ClientError) as e:
                     status, err = 0, f"{type(e).__name__}: {e}"
             res.records.append(Record(start - t0, time.perf_counter() - start, status, tokens,
                                       retried=attempt > 0, error=err))

@@ -21,8 +21,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from workloads.common import local_cluster as _common
-from workloads.common.local_cluster import (REPO_ROOT, _descendants, free_port, free_ports,
-                                            keep_this_process_on_loopback)
+from workloads.common.local_cluster import REPO_ROOT, _descendants, free_port, free_ports, keep_this_process_on_loopback
 
 # At import, not only in start(): callers import this module before anything else of Ray.
 keep_this_process_on_loopback()
@@ -43,7 +42,7 @@ class LocalCluster(_common.LocalCluster):
     # Serve's environment on every node, as on the cluster: ``serve_config.ray_env(env)``.
     serve_env: dict = field(default_factory=dict)
 
-    def start(self, timeout_s: float = 120) -> "LocalCluster":
+    def start(self, timeout_s: float = 120) -> LocalCluster:
         import ray
 
         if ray.is_initialized():
@@ -150,4 +149,4 @@ def replica_pids(cluster: LocalCluster, deployment: str = "Generate") -> list[in
     return sorted(found)
 
 
-__all__ = ["LocalCluster", "REPO_ROOT", "cmdline", "cpu_seconds", "free_port", "listener_pid", "replica_pids"]
+__all__ = ["REPO_ROOT", "LocalCluster", "cmdline", "cpu_seconds", "free_port", "listener_pid", "replica_pids"]

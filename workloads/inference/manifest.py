@@ -274,4 +274,4 @@ def to_yaml(manifest: dict) -> str:
     return _dump(manifest)
 
 
-__all__ = ["render", "render_llm", "llm_config", "serve_config_problems", "to_yaml"]
+__all__ = ["llm_config", "render", "render_llm", "serve_config_problems", "to_yaml"]

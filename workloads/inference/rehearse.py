@@ -21,8 +21,8 @@ import threading
 import time
 from pathlib import Path
 
-from workloads.inference.local import LocalCluster, free_port, replica_pids  # loopback hooks first
 from workloads.inference import loadtest
+from workloads.inference.local import LocalCluster, free_port, replica_pids  # loopback hooks first
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "out" / "rehearse-serve"
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  latency p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms; {s['req_per_s']:.1f} req/s, "
           f"{s['tokens_per_s']:.0f} tokens/s over {s['wall_s']:.1f} s")
     print(f"  kill at {kill_t:.1f} s, replacement replica running at "
-          f"{'%.1f s (%.1f s after the kill)' % (replaced_t, replaced_t - kill_t) if replaced_t else 'not within 90 s'}")
+          f"{f'{replaced_t:.1f} s ({replaced_t - kill_t:.1f} s after the kill)' if replaced_t else 'not within 90 s'}")
     print(f"  plot {out / 'latency.png'}, summary {out / 'summary.json'}")
     ok = s["failed"] == 0
     print("  goal (no failed requests beyond those retried): " + ("met" if ok else "NOT met"))

@@ -6,15 +6,16 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
 import os
 import random
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 log = logging.getLogger("workloads.training")
 
@@ -117,8 +118,8 @@ def _set_rng_state(state: dict) -> None:
 def _process_start_time() -> float:
     """Wall-clock time at which this process started (Linux /proc, 10 ms; 0.0 elsewhere)."""
     try:
-        ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
-        uptime = float(open("/proc/uptime").read().split()[0])
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
         return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError):
         return 0.0
@@ -212,7 +213,7 @@ def train_func(config: dict) -> None:
     optimizer = make_optimizer(model, learning_rate=s.learning_rate, weight_decay=s.weight_decay,
                                fused=device.type == "cuda")
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(s.warmup_steps, s.steps))
-    phases = " ".join(f"{name}={t - t0:.2f}s" for (_, t0), (name, t) in zip(marks, marks[1:]))
+    phases = " ".join(f"{name}={t - t0:.2f}s" for (_, t0), (name, t) in itertools.pairwise(marks))
     if loaded is not None:
         optimizer.load_state_dict(loaded.state["optimizer"])
         scheduler.load_state_dict(loaded.state["scheduler"])

@@ -129,7 +129,7 @@ def _watch_node_death(cluster: LocalCluster, found: list) -> None:
         while time.monotonic() < deadline:
             try:
                 infos = GcsClient(address=cluster.address).get_all_node_info(timeout=5)
-            except Exception:  # noqa: BLE001 - GCS busy; try again
+            except Exception:
                 infos = {}
             dead = [nid for nid, info in infos.items() if info.state != 0]
             if dead:

@@ -74,7 +74,7 @@ def training_with(base: Training, overrides: dict[str, Any], source: str) -> Tra
         return Training.model_validate(data)
     except ValidationError as err:
         lines = format_validation_error(err)
-        raise ConfigError(source, [l if l.startswith("training.") else f"training.{l}" for l in lines]) from None
+        raise ConfigError(source, [line if line.startswith("training.") else f"training.{line}" for line in lines]) from None
 
 
 def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None) -> JobSettings:
@@ -105,7 +105,7 @@ def for_local(overrides: dict[str, Any] | None = None, *, storage_path: str) -> 
     try:
         base = Training(storage_path=storage_path, checkpoint_every_steps=1)
     except ValidationError as err:  # a bad --storage: the same clear message as for the rest
-        raise ConfigError("local run", [f"training.{l}" for l in format_validation_error(err)]) from None
+        raise ConfigError("local run", [f"training.{line}" for line in format_validation_error(err)]) from None
     t = training_with(base, merged, "local run")
     if t.gpus_per_worker:
         raise ConfigError("local run", [f"training.gpus_per_worker: {t.gpus_per_worker}; local runs "

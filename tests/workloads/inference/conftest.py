@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from workloads.inference.local import LocalCluster, free_port  # noqa: E402  (loopback hooks first)
+from workloads.inference.local import LocalCluster, free_port
 
-TINY = dict(block_size=64, n_layer=2, n_head=2, n_embd=32)
+TINY = {"block_size": 64, "n_layer": 2, "n_head": 2, "n_embd": 32}
 RUN = "tiny-run"
 
 

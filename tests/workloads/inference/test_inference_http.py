@@ -59,10 +59,10 @@ def test_torn_newest_checkpoint_falls_back_and_says_so(serve_app):
     assert "model.pt" in info["skipped_checkpoints"][0]
 
 
-@pytest.mark.parametrize("temperature,seed", [(0.0, 0), (0.9, 7), (1.5, 12345)])
+@pytest.mark.parametrize(("temperature", "seed"), [(0.0, 0), (0.9, 7), (1.5, 12345)])
 def test_generation_is_deterministic_and_matches_the_model(serve_app, checkpoints, temperature, seed):
     url, _, _ = serve_app
-    body = dict(prompt="The quick brown fox", max_tokens=12, temperature=temperature, seed=seed)
+    body = {"prompt": "The quick brown fox", "max_tokens": 12, "temperature": temperature, "seed": seed}
     first = _complete(url, **body)
     second = _complete(url, **body)
     toks = first["choices"][0]["token_ids"]
@@ -81,7 +81,7 @@ def test_different_seeds_give_different_text(serve_app):
 
 def test_streaming_returns_the_same_tokens(serve_app):
     url, _, _ = serve_app
-    body = dict(prompt="Streaming: ", max_tokens=10, temperature=0.8, seed=3)
+    body = {"prompt": "Streaming: ", "max_tokens": 10, "temperature": 0.8, "seed": 3}
     whole = _complete(url, **body)["choices"][0]
     events = []
     with httpx.stream("POST", f"{url}/v1/completions", json={**body, "stream": True}, timeout=30) as r:
@@ -108,8 +108,8 @@ def test_concurrent_requests_batch_and_stay_deterministic(serve_app):
     async def go():
         async with httpx.AsyncClient(timeout=60) as client:
             async def one(i):
-                r = await client.post(f"{url}/v1/completions", json=dict(
-                    prompt=f"req {i} " * (1 + i % 5), max_tokens=8, temperature=0, seed=i))
+                r = await client.post(f"{url}/v1/completions", json={
+                    "prompt": f"req {i} " * (1 + i % 5), "max_tokens": 8, "temperature": 0, "seed": i})
                 assert r.status_code == 200, r.text
                 return r.json()["choices"][0]["token_ids"]
             return await asyncio.gather(*(one(i) for i in range(32)))
@@ -143,7 +143,7 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("case,body,status,param,message", BAD, ids=[b[0] for b in BAD])
+@pytest.mark.parametrize(("case", "body", "status", "param", "message"), BAD, ids=[b[0] for b in BAD])
 def test_bad_requests_get_a_4xx_naming_the_field(serve_app, case, body, status, param, message):
     url, _, _ = serve_app
     content = body if isinstance(body, bytes) else json.dumps(body).encode()

@@ -83,7 +83,7 @@ def test_all_torn_returns_none_and_no_run_returns_none(two_checkpoints, caplog):
 def test_load_raises_on_torn(two_checkpoints):
     _, _, newer = two_checkpoints
     os.remove(newer / "rng.pt")
-    with pytest.raises(ck.CheckpointError, match="rng.pt is missing"):
+    with pytest.raises(ck.CheckpointError, match=r"rng\.pt is missing"):
         ck.load(str(newer))
 
 

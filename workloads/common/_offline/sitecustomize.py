@@ -16,6 +16,7 @@ with functions that send nothing. Nothing else is imported early, so startup sta
 import importlib.abc
 import sys
 
+
 def _patch_usage(module):
     module.get_cloud_from_metadata_requests = lambda *a, **k: "unknown"
     client = getattr(module, "UsageReportClient", None)
