@@ -14,7 +14,7 @@ from config import fixtures, load_environment, versions
 from constructs import chart_pods as cp
 from constructs import hyperpod_dependencies as deps
 from constructs.helm import ChartRelease
-from constructs.k8s_names import (
+from config.names import (
     HYPERPOD_HEALTH_LABEL,
     INSTANCE_TYPE_LABEL,
     SYSTEM_NODE_SELECTOR,
