@@ -27,20 +27,22 @@ from config.training import Training
 
 
 class EnvironmentConfig(Frozen):
-    name: str
-    account: AccountId
-    region: RegionName
-    name_prefix: str
-    production: bool = False
-    tags: Tags
-    network: Network
-    eks: Eks = Field(default_factory=Eks)
-    hyperpod: HyperPod
-    fsx: Fsx = Field(default_factory=Fsx)
-    storage: Storage = Field(default_factory=Storage)
-    training: Training = Field(default_factory=Training)
-    inference: Inference = Field(default_factory=Inference)
-    teams: list[Team] = Field(default_factory=list)
+    """One environment: where it deploys and every section of the platform and its workloads."""
+
+    name: str = Field(description="Environment name; the loader sets it from the file name (dev.yaml: dev).")
+    account: AccountId = Field(description="AWS account ID, 12 digits (quote it in YAML).")
+    region: RegionName = Field(description="AWS region, e.g. us-east-1; AWS must publish the HyperPod health agent image there.")
+    name_prefix: str = Field(description="Prefix of every resource name: 3-24 lowercase letters, digits and hyphens. Changing it replaces the stateful resources.")
+    production: bool = Field(default=False, description="RETAIN on stateful resources, termination protection, a NAT gateway per AZ, required cost tags, manual approval in the pipeline.")
+    tags: Tags = Field(description="Cost-allocation tags on every resource.")
+    network: Network = Field(description="The VPC.")
+    eks: Eks = Field(default_factory=Eks, description="The EKS cluster.")
+    hyperpod: HyperPod = Field(description="The HyperPod cluster.")
+    fsx: Fsx = Field(default_factory=Fsx, description="FSx for Lustre.")
+    storage: Storage = Field(default_factory=Storage, description="The checkpoint bucket's lifecycle.")
+    training: Training = Field(default_factory=Training, description="The Ray Train job.")
+    inference: Inference = Field(default_factory=Inference, description="The Ray Serve services.")
+    teams: list[Team] = Field(default_factory=list, description="Teams with namespace-scoped access (EKS access entries), each with its namespace and resource quota.")
 
     @field_validator("name_prefix")
     @classmethod

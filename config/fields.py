@@ -6,7 +6,7 @@ import ipaddress
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, WithJsonSchema
 
 
 def cidr_block(value: str) -> str:
@@ -36,10 +36,12 @@ def _check(pattern: re.Pattern, what: str):
 
     return AfterValidator(check)
 
+
 # Field types shared by every model that holds such a value (one rule, one message).
-AzId = Annotated[str, _check(AZ_ID_RE, "an AZ ID; expected the form use1-az4")]
-AccountId = Annotated[str, _check(ACCOUNT_RE, "an AWS account ID; expected 12 digits (quote it in YAML)")]
-RegionName = Annotated[str, _check(REGION_RE, "an AWS region name; expected e.g. us-east-1")]
+# The JSON Schema carries the same pattern, so editors flag a bad value as it is typed.
+AzId = Annotated[str, _check(AZ_ID_RE, "an AZ ID; expected the form use1-az4"), WithJsonSchema({"type": "string", "pattern": AZ_ID_RE.pattern})]
+AccountId = Annotated[str, _check(ACCOUNT_RE, "an AWS account ID; expected 12 digits (quote it in YAML)"), WithJsonSchema({"type": "string", "pattern": ACCOUNT_RE.pattern})]
+RegionName = Annotated[str, _check(REGION_RE, "an AWS region name; expected e.g. us-east-1"), WithJsonSchema({"type": "string", "pattern": REGION_RE.pattern})]
 
 # Kubernetes label keys: optional DNS-subdomain prefix (<=253) + '/' + name (<=63).
 _K8S_NAME_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")

@@ -13,33 +13,31 @@ from config.fields import AzId, cidr_block
 class AvailabilityZone(Frozen):
     """An AZ by name and by ID. Names map to IDs differently in each account; IDs do not."""
 
-    name: str
-    id: AzId
+    name: str = Field(description="AZ name in this account, e.g. us-east-1a; VPC subnets are placed by name.")
+    id: AzId = Field(description="AZ ID, e.g. use1-az4; the same zone in every account.")
 
 
 class HyperPodSubnet(Frozen):
     """One HyperPod subnet, pinned by AZ ID, inside a HyperPod secondary CIDR block."""
 
-    az_id: AzId
-    cidr: str
+    az_id: AzId = Field(description="AZ ID of the subnet, e.g. use1-az4.")
+    cidr: str = Field(description="IPv4 CIDR block inside one of network.hyperpod_cidr_blocks.")
 
     _check_cidr = field_validator("cidr")(classmethod(lambda cls, v: cidr_block(v)))
 
 
 class Network(Frozen):
-    vpc_cidr: str
-    # /24 public subnets: they hold only NAT gateways and load balancers.
-    public_subnet_mask: int = Field(default=24, ge=16, le=28)
-    # /20 private subnets: EKS pods take VPC IPs (vpc-cni), 4091 addresses per AZ.
-    private_subnet_mask: int = Field(default=20, ge=16, le=28)
-    availability_zones: list[AvailabilityZone] = Field(min_length=2)
-    # None: one NAT gateway in non-production, one per AZ in production.
-    nat_gateways: int | None = Field(default=None, ge=0)
-    hyperpod_cidr_blocks: list[str] = Field(min_length=1, max_length=4)
-    hyperpod_subnets: list[HyperPodSubnet] = Field(min_length=1)
-    # Closed network: interface endpoints for every AWS API the nodes call.
-    closed_network: bool = False
-    flow_log_retention_days: int = 90
+    """The VPC: subnets per AZ, HyperPod subnets in secondary CIDR blocks, endpoints, flow logs."""
+
+    vpc_cidr: str = Field(description="Primary IPv4 CIDR block of the VPC, e.g. 10.10.0.0/16 (no host bits set).")
+    public_subnet_mask: int = Field(default=24, ge=16, le=28, description="Prefix length of each public subnet; they hold only NAT gateways and load balancers.")
+    private_subnet_mask: int = Field(default=20, ge=16, le=28, description="Prefix length of each private subnet; EKS pods take VPC IPs (vpc-cni), so /20 gives 4091 per AZ.")
+    availability_zones: list[AvailabilityZone] = Field(min_length=2, description="AZs of the VPC, each by name and ID; the IDs must be distinct.")
+    nat_gateways: int | None = Field(default=None, ge=0, description="NAT gateways; null: one outside production, one per AZ in production.")
+    hyperpod_cidr_blocks: list[str] = Field(min_length=1, max_length=4, description="Secondary CIDR blocks for the HyperPod subnets; none may overlap vpc_cidr or each other.")
+    hyperpod_subnets: list[HyperPodSubnet] = Field(min_length=1, description="One HyperPod subnet per AZ ID, routed through the NAT gateway of its AZ.")
+    closed_network: bool = Field(default=False, description="Add interface endpoints for every AWS API the nodes call (no internet path needed).")
+    flow_log_retention_days: int = Field(default=90, description="Retention of the VPC flow-log group; a CloudWatch Logs retention period.", json_schema_extra={"enum": list(catalog.LOG_RETENTION_DAYS)})
 
     _check_vpc = field_validator("vpc_cidr")(classmethod(lambda cls, v: cidr_block(v)))
 

@@ -11,14 +11,14 @@ from config import catalog
 from config.base import Frozen
 
 class Fsx(Frozen):
-    deployment_type: Literal["PERSISTENT_2"] = "PERSISTENT_2"
-    storage_capacity_gib: int = 1200
-    throughput_mb_s_per_tib: int = 125
-    data_compression: Literal["LZ4", "NONE"] = "LZ4"
-    # Directory in the file system linked to the checkpoint bucket by a data repository association.
-    file_system_path: str = "/checkpoints"
-    # Prefix in the checkpoint bucket that the association imports from and exports to.
-    import_export_prefix: str = "checkpoints/"
+    """FSx for Lustre, shared by every node at /fsx and linked to the checkpoint bucket."""
+
+    deployment_type: Literal["PERSISTENT_2"] = Field(default="PERSISTENT_2", description="FSx for Lustre deployment type.")
+    storage_capacity_gib: int = Field(default=1200, description="Capacity, GiB: 1200, 2400, then multiples of 2400. A decrease replaces the file system.")
+    throughput_mb_s_per_tib: int = Field(default=125, description="Per-unit storage throughput, MB/s per TiB.", json_schema_extra={"enum": list(catalog.FSX_PERSISTENT_2_THROUGHPUT)})
+    data_compression: Literal["LZ4", "NONE"] = Field(default="LZ4", description="Data compression of the file system.")
+    file_system_path: str = Field(default="/checkpoints", description="Directory in the file system linked to the checkpoint bucket (data repository association); pods see it under /fsx.")
+    import_export_prefix: str = Field(default="checkpoints/", description="Prefix in the checkpoint bucket the association imports from and exports to, ending in '/'.")
 
     @field_validator("storage_capacity_gib")
     @classmethod
@@ -62,7 +62,7 @@ class Fsx(Frozen):
 
 
 class Storage(Frozen):
-    # Non-current checkpoint versions are kept this long so an overwritten checkpoint can be recovered.
-    checkpoint_noncurrent_version_expiration_days: int = Field(default=30, ge=1, le=3650)
-    # Incomplete multipart uploads from killed workers are aborted after this many days.
-    abort_incomplete_multipart_upload_days: int = Field(default=7, ge=1, le=365)
+    """Lifecycle rules of the checkpoint bucket."""
+
+    checkpoint_noncurrent_version_expiration_days: int = Field(default=30, ge=1, le=3650, description="Days an overwritten or deleted checkpoint version stays recoverable.")
+    abort_incomplete_multipart_upload_days: int = Field(default=7, ge=1, le=365, description="Days after which incomplete multipart uploads (from killed workers) are aborted.")
