@@ -106,6 +106,15 @@ class InstanceSpec:
     gpus: int = 0
     efa_interfaces: int = 0
     accelerator: str = ""
+    gpu_memory_gib: int = 0  # per GPU
+
+
+# Memory of one GPU, GiB: each EC2 accelerated instance page's total GPU memory divided by its
+# GPU count (e.g. p5.48xlarge 640 GiB / 8, p5e.48xlarge 1128 GiB / 8).
+GPU_MEMORY_GIB: dict[str, int] = {
+    "A100": 40, "A100-80GB": 80, "H100": 80, "H200": 141, "B200": 179, "B300": 268,
+    "GB200": 185, "A10G": 24, "L4": 24, "L40S": 48, "RTX PRO 6000": 96,
+}
 
 
 # Accelerated instance types HyperPod offers: (GPUs, vCPUs, memory GiB, EFA interfaces, chip).
@@ -168,7 +177,8 @@ def instance_spec(instance_type: str) -> InstanceSpec:
     """Hardware facts for a HyperPod instance type (``ml.`` prefix)."""
     if instance_type in _ACCELERATED:
         gpus, vcpus, mem, efa, chip = _ACCELERATED[instance_type]
-        return InstanceSpec(vcpus=vcpus, memory_gib=mem, gpus=gpus, efa_interfaces=efa, accelerator=chip)
+        return InstanceSpec(vcpus=vcpus, memory_gib=mem, gpus=gpus, efa_interfaces=efa, accelerator=chip,
+                            gpu_memory_gib=GPU_MEMORY_GIB.get(chip, 0) if gpus else 0)
     m = re.match(r"^ml\.([a-z0-9]+)\.(\d*)(medium|large|xlarge)$", instance_type)
     if not m or m.group(1) not in _MEMORY_PER_VCPU:
         raise KeyError(f"no hardware facts for instance type {instance_type!r} in config/catalog.py")
