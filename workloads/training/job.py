@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import os
+import pickle
 import random
 import shutil
 import time
@@ -245,9 +246,11 @@ def train_func(config: dict) -> None:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(s.warmup_steps, s.steps))
     marks.append(("model", time.time()))
 
-    def training_state(extra: dict) -> dict:
+    def training_state(progress: dict | None) -> dict:
+        # Everything but the tensors in one pickled entry: DCP flattens nested containers into
+        # keys, and the per-rank RNG list changes length with the world size.
         model_sd, optim_sd = get_state_dict(model, optimizer)
-        return {"model": model_sd, "optim": optim_sd, "scheduler": scheduler.state_dict(), **extra}
+        return {"model": model_sd, "optim": optim_sd, "progress": pickle.dumps(progress)}
 
     # Rank 0 finds the newest checkpoint that verifies; every rank then reads its own part.
     found = [None]
@@ -262,15 +265,16 @@ def train_func(config: dict) -> None:
         if meta.get("model_config") != model_config.to_dict():
             raise ValueError(f"checkpoint {path} holds model {meta.get('model_config')}, the job "
                              f"is configured for {model_config.to_dict()}")
-        state = training_state({"rng": [], "progress": {}})
+        state = training_state(None)
         ckpt.load_sharded(path, state)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-        scheduler.load_state_dict(state["scheduler"])
-        start_step = int(state["progress"]["step"])
-        pos = DataPosition(**state["progress"]["data_position"])
-        same_world = len(state["rng"]) == world
+        progress = pickle.loads(state["progress"])
+        scheduler.load_state_dict(progress["scheduler"])
+        start_step = int(progress["step"])
+        pos = DataPosition(**progress["data_position"])
+        same_world = len(progress["rng"]) == world
         if same_world:
-            set_rng_state(state["rng"][rank])
+            set_rng_state(progress["rng"][rank])
         marks.append(("restore", time.time()))
     if not same_world:
         # Fresh start or a new world size: per-rank streams derived from the seed.
@@ -348,8 +352,8 @@ def train_func(config: dict) -> None:
             meta = {"step": done, "run_name": s.run_name, "world_size": world,
                     "data_position": pos.to_dict(), "model_config": model_config.to_dict(),
                     "loss": metrics["loss"]}
-            state = training_state({"rng": rng_states,
-                                    "progress": {"step": done, "data_position": pos.to_dict()}})
+            state = training_state({"step": done, "data_position": pos.to_dict(), "rng": rng_states,
+                                    "scheduler": scheduler.state_dict()})
             pending = (ckpt.save_sharded(directory, state, meta, process_group=ckpt_group), done, directory)
             if done == s.steps:
                 finished.append((finish_save(), ckpt.dir_name(done)))
