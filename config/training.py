@@ -371,4 +371,5 @@ def memory_problems(t: Training, spec, workers: int, *, instance_type: str) -> l
             f"activation_checkpointing {str(t.activation_checkpointing).lower()}), but "
             f"{instance_type} has {spec.gpu_memory_gib} GiB per {spec.accelerator} "
             f"({GPU_MEMORY_USABLE:.0%} usable: {have / (1 << 30):.1f} GiB); allowed: a smaller "
-            "preset, more workers with fsdp, a smaller batch, or activation_checkpointing"]
+            f"preset, more workers with fsdp, a smaller batch"
+            + ("" if t.activation_checkpointing else ", or activation_checkpointing")]
