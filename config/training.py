@@ -213,6 +213,14 @@ class Training(Frozen):
         return v
 
     @model_validator(mode="after")
+    def _elastic(self) -> "Training":
+        if self.min_workers is not None and self.num_workers is not None and self.min_workers > self.num_workers:
+            raise ValueError(
+                f"training.min_workers ({self.min_workers}) is more than training.num_workers "
+                f"({self.num_workers}); allowed: 1-{self.num_workers}")
+        return self
+
+    @model_validator(mode="after")
     def _cadence(self) -> "Training":
         if self.checkpoint_every_steps > self.steps:
             raise ValueError(

@@ -149,11 +149,12 @@ def set_rng_state(state: dict) -> None:
 def shard_model(model, *, sharding: str, device, precision: str, activation_checkpointing: bool):
     """FSDP2 (each decoder block, then the root) or DDP. bf16 compute with fp32 gradient
     reduction under FSDP's MixedPrecisionPolicy; the fp32 parameters stay the sharded master."""
-    import ray.train.torch
     import torch
 
     model.activation_checkpointing = activation_checkpointing
     if sharding == "ddp":
+        import ray.train.torch
+
         return ray.train.torch.prepare_model(model)
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
