@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from workloads.inference.local import LocalCluster, free_port  # noqa: E402  (loopback hooks first)
 from workloads.inference import loadtest, local  # noqa: E402
-from workloads.common.local_cluster import _descendants  # noqa: E402
+from workloads.common.procfs import descendants as _descendants  # noqa: E402
 
 # "Tiny GPT": 2 layers, width 64, context 128 (about 0.1 M parameters).
 TINY = dict(block_size=128, n_layer=2, n_head=4, n_embd=64)

@@ -17,6 +17,16 @@ def read(pid: int | str, name: str) -> bytes | None:
         return None
 
 
+def cmdline(pid: int | str) -> str:
+    return (read(pid, "cmdline") or b"").replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def cpu_seconds(pid: int | str) -> float:
+    """User + system CPU time of ``pid`` so far (0 if it is gone)."""
+    fields = stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields and len(fields) > 12 else 0.0
+
+
 def pids() -> list[int]:
     return [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()]
 
