@@ -1,12 +1,14 @@
 """Ray Train throughput vs plain PyTorch DDP, measured in one run.
 
-Both sides train the same GPT (workloads.common.model) on the same data with 2 workers on CPU
-(gloo), the same steps, the same metrics cadence (an all-reduced loss every `report_every`
-steps) and the same checkpoint cadence (the same checkpoint.save, with manifest, then a
-barrier). The Ray side is the production `train_func` (ray.train.report every `report_every`
-steps, asynchronous checkpoint upload) on a fresh local cluster (head with 0 CPUs, one worker
-node with 2 CPUs), stopped after each run; the DDP side is `torch.distributed` with two
-processes and no Ray process running.
+Both sides train the same model (workloads.common.model, the job's local shape with MODEL's
+sizes) with DDP on the same data with 2 workers on CPU (gloo), the same step
+(workloads.training.job.train_step), the same metrics cadence (an all-reduced loss every
+`report_every` steps) and the same checkpoints (checkpoint.save_sharded, asynchronous, the
+previous one awaited at the next). The Ray side is the production `train_func` (sharding=ddp,
+ray.train.report every `report_every` steps) on a fresh local cluster (head with 0 CPUs, one
+worker node with 2 CPUs), timed by a step callback (StepTimer), stopped after each run; the DDP
+side is `torch.distributed` with two processes and no Ray process running. The time spent
+inside `ray.train.report()` is not observable from a step callback and is printed as nan.
 
 The runs are sequential and interleaved (DDP, Ray, then Ray, DDP, ...; `--repeats` pairs per
 config, 3 by default: the median is then not just the mean of two, and the lowest and highest
