@@ -160,7 +160,8 @@ def shard_model(model, *, sharding: str, device, precision: str, activation_chec
 
     mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
           if precision == "bf16" and device.type == "cuda" else MixedPrecisionPolicy())
-    model.to(device)
+    # fully_shard moves each block's parameters and buffers to the device as it shards them (the
+    # mesh's device: the GPU Ray Train assigned), so the whole model never sits on one GPU.
     for block in model.layers if hasattr(model, "layers") else model.blocks:
         fully_shard(block, mp_policy=mp)
     return fully_shard(model, mp_policy=mp)
