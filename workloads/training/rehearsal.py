@@ -244,7 +244,8 @@ def _plot(seen, resumes, kill_t, path: Path) -> Path:
     for a in attempts:
         pts = [s for s in seen if s[3] == a]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1 if a == 0 else 1.5, ls="-" if a == 0 else "--",
-                label="first attempt" if a == 0 else f"after resume {a}")
+                label="first attempt" if a == 0 else
+                f"after resume {a} ({resumes[a - 1][2]} workers)" if a <= len(resumes) else f"attempt {a + 1}")
     if kill_t is not None:
         before = [s for s in seen if s[2] <= kill_t]
         if before:
