@@ -155,6 +155,7 @@ def worker(rank: int, world: int, port: int, task: dict, out: str) -> None:
             raws.append(time.perf_counter() - t0)
         total = sum(p.stat().st_size for p in Path(path).iterdir())
         result = {"save_s": saves, "raw_s": raws, "checkpoint_bytes": total}
+        dist.barrier()  # every rank has read the directory before rank 0 moves it
         if rank == 0:
             # Kept for the resume measurement.
             os.replace(path, os.path.join(task["dir"], "resume-from"))
