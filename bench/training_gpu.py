@@ -3,11 +3,13 @@
     .venv/bin/python bench/training_gpu.py --env prod --write-plan out/gpu-plan.json   # here
     python3 bench/training_gpu.py --plan out/gpu-plan.json --out $OUT/gpu.json        # on the GPU
 
-The step is the job's own (``workloads.training.job``): the same GPT, byte-level data windows,
-AdamW from ``make_optimizer`` (fused on CUDA), bf16 autocast when the environment's
-``training.precision`` says bf16, gradient clipping and the LR schedule, eager PyTorch as the
-job runs it. The model shape and the batch per worker come from the environment's config
-(``--env``). The GPU machine this workplace lends has PyTorch but not the project's config
+The step is the job's own (``workloads.training.job.train_step``): its Llama-style model,
+byte-level data windows, AdamW from ``make_optimizer`` (fused on CUDA), bf16 autocast when the
+environment's ``training.precision`` says bf16 (FSDP on one GPU is plain training), gradient
+clipping, the LR schedule and activation checkpointing as configured, eager PyTorch as the job
+runs it. The batch per worker and the optimisation settings come from the environment's config
+(``--env``); the model is the largest preset (``config.training.PRESETS``) whose estimated
+memory (``config.training.memory_per_gpu``) fits one H200 (``--preset`` picks another). The GPU machine this workplace lends has PyTorch but not the project's config
 stack (pydantic, botocore) and Ray's wheel (79 MB) is over what travels to it (64 MiB), so the
 config is resolved here into a small plan file (``--write-plan``) and the GPU run reads only
 that (``--plan``): torch and this repository's code, nothing else. Ray itself is not in the
@@ -37,24 +39,47 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # The PCIe and NVL parts are slower and are deliberately not matched: pass --peak-tflops.
 DENSE_BF16_TFLOPS = {"NVIDIA H200": 989.5, "NVIDIA H100 80GB HBM3": 989.5}
 
-PLAN_KEYS = ("env", "model", "batch_size_per_worker", "precision", "learning_rate", "weight_decay",
-             "warmup_steps", "grad_clip", "data_max_bytes")
+PLAN_KEYS = ("env", "preset", "model", "batch_size_per_worker", "precision", "learning_rate", "weight_decay",
+             "warmup_steps", "grad_clip", "activation_checkpointing", "data_max_bytes")
+# The GPU the default plan is sized for (one of the p5e/p5en's eight).
+PLAN_INSTANCE_TYPE = "ml.p5e.48xlarge"
 
 
 class BenchError(Exception):
     """Bad input: printed as one line, exit status 2."""
 
 
-def plan_for_env(env: str) -> dict:
-    """What the job would train on that environment's cluster, from its config (here only)."""
+def largest_preset_on_one_gpu(t, instance_type: str = PLAN_INSTANCE_TYPE) -> str:
+    """The largest preset whose training state and activations fit one GPU of ``instance_type``
+    with ``t``'s batch, precision and activation checkpointing."""
+    from config.catalog import instance_spec
+    from config.training import PRESETS, memory_problems
+
+    spec = instance_spec(instance_type)
+    for name in sorted(PRESETS, key=lambda n: PRESETS[n]["params"], reverse=True):
+        one = t.model_copy(update={"model": t.model.model_validate({"preset": name}), "sharding": "fsdp"})
+        if not memory_problems(one, spec, 1, instance_type=instance_type):
+            return name
+    raise BenchError(f"no preset fits one {spec.accelerator} of {instance_type} with batch_size_per_worker "
+                     f"{t.batch_size_per_worker}")
+
+
+def plan_for_env(env: str, preset: str | None = None) -> dict:
+    """What one rank of the job would train, from that environment's config (here only)."""
     from config import ConfigError
     from config.loader import load_environment
+    from config.training import PRESETS, ModelSize
 
     try:
         t = load_environment(env).training
     except ConfigError as e:
         raise BenchError(e.render()) from None
-    return {"env": env, "model": t.model.model_dump(), "batch_size_per_worker": t.batch_size_per_worker,
+    if preset is not None and preset not in PRESETS:
+        raise BenchError(f"--preset {preset!r}: allowed: {', '.join(PRESETS)}")
+    preset = preset or largest_preset_on_one_gpu(t)
+    return {"env": env, "preset": preset, "model": ModelSize(preset=preset).architecture(),
+            "activation_checkpointing": t.activation_checkpointing,
+            "batch_size_per_worker": t.batch_size_per_worker,
             "precision": t.precision, "learning_rate": t.learning_rate, "weight_decay": t.weight_decay,
             "warmup_steps": t.warmup_steps, "grad_clip": t.grad_clip,
             # Enough windows for the measured steps; the corpus size does not change a step's work.
@@ -121,18 +146,19 @@ def train_steps(plan: dict, device, steps: int, warmup: int, progress=print) -> 
     """The job's step, `steps` times; tokens/s over the steps after `warmup`."""
     import torch
 
-    from workloads.common.model import GPT, GPTConfig, flops_per_token
+    from workloads.common.model import build, config_from_dict, flops_per_token
     from workloads.training.data import ByteWindows, DataPosition, load_corpus
-    from workloads.training.job import _lr_lambda, make_optimizer
+    from workloads.training.job import lr_schedule, make_optimizer, train_step
 
     torch.manual_seed(1234)
-    cfg = GPTConfig(**plan["model"])
-    model = GPT(cfg).to(device)
+    cfg = config_from_dict(plan["model"])
+    model = build(cfg).to(device)
+    model.activation_checkpointing = plan["activation_checkpointing"]
     data = ByteWindows(load_corpus(None, plan["data_max_bytes"]), cfg.block_size, 1234)
     pos = DataPosition()
     opt = make_optimizer(model, learning_rate=plan["learning_rate"], weight_decay=plan["weight_decay"],
                          fused=device.type == "cuda")
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(plan["warmup_steps"], steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(plan["warmup_steps"], steps))
     amp = device.type == "cuda" and plan["precision"] == "bf16"  # as the job: CPU runs fp32
     batch = plan["batch_size_per_worker"]
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda *_: None)
@@ -141,13 +167,8 @@ def train_steps(plan: dict, device, steps: int, warmup: int, progress=print) -> 
     for step in range(1, steps + 1):
         x, y = data.next_batch(pos, rank=0, world_size=1, batch_size=batch)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
-            _, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), plan["grad_clip"])
-        opt.step()
-        sched.step()
+        loss = train_step(model, opt, sched, x, y, grad_clip=plan["grad_clip"],
+                          autocast_dtype=torch.bfloat16 if amp else None)
         if step == warmup:
             sync(device)
             t0 = time.perf_counter()
@@ -169,6 +190,7 @@ def main(argv=None) -> int:
     src.add_argument("--env", help="environment whose training config to use (needs the config stack)")
     src.add_argument("--plan", help="a plan file written by --write-plan (the GPU machine's way)")
     p.add_argument("--write-plan", metavar="PATH", help="with --env: write the plan and stop")
+    p.add_argument("--preset", help="with --env: this model preset instead of the largest that fits one H200")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--warmup", type=int, default=10, help="steps before the timed window")
@@ -182,7 +204,7 @@ def main(argv=None) -> int:
             raise BenchError(f"--warmup {args.warmup} with --steps {args.steps}: allowed: 1 <= warmup < steps")
         if args.peak_tflops is not None and args.peak_tflops <= 0:
             raise BenchError(f"--peak-tflops {args.peak_tflops}: allowed: a positive number")
-        plan = plan_for_env(args.env) if args.env else read_plan(args.plan)
+        plan = plan_for_env(args.env, args.preset) if args.env else read_plan(args.plan)
         if args.write_plan:
             Path(args.write_plan).parent.mkdir(parents=True, exist_ok=True)
             Path(args.write_plan).write_text(json.dumps(plan, indent=2, sort_keys=True) + "\n")

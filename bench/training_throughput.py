@@ -1,12 +1,14 @@
 """Ray Train throughput vs plain PyTorch DDP, measured in one run.
 
-Both sides train the same GPT (workloads.common.model) on the same data with 2 workers on CPU
-(gloo), the same steps, the same metrics cadence (an all-reduced loss every `report_every`
-steps) and the same checkpoint cadence (the same checkpoint.save, with manifest, then a
-barrier). The Ray side is the production `train_func` (ray.train.report every `report_every`
-steps, asynchronous checkpoint upload) on a fresh local cluster (head with 0 CPUs, one worker
-node with 2 CPUs), stopped after each run; the DDP side is `torch.distributed` with two
-processes and no Ray process running.
+Both sides train the same model (workloads.common.model, the job's local shape with MODEL's
+sizes) with DDP on the same data with 2 workers on CPU (gloo), the same step
+(workloads.training.job.train_step), the same metrics cadence (an all-reduced loss every
+`report_every` steps) and the same checkpoints (checkpoint.save_sharded, asynchronous, the
+previous one awaited at the next). The Ray side is the production `train_func` (sharding=ddp,
+ray.train.report every `report_every` steps) on a fresh local cluster (head with 0 CPUs, one
+worker node with 2 CPUs), timed by a step callback (StepTimer), stopped after each run; the DDP
+side is `torch.distributed` with two processes and no Ray process running. The time spent
+inside `ray.train.report()` is not observable from a step callback and is printed as nan.
 
 The runs are sequential and interleaved (DDP, Ray, then Ray, DDP, ...; `--repeats` pairs per
 config, 3 by default: the median is then not just the mean of two, and the lowest and highest
@@ -59,6 +61,7 @@ import itertools
 import json
 import logging
 import os
+import pickle
 import statistics
 import subprocess
 import sys
@@ -79,8 +82,34 @@ CONFIGS = {  # name: (report_every, checkpoint_every or None)
 }
 
 
+class StepTimer:
+    """The step callback of the Ray side (``run(..., step_callback=)``): on rank 0, the wall time
+    at the end of every step, ``<out>.go`` after step ``warmup``, and at the last step
+    {first_step, times, tokens_per_step, cpu_s (this process's CPU seconds from step ``warmup``
+    on)} written to ``out``, as the DDP side writes it."""
+
+    def __init__(self, out: str, warmup: int):
+        self.out, self.warmup = out, warmup
+        self.times: list[float] = []
+        self.first_step = None
+        self.cpu_at_go = 0.0
+
+    def __call__(self, info) -> None:
+        if info.rank != 0:
+            return
+        self.times.append(time.time())
+        self.first_step = self.first_step or info.step
+        if info.step == self.warmup:
+            self.cpu_at_go = time.process_time()
+            open(self.out + ".go", "w").close()
+        if info.last:
+            with open(self.out, "w") as f:
+                json.dump({"first_step": self.first_step, "times": self.times, "tokens_per_step": info.tokens,
+                           "cpu_s": time.process_time() - self.cpu_at_go}, f)
+
+
 def ddp_worker(rank: int, world: int, port: int, steps: int, warmup: int, report_every: int,
-               ckpt_every: int | None, storage: str, out: str) -> None:
+               ckpt_every: int | None, storage: str, out: str, model_config: dict) -> None:
     os.environ["OMP_NUM_THREADS"] = "1"  # as Ray sets it for a 1-CPU worker
     # Its own session, so its own autogroup (CPU share), at nice 0. Ray's ranks share their
     # node's session with its raylet and agents and run at nice 15 (Ray's worker niceness);
@@ -89,31 +118,30 @@ def ddp_worker(rank: int, world: int, port: int, steps: int, warmup: int, report
     import torch
     import torch.distributed as dist
 
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
     from workloads.common import checkpoint as ckpt
-    from workloads.common.model import GPT, GPTConfig
+    from workloads.common.model import build, config_from_dict
     from workloads.training.data import ByteWindows, DataPosition, load_corpus
-    from workloads.training.job import _lr_lambda, _rng_state, make_optimizer
+    from workloads.training.job import lr_schedule, make_optimizer, rng_state, train_step
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     torch.manual_seed(1234)
-    cfg = GPTConfig(**MODEL)
-    model = torch.nn.parallel.DistributedDataParallel(GPT(cfg))
+    cfg = config_from_dict(model_config)
+    model = torch.nn.parallel.DistributedDataParallel(build(cfg))
+    ckpt_group = dist.new_group(backend="gloo")
+    pending = None
     data = ByteWindows(load_corpus(None, 4 << 20), cfg.block_size, 1234)
     pos = DataPosition()
     opt = make_optimizer(model, learning_rate=3e-3, weight_decay=0.1, fused=False)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(20, steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(20, steps))
     window, n = 0.0, 0
     times: list[float] = []
     cpu_at_go = None
     for step in range(steps):
         x, y = data.next_batch(pos, rank=rank, world_size=world, batch_size=BATCH)
-        _, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
+        loss = train_step(model, opt, sched, x, y, grad_clip=1.0)
         done = step + 1
         window += loss.item()
         n += 1
@@ -128,14 +156,19 @@ def ddp_worker(rank: int, world: int, port: int, steps: int, warmup: int, report
             dist.all_reduce(mean)
             window, n = 0.0, 0
         if want_ckpt:
+            # As the job: the previous save finishes in the background; this one is staged.
+            if pending is not None:
+                pending.result()
             states = [None] * world
-            dist.all_gather_object(states, _rng_state())
-            if rank == 0:
-                ckpt.save(os.path.join(storage, ckpt.dir_name(done)),
-                          {"model": model.module.state_dict(), "optimizer": opt.state_dict(),
-                           "scheduler": sched.state_dict(), "rng": states},
-                          meta={"step": done, "data_position": pos.to_dict()})
-            dist.barrier()
+            dist.all_gather_object(states, rng_state())
+            model_sd, optim_sd = get_state_dict(model, opt)
+            pending = ckpt.save_sharded(
+                os.path.join(storage, ckpt.dir_name(done)),
+                {"model": model_sd, "optim": optim_sd, "progress": pickle.dumps(
+                    {"step": done, "data_position": pos.to_dict(), "rng": states, "scheduler": sched.state_dict()})},
+                {"step": done, "data_position": pos.to_dict()}, process_group=ckpt_group)
+            if done == steps:
+                pending.result()
     if rank == 0:
         with open(out, "w") as f:
             json.dump({"first_step": 1, "times": times, "tokens_per_step": BATCH * world * cfg.block_size,
@@ -371,7 +404,7 @@ class HeadCgroup:
         worker node's is (its ranks are started by its raylet and inherit its cgroup). A worker
         node started by a driver inside this cgroup would inherit it: then nothing is mirrored,
         the ranks run at the head's weight (bench/README.md, "Figures of 2026-12-03")."""
-        from workloads.common.local_cluster import _descendants
+        from workloads.common.procfs import descendants as _descendants
 
         mine = "/" + self.path.name
         for node in cluster.nodes:
@@ -404,7 +437,8 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
 
     import ray
 
-    from workloads.common.local_cluster import LocalCluster, _descendants
+    from workloads.common.local_cluster import LocalCluster
+    from workloads.common.procfs import descendants as _descendants
     from workloads.training import settings as S
     from workloads.training.job import run
 
@@ -416,7 +450,7 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
         out = os.path.join(d, "ray.json")
         s = S.for_local({"model": MODEL, "steps": steps, "batch_size_per_worker": BATCH,
                          "report_every_steps": report_every, "checkpoint_every_steps": ckpt_every or steps,
-                         "storage_shared": True, "timing_file": out, "timing_from_step": warmup,
+                         "storage_shared": True, "sharding": "ddp",
                          "placement_strategy": "PACK", "run_name": "bench"}, storage_path=os.path.join(d, "ckpt"))
         t_start = time.time()
         try:
@@ -432,7 +466,8 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
                 return [os.getpid()] + [p for n in cluster.nodes for p in [n.proc.pid, *_descendants(n.proc.pid)]]
 
             box = {}
-            t = threading.Thread(target=lambda: box.setdefault("r", run(s)), daemon=True)
+            t = threading.Thread(target=lambda: box.setdefault("r", run(s, step_callback=StepTimer(out, warmup))),
+                                 daemon=True)
             t.start()
             w = Window(out, pids, t.is_alive, wakeups)
             head_pids = set(_descendants(cluster.nodes[0].proc.pid))
@@ -462,20 +497,30 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
         by_name[key] = by_name.get(key, 0.0) + c
     n_steps = len(timing["times"]) - (warmup - timing["first_step"]) - 1
     return {"tokens_per_s": _tokens_per_s(timing, warmup), "timing": timing, "steps_measured": n_steps,
-            "cpu_s_by_process": by_name, "cpu_s_by_node": by_node, "report_s": timing["report_s"],
-            "reports": timing["reports"], "foreign_cores": w.foreign_cores(), "wall_s": time.time() - t_start,
+            # Time inside report() is not observable from a step callback: not measured.
+            "cpu_s_by_process": by_name, "cpu_s_by_node": by_node, "report_s": float("nan"),
+            "reports": 0, "foreign_cores": w.foreign_cores(), "wall_s": time.time() - t_start,
             "ranks_sched": w.ranks_sched(), "wakeups_per_s": w.wakeups_per_s(),
             "wakeups_per_s_by_thread": w.wakeups_by_thread()}
 
 
+def _model_config() -> dict:
+    """The model both sides train: MODEL over the job's local defaults (workloads.training.settings)."""
+    from workloads.training import settings as S
+
+    return S.for_local({"model": MODEL, "sharding": "ddp"}, storage_path="/unused").model
+
+
 def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, wakeups: bool = False) -> dict:
-    from workloads.common.local_cluster import _descendants, free_port
+    from workloads.common.local_cluster import free_port
+    from workloads.common.procfs import descendants as _descendants
 
     t_start = time.time()
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "ddp.json")
         os.makedirs(os.path.join(d, "ddp"))
-        args = [2, free_port(), steps, warmup, report_every, ckpt_every, os.path.join(d, "ddp"), out]
+        args = [2, free_port(), steps, warmup, report_every, ckpt_every, os.path.join(d, "ddp"), out,
+                _model_config()]
         proc = subprocess.Popen([sys.executable, __file__, "--ddp-child", json.dumps(args)],
                                 env={**os.environ, "PYTHONPATH": str(REPO)})
         try:

@@ -108,11 +108,20 @@ class InstanceSpec:
     accelerator: str = ""
     # Hardware threads per core with multithreading on: 2 on the Intel and AMD types here.
     threads_per_core: int = 2
+    gpu_memory_gib: int = 0  # per GPU
 
     def vcpus_at(self, threads_per_core: int) -> int:
         """vCPUs the OS sees with ``threads_per_core`` (HyperPod ThreadsPerCore; 1: one vCPU per
         physical core)."""
         return self.vcpus // self.threads_per_core * min(threads_per_core, self.threads_per_core)
+
+
+# Memory of one GPU, GiB: each EC2 accelerated instance page's total GPU memory divided by its
+# GPU count (e.g. p5.48xlarge 640 GiB / 8, p5e.48xlarge 1128 GiB / 8).
+GPU_MEMORY_GIB: dict[str, int] = {
+    "A100": 40, "A100-80GB": 80, "H100": 80, "H200": 141, "B200": 179, "B300": 268,
+    "GB200": 185, "A10G": 24, "L4": 24, "L40S": 48, "RTX PRO 6000": 96,
+}
 
 
 # Accelerated instance types HyperPod offers: (GPUs, vCPUs, memory GiB, EFA interfaces, chip).
@@ -182,7 +191,7 @@ def instance_spec(instance_type: str) -> InstanceSpec:
         gpus, vcpus, mem, efa, chip = _ACCELERATED[instance_type]
         tpc = 1 if instance_type.startswith(_ONE_THREAD_PER_CORE) else 2
         return InstanceSpec(vcpus=vcpus, memory_gib=mem, gpus=gpus, efa_interfaces=efa, accelerator=chip,
-                            threads_per_core=tpc)
+                            threads_per_core=tpc, gpu_memory_gib=GPU_MEMORY_GIB.get(chip, 0) if gpus else 0)
     m = re.match(r"^(?:ml\.)?([a-z0-9]+)\.(\d*)(medium|large|xlarge)$", instance_type)
     if not m or m.group(1) not in _MEMORY_PER_VCPU:
         raise KeyError(f"no hardware facts for instance type {instance_type!r} in config/catalog.py")

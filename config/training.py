@@ -33,16 +33,60 @@ class _WithGroups(Protocol):
 RUN_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
-class ModelSize(Frozen):
-    """The GPT architecture (workloads.common.model.GPTConfig)."""
+# Named model sizes (workloads.common.model.LlamaConfig shapes). Widths, depths, head counts and
+# SwiGLU widths are those of Llama 3.2 1B / 3B and Llama 3 8B, and Llama 2 13B's width and
+# depth with 8 key/value heads; with 256 byte tokens instead of a 128k vocabulary the embeddings
+# are tiny, so the counts (``params``, exact, tested on the meta device) are below the names'
+# origins and each preset is named after its own count.
+PRESETS: dict[str, dict] = {
+    # The local size: a step in milliseconds on one CPU core.
+    "tiny": {"n_layer": 2, "n_head": 4, "n_kv_head": 2, "n_embd": 64, "ffn_hidden": 192,
+             "block_size": 64, "params": 131_392},
+    "llama-76m": {"n_layer": 12, "n_head": 12, "n_kv_head": 4, "n_embd": 768, "ffn_hidden": 2048,
+                  "block_size": 1024, "params": 75_909_888},
+    "llama-1b": {"n_layer": 16, "n_head": 32, "n_kv_head": 8, "n_embd": 2048, "ffn_hidden": 8192,
+                 "block_size": 2048, "params": 974_194_688},
+    "llama-3b": {"n_layer": 28, "n_head": 24, "n_kv_head": 8, "n_embd": 3072, "ffn_hidden": 8192,
+                 "block_size": 2048, "params": 2_820_320_256},
+    "llama-7b": {"n_layer": 32, "n_head": 32, "n_kv_head": 8, "n_embd": 4096, "ffn_hidden": 14336,
+                 "block_size": 2048, "params": 6_981_685_248},
+    "llama-11b": {"n_layer": 40, "n_head": 40, "n_kv_head": 8, "n_embd": 5120, "ffn_hidden": 13824,
+                  "block_size": 2048, "params": 11_013_084_160},
+}
+_SHAPE = ("n_layer", "n_head", "n_kv_head", "n_embd", "ffn_hidden", "block_size")
 
-    # GPT-2 small shape (about 85M non-embedding parameters): big enough that a GPU is needed,
-    # small enough to fit any HyperPod GPU with plain DDP.
-    n_layer: int = Field(default=12, ge=1, le=96, description="Transformer blocks.")
-    n_head: int = Field(default=12, ge=1, le=128, description="Attention heads; must divide n_embd.")
-    n_embd: int = Field(default=768, ge=8, le=16384, description="Embedding width.")
-    block_size: int = Field(default=512, ge=8, le=8192, description="Context length in byte tokens.")
-    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Dropout rate; 0 keeps runs reproducible and the corpus is large for the step budget.")
+
+class ModelSize(Frozen):
+    """The model architecture (workloads.common.model): a preset, or every shape field given."""
+
+    # llama: RMSNorm, rotary embeddings, SwiGLU, grouped-query attention (the job's model).
+    # gpt: the small GPT (LayerNorm, learned positions, GELU), for small DDP runs.
+    arch: Literal["llama", "gpt"] = "llama"
+    # A name in config.training.PRESETS; fields given next to it override the preset's.
+    preset: str | None = None
+    n_layer: int = Field(default=12, ge=1, le=128)
+    n_head: int = Field(default=12, ge=1, le=128)
+    # Key/value heads (grouped-query attention, llama only): a divisor of n_head.
+    n_kv_head: int = Field(default=4, ge=1, le=128)
+    n_embd: int = Field(default=768, ge=8, le=16384)
+    # SwiGLU hidden width (llama only).
+    ffn_hidden: int = Field(default=2048, ge=8, le=65536)
+    # Context length in byte tokens.
+    block_size: int = Field(default=512, ge=8, le=8192)
+    # GPT only. No dropout: the corpus is large relative to the step budget, and it keeps runs
+    # reproducible.
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset(cls, data):
+        if not isinstance(data, dict) or data.get("preset") is None:
+            return data
+        name = data["preset"]
+        if name not in PRESETS:
+            raise ValueError(f"training.model.preset: {name!r} is not a preset; allowed: {', '.join(PRESETS)}")
+        shape = {k: v for k, v in PRESETS[name].items() if k != "params"}
+        return {**shape, "arch": "llama", **data}
 
     @model_validator(mode="after")
     def _heads(self) -> ModelSize:
@@ -51,39 +95,96 @@ class ModelSize(Frozen):
                 f"training.model.n_embd ({self.n_embd}) must be divisible by "
                 f"training.model.n_head ({self.n_head})"
             )
+        if self.arch == "llama" and self.n_head % self.n_kv_head:
+            raise ValueError(
+                f"training.model.n_head ({self.n_head}) must be divisible by "
+                f"training.model.n_kv_head ({self.n_kv_head})"
+            )
         return self
+
+    def architecture(self) -> dict:
+        """The fields of the model's config (workloads.common.model.config_from_dict)."""
+        if self.arch == "gpt":
+            return {"arch": "gpt", "n_layer": self.n_layer, "n_head": self.n_head,
+                    "n_embd": self.n_embd, "block_size": self.block_size, "dropout": self.dropout}
+        return {"arch": "llama", **{k: getattr(self, k) for k in _SHAPE}}
+
+    def parameters(self) -> int:
+        """Parameter count, from the shape (the same sums the model's modules make)."""
+        d, layers, vocab = self.n_embd, self.n_layer, 256
+        if self.arch == "gpt":
+            return vocab * d + self.block_size * d + layers * (12 * d * d + 13 * d) + 2 * d
+        kv = self.n_kv_head * (d // self.n_head)
+        per_layer = 2 * d * d + 2 * d * kv + 3 * d * self.ffn_hidden + 2 * d
+        return 2 * vocab * d + layers * per_layer + d
 
 
 class Training(Frozen):
     """The Ray Train job: model, optimisation, checkpointing, fault tolerance and placement."""
 
-    run_name: str = Field(default="gpt-bytes", description="Stable run name (1-63 lowercase letters, digits, hyphens); resubmitting with the same name resumes the run.")
-    model: ModelSize = Field(default_factory=ModelSize, description="The GPT architecture.")
-    steps: int = Field(default=20000, ge=1, description="Optimizer steps of the whole run (not per attempt).")
-    batch_size_per_worker: int = Field(default=16, ge=1, description="Sequences per worker per step; the global batch is this times the workers.")
-    learning_rate: float = Field(default=3e-4, gt=0, le=1.0, description="Peak AdamW learning rate; linear warmup, then cosine decay to 10 %.")
-    warmup_steps: int = Field(default=200, ge=0, description="Steps of linear learning-rate warmup.")
-    weight_decay: float = Field(default=0.1, ge=0, description="AdamW weight decay.")
-    grad_clip: float = Field(default=1.0, gt=0, description="Gradient-norm clipping threshold.")
-    seed: int = Field(default=1234, description="Seed of the model init, data order and every rank's RNG.")
-    precision: Literal["bf16", "fp32"] = Field(default="bf16", description="bf16 autocast on GPUs; CPU runs use fp32.")
+    # Stable run name: resubmitting the job with the same name resumes the same run.
+    run_name: str = "gpt-bytes"
+    model: ModelSize = Field(default_factory=ModelSize)
+    # Optimizer steps of the whole run (not per attempt).
+    steps: int = Field(default=20000, ge=1)
+    # Sequences per worker per step; the global batch is this times the worker count.
+    batch_size_per_worker: int = Field(default=16, ge=1)
+    # AdamW with linear warmup then cosine decay to 10 % (the nanoGPT-style schedule).
+    learning_rate: float = Field(default=3e-4, gt=0, le=1.0)
+    warmup_steps: int = Field(default=200, ge=0)
+    weight_decay: float = Field(default=0.1, ge=0)
+    grad_clip: float = Field(default=1.0, gt=0)
+    seed: int = 1234
+    # bf16 compute on GPUs (H100/H200/A10G/L40S all support it) with fp32 weights, optimizer
+    # state and gradient reduction; CPU runs use fp32.
+    precision: Literal["bf16", "fp32"] = "bf16"
+    # fsdp: FSDP2 (fully_shard per decoder block), parameters, gradients and optimizer state
+    # sharded over all workers. ddp: every worker holds the whole model (small models only).
+    sharding: Literal["fsdp", "ddp"] = "fsdp"
+    # Recompute each block's activations in the backward pass: keeps only block inputs.
+    activation_checkpointing: bool = True
     # A checkpoint every 500 steps: at ~0.2 s/step on GPUs that bounds lost work to ~2 minutes.
-    checkpoint_every_steps: int = Field(default=500, ge=1, description="Steps between checkpoints; bounds the work redone after a failure. At most steps.")
-    # Each report is a barrier that can wait for the controller's poll, so not every step.
-    report_every_steps: int = Field(default=50, ge=1, description="Steps between metrics reports to Ray Train.")
-    num_to_keep: int = Field(default=3, ge=2, description="Checkpoints kept; at least 2 so a torn newest one has a predecessor.")
-    max_failures: int = Field(default=10, ge=-1, description="Restarts of the worker group after failures before the run fails; -1: unlimited.")
-    instance_group: str | None = Field(default=None, description="HyperPod instance group of the workers; null: the first GPU group.")
-    num_workers: int | None = Field(default=None, description="Workers (at least 1); null: fill the group, one per gpus_per_worker GPUs on every node.")
-    gpus_per_worker: int = Field(default=1, ge=0, description="GPUs per worker; must divide the GPUs of the group's instance type.")
-    storage_path: str | None = Field(default=None, description="Where Ray Train keeps the run: /fsx/..., another absolute path or s3://bucket/prefix; null: /fsx + fsx.file_system_path.")
-    storage_shared: bool = Field(default=False, description="Declare a non-/fsx path as mounted on every node (e.g. NFS), for multi-node runs.")
-    data_path: str | None = Field(default=None, description="Training text, file or directory (absolute path or s3://); null: the Python standard library's sources in the image.")
-    data_max_bytes: int = Field(default=64 << 20, ge=1 << 16, description="Read at most this many bytes of the corpus.")
-    active_deadline_seconds: int = Field(default=3 * 24 * 3600, ge=60, description="KubeRay stops the job after this long (RayJob activeDeadlineSeconds).")
-    submitter_backoff_limit: int = Field(default=2, ge=0, le=10, description="Submitter-pod retries for transient API errors; training failures are max_failures'.")
-    ttl_seconds_after_finished: int = Field(default=3600, ge=0, description="Seconds the finished Ray cluster is kept for log collection.")
-    image: str | None = Field(default=None, description="Container image of the job (built from workloads/Dockerfile); null: the pinned Ray image.")
+    checkpoint_every_steps: int = Field(default=500, ge=1)
+    # Metrics to Ray every 50 steps: each report is a barrier that can wait for the
+    # controller's poll (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S), so not every step.
+    report_every_steps: int = Field(default=50, ge=1)
+    # Three kept: the newest can be torn by a crash mid-upload and we fall back to the previous.
+    num_to_keep: int = Field(default=3, ge=2)
+    # Retries of the whole worker group after a failure; HyperPod replaces a failed node, but
+    # with max_failures=0 the run ends anyway. -1: unlimited.
+    max_failures: int = Field(default=10, ge=-1)
+    # The HyperPod instance group the workers run on (None: the first GPU group).
+    instance_group: str | None = None
+    # None: fill the group, one worker per `gpus_per_worker` GPUs on every instance.
+    num_workers: int | None = Field(default=None)
+    # Elastic restarts (Ray Train ScalingConfig(num_workers=(min_workers, workers))): after a node
+    # loss the run continues on as few as this many workers instead of waiting for a replacement,
+    # and grows back when nodes return (each resize is a restart from the last checkpoint). The
+    # global batch then changes with the worker count: not bitwise the fixed-size run. None: fixed.
+    min_workers: int | None = Field(default=None, ge=1)
+    gpus_per_worker: int = Field(default=1, ge=0)
+    # Where Ray Train keeps the run: a shared POSIX path (/fsx/...). Every rank writes its own
+    # checkpoint shards there (torch.distributed.checkpoint), so it must be a file system all
+    # nodes mount. None: FSx at /fsx + fsx.file_system_path, which the data repository
+    # association exports to the checkpoint bucket.
+    storage_path: str | None = None
+    # A non-/fsx POSIX path that every node nonetheless sees (e.g. an NFS mount).
+    storage_shared: bool = False
+    # Training text (file or directory, POSIX path or s3://). None: the Python standard
+    # library's own source files, present in every image, so nothing is downloaded.
+    data_path: str | None = None
+    # Read at most this much of the corpus (bytes).
+    data_max_bytes: int = Field(default=64 << 20, ge=1 << 16)
+    # KubeRay stops the job after this long (RayJob activeDeadlineSeconds): 3 days.
+    active_deadline_seconds: int = Field(default=3 * 24 * 3600, ge=60)
+    # Submitter-pod retries (RayJob submitterConfig.backoffLimit): transient API errors only;
+    # training failures are retried by Ray Train itself (max_failures).
+    submitter_backoff_limit: int = Field(default=2, ge=0, le=10)
+    # Keep the finished cluster an hour for log collection (ttlSecondsAfterFinished).
+    ttl_seconds_after_finished: int = Field(default=3600, ge=0)
+    # None: the pinned Ray image (workloads.common.k8s.RAY_IMAGE). Set this to the workloads
+    # image built from workloads/Dockerfile (adds torch and this repository's code).
+    image: str | None = None
 
     @field_validator("run_name")
     @classmethod
@@ -102,6 +203,16 @@ class Training(Frozen):
             raise ValueError(f"{v} workers requested; a training run needs at least 1 worker")
         return v
 
+    @field_validator("storage_path")
+    @classmethod
+    def _shard_storage(cls, v: str | None) -> str | None:
+        if v is not None and v.startswith("s3://"):
+            raise ValueError(
+                f"{v!r}: every rank writes its checkpoint shards to storage_path directly, which "
+                "needs a POSIX file system all nodes mount; allowed: /fsx/... (exported to S3 by "
+                "the data repository association) or another shared absolute path")
+        return v
+
     @field_validator("storage_path", "data_path")
     @classmethod
     def _storage(cls, v: str | None) -> str | None:
@@ -112,6 +223,14 @@ class Training(Frozen):
         if "://" not in v and not v.startswith("/"):
             raise ValueError(f"{v!r} is not an absolute path; allowed: /fsx/..., another absolute path, or s3://")
         return v
+
+    @model_validator(mode="after")
+    def _elastic(self) -> Training:
+        if self.min_workers is not None and self.num_workers is not None and self.min_workers > self.num_workers:
+            raise ValueError(
+                f"training.min_workers ({self.min_workers}) is more than training.num_workers "
+                f"({self.num_workers}); allowed: 1-{self.num_workers}")
+        return self
 
     @model_validator(mode="after")
     def _cadence(self) -> Training:
@@ -205,6 +324,8 @@ class Training(Frozen):
                 f"span {p.nodes} nodes; use a path on FSx (/fsx/...) or s3://, or set "
                 "training.storage_shared if every node mounts it"
             )
+        out += sharding_problems(self, p.workers)
+        out += memory_problems(self, spec, p.workers, instance_type=group.instance_type)
         return out
 
 
@@ -219,3 +340,64 @@ class Placement(Frozen):
     efa_interfaces: int
     vcpus: int
     memory_gib: int
+
+
+def sharding_problems(t: Training, workers: int) -> list[str]:
+    """FSDP over one worker shards nothing: it is plain training with extra collectives."""
+    if t.sharding == "fsdp" and workers < 2:
+        return [f"training.sharding: 'fsdp' with {workers} worker shards nothing; allowed: 'ddp' "
+                "with one worker, or 'fsdp' with 2 or more workers"]
+    return []
+
+
+# Share of a GPU's memory the estimate may use: the rest is the CUDA context, NCCL buffers and
+# the caching allocator's fragmentation.
+GPU_MEMORY_USABLE = 0.85
+
+
+def memory_per_gpu(t: Training, workers: int) -> dict[str, float]:
+    """Estimated bytes on each GPU at step time: fp32 parameters, fp32 gradients and AdamW's two
+    fp32 moments (sharded 1/workers with FSDP, whole with DDP, which also keeps a gradient bucket
+    copy), FSDP's unsharded 16-bit copies of two blocks (the one computing and the one
+    prefetched), and activations for ``batch_size_per_worker`` sequences of ``block_size``
+    tokens (stored block inputs plus one block recomputed with activation checkpointing, every
+    block's intermediates without)."""
+    m = t.model
+    p = m.parameters()
+    shards = workers if t.sharding == "fsdp" else 1
+    low = 2 if t.precision == "bf16" else 4  # bytes per compute value
+    d, f, s, b, layers = m.n_embd, m.ffn_hidden if m.arch == "llama" else 4 * m.n_embd, m.block_size, t.batch_size_per_worker, m.n_layer
+    kv = m.n_kv_head * (d // m.n_head) if m.arch == "llama" else d
+    # One block's saved tensors per token: norms, q/k/v, attention output, projections (12d +
+    # 4kv values) and the MLP's gate, up, product and activation (8f) (flash attention: no s^2).
+    per_block = s * b * (6 * d + 2 * kv + 4 * f) * low
+    block_inputs = s * b * d * low
+    activations = (layers * block_inputs + per_block) if t.activation_checkpointing else layers * per_block
+    logits = s * b * 256 * 4 * 2  # fp32 logits and their gradient
+    out = {"parameters": 4 * p / shards, "gradients": 4 * p / shards, "optimizer": 8 * p / shards,
+           "activations": activations + logits}
+    if t.sharding == "fsdp":
+        per_layer = (p - 2 * 256 * d) / layers
+        out["unsharded_blocks"] = 2 * per_layer * low
+    else:
+        out["gradient_buckets"] = 4 * p
+    return out
+
+
+def memory_problems(t: Training, spec, workers: int, *, instance_type: str) -> list[str]:
+    """The model's estimated memory per GPU (``memory_per_gpu``) against the instance's GPUs."""
+    if not t.gpus_per_worker or not spec.gpu_memory_gib:
+        return []
+    need = sum(memory_per_gpu(t, workers).values()) / t.gpus_per_worker
+    have = spec.gpu_memory_gib * (1 << 30) * GPU_MEMORY_USABLE
+    if need <= have:
+        return []
+    name = t.model.preset or "the configured model"
+    return [f"training.model: {name} ({t.model.parameters() / 1e9:.2f}B parameters) needs about "
+            f"{need / (1 << 30):.1f} GiB per GPU with {t.sharding} over {workers} workers "
+            f"(batch_size_per_worker {t.batch_size_per_worker}, block_size {t.model.block_size}, "
+            f"activation_checkpointing {str(t.activation_checkpointing).lower()}), but "
+            f"{instance_type} has {spec.gpu_memory_gib} GiB per {spec.accelerator} "
+            f"({GPU_MEMORY_USABLE:.0%} usable: {have / (1 << 30):.1f} GiB); allowed: a smaller "
+            f"preset, more workers with fsdp, a smaller batch"
+            + ("" if t.activation_checkpointing else ", or activation_checkpointing")]

@@ -25,7 +25,7 @@ def tiny_plan(tmp_path) -> Path:
     path = tmp_path / "plan.json"
     assert tg.main(["--env", "dev", "--write-plan", str(path)]) == 0
     plan = json.loads(path.read_text())
-    plan.update(model=TINY, batch_size_per_worker=4)
+    plan.update(model=TINY, batch_size_per_worker=4)  # the small GPT (no "arch": gpt)
     path.write_text(json.dumps(plan))
     return path
 
@@ -36,8 +36,10 @@ def test_plan_is_the_environments_training_config(tmp_path, capsys):
     plan = json.loads(path.read_text())
     t = load_environment("prod").training
     assert plan["env"] == "prod"
-    assert plan["model"] == t.model.model_dump() == {
-        "n_layer": 24, "n_head": 16, "n_embd": 1024, "block_size": 1024, "dropout": 0.0}
+    # The largest preset that fits one H200 with prod's batch (bf16, activation checkpointing).
+    assert plan["preset"] == "llama-7b" and plan["activation_checkpointing"] is True
+    assert plan["model"] == {"arch": "llama", "n_layer": 32, "n_head": 32, "n_kv_head": 8, "n_embd": 4096,
+                             "ffn_hidden": 14336, "block_size": 2048}
     assert (plan["batch_size_per_worker"], plan["precision"], plan["learning_rate"], plan["weight_decay"],
             plan["warmup_steps"], plan["grad_clip"]) == (
         t.batch_size_per_worker, t.precision, t.learning_rate, t.weight_decay, t.warmup_steps, t.grad_clip)
@@ -109,8 +111,8 @@ def test_bad_plan_file(tmp_path, capsys):
     path.write_text(json.dumps({"env": "dev", "model": TINY, "n_layers": 3}))
     assert tg.main(["--plan", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"--plan {path}: missing keys ['batch_size_per_worker', 'precision', ")
-    assert "unknown keys ['n_layers']; allowed: env, model, batch_size_per_worker," in err
+    assert err.startswith(f"--plan {path}: missing keys ['preset', 'batch_size_per_worker', 'precision', ")
+    assert "unknown keys ['n_layers']; allowed: env, preset, model, batch_size_per_worker," in err
     path.write_text("{not json")
     assert tg.main(["--plan", str(path)]) == 2
     assert capsys.readouterr().err.startswith(f"--plan {path}: cannot read a JSON plan (")

@@ -1,10 +1,19 @@
 """The checkpoint format: one directory per checkpoint, with an integrity manifest written last.
 
-Layout (``<storage>/<run_name>/checkpoint_<step:09d>/``)::
+Two layouts share the manifest (``<storage>/<run_name>/checkpoint_<step:09d>/``)::
 
-    model.pt, optimizer.pt, ...   one ``torch.save`` file per entry of ``state``
+    sharded (the training job, torch.distributed.checkpoint):
+    __<rank>_0.distcp              every rank's own shards, written by that rank in parallel
+    .metadata                      DCP's index of the shards, written by rank 0 after all ranks
     meta.json                      JSON metadata (step, model config, data position, ...)
     manifest.json                  {"format", "step", "files": {name: {"size", "sha256"}}}
+
+    single-writer (``save``/``upload``): one ``torch.save`` file per entry of ``state``,
+    meta.json, manifest.json.
+
+In the sharded layout each rank hashes the files it wrote once they are fsynced and leaves the
+sums in a small side file; rank 0 writes the manifest from them only after DCP has gathered every
+rank's write results (so after every shard is on disk) and after ``.metadata``.
 
 The manifest is written last, atomically (temporary name, fsync, rename) and, when copying to
 storage (``upload``), copied after every other file. A checkpoint without a manifest, with a
@@ -21,6 +30,11 @@ Stable API (the training job and the inference app both use it):
 - ``verify(path, filesystem=None) -> list[str]``: the problems found (empty: intact).
 - ``load(path, filesystem=None, map_location="cpu", keys=None) -> LoadedCheckpoint``: verify and
   load; raises ``CheckpointError`` when torn.
+- ``save_sharded(directory, state, meta, process_group=None, writer_cls=ShardWriter) -> Future``:
+  every rank calls it (collective); ``dcp.async_save`` stages ``state`` and writes in the
+  background; the future is done once the manifest is written.
+- ``load_sharded(path, state, process_group=None)``: fill ``state`` in place from a verified
+  sharded checkpoint (DCP reshards to the current world size).
 - ``list_checkpoints(storage, run_name) -> list[(step, path)]``, newest first.
 - ``load_latest_valid(storage, run_name, map_location="cpu", keys=None)
   -> LoadedCheckpoint | None``: the newest intact checkpoint of a run (None when the run has
@@ -50,6 +64,8 @@ from workloads.common import storage as storage_mod
 log = logging.getLogger("workloads.checkpoint")
 
 FORMAT = "hpray-checkpoint/1"
+SHARDED_FORMAT = "hpray-checkpoint/2-dcp"
+_SUMS = ".sums-"
 MANIFEST = "manifest.json"
 META = "meta.json"
 DIR_RE = re.compile(r"^checkpoint_(\d{9})$")
@@ -210,22 +226,31 @@ def _check(fs: pafs.FileSystem, path: str) -> tuple[list[str], dict | None, dict
         return [f"no {MANIFEST} (the checkpoint was not completely written)"], None, {}
     except (OSError, ValueError) as err:
         return [f"{MANIFEST} is unreadable: {err}"], None, {}
-    if manifest.get("format") != FORMAT or not isinstance(manifest.get("files"), dict):
+    if manifest.get("format") not in (FORMAT, SHARDED_FORMAT) or not isinstance(manifest.get("files"), dict):
         return [f"{MANIFEST} is not a {FORMAT} manifest"], None, {}
     problems: list[str] = []
     contents: dict[str, bytes] = {}
     for name, want in manifest["files"].items():
-        try:
-            data = _read(fs, storage_mod.join(path, name))
-        except FileNotFoundError:
+        file_path = storage_mod.join(path, name)
+        info = fs.get_file_info(file_path)
+        if info.type == pafs.FileType.NotFound:
             problems.append(f"{name} is missing")
             continue
-        if len(data) != want["size"]:
-            problems.append(f"{name} is {len(data)} bytes, the manifest says {want['size']}")
-        elif hashlib.sha256(data).hexdigest() != want["sha256"]:
+        if info.size != want["size"]:
+            problems.append(f"{name} is {info.size} bytes, the manifest says {want['size']}")
+            continue
+        # Shards are hashed in chunks and not kept; the small files are returned for loading.
+        keep = name == META or name.endswith(".pt")
+        sha, chunks = hashlib.sha256(), []
+        with fs.open_input_stream(file_path) as f:
+            while chunk := f.read(_CHUNK):
+                sha.update(chunk)
+                if keep:
+                    chunks.append(chunk)
+        if sha.hexdigest() != want["sha256"]:
             problems.append(f"{name} does not match its sha256 in the manifest")
-        else:
-            contents[name] = data
+        elif keep:
+            contents[name] = b"".join(chunks)
     return problems, manifest, contents
 
 
@@ -244,12 +269,126 @@ def load(path: str, filesystem: pafs.FileSystem | None = None, map_location: str
     if problems:
         raise CheckpointError(f"checkpoint {path} is torn or corrupt: " + "; ".join(problems))
     meta = json.loads(contents[META]) if META in contents else {}
-    state = {
-        name[:-3]: torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
-        for name, data in contents.items()
-        if name.endswith(".pt") and (keys is None or name[:-3] in keys)
-    }
+    if manifest["format"] == SHARDED_FORMAT:
+        state = _gather_sharded(fs, p, keys) if keys is None or keys else {}
+    else:
+        state = {
+            name[:-3]: torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
+            for name, data in contents.items()
+            if name.endswith(".pt") and (keys is None or name[:-3] in keys)
+        }
     return LoadedCheckpoint(path=path, step=int(manifest["step"]), meta=meta, state=state)
+
+
+def _fsync_dir(directory: str) -> None:
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _digest(path: str) -> dict:
+    sha, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            sha.update(chunk)
+            size += len(chunk)
+    return {"size": size, "sha256": sha.hexdigest()}
+
+
+def _dcp_writer_base():
+    from torch.distributed.checkpoint import FileSystemWriter
+
+    return FileSystemWriter
+
+
+class ShardWriter(_dcp_writer_base()):
+    """DCP's file-system writer plus the integrity manifest: each rank hashes the shards it wrote
+    (after DCP fsynced them) into a side file; rank 0 (DCP's coordinator, which runs ``finish``
+    only after gathering every rank's write results) writes ``.metadata``, ``meta.json`` and then
+    the manifest over all of them, atomically."""
+
+    def __init__(self, path: str, meta: dict):
+        super().__init__(path, single_file_per_rank=True, sync_files=True, thread_count=1)
+        self.directory = str(path)
+        self.meta = meta
+
+    def write_data(self, plan, planner):
+        results = super().write_data(plan, planner).wait()
+        names = sorted({r.storage_data.relative_path for r in results})
+        sums = {name: _digest(os.path.join(self.directory, name)) for name in names}
+        if names:
+            side = os.path.join(self.directory, f"{_SUMS}{names[0]}.json")
+            _fsync_write(side, json.dumps(sums).encode())
+        from torch.futures import Future
+
+        fut: Future = Future()
+        fut.set_result(results)
+        return fut
+
+    def finish(self, metadata, results) -> None:
+        super().finish(metadata, results)
+        files: dict[str, dict] = {}
+        written = {wr.storage_data.relative_path for rank in results for wr in rank}
+        for name in sorted(os.listdir(self.directory)):
+            if name.startswith(_SUMS):
+                files.update(json.loads(open(os.path.join(self.directory, name), "rb").read()))
+        missing = written - files.keys()
+        if missing:
+            raise CheckpointError(f"no checksums for shards {sorted(missing)} in {self.directory}")
+        files[".metadata"] = _digest(os.path.join(self.directory, ".metadata"))
+        meta_bytes = json.dumps(self.meta, sort_keys=True, indent=1).encode()
+        _fsync_write(os.path.join(self.directory, META), meta_bytes)
+        files[META] = {"size": len(meta_bytes), "sha256": hashlib.sha256(meta_bytes).hexdigest()}
+        manifest = {"format": SHARDED_FORMAT, "step": int(self.meta["step"]), "created_unix": time.time(),
+                    "ranks": len(results), "files": dict(sorted(files.items()))}
+        tmp = os.path.join(self.directory, f".{MANIFEST}.tmp")
+        _fsync_write(tmp, json.dumps(manifest, indent=1).encode())
+        os.replace(tmp, os.path.join(self.directory, MANIFEST))
+        _fsync_dir(self.directory)
+        for name in os.listdir(self.directory):
+            if name.startswith(_SUMS):
+                os.remove(os.path.join(self.directory, name))
+
+
+def save_sharded(directory: str, state: dict[str, Any], meta: dict, *, process_group=None,
+                 writer_cls=ShardWriter):
+    """Start an asynchronous sharded save of ``state`` into ``directory`` (every rank calls it;
+    ``meta`` must hold ``"step"``). ``state`` is staged (copied) before this returns, so training
+    may change it; the returned future is done once every shard and then the manifest are
+    written. ``process_group``: a group of its own (gloo), so that the save's collectives in the
+    background never interleave with training's."""
+    import torch.distributed.checkpoint as dcp
+
+    if "step" not in meta:
+        raise ValueError("checkpoint meta must hold 'step'")
+    os.makedirs(directory, exist_ok=True)
+    return dcp.async_save(state, storage_writer=writer_cls(directory, meta), process_group=process_group)
+
+
+def load_sharded(path: str, state: dict[str, Any], *, process_group=None) -> None:
+    """Load a sharded checkpoint into ``state`` (tensors and DTensors are filled in place; other
+    entries replaced), resharding to the current world size. Verify it first (``verify``)."""
+    import torch.distributed.checkpoint as dcp
+
+    dcp.load(state, checkpoint_id=path, process_group=process_group)
+
+
+def _gather_sharded(fs: pafs.FileSystem, path: str, keys: list[str] | None) -> dict[str, Any]:
+    """A sharded checkpoint as plain tensors in this process (inference, tools): DCP's own
+    conversion to one ``torch.save`` file, read back; only ``keys`` are returned."""
+    import tempfile
+
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    if not isinstance(fs, pafs.LocalFileSystem):
+        raise CheckpointError(f"{path}: sharded checkpoints are read from a POSIX path")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "full.pt")
+        dcp_to_torch_save(path, out)
+        full = torch.load(out, map_location="cpu", weights_only=False)
+    return {k: v for k, v in full.items() if keys is None or k in keys}
 
 
 def list_checkpoints(storage: str, run_name: str,

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workloads.common import procfs
+
 OFFLINE_HOOK_DIR = Path(__file__).resolve().parent / "_offline"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -276,22 +278,8 @@ def _group_pids(pgid: int) -> list[int]:
     return pids
 
 
-def _descendants(root: int) -> list[int]:
-    """Every process below ``root`` in the process tree (children, grandchildren, ...)."""
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
+# One /proc reader for the project (workloads.common.procfs); the old name stays for callers.
+_descendants = procfs.descendants
 
 
 def _kill(pid: int, sig: int) -> None:

@@ -1,6 +1,16 @@
-"""A small GPT-style causal language model in plain PyTorch, over byte-level tokens.
+"""Causal language models in plain PyTorch over byte-level tokens: a Llama-style decoder (the
+training job's model) and a small GPT (kept as ``arch: gpt`` for small DDP runs and the inference
+app's tests).
 
 Shared by the training job (``workloads.training``) and the inference app. The API is stable:
+
+- ``LlamaConfig`` / ``Llama(config)``: RMSNorm, rotary position embeddings, SwiGLU feed-forward,
+  grouped-query attention (``n_kv_head`` key/value heads shared by ``n_head`` query heads);
+  ``layers`` is the list of decoder blocks (the units FSDP shards and activation checkpointing
+  wraps). Same ``forward``/``generate`` contract as ``GPT``.
+- ``config_from_dict(d)`` / ``build(config)``: the architecture stored in a checkpoint's meta
+  (``arch`` key, ``gpt`` when absent) and the module for it.
+- ``count_parameters(config)``: parameters of the architecture, built on the meta device.
 
 - ``GPTConfig``: the architecture (frozen dataclass); ``GPTConfig.to_dict()`` /
   ``GPTConfig.from_dict(d)`` round-trip it through a checkpoint's ``meta.json``.
@@ -21,6 +31,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 import torch
+import torch.utils.checkpoint
 from torch import nn
 from torch.nn import functional as F
 
@@ -53,7 +64,7 @@ class GPTConfig:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {"arch": "gpt", **asdict(self)}
 
     @classmethod
     def from_dict(cls, data: dict) -> GPTConfig:
@@ -99,7 +110,35 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
-class GPT(nn.Module):
+class _Generate:
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Append ``max_new_tokens`` sampled tokens to ``idx`` (batch, time) and return it."""
+        for _ in range(max_new_tokens):
+            context = idx[:, -self.config.block_size :]
+            logits, _ = self(context)
+            logits = logits[:, -1, :]
+            if temperature == 0:
+                nxt = logits.argmax(dim=-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]
+                    logits = logits.masked_fill(logits < kth, -math.inf)
+                probs = F.softmax(logits, dim=-1)
+                nxt = torch.multinomial(probs, num_samples=1, generator=generator)
+            idx = torch.cat([idx, nxt], dim=1)
+        return idx
+
+
+class GPT(_Generate, nn.Module):
     """Decoder-only transformer with learned positions and tied input/output embeddings."""
 
     def __init__(self, config: GPTConfig):
@@ -138,36 +177,184 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
         return logits, loss
 
-    @torch.no_grad()
-    def generate(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        generator: torch.Generator | None = None,
-    ) -> torch.Tensor:
-        """Append ``max_new_tokens`` sampled tokens to ``idx`` (batch, time) and return it."""
-        for _ in range(max_new_tokens):
-            context = idx[:, -self.config.block_size :]
-            logits, _ = self(context)
-            logits = logits[:, -1, :]
-            if temperature == 0:
-                nxt = logits.argmax(dim=-1, keepdim=True)
-            else:
-                logits = logits / temperature
-                if top_k is not None:
-                    kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]
-                    logits = logits.masked_fill(logits < kth, -math.inf)
-                probs = F.softmax(logits, dim=-1)
-                nxt = torch.multinomial(probs, num_samples=1, generator=generator)
-            idx = torch.cat([idx, nxt], dim=1)
-        return idx
 
-
-def flops_per_token(config: GPTConfig) -> float:
+def flops_per_token(config) -> float:
     """Training FLOPs per token: 6 x non-embedding parameters + 12 x layers x context x width
     for attention scores (the PaLM paper's appendix B accounting)."""
-    n = config.n_layer * 12 * config.n_embd**2
+    if isinstance(config, LlamaConfig):
+        n = config.n_layer * config.layer_parameters()
+    else:
+        n = config.n_layer * 12 * config.n_embd**2
     attn = 12 * config.n_layer * config.block_size * config.n_embd
     return 6.0 * n + attn
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """A Llama-style decoder. ``n_head`` must divide ``n_embd`` and ``n_kv_head`` ``n_head``;
+    ``ffn_hidden`` is the SwiGLU width."""
+
+    block_size: int = 128
+    vocab_size: int = VOCAB_SIZE
+    n_layer: int = 2
+    n_head: int = 4
+    n_kv_head: int = 2
+    n_embd: int = 64
+    ffn_hidden: int = 192
+    rope_theta: float = 500000.0
+    norm_eps: float = 1e-5
+
+    def __post_init__(self):
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        if self.n_head % self.n_kv_head:
+            raise ValueError(f"n_head ({self.n_head}) must be divisible by n_kv_head ({self.n_kv_head})")
+        if (self.n_embd // self.n_head) % 2:
+            raise ValueError(f"head size n_embd/n_head ({self.n_embd // self.n_head}) must be even (rotary)")
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    def layer_parameters(self) -> int:
+        """Parameters of one decoder block: q/o projections, grouped k/v, SwiGLU, two RMSNorms."""
+        d, kv = self.n_embd, self.n_kv_head * self.head_dim
+        return 2 * d * d + 2 * d * kv + 3 * d * self.ffn_hidden + 2 * d
+
+    def to_dict(self) -> dict:
+        return {"arch": "llama", **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "LlamaConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalised in fp32 (bf16 loses the small variances), returned in the input's dtype.
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+
+
+def _rope_tables(cfg: LlamaConfig, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, device=device).float() / cfg.head_dim))
+    angles = torch.outer(torch.arange(cfg.block_size, device=device).float(), inv)
+    return angles.cos(), angles.sin()
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding on (batch, heads, time, head_dim), pairs (even, odd) rotated together."""
+    x1, x2 = x.float()[..., 0::2], x.float()[..., 1::2]
+    out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+    return out.type_as(x)
+
+
+class GroupedQueryAttention(nn.Module):
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.n_head, self.n_kv_head, self.head_dim = cfg.n_head, cfg.n_kv_head, cfg.head_dim
+        self.wq = nn.Linear(cfg.n_embd, cfg.n_head * cfg.head_dim, bias=False)
+        self.wk = nn.Linear(cfg.n_embd, cfg.n_kv_head * cfg.head_dim, bias=False)
+        self.wv = nn.Linear(cfg.n_embd, cfg.n_kv_head * cfg.head_dim, bias=False)
+        self.wo = nn.Linear(cfg.n_head * cfg.head_dim, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        q = self.wq(x).view(b, t, self.n_head, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(b, t, self.n_kv_head, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(b, t, self.n_kv_head, self.head_dim).transpose(1, 2)
+        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           enable_gqa=self.n_kv_head != self.n_head)
+        return self.wo(y.transpose(1, 2).reshape(b, t, -1))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.w_gate = nn.Linear(cfg.n_embd, cfg.ffn_hidden, bias=False)
+        self.w_up = nn.Linear(cfg.n_embd, cfg.ffn_hidden, bias=False)
+        self.w_down = nn.Linear(cfg.ffn_hidden, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.n_embd, cfg.norm_eps)
+        self.attn = GroupedQueryAttention(cfg)
+        self.mlp_norm = RMSNorm(cfg.n_embd, cfg.norm_eps)
+        self.mlp = SwiGLU(cfg)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), cos, sin)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class Llama(_Generate, nn.Module):
+    """Decoder-only transformer, pre-norm, untied input and output embeddings (as Llama 3)."""
+
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
+        self.layers = nn.ModuleList(LlamaBlock(config) for _ in range(config.n_layer))
+        self.norm = RMSNorm(config.n_embd, config.norm_eps)
+        self.head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        # Not parameters: recomputed from the config, so checkpoints and FSDP ignore them.
+        cos, sin = _rope_tables(config)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+        self.activation_checkpointing = False
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        _, t = idx.shape
+        if t > self.config.block_size:
+            raise ValueError(f"sequence length {t} exceeds block_size {self.config.block_size}")
+        cos, sin = self.rope_cos[:t], self.rope_sin[:t]
+        x = self.tok_emb(idx)
+        recompute = self.training and self.activation_checkpointing
+        for layer in self.layers:
+            if recompute:  # keep only the block's input; recompute the rest in backward
+                x = torch.utils.checkpoint.checkpoint(layer, x, cos, sin, use_reentrant=False)
+            else:
+                x = layer(x, cos, sin)
+        logits = self.head(self.norm(x))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss
+
+
+def config_from_dict(data: dict):
+    """The architecture a checkpoint's meta (or the job's settings) describes."""
+    if data.get("arch", "gpt") == "llama":
+        return LlamaConfig.from_dict(data)
+    return GPTConfig.from_dict(data)
+
+
+def build(config) -> nn.Module:
+    return Llama(config) if isinstance(config, LlamaConfig) else GPT(config)
+
+
+def count_parameters(config) -> int:
+    """Parameters of ``config``'s model, built on the meta device (no memory, no time)."""
+    with torch.device("meta"):
+        return build(config).num_parameters()

@@ -22,7 +22,7 @@ import torch
 from torch.nn import functional as F
 
 from workloads.common import checkpoint as ckpt
-from workloads.common.model import GPT, GPTConfig
+from workloads.common.model import GPT, GPTConfig, LlamaConfig, build, config_from_dict
 
 log = logging.getLogger("workloads.inference")
 
@@ -60,10 +60,10 @@ class LoadedModel:
         return f"{self.run_name}@step-{self.step}"
 
 
-def model_config_of(meta: dict) -> GPTConfig:
+def model_config_of(meta: dict) -> GPTConfig | LlamaConfig:
     """The architecture stored in a checkpoint's meta.json."""
     if isinstance(meta.get("model_config"), dict):  # written by workloads.training.job
-        return GPTConfig.from_dict(meta["model_config"])
+        return config_from_dict(meta["model_config"])
     raise ckpt.CheckpointError(
         f"checkpoint meta.json holds no model config (looked for model_config); keys: {sorted(meta)}"
     )
@@ -99,7 +99,7 @@ def load_model(storage: str, run_name: str, device: str | None = None) -> Loaded
         )
     for s in skipped:
         log.warning("newest checkpoint is torn, serving the previous one instead: %s", s)
-    model = GPT(model_config_of(loaded.meta))
+    model = build(model_config_of(loaded.meta))
     state = loaded.state["model"]
     # Checkpoints of a torch.compile'd or DDP-wrapped model carry prefixes; strip them.
     state = {k.removeprefix("_orig_mod.").removeprefix("module."): v for k, v in state.items()}
@@ -198,7 +198,9 @@ def stream_batch(model: GPT, requests: list[GenRequest]) -> Iterator[list[tuple[
     # The cache is valid while every row fits in the context (absolute positions unchanged).
     reach = min(block, max(len(seqs[i]) + left[i] - 1 for i in active))
     cache = None
-    if max(lens) <= block:
+    # The key/value cache follows the GPT's layers; other architectures (the training job's
+    # Llama) recompute the context every step.
+    if max(lens) <= block and isinstance(model, GPT):
         cache = _KVCache(cfg.n_layer, len(active), cfg.n_head, reach, cfg.n_embd // cfg.n_head,
                          next(model.parameters()))
         x = torch.zeros((len(active), max(lens)), dtype=torch.long)

@@ -21,7 +21,9 @@ import tempfile
 from dataclasses import dataclass, field
 
 from workloads.common import local_cluster as _common
-from workloads.common.local_cluster import REPO_ROOT, _descendants, free_port, free_ports, keep_this_process_on_loopback
+from workloads.common import procfs
+from workloads.common.local_cluster import (REPO_ROOT, _descendants, free_port, free_ports,
+                                            keep_this_process_on_loopback)
 
 # At import, not only in start(): callers import this module before anything else of Ray.
 keep_this_process_on_loopback()
@@ -42,7 +44,7 @@ class LocalCluster(_common.LocalCluster):
     # Serve's environment on every node, as on the cluster: ``serve_config.ray_env(env)``.
     serve_env: dict = field(default_factory=dict)
 
-    def start(self, timeout_s: float = 120) -> LocalCluster:
+    def start(self, timeout_s: float = 120) -> "LocalCluster":
         import ray
 
         if ray.is_initialized():
@@ -95,32 +97,15 @@ def _local_haproxy_env(serve_env: dict, temp_dir: str) -> dict:
     }
 
 
-# Processes through /proc (psutil is only importable here through Ray's vendored copy).
-
-
-def _read(pid: int, name: str) -> bytes:
-    try:
-        with open(f"/proc/{pid}/{name}", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def cmdline(pid: int) -> str:
-    return _read(pid, "cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of ``pid`` so far (0 if it is gone)."""
-    raw = _read(pid, "stat").decode(errors="replace")
-    f = raw[raw.rfind(")") + 2:].split() if raw else []  # the fields after "(comm)"
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK") if len(f) > 12 else 0.0
+# Processes through /proc: the project's one reader (workloads.common.procfs).
+cmdline = procfs.cmdline
+cpu_seconds = procfs.cpu_seconds
 
 
 def listener_pid(port: int) -> int | None:
     """The process listening on TCP ``port`` (IPv4), from /proc/net/tcp and /proc/*/fd."""
     inodes = set()
-    for line in _read("self", "net/tcp").decode().splitlines()[1:]:
+    for line in (procfs.read("self", "net/tcp") or b"").decode().splitlines()[1:]:
         f = line.split()
         if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
             inodes.add(f[9])
@@ -149,4 +134,4 @@ def replica_pids(cluster: LocalCluster, deployment: str = "Generate") -> list[in
     return sorted(found)
 
 
-__all__ = ["REPO_ROOT", "LocalCluster", "cmdline", "cpu_seconds", "free_port", "listener_pid", "replica_pids"]
+__all__ = ["LocalCluster", "REPO_ROOT", "cmdline", "cpu_seconds", "free_port", "listener_pid", "replica_pids"]

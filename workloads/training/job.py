@@ -1,21 +1,27 @@
-"""The Ray Train job: a GPT on byte tokens with exact, fault-tolerant resume.
+"""The Ray Train job: a Llama-style decoder on byte tokens, sharded with FSDP2 (or DDP for small
+models), with sharded asynchronous checkpoints and exact, fault-tolerant resume.
 
 ``train_func`` is the per-worker loop (it builds its own model and data); ``run`` wraps it in a
 ``TorchTrainer`` with the scaling, failure and checkpoint settings from ``JobSettings``.
+
+Resume: every rank loads the newest checkpoint whose manifest verifies (rank 0 verifies, all
+load), resharded by DCP to the current world size. At the same world size the run continues
+bitwise as if uninterrupted (tested). On another world size the weights, optimizer state, step,
+schedule and data position carry over; the global batch is ``batch_size_per_worker`` times the
+new world size, so the run continues within a tolerance, not bitwise (tested).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import math
 import os
+import pickle
 import random
-import tempfile
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 log = logging.getLogger("workloads.training")
 
@@ -30,12 +36,13 @@ class JobSettings:
     """Everything ``train_func`` needs, JSON-serializable (it travels as train_loop_config)."""
 
     run_name: str
-    storage_path: str  # POSIX path or s3://bucket/prefix
+    storage_path: str  # a POSIX path every node mounts
     steps: int
     num_workers: int
     gpus_per_worker: int = 0
     cpus_per_worker: float = 1.0
-    model: dict = field(default_factory=dict)  # workloads.common.model.GPTConfig fields
+    # workloads.common.model.config_from_dict fields (``arch``: llama or gpt).
+    model: dict = field(default_factory=lambda: {"arch": "llama"})
     batch_size_per_worker: int = 8
     learning_rate: float = 3e-4
     warmup_steps: int = 20
@@ -43,10 +50,15 @@ class JobSettings:
     grad_clip: float = 1.0
     seed: int = 1234
     precision: str = "fp32"
+    sharding: str = "fsdp"
+    activation_checkpointing: bool = False
     checkpoint_every_steps: int = 50
     report_every_steps: int = 10
     num_to_keep: int = 3
     max_failures: int = 3
+    # Elastic: Ray Train restarts the worker group on as few as this many workers when it cannot
+    # get ``num_workers`` back (None: always ``num_workers``, waiting for replacements).
+    min_workers: int | None = None
     data_path: str | None = None
     data_max_bytes: int = 4 << 20
     # SPREAD places one worker per node where it can (as on the cluster); PACK fills nodes.
@@ -54,24 +66,26 @@ class JobSettings:
     storage_shared: bool = False
     # Print one progress line per step (rank 0) to the job log; the rehearsal parses them.
     log_every_step: bool = False
-    # Fault injection for tests: rank `fail_rank` exits hard after step `fail_at_step`, once
-    # (the marker file remembers that it happened).
-    fail_at_step: int | None = None
-    fail_rank: int = 0
-    fail_marker: str | None = None
-    # Benchmarks: rank 0 records the wall time at the end of every step, creates
-    # `<timing_file>.go` after step `timing_from_step` and writes {first_step, times,
-    # tokens_per_step, cpu_s (this process's CPU seconds from that step to the last),
-    # report_s (seconds spent inside ray.train.report from that step on), reports} to
-    # `timing_file` at the end.
-    timing_file: str | None = None
-    timing_from_step: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _lr_lambda(warmup: int, total: int):
+@dataclass(frozen=True)
+class StepInfo:
+    """What a step callback (``run(..., step_callback=f)``) gets after every optimizer step, on
+    every rank."""
+
+    rank: int
+    world_size: int
+    step: int  # optimizer steps done in the whole run
+    loss: float
+    tokens: int  # tokens of this step over all ranks
+    last: bool  # the run's final step
+
+
+def lr_schedule(warmup: int, total: int):
+    """The LR multiplier per step: linear warmup, then cosine decay to 10 %."""
     def f(step: int) -> float:
         if warmup and step < warmup:
             return (step + 1) / warmup
@@ -93,7 +107,24 @@ def make_optimizer(model, *, learning_rate: float, weight_decay: float, fused: b
         lr=learning_rate, betas=(0.9, 0.95), fused=fused)
 
 
-def _rng_state() -> dict:
+def train_step(model, optimizer, scheduler, x, y, *, grad_clip: float, autocast_dtype=None):
+    """One optimizer step of the job (forward, backward, clip, AdamW, schedule); returns the loss
+    tensor. FSDP2 and DDP reduce the gradients inside ``backward``."""
+    import torch
+
+    with torch.autocast(device_type=x.device.type, dtype=autocast_dtype or torch.float32,
+                        enabled=autocast_dtype is not None):
+        _, loss = model(x, y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    scheduler.step()
+    return loss
+
+
+def rng_state() -> dict:
+    """This process's random generators (python, numpy, torch CPU and CUDA)."""
     import numpy as np
     import torch
 
@@ -104,7 +135,7 @@ def _rng_state() -> dict:
     return state
 
 
-def _set_rng_state(state: dict) -> None:
+def set_rng_state(state: dict) -> None:
     import numpy as np
     import torch
 
@@ -115,14 +146,25 @@ def _set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
-def _process_start_time() -> float:
-    """Wall-clock time at which this process started (Linux /proc, 10 ms; 0.0 elsewhere)."""
-    try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return 0.0
+def shard_model(model, *, sharding: str, device, precision: str, activation_checkpointing: bool):
+    """FSDP2 (each decoder block, then the root) or DDP. bf16 compute with fp32 gradient
+    reduction under FSDP's MixedPrecisionPolicy; the fp32 parameters stay the sharded master."""
+    import torch
+
+    model.activation_checkpointing = activation_checkpointing
+    if sharding == "ddp":
+        import ray.train.torch
+
+        return ray.train.torch.prepare_model(model)
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+          if precision == "bf16" and device.type == "cuda" else MixedPrecisionPolicy())
+    # fully_shard moves each block's parameters and buffers to the device as it shards them (the
+    # mesh's device: the GPU Ray Train assigned), so the whole model never sits on one GPU.
+    for block in model.layers if hasattr(model, "layers") else model.blocks:
+        fully_shard(block, mp_policy=mp)
+    return fully_shard(model, mp_policy=mp)
 
 
 class ReportPacing:
@@ -169,12 +211,15 @@ def train_func(config: dict) -> None:
     import torch
     import torch.distributed as dist
     from ray.train import Checkpoint, CheckpointUploadMode
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
     from workloads.common import checkpoint as ckpt
-    from workloads.common import storage
-    from workloads.common.model import GPT, GPTConfig
+    from workloads.common import model as model_lib
+    from workloads.common.procfs import process_start_time
     from workloads.training.data import ByteWindows, DataPosition, load_corpus
 
+    config = dict(config)
+    step_callback = config.pop("step_callback", None)
     s = JobSettings(**config)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     ctx = ray.train.get_context()
@@ -183,88 +228,105 @@ def train_func(config: dict) -> None:
         # When this worker process started and when the loop was entered (Ray worker start-up,
         # torch import and the gloo process group all happen in between), and on which node.
         print(f"TRAIN worker rank={rank} node={ray.get_runtime_context().get_node_id()[:12]} "
-              f"proc_start={_process_start_time():.3f} t={time.time():.3f}", flush=True)
+              f"proc_start={process_start_time():.3f} t={time.time():.3f}", flush=True)
     device = ray.train.torch.get_device()
     if device.type == "cpu":
         torch.set_num_threads(max(1, int(s.cpus_per_worker)))
-    fs, base = storage.filesystem_for(s.storage_path)
+    # Checkpoint collectives run in the background (async save): a group of their own.
+    ckpt_group = dist.new_group(backend="gloo")
 
-    # Same initial weights on every rank; per-rank RNG streams afterwards (dropout).
+    # Same initial weights on every rank (FSDP then keeps each rank's slice).
     marks = [("entry", time.time())]  # set-up phases, printed with the start/resume line
     torch.manual_seed(s.seed)
-    gpt_config = GPTConfig(**s.model)
-    model = GPT(gpt_config)
-    marks.append(("model", time.time()))
-    data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), gpt_config.block_size, s.seed)
-    marks.append(("data", time.time()))
-    pos = DataPosition()
-    start_step = 0
-    loaded = ckpt.load_latest_valid(base, s.run_name, filesystem=fs)
-    marks.append(("checkpoint", time.time()))
-    if loaded is not None:
-        model.load_state_dict(loaded.state["model"])
-        start_step = loaded.step
-        pos = DataPosition(**loaded.meta["data_position"])
-    random.seed(s.seed + rank)
-    torch.manual_seed(s.seed + 7919 * (rank + 1))
-
-    model = ray.train.torch.prepare_model(model)
-    marks.append(("ddp_wrap", time.time()))
+    model_config = model_lib.config_from_dict(s.model)
+    model = model_lib.build(model_config)
+    data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), model_config.block_size, s.seed)
+    model = shard_model(model, sharding=s.sharding, device=device, precision=s.precision,
+                        activation_checkpointing=s.activation_checkpointing)
     optimizer = make_optimizer(model, learning_rate=s.learning_rate, weight_decay=s.weight_decay,
                                fused=device.type == "cuda")
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(s.warmup_steps, s.steps))
-    phases = " ".join(f"{name}={t - t0:.2f}s" for (_, t0), (name, t) in itertools.pairwise(marks))
-    if loaded is not None:
-        optimizer.load_state_dict(loaded.state["optimizer"])
-        scheduler.load_state_dict(loaded.state["scheduler"])
-        rng = loaded.state["rng"]
-        if rank < len(rng):
-            _set_rng_state(rng[rank])
-        if rank == 0:
-            print(f"TRAIN resume step={start_step} from={loaded.path} t={time.time():.3f} setup: {phases}", flush=True)
-    elif rank == 0:
-        print(f"TRAIN start step=0 (no checkpoint) t={time.time():.3f} setup: {phases}", flush=True)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(s.warmup_steps, s.steps))
+    marks.append(("model", time.time()))
 
-    amp = device.type == "cuda" and s.precision == "bf16"
-    tokens_per_step = s.batch_size_per_worker * world * gpt_config.block_size
+    def training_state(progress: dict | None) -> dict:
+        # Everything but the tensors in one pickled entry: DCP flattens nested containers into
+        # keys, and the per-rank RNG list changes length with the world size.
+        model_sd, optim_sd = get_state_dict(model, optimizer)
+        return {"model": model_sd, "optim": optim_sd, "progress": pickle.dumps(progress)}
+
+    # Rank 0 finds the newest checkpoint that verifies; every rank then reads its own part.
+    found = [None]
+    if rank == 0:
+        loaded = ckpt.load_latest_valid(s.storage_path, s.run_name, keys=[])
+        found = [None if loaded is None else (loaded.path, loaded.meta)]
+    dist.broadcast_object_list(found, src=0)
+    marks.append(("checkpoint", time.time()))
+    pos, start_step, same_world = DataPosition(), 0, False
+    if found[0] is not None:
+        path, meta = found[0]
+        if meta.get("model_config") != model_config.to_dict():
+            raise ValueError(f"checkpoint {path} holds model {meta.get('model_config')}, the job "
+                             f"is configured for {model_config.to_dict()}")
+        state = training_state(None)
+        ckpt.load_sharded(path, state)
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        progress = pickle.loads(state["progress"])
+        scheduler.load_state_dict(progress["scheduler"])
+        start_step = int(progress["step"])
+        pos = DataPosition(**progress["data_position"])
+        same_world = len(progress["rng"]) == world
+        if same_world:
+            set_rng_state(progress["rng"][rank])
+        marks.append(("restore", time.time()))
+    if not same_world:
+        # Fresh start or a new world size: per-rank streams derived from the seed.
+        random.seed(s.seed + rank)
+        torch.manual_seed(s.seed + 7919 * (rank + 1))
+    phases = " ".join(f"{name}={t - t0:.2f}s" for (_, t0), (name, t) in zip(marks, marks[1:]))
+    if rank == 0:
+        if found[0] is not None:
+            print(f"TRAIN resume step={start_step} from={found[0][0]} world={world} "
+                  f"t={time.time():.3f} setup: {phases}", flush=True)
+        else:
+            print(f"TRAIN start step=0 (no checkpoint) world={world} t={time.time():.3f} "
+                  f"setup: {phases}", flush=True)
+
+    # FSDP casts to bf16 itself (MixedPrecisionPolicy); DDP uses autocast.
+    autocast = (torch.bfloat16 if device.type == "cuda" and s.precision == "bf16" and s.sharding == "ddp"
+                else None)
+    tokens_per_step = s.batch_size_per_worker * world * model_config.block_size
     window_loss, window_n, window_t0 = 0.0, 0, time.perf_counter()
-    step_times: list[float] = []
-    cpu_at_go, report_s, reports = None, 0.0, 0
     pacing = ReportPacing(s.report_every_steps)
     poll_s = os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "2 (Ray's default)")
     loop_t0 = time.perf_counter()
+    storage_dir = ctx.get_storage().experiment_fs_path
+    pending = None  # (future, step, directory) of the save in flight
 
     def paced(t_report: float) -> None:
         warning = pacing.add(time.perf_counter() - t_report, time.perf_counter() - loop_t0, poll_s)
         if warning and rank == 0:
             log.warning(warning)
 
+    def finish_save() -> Checkpoint:
+        """Wait for the save in flight (normally long done) and name it to Ray Train."""
+        future, _, directory = pending
+        future.result()
+        return Checkpoint(path=directory)
+
     model.train()
     for step in range(start_step, s.steps):
         x, y = data.next_batch(pos, rank=rank, world_size=world, batch_size=s.batch_size_per_worker)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
-            _, loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
-        optimizer.step()
-        scheduler.step()
+        loss = train_step(model, optimizer, scheduler, x, y, grad_clip=s.grad_clip, autocast_dtype=autocast)
         done = step + 1
         loss_value = loss.item()
-        if s.timing_file and rank == 0:
-            step_times.append(time.time())
-            if done == s.timing_from_step:
-                cpu_at_go = time.process_time()
-                open(s.timing_file + ".go", "w").close()
         window_loss += loss_value
         window_n += 1
         if s.log_every_step and rank == 0:
             print(f"TRAIN step={done} loss={loss_value:.4f} t={time.time():.3f}", flush=True)
-        if s.fail_at_step == done and rank == s.fail_rank and s.fail_marker and not os.path.exists(s.fail_marker):
-            open(s.fail_marker, "w").close()
-            print(f"TRAIN injected failure after step {done}", flush=True)
-            os._exit(1)
+        if step_callback is not None:
+            step_callback(StepInfo(rank=rank, world_size=world, step=done, loss=loss_value,
+                                   tokens=tokens_per_step, last=done == s.steps))
 
         want_ckpt = done % s.checkpoint_every_steps == 0 or done == s.steps
         want_report = want_ckpt or done % s.report_every_steps == 0
@@ -278,45 +340,59 @@ def train_func(config: dict) -> None:
                    # The step this attempt resumed from (0: a fresh start).
                    "resumed_from": start_step}
         window_loss, window_n = 0.0, 0
+        finished: list[tuple[Checkpoint, str]] = []  # saves done, to name to Ray Train
+        if want_ckpt:
+            # The previous save has had checkpoint_every_steps steps to finish in the background.
+            if pending is not None:
+                finished.append((finish_save(), ckpt.dir_name(pending[1])))
+            rng_states = [None] * world
+            dist.all_gather_object(rng_states, rng_state())
+            directory = os.path.join(storage_dir, ckpt.dir_name(done))
+            if rank == 0 and os.path.exists(directory):
+                # Left by an earlier attempt that died at this step: never mixed with new shards.
+                shutil.rmtree(directory)
+            meta = {"step": done, "run_name": s.run_name, "world_size": world,
+                    "data_position": pos.to_dict(), "model_config": model_config.to_dict(),
+                    "loss": metrics["loss"]}
+            state = training_state({"step": done, "data_position": pos.to_dict(), "rng": rng_states,
+                                    "scheduler": scheduler.state_dict()})
+            pending = (ckpt.save_sharded(directory, state, meta, process_group=ckpt_group), done, directory)
+            if done == s.steps:
+                finished.append((finish_save(), ckpt.dir_name(done)))
+                pending = None
         t_report = time.perf_counter()
-        if not want_ckpt:
+        if not finished:
             ray.train.report(metrics)
-            paced(t_report)
-            if cpu_at_go is not None:
-                report_s, reports = report_s + time.perf_counter() - t_report, reports + 1
-            window_t0 = time.perf_counter()
-            continue
-        rng_states = [None] * world
-        dist.all_gather_object(rng_states, _rng_state())
-        checkpoint = None
-        if rank == 0:
-            local = tempfile.mkdtemp(prefix=f"ckpt-{done}-")
-            ckpt.save(local, {
-                "model": model.module.state_dict() if hasattr(model, "module") else model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "rng": rng_states,
-            }, meta={"step": done, "run_name": s.run_name, "world_size": world,
-                     "data_position": pos.to_dict(), "model_config": gpt_config.to_dict(),
-                     "loss": metrics["loss"]})
-            checkpoint = Checkpoint.from_directory(local)
-        # Uploaded in the background (manifest last); training continues meanwhile.
-        t_report = time.perf_counter()
-        ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=ckpt.dir_name(done),
-                         checkpoint_upload_mode=CheckpointUploadMode.ASYNC,
-                         checkpoint_upload_fn=ckpt.ray_upload_fn)
+        for checkpoint, name in finished:
+            # Already in the run's directory with every shard and the manifest written: Ray
+            # Train only records it (and deletes those beyond num_to_keep).
+            ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name,
+                             checkpoint_upload_mode=CheckpointUploadMode.NO_UPLOAD)
         paced(t_report)
-        if cpu_at_go is not None and done < s.steps:
-            report_s, reports = report_s + time.perf_counter() - t_report, reports + 1
         window_t0 = time.perf_counter()
     if rank == 0:
         print(f"TRAIN done step={s.steps} t={time.time():.3f}", flush=True)
-        if s.timing_file:
-            with open(s.timing_file, "w") as f:
-                json.dump({"first_step": start_step + 1, "times": step_times,
-                           "tokens_per_step": tokens_per_step,
-                           "cpu_s": time.process_time() - (cpu_at_go or 0.0),
-                           "report_s": report_s, "reports": reports}, f)
+
+
+def check_resume(s: JobSettings) -> list[str]:
+    """A run resumed with another model shape than its checkpoints hold (before anything starts)."""
+    from workloads.common import checkpoint as ckpt
+    from workloads.common import model as model_lib
+
+    want = model_lib.config_from_dict(s.model).to_dict()
+    for _, path in ckpt.list_checkpoints(s.storage_path, s.run_name):
+        try:
+            with open(os.path.join(path, ckpt.META), "rb") as f:
+                have = json.loads(f.read()).get("model_config") or {}
+        except (OSError, ValueError):
+            continue
+        if have == want:
+            return []
+        diff = ", ".join(f"{k} {have.get(k)!r} -> {want.get(k)!r}"
+                         for k in sorted(set(want) | set(have)) if have.get(k) != want.get(k))
+        return [f"training.model: run {s.run_name!r} has checkpoints of another model shape "
+                f"({path}: {diff}); allowed: the checkpoint's shape, or a new run_name"]
+    return []
 
 
 def check_cluster(s: JobSettings) -> list[str]:
@@ -335,8 +411,17 @@ def check_cluster(s: JobSettings) -> list[str]:
     return []
 
 
-def run(s: JobSettings):
-    """Run (or resume) the job on the connected Ray cluster; returns the ray.train.Result."""
+def run(s: JobSettings, *, step_callback=None):
+    """Run (or resume) the job on the connected Ray cluster; returns the ray.train.Result.
+
+    ``step_callback(StepInfo)`` runs on every rank after every step (tests and benchmarks
+    observe or interrupt the loop through it). Raises ``ConfigError`` before anything starts
+    when the run's checkpoints hold another model shape."""
+    from config import ConfigError
+
+    problems = check_resume(s)
+    if problems:
+        raise ConfigError("resume", problems)
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
@@ -348,9 +433,9 @@ def run(s: JobSettings):
         resources["GPU"] = s.gpus_per_worker
     trainer = TorchTrainer(
         train_func,
-        train_loop_config=s.to_dict(),
+        train_loop_config={**s.to_dict(), "step_callback": step_callback},
         torch_config=TorchConfig(backend="nccl" if s.gpus_per_worker else "gloo"),
-        scaling_config=ScalingConfig(num_workers=s.num_workers, use_gpu=s.gpus_per_worker > 0,
+        scaling_config=ScalingConfig(num_workers=(s.min_workers, s.num_workers) if s.min_workers else s.num_workers, use_gpu=s.gpus_per_worker > 0,
                                      resources_per_worker=resources,
                                      placement_strategy=s.placement_strategy),
         run_config=RunConfig(

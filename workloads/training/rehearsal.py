@@ -2,9 +2,11 @@
 
 Starts a Ray cluster on this machine (head + 2 worker nodes, each its own ``ray start`` on
 127.0.0.1 with its own ports, memory and object store), submits the training entrypoint through
-the Ray Jobs API at http://127.0.0.1:8265, SIGKILLs one worker node mid-run, waits for the job
-to resume from the latest checkpoint and finish, stops the cluster and prints a summary. A
-loss-over-steps plot (PNG) marks the failure and the resume.
+the Ray Jobs API at http://127.0.0.1:8265: 4 FSDP2 workers (2 per node) with sharded
+asynchronous checkpoints, elastic down to 2 (``min_workers``). It SIGKILLs one worker node
+mid-run; Ray Train restarts the group on the 2 workers the surviving node holds, which load the
+latest checkpoint resharded from 4 ranks to 2 and finish. It stops the cluster and prints a
+summary. A loss-over-steps plot (PNG) marks the node loss and the resume on fewer workers.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from pathlib import Path
 from workloads.common.local_cluster import REPO_ROOT, LocalCluster
 
 STEP_RE = re.compile(r"TRAIN step=(\d+) loss=([0-9.]+) t=([0-9.]+)")
-RESUME_RE = re.compile(r"TRAIN resume step=(\d+) from=(\S+) t=([0-9.]+)")
+RESUME_RE = re.compile(r"TRAIN resume step=(\d+) from=(\S+) world=(\d+) t=([0-9.]+)")
+START_RE = re.compile(r"TRAIN start step=0 \(no checkpoint\) world=(\d+)")
 WORKER_RE = re.compile(r"TRAIN worker rank=(\d+) node=(\w+) proc_start=([0-9.]+) t=([0-9.]+)")
 # Node-loss detection in the GCS: 3 missed health checks 1 s apart (Ray: 5 x 3 s). The
 # controller's poll (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S) stays at its 2 s default.
@@ -30,6 +33,7 @@ FAST_DETECTION = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failur
 
 
 def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: Path,
+             num_workers: int = 4, min_workers: int = 2,
              detection: str = "fast", gcs_port: int | None = 6379, dashboard_port: int | None = 8265,
              quiet: bool = False, ray_env: dict | None = None) -> dict:
     from ray.job_submission import JobStatus, JobSubmissionClient
@@ -47,7 +51,8 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
                            dashboard_port=dashboard_port,
                            env_extra={**(FAST_DETECTION if detection == "fast" else {}), **(ray_env or {})})
     steps_seen: list[tuple[int, float, float, int]] = []  # (step, loss, t, attempt)
-    resumes: list[tuple[int, float]] = []
+    resumes: list[tuple[int, float, int]] = []  # (step, t, world size)
+    first_world: list[int] = []
     setup: dict = {}  # set-up phases of the last resume (train_func: model, data, checkpoint, ddp_wrap)
     workers: list[dict] = []  # one per worker start: rank, node, proc_start, t (loop entered), attempt
     kill_t = None
@@ -61,7 +66,8 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
         client = JobSubmissionClient(cluster.dashboard_url)
         entry = (f"{sys.executable} -m workloads.training --local --storage {storage} "
                  f"--set steps={steps} --set checkpoint_every_steps={checkpoint_every} "
-                 f"--set storage_shared=true --set log_every_step=true --set run_name=rehearsal")
+                 f"--set storage_shared=true --set log_every_step=true --set run_name=rehearsal "
+                 f"--set num_workers={num_workers} --set min_workers={min_workers}")
         # The job's PYTHONPATH replaces the node's: keep the offline hook on it (loopback only),
         # or the job's driver resolves 127.0.0.1 to the host's interface and cannot reach the GCS.
         job_id = client.submit_job(entrypoint=entry,
@@ -84,9 +90,11 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
                                     "t": float(m.group(4)), "attempt": attempt + (1 if kill_t else 0)})
                 elif m := RESUME_RE.search(line):
                     attempt += 1
-                    resumes.append((int(m.group(1)), float(m.group(3))))
+                    resumes.append((int(m.group(1)), float(m.group(4)), int(m.group(3))))
                     setup = dict(re.findall(r"(\w+)=([0-9.]+)s", line.split("setup:", 1)[-1])) if "setup:" in line else {}
-                    say(f"    resumed from the checkpoint at step {m.group(1)} ({m.group(2)})")
+                    say(f"    resumed on {m.group(3)} workers from the checkpoint at step {m.group(1)} ({m.group(2)})")
+                elif m := START_RE.search(line):
+                    first_world.append(int(m.group(1)))
                 elif m := STEP_RE.search(line):
                     step, loss, t = int(m.group(1)), float(m.group(2)), float(m.group(3))
                     steps_seen.append((step, loss, t, attempt))
@@ -110,6 +118,8 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
         cluster.stop()
 
     summary = _summarize(steps, steps_seen, resumes, kill_t, str(status), checkpoint_every, detection)
+    summary["workers_first"] = first_world[0] if first_world else None
+    summary["workers_after_resume"] = resumes[-1][2] if resumes else None
     summary["phases"] = _phases(kill_t, dead_t, workers, resumes, summary, out_dir / "ray-train-logs")
     summary["phases"].update({f"setup_{k}_s": float(v) for k, v in setup.items()})
     summary["killed_node"] = dead_t[1] if len(dead_t) > 1 else None
@@ -234,16 +244,17 @@ def _plot(seen, resumes, kill_t, path: Path) -> Path:
     for a in attempts:
         pts = [s for s in seen if s[3] == a]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1 if a == 0 else 1.5, ls="-" if a == 0 else "--",
-                label="first attempt" if a == 0 else f"after resume {a} (retraces the same losses)")
+                label="first attempt" if a == 0 else
+                f"after resume {a} ({resumes[a - 1][2]} workers)" if a <= len(resumes) else f"attempt {a + 1}")
     if kill_t is not None:
         before = [s for s in seen if s[2] <= kill_t]
         if before:
             ax.axvline(before[-1][0], color="red", ls="--", label=f"node killed (step {before[-1][0]})")
-    for step, _ in resumes:
-        ax.axvline(step, color="green", ls=":", label=f"resumed from step {step}")
+    for step, _, world in resumes:
+        ax.axvline(step, color="green", ls=":", label=f"resumed on {world} workers from step {step}")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (rank 0)")
-    ax.set_title("Ray Train rehearsal: loss over steps with a worker-node loss")
+    ax.set_title("Ray Train rehearsal: FSDP2, a worker-node loss, resume on fewer workers")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -263,14 +274,16 @@ def main(argv=None) -> int:
     s = rehearse(steps=args.steps, checkpoint_every=args.checkpoint_every,
                  kill_at_step=args.kill_at_step, out_dir=Path(args.out), detection=args.detection)
     print("\n==> rehearsal summary")
-    for k in ("status", "steps_total", "last_step", "killed_after_step", "resume_step", "steps_redone",
-              "recovery_s", "first_loss", "final_loss", "plot"):
+    for k in ("status", "steps_total", "last_step", "workers_first", "killed_after_step", "resume_step",
+              "workers_after_resume", "steps_redone", "recovery_s", "first_loss", "final_loss", "plot"):
         print(f"    {k:18s} {s[k]}")
     print("    phases (s after the kill; *_s: phase lengths)")
     for k, v in s["phases"].items():
         print(f"      {k:55s} {v}")
-    ok = s["status"] == "SUCCEEDED" and s["last_step"] == s["steps_total"] and s["resume_step"] is not None
-    print("    result            " + ("OK: resumed from the latest checkpoint and finished" if ok else "FAILED"))
+    ok = (s["status"] == "SUCCEEDED" and s["last_step"] == s["steps_total"] and s["resume_step"] is not None
+          and (s["workers_after_resume"] or 0) < (s["workers_first"] or 0))
+    print("    result            " + ("OK: resumed on fewer workers from the latest checkpoint and finished"
+                                      if ok else "FAILED"))
     return 0 if ok else 1
 
 

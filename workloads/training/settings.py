@@ -13,13 +13,13 @@ from pydantic import ValidationError
 
 from config import ConfigError, EnvironmentConfig, placement
 from config.loader import format_validation_error
-from config.training import Training
+from config.training import Training, sharding_problems
 from workloads.training.job import JobSettings
 
-# The model and data for one machine: ~0.2M parameters, a step in tens of milliseconds on a
-# CPU core, loss visibly falling within a few hundred steps.
+# The model and data for one machine: the tiny preset (~0.13M parameters), a step in tens of
+# milliseconds on a CPU core, loss visibly falling within a few hundred steps.
 LOCAL_DEFAULTS: dict[str, Any] = {
-    "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64},
+    "model": {"preset": "tiny"}, "activation_checkpointing": False,
     "steps": 300, "batch_size_per_worker": 8, "warmup_steps": 20, "learning_rate": 3e-3,
     "checkpoint_every_steps": 50, "report_every_steps": 10, "num_to_keep": 3,
     "max_failures": 3, "num_workers": 2, "gpus_per_worker": 0, "precision": "fp32",
@@ -70,6 +70,9 @@ def _merge(base: dict, extra: dict) -> dict:
 
 def training_with(base: Training, overrides: dict[str, Any], source: str) -> Training:
     data = _merge(base.model_dump(), overrides)
+    if "preset" in overrides.get("model", {}):
+        # A new preset replaces the base's shape; only the fields given next to it override it.
+        data["model"] = overrides["model"]
     try:
         return Training.model_validate(data)
     except ValidationError as err:
@@ -93,8 +96,7 @@ def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None)
 
 
 # JobSettings fields that are not part of the `training:` config (local runs and tests only).
-RUNTIME_KEYS = ("cpus_per_worker", "log_every_step", "fail_at_step", "fail_rank", "fail_marker",
-                "placement_strategy", "timing_file", "timing_from_step")
+RUNTIME_KEYS = ("cpus_per_worker", "log_every_step", "placement_strategy")
 
 
 def for_local(overrides: dict[str, Any] | None = None, *, storage_path: str) -> JobSettings:
@@ -110,7 +112,11 @@ def for_local(overrides: dict[str, Any] | None = None, *, storage_path: str) -> 
     if t.gpus_per_worker:
         raise ConfigError("local run", [f"training.gpus_per_worker: {t.gpus_per_worker}; local runs "
                                         "are CPU-only, allowed: 0"])
-    s = _settings(t, storage=t.storage_path, workers=t.num_workers or 2, cpus=1.0, placement="SPREAD")
+    workers = t.num_workers or 2
+    problems = sharding_problems(t, workers)
+    if problems:
+        raise ConfigError("local run", problems)
+    s = _settings(t, storage=t.storage_path, workers=workers, cpus=1.0, placement="SPREAD")
     for k, v in runtime.items():
         setattr(s, k, v)
     return s
@@ -119,10 +125,12 @@ def for_local(overrides: dict[str, Any] | None = None, *, storage_path: str) -> 
 def _settings(t: Training, *, storage: str, workers: int, cpus: float, placement: str) -> JobSettings:
     return JobSettings(
         run_name=t.run_name, storage_path=storage, steps=t.steps, num_workers=workers,
-        gpus_per_worker=t.gpus_per_worker, cpus_per_worker=cpus, model=t.model.model_dump(),
+        gpus_per_worker=t.gpus_per_worker, cpus_per_worker=cpus, model=t.model.architecture(),
         batch_size_per_worker=t.batch_size_per_worker, learning_rate=t.learning_rate,
         warmup_steps=t.warmup_steps, weight_decay=t.weight_decay, grad_clip=t.grad_clip,
-        seed=t.seed, precision=t.precision, checkpoint_every_steps=t.checkpoint_every_steps,
+        seed=t.seed, precision=t.precision, sharding=t.sharding,
+        activation_checkpointing=t.activation_checkpointing, min_workers=t.min_workers,
+        checkpoint_every_steps=t.checkpoint_every_steps,
         report_every_steps=t.report_every_steps, num_to_keep=t.num_to_keep,
         max_failures=t.max_failures, data_path=t.data_path, data_max_bytes=t.data_max_bytes,
         placement_strategy=placement, storage_shared=t.storage_shared,

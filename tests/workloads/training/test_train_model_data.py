@@ -1,12 +1,15 @@
-"""The shared GPT module and the resumable byte-level data."""
+"""The shared models (Llama-style decoder, presets, the small GPT) and the resumable byte-level data."""
 
 from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 
-from workloads.common.model import GPT, GPTConfig, decode, encode, flops_per_token
+from config.training import PRESETS, ModelSize
+from workloads.common.model import (GPT, GPTConfig, Llama, LlamaConfig, config_from_dict, count_parameters,
+                                    decode, encode, flops_per_token)
 from workloads.training.data import ByteWindows, DataPosition, load_corpus, stdlib_sources
 
 
@@ -54,3 +57,50 @@ def test_data_position_resumes_exactly():
         assert torch.equal(x, batches[i][0]) and torch.equal(y, batches[i][1])
     x, y = batches[0]
     assert torch.equal(x[:, 1:], y[:, :-1])  # targets are the inputs shifted by one
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_preset_parameter_count_is_the_stated_one(name):
+    """Each preset's stated count equals the model built on the meta device, and the config's
+    own arithmetic (used by the memory check) agrees."""
+    size = ModelSize(preset=name)
+    assert count_parameters(config_from_dict(size.architecture())) == PRESETS[name]["params"]
+    assert size.parameters() == PRESETS[name]["params"]
+
+
+def test_largest_preset_is_at_least_8b():
+    assert max(p["params"] for p in PRESETS.values()) >= 8e9
+
+
+def test_gpt_stays_as_a_small_architecture():
+    size = ModelSize(arch="gpt", n_layer=2, n_head=2, n_embd=32, block_size=32)
+    assert count_parameters(config_from_dict(size.architecture())) == size.parameters()
+
+
+def test_llama_forward_generate_and_gqa():
+    torch.manual_seed(0)
+    cfg = LlamaConfig(block_size=16, n_layer=1, n_head=4, n_kv_head=2, n_embd=32, ffn_hidden=64)
+    model = Llama(cfg)
+    assert model.layers[0].attn.wk.weight.shape == (16, 32)  # 2 key/value heads of 8
+    x = torch.tensor([encode("hello world, hi")])
+    logits, loss = model(x[:, :-1], x[:, 1:])
+    assert logits.shape == (1, 14, 256) and abs(loss.item() - torch.log(torch.tensor(256.0)).item()) < 0.5
+    out = model.generate(x, max_new_tokens=20, temperature=0)
+    assert out.shape == (1, 35) and torch.equal(out[:, :15], x)
+    assert config_from_dict(cfg.to_dict()) == cfg
+    # Rotary positions: a causal model's output at a position depends only on the prefix.
+    logits_short, _ = model(x[:, :5])
+    assert torch.allclose(logits_short, logits[:, :5], atol=1e-5)
+
+
+def test_activation_checkpointing_gives_the_same_gradients():
+    cfg = LlamaConfig()
+    grads = []
+    for recompute in (False, True):
+        torch.manual_seed(0)
+        model = Llama(cfg)
+        model.activation_checkpointing = recompute
+        x = torch.randint(0, 256, (2, 32))
+        model(x, x)[1].backward()
+        grads.append(model.layers[0].mlp.w_up.weight.grad)
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)

@@ -110,3 +110,48 @@ def test_cluster_settings_follow_the_group():
     # Two of the group's eight GPUs: dev shares gpu-workers with serving (config/dev.yaml).
     assert (s.num_workers, s.gpus_per_worker, s.placement_strategy, s.storage_path) == (2, 1, "PACK", "/fsx/checkpoints")
     assert S.for_cluster(cfg, {"num_workers": 8}).placement_strategy == "SPREAD"
+
+
+def test_preset_that_does_not_fit_the_gpu_memory():
+    assert _errors(_dev(model={"preset": "llama-11b"})) == [
+        "training.model: llama-11b (11.01B parameters) needs about 39.5 GiB per GPU with fsdp over "
+        "8 workers (batch_size_per_worker 16, block_size 2048, activation_checkpointing true), but "
+        "ml.g5.12xlarge has 24 GiB per A10G (85% usable: 20.4 GiB); allowed: a smaller preset, more "
+        "workers with fsdp, a smaller batch"]
+    # A smaller preset fits the same GPUs.
+    S.for_cluster(parse_environment(_dev(model={"preset": "llama-3b"}), source="dev.yaml"))
+
+
+def test_fsdp_with_one_worker_shards_nothing():
+    expected = ["training.sharding: 'fsdp' with 1 worker shards nothing; allowed: 'ddp' with one "
+                "worker, or 'fsdp' with 2 or more workers"]
+    assert _errors(_dev(num_workers=1)) == expected
+    with pytest.raises(ConfigError) as err:
+        S.for_local({"num_workers": 1}, storage_path="/tmp/unused")
+    assert err.value.errors == expected
+    assert S.for_local({"num_workers": 1, "sharding": "ddp"}, storage_path="/tmp/unused").num_workers == 1
+
+
+def test_s3_storage_is_refused_for_sharded_checkpoints():
+    assert _errors(_dev(storage_path="s3://bucket/runs")) == [
+        "training.storage_path: 's3://bucket/runs': every rank writes its checkpoint shards to "
+        "storage_path directly, which needs a POSIX file system all nodes mount; allowed: /fsx/... "
+        "(exported to S3 by the data repository association) or another shared absolute path"]
+
+
+def test_unknown_preset():
+    assert _errors(_dev(model={"preset": "llama-2b"})) == [
+        "training.model.preset: 'llama-2b' is not a preset; allowed: tiny, llama-76m, llama-1b, "
+        "llama-3b, llama-7b, llama-11b"]
+
+
+def test_prod_trains_the_7b_preset_sharded_within_the_h100s():
+    from config import load_environment
+    from config.catalog import instance_spec
+    from config.training import GPU_MEMORY_USABLE, memory_per_gpu
+
+    cfg = load_environment("prod")
+    s = S.for_cluster(cfg)
+    assert s.sharding == "fsdp" and s.num_workers == 32 and s.model["n_embd"] == 4096
+    need = sum(memory_per_gpu(cfg.training, 32).values())
+    assert need < GPU_MEMORY_USABLE * instance_spec("ml.p5.48xlarge").gpu_memory_gib * (1 << 30)
