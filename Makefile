@@ -18,7 +18,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
 APT_PACKAGES := shellcheck bats graphviz
 
-.PHONY: deps synth gates review pipeline docs test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
+.PHONY: deps synth gates review pipeline docs test lint-shell lint-docker bats clean lock rehearse-train rehearse-serve rehearse
 
 $(STAMPS)/venv: requirements.lock
 	@mkdir -p $(STAMPS)
@@ -95,11 +95,16 @@ docs: synth
 ## test: the whole suite (.ci/run calls this).
 test: deps
 	$(VENV)/bin/python -m pytest
-	$(MAKE) --no-print-directory lint-shell bats
+	$(MAKE) --no-print-directory lint-shell lint-docker bats
 
 lint-shell:
 	@echo "==> shellcheck"
 	shellcheck -x $$(git ls-files '*.sh' '*.bash' .ci/run)
+
+## lint-docker: hadolint (pinned in requirements.lock) on the workloads image's Dockerfile.
+lint-docker:
+	@echo "==> hadolint"
+	$(VENV)/bin/hadolint workloads/Dockerfile
 
 bats:
 	@if ls tests/lifecycle_scripts/*.bats >/dev/null 2>&1; then echo "==> bats"; bats tests/lifecycle_scripts; fi

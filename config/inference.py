@@ -154,8 +154,8 @@ class Inference(Frozen):
     # On shutdown a replica stops taking requests and drains for up to this long.
     graceful_shutdown_wait_loop_s: float = Field(default=2.0, ge=0)
     graceful_shutdown_timeout_s: float = Field(default=30.0, ge=0)
-    # None: the training section's image (the workloads image with torch and this code), else
-    # the pinned Ray image (workloads.common.k8s.RAY_IMAGE).
+    # None: training.image if set, else the workloads image `cdk deploy` builds
+    # (workloads.common.image).
     image: str | None = None
     # See workloads/inference/manifest.py: a new Ray cluster per upgrade needs twice the GPUs
     # (ray-project/kuberay#1476); checked against the instance group in check_against.

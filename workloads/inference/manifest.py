@@ -34,6 +34,7 @@ import yaml
 
 from config import catalog
 from config.model import EnvironmentConfig
+from workloads.common import image as image_mod
 from workloads.common import k8s
 from workloads.inference import serve_config
 
@@ -60,7 +61,7 @@ def _dump(data: dict) -> str:
 
 
 def _image(env: EnvironmentConfig) -> str:
-    return env.inference.image or getattr(env.training, "image", None) or k8s.RAY_IMAGE
+    return image_mod.resolve(env, env.inference.image or env.training.image, "inference.image")
 
 
 def _worker_group(env: EnvironmentConfig, *, group_name: str, instance_group, pod_gpus: int,

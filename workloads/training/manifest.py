@@ -11,6 +11,7 @@ import shlex
 from typing import Any
 
 from config import EnvironmentConfig
+from workloads.common import image as image_mod
 from workloads.common import k8s
 from workloads.training import settings as settings_mod
 
@@ -63,7 +64,7 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     job = settings_mod.for_cluster(cfg)
     p = t.placement(cfg.hyperpod.instance_groups)
     group = cfg.hyperpod.group(p.group)
-    image = t.image or k8s.RAY_IMAGE
+    image = image_mod.resolve(cfg, t.image, "training.image")
     settings_json = json.dumps(job.to_dict(), sort_keys=True, separators=(",", ":"))
     entrypoint = f"python -m workloads.training --settings-json {shlex.quote(settings_json)}"
     env = k8s.env_list(RAY_ENV)

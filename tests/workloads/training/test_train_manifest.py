@@ -14,7 +14,7 @@ import yaml
 
 from config import load_environment
 from config.catalog import instance_spec
-from workloads.common import crd, k8s
+from workloads.common import crd, image, k8s
 from workloads.training.manifest import render
 
 ENVS = ["dev", "staging", "prod"]
@@ -78,8 +78,7 @@ def test_head_lifecycle_and_limits(env_and_job):
     spec = job["spec"]
     head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
     assert head["nodeSelector"] == {"eks.amazonaws.com/nodegroup": "system"}
-    assert head["containers"][0]["image"] == (cfg.training.image or k8s.RAY_IMAGE)
-    assert k8s.RAY_IMAGE == "rayproject/ray:2.60.0-py311-gpu"
+    assert head["containers"][0]["image"] == (cfg.training.image or image.image_uri(cfg.account, cfg.region))
     assert spec["rayClusterSpec"]["rayVersion"] == "2.60.0"
     assert spec["shutdownAfterJobFinishes"] is True
     assert spec["ttlSecondsAfterFinished"] == cfg.training.ttl_seconds_after_finished
