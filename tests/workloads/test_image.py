@@ -295,3 +295,18 @@ def test_entrypoints_and_serve_import_paths_exist_in_the_image():
             assert _module_file(parent, in_image), f"{m} (imported at runtime) is not in the image"
             continue
         todo += sorted(_local_imports(ROOT / f))
+
+
+@pytest.mark.parametrize("kind", ["training", "inference", "inference-llm"])
+def test_rendered_yaml_has_no_anchors_or_aliases(kind):
+    from workloads.__main__ import main
+
+    for env in ENVS:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["render", kind, "--env", env])
+        if code != 0:
+            continue  # inference-llm is not enabled in every environment
+        events = list(yaml.parse(out.getvalue()))
+        assert not [e for e in events if isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None)]
+        assert "VLLM_USE_V1" not in out.getvalue()

@@ -49,7 +49,11 @@ _RAY_ACCELERATOR = {"A100": "A100-40G", "A100-80GB": "A100-80G", "H100": "H100",
 
 
 class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (serveConfigV2) as literal blocks, so reviewers can read them."""
+    """Multi-line strings (serveConfigV2) as literal blocks, so reviewers can read them; no
+    anchors or aliases (objects shared between pod templates are written out in full)."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
 
 
 _Dumper.add_representer(str, lambda d, s: d.represent_scalar(
@@ -186,7 +190,7 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
         env, group_name=f"{group.name}-llm", instance_group=group, pod_gpus=tp, pod_cpus=pod_cpus,
         lo=max(llm.min_replicas, 1), hi=llm.max_replicas, image=image, app=LLM_APP,
         # Weights come from FSx or S3 only: no Hugging Face Hub traffic from a closed network.
-        env_vars={"HF_HUB_OFFLINE": "1", "VLLM_USE_V1": "1"},
+        env_vars={"HF_HUB_OFFLINE": "1"},
     )
     serve_cfg = {
         "proxy_location": "EveryNode",
