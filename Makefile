@@ -20,7 +20,7 @@ APT_PACKAGES := shellcheck bats graphviz prometheus
 
 TOOLING_DIRS := config constructs stacks ops review
 
-.PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test lint-shell bats clean lock rehearse-train rehearse-serve rehearse
+.PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test lint-shell lint-docker bats clean lock rehearse-train rehearse-serve rehearse
 
 # Two installs into one venv: requirements-synth.lock (the CDK app, cdk-nag, cfn-lint, the review:
 # all `make synth` needs) and requirements.lock (its superset: Ray, torch, test tools, linters) for
@@ -137,6 +137,11 @@ lint:
 lint-shell:
 	@echo "==> shellcheck"
 	shellcheck -x $$(git ls-files '*.sh' '*.bash' .ci/run)
+
+## lint-docker: hadolint (pinned in requirements.lock) on the workloads image's Dockerfile.
+lint-docker:
+	@echo "==> hadolint"
+	$(VENV)/bin/hadolint workloads/Dockerfile
 
 bats:
 	@if ls tests/lifecycle_scripts/*.bats >/dev/null 2>&1; then echo "==> bats"; bats tests/lifecycle_scripts; fi

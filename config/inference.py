@@ -132,7 +132,7 @@ class Inference(Frozen):
     health_check_timeout_s: float = Field(default=30.0, gt=0, description="Seconds before a health check counts as failed.")
     graceful_shutdown_wait_loop_s: float = Field(default=2.0, ge=0, description="Seconds between a draining replica's checks for in-flight requests.")
     graceful_shutdown_timeout_s: float = Field(default=30.0, ge=0, description="Longest a replica drains on shutdown.")
-    image: str | None = Field(default=None, description="Container image of the service; null: training.image, else the pinned Ray image.")
+    image: str | None = Field(default=None, description="Container image of the service; null: training.image, else the workloads image `cdk deploy` builds from workloads/Dockerfile.")
     # A new Ray cluster per upgrade needs twice the GPUs (ray-project/kuberay#1476).
     upgrade_strategy: UpgradeStrategy = Field(default="NewCluster", description="KubeRay RayService upgrade: NewCluster (zero downtime, twice the GPUs during an upgrade), NewClusterWithIncrementalUpgrade or None.")
     llm: Llm = Field(default_factory=Llm, description="The optional Ray Serve LLM (vLLM) service.")

@@ -182,8 +182,8 @@ class Training(Frozen):
     submitter_backoff_limit: int = Field(default=2, ge=0, le=10)
     # Keep the finished cluster an hour for log collection (ttlSecondsAfterFinished).
     ttl_seconds_after_finished: int = Field(default=3600, ge=0)
-    # None: the pinned Ray image (workloads.common.k8s.RAY_IMAGE). Set this to the workloads
-    # image built from workloads/Dockerfile (adds torch and this repository's code).
+    # None: the workloads image `cdk deploy` builds from workloads/Dockerfile for this account
+    # and region (workloads.common.image). Set only to run another image built the same way.
     image: str | None = None
 
     @field_validator("run_name")

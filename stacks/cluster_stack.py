@@ -1,5 +1,6 @@
 """The EKS cluster that orchestrates HyperPod: control plane, system nodes, add-ons, the KubeRay
-operator, HyperPod's node dependencies, FSx volume objects and the Ray workloads' namespace."""
+operator, HyperPod's node dependencies, FSx volume objects, the Ray workloads' namespace and
+the workloads image."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from constructs.kuberay import kuberay_operator_release
 from constructs.network import PlatformNetwork
 from constructs.team_access import TeamAccess
 from constructs.workloads_access import WorkloadsAccess
+from constructs.workloads_image import WorkloadsImage
 from stacks.base import PlatformStack
 from stacks.storage_stack import StorageStack
 
@@ -89,6 +91,10 @@ class ClusterStack(PlatformStack):
             # The operator's namespaced RBAC goes into the workloads namespace: it must exist first.
             depends_on=[*cluster_ready, self.workloads.namespace],
         )
+
+        # The image every RayJob/RayService runs: built and pushed by `cdk deploy` (and the
+        # pipeline's asset stage); the manifests name the same URI (workloads.common.image).
+        self.workloads_image = WorkloadsImage(self, "WorkloadsImage", account=config.account, region=config.region)
 
         CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
         CfnOutput(self, "ClusterArn", value=self.cluster.cluster_arn)

@@ -19,6 +19,19 @@ RENDERERS = {
 }
 
 
+def _no_alias_dumper():
+    import yaml
+
+    class NoAliasDumper(yaml.SafeDumper):
+        """Objects shared between pod templates are written out in full: kubectl and reviewers
+        read plain YAML, and an alias hides which template a value belongs to."""
+
+        def ignore_aliases(self, data) -> bool:
+            return True
+
+    return NoAliasDumper
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workloads")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -31,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from config import ConfigError, load_environment
 
+    _NoAliasDumper = _no_alias_dumper()
+
     module, func = RENDERERS[args.kind].split(":")
     try:
         cfg = load_environment(args.env)
@@ -40,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         print(err.render(), file=sys.stderr)
         return 2
     # A module may bring its own YAML form (e.g. serveConfigV2 as a readable literal block).
-    dump = getattr(mod, "to_yaml", None) or (lambda m: yaml.safe_dump(m, sort_keys=False, width=1000))
+    dump = getattr(mod, "to_yaml", None) or (lambda m: yaml.dump(m, Dumper=_NoAliasDumper, sort_keys=False, width=1000))
     sys.stdout.write(dump(manifest))
     return 0
 

@@ -179,3 +179,22 @@ def test_review_report_per_stage_environment(pipeline_app, tmp_path):
     assert sorted(p.name for p in tmp_path.glob("*.md")) == ["PlatformPipeline.md", "dev.md", "prod.md", "staging.md"]
     prod = (tmp_path / "prod.md").read_text()
     assert "termination protection on" in prod and "Prod/HprayProdStorage" in prod
+
+
+def test_asset_stage_builds_and_pushes_the_workloads_image(pipeline_app):
+    """The pipeline's Assets stage builds the workloads image (workloads/Dockerfile) once in a
+    privileged (Docker) CodeBuild project and pushes it into every environment's account."""
+    from workloads.common import image
+
+    _, _, template, out = pipeline_app
+    assets = next(s for s in _pipeline_stages(template) if s["Name"] == "Assets")
+    assert "workloads_image" in [a["Name"] for a in assets["Actions"]]
+    projects = [r for r in template["Resources"].values() if r["Type"] == "AWS::CodeBuild::Project"
+                and r["Properties"]["Environment"].get("PrivilegedMode")]
+    assert len(projects) == 1
+    images = []
+    for manifest in out.glob("assembly-*/*.assets.json"):
+        images += json.loads(manifest.read_text()).get("dockerImages", {}).values()
+    assert {i["source"]["dockerFile"] for i in images} == {image.DOCKERFILE}
+    assert len({next(iter(i["destinations"].values()))["imageTag"] for i in images}) == 1
+    assert len(images) == 3  # one per environment (each into its own account's repository)

@@ -12,11 +12,10 @@ from typing import Any
 
 from config import catalog, names, placement
 
-# One obvious place for the image pin: the Ray release the workloads are written for (Ray 2.60.0,
-# Python 3.11, CUDA build). Jobs normally run the workloads image built from it
-# (workloads/Dockerfile: adds torch and this repository's code), set in config as `image`.
+# The Ray release the workloads are written for (Ray 2.60.0, Python 3.11). Every pod runs the
+# workloads image built from workloads/Dockerfile on it (workloads.common.image), never a bare
+# Ray image; tests/workloads/test_image.py keeps the Dockerfile's base on this release.
 RAY_VERSION = "2.60.0"
-RAY_IMAGE = f"rayproject/ray:{RAY_VERSION}-py311-gpu"
 # Ray Serve LLM (ray.serve.llm with its matching vLLM) of the same Ray release: the LLM RayService.
 RAY_LLM_IMAGE = f"rayproject/ray-llm:{RAY_VERSION}-py311-cu128"
 

@@ -33,6 +33,7 @@ import yaml
 
 from config import catalog, placement
 from config.model import EnvironmentConfig
+from workloads.common import image as image_mod
 from workloads.common import k8s, security
 from workloads.inference import serve_config
 
@@ -42,7 +43,11 @@ LLM_APP = "llm"
 LLM_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 
 class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (serveConfigV2) as literal blocks, so reviewers can read them."""
+    """Multi-line strings (serveConfigV2) as literal blocks, so reviewers can read them; no
+    anchors or aliases (objects shared between pod templates are written out in full)."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
 
 
 _Dumper.add_representer(str, lambda d, s: d.represent_scalar(
@@ -54,7 +59,7 @@ def _dump(data: dict) -> str:
 
 
 def _image(env: EnvironmentConfig) -> str:
-    return env.inference.image or getattr(env.training, "image", None) or k8s.RAY_IMAGE
+    return image_mod.resolve(env, env.inference.image or env.training.image, "inference.image")
 
 
 def _worker_group(shape: placement.WorkerShape, *, group_name: str, instance_group, image: str, app: str,
@@ -161,7 +166,7 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
         shape, group_name=f"{group.name}-llm", instance_group=group, image=image, app=LLM_APP,
         cpus=shape.cpus,
         # Weights come from FSx or S3 only: no Hugging Face Hub traffic from a closed network.
-        env_vars={"HF_HUB_OFFLINE": "1", "VLLM_USE_V1": "1"},
+        env_vars={"HF_HUB_OFFLINE": "1"},
     )
     serve_cfg = {
         "proxy_location": "EveryNode",

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from config import load_environment
-from workloads.common import crd, k8s
+from workloads.common import crd, image, k8s
 from workloads.inference import manifest
 
 ENVS = ["dev", "staging", "prod"]
@@ -97,7 +97,7 @@ def test_generation_service_shape_prod():
     assert "vpc.amazonaws.com/efa" not in c["resources"]["limits"]
     assert {"name": "fsx", "persistentVolumeClaim": {"claimName": k8s.FSX_PVC}} in pod["volumes"]
     assert {"name": "fsx", "mountPath": "/fsx"} in c["volumeMounts"]
-    assert c["image"] == k8s.RAY_IMAGE
+    assert c["image"] == image.image_uri(env.account, env.region)
     app = _serve_cfg(m)["applications"][0]
     assert app["import_path"] == "workloads.inference.app:app_builder"
     assert app["args"]["storage_path"] == "/fsx/checkpoints"

@@ -14,7 +14,7 @@ import yaml
 
 from config import load_environment
 from config.catalog import instance_spec
-from workloads.common import crd, k8s
+from workloads.common import crd, image, k8s
 from workloads.training.manifest import render
 
 ENVS = ["dev", "staging", "prod"]
@@ -35,10 +35,10 @@ def test_strict_validation_rejects_unknown_and_mistyped_fields(env_and_job):
     _, job = env_and_job
     bad = copy.deepcopy(job)
     bad["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["imagePullPolcy"] = "Always"
-    bad["spec"]["submitterConfig"]["backofLimit"] = 1
+    bad["spec"]["deletionStrategy"]["deletionRules"][0]["condition"]["ttlSecond"] = 1
     bad["spec"]["activeDeadlineSeconds"] = "soon"
     assert crd.validate(bad) == [
-        "unknown field spec.submitterConfig.backofLimit",
+        "unknown field spec.deletionStrategy.deletionRules[0].condition.ttlSecond",
         "unknown field spec.rayClusterSpec.workerGroupSpecs[0].template.spec.containers[0].imagePullPolcy",
         "spec.activeDeadlineSeconds: 'soon' is not of type 'integer'",
     ]
@@ -81,13 +81,12 @@ def test_head_lifecycle_and_limits(env_and_job):
     spec = job["spec"]
     head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
     assert head["nodeSelector"] == {"eks.amazonaws.com/nodegroup": "system"}
-    assert head["containers"][0]["image"] == (cfg.training.image or k8s.RAY_IMAGE)
-    assert k8s.RAY_IMAGE == "rayproject/ray:2.60.0-py311-gpu"
+    assert head["containers"][0]["image"] == (cfg.training.image or image.image_uri(cfg.account, cfg.region))
     assert spec["rayClusterSpec"]["rayVersion"] == "2.60.0"
-    assert spec["shutdownAfterJobFinishes"] is True
-    assert spec["ttlSecondsAfterFinished"] == cfg.training.ttl_seconds_after_finished
+    assert spec["submissionMode"] == "HTTPMode"
+    assert "shutdownAfterJobFinishes" not in spec and "ttlSecondsAfterFinished" not in spec
     assert spec["activeDeadlineSeconds"] == cfg.training.active_deadline_seconds
-    assert spec["submitterConfig"] == {"backoffLimit": cfg.training.submitter_backoff_limit}
+    assert "submitterConfig" not in spec and "submitterPodTemplate" not in spec  # no submitter in HTTPMode
     assert job["metadata"]["namespace"] == "ray-workloads"
 
 
@@ -126,3 +125,64 @@ def test_ray_overhead_settings_on_every_node(env_and_job):
         assert {k: env.get(k) for k in wanted} == wanted
     runtime_env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
     assert {k: runtime_env["env_vars"].get(k) for k in wanted} == wanted
+
+
+def _kuberay_rayjob_problems(spec: dict) -> list[str]:
+    """The checks KubeRay 1.7's admission (utils/validation.go ValidateRayJobSpec,
+    validateDeletionConfiguration, validateDeletionRules, validateTTLConsistency) makes on the
+    fields this app sets; the CRD schema alone does not carry them."""
+    problems = []
+    rules = (spec.get("deletionStrategy") or {}).get("deletionRules") or []
+    if not spec.get("shutdownAfterJobFinishes") and spec.get("ttlSecondsAfterFinished", 0) > 0:
+        problems.append("ttlSecondsAfterFinished needs shutdownAfterJobFinishes")
+    if rules and spec.get("shutdownAfterJobFinishes"):
+        problems.append("shutdownAfterJobFinishes and deletionRules are mutually exclusive")
+    if spec.get("submissionMode") == "SidecarMode" and ("submitterPodTemplate" in spec or "submitterConfig" in spec):
+        problems.append("SidecarMode takes no submitter template/config")
+    autoscaling = (spec.get("rayClusterSpec") or {}).get("enableInTreeAutoscaling")
+    seen: dict[tuple, dict[str, int]] = {}
+    for i, rule in enumerate(rules):
+        cond = rule["condition"]
+        if ("jobStatus" in cond) == ("jobDeploymentStatus" in cond):
+            problems.append(f"deletionRules[{i}]: exactly one of jobStatus/jobDeploymentStatus")
+            continue
+        if autoscaling and rule["policy"] == "DeleteWorkers":
+            problems.append(f"deletionRules[{i}]: DeleteWorkers with autoscaling")
+        key = ("jobStatus", cond["jobStatus"]) if "jobStatus" in cond else ("jobDeploymentStatus", cond["jobDeploymentStatus"])
+        if rule["policy"] in seen.setdefault(key, {}):
+            problems.append(f"deletionRules[{i}]: duplicate {rule['policy']} for {key}")
+        seen[key][rule["policy"]] = cond.get("ttlSeconds", 0)
+    for key, ttls in seen.items():
+        order = [ttls[p] for p in ("DeleteWorkers", "DeleteCluster", "DeleteSelf") if p in ttls]
+        if order != sorted(order):
+            problems.append(f"{key}: TTLs must not decrease from DeleteWorkers to DeleteCluster to DeleteSelf")
+    for field in ("activeDeadlineSeconds", "preRunningDeadlineSeconds"):
+        if field in spec and spec[field] <= 0:
+            problems.append(f"{field} must be positive")
+    return problems
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_rayjob_passes_kuberays_own_validation_and_cleans_up_in_stages(env):
+    cfg = load_environment(env)
+    spec = render(cfg)["spec"]
+    assert _kuberay_rayjob_problems(spec) == []
+    assert spec["preRunningDeadlineSeconds"] < spec["activeDeadlineSeconds"]
+    rules = spec["deletionStrategy"]["deletionRules"]
+    workers = {json.dumps(r["condition"], sort_keys=True) for r in rules if r["policy"] == "DeleteWorkers"}
+    # The GPU workers go the moment the job ends, however it ends; the head after the TTL.
+    assert {json.loads(c)["ttlSeconds"] for c in workers} == {0}
+    ended = {r["condition"].get("jobStatus") or r["condition"].get("jobDeploymentStatus") for r in rules}
+    assert ended == {"SUCCEEDED", "FAILED", "Failed"}
+    assert {r["condition"]["ttlSeconds"] for r in rules if r["policy"] == "DeleteCluster"} == {
+        cfg.training.ttl_seconds_after_finished}
+
+
+def test_kuberay_validation_port_rejects_what_kuberay_rejects():
+    spec = render(load_environment("dev"))["spec"]
+    assert _kuberay_rayjob_problems({**spec, "shutdownAfterJobFinishes": True}) == [
+        "shutdownAfterJobFinishes and deletionRules are mutually exclusive"]
+    rules = [{"policy": "DeleteCluster", "condition": {"jobStatus": "FAILED", "ttlSeconds": 0}},
+             {"policy": "DeleteWorkers", "condition": {"jobStatus": "FAILED", "ttlSeconds": 60}}]
+    assert _kuberay_rayjob_problems({**spec, "deletionStrategy": {"deletionRules": rules}}) == [
+        "('jobStatus', 'FAILED'): TTLs must not decrease from DeleteWorkers to DeleteCluster to DeleteSelf"]
