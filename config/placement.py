@@ -51,8 +51,6 @@ from config.training import Training
 # work (num-cpus 0). One CPU and 4 GiB hold that for clusters of a few dozen workers; several
 # heads share each `system` node (training, each service, twice during an upgrade).
 RAY_HEAD = {"cpu": "1", "memory": "4Gi"}
-# The RayJob submitter (K8sJobMode): `ray job submit` and log tailing.
-RAY_JOB_SUBMITTER = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 # A serving replica without GPUs still holds the model, the batch and the HTTP buffers.
 MIN_SERVE_MEMORY_GIB = 4
 
@@ -307,9 +305,9 @@ def platform_pods(env: _Environment, situation: str = "configured", *, lost_grou
     training = _training(env)
     if training is not None:
         name, shape, group = training
+        # HTTPMode (workloads/training/manifest.py): the operator submits to the head's
+        # dashboard, so the RayJob has no submitter pod.
         pods.append(head_pod(f"{name} head", autoscaler=False))
-        pods.append(pod_from_spec(f"{name} submitter", {"nodeSelector": dict(names.SYSTEM_NODE_SELECTOR),
-                                                         "containers": [{"resources": RAY_JOB_SUBMITTER}]}))
         replicas = shape.max_replicas
         if situation == "node-loss" and lost_group == group.name:
             replicas = min(replicas, group.instance_count - 1)

@@ -139,7 +139,8 @@ def test_a_pod_no_pool_selects():
 
 def _kuberay_pods(manifest: dict) -> list[Pod]:
     """The pods KubeRay creates from a RayJob or RayService: head (plus the autoscaler container
-    it adds when in-tree autoscaling is on), workers at their maximum, the RayJob's submitter."""
+    it adds when in-tree autoscaling is on), workers at their maximum, and a submitter pod when a
+    RayJob runs in K8sJobMode, KubeRay's default (read from submitterPodTemplate when given)."""
     from config import addons
 
     spec = manifest["spec"]
@@ -150,8 +151,8 @@ def _kuberay_pods(manifest: dict) -> list[Pod]:
     pods = [pod_from_spec("head", head)]
     pods += [pod_from_spec("worker", wg["template"]["spec"], replicas=wg["maxReplicas"])
              for wg in cluster["workerGroupSpecs"]]
-    if "submitterPodTemplate" in spec:
-        pods.append(pod_from_spec("submitter", spec["submitterPodTemplate"]["spec"]))
+    if "rayClusterSpec" in spec and spec.get("submissionMode", "K8sJobMode") == "K8sJobMode":
+        pods.append(pod_from_spec("submitter", (spec.get("submitterPodTemplate") or {"spec": {}})["spec"]))
     return pods
 
 
@@ -176,8 +177,9 @@ def test_the_checked_pods_are_the_rendered_pods(name):
     env = load_environment(name)
     checked = {p.name: p for p in placement.platform_pods(env)}
     rendered = _rendered(env)
-    # RayJob: head, workers, submitter; each RayService: head, workers.
-    assert len(rendered) == 5 + 2 * env.inference.llm.enabled
+    # RayJob (HTTPMode: no submitter pod): head, workers; each RayService: head, workers.
+    assert len(rendered) == 4 + 2 * env.inference.llm.enabled
+    assert {n for n in checked if n.startswith(("RayJob ", "RayService "))} == {f"{w} {p.name}" for w, p in rendered}
     for workload, pod in rendered:
         assert _scheduling(pod) == _scheduling(checked[f"{workload} {pod.name}"]), f"{workload} {pod.name}"
 
