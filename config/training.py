@@ -2,9 +2,11 @@
 
 Worker and GPU counts are derived from the HyperPod instance group named here, the same group
 the CDK app creates, so the job cannot ask for hardware the cluster does not have. The checks
-against the groups (``Training.problems``) run when the config is loaded (``check_against``, one
-of EnvironmentConfig's cross-section checks: `cdk synth` reports them) and again when the job is
-derived from a config with command-line overrides (``workloads.training.settings.for_cluster``).
+against the groups (``Training.problems``: workers per node, shared storage, ``sharding_problems``
+and ``memory_problems``, the model's estimated memory against the group's GPUs) run when the config
+is loaded (``check_against``, one of EnvironmentConfig's CROSS_CHECKS: `cdk synth` reports them)
+and again when the job is derived from a config with command-line overrides
+(``workloads.training.settings.for_cluster``).
 """
 
 from __future__ import annotations
