@@ -55,7 +55,7 @@ class EnvironmentConfig(Frozen):
         return v
 
     @model_validator(mode="after")
-    def _cross(self) -> "EnvironmentConfig":
+    def _cross(self) -> EnvironmentConfig:
         errors: list[str] = []
         for check in CROSS_CHECKS:
             errors.extend(check(self))

@@ -29,6 +29,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from config import addons, catalog, names
+from config.eks import Eks
+from config.hyperpod import HyperPod, InstanceGroup
+from config.inference import Inference
 from config.scheduling import (  # noqa: F401  (re-exported: the generic half of placement)
     Placement,
     Pod,
@@ -41,9 +44,6 @@ from config.scheduling import (  # noqa: F401  (re-exported: the generic half of
     pod_from_spec,
     selects,
 )
-from config.eks import Eks
-from config.hyperpod import HyperPod, InstanceGroup
-from config.inference import Inference
 from config.storage import Fsx
 from config.training import Training
 
@@ -122,8 +122,9 @@ def pool_problems(env: _Environment) -> list[str]:
         return [f"eks.system_nodes.instance_type: {err.args[0]}; add its vCPUs, memory and ENI "
                 "limits to config/catalog.py and config/eni_limits.json (the placement check needs them)"]
     used = set()
-    if env.training._group(env.hyperpod.instance_groups) is not None:
-        used.add(env.training._group(env.hyperpod.instance_groups).name)
+    training_group = env.training._group(env.hyperpod.instance_groups)
+    if training_group is not None:
+        used.add(training_group.name)
     try:
         used.add(env.inference.resolved_instance_group(env).name)
         if env.inference.llm.enabled:
@@ -275,7 +276,7 @@ def _llm_enabled(env: _Environment) -> bool:
 
 
 def _services(env: _Environment) -> list[tuple[str, WorkerShape, InstanceGroup]]:
-    out = []
+    out: list[tuple[str, WorkerShape, InstanceGroup]] = []
     try:
         group = env.inference.resolved_instance_group(env)
     except KeyError:  # no GPU group: no RayService to place (rendering it says why)
@@ -334,6 +335,27 @@ def _with(pods: list[Pod], extra: Sequence[Pod]) -> list[Pod]:
     of the ones built from the values this app sets)."""
     replaced = {p.name for p in extra}
     return [p for p in pods if p.name not in replaced] + list(extra)
+
+
+class _ChartPod(Protocol):
+    """A pod template a Helm release renders (constructs.chart_pods.ChartPod)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def pod_spec(self) -> Any: ...
+    @property
+    def replicas(self) -> int | None: ...
+    @property
+    def is_daemonset(self) -> bool: ...
+
+
+def pods_from_charts(chart_pods: Sequence[_ChartPod]) -> list[Pod]:
+    """The pods of rendered Helm releases (``constructs.chart_pods.chart_pods(env)``), for
+    ``check_against(env, extra_pods=...)``: a DaemonSet one per node it selects, a Deployment its
+    replicas."""
+    return [pod_from_spec(p.name, p.pod_spec, replicas=1 if p.replicas is None else p.replicas,
+                          daemonset=p.is_daemonset) for p in chart_pods]
 
 
 def situations(env: _Environment, extra_pods: Sequence[Pod] = ()) -> list[Placement]:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from pydantic import Field, field_validator, model_validator
 
 from config import catalog
 from config.base import Frozen
-from config.hyperpod import HyperPod
+from config.hyperpod import HyperPod, InstanceGroup
 from config.storage import Fsx
 
 
@@ -248,7 +249,7 @@ class Training(Frozen):
     def resolved_storage_path(self, fsx_file_system_path: str) -> str:
         return self.storage_path or f"/fsx{fsx_file_system_path}"
 
-    def placement(self, groups) -> Placement:
+    def placement(self, groups: Sequence[InstanceGroup]) -> Placement:
         """Workers, nodes and GPUs for the instance groups ``groups`` (hyperpod.instance_groups);
         raises ValueError naming the field when they do not fit."""
         problems = self.problems(groups)
@@ -256,13 +257,14 @@ class Training(Frozen):
             raise ValueError("\n".join(problems))
         return self._placement(groups)
 
-    def _group(self, groups):
+    def _group(self, groups: Sequence[InstanceGroup]) -> InstanceGroup | None:
         if self.instance_group is None:
             return next((g for g in groups if g.instance_type in catalog.gpu_instance_types()), None)
         return next((g for g in groups if g.name == self.instance_group), None)
 
-    def _placement(self, groups) -> Placement:
+    def _placement(self, groups: Sequence[InstanceGroup]) -> Placement:
         group = self._group(groups)
+        assert group is not None, "problems() reports a missing group before placing"
         spec = catalog.instance_spec(group.instance_type)
         per_node = spec.gpus // self.gpus_per_worker if self.gpus_per_worker else 1
         workers = self.num_workers or per_node * group.instance_count
@@ -281,7 +283,7 @@ class Training(Frozen):
             return []
         return self.problems(groups, fsx_file_system_path=env.fsx.file_system_path)
 
-    def problems(self, groups, *, fsx_file_system_path: str = "/checkpoints") -> list[str]:
+    def problems(self, groups: Sequence[InstanceGroup], *, fsx_file_system_path: str = "/checkpoints") -> list[str]:
         """Every mismatch between this section and the instance groups, one line each."""
         names = [g.name for g in groups]
         group = self._group(groups)
