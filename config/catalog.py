@@ -273,7 +273,7 @@ def kube_reserved_cpu_millis(vcpus: int) -> int:
     bounds = (0, 1000, 2000, 4000, total)
     per_10k = (600, 100, 50, 25)
     return sum((min(total, end) - start) * pct // 10000
-               for start, end, pct in zip(bounds, bounds[1:], per_10k) if total >= start and end >= start)
+               for start, end, pct in zip(bounds, bounds[1:], per_10k, strict=False) if total >= start and end >= start)
 
 
 def kube_reserved_memory_mib(pods: int) -> int:

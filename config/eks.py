@@ -28,7 +28,7 @@ class SystemNodeGroup(Frozen):
         return catalog.require_enum_value(v, service="ec2", shape="InstanceType", what="an EC2 instance type")
 
     @model_validator(mode="after")
-    def _sizes(self) -> "SystemNodeGroup":
+    def _sizes(self) -> SystemNodeGroup:
         if not self.min_size <= self.desired_size <= self.max_size:
             raise ValueError(
                 f"eks.system_nodes sizes must satisfy min_size <= desired_size <= max_size; got "
@@ -106,7 +106,7 @@ class Eks(Frozen):
         return list(dict.fromkeys(v))
 
     @model_validator(mode="after")
-    def _endpoint(self) -> "Eks":
+    def _endpoint(self) -> Eks:
         if self.endpoint_public_access and not self.public_access_cidrs:
             raise ValueError(
                 "eks.public_access_cidrs: a public endpoint (eks.endpoint_public_access: true) needs "

@@ -55,7 +55,7 @@ class EnvironmentConfig(Frozen):
         return v
 
     @model_validator(mode="after")
-    def _cross(self) -> "EnvironmentConfig":
+    def _cross(self) -> EnvironmentConfig:
         errors: list[str] = []
         for check in CROSS_CHECKS:
             errors.extend(check(self))
@@ -146,7 +146,8 @@ class EnvironmentConfig(Frozen):
 
 
 # Rules across sections, in the order their messages are reported. Training and inference own
-# their rules (check_against in config/training.py, config/inference.py).
+# their rules (check_against in config/training.py, config/inference.py); training's include the
+# FSDP sharding and GPU memory checks, so a model that does not fit its GPUs fails `cdk synth`.
 CROSS_CHECKS: tuple[Callable[[EnvironmentConfig], list[str]], ...] = (
     EnvironmentConfig._environment_errors,
     EnvironmentConfig._eks_errors,

@@ -28,7 +28,7 @@ REGION_RE = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
 PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{1,22}[a-z0-9]$")
 
 
-def _check(pattern: re.Pattern, what: str):
+def _check(pattern: re.Pattern[str], what: str) -> AfterValidator:
     def check(v: str) -> str:
         if not pattern.match(v):
             raise ValueError(f"{v!r} is not {what}")

@@ -61,10 +61,7 @@ def cache_dir() -> Path:
 def tree_digest(folder: Path, files: tuple[str, ...] = ()) -> str:
     """SHA-256 over ``<relative path>\\0<SHA-256 of the file>\\n`` for every file (or only
     ``files``) under ``folder``, in path order: the same for any copy of the same content."""
-    if files:
-        paths = [folder / name for name in files]
-    else:
-        paths = [p for p in folder.rglob("*") if p.is_file()]
+    paths = [folder / name for name in files] if files else [p for p in folder.rglob("*") if p.is_file()]
     lines = sorted(
         f"{p.relative_to(folder).as_posix()}\0{hashlib.sha256(p.read_bytes()).hexdigest()}\n" for p in paths
     )

@@ -118,7 +118,7 @@ class InstanceGroup(Frozen):
         return v
 
     @model_validator(mode="after")
-    def _health_checks(self) -> "InstanceGroup":
+    def _health_checks(self) -> InstanceGroup:
         if self.deep_health_checks and not (self.is_gpu or self.is_trainium):
             raise ValueError(
                 f"deep_health_checks {self.deep_health_checks} need a GPU or Trainium instance "

@@ -10,6 +10,7 @@ from config import catalog
 from config.base import Frozen
 from config.fields import AzId, cidr_block
 
+
 class AvailabilityZone(Frozen):
     """An AZ by name and by ID. Names map to IDs differently in each account; IDs do not."""
 
@@ -57,7 +58,7 @@ class Network(Frozen):
         return v
 
     @model_validator(mode="after")
-    def _layout(self) -> "Network":
+    def _layout(self) -> Network:
         errors: list[str] = []
         vpc = ipaddress.IPv4Network(self.vpc_cidr)
         blocks = [ipaddress.IPv4Network(b) for b in self.hyperpod_cidr_blocks]

@@ -29,6 +29,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from config import addons, catalog, names
+from config.eks import Eks
+from config.hyperpod import HyperPod, InstanceGroup
+from config.inference import Inference
 from config.scheduling import (  # noqa: F401  (re-exported: the generic half of placement)
     Placement,
     Pod,
@@ -41,9 +44,6 @@ from config.scheduling import (  # noqa: F401  (re-exported: the generic half of
     pod_from_spec,
     selects,
 )
-from config.eks import Eks
-from config.hyperpod import HyperPod, InstanceGroup
-from config.inference import Inference
 from config.storage import Fsx
 from config.training import Training
 
@@ -51,8 +51,6 @@ from config.training import Training
 # work (num-cpus 0). One CPU and 4 GiB hold that for clusters of a few dozen workers; several
 # heads share each `system` node (training, each service, twice during an upgrade).
 RAY_HEAD = {"cpu": "1", "memory": "4Gi"}
-# The RayJob submitter (K8sJobMode): `ray job submit` and log tailing.
-RAY_JOB_SUBMITTER = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 # A serving replica without GPUs still holds the model, the batch and the HTTP buffers.
 MIN_SERVE_MEMORY_GIB = 4
 
@@ -124,8 +122,9 @@ def pool_problems(env: _Environment) -> list[str]:
         return [f"eks.system_nodes.instance_type: {err.args[0]}; add its vCPUs, memory and ENI "
                 "limits to config/catalog.py and config/eni_limits.json (the placement check needs them)"]
     used = set()
-    if env.training._group(env.hyperpod.instance_groups) is not None:
-        used.add(env.training._group(env.hyperpod.instance_groups).name)
+    training_group = env.training._group(env.hyperpod.instance_groups)
+    if training_group is not None:
+        used.add(training_group.name)
     try:
         used.add(env.inference.resolved_instance_group(env).name)
         if env.inference.llm.enabled:
@@ -277,7 +276,7 @@ def _llm_enabled(env: _Environment) -> bool:
 
 
 def _services(env: _Environment) -> list[tuple[str, WorkerShape, InstanceGroup]]:
-    out = []
+    out: list[tuple[str, WorkerShape, InstanceGroup]] = []
     try:
         group = env.inference.resolved_instance_group(env)
     except KeyError:  # no GPU group: no RayService to place (rendering it says why)
@@ -307,9 +306,9 @@ def platform_pods(env: _Environment, situation: str = "configured", *, lost_grou
     training = _training(env)
     if training is not None:
         name, shape, group = training
+        # HTTPMode (workloads/training/manifest.py): the operator submits to the head's
+        # dashboard, so the RayJob has no submitter pod.
         pods.append(head_pod(f"{name} head", autoscaler=False))
-        pods.append(pod_from_spec(f"{name} submitter", {"nodeSelector": dict(names.SYSTEM_NODE_SELECTOR),
-                                                         "containers": [{"resources": RAY_JOB_SUBMITTER}]}))
         replicas = shape.max_replicas
         if situation == "node-loss" and lost_group == group.name:
             replicas = min(replicas, group.instance_count - 1)
@@ -336,6 +335,27 @@ def _with(pods: list[Pod], extra: Sequence[Pod]) -> list[Pod]:
     of the ones built from the values this app sets)."""
     replaced = {p.name for p in extra}
     return [p for p in pods if p.name not in replaced] + list(extra)
+
+
+class _ChartPod(Protocol):
+    """A pod template a Helm release renders (constructs.chart_pods.ChartPod)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def pod_spec(self) -> Any: ...
+    @property
+    def replicas(self) -> int | None: ...
+    @property
+    def is_daemonset(self) -> bool: ...
+
+
+def pods_from_charts(chart_pods: Sequence[_ChartPod]) -> list[Pod]:
+    """The pods of rendered Helm releases (``constructs.chart_pods.chart_pods(env)``), for
+    ``check_against(env, extra_pods=...)``: a DaemonSet one per node it selects, a Deployment its
+    replicas."""
+    return [pod_from_spec(p.name, p.pod_spec, replicas=1 if p.replicas is None else p.replicas,
+                          daemonset=p.is_daemonset) for p in chart_pods]
 
 
 def situations(env: _Environment, extra_pods: Sequence[Pod] = ()) -> list[Placement]:

@@ -222,7 +222,9 @@ def place(pool_list: Sequence[Pool], pods: Iterable[Pod], *, situation: str = "a
     misfits: list[str] = []
     pods = list(pods)
     for pod in pods:
-        if not any(selects(pod, p) for p in pool_list):
+        # A DaemonSet whose selector matches no node runs no pod (the NVIDIA chart's MPS control
+        # daemon waits for nodes labelled for MPS); a Deployment's pod that matches none is Pending.
+        if not pod.daemonset and not any(selects(pod, p) for p in pool_list):
             misfits.append(
                 f"placement ({situation}): pod {pod.name!r} selects no node pool (nodeSelector "
                 f"{dict(pod.node_selector)}, {len(pod.affinity)} node-affinity term(s), "
@@ -237,12 +239,12 @@ def place(pool_list: Sequence[Pool], pods: Iterable[Pod], *, situation: str = "a
     for pod in sorted(singles, key=lambda p: (-p.gpus, -p.cpu_millis, -p.memory_mib)):
         eligible = [n for n in nodes if selects(pod, n.pool)]
         for _ in range(pod.replicas):
-            node = next((n for n in eligible if n.fits(pod)), None)
-            if node is None:
+            free = next((n for n in eligible if n.fits(pod)), None)
+            if free is None:
                 pool = next(q for q in pool_list if selects(pod, q))
                 misfits.append(_misfit(situation, pod, pool, eligible))
                 break
-            node.take(pod)
+            free.take(pod)
     return Placement(situation=situation, pools=list(pool_list), nodes=nodes, misfits=misfits)
 
 

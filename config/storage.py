@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 from config import catalog
 from config.base import Frozen
 
+
 class Fsx(Frozen):
     """FSx for Lustre, shared by every node at /fsx and linked to the checkpoint bucket."""
 

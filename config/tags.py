@@ -28,7 +28,7 @@ class Tags(Frozen):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     @model_validator(mode="after")
-    def _aws_limits(self) -> "Tags":
+    def _aws_limits(self) -> Tags:
         errors = []
         for key, value in self.as_dict().items():
             if not 1 <= len(key) <= TAG_KEY_MAX:

@@ -19,19 +19,22 @@ RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-
 class TeamQuota(Frozen):
     """The namespace's ResourceQuota: what the team's pods may request in total."""
 
-    gpus: int = Field(default=8, ge=0, le=4096)
-    cpus: int = Field(default=192, ge=1)
-    memory_gib: int = Field(default=1536, ge=1)
-    rayjobs: int = Field(default=10, ge=1, le=1000)
+    gpus: int = Field(default=8, ge=0, le=4096, description="GPUs (nvidia.com/gpu requests) the team's pods may hold at once.")
+    cpus: int = Field(default=192, ge=1, description="CPUs the team's pods may request in total.")
+    memory_gib: int = Field(default=1536, ge=1, description="Memory in GiB the team's pods may request in total.")
+    rayjobs: int = Field(default=10, ge=1, le=1000, description="RayJobs that may exist in the team's namespace at once.")
 
 
 class Team(Frozen):
-    name: str
-    # IAM roles or users of the team (e.g. the role its SSO permission set creates).
-    principal_arns: list[str] = Field(min_length=1)
-    # Default: team-<name>.
-    namespace: str | None = None
-    quota: TeamQuota = Field(default_factory=TeamQuota)
+    """A team: its IAM principals get EKS access scoped to its namespace, which has a quota."""
+
+    name: str = Field(description="Team name: 1-20 lowercase letters, digits and hyphens, starting with a letter; unique.")
+    principal_arns: list[str] = Field(min_length=1, description=(
+        "IAM roles or users of the team (e.g. the role its SSO permission set creates); each in one team "
+        "only, and not in eks.admin_principal_arns."))
+    namespace: str | None = Field(default=None, description=(
+        "The team's Kubernetes namespace, not a platform one; null: team-<name>."))
+    quota: TeamQuota = Field(default_factory=TeamQuota, description="The namespace's ResourceQuota.")
 
     @field_validator("name")
     @classmethod

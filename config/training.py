@@ -2,22 +2,25 @@
 
 Worker and GPU counts are derived from the HyperPod instance group named here, the same group
 the CDK app creates, so the job cannot ask for hardware the cluster does not have. The checks
-against the groups (``Training.problems``) run when the config is loaded (``check_against``, one
-of EnvironmentConfig's cross-section checks: `cdk synth` reports them) and again when the job is
-derived from a config with command-line overrides (``workloads.training.settings.for_cluster``).
+against the groups (``Training.problems``: workers per node, shared storage, ``sharding_problems``
+and ``memory_problems``, the model's estimated memory against the group's GPUs) run when the config
+is loaded (``check_against``, one of EnvironmentConfig's CROSS_CHECKS: `cdk synth` reports them)
+and again when the job is derived from a config with command-line overrides
+(``workloads.training.settings.for_cluster``).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from pydantic import Field, field_validator, model_validator
 
 from config import catalog
 from config.base import Frozen
-from config.hyperpod import HyperPod
+from config.hyperpod import HyperPod, InstanceGroup
 from config.storage import Fsx
 
 
@@ -59,23 +62,22 @@ _SHAPE = ("n_layer", "n_head", "n_kv_head", "n_embd", "ffn_hidden", "block_size"
 class ModelSize(Frozen):
     """The model architecture (workloads.common.model): a preset, or every shape field given."""
 
-    # llama: RMSNorm, rotary embeddings, SwiGLU, grouped-query attention (the job's model).
-    # gpt: the small GPT (LayerNorm, learned positions, GELU), for small DDP runs.
-    arch: Literal["llama", "gpt"] = "llama"
-    # A name in config.training.PRESETS; fields given next to it override the preset's.
-    preset: str | None = None
-    n_layer: int = Field(default=12, ge=1, le=128)
-    n_head: int = Field(default=12, ge=1, le=128)
-    # Key/value heads (grouped-query attention, llama only): a divisor of n_head.
-    n_kv_head: int = Field(default=4, ge=1, le=128)
-    n_embd: int = Field(default=768, ge=8, le=16384)
-    # SwiGLU hidden width (llama only).
-    ffn_hidden: int = Field(default=2048, ge=8, le=65536)
-    # Context length in byte tokens.
-    block_size: int = Field(default=512, ge=8, le=8192)
-    # GPT only. No dropout: the corpus is large relative to the step budget, and it keeps runs
+    arch: Literal["llama", "gpt"] = Field(default="llama", description=(
+        "llama: RMSNorm, rotary embeddings, SwiGLU and grouped-query attention (the job's model); "
+        "gpt: the small GPT (LayerNorm, learned positions, GELU), for small DDP runs. A preset sets llama."))
+    preset: str | None = Field(default=None, description=(
+        "A named size: tiny, llama-76m, llama-1b, llama-3b, llama-7b or llama-11b (config.training.PRESETS); "
+        "shape fields given next to it override the preset's. null: the shape fields as given."))
+    n_layer: int = Field(default=12, ge=1, le=128, description="Transformer blocks.")
+    n_head: int = Field(default=12, ge=1, le=128, description="Attention heads; must divide n_embd.")
+    n_kv_head: int = Field(default=4, ge=1, le=128, description=(
+        "Key/value heads of grouped-query attention (llama only); must divide n_head."))
+    n_embd: int = Field(default=768, ge=8, le=16384, description="Embedding width.")
+    ffn_hidden: int = Field(default=2048, ge=8, le=65536, description="Hidden width of the SwiGLU MLP (llama only).")
+    block_size: int = Field(default=512, ge=8, le=8192, description="Context length in byte tokens.")
+    # No dropout by default: the corpus is large relative to the step budget, and it keeps runs
     # reproducible.
-    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Dropout rate (gpt only); 0 keeps runs reproducible.")
 
     @model_validator(mode="before")
     @classmethod
@@ -122,69 +124,70 @@ class ModelSize(Frozen):
 class Training(Frozen):
     """The Ray Train job: model, optimisation, checkpointing, fault tolerance and placement."""
 
-    # Stable run name: resubmitting the job with the same name resumes the same run.
-    run_name: str = "gpt-bytes"
-    model: ModelSize = Field(default_factory=ModelSize)
-    # Optimizer steps of the whole run (not per attempt).
-    steps: int = Field(default=20000, ge=1)
-    # Sequences per worker per step; the global batch is this times the worker count.
-    batch_size_per_worker: int = Field(default=16, ge=1)
-    # AdamW with linear warmup then cosine decay to 10 % (the nanoGPT-style schedule).
-    learning_rate: float = Field(default=3e-4, gt=0, le=1.0)
-    warmup_steps: int = Field(default=200, ge=0)
-    weight_decay: float = Field(default=0.1, ge=0)
-    grad_clip: float = Field(default=1.0, gt=0)
-    seed: int = 1234
-    # bf16 compute on GPUs (H100/H200/A10G/L40S all support it) with fp32 weights, optimizer
-    # state and gradient reduction; CPU runs use fp32.
-    precision: Literal["bf16", "fp32"] = "bf16"
-    # fsdp: FSDP2 (fully_shard per decoder block), parameters, gradients and optimizer state
-    # sharded over all workers. ddp: every worker holds the whole model (small models only).
-    sharding: Literal["fsdp", "ddp"] = "fsdp"
-    # Recompute each block's activations in the backward pass: keeps only block inputs.
-    activation_checkpointing: bool = True
-    # A checkpoint every 500 steps: at ~0.2 s/step on GPUs that bounds lost work to ~2 minutes.
-    checkpoint_every_steps: int = Field(default=500, ge=1)
-    # Metrics to Ray every 50 steps: each report is a barrier that can wait for the
-    # controller's poll (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S), so not every step.
-    report_every_steps: int = Field(default=50, ge=1)
-    # Three kept: the newest can be torn by a crash mid-upload and we fall back to the previous.
-    num_to_keep: int = Field(default=3, ge=2)
-    # Retries of the whole worker group after a failure; HyperPod replaces a failed node, but
-    # with max_failures=0 the run ends anyway. -1: unlimited.
-    max_failures: int = Field(default=10, ge=-1)
-    # The HyperPod instance group the workers run on (None: the first GPU group).
-    instance_group: str | None = None
-    # None: fill the group, one worker per `gpus_per_worker` GPUs on every instance.
-    num_workers: int | None = Field(default=None)
-    # Elastic restarts (Ray Train ScalingConfig(num_workers=(min_workers, workers))): after a node
-    # loss the run continues on as few as this many workers instead of waiting for a replacement,
-    # and grows back when nodes return (each resize is a restart from the last checkpoint). The
-    # global batch then changes with the worker count: not bitwise the fixed-size run. None: fixed.
-    min_workers: int | None = Field(default=None, ge=1)
-    gpus_per_worker: int = Field(default=1, ge=0)
-    # Where Ray Train keeps the run: a shared POSIX path (/fsx/...). Every rank writes its own
-    # checkpoint shards there (torch.distributed.checkpoint), so it must be a file system all
-    # nodes mount. None: FSx at /fsx + fsx.file_system_path, which the data repository
-    # association exports to the checkpoint bucket.
-    storage_path: str | None = None
-    # A non-/fsx POSIX path that every node nonetheless sees (e.g. an NFS mount).
-    storage_shared: bool = False
-    # Training text (file or directory, POSIX path or s3://). None: the Python standard
-    # library's own source files, present in every image, so nothing is downloaded.
-    data_path: str | None = None
-    # Read at most this much of the corpus (bytes).
-    data_max_bytes: int = Field(default=64 << 20, ge=1 << 16)
-    # KubeRay stops the job after this long (RayJob activeDeadlineSeconds): 3 days.
-    active_deadline_seconds: int = Field(default=3 * 24 * 3600, ge=60)
-    # Submitter-pod retries (RayJob submitterConfig.backoffLimit): transient API errors only;
-    # training failures are retried by Ray Train itself (max_failures).
-    submitter_backoff_limit: int = Field(default=2, ge=0, le=10)
-    # Keep the finished cluster an hour for log collection (ttlSecondsAfterFinished).
-    ttl_seconds_after_finished: int = Field(default=3600, ge=0)
-    # None: the workloads image `cdk deploy` builds from workloads/Dockerfile for this account
-    # and region (workloads.common.image). Set only to run another image built the same way.
-    image: str | None = None
+    run_name: str = Field(default="gpt-bytes", description=(
+        "Stable run name (1-63 lowercase letters, digits, hyphens); resubmitting with the same name resumes the run."))
+    model: ModelSize = Field(default_factory=ModelSize, description="The model architecture: a preset or its shape.")
+    steps: int = Field(default=20000, ge=1, description="Optimizer steps of the whole run (not per attempt).")
+    batch_size_per_worker: int = Field(default=16, ge=1, description=(
+        "Sequences per worker per step; the global batch is this times the workers."))
+    # The nanoGPT-style schedule.
+    learning_rate: float = Field(default=3e-4, gt=0, le=1.0, description=(
+        "Peak AdamW learning rate; linear warmup, then cosine decay to 10 %."))
+    warmup_steps: int = Field(default=200, ge=0, description="Steps of linear learning-rate warmup.")
+    weight_decay: float = Field(default=0.1, ge=0, description="AdamW weight decay.")
+    grad_clip: float = Field(default=1.0, gt=0, description="Gradient-norm clipping threshold.")
+    seed: int = Field(default=1234, description="Seed of the model init, data order and every rank's RNG.")
+    # H100/H200/A10G/L40S all compute in bf16.
+    precision: Literal["bf16", "fp32"] = Field(default="bf16", description=(
+        "bf16 compute on GPUs with fp32 weights, optimizer state and gradient reduction; CPU runs use fp32."))
+    sharding: Literal["fsdp", "ddp"] = Field(default="fsdp", description=(
+        "fsdp: FSDP2 (fully_shard per decoder block), parameters, gradients and optimizer state sharded over "
+        "all workers (2 or more); ddp: every worker holds the whole model (small models only)."))
+    activation_checkpointing: bool = Field(default=True, description=(
+        "Recompute each block's activations in the backward pass, keeping only the block inputs: less GPU "
+        "memory for a second forward pass of every block."))
+    # At ~0.2 s/step on GPUs, 500 steps bound the lost work to ~2 minutes.
+    checkpoint_every_steps: int = Field(default=500, ge=1, description=(
+        "Steps between checkpoints; bounds the work redone after a failure. At most steps."))
+    # Each report is a barrier that can wait for the controller's poll, so not every step.
+    report_every_steps: int = Field(default=50, ge=1, description="Steps between metrics reports to Ray Train.")
+    num_to_keep: int = Field(default=3, ge=2, description=(
+        "Checkpoints kept; at least 2 so a torn newest one has a predecessor."))
+    # HyperPod replaces a failed node, but with max_failures=0 the run ends anyway.
+    max_failures: int = Field(default=10, ge=-1, description=(
+        "Restarts of the worker group after failures before the run fails; -1: unlimited."))
+    instance_group: str | None = Field(default=None, description=(
+        "HyperPod instance group of the workers; null: the first GPU group."))
+    num_workers: int | None = Field(default=None, description=(
+        "Workers (at least 1); null: fill the group, one per gpus_per_worker GPUs on every node."))
+    # Ray Train ScalingConfig(num_workers=(min_workers, workers)); each resize is a restart from
+    # the last checkpoint, and the global batch changes with the worker count.
+    min_workers: int | None = Field(default=None, ge=1, description=(
+        "Elastic restarts: after a node loss the run goes on with as few as this many workers instead of "
+        "waiting for a replacement, and grows back when nodes return. At most num_workers; null: a fixed "
+        "worker count."))
+    gpus_per_worker: int = Field(default=1, ge=0, description=(
+        "GPUs per worker; must divide the GPUs of the group's instance type."))
+    # Every rank writes its own checkpoint shards (torch.distributed.checkpoint) there.
+    storage_path: str | None = Field(default=None, description=(
+        "Where Ray Train keeps the run: a POSIX path every node mounts (/fsx/..., or another absolute path "
+        "with storage_shared); not s3://. null: /fsx + fsx.file_system_path, exported to the checkpoint bucket."))
+    storage_shared: bool = Field(default=False, description=(
+        "Declare a non-/fsx path as mounted on every node (e.g. NFS), for multi-node runs."))
+    data_path: str | None = Field(default=None, description=(
+        "Training text, file or directory (absolute path or s3://); null: the Python standard library's "
+        "sources in the image."))
+    data_max_bytes: int = Field(default=64 << 20, ge=1 << 16, description="Read at most this many bytes of the corpus.")
+    active_deadline_seconds: int = Field(default=3 * 24 * 3600, ge=60, description=(
+        "KubeRay stops the job after this long (RayJob activeDeadlineSeconds)."))
+    submitter_backoff_limit: int = Field(default=2, ge=0, le=10, description=(
+        "Submitter-pod retries of jobs submitted with the ops CLI (K8sJobMode) for transient API errors; "
+        "training failures are max_failures'. The training RayJob runs in HTTPMode, without a submitter."))
+    ttl_seconds_after_finished: int = Field(default=3600, ge=0, description=(
+        "Seconds a finished job's Ray head is kept for log collection (its workers go at once)."))
+    image: str | None = Field(default=None, description=(
+        "Container image of the job; null: the workloads image `cdk deploy` builds from workloads/Dockerfile "
+        "for this account and region. Set only to run another image built the same way."))
 
     @field_validator("run_name")
     @classmethod
@@ -246,7 +249,7 @@ class Training(Frozen):
     def resolved_storage_path(self, fsx_file_system_path: str) -> str:
         return self.storage_path or f"/fsx{fsx_file_system_path}"
 
-    def placement(self, groups) -> Placement:
+    def placement(self, groups: Sequence[InstanceGroup]) -> Placement:
         """Workers, nodes and GPUs for the instance groups ``groups`` (hyperpod.instance_groups);
         raises ValueError naming the field when they do not fit."""
         problems = self.problems(groups)
@@ -254,13 +257,14 @@ class Training(Frozen):
             raise ValueError("\n".join(problems))
         return self._placement(groups)
 
-    def _group(self, groups):
+    def _group(self, groups: Sequence[InstanceGroup]) -> InstanceGroup | None:
         if self.instance_group is None:
             return next((g for g in groups if g.instance_type in catalog.gpu_instance_types()), None)
         return next((g for g in groups if g.name == self.instance_group), None)
 
-    def _placement(self, groups) -> Placement:
+    def _placement(self, groups: Sequence[InstanceGroup]) -> Placement:
         group = self._group(groups)
+        assert group is not None, "problems() reports a missing group before placing"
         spec = catalog.instance_spec(group.instance_type)
         per_node = spec.gpus // self.gpus_per_worker if self.gpus_per_worker else 1
         workers = self.num_workers or per_node * group.instance_count
@@ -279,7 +283,7 @@ class Training(Frozen):
             return []
         return self.problems(groups, fsx_file_system_path=env.fsx.file_system_path)
 
-    def problems(self, groups, *, fsx_file_system_path: str = "/checkpoints") -> list[str]:
+    def problems(self, groups: Sequence[InstanceGroup], *, fsx_file_system_path: str = "/checkpoints") -> list[str]:
         """Every mismatch between this section and the instance groups, one line each."""
         names = [g.name for g in groups]
         group = self._group(groups)

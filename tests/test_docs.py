@@ -61,7 +61,7 @@ def test_readme_is_short_and_shows_the_deploy_path_in_order():
         "cdk destroy",
     ]
     positions = [text.find(step) for step in steps]
-    assert -1 not in positions, [s for s, p in zip(steps, positions) if p == -1]
+    assert -1 not in positions, [s for s, p in zip(steps, positions, strict=True) if p == -1]
     assert positions == sorted(positions)
 
 

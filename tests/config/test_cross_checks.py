@@ -48,6 +48,25 @@ def test_training_and_inference_mistakes_are_reported_together():
     assert [e.split(":")[0] for e in errors] == ["training.instance_group", "inference.instance_group"]
 
 
+def test_a_preset_larger_than_the_gpu_memory_fails_at_load():
+    # dev trains on 2 A10G of gpu-workers: 11.01e9 parameters x 16 bytes (fp32 weights, gradients
+    # and AdamW's two moments) / 2 shards is 82.0 GiB per GPU before activations.
+    assert errors_of("dev", lambda d: d["training"].update(model={"preset": "llama-11b"})) == [
+        "training.model: llama-11b (11.01B parameters) needs about 101.0 GiB per GPU with fsdp over "
+        "2 workers (batch_size_per_worker 16, block_size 2048, activation_checkpointing true), but "
+        "ml.g5.12xlarge has 24 GiB per A10G (85% usable: 20.4 GiB); allowed: a smaller preset, more "
+        "workers with fsdp, a smaller batch"
+    ]
+    parse_environment({**data_of("dev"), "training": {**data_of("dev")["training"], "model": {"preset": "llama-1b"}}})
+
+
+def test_fsdp_over_one_worker_fails_at_load():
+    assert errors_of("dev", lambda d: d["training"].update(num_workers=1)) == [
+        "training.sharding: 'fsdp' with 1 worker shards nothing; allowed: 'ddp' with one worker, or "
+        "'fsdp' with 2 or more workers"
+    ]
+
+
 def test_every_cross_section_rule_is_one_function_of_the_environment():
     env = parse_environment(data_of("prod"))
     assert all(check(env) == [] for check in CROSS_CHECKS)

@@ -44,7 +44,7 @@ def test_kube_reserved_memory_and_max_pods():
     assert catalog.kube_reserved_memory_mib(58) == 893
     # HyperPod types use their EC2 counterpart's ENIs: p5.48xlarge's default card has 2 x 50.
     assert catalog.max_pods("ml.p5.48xlarge") == 100
-    with pytest.raises(KeyError, match="no ENI limits for instance type 'x1.large'"):
+    with pytest.raises(KeyError, match=r"no ENI limits for instance type 'x1\.large'"):
         catalog.max_pods("x1.large")
 
 
@@ -90,9 +90,9 @@ def test_pod_from_spec_reads_what_the_scheduler_reads():
 
 
 def _pool(**kw) -> Pool:
-    base = dict(name="p", instance_type="ml.g5.12xlarge", nodes=1,
-                allocatable=catalog.Allocatable(4000, 8192, 3, 4000, 8192), gpus=4, efa=0,
-                labels={"t": "x"}, taints=())
+    base = {"name": "p", "instance_type": "ml.g5.12xlarge", "nodes": 1,
+            "allocatable": catalog.Allocatable(4000, 8192, 3, 4000, 8192), "gpus": 4, "efa": 0,
+            "labels": {"t": "x"}, "taints": ()}
     return Pool(**{**base, **kw})
 
 
@@ -134,12 +134,19 @@ def test_a_pod_no_pool_selects():
                       "0 node-affinity term(s), 0 toleration(s)); pools: p")
 
 
+def test_a_daemonset_no_pool_selects_runs_no_pod():
+    # Kubernetes runs a DaemonSet on the nodes it selects: none is zero pods, not a misfit.
+    result = place([_pool(nodes=2)], [Pod("mps", 10, 10, node_selector={"t": "nope"}, daemonset=True)])
+    assert result.misfits == [] and [n.placed for n in result.nodes] == [[], []]
+
+
 # --- The platform's pods, as rendered --------------------------------------------------------
 
 
 def _kuberay_pods(manifest: dict) -> list[Pod]:
     """The pods KubeRay creates from a RayJob or RayService: head (plus the autoscaler container
-    it adds when in-tree autoscaling is on), workers at their maximum, the RayJob's submitter."""
+    it adds when in-tree autoscaling is on), workers at their maximum, and a submitter pod when a
+    RayJob runs in K8sJobMode, KubeRay's default (read from submitterPodTemplate when given)."""
     from config import addons
 
     spec = manifest["spec"]
@@ -150,13 +157,14 @@ def _kuberay_pods(manifest: dict) -> list[Pod]:
     pods = [pod_from_spec("head", head)]
     pods += [pod_from_spec("worker", wg["template"]["spec"], replicas=wg["maxReplicas"])
              for wg in cluster["workerGroupSpecs"]]
-    if "submitterPodTemplate" in spec:
-        pods.append(pod_from_spec("submitter", spec["submitterPodTemplate"]["spec"]))
+    if "rayClusterSpec" in spec and spec.get("submissionMode", "K8sJobMode") == "K8sJobMode":
+        pods.append(pod_from_spec("submitter", (spec.get("submitterPodTemplate") or {"spec": {}})["spec"]))
     return pods
 
 
 def _rendered(env) -> list[tuple[str, Pod]]:
-    from workloads.inference.manifest import render as render_service, render_llm
+    from workloads.inference.manifest import render as render_service
+    from workloads.inference.manifest import render_llm
     from workloads.training.manifest import render as render_job
 
     out = [(f"RayJob train-{env.training.run_name}", p) for p in _kuberay_pods(render_job(env))]
@@ -176,8 +184,9 @@ def test_the_checked_pods_are_the_rendered_pods(name):
     env = load_environment(name)
     checked = {p.name: p for p in placement.platform_pods(env)}
     rendered = _rendered(env)
-    # RayJob: head, workers, submitter; each RayService: head, workers.
-    assert len(rendered) == 5 + 2 * env.inference.llm.enabled
+    # RayJob (HTTPMode: no submitter pod): head, workers; each RayService: head, workers.
+    assert len(rendered) == 4 + 2 * env.inference.llm.enabled
+    assert {n for n in checked if n.startswith(("RayJob ", "RayService "))} == {f"{w} {p.name}" for w, p in rendered}
     for workload, pod in rendered:
         assert _scheduling(pod) == _scheduling(checked[f"{workload} {pod.name}"]), f"{workload} {pod.name}"
 
@@ -185,6 +194,7 @@ def test_the_checked_pods_are_the_rendered_pods(name):
 @pytest.mark.parametrize("name", ENVS)
 def test_the_addon_pods_are_the_ones_the_constructs_write(name):
     from constructs import hyperpod_dependencies as deps
+
     from constructs.kuberay import kuberay_operator_values
 
     env = load_environment(name)
@@ -312,3 +322,29 @@ def test_rendered_chart_pods_take_the_place_of_the_built_ones():
     assert placement.check_against(env, [pod_from_spec("nvidia-device-plugin", {
         "containers": [{"resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}}],
         "tolerations": [{"operator": "Exists"}]}, daemonset=True)]) == []
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_every_rendered_chart_pod_fits(name):
+    # The KubeRay operator and the device plugins as the real `helm template` of the pinned charts
+    # renders them (constructs/chart_pods.py), in place of the pods built from the values.
+    from constructs.chart_pods import chart_pods
+
+    env = load_environment(name)
+    rendered = placement.pods_from_charts(chart_pods(env))
+    assert {"kuberay-operator", "nvidia-device-plugin", "aws-efa-k8s-device-plugin"} <= {p.name for p in rendered}
+    assert placement.check_against(env, rendered) == []
+    # Each rendered pod is placed where Kubernetes would run it: a Deployment's replicas, a
+    # DaemonSet on every node it selects (the MPS control daemon on none: no node is labelled
+    # nvidia.com/mps.capable).
+    for result in placement.situations(env, rendered):
+        placed: dict[str, int] = {}
+        for pool in result.pools:
+            for pod_name, count in result.pods_on(pool).items():
+                placed[pod_name] = placed.get(pod_name, 0) + count
+        for pod in rendered:
+            expected = sum(p.nodes for p in result.pools if selects(pod, p)) if pod.daemonset else pod.replicas
+            assert placed.get(pod.name, 0) == expected, (result.situation, pod.name)
+        mps = next(p for p in rendered if p.name == "nvidia-device-plugin-mps-control-daemon")
+        assert placed.get(mps.name, 0) == 0
+        assert placed["nvidia-device-plugin"] == sum(p.nodes for p in result.pools if p.gpus)

@@ -35,7 +35,7 @@ def test_check_mode_reports_a_stale_file(tmp_path, monkeypatch, capsys):
 
 def _properties(schema):
     """(where, property schema) for every key of every model the schema reaches."""
-    models = [("(top level)", schema)] + list(schema.get("$defs", {}).items())
+    models = [("(top level)", schema), *schema.get("$defs", {}).items()]
     for model_name, model in models:
         for key, prop in model.get("properties", {}).items():
             yield f"{model_name}.{key}", prop
