@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from config.jobs import JOBS_PREFIX
 from constructs import flows as F
 from review.__main__ import main as review_main
 from review.assembly import load_assembly
@@ -113,18 +114,22 @@ def test_prod_llm_weights_are_readable(synthesized, results):
 
 
 def test_s3_locations_come_from_config(synthesized):
-    _, config, _ = synthesized("dev")
+    # prod: the LLM RayService is on there (dev's system pool has no room for its head).
+    _, config, _ = synthesized("prod")
     data = config.model_dump()
     data["training"]["data_path"] = "s3://other-bucket/corpus/text"
-    data["training"]["storage_path"] = "s3://runs-bucket/runs"
-    data["inference"]["llm"] = {**data["inference"]["llm"], "enabled": True, "model_source": "s3://weights-bucket/models/llm"}
+    # training.storage_path is a shared POSIX path (config/training.py refuses s3://): no S3 location.
+    data["training"]["storage_path"] = "/fsx/runs"
+    data["inference"]["storage_path"] = "s3://runs-bucket/runs"
+    data["inference"]["llm"] = {**data["inference"]["llm"], "model_source": "s3://weights-bucket/models/llm"}
     changed = type(config).model_validate(data)
     locs = {(x.bucket, x.prefix, x.write, x.source) for x in F.s3_locations(changed)}
     assert locs == {
-        (config.bucket_names()["checkpoints"], "checkpoints/", True, "fsx.import_export_prefix"),
+        (config.bucket_names()["checkpoints"], config.fsx.import_export_prefix, True, "fsx.import_export_prefix"),
         ("other-bucket", "corpus/text/", False, "training.data_path"),
-        ("runs-bucket", "runs/", True, "training.storage_path"),
+        ("runs-bucket", "runs/", False, "inference.storage_path"),
         ("weights-bucket", "models/llm/", False, "inference.llm.model_source"),
+        (config.bucket_names()["checkpoints"], JOBS_PREFIX, False, "jobs.prefix"),
     }
 
 
