@@ -14,6 +14,7 @@ from review.__main__ import main as review_main
 from review.assembly import load_assembly
 from review.flows import check_flows
 from review.policy import resource_types
+from workloads.common.network_policy import POD_FLOWS
 
 ENVIRONMENTS = ("dev", "staging", "prod")
 
@@ -53,7 +54,7 @@ def test_the_flow_table_is_complete(synthesized, results, env):
             "control-plane->system:kubelet", "control-plane->hyperpod:kubelet", "ray-workers->fsx:988-988",
             "ray-head->fsx:1018-1023", "hyperpod->eks-api", "system->eks-api", "kubectl->eks-api", "hyperpod-efa",
             "system->serve", "fsx-slr-platform-key", "execution-role-ebs-grant", "csi-describe-fsx",
-            "flow-logs-write", "logs-flow-log-key"} <= names
+            "flow-logs-write", "logs-flow-log-key", "workloads-ray-auth-secret", "workloads-ray-auth-key"} <= names
     assert {f"cni-{a.split(':')[1]}" for a in F.ENI_ACTIONS} <= names
     for loc in F.s3_locations(config):
         assert f"workloads-s3:{loc.bucket}/{loc.prefix}" in names
@@ -182,3 +183,37 @@ def test_flow_parts_are_declared():
     for flow in F.network_flows():
         assert flow.source in F.PARTS and flow.destination in F.PARTS, flow.name
     assert F.ray_head_ports()[:3] == (6379, 8265, 10001)
+
+
+# --- Ray token authentication and the workloads' NetworkPolicies ---------------------------------
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_ray_pods_read_and_decrypt_the_auth_token(results, env):
+    r = results(env)
+    _assert_ok(r, ["workloads-ray-auth-secret", "workloads-ray-auth-key"])
+
+
+def test_a_reader_without_the_key_cannot_read_the_token(synthesized):
+    assembly, config, _ = synthesized("dev")
+    stacks = load_assembly(assembly.directory).stacks
+    for stack in stacks:
+        for r in (stack.template.get("Resources") or {}).values():
+            if r["Type"] == "AWS::IAM::Policy":
+                doc = r["Properties"]["PolicyDocument"]
+                doc["Statement"] = [s for s in doc["Statement"]
+                                    if "secretsmanager" not in json.dumps(s.get("Condition", {}))]
+    r = {x.name: x for x in check_flows(stacks, config)}
+    assert r["workloads-ray-auth-secret"].ok
+    assert not r["workloads-ray-auth-key"].ok
+    assert "kms:Decrypt" in r["workloads-ray-auth-key"].detail
+
+
+def test_pod_flows_of_the_network_policies_are_in_the_table():
+    """What the NetworkPolicies allow between parts must pass the security groups too; a row
+    from namespaces picked by label (any pool) has no part to prove."""
+    names = {f.name for f in F.network_flows()}
+    fitting = [row for row in POD_FLOWS if row[1] in F.PARTS and row[2] in F.PARTS]
+    assert {row[0] for row in fitting} <= names
+    assert len(fitting) == 5
+    assert {row[1] for row in POD_FLOWS if row not in fitting} == {"serve-clients"}
