@@ -50,14 +50,15 @@ class RayAuthToken(Construct):
         would name the grantee in the key policy, and the key belongs to the storage stack: the
         two stacks would then reference each other. The key policy delegates to the account, so
         an identity policy is enough."""
-        iam.Grant.add_to_principal(
-            grantee=grantee, actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-            resource_arns=[self.secret.secret_arn],
-        )
-        iam.Grant.add_to_principal(
-            grantee=grantee, actions=["kms:Decrypt"], resource_arns=[self.key.key_arn],
+        principal = grantee.grant_principal
+        principal.add_to_principal_policy(iam.PolicyStatement(
+            sid="ReadRayAuthToken", actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+            resources=[self.secret.secret_arn],
+        ))
+        principal.add_to_principal_policy(iam.PolicyStatement(
+            sid="DecryptRayAuthToken", actions=["kms:Decrypt"], resources=[self.key.key_arn],
             conditions={"StringEquals": {
                 "kms:ViaService": f"secretsmanager.{Stack.of(self).region}.amazonaws.com",
                 "kms:EncryptionContext:SecretARN": self.secret.secret_arn,
             }},
-        )
+        ))

@@ -37,6 +37,7 @@ def test_only_the_reader_role_may_read_it():
     statements = [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
     secret_id = next(iter(t.find_resources("AWS::SecretsManager::Secret")))
     read, decrypt = statements
+    assert (read["Sid"], decrypt["Sid"]) == ("ReadRayAuthToken", "DecryptRayAuthToken")
     assert sorted(read["Action"]) == ["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"]
     assert read["Resource"] == {"Ref": secret_id}
     # The key only through Secrets Manager, and only for this secret.

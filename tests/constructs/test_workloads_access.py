@@ -117,7 +117,9 @@ def test_role_reaches_only_the_checkpoint_prefix_and_key(dev):
     assert by_sid["ListJobsPrefix"]["Condition"] == {"StringLike": {"s3:prefix": [JOBS_PREFIX, f"{JOBS_PREFIX}*"]}}
     assert by_sid["ReadJobsPrefix"] == {"Sid": "ReadJobsPrefix", "Effect": "Allow", "Action": "s3:GetObject",
                                      "Resource": f"arn:aws:s3:::{bucket}/{JOBS_PREFIX}*"}
-    assert set(by_sid) == {"ListCheckpointPrefix", "ReadWriteCheckpoints", "ListJobsPrefix", "ReadJobsPrefix", "CheckpointKey"}
+    # The Ray auth token (constructs/ray_auth.py, tests/constructs/test_ray_auth.py pins them).
+    assert set(by_sid) == {"ListCheckpointPrefix", "ReadWriteCheckpoints", "ListJobsPrefix", "ReadJobsPrefix", "CheckpointKey",
+                           "ReadRayAuthToken", "DecryptRayAuthToken"}
 
 
 def test_service_account_after_namespace_after_pod_identity_agent(dev):
