@@ -11,6 +11,7 @@ when the HyperPod cluster is created (see ``constructs/hyperpod_cluster.py`` and
 from __future__ import annotations
 
 import importlib
+import json
 from typing import Any
 
 from aws_cdk import Stack
@@ -38,6 +39,8 @@ CONTROL_PLANE_LOGS = (
 # The FSx CSI driver's controller service account (the add-on's own name for it).
 FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"
 CLOUDWATCH_AGENT_SA = "cloudwatch-agent"
+# The vpc-cni add-on's configuration values (its schema: `aws eks describe-addon-configuration`).
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 
 
 def kubectl_layer(scope: Construct, kubernetes_version: str) -> lambda_.ILayerVersion:
@@ -196,7 +199,10 @@ class PlatformEksCluster(Construct):
             return resource
 
         # Networking before any node starts: vpc-cni and kube-proxy have no dependency on nodes.
-        vpc_cni = addon("VpcCni", "vpc-cni")
+        # The CNI's network policy agent enforces the Ray namespace's NetworkPolicies
+        # (workloads/common/network_policy.py); without it Kubernetes accepts them and nothing
+        # enforces them.
+        vpc_cni = addon("VpcCni", "vpc-cni", configuration_values=json.dumps(VPC_CNI_CONFIGURATION, sort_keys=True))
         kube_proxy = addon("KubeProxy", "kube-proxy")
         pod_identity = addon("PodIdentityAgent", "eks-pod-identity-agent")
         for early in (vpc_cni, kube_proxy, pod_identity):

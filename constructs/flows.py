@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from config.jobs import JOBS_PREFIX
+from config.names import ray_auth_secret_name
 from workloads.common import k8s
+from workloads.common.network_policy import POD_FLOWS
 from workloads.inference.manifest import SERVE_PORT
 
 Protocol = Literal["tcp", "udp", "all"]
@@ -160,8 +162,21 @@ def network_flows() -> list[NetworkFlow]:
                     "hyperpod-nodes", "hyperpod-nodes", "all", ALL_PORTS, group_rules_only=True),
         *_lustre("ray-workers", "Workers read data and write checkpoints on /fsx."),
         *_lustre("ray-head", "The head pods mount the same FSx claim (checkpoint listing, Serve's model files)."),
+        *pod_flows(),
     ]
     return flows
+
+
+def pod_flows() -> list[NetworkFlow]:
+    """What the workloads' NetworkPolicies allow between parts (workloads/common/network_policy.py):
+    the security groups must admit it too, or the policy's rule is void. Rows whose source is
+    not a part (namespaces chosen by label, on either pool) have no place in this table."""
+    return [
+        NetworkFlow(name, f"NetworkPolicy: {source} -> {destination} {protocol} {lo}-{hi}", why,
+                    source, destination, protocol, (lo, hi))  # type: ignore[arg-type]
+        for name, source, destination, protocol, (lo, hi), why in POD_FLOWS
+        if source in PARTS and destination in PARTS
+    ]
 
 
 @dataclass(frozen=True)
@@ -200,7 +215,7 @@ Principal = Literal[
 ]
 Resource = Literal[
     "platform-key", "flow-log-key", "flow-log-group", "s3-object", "s3-bucket", "fsx-file-system",
-    "ec2",
+    "ec2", "ray-auth-secret", "ray-auth-secret-key",
 ]
 
 
@@ -213,10 +228,11 @@ class AccessFlow:
     actions: tuple[str, ...]
     resource: Resource
     # s3-object: "bucket/key"; s3-bucket: "bucket" with s3:prefix in context; ec2: the resource
-    # types to prove for each action (those IAM's action table lists for it).
+    # types to prove for each action (those IAM's action table lists for it); ray-auth-secret and
+    # ray-auth-secret-key (the key that secret names): the secret's name.
     target: str = ""
     resource_types: tuple[str, ...] = ()
-    # Request context; "{region}", "{account}", "{bucket_arn}", "{log_group_arn}" are filled in.
+    # Request context; "{region}", "{account}", "{bucket_arn}", "{log_group_arn}", "{secret_arn}" are filled in.
     context: tuple[tuple[str, str], ...] = ()
 
 
@@ -314,6 +330,26 @@ def access_flows(config, *, eni_actions: tuple[str, ...] = ("ec2:CreateNetworkIn
             "The log group is KMS-encrypted (CloudWatch Logs guide, 'Encrypt log data using AWS KMS').",
             "logs-service", ("kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"), "flow-log-key",
             context=(("kms:EncryptionContext:aws:logs:arn", "{log_group_arn}"),),
+        ),
+    ]
+    # Ray token authentication: the Secrets Store CSI driver's AWS provider reads the token with
+    # the pods' Pod Identity role (constructs/ray_auth.py); Secrets Manager decrypts it with the
+    # secret's key on the caller's behalf, the secret's ARN as encryption context (KMS developer
+    # guide, "How AWS Secrets Manager uses AWS KMS").
+    secret = ray_auth_secret_name(config.name_prefix)
+    flows += [
+        AccessFlow(
+            "workloads-ray-auth-secret", "Ray pods read the Ray auth token",
+            "Every Ray pod mounts the token's CSI volume; KubeRay's authOptions names the Secret it syncs.",
+            "workloads-role", ("secretsmanager:GetSecretValue",), "ray-auth-secret", target=secret,
+            context=(("aws:SecureTransport", "true"),),
+        ),
+        AccessFlow(
+            "workloads-ray-auth-key", "Ray pods decrypt the Ray auth token through Secrets Manager",
+            "The secret is encrypted with the platform key.", "workloads-role", ("kms:Decrypt",), "ray-auth-secret-key",
+            target=secret,
+            context=(("kms:ViaService", "secretsmanager.{region}.amazonaws.com"), ("kms:CallerAccount", "{account}"),
+                     ("kms:EncryptionContext:SecretARN", "{secret_arn}")),
         ),
     ]
     for action in eni_actions:

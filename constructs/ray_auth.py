@@ -10,7 +10,7 @@ kubectl handler (which prints every event it gets to its log) never sees it.
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -35,10 +35,30 @@ class RayAuthToken(Construct):
                 password_length=TOKEN_LENGTH, exclude_punctuation=True, include_space=False),
             removal_policy=removal_policy,
         )
+        self.key = key
         for reader in readers:
-            self.secret.grant_read(reader)
+            self.grant_read(reader)
         acknowledge(
             self.secret,
             ("AwsSolutions-SMG4", "Ray reads the token once at process start; a rotation is a planned restart of the Ray clusters, not a Lambda on a schedule."),
             ("NIST.800.53.R5-SecretsManagerRotationEnabled", "Ray reads the token once at process start; a rotation is a planned restart of the Ray clusters."),
         )
+
+    def grant_read(self, grantee: iam.IGrantable) -> None:
+        """GetSecretValue on the secret, and kms:Decrypt of its key only through Secrets Manager
+        and only for this secret, both in the grantee's identity policy. ``Secret.grant_read``
+        would name the grantee in the key policy, and the key belongs to the storage stack: the
+        two stacks would then reference each other. The key policy delegates to the account, so
+        an identity policy is enough."""
+        principal = grantee.grant_principal
+        principal.add_to_principal_policy(iam.PolicyStatement(
+            sid="ReadRayAuthToken", actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+            resources=[self.secret.secret_arn],
+        ))
+        principal.add_to_principal_policy(iam.PolicyStatement(
+            sid="DecryptRayAuthToken", actions=["kms:Decrypt"], resources=[self.key.key_arn],
+            conditions={"StringEquals": {
+                "kms:ViaService": f"secretsmanager.{Stack.of(self).region}.amazonaws.com",
+                "kms:EncryptionContext:SecretARN": self.secret.secret_arn,
+            }},
+        ))

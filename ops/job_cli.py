@@ -34,7 +34,7 @@ def add_submit_job_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("submit job (your own command, after --)")
     g.add_argument("--working-dir", metavar="DIR", type=Path, help="directory to upload and run in (Ray's runtime_env working_dir)")
     g.add_argument("--name", metavar="NAME", help="job name (default: the directory's name and a random suffix); with --attach, the job to follow")
-    g.add_argument("--image", metavar="URI", help="container image (default: training.image of the environment, else the pinned Ray image)")
+    g.add_argument("--image", metavar="URI", help="container image (default: training.image of the environment, else the environment's workloads image)")
     g.add_argument("--gpus", type=int, metavar="N", help="GPUs in total; rounded up to whole nodes of the instance group")
     g.add_argument("--nodes", type=int, metavar="N", help="worker nodes (default 1), when --gpus is not given")
     g.add_argument("--instance-group", metavar="NAME", help="HyperPod instance group of the workers (default: training.instance_group)")

@@ -187,11 +187,13 @@ def render_job(
     env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ray.io/v1 RayJob for a user's command, on whole nodes of one instance group."""
+    from workloads.common import image as image_mod
     from workloads.common import k8s
 
     if not command:
         raise OpsError("no command to run", "put it after --, e.g. hpray submit job --env dev --working-dir . -- python train.py")
-    image = image or config.training.image or k8s.RAY_IMAGE
+    # The workloads image (Ray, torch, this code), as the RayJob/RayService run it; never a bare Ray image.
+    image = image or image_mod.resolve(config, config.training.image, "training.image")
     group = config.hyperpod.group(p.group)
     job_env = {**RAY_ENV, "HPRAY_JOB": name, "HPRAY_CHECKPOINT_DIR": checkpoint_dir(config, name), **(env or {})}
     # The runtime env agent of every pod downloads the working_dir with boto3: it needs the region
@@ -227,16 +229,23 @@ def render_job(
                 "rayVersion": k8s.RAY_VERSION,
                 "headGroupSpec": k8s.head_group(image, app=APP, env=pod_env),
                 "workerGroupSpecs": [
-                    k8s.worker_group(
-                        group_name=group.name, instance_type=p.instance_type, replicas=p.nodes,
-                        gpus_per_node=p.gpus_per_node, efa_interfaces=p.efa_interfaces,
-                        vcpus=p.vcpus, memory_gib=p.memory_gib, image=image, app=APP,
-                        taints=group.taints, env=pod_env,
-                    )
+                    k8s.worker_group(_worker_shape(config, p), group_name=group.name, image=image, app=APP,
+                                     taints=group.taints, env=pod_env)
                 ],
             },
         },
     }
+
+
+def _worker_shape(config: EnvironmentConfig, p: JobPlacement):
+    """One worker pod per node with all its GPUs and EFA interfaces and what the node has left
+    once its DaemonSets run (config/placement.py: the figures the platform's own pods are sized from)."""
+    from config import placement as pl
+
+    cpu_millis, memory_mib = pl.free_per_node(config, config.hyperpod.group(p.group))
+    return pl.WorkerShape(group=p.group, instance_type=p.instance_type, min_replicas=p.nodes, max_replicas=p.nodes,
+                          gpus=p.gpus_per_node, efa=p.efa_interfaces, cpus=max(1, cpu_millis // 1000),
+                          memory_gib=max(1, memory_mib // 1024))
 
 
 def _json(value: Any) -> str:

@@ -143,6 +143,11 @@ class Env:
             return self.value(stack, p.get("CidrBlock"))
         if t == "AWS::EC2::SecurityGroup" and att in ("GroupId", "Ref"):
             return token
+        if t == "AWS::SecretsManager::Secret":
+            # Secrets Manager appends a hyphen and six random characters to the name.
+            name = self.value(stack, p["Name"]) if "Name" in p else token
+            arn = f"arn:aws:secretsmanager:{region}:{acct}:secret:{name}-Rnd6Ch"
+            return {"Ref": arn, "Id": arn}.get(att, f"{token}.{att}")
         if t == "AWS::EKS::Cluster":
             name = self.value(stack, p["Name"]) if "Name" in p else token
             return {"Ref": name, "Arn": f"arn:aws:eks:{region}:{acct}:cluster/{name}"}.get(att, f"{token}.{att}")
@@ -475,6 +480,21 @@ class Iam:
             return self.env.find_by_attr("AWS::Logs::LogGroup", "Arn", self.env.value(s, p.get("LogDestination")))
         return None
 
+    def secret(self, name: str) -> tuple[Stack, str, dict[str, Any]] | None:
+        for s, lid, r in self.env.resources("AWS::SecretsManager::Secret"):
+            if self.env.value(s, self.env.props(r).get("Name")) == name:
+                return s, lid, r
+        return None
+
+    def secret_policy(self, arn: str) -> list[Statement]:
+        env = self.env
+        out = []
+        for s, lid, r in env.resources("AWS::SecretsManager::ResourcePolicy"):
+            p = env.props(r)
+            if env.value(s, p.get("SecretId")) == arn:
+                out += statements_of(env.value(s, p.get("ResourcePolicy")), f"{s.display_name}/{lid}")
+        return out
+
     def key_statements(self, key: tuple[Stack, str, dict[str, Any]]) -> list[Statement]:
         s, lid, r = key
         return statements_of(self.env.value(s, self.env.props(r).get("KeyPolicy")), f"{s.display_name}/{lid} key policy")
@@ -512,12 +532,23 @@ class Iam:
         log_group = self.flow_log_group()
         if log_group is not None:
             fill["log_group_arn"] = env.attr(log_group[0], log_group[1], "Arn").removesuffix(":*")
+        secret = self.secret(flow.target) if flow.resource in ("ray-auth-secret", "ray-auth-secret-key") else None
+        if secret is not None:
+            fill["secret_arn"] = env.attr(secret[0], secret[1], "Ref")
         context = {k: v.format(**fill) for k, v in flow.context}
 
         requests: list[tuple[Request, list[Statement] | None, bool]] = []
-        if flow.resource in ("platform-key", "flow-log-key"):
+        if flow.resource in ("ray-auth-secret", "ray-auth-secret-key") and secret is None:
+            return broken(f"no Secrets Manager secret named {flow.target} in the templates")
+        if flow.resource in ("platform-key", "flow-log-key", "ray-auth-secret-key"):
             if flow.resource == "platform-key":
                 key = self.key_of_bucket(self.config.bucket_names()["checkpoints"])
+            elif flow.resource == "ray-auth-secret-key":
+                assert secret is not None
+                kid = env.props(secret[2]).get("KmsKeyId")
+                key = env.find_by_attr("AWS::KMS::Key", "Arn", env.value(secret[0], kid)) if kid is not None else None
+                if key is None:
+                    return broken(f"{flow.target}: not encrypted with a key of the templates")
             else:
                 key = None
                 if log_group is not None:
@@ -533,6 +564,10 @@ class Iam:
             policy = self.bucket_policy(bucket)
             for a in flow.actions:
                 requests.append((Request(principal, a, f"arn:aws:s3:::{flow.target}", context), policy, False))
+        elif flow.resource == "ray-auth-secret":
+            assert secret is not None
+            arn = fill["secret_arn"]
+            requests += [(Request(principal, a, arn, context), self.secret_policy(arn), False) for a in flow.actions]
         elif flow.resource == "fsx-file-system":
             fs = next(iter(env.resources("AWS::FSx::FileSystem")), None)
             if fs is None:

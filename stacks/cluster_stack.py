@@ -17,6 +17,7 @@ from constructs.flows import s3_locations
 from constructs.helm import HelmRelease
 from constructs.hyperpod_dependencies import HyperPodDependencies
 from constructs.kuberay import kuberay_operator_release
+from constructs.ray_auth import RayAuthToken
 from constructs.network import PlatformNetwork
 from constructs.team_access import TeamAccess
 from constructs.workloads_access import WorkloadsAccess
@@ -77,6 +78,12 @@ class ClusterStack(PlatformStack):
             storage_capacity_gib=config.fsx.storage_capacity_gib,
             namespace_depends_on=[self.eks.addons["eks-pod-identity-agent"]],
             storage_depends_on=[self.eks.addons["aws-fsx-csi-driver"]],
+        )
+        # The token of Ray's token authentication (workloads.common.security): every Ray pod runs
+        # as the workloads' service account and reads it through the Secrets Store CSI driver.
+        self.ray_auth = RayAuthToken(
+            self, "RayAuth", name_prefix=config.name_prefix, key=storage.platform_key,
+            readers=[self.workloads.role], removal_policy=self.removal_policy,
         )
         # Team namespaces, quotas and namespace-scoped access entries (config `teams`).
         self.teams = (

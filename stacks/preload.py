@@ -34,6 +34,7 @@ SERVICE_MODULES = tuple(
         "aws_kms",
         "aws_fsx",
         "aws_s3_deployment",
+        "aws_secretsmanager",
     )
 )
 

@@ -135,6 +135,16 @@ def test_managed_addons_pinned_in_one_place(fixture, request):
     assert versions.semver(addons["vpc-cni"]["AddonVersion"]) >= (1, 18, 3)
 
 
+@pytest.mark.parametrize("fixture", ["dev", "prod"])
+def test_vpc_cni_enforces_network_policies(fixture, request):
+    _, _, template = request.getfixturevalue(fixture)
+    cni = next(r["Properties"] for r in resources(template, "AWS::EKS::Addon").values()
+               if r["Properties"]["AddonName"] == "vpc-cni")
+    assert json.loads(cni["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
+    # The network policy agent ships with the VPC CNI from 1.14.
+    assert versions.semver(cni["AddonVersion"]) >= (1, 14, 0)
+
+
 def test_cloudwatch_observability_behind_the_switch(dev, prod):
     assert dev[0].eks.cloudwatch_observability is False
     assert prod[0].eks.cloudwatch_observability is True

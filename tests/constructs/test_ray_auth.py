@@ -34,8 +34,33 @@ def test_generated_token_encrypted_with_the_platform_key_and_retained():
 def test_only_the_reader_role_may_read_it():
     t = synth()
     policies = t.find_resources("AWS::IAM::Policy")
-    actions = [sorted(s["Action"]) for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
-    assert actions == [["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"]]
+    statements = [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    secret_id = next(iter(t.find_resources("AWS::SecretsManager::Secret")))
+    read, decrypt = statements
+    assert (read["Sid"], decrypt["Sid"]) == ("ReadRayAuthToken", "DecryptRayAuthToken")
+    assert sorted(read["Action"]) == ["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"]
+    assert read["Resource"] == {"Ref": secret_id}
+    # The key only through Secrets Manager, and only for this secret.
+    assert decrypt["Action"] == "kms:Decrypt"
+    assert decrypt["Condition"] == {"StringEquals": {"kms:ViaService": "secretsmanager.us-east-1.amazonaws.com",
+                                                     "kms:EncryptionContext:SecretARN": {"Ref": secret_id}}}
+
+
+def test_a_key_of_another_stack_makes_no_dependency_cycle():
+    """The platform key lives in the storage stack: the reader is granted in its identity policy,
+    never named in the key policy (which would make the key's stack depend on the reader's)."""
+    app = App()
+    env = {"account": "111111111111", "region": "us-east-1"}
+    storage = Stack(app, "Storage", env=env)
+    key = kms.Key(storage, "Key")
+    cluster = Stack(app, "Cluster", env=env)
+    role = iam.Role(cluster, "Role", assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com"))
+    RayAuthToken(cluster, "RayAuth", name_prefix="hpray-dev", key=key, readers=[role])
+    key_policy = template_of(storage).find_resources("AWS::KMS::Key")
+    assert "Role" not in str(key_policy)
+    decrypt = [s for p in template_of(cluster).find_resources("AWS::IAM::Policy").values()
+               for s in p["Properties"]["PolicyDocument"]["Statement"] if s["Action"] == "kms:Decrypt"]
+    assert "Fn::ImportValue" in str(decrypt[0]["Resource"])
 
 
 def test_the_name_is_the_one_the_secret_provider_class_syncs():

@@ -114,10 +114,12 @@ def test_role_reaches_only_the_checkpoint_prefix_and_key(dev):
     assert key["Condition"] == {"StringEquals": {"kms:ViaService": "s3.us-east-1.amazonaws.com"}}
     # The code of `hpray submit job` (config/jobs.py): read-only, its own prefix.
     assert JOBS_PREFIX != prefix and not JOBS_PREFIX.startswith(prefix)
-    assert by_sid["ListJobCode"]["Condition"] == {"StringLike": {"s3:prefix": [JOBS_PREFIX, f"{JOBS_PREFIX}*"]}}
-    assert by_sid["ReadJobCode"] == {"Sid": "ReadJobCode", "Effect": "Allow", "Action": "s3:GetObject",
+    assert by_sid["ListJobsPrefix"]["Condition"] == {"StringLike": {"s3:prefix": [JOBS_PREFIX, f"{JOBS_PREFIX}*"]}}
+    assert by_sid["ReadJobsPrefix"] == {"Sid": "ReadJobsPrefix", "Effect": "Allow", "Action": "s3:GetObject",
                                      "Resource": f"arn:aws:s3:::{bucket}/{JOBS_PREFIX}*"}
-    assert set(by_sid) == {"ListCheckpointPrefix", "ReadWriteCheckpoints", "ListJobCode", "ReadJobCode", "CheckpointKey"}
+    # The Ray auth token (constructs/ray_auth.py, tests/constructs/test_ray_auth.py pins them).
+    assert set(by_sid) == {"ListCheckpointPrefix", "ReadWriteCheckpoints", "ListJobsPrefix", "ReadJobsPrefix", "CheckpointKey",
+                           "ReadRayAuthToken", "DecryptRayAuthToken"}
 
 
 def test_service_account_after_namespace_after_pod_identity_agent(dev):

@@ -8,11 +8,13 @@ import shutil
 
 import pytest
 
+from config.jobs import JOBS_PREFIX
 from constructs import flows as F
 from review.__main__ import main as review_main
 from review.assembly import load_assembly
 from review.flows import check_flows
 from review.policy import resource_types
+from workloads.common.network_policy import POD_FLOWS
 
 ENVIRONMENTS = ("dev", "staging", "prod")
 
@@ -52,7 +54,7 @@ def test_the_flow_table_is_complete(synthesized, results, env):
             "control-plane->system:kubelet", "control-plane->hyperpod:kubelet", "ray-workers->fsx:988-988",
             "ray-head->fsx:1018-1023", "hyperpod->eks-api", "system->eks-api", "kubectl->eks-api", "hyperpod-efa",
             "system->serve", "fsx-slr-platform-key", "execution-role-ebs-grant", "csi-describe-fsx",
-            "flow-logs-write", "logs-flow-log-key"} <= names
+            "flow-logs-write", "logs-flow-log-key", "workloads-ray-auth-secret", "workloads-ray-auth-key"} <= names
     assert {f"cni-{a.split(':')[1]}" for a in F.ENI_ACTIONS} <= names
     for loc in F.s3_locations(config):
         assert f"workloads-s3:{loc.bucket}/{loc.prefix}" in names
@@ -113,18 +115,22 @@ def test_prod_llm_weights_are_readable(synthesized, results):
 
 
 def test_s3_locations_come_from_config(synthesized):
-    _, config, _ = synthesized("dev")
+    # prod: the LLM RayService is on there (dev's system pool has no room for its head).
+    _, config, _ = synthesized("prod")
     data = config.model_dump()
     data["training"]["data_path"] = "s3://other-bucket/corpus/text"
-    data["training"]["storage_path"] = "s3://runs-bucket/runs"
-    data["inference"]["llm"] = {**data["inference"]["llm"], "enabled": True, "model_source": "s3://weights-bucket/models/llm"}
+    # training.storage_path is a shared POSIX path (config/training.py refuses s3://): no S3 location.
+    data["training"]["storage_path"] = "/fsx/runs"
+    data["inference"]["storage_path"] = "s3://runs-bucket/runs"
+    data["inference"]["llm"] = {**data["inference"]["llm"], "model_source": "s3://weights-bucket/models/llm"}
     changed = type(config).model_validate(data)
     locs = {(x.bucket, x.prefix, x.write, x.source) for x in F.s3_locations(changed)}
     assert locs == {
-        (config.bucket_names()["checkpoints"], "checkpoints/", True, "fsx.import_export_prefix"),
+        (config.bucket_names()["checkpoints"], config.fsx.import_export_prefix, True, "fsx.import_export_prefix"),
         ("other-bucket", "corpus/text/", False, "training.data_path"),
-        ("runs-bucket", "runs/", True, "training.storage_path"),
+        ("runs-bucket", "runs/", False, "inference.storage_path"),
         ("weights-bucket", "models/llm/", False, "inference.llm.model_source"),
+        (config.bucket_names()["checkpoints"], JOBS_PREFIX, False, "jobs.prefix"),
     }
 
 
@@ -177,3 +183,37 @@ def test_flow_parts_are_declared():
     for flow in F.network_flows():
         assert flow.source in F.PARTS and flow.destination in F.PARTS, flow.name
     assert F.ray_head_ports()[:3] == (6379, 8265, 10001)
+
+
+# --- Ray token authentication and the workloads' NetworkPolicies ---------------------------------
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_ray_pods_read_and_decrypt_the_auth_token(results, env):
+    r = results(env)
+    _assert_ok(r, ["workloads-ray-auth-secret", "workloads-ray-auth-key"])
+
+
+def test_a_reader_without_the_key_cannot_read_the_token(synthesized):
+    assembly, config, _ = synthesized("dev")
+    stacks = load_assembly(assembly.directory).stacks
+    for stack in stacks:
+        for r in (stack.template.get("Resources") or {}).values():
+            if r["Type"] == "AWS::IAM::Policy":
+                doc = r["Properties"]["PolicyDocument"]
+                doc["Statement"] = [s for s in doc["Statement"]
+                                    if "secretsmanager" not in json.dumps(s.get("Condition", {}))]
+    r = {x.name: x for x in check_flows(stacks, config)}
+    assert r["workloads-ray-auth-secret"].ok
+    assert not r["workloads-ray-auth-key"].ok
+    assert "kms:Decrypt" in r["workloads-ray-auth-key"].detail
+
+
+def test_pod_flows_of_the_network_policies_are_in_the_table():
+    """What the NetworkPolicies allow between parts must pass the security groups too; a row
+    from namespaces picked by label (any pool) has no part to prove."""
+    names = {f.name for f in F.network_flows()}
+    fitting = [row for row in POD_FLOWS if row[1] in F.PARTS and row[2] in F.PARTS]
+    assert {row[0] for row in fitting} <= names
+    assert len(fitting) == 5
+    assert {row[1] for row in POD_FLOWS if row not in fitting} == {"serve-clients"}
