@@ -21,12 +21,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
+from constructs import flows as F
 
 from config import versions
 from config.model import Eks
-from constructs import flows as F
-from constructs.compliance import acknowledge, checkov_skip
 from config.names import SYSTEM_NODEGROUP
+from constructs.compliance import acknowledge, checkov_skip
 
 CONTROL_PLANE_LOGS = (
     eks.ClusterLoggingTypes.API,

@@ -19,16 +19,16 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 
 from config import versions
-from config.model import EnvironmentConfig
-from constructs.helm import ChartRelease, HelmRelease
-from config.addons import (  # noqa: F401  (re-exported: the scheduling facts live in config)
+from config.addons import (
     DEVICE_PLUGIN_RESOURCES,
     HEALTH_MONITORING_AGENT_RESOURCES,
     HEALTH_MONITORING_AGENT_TOLERATIONS,
     hyperpod_node_tolerations,
     instance_type_affinity,
 )
+from config.model import EnvironmentConfig
 from config.names import HYPERPOD_NAMESPACE, INSTANCE_TYPE_LABEL
+from constructs.helm import ChartRelease, HelmRelease
 
 NVIDIA_RELEASE = "nvidia-device-plugin"
 EFA_RELEASE = "aws-efa-k8s-device-plugin"

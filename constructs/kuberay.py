@@ -6,10 +6,10 @@ from dataclasses import replace
 from typing import Any
 
 from config import versions
-from config.model import Eks
-from constructs.helm import ChartRelease
 from config.addons import KUBERAY_RESOURCES
+from config.model import Eks
 from config.names import KUBERAY_NAMESPACE, SYSTEM_NODE_SELECTOR, WORKLOADS_NAMESPACE
+from constructs.helm import ChartRelease
 
 KUBERAY_RELEASE = "kuberay-operator"
 

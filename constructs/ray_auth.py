@@ -16,8 +16,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from constructs.compliance import acknowledge
 from config.names import ray_auth_secret_name
+from constructs.compliance import acknowledge
 
 TOKEN_LENGTH = 64
 

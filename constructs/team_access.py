@@ -16,8 +16,8 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from config.teams import Team
 from config.names import WORKLOADS_SERVICE_ACCOUNT
+from config.teams import Team
 
 _LABELS = {"app.kubernetes.io/part-of": "hyperpod-ray", "app.kubernetes.io/managed-by": "aws-cdk"}
 EDIT_POLICY = "AmazonEKSEditPolicy"

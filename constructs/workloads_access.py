@@ -19,9 +19,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct, IConstruct
 
+from config.names import FSX_PVC, FSX_STORAGE_CLASS, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
 from constructs.compliance import acknowledge
 from constructs.eks_cluster import pod_identity_role
-from config.names import FSX_PVC, FSX_STORAGE_CLASS, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
 from constructs.flows import S3Location
 
 FSX_PV = "fsx-pv"

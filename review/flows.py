@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from constructs import flows as F
+
 from config.names import SYSTEM_NODEGROUP
 from review.assembly import Stack
 from review.policy import Principal, Request, Statement, evaluate, resource_types, statements_of

@@ -22,9 +22,10 @@ import functools
 import importlib.util
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 Decision = Literal["allow", "deny", "implicit-deny"]
 

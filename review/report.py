@@ -7,8 +7,8 @@ from review.assembly import Stack
 from review.compare import Comparison
 from review.cost import NOT_ESTIMATED, CostEstimate, PriceTable
 from review.document import Document
-from review.placement import placement_section
 from review.flows import FlowResult
+from review.placement import placement_section
 
 
 def _flags(flags: tuple[str, ...]) -> str:

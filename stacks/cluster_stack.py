@@ -17,8 +17,8 @@ from constructs.flows import s3_locations
 from constructs.helm import HelmRelease
 from constructs.hyperpod_dependencies import HyperPodDependencies
 from constructs.kuberay import kuberay_operator_release
-from constructs.ray_auth import RayAuthToken
 from constructs.network import PlatformNetwork
+from constructs.ray_auth import RayAuthToken
 from constructs.team_access import TeamAccess
 from constructs.workloads_access import WorkloadsAccess
 from constructs.workloads_image import WorkloadsImage

@@ -9,16 +9,16 @@ from dataclasses import replace
 
 import kubernetes_validate
 import pytest
-
-from config import fixtures, load_environment, versions
 from constructs import chart_pods as cp
 from constructs import hyperpod_dependencies as deps
-from constructs.helm import ChartRelease
+
+from config import fixtures, load_environment, versions
 from config.names import (
     HYPERPOD_HEALTH_LABEL,
     INSTANCE_TYPE_LABEL,
     SYSTEM_NODE_SELECTOR,
 )
+from constructs.helm import ChartRelease
 from constructs.kuberay import KUBERAY_RESOURCES
 from tests.conftest import template_of
 

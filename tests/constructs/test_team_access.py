@@ -7,10 +7,10 @@ import json
 
 import kubernetes_validate
 import pytest
+from constructs import team_access as ta
 
 from config import parse_environment
 from config.teams import Team
-from constructs import team_access as ta
 from tests.ops.fakes import env_data
 
 ROLE = "arn:aws:iam::111111111111:role/VisionTeam"

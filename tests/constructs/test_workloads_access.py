@@ -6,9 +6,9 @@ import json
 
 import kubernetes_validate
 import pytest
+from constructs import workloads_access as wa
 
 from config.jobs import JOBS_PREFIX
-from constructs import workloads_access as wa
 from config.names import FSX_PVC, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
 from tests.conftest import template_of
 
@@ -113,7 +113,7 @@ def test_role_reaches_only_the_checkpoint_prefix_and_key(dev):
     assert "Fn::ImportValue" in json.dumps(key["Resource"])
     assert key["Condition"] == {"StringEquals": {"kms:ViaService": "s3.us-east-1.amazonaws.com"}}
     # The code of `hpray submit job` (config/jobs.py): read-only, its own prefix.
-    assert JOBS_PREFIX != prefix and not JOBS_PREFIX.startswith(prefix)
+    assert prefix != JOBS_PREFIX and not JOBS_PREFIX.startswith(prefix)
     assert by_sid["ListJobsPrefix"]["Condition"] == {"StringLike": {"s3:prefix": [JOBS_PREFIX, f"{JOBS_PREFIX}*"]}}
     assert by_sid["ReadJobsPrefix"] == {"Sid": "ReadJobsPrefix", "Effect": "Allow", "Action": "s3:GetObject",
                                      "Resource": f"arn:aws:s3:::{bucket}/{JOBS_PREFIX}*"}

@@ -118,7 +118,7 @@ def make_handler(state: State):
             n = int(self.headers.get("Content-Length") or 0)
             return json.loads(self.rfile.read(n) or b"{}")
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             url = urlparse(self.path)
             q = {k: v[0] for k, v in parse_qs(url.query).items()}
             state.requests.append(("GET", self.path))
@@ -168,7 +168,7 @@ def make_handler(state: State):
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             url = urlparse(self.path)
             state.requests.append(("POST", self.path))
             m = RAYJOBS.match(url.path)
@@ -188,7 +188,7 @@ def make_handler(state: State):
             if state.on_create:
                 state.on_create(body)
 
-        def do_PATCH(self) -> None:  # noqa: N802
+        def do_PATCH(self) -> None:
             url = urlparse(self.path)
             state.requests.append(("PATCH", self.path))
             if m := CRDS.match(url.path):
@@ -220,7 +220,7 @@ def make_handler(state: State):
                 state.crds[name] = body
             self._send(200, body)
 
-        def do_DELETE(self) -> None:  # noqa: N802
+        def do_DELETE(self) -> None:
             url = urlparse(self.path)
             state.requests.append(("DELETE", self.path))
             m = RAYJOBS.match(url.path)
@@ -252,7 +252,7 @@ class KubeApi:
         configuration.host = self.url
         return Kube(client.ApiClient(configuration))
 
-    def __enter__(self) -> "KubeApi":
+    def __enter__(self) -> KubeApi:
         self.thread.start()
         return self
 

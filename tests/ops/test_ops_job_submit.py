@@ -13,9 +13,9 @@ import pytest
 from config import parse_environment
 from config.jobs import JOBS_PREFIX
 from ops import job_submit as js
+from ops.aws import Aws
 from ops.cli import main
 from ops.errors import OpsError, UnschedulableError
-from ops.aws import Aws
 from tests.ops.fakes import REGION, env_data, rayjob, submitter_pod
 from workloads.common import crd
 

@@ -7,9 +7,9 @@ import json
 import shutil
 
 import pytest
+from constructs import flows as F
 
 from config.jobs import JOBS_PREFIX
-from constructs import flows as F
 from review.__main__ import main as review_main
 from review.assembly import load_assembly
 from review.flows import check_flows
