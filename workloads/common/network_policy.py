@@ -2,8 +2,8 @@
 and RayServices (``python -m workloads render network-policies --env NAME``).
 
 Ingress only, default deny: a pod of the namespace accepts
-- any TCP from the pods of its own workload (one RayJob or RayService: head, workers and the
-  RayJob's submitter). Ray's raylets, object managers, agents and worker processes listen on
+- any TCP from the pods of its own workload (one RayJob or RayService: head and workers; the
+  HTTPMode RayJob has no submitter pod). Ray's raylets, object managers, agents and worker processes listen on
   ports Ray picks at start-up, so within one workload every port is open, and nothing else is;
 - on the head: the dashboard/Jobs API (8265) and, for a RayService, Serve (8000) from the KubeRay
   operator's pods in the operator's namespace;

@@ -5,8 +5,9 @@
 - Ray token authentication (Ray >= 2.52, KubeRay 1.7 ``authOptions``). KubeRay injects
   ``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN`` (a ``secretKeyRef`` to key ``auth_token`` of
   ``secretName``) into the head, the workers, the ``wait-gcs-ready`` init container, the
-  autoscaler and the K8sJobMode submitter, and reads the same Secret itself to call the
-  dashboard (ray-operator/controllers/ray/common/pod.go, utils/util.go at v1.7.0). With
+  autoscaler and a K8sJobMode submitter, and reads the same Secret itself to call the
+  dashboard (ray-operator/controllers/ray/common/pod.go, utils/util.go at v1.7.0): that is how
+  the HTTPMode RayJob (workloads/training/manifest.py, no submitter pod) submits its job. With
   ``secretName`` set the operator creates no Secret of its own.
 - The token's source is AWS Secrets Manager: the Kubernetes Secret ``AUTH_SECRET`` is synced
   by the Secrets Store CSI driver with the AWS provider (ASCP) from the SecretProviderClass
@@ -54,8 +55,8 @@ def workload_labels(workload: str) -> dict[str, str]:
 # checkov's Kubernetes checks that do not fit a Ray pod, each with its reason; they travel as
 # checkov.io/skip annotations on the pod templates, where a reviewer reads them.
 CHECKOV_SKIPS = {
-    "CKV_K8S_8": "KubeRay 1.7 injects the Ray liveness probe into head and worker containers (common/pod.go initLivenessAndReadinessProbe); the submitter is a run-to-completion Job pod.",
-    "CKV_K8S_9": "KubeRay 1.7 injects the Ray readiness probe into head and worker containers (common/pod.go initLivenessAndReadinessProbe); the submitter is a run-to-completion Job pod.",
+    "CKV_K8S_8": "KubeRay 1.7 injects the Ray liveness probe into head and worker containers (common/pod.go initLivenessAndReadinessProbe).",
+    "CKV_K8S_9": "KubeRay 1.7 injects the Ray readiness probe into head and worker containers (common/pod.go initLivenessAndReadinessProbe).",
     "CKV_K8S_15": "IfNotPresent on purpose: the images are multi-GB pinned Ray release tags (workloads/common/k8s.py) and every node pull costs minutes of GPU time.",
     "CKV_K8S_43": "Images are pinned by Ray release tag in workloads/common/k8s.py (one place for pins); config.image may give a digest.",
     "CKV_K8S_40": "The Ray images run as their own user ray (uid 1000) that owns /home/ray and the Python install there; another uid cannot use them.",

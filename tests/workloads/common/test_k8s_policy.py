@@ -68,7 +68,7 @@ def test_checkov_kubernetes_checks_pass_on_every_rendered_pod(checkov_results):
     failed = [(c["check_id"], c["resource"]) for c in results["failed_checks"]]
     assert failed and all(".canary." in r for _, r in failed), [f for f in failed if ".canary." not in f[1]]
     assert {"CKV_K8S_20", "CKV_K8S_22", "CKV_K8S_23"} <= {c for c, _ in failed}  # escalation, RO root, non-root
-    # Every Ray pod of every environment was checked (head, workers, submitter).
+    # Every Ray pod of every environment was checked (head and workers; HTTPMode has no submitter).
     checked = {c["resource"] for c in results["passed_checks"]}
     for env in ENVS:
         for m in workload_manifests(env):
