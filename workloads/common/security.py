@@ -64,7 +64,9 @@ CHECKOV_SKIPS = {
 
 
 def checkov_annotations() -> dict[str, str]:
-    return {f"checkov.io/skip{i}": f"{check}={reason}" for i, (check, reason) in enumerate(sorted(CHECKOV_SKIPS.items()), 1)}
+    return {
+        f"checkov.io/skip{i}": f"{check}={reason}" for i, (check, reason) in enumerate(sorted(CHECKOV_SKIPS.items()), 1)
+    }
 
 
 def secrets_manager_secret_name(name_prefix: str) -> str:
@@ -77,26 +79,45 @@ def auth_options() -> dict[str, Any]:
 
 
 def pod_security_context() -> dict[str, Any]:
-    return {"runAsNonRoot": True, "runAsUser": RAY_UID, "runAsGroup": RAY_GID, "fsGroup": RAY_GID,
-            "seccompProfile": {"type": "RuntimeDefault"}}
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RAY_UID,
+        "runAsGroup": RAY_GID,
+        "fsGroup": RAY_GID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def container_security_context() -> dict[str, Any]:
-    return {"allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True, "runAsUser": RAY_UID, "capabilities": {"drop": ["ALL"]}}
+    return {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "runAsUser": RAY_UID,
+        "capabilities": {"drop": ["ALL"]},
+    }
 
 
 def _volumes() -> list[dict[str, Any]]:
     return [
-        {"name": _AUTH_VOLUME, "csi": {"driver": "secrets-store.csi.k8s.io", "readOnly": True,
-                                       "volumeAttributes": {"secretProviderClass": SECRET_PROVIDER_CLASS}}},
+        {
+            "name": _AUTH_VOLUME,
+            "csi": {
+                "driver": "secrets-store.csi.k8s.io",
+                "readOnly": True,
+                "volumeAttributes": {"secretProviderClass": SECRET_PROVIDER_CLASS},
+            },
+        },
         *({"name": f"ray-{name}", "emptyDir": {}} for name in WRITABLE_DIRS),
     ]
 
 
 def _mounts() -> list[dict[str, Any]]:
-    return [{"name": _AUTH_VOLUME, "mountPath": _AUTH_MOUNT, "readOnly": True},
-            *({"name": f"ray-{name}", "mountPath": path} for name, path in WRITABLE_DIRS.items())]
+    return [
+        {"name": _AUTH_VOLUME, "mountPath": _AUTH_MOUNT, "readOnly": True},
+        *({"name": f"ray-{name}", "mountPath": path} for name, path in WRITABLE_DIRS.items()),
+    ]
 
 
 def harden_pod(pod_spec: dict[str, Any], *, mount_auth: bool = True, api_token: bool = False) -> dict[str, Any]:
@@ -133,7 +154,8 @@ def harden(cluster_spec: dict[str, Any], *, workload: str) -> dict[str, Any]:
     if autoscaling:
         head["metadata"]["annotations"][f"checkov.io/skip{len(CHECKOV_SKIPS) + 1}"] = (
             "CKV_K8S_38=KubeRay runs the Ray autoscaler as a sidecar of this head; it scales the "
-            "RayCluster through the Kubernetes API with the pod's service account token.")
+            "RayCluster through the Kubernetes API with the pod's service account token."
+        )
     for group in spec.get("workerGroupSpecs", []):
         group["template"]["spec"] = harden_pod(group["template"]["spec"])
     return spec
@@ -148,9 +170,15 @@ def pods_for_review(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     templates += [(g["groupName"], g["template"]) for g in spec.get("workerGroupSpecs", [])]
     if "submitterPodTemplate" in manifest["spec"]:
         templates.append(("submitter", manifest["spec"]["submitterPodTemplate"]))
-    return [{"apiVersion": "v1", "kind": "Pod",
-             "metadata": {**copy.deepcopy(t.get("metadata", {})), "name": f"{name}-{group}", "namespace": k8s.NAMESPACE},
-             "spec": copy.deepcopy(t["spec"])} for group, t in templates]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {**copy.deepcopy(t.get("metadata", {})), "name": f"{name}-{group}", "namespace": k8s.NAMESPACE},
+            "spec": copy.deepcopy(t["spec"]),
+        }
+        for group, t in templates
+    ]
 
 
 def render_secret_provider_class(cfg) -> dict[str, Any]:
@@ -169,12 +197,16 @@ def secret_provider_class(*, name_prefix: str, region: str) -> dict[str, Any]:
     return {
         "apiVersion": "secrets-store.csi.x-k8s.io/v1",
         "kind": "SecretProviderClass",
-        "metadata": {"name": SECRET_PROVIDER_CLASS, "namespace": k8s.NAMESPACE,
-                     "labels": k8s.labels("ray", "auth")},
+        "metadata": {"name": SECRET_PROVIDER_CLASS, "namespace": k8s.NAMESPACE, "labels": k8s.labels("ray", "auth")},
         "spec": {
             "provider": "aws",
             "parameters": {"objects": json.dumps(objects), "region": region, "usePodIdentity": "true"},
-            "secretObjects": [{"secretName": AUTH_SECRET, "type": "Opaque",
-                               "data": [{"objectName": AUTH_SECRET_KEY, "key": AUTH_SECRET_KEY}]}],
+            "secretObjects": [
+                {
+                    "secretName": AUTH_SECRET,
+                    "type": "Opaque",
+                    "data": [{"objectName": AUTH_SECRET_KEY, "key": AUTH_SECRET_KEY}],
+                }
+            ],
         },
     }
