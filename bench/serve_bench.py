@@ -26,12 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from workloads.inference.local import LocalCluster, free_port  # noqa: E402  (loopback hooks first)
+from workloads.inference.local import LocalCluster, free_port  # noqa: E402, I001  (loopback hooks first)
 from workloads.inference import loadtest, local  # noqa: E402
 from workloads.common.procfs import descendants as _descendants  # noqa: E402
 
 # "Tiny GPT": 2 layers, width 64, context 128 (about 0.1 M parameters).
-TINY = dict(block_size=128, n_layer=2, n_head=4, n_embd=64)
+TINY = {"block_size": 128, "n_layer": 2, "n_head": 4, "n_embd": 64}
 RUN = "bench-tiny"
 LEVELS = (1, 8, 32)
 # Requests per level: enough for a p99, bounded in time.

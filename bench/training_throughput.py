@@ -134,7 +134,6 @@ def ddp_worker(
     os.setsid()
     import torch
     import torch.distributed as dist
-
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     from workloads.common import checkpoint as ckpt

@@ -339,7 +339,8 @@ class ShardWriter(_dcp_writer_base()):
         written = {wr.storage_data.relative_path for rank in results for wr in rank}
         for name in sorted(os.listdir(self.directory)):
             if name.startswith(_SUMS):
-                files.update(json.loads(open(os.path.join(self.directory, name), "rb").read()))
+                with open(os.path.join(self.directory, name), "rb") as f:
+                    files.update(json.loads(f.read()))
         missing = written - files.keys()
         if missing:
             raise CheckpointError(f"no checksums for shards {sorted(missing)} in {self.directory}")

@@ -223,7 +223,7 @@ class LlamaConfig:
         return {"arch": "llama", **asdict(self)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "LlamaConfig":
+    def from_dict(cls, data: dict) -> LlamaConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 

@@ -119,7 +119,7 @@ def run(scrape_seconds: float = 25) -> dict:
                 f"--web.listen-address=127.0.0.1:{port}",
             ],
             stdout=subprocess.DEVNULL,
-            stderr=open(work / "prometheus.log", "wb"),
+            stderr=open(work / "prometheus.log", "wb"),  # noqa: SIM115 (Prometheus writes to it while it runs)
             start_new_session=True,
         )
         base = f"http://127.0.0.1:{port}"

@@ -43,7 +43,7 @@ class LocalCluster(_common.LocalCluster):
     # Serve's environment on every node, as on the cluster: ``serve_config.ray_env(env)``.
     serve_env: dict = field(default_factory=dict)
 
-    def start(self, timeout_s: float = 120) -> "LocalCluster":
+    def start(self, timeout_s: float = 120) -> LocalCluster:
         import ray
 
         if ray.is_initialized():
@@ -137,4 +137,4 @@ def replica_pids(cluster: LocalCluster, deployment: str = "Generate") -> list[in
     return sorted(found)
 
 
-__all__ = ["LocalCluster", "REPO_ROOT", "cmdline", "cpu_seconds", "free_port", "listener_pid", "replica_pids"]
+__all__ = ["REPO_ROOT", "LocalCluster", "cmdline", "cpu_seconds", "free_port", "listener_pid", "replica_pids"]

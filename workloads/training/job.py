@@ -13,6 +13,7 @@ new world size, so the run continues within a tolerance, not bitwise (tested).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -302,7 +303,7 @@ def train_func(config: dict) -> None:
         # Fresh start or a new world size: per-rank streams derived from the seed.
         random.seed(s.seed + rank)
         torch.manual_seed(s.seed + 7919 * (rank + 1))
-    phases = " ".join(f"{name}={t - t0:.2f}s" for (_, t0), (name, t) in zip(marks, marks[1:]))
+    phases = " ".join(f"{name}={t - t0:.2f}s" for (_, t0), (name, t) in itertools.pairwise(marks))
     if rank == 0:
         if found[0] is not None:
             print(

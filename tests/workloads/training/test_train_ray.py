@@ -9,6 +9,7 @@ import shutil
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import ray.cloudpickle
@@ -56,7 +57,7 @@ class LossLog:
 
 def _losses(path) -> dict[int, float]:
     out = {}
-    for line in open(path).read().split("\n"):
+    for line in Path(path).read_text().split("\n"):
         if line:
             step, loss = line.split()
             out[int(step)] = float(loss)  # a resumed attempt rewrites the steps it repeats
@@ -197,7 +198,7 @@ def test_resume_on_another_world_size(before, after, request, tmp_path):
     """The step-20 checkpoint of the run on ``before`` workers, resumed on ``after``: resharded
     on load, the step, schedule and data position carry over, and the loss of the last 10 steps
     stays within RESHARD_LOSS_TOLERANCE of the uninterrupted run's."""
-    storage, ref_result, ref_losses = request.getfixturevalue(f"ref{before}")
+    storage, ref_result, _ref_losses = request.getfixturevalue(f"ref{before}")
     (tmp_path / "ref").mkdir()
     shutil.copytree(storage / "ref" / ck.dir_name(20), tmp_path / "ref" / ck.dir_name(20))
     log = tmp_path / "losses"
