@@ -28,8 +28,7 @@ from workloads.inference import engine, schema
 
 def build(kind: str, storage: str, run: str, max_batch: int, wait_ms: float) -> FastAPI:
     loaded = engine.load_model(storage, run)
-    limits = schema.Limits(block_size=loaded.model.config.block_size, max_tokens_limit=256,
-                           default_max_tokens=16)
+    limits = schema.Limits(block_size=loaded.model.config.block_size, max_tokens_limit=256, default_max_tokens=16)
     app = FastAPI()
     queue: asyncio.Queue = asyncio.Queue()
 
@@ -68,8 +67,9 @@ def build(kind: str, storage: str, run: str, max_batch: int, wait_ms: float) -> 
         except schema.RequestError as err:
             return JSONResponse(err.body(), status_code=err.status)
         if kind == "plain":
-            toks = engine.generate_batch(loaded.model, [engine.GenRequest(
-                req.prompt_ids, req.max_tokens, req.temperature, req.seed)])[0]
+            toks = engine.generate_batch(
+                loaded.model, [engine.GenRequest(req.prompt_ids, req.max_tokens, req.temperature, req.seed)]
+            )[0]
         else:
             fut = asyncio.get_running_loop().create_future()
             await queue.put((req, fut))

@@ -26,12 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from workloads.inference.local import LocalCluster, free_port  # noqa: E402  (loopback hooks first)
+from workloads.inference.local import LocalCluster, free_port  # noqa: E402, I001  (loopback hooks first)
 from workloads.inference import loadtest, local  # noqa: E402
 from workloads.common.procfs import descendants as _descendants  # noqa: E402
 
 # "Tiny GPT": 2 layers, width 64, context 128 (about 0.1 M parameters).
-TINY = dict(block_size=128, n_layer=2, n_head=4, n_embd=64)
+TINY = {"block_size": 128, "n_layer": 2, "n_head": 4, "n_embd": 64}
 RUN = "bench-tiny"
 LEVELS = (1, 8, 32)
 # Requests per level: enough for a p99, bounded in time.
@@ -57,8 +57,11 @@ def save_checkpoint(storage: Path) -> None:
 
     torch.manual_seed(0)
     cfg = GPTConfig(**TINY)
-    ckpt.save(str(storage / RUN / ckpt.dir_name(1)), {"model": GPT(cfg).state_dict()},
-              {"step": 1, "model_config": cfg.to_dict()})
+    ckpt.save(
+        str(storage / RUN / ckpt.dir_name(1)),
+        {"model": GPT(cfg).state_dict()},
+        {"step": 1, "model_config": cfg.to_dict()},
+    )
 
 
 def _cpu(procs) -> dict[int, tuple[str, float]]:
@@ -91,20 +94,42 @@ def measure(name: str, url: str, levels, time_limit_s: float, results: dict, pro
         s["cpu_ms_per_request"]["load client"] = round(1000 * client / n, 2)
         results.setdefault(name, {})[str(c)] = s
         cpu = ", ".join(f"{k} {v:.1f}" for k, v in sorted(s["cpu_ms_per_request"].items(), key=lambda kv: -kv[1]))
-        print(f"  {name:<22} c={c:<3} {s['req_per_s']:7.1f} req/s  p50 {s['p50_ms']:7.1f} ms  "
-              f"p99 {s['p99_ms']:7.1f} ms  ({s['succeeded']}/{s['sent']} ok)\n"
-              f"  {'':<22} CPU ms/request: {cpu}", flush=True)
+        print(
+            f"  {name:<22} c={c:<3} {s['req_per_s']:7.1f} req/s  p50 {s['p50_ms']:7.1f} ms  "
+            f"p99 {s['p99_ms']:7.1f} ms  ({s['succeeded']}/{s['sent']} ok)\n"
+            f"  {'':<22} CPU ms/request: {cpu}",
+            flush=True,
+        )
 
 
 def run_fastapi(kind: str, storage: Path, levels, time_limit_s: float, results: dict) -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "fastapi_servers.py"), kind, "--port", str(port),
-         "--storage", str(storage), "--run", RUN, "--max-batch", "32"],
-        start_new_session=True, cwd=str(ROOT))
+        [
+            sys.executable,
+            str(ROOT / "bench" / "fastapi_servers.py"),
+            kind,
+            "--port",
+            str(port),
+            "--storage",
+            str(storage),
+            "--run",
+            RUN,
+            "--max-batch",
+            "32",
+        ],
+        start_new_session=True,
+        cwd=str(ROOT),
+    )
     try:
-        measure(f"fastapi-{kind}", f"http://127.0.0.1:{port}/v1/completions", levels, time_limit_s,
-                results, procs=lambda: [("server", proc.pid)])
+        measure(
+            f"fastapi-{kind}",
+            f"http://127.0.0.1:{port}/v1/completions",
+            levels,
+            time_limit_s,
+            results,
+            procs=lambda: [("server", proc.pid)],
+        )
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -113,8 +138,9 @@ def run_fastapi(kind: str, storage: Path, levels, time_limit_s: float, results: 
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def run_ray(storage: Path, levels, time_limit_s: float, results: dict, mode: str, wait_s: float,
-            replicas: int = 1) -> None:
+def run_ray(
+    storage: Path, levels, time_limit_s: float, results: dict, mode: str, wait_s: float, replicas: int = 1
+) -> None:
     from config import load_environment
     from workloads.inference import serve_config
 
@@ -123,12 +149,14 @@ def run_ray(storage: Path, levels, time_limit_s: float, results: dict, mode: str
     print(f"  ray mode {mode}: {env or 'Ray defaults'}; {replicas} replica(s) of 1 CPU", flush=True)
     port = free_port()
     with LocalCluster(worker_nodes=0, head_cpus=2, serve_env=env) as _cluster:
+
         def deploy(max_batch: int):
             conf = serve_config.local_deploy_config(
-                cfg, port=port, storage=str(storage), run_name=RUN, replicas=replicas, cpus=1,
-                max_ongoing_requests=64)
+                cfg, port=port, storage=str(storage), run_name=RUN, replicas=replicas, cpus=1, max_ongoing_requests=64
+            )
             conf["applications"][0]["deployments"][0]["user_config"].update(
-                max_batch_size=max_batch, batch_wait_timeout_s=wait_s)
+                max_batch_size=max_batch, batch_wait_timeout_s=wait_s
+            )
             conf["logging_config"]["log_level"] = "WARNING"
             serve_config.deploy(conf)
 
@@ -158,8 +186,15 @@ def run_ray(storage: Path, levels, time_limit_s: float, results: dict, mode: str
                         label = title.split()[0].removeprefix("ray::").split(":")[0].split(".")[0]
                     else:
                         names = [Path(a).name for a in title.split()]
-                        label = next((n for n in names if n in ("gcs_server", "raylet", "log_monitor.py", "haproxy",
-                                                                "dashboard.py", "agent.py")), "ray start/other")
+                        label = next(
+                            (
+                                n
+                                for n in names
+                                if n
+                                in ("gcs_server", "raylet", "log_monitor.py", "haproxy", "dashboard.py", "agent.py")
+                            ),
+                            "ray start/other",
+                        )
                     found.append((label, pid))
             return found
 
@@ -202,8 +237,12 @@ def plot(results: dict, path: Path) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--time-limit-s", type=float, default=60.0, help="per concurrency level")
-    p.add_argument("--ray-mode", choices=sorted(RAY_MODES), default="shipped",
-                   help="Ray Serve's ingress/preset: shipped = the RayService's (inference.high_throughput)")
+    p.add_argument(
+        "--ray-mode",
+        choices=sorted(RAY_MODES),
+        default="shipped",
+        help="Ray Serve's ingress/preset: shipped = the RayService's (inference.high_throughput)",
+    )
     p.add_argument("--replicas", type=int, default=1, help="Ray Serve replicas (1 CPU each)")
     p.add_argument("--batch-wait-s", type=float, default=0.005)
     p.add_argument("--only", choices=["ray", "fastapi"], default=None)

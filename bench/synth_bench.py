@@ -57,10 +57,15 @@ gc.freeze()  # as app.py does after synth
 # The bare bucket breaks nine rules; acknowledging them keeps every rule evaluated (the gates'
 # cost is what is measured) while letting the baseline synthesize.
 BARE_BUCKET_FINDINGS = (
-    "AwsSolutions-S1", "AwsSolutions-S10", "NIST.800.53.R5-S3BucketLoggingEnabled",
-    "NIST.800.53.R5-S3BucketPublicReadProhibited", "NIST.800.53.R5-S3BucketPublicWriteProhibited",
-    "NIST.800.53.R5-S3BucketReplicationEnabled", "NIST.800.53.R5-S3BucketSSLRequestsOnly",
-    "NIST.800.53.R5-S3BucketVersioningEnabled", "NIST.800.53.R5-S3DefaultEncryptionKMS",
+    "AwsSolutions-S1",
+    "AwsSolutions-S10",
+    "NIST.800.53.R5-S3BucketLoggingEnabled",
+    "NIST.800.53.R5-S3BucketPublicReadProhibited",
+    "NIST.800.53.R5-S3BucketPublicWriteProhibited",
+    "NIST.800.53.R5-S3BucketReplicationEnabled",
+    "NIST.800.53.R5-S3BucketSSLRequestsOnly",
+    "NIST.800.53.R5-S3BucketVersioningEnabled",
+    "NIST.800.53.R5-S3DefaultEncryptionKMS",
 )
 GATES = (
     "from constructs.compliance import acknowledge, register_compliance_checks\n"
@@ -168,7 +173,7 @@ def main() -> None:
     names = list(cases)
     for r in range(args.repeats):
         # Each round starts one case later, so that no case always runs right after the same one.
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             argv, env = cases[name]
             # Every synth writes into an empty output directory, as `make synth` does (CDK skips
             # copying an asset that is already staged there), and the previous one's writes are
@@ -189,10 +194,11 @@ def main() -> None:
     print(f"\n100 groups vs 2 groups: {g100 / g2:.3f}x ({(g100 / g2 - 1) * 100:+.1f} %; goal < +10 %)")
     envs = ("dev", "staging", "prod")
     peak = max(med[e][1] for e in envs)
-    print(f"worst environment vs the one-bucket app with the same gates: "
-          f"{max(med[e][0] / gated for e in envs):.2f}x (goal <= 2.0x)")
-    print(f"worst environment vs the bare one-bucket app (no cdk-nag):    "
-          f"{max(med[e][0] / bare for e in envs):.2f}x")
+    print(
+        f"worst environment vs the one-bucket app with the same gates: "
+        f"{max(med[e][0] / gated for e in envs):.2f}x (goal <= 2.0x)"
+    )
+    print(f"worst environment vs the bare one-bucket app (no cdk-nag):    {max(med[e][0] / bare for e in envs):.2f}x")
     print(f"peak memory {peak:.0f} MiB (goal < 1024)")
 
 

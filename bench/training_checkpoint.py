@@ -57,7 +57,9 @@ def main(argv=None) -> int:
     base = Path(args.dir) if args.dir else REPO / "out" / "bench"
     base.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="ckpt-bench-", dir=base))
-    print(f"checkpoint of {model.num_parameters() / 1e6:.1f}M parameters: {total / 2**20:.0f} MiB, on {root}", flush=True)
+    print(
+        f"checkpoint of {model.num_parameters() / 1e6:.1f}M parameters: {total / 2**20:.0f} MiB, on {root}", flush=True
+    )
 
     def raw(i):
         d = root / f"raw{i}"
@@ -92,7 +94,9 @@ def main(argv=None) -> int:
     print(f"checkpoint.save : {total / c / 2**20:8.1f} MiB/s (serialize + sha256 + fsync + manifest)")
     print(f"ratio checkpoint/raw: {ratio:.3f} (goal >= 0.8)")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"bytes": total, "raw_s": raws, "checkpoint_s": reals, "ratio": ratio}, indent=2))
+    Path(args.out).write_text(
+        json.dumps({"bytes": total, "raw_s": raws, "checkpoint_s": reals, "ratio": ratio}, indent=2)
+    )
     return 0
 
 

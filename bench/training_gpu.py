@@ -39,8 +39,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # The PCIe and NVL parts are slower and are deliberately not matched: pass --peak-tflops.
 DENSE_BF16_TFLOPS = {"NVIDIA H200": 989.5, "NVIDIA H100 80GB HBM3": 989.5}
 
-PLAN_KEYS = ("env", "preset", "model", "batch_size_per_worker", "precision", "learning_rate", "weight_decay",
-             "warmup_steps", "grad_clip", "activation_checkpointing", "data_max_bytes")
+PLAN_KEYS = (
+    "env",
+    "preset",
+    "model",
+    "batch_size_per_worker",
+    "precision",
+    "learning_rate",
+    "weight_decay",
+    "warmup_steps",
+    "grad_clip",
+    "activation_checkpointing",
+    "data_max_bytes",
+)
 # The GPU the default plan is sized for (one of the p5e/p5en's eight).
 PLAN_INSTANCE_TYPE = "ml.p5e.48xlarge"
 
@@ -60,8 +71,9 @@ def largest_preset_on_one_gpu(t, instance_type: str = PLAN_INSTANCE_TYPE) -> str
         one = t.model_copy(update={"model": t.model.model_validate({"preset": name}), "sharding": "fsdp"})
         if not memory_problems(one, spec, 1, instance_type=instance_type):
             return name
-    raise BenchError(f"no preset fits one {spec.accelerator} of {instance_type} with batch_size_per_worker "
-                     f"{t.batch_size_per_worker}")
+    raise BenchError(
+        f"no preset fits one {spec.accelerator} of {instance_type} with batch_size_per_worker {t.batch_size_per_worker}"
+    )
 
 
 def plan_for_env(env: str, preset: str | None = None) -> dict:
@@ -77,13 +89,20 @@ def plan_for_env(env: str, preset: str | None = None) -> dict:
     if preset is not None and preset not in PRESETS:
         raise BenchError(f"--preset {preset!r}: allowed: {', '.join(PRESETS)}")
     preset = preset or largest_preset_on_one_gpu(t)
-    return {"env": env, "preset": preset, "model": ModelSize(preset=preset).architecture(),
-            "activation_checkpointing": t.activation_checkpointing,
-            "batch_size_per_worker": t.batch_size_per_worker,
-            "precision": t.precision, "learning_rate": t.learning_rate, "weight_decay": t.weight_decay,
-            "warmup_steps": t.warmup_steps, "grad_clip": t.grad_clip,
-            # Enough windows for the measured steps; the corpus size does not change a step's work.
-            "data_max_bytes": 16 << 20}
+    return {
+        "env": env,
+        "preset": preset,
+        "model": ModelSize(preset=preset).architecture(),
+        "activation_checkpointing": t.activation_checkpointing,
+        "batch_size_per_worker": t.batch_size_per_worker,
+        "precision": t.precision,
+        "learning_rate": t.learning_rate,
+        "weight_decay": t.weight_decay,
+        "warmup_steps": t.warmup_steps,
+        "grad_clip": t.grad_clip,
+        # Enough windows for the measured steps; the corpus size does not change a step's work.
+        "data_max_bytes": 16 << 20,
+    }
 
 
 def read_plan(path: str) -> dict:
@@ -94,8 +113,9 @@ def read_plan(path: str) -> dict:
     missing = [k for k in PLAN_KEYS if k not in plan]
     unknown = sorted(set(plan) - set(PLAN_KEYS))
     if missing or unknown:
-        raise BenchError(f"--plan {path}: missing keys {missing}, unknown keys {unknown}; "
-                         f"allowed: {', '.join(PLAN_KEYS)}")
+        raise BenchError(
+            f"--plan {path}: missing keys {missing}, unknown keys {unknown}; allowed: {', '.join(PLAN_KEYS)}"
+        )
     return plan
 
 
@@ -104,8 +124,9 @@ def pick_device(name: str):
 
     cuda = torch.cuda.is_available()
     if name == "cuda" and not cuda:
-        raise BenchError("--device cuda: no CUDA device is visible (torch.cuda.is_available() is False); "
-                         "allowed here: cpu, auto")
+        raise BenchError(
+            "--device cuda: no CUDA device is visible (torch.cuda.is_available() is False); allowed here: cpu, auto"
+        )
     if name == "auto":
         name = "cuda" if cuda else "cpu"
     return torch.device(name)
@@ -156,8 +177,9 @@ def train_steps(plan: dict, device, steps: int, warmup: int, progress=print) -> 
     model.activation_checkpointing = plan["activation_checkpointing"]
     data = ByteWindows(load_corpus(None, plan["data_max_bytes"]), cfg.block_size, 1234)
     pos = DataPosition()
-    opt = make_optimizer(model, learning_rate=plan["learning_rate"], weight_decay=plan["weight_decay"],
-                         fused=device.type == "cuda")
+    opt = make_optimizer(
+        model, learning_rate=plan["learning_rate"], weight_decay=plan["weight_decay"], fused=device.type == "cuda"
+    )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(plan["warmup_steps"], steps))
     amp = device.type == "cuda" and plan["precision"] == "bf16"  # as the job: CPU runs fp32
     batch = plan["batch_size_per_worker"]
@@ -167,8 +189,9 @@ def train_steps(plan: dict, device, steps: int, warmup: int, progress=print) -> 
     for step in range(1, steps + 1):
         x, y = data.next_batch(pos, rank=0, world_size=1, batch_size=batch)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        loss = train_step(model, opt, sched, x, y, grad_clip=plan["grad_clip"],
-                          autocast_dtype=torch.bfloat16 if amp else None)
+        loss = train_step(
+            model, opt, sched, x, y, grad_clip=plan["grad_clip"], autocast_dtype=torch.bfloat16 if amp else None
+        )
         if step == warmup:
             sync(device)
             t0 = time.perf_counter()
@@ -178,10 +201,16 @@ def train_steps(plan: dict, device, steps: int, warmup: int, progress=print) -> 
     sync(device)
     elapsed = time.perf_counter() - t0
     tokens = (steps - warmup) * batch * cfg.block_size
-    return {"tokens_per_s": tokens / elapsed, "step_ms": elapsed / (steps - warmup) * 1e3,
-            "measured_steps": steps - warmup, "tokens_per_step": batch * cfg.block_size,
-            "flops_per_token": flops_per_token(cfg), "final_loss": loss_value,
-            "params": sum(p.numel() for p in model.parameters()), "autocast_bf16": amp}
+    return {
+        "tokens_per_s": tokens / elapsed,
+        "step_ms": elapsed / (steps - warmup) * 1e3,
+        "measured_steps": steps - warmup,
+        "tokens_per_step": batch * cfg.block_size,
+        "flops_per_token": flops_per_token(cfg),
+        "final_loss": loss_value,
+        "params": sum(p.numel() for p in model.parameters()),
+        "autocast_bf16": amp,
+    }
 
 
 def main(argv=None) -> int:
@@ -208,8 +237,10 @@ def main(argv=None) -> int:
         if args.write_plan:
             Path(args.write_plan).parent.mkdir(parents=True, exist_ok=True)
             Path(args.write_plan).write_text(json.dumps(plan, indent=2, sort_keys=True) + "\n")
-            print(f"wrote {args.write_plan} (env {plan['env']}: model {plan['model']}, "
-                  f"batch {plan['batch_size_per_worker']} per worker, {plan['precision']})")
+            print(
+                f"wrote {args.write_plan} (env {plan['env']}: model {plan['model']}, "
+                f"batch {plan['batch_size_per_worker']} per worker, {plan['precision']})"
+            )
             return 0
         device = pick_device(args.device)
         peak, peak_from = peak_for(device, args.peak_tflops)
@@ -224,22 +255,36 @@ def main(argv=None) -> int:
         precision = f"fp32 (the environment says {plan['precision']}; on a CPU the job trains in fp32)"
     else:
         precision = "bf16 autocast" if plan["precision"] == "bf16" else "fp32"
-    print(f"env {plan['env']}: model {plan['model']}, batch {plan['batch_size_per_worker']} x "
-          f"{plan['model']['block_size']} tokens, {precision} on {name}, torch {torch.__version__}; "
-          f"{args.steps} steps, timed after step {args.warmup}", flush=True)
+    print(
+        f"env {plan['env']}: model {plan['model']}, batch {plan['batch_size_per_worker']} x "
+        f"{plan['model']['block_size']} tokens, {precision} on {name}, torch {torch.__version__}; "
+        f"{args.steps} steps, timed after step {args.warmup}",
+        flush=True,
+    )
     r = train_steps(plan, device, args.steps, args.warmup, progress=lambda m: print(m, flush=True))
-    r.update(env=plan["env"], device=name, torch=torch.__version__, precision=plan["precision"],
-             peak_tflops=peak, peak_from=peak_from, model=plan["model"])
+    r.update(
+        env=plan["env"],
+        device=name,
+        torch=torch.__version__,
+        precision=plan["precision"],
+        peak_tflops=peak,
+        peak_from=peak_from,
+        model=plan["model"],
+    )
     achieved = r["tokens_per_s"] * r["flops_per_token"] / 1e12
     r["model_tflops"] = achieved
     r["mfu"] = achieved / peak if peak else None
-    print(f"tokens/s {r['tokens_per_s']:.0f} ({r['step_ms']:.1f} ms/step, {r['params'] / 1e6:.1f}M parameters, "
-          f"{r['flops_per_token'] / 1e9:.2f} GFLOP/token): {achieved:.1f} TFLOP/s of model FLOPs")
+    print(
+        f"tokens/s {r['tokens_per_s']:.0f} ({r['step_ms']:.1f} ms/step, {r['params'] / 1e6:.1f}M parameters, "
+        f"{r['flops_per_token'] / 1e9:.2f} GFLOP/token): {achieved:.1f} TFLOP/s of model FLOPs"
+    )
     print(f"MFU {r['mfu']:.1%} of {peak} TFLOP/s ({peak_from})" if peak else f"MFU: n/a ({peak_from})")
     if device.type == "cuda":
         r["matmul_tflops"] = matmul_tflops(device)
-        print(f"bf16 8192^3 matrix product here: {r['matmul_tflops']:.0f} TFLOP/s; model FLOPs are "
-              f"{achieved / r['matmul_tflops']:.1%} of it")
+        print(
+            f"bf16 8192^3 matrix product here: {r['matmul_tflops']:.0f} TFLOP/s; model FLOPs are "
+            f"{achieved / r['matmul_tflops']:.1%} of it"
+        )
     if args.out:
         Path(args.out).write_text(json.dumps(r, indent=2, sort_keys=True) + "\n")
     return 0

@@ -28,8 +28,13 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--kill-at-step", type=int, default=80)
-    p.add_argument("--ray-env", action="append", default=[], metavar="NAME=VALUE",
-                   help="environment of every Ray process, e.g. RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=1")
+    p.add_argument(
+        "--ray-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="environment of every Ray process, e.g. RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=1",
+    )
     p.add_argument("--out", default=str(REPO / "out" / "bench" / "training_recovery.json"))
     args = p.parse_args(argv)
     ray_env = dict(pair.split("=", 1) for pair in args.ray_env)
@@ -37,17 +42,35 @@ def main(argv=None) -> int:
     results = {}
     for case in args.cases.split(","):
         print(f"==> {case} node-loss detection", flush=True)
-        s = rehearse(steps=args.steps, checkpoint_every=args.checkpoint_every, kill_at_step=args.kill_at_step,
-                     out_dir=Path(args.out).parent / f"recovery-{case}", detection=case,
-                     gcs_port=None, dashboard_port=None, quiet=True, ray_env=ray_env)
+        s = rehearse(
+            steps=args.steps,
+            checkpoint_every=args.checkpoint_every,
+            kill_at_step=args.kill_at_step,
+            out_dir=Path(args.out).parent / f"recovery-{case}",
+            detection=case,
+            gcs_port=None,
+            dashboard_port=None,
+            quiet=True,
+            ray_env=ray_env,
+        )
         results[case] = s
-        print(f"    status {s['status']}: recovery {s['recovery_s']} s (goal <= 15 s), steps redone "
-              f"{s['steps_redone']} (goal <= {args.checkpoint_every}), final loss {s['final_loss']}", flush=True)
+        print(
+            f"    status {s['status']}: recovery {s['recovery_s']} s (goal <= 15 s), steps redone "
+            f"{s['steps_redone']} (goal <= {args.checkpoint_every}), final loss {s['final_loss']}",
+            flush=True,
+        )
         for k, v in s["phases"].items():
             print(f"      {k:55s} {v}", flush=True)
-    if "fast" in results and "default" in results and results["fast"]["recovery_s"] and results["default"]["recovery_s"]:
-        print(f"recovery with fast detection / Ray defaults: "
-              f"{results['fast']['recovery_s'] / results['default']['recovery_s']:.2f}")
+    if (
+        "fast" in results
+        and "default" in results
+        and results["fast"]["recovery_s"]
+        and results["default"]["recovery_s"]
+    ):
+        print(
+            f"recovery with fast detection / Ray defaults: "
+            f"{results['fast']['recovery_s'] / results['default']['recovery_s']:.2f}"
+        )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
     return 0

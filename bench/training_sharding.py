@@ -31,8 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-MODEL = {"arch": "llama", "n_layer": 4, "n_head": 8, "n_kv_head": 4, "n_embd": 256, "ffn_hidden": 768,
-         "block_size": 64}
+MODEL = {"arch": "llama", "n_layer": 4, "n_head": 8, "n_kv_head": 4, "n_embd": 256, "ffn_hidden": 768, "block_size": 64}
 BATCH = 4
 
 
@@ -51,8 +50,9 @@ def _setup(rank: int, world: int, port: int, sharding: str, model_config: dict):
     cfg = config_from_dict(model_config)
     model = build(cfg)
     if sharding == "fsdp":
-        model = shard_model(model, sharding="fsdp", device=torch.device("cpu"), precision="fp32",
-                            activation_checkpointing=False)
+        model = shard_model(
+            model, sharding="fsdp", device=torch.device("cpu"), precision="fp32", activation_checkpointing=False
+        )
     else:
         model = torch.nn.parallel.DistributedDataParallel(model)
     opt = make_optimizer(model, learning_rate=1e-3, weight_decay=0.1, fused=False)
@@ -218,30 +218,50 @@ def main(argv=None) -> int:
         base = {"model": model, "dir": d, "repeats": args.repeats}
         mem = _launch(n, {**base, "kind": "memory"})
         mem_ratio = mem["fsdp"] / mem["ddp"]
-        print(f"memory per rank: FSDP2 {mem['fsdp'] / 2**20:.2f} MiB vs DDP {mem['ddp'] / 2**20:.2f} MiB: "
-              f"{mem_ratio:.3f} of DDP's (goal <= {1.1 / n:.3f} = 1/{n} + 10 %)", flush=True)
+        print(
+            f"memory per rank: FSDP2 {mem['fsdp'] / 2**20:.2f} MiB vs DDP {mem['ddp'] / 2**20:.2f} MiB: "
+            f"{mem_ratio:.3f} of DDP's (goal <= {1.1 / n:.3f} = 1/{n} + 10 %)",
+            flush=True,
+        )
         stall = _launch(n, {**base, "kind": "stall", "steps": args.steps, "every": args.every})
         none_s, ckpt_s = statistics.median(stall["none"]), statistics.median(stall["ckpt"])
         stall_pct = 100 * (ckpt_s - none_s) / none_s
-        print(f"stall: {args.steps} steps in {none_s:.3f} s without checkpoints, {ckpt_s:.3f} s with an async "
-              f"sharded checkpoint every {args.every} (medians of {len(stall['none'])}): {stall_pct:+.2f} % "
-              "(goal <= 2 %)", flush=True)
+        print(
+            f"stall: {args.steps} steps in {none_s:.3f} s without checkpoints, {ckpt_s:.3f} s with an async "
+            f"sharded checkpoint every {args.every} (medians of {len(stall['none'])}): {stall_pct:+.2f} % "
+            "(goal <= 2 %)",
+            flush=True,
+        )
         save = _launch(n, {**base, "kind": "save"})
         save_s, raw_s = statistics.median(save["save_s"]), statistics.median(save["raw_s"])
         gb = save["checkpoint_bytes"]
-        print(f"save: {gb / 2**20:.1f} MiB by {n} writers: sharded save {save_s:.3f} s ({gb / save_s / 2**20:.0f} MiB/s) "
-              f"vs raw parallel write+fsync {raw_s:.3f} s: {raw_s / save_s:.2f} of raw throughput (goal >= 0.8)",
-              flush=True)
+        print(
+            f"save: {gb / 2**20:.1f} MiB by {n} writers: sharded save {save_s:.3f} s ({gb / save_s / 2**20:.0f} MiB/s) "
+            f"vs raw parallel write+fsync {raw_s:.3f} s: {raw_s / save_s:.2f} of raw throughput (goal >= 0.8)",
+            flush=True,
+        )
         same = _launch(n, {**base, "kind": "resume"})
         fewer = _launch(max(1, n // 2), {**base, "kind": "resume"})
         same_s, fewer_s = statistics.median(same["load_s"]), statistics.median(fewer["load_s"])
-        print(f"resume: written by {n} ranks, loaded by {n} in {same_s:.3f} s, by {max(1, n // 2)} (resharded) in "
-              f"{fewer_s:.3f} s: {fewer_s / same_s:.2f}x", flush=True)
-    print(json.dumps({"ranks": n, "parameters": params, "memory_ratio": round(mem_ratio, 4),
-                      "memory_goal": round(1.1 / n, 4), "stall_pct": round(stall_pct, 2),
-                      "save_vs_raw": round(raw_s / save_s, 3), "resharded_resume_ratio": round(fewer_s / same_s, 3),
-                      "raw": {"memory": mem, "stall": stall, "save": save, "resume_same": same,
-                              "resume_fewer": fewer}}))
+        print(
+            f"resume: written by {n} ranks, loaded by {n} in {same_s:.3f} s, by {max(1, n // 2)} (resharded) in "
+            f"{fewer_s:.3f} s: {fewer_s / same_s:.2f}x",
+            flush=True,
+        )
+    print(
+        json.dumps(
+            {
+                "ranks": n,
+                "parameters": params,
+                "memory_ratio": round(mem_ratio, 4),
+                "memory_goal": round(1.1 / n, 4),
+                "stall_pct": round(stall_pct, 2),
+                "save_vs_raw": round(raw_s / save_s, 3),
+                "resharded_resume_ratio": round(fewer_s / same_s, 3),
+                "raw": {"memory": mem, "stall": stall, "save": save, "resume_same": same, "resume_fewer": fewer},
+            }
+        )
+    )
     return 0
 
 

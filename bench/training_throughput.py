@@ -104,12 +104,29 @@ class StepTimer:
             open(self.out + ".go", "w").close()
         if info.last:
             with open(self.out, "w") as f:
-                json.dump({"first_step": self.first_step, "times": self.times, "tokens_per_step": info.tokens,
-                           "cpu_s": time.process_time() - self.cpu_at_go}, f)
+                json.dump(
+                    {
+                        "first_step": self.first_step,
+                        "times": self.times,
+                        "tokens_per_step": info.tokens,
+                        "cpu_s": time.process_time() - self.cpu_at_go,
+                    },
+                    f,
+                )
 
 
-def ddp_worker(rank: int, world: int, port: int, steps: int, warmup: int, report_every: int,
-               ckpt_every: int | None, storage: str, out: str, model_config: dict) -> None:
+def ddp_worker(
+    rank: int,
+    world: int,
+    port: int,
+    steps: int,
+    warmup: int,
+    report_every: int,
+    ckpt_every: int | None,
+    storage: str,
+    out: str,
+    model_config: dict,
+) -> None:
     os.environ["OMP_NUM_THREADS"] = "1"  # as Ray sets it for a 1-CPU worker
     # Its own session, so its own autogroup (CPU share), at nice 0. Ray's ranks share their
     # node's session with its raylet and agents and run at nice 15 (Ray's worker niceness);
@@ -117,7 +134,6 @@ def ddp_worker(rank: int, world: int, port: int, steps: int, warmup: int, report
     os.setsid()
     import torch
     import torch.distributed as dist
-
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     from workloads.common import checkpoint as ckpt
@@ -164,15 +180,29 @@ def ddp_worker(rank: int, world: int, port: int, steps: int, warmup: int, report
             model_sd, optim_sd = get_state_dict(model, opt)
             pending = ckpt.save_sharded(
                 os.path.join(storage, ckpt.dir_name(done)),
-                {"model": model_sd, "optim": optim_sd, "progress": pickle.dumps(
-                    {"step": done, "data_position": pos.to_dict(), "rng": states, "scheduler": sched.state_dict()})},
-                {"step": done, "data_position": pos.to_dict()}, process_group=ckpt_group)
+                {
+                    "model": model_sd,
+                    "optim": optim_sd,
+                    "progress": pickle.dumps(
+                        {"step": done, "data_position": pos.to_dict(), "rng": states, "scheduler": sched.state_dict()}
+                    ),
+                },
+                {"step": done, "data_position": pos.to_dict()},
+                process_group=ckpt_group,
+            )
             if done == steps:
                 pending.result()
     if rank == 0:
         with open(out, "w") as f:
-            json.dump({"first_step": 1, "times": times, "tokens_per_step": BATCH * world * cfg.block_size,
-                       "cpu_s": time.process_time() - cpu_at_go}, f)
+            json.dump(
+                {
+                    "first_step": 1,
+                    "times": times,
+                    "tokens_per_step": BATCH * world * cfg.block_size,
+                    "cpu_s": time.process_time() - cpu_at_go,
+                },
+                f,
+            )
     dist.destroy_process_group()
 
 
@@ -185,13 +215,13 @@ def _ddp_main(args_json: str) -> None:
 
 def _tokens_per_s(t: dict, warmup: int) -> float:
     """Steady-state throughput: from the end of step `warmup` to the end of the last step."""
-    times = t["times"][warmup - t["first_step"]:]
+    times = t["times"][warmup - t["first_step"] :]
     return t["tokens_per_step"] * (len(times) - 1) / (times[-1] - times[0])
 
 
 def _step_s(t: dict, warmup: int) -> list[float]:
     """Wall seconds of each measured step (for the JSON: where a slow run lost its time)."""
-    times = t["times"][warmup - t["first_step"]:]
+    times = t["times"][warmup - t["first_step"] :]
     return [round(b - a, 4) for a, b in itertools.pairwise(times)]
 
 
@@ -294,9 +324,14 @@ class Window:
         for first, t, last in self.tracked.values():
             wall = max(1e-9, t - self._t_first)
             on, wait = last[0] - first[0], last[1] - first[1]
-            parts.append({"on_core_pct": 100 * on / wall, "waiting_for_core_pct": 100 * wait / wall,
-                          "sleeping_pct": 100 * max(0.0, wall - on - wait) / wall,
-                          "preemptions_per_s": (last[2] - first[2]) / wall})
+            parts.append(
+                {
+                    "on_core_pct": 100 * on / wall,
+                    "waiting_for_core_pct": 100 * wait / wall,
+                    "sleeping_pct": 100 * max(0.0, wall - on - wait) / wall,
+                    "preemptions_per_s": (last[2] - first[2]) / wall,
+                }
+            )
         if not parts:
             return {}
         return {k: statistics.mean(p[k] for p in parts) for k in parts[0]}
@@ -326,8 +361,12 @@ def _thread_sched(pid: int, tid) -> tuple[float, float, int, int] | None:
     voluntary ones (sleeps: each is followed by a wake-up); None once it ended."""
     try:
         on_cpu, wait = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[:2]
-        status = {k: v for k, _, v in (line.partition(":") for line in
-                                          Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines())}
+        status = {
+            k: v
+            for k, _, v in (
+                line.partition(":") for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines()
+            )
+        }
         preempt, sleeps = int(status["nonvoluntary_ctxt_switches"]), int(status["voluntary_ctxt_switches"])
     except (OSError, ValueError, KeyError):
         return None
@@ -411,8 +450,10 @@ class HeadCgroup:
             for pid in [node.proc.pid, *_descendants(node.proc.pid)]:
                 cg = _cpu_cgroup(pid)
                 if cg is not None and (cg == mine) != (node.name == "head"):
-                    raise RuntimeError(f"--mirror-head: {node.name} node process {pid} is in cpu cgroup {cg}; "
-                                       f"expected {'' if node.name == 'head' else 'anything but '}{mine}")
+                    raise RuntimeError(
+                        f"--mirror-head: {node.name} node process {pid} is in cpu cgroup {cg}; "
+                        f"expected {'' if node.name == 'head' else 'anything but '}{mine}"
+                    )
 
     def leave(self) -> None:
         (CGROUP_CPU / "cgroup.procs").write_text(str(os.getpid()))
@@ -427,8 +468,15 @@ class HeadCgroup:
                 time.sleep(0.1)
 
 
-def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, ray_env: dict,
-            mirror_head: bool = False, wakeups: bool = False) -> dict:
+def ray_run(
+    steps: int,
+    warmup: int,
+    report_every: int,
+    ckpt_every: int | None,
+    ray_env: dict,
+    mirror_head: bool = False,
+    wakeups: bool = False,
+) -> dict:
     """One Ray Train run on its own fresh local cluster (head with 0 CPUs for the controller, one
     worker node with 2 CPUs for the 2 workers), stopped afterwards so that no Ray process is
     left running during the DDP runs. CPU seconds of every Ray process over the measured
@@ -444,14 +492,30 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
 
     saved_env = {k: os.environ.get(k) for k in ray_env}
     os.environ.update(ray_env)  # the driver too (Train reads some settings where trainer.fit runs)
-    with tempfile.TemporaryDirectory() as d, (HeadCgroup() if mirror_head else contextlib.nullcontext()) as cg:
-        cluster = LocalCluster(worker_nodes=1, cpus_per_node=2, dashboard=False, env_extra=ray_env,
-                               head_cgroup=str(cg.path) if cg else None, worker_log_monitor=bool(cg))
+    with tempfile.TemporaryDirectory() as d, HeadCgroup() if mirror_head else contextlib.nullcontext() as cg:
+        cluster = LocalCluster(
+            worker_nodes=1,
+            cpus_per_node=2,
+            dashboard=False,
+            env_extra=ray_env,
+            head_cgroup=str(cg.path) if cg else None,
+            worker_log_monitor=bool(cg),
+        )
         out = os.path.join(d, "ray.json")
-        s = S.for_local({"model": MODEL, "steps": steps, "batch_size_per_worker": BATCH,
-                         "report_every_steps": report_every, "checkpoint_every_steps": ckpt_every or steps,
-                         "storage_shared": True, "sharding": "ddp",
-                         "placement_strategy": "PACK", "run_name": "bench"}, storage_path=os.path.join(d, "ckpt"))
+        s = S.for_local(
+            {
+                "model": MODEL,
+                "steps": steps,
+                "batch_size_per_worker": BATCH,
+                "report_every_steps": report_every,
+                "checkpoint_every_steps": ckpt_every or steps,
+                "storage_shared": True,
+                "sharding": "ddp",
+                "placement_strategy": "PACK",
+                "run_name": "bench",
+            },
+            storage_path=os.path.join(d, "ckpt"),
+        )
         t_start = time.time()
         try:
             if cg:
@@ -466,8 +530,9 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
                 return [os.getpid()] + [p for n in cluster.nodes for p in [n.proc.pid, *_descendants(n.proc.pid)]]
 
             box = {}
-            t = threading.Thread(target=lambda: box.setdefault("r", run(s, step_callback=StepTimer(out, warmup))),
-                                 daemon=True)
+            t = threading.Thread(
+                target=lambda: box.setdefault("r", run(s, step_callback=StepTimer(out, warmup))), daemon=True
+            )
             t.start()
             w = Window(out, pids, t.is_alive, wakeups)
             head_pids = set(_descendants(cluster.nodes[0].proc.pid))
@@ -492,16 +557,30 @@ def ray_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
         node = "driver" if pid == os.getpid() else "head node" if pid in head_side else "worker node"
         if name != "train workers":
             by_node[node] += c
-        key = ("driver (trainer.fit)" if pid == os.getpid() else
-               f"{name} (worker node)" if node == "worker node" and name != "train workers" else name)
+        key = (
+            "driver (trainer.fit)"
+            if pid == os.getpid()
+            else f"{name} (worker node)"
+            if node == "worker node" and name != "train workers"
+            else name
+        )
         by_name[key] = by_name.get(key, 0.0) + c
     n_steps = len(timing["times"]) - (warmup - timing["first_step"]) - 1
-    return {"tokens_per_s": _tokens_per_s(timing, warmup), "timing": timing, "steps_measured": n_steps,
-            # Time inside report() is not observable from a step callback: not measured.
-            "cpu_s_by_process": by_name, "cpu_s_by_node": by_node, "report_s": float("nan"),
-            "reports": 0, "foreign_cores": w.foreign_cores(), "wall_s": time.time() - t_start,
-            "ranks_sched": w.ranks_sched(), "wakeups_per_s": w.wakeups_per_s(),
-            "wakeups_per_s_by_thread": w.wakeups_by_thread()}
+    return {
+        "tokens_per_s": _tokens_per_s(timing, warmup),
+        "timing": timing,
+        "steps_measured": n_steps,
+        # Time inside report() is not observable from a step callback: not measured.
+        "cpu_s_by_process": by_name,
+        "cpu_s_by_node": by_node,
+        "report_s": float("nan"),
+        "reports": 0,
+        "foreign_cores": w.foreign_cores(),
+        "wall_s": time.time() - t_start,
+        "ranks_sched": w.ranks_sched(),
+        "wakeups_per_s": w.wakeups_per_s(),
+        "wakeups_per_s_by_thread": w.wakeups_by_thread(),
+    }
 
 
 def _model_config() -> dict:
@@ -519,21 +598,28 @@ def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "ddp.json")
         os.makedirs(os.path.join(d, "ddp"))
-        args = [2, free_port(), steps, warmup, report_every, ckpt_every, os.path.join(d, "ddp"), out,
-                _model_config()]
-        proc = subprocess.Popen([sys.executable, __file__, "--ddp-child", json.dumps(args)],
-                                env={**os.environ, "PYTHONPATH": str(REPO)})
+        args = [2, free_port(), steps, warmup, report_every, ckpt_every, os.path.join(d, "ddp"), out, _model_config()]
+        proc = subprocess.Popen(
+            [sys.executable, __file__, "--ddp-child", json.dumps(args)], env={**os.environ, "PYTHONPATH": str(REPO)}
+        )
         try:
-            w = Window(out, lambda: [os.getpid(), proc.pid, *_descendants(proc.pid)], lambda: proc.poll() is None,
-                       wakeups)
+            w = Window(
+                out, lambda: [os.getpid(), proc.pid, *_descendants(proc.pid)], lambda: proc.poll() is None, wakeups
+            )
         finally:
             rc = proc.wait()
         if rc:
             raise RuntimeError(f"DDP run failed: rc={rc}")
         timing = json.loads(Path(out).read_text())
-    return {"tokens_per_s": _tokens_per_s(timing, warmup), "timing": timing,
-            "foreign_cores": w.foreign_cores(), "wall_s": time.time() - t_start, "ranks_sched": w.ranks_sched(),
-            "wakeups_per_s": w.wakeups_per_s(), "wakeups_per_s_by_thread": w.wakeups_by_thread()}
+    return {
+        "tokens_per_s": _tokens_per_s(timing, warmup),
+        "timing": timing,
+        "foreign_cores": w.foreign_cores(),
+        "wall_s": time.time() - t_start,
+        "ranks_sched": w.ranks_sched(),
+        "wakeups_per_s": w.wakeups_per_s(),
+        "wakeups_per_s_by_thread": w.wakeups_by_thread(),
+    }
 
 
 def _stall_pct(t: dict, ckpt_every: int | None) -> float | None:
@@ -565,21 +651,37 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--repeats", type=int, default=3, help="DDP/Ray pairs per config (medians reported)")
     p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of: " + ", ".join(CONFIGS))
-    p.add_argument("--ray-env", action="append", default=[], metavar="NAME=VALUE",
-                   help="environment of every Ray process (and the driver), on top of "
-                        "workloads.training.settings.LOCAL_RAY_ENV, e.g. RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2")
-    p.add_argument("--variant", action="append", default=[], metavar="LABEL:NAME=VALUE[,NAME=VALUE]",
-                   help="A/B in one run: give two or more; every block then runs DDP once and Ray once "
-                        "per variant (its settings on top of the shipped ones and --ray-env; LABEL: "
-                        "alone is the shipped settings), and the variants are compared block by block")
-    p.add_argument("--wakeups", action="store_true",
-                   help="also count every thread's wake-ups per second (voluntary context switches) over "
-                        "the window; reading every thread of a Ray run takes ~0.1 s of CPU at the "
-                        "window's start, which Ray's side pays more than DDP's: for diagnosis, not for ratios")
-    p.add_argument("--mirror-head", action="store_true",
-                   help="run the head node, its processes and the driver at the lowest CPU weight "
-                        "(a cgroup), as if on other machines like the cluster's `system` nodes; "
-                        "a worker-node log monitor runs as on the cluster")
+    p.add_argument(
+        "--ray-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="environment of every Ray process (and the driver), on top of "
+        "workloads.training.settings.LOCAL_RAY_ENV, e.g. RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2",
+    )
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL:NAME=VALUE[,NAME=VALUE]",
+        help="A/B in one run: give two or more; every block then runs DDP once and Ray once "
+        "per variant (its settings on top of the shipped ones and --ray-env; LABEL: "
+        "alone is the shipped settings), and the variants are compared block by block",
+    )
+    p.add_argument(
+        "--wakeups",
+        action="store_true",
+        help="also count every thread's wake-ups per second (voluntary context switches) over "
+        "the window; reading every thread of a Ray run takes ~0.1 s of CPU at the "
+        "window's start, which Ray's side pays more than DDP's: for diagnosis, not for ratios",
+    )
+    p.add_argument(
+        "--mirror-head",
+        action="store_true",
+        help="run the head node, its processes and the driver at the lowest CPU weight "
+        "(a cgroup), as if on other machines like the cluster's `system` nodes; "
+        "a worker-node log monitor runs as on the cluster",
+    )
     p.add_argument("--out", default=str(REPO / "out" / "bench" / "training_throughput.json"))
     p.add_argument("--ddp-child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -595,14 +697,19 @@ def main(argv=None) -> int:
     ray_env = {**RAY_ENV, **LOCAL_RAY_ENV, **_env_pairs(args.ray_env)}
     variants = _variants(args.variant) or [("", {})]
 
-    print(f"one at a time, interleaved (DDP, Ray, Ray, DDP, ...), {args.repeats} pair(s) per config, "
-          f"{args.steps} steps, tokens/s from step {args.warmup} to the last; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; Ray env {ray_env or 'defaults'}", flush=True)
+    print(
+        f"one at a time, interleaved (DDP, Ray, Ray, DDP, ...), {args.repeats} pair(s) per config, "
+        f"{args.steps} steps, tokens/s from step {args.warmup} to the last; load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; Ray env {ray_env or 'defaults'}",
+        flush=True,
+    )
     if len(variants) > 1:
-        print("A/B: in every block one DDP run and one Ray run per variant, in a rotating order "
-              "(DDP first, then last; the variants' order turns every two blocks), each variant's "
-              "ratio against its block's DDP run: " +
-              "; ".join(f"{v} = shipped + {e or 'nothing'}" for v, e in variants), flush=True)
+        print(
+            "A/B: in every block one DDP run and one Ray run per variant, in a rotating order "
+            "(DDP first, then last; the variants' order turns every two blocks), each variant's "
+            "ratio against its block's DDP run: " + "; ".join(f"{v} = shipped + {e or 'nothing'}" for v, e in variants),
+            flush=True,
+        )
     perms = list(itertools.permutations(range(len(variants))))
     rows = []
     for name in args.configs.split(","):
@@ -613,13 +720,33 @@ def main(argv=None) -> int:
             order = ["ddp", *vs] if r % 2 == 0 else [*vs, "ddp"]
             m = {}
             for side in order:
-                m[side] = (ddp_run(args.steps, args.warmup, report_every, ckpt_every, args.wakeups) if side == "ddp"
-                           else ray_run(args.steps, args.warmup, report_every, ckpt_every,
-                                        {**ray_env, **variants[side][1]}, args.mirror_head, args.wakeups))
+                m[side] = (
+                    ddp_run(args.steps, args.warmup, report_every, ckpt_every, args.wakeups)
+                    if side == "ddp"
+                    else ray_run(
+                        args.steps,
+                        args.warmup,
+                        report_every,
+                        ckpt_every,
+                        {**ray_env, **variants[side][1]},
+                        args.mirror_head,
+                        args.wakeups,
+                    )
+                )
             for vi, (vname, _) in enumerate(variants):
-                rows.append(_row(name, r, [("ray" if o == vi else o) for o in order if o in ("ddp", vi)],
-                                 m[vi], m["ddp"], ckpt_every, args.warmup, vname,
-                                 [variants[o][0] or "ray" if o != "ddp" else "ddp" for o in order]))
+                rows.append(
+                    _row(
+                        name,
+                        r,
+                        [("ray" if o == vi else o) for o in order if o in ("ddp", vi)],
+                        m[vi],
+                        m["ddp"],
+                        ckpt_every,
+                        args.warmup,
+                        vname,
+                        [variants[o][0] or "ray" if o != "ddp" else "ddp" for o in order],
+                    )
+                )
     _summary_and_out(args, rows, ray_env, variants)
     return 0
 
@@ -630,55 +757,88 @@ def _variants(specs: list[str]) -> list[tuple[str, dict]]:
     for spec in specs:
         vname, sep, rest = spec.partition(":")
         if not sep or not vname:
-            raise SystemExit(f"--variant {spec!r}: expected LABEL:NAME=VALUE[,NAME=VALUE...] or LABEL: "
-                             "(the shipped settings alone), e.g. nice0:RAY_worker_niceness=0")
+            raise SystemExit(
+                f"--variant {spec!r}: expected LABEL:NAME=VALUE[,NAME=VALUE...] or LABEL: "
+                "(the shipped settings alone), e.g. nice0:RAY_worker_niceness=0"
+            )
         if vname in (v for v, _ in out):
             raise SystemExit(f"--variant {spec!r}: label {vname!r} given twice")
         out.append((vname, _env_pairs([x for x in rest.split(",") if x], flag="--variant")))
     return out
 
 
-def _row(name: str, r: int, order: list, ray_m: dict, ddp_m: dict, ckpt_every, warmup: int,
-         variant: str, block_order: list) -> dict:
+def _row(
+    name: str, r: int, order: list, ray_m: dict, ddp_m: dict, ckpt_every, warmup: int, variant: str, block_order: list
+) -> dict:
     n = ray_m["steps_measured"]
     cpu = ray_m["cpu_s_by_process"]
     others = {k: v for k, v in cpu.items() if k != "train workers"}
-    row = {"config": name, "variant": variant, "repeat": r, "order": order, "block_order": block_order,
-           "ddp_tokens_per_s": ddp_m["tokens_per_s"],
-           "ray_tokens_per_s": ray_m["tokens_per_s"], "ratio": ray_m["tokens_per_s"] / ddp_m["tokens_per_s"],
-           "ddp_rank0_cpu_ms_per_step": 1000 * ddp_m["timing"]["cpu_s"] / n,
-           "ray_rank0_cpu_ms_per_step": 1000 * ray_m["timing"]["cpu_s"] / n,
-           "ray_other_cpu_ms_per_step": {k: 1000 * v / n for k, v in sorted(others.items(), key=lambda kv: -kv[1])},
-           "ray_other_cpu_ms_per_step_by_node": {k: 1000 * v / n for k, v in ray_m["cpu_s_by_node"].items()},
-           "ray_report_ms_mean": 1000 * ray_m["report_s"] / max(1, ray_m["reports"]),
-           "ray_reports": ray_m["reports"], "ray_report_s_total": ray_m["report_s"],
-           "ddp_checkpoint_stall_pct": _stall_pct(ddp_m["timing"], ckpt_every),
-           "ray_checkpoint_stall_pct": _stall_pct(ray_m["timing"], ckpt_every),
-           "ddp_foreign_cores": ddp_m["foreign_cores"], "ray_foreign_cores": ray_m["foreign_cores"],
-           "ddp_wall_s": ddp_m["wall_s"], "ray_wall_s": ray_m["wall_s"],
-           # wake-ups per second of every thread but the ranks' training threads (--wakeups only)
-           "ddp_wakeups_per_s": ddp_m["wakeups_per_s"], "ray_wakeups_per_s": ray_m["wakeups_per_s"],
-           "ddp_wakeups_per_s_by_thread": ddp_m["wakeups_per_s_by_thread"],
-           "ray_wakeups_per_s_by_thread": ray_m["wakeups_per_s_by_thread"],
-           # the ranks' training threads: % of their wall time on a core, waiting for one, sleeping
-           **{f"{side}_train_thread_{k}": v for side, m in (("ddp", ddp_m), ("ray", ray_m))
-              for k, v in m["ranks_sched"].items()},
-           "utc": time.strftime("%H:%M:%S", time.gmtime()), "load_average": os.getloadavg(),
-           "ddp_step_s": _step_s(ddp_m["timing"], warmup), "ray_step_s": _step_s(ray_m["timing"], warmup)}
+    row = {
+        "config": name,
+        "variant": variant,
+        "repeat": r,
+        "order": order,
+        "block_order": block_order,
+        "ddp_tokens_per_s": ddp_m["tokens_per_s"],
+        "ray_tokens_per_s": ray_m["tokens_per_s"],
+        "ratio": ray_m["tokens_per_s"] / ddp_m["tokens_per_s"],
+        "ddp_rank0_cpu_ms_per_step": 1000 * ddp_m["timing"]["cpu_s"] / n,
+        "ray_rank0_cpu_ms_per_step": 1000 * ray_m["timing"]["cpu_s"] / n,
+        "ray_other_cpu_ms_per_step": {k: 1000 * v / n for k, v in sorted(others.items(), key=lambda kv: -kv[1])},
+        "ray_other_cpu_ms_per_step_by_node": {k: 1000 * v / n for k, v in ray_m["cpu_s_by_node"].items()},
+        "ray_report_ms_mean": 1000 * ray_m["report_s"] / max(1, ray_m["reports"]),
+        "ray_reports": ray_m["reports"],
+        "ray_report_s_total": ray_m["report_s"],
+        "ddp_checkpoint_stall_pct": _stall_pct(ddp_m["timing"], ckpt_every),
+        "ray_checkpoint_stall_pct": _stall_pct(ray_m["timing"], ckpt_every),
+        "ddp_foreign_cores": ddp_m["foreign_cores"],
+        "ray_foreign_cores": ray_m["foreign_cores"],
+        "ddp_wall_s": ddp_m["wall_s"],
+        "ray_wall_s": ray_m["wall_s"],
+        # wake-ups per second of every thread but the ranks' training threads (--wakeups only)
+        "ddp_wakeups_per_s": ddp_m["wakeups_per_s"],
+        "ray_wakeups_per_s": ray_m["wakeups_per_s"],
+        "ddp_wakeups_per_s_by_thread": ddp_m["wakeups_per_s_by_thread"],
+        "ray_wakeups_per_s_by_thread": ray_m["wakeups_per_s_by_thread"],
+        # the ranks' training threads: % of their wall time on a core, waiting for one, sleeping
+        **{
+            f"{side}_train_thread_{k}": v
+            for side, m in (("ddp", ddp_m), ("ray", ray_m))
+            for k, v in m["ranks_sched"].items()
+        },
+        "utc": time.strftime("%H:%M:%S", time.gmtime()),
+        "load_average": os.getloadavg(),
+        "ddp_step_s": _step_s(ddp_m["timing"], warmup),
+        "ray_step_s": _step_s(ray_m["timing"], warmup),
+    }
     top = ", ".join(f"{k} {v:.1f}" for k, v in list(row["ray_other_cpu_ms_per_step"].items())[:5])
-    print(f"{_key(row):40s} DDP {row['ddp_tokens_per_s']:6.0f} tok/s  Ray {row['ray_tokens_per_s']:6.0f} tok/s  "
-          f"ratio {row['ratio']:.3f}  | CPU ms/step rank 0: DDP {row['ddp_rank0_cpu_ms_per_step']:.1f} "
-          f"Ray {row['ray_rank0_cpu_ms_per_step']:.1f}; Ray's other processes {sum(others.values()) * 1000 / n:.1f} "
-          f"(" + ", ".join(f"{k} {v:.1f}" for k, v in row["ray_other_cpu_ms_per_step_by_node"].items()) + f"; {top}) | in report(): {row['ray_report_ms_mean']:.1f} ms x {row['ray_reports']}"
-          f" | training threads, DDP / Ray: on a core " + _pair(row, "on_core_pct") + " %, waiting for a core "
-          + _pair(row, "waiting_for_core_pct") + " %, sleeping " + _pair(row, "sleeping_pct") + " %, preemptions/s "
-          + _pair(row, "preemptions_per_s") +
-          (f" | wake-ups/s of the other threads DDP {sum(row['ddp_wakeups_per_s'].values()):.0f}, Ray "
-           f"{sum(row['ray_wakeups_per_s'].values()):.0f} (" +
-           ", ".join(f"{k} {v:.0f}" for k, v in list(row["ray_wakeups_per_s"].items())[:6]) + ")"
-           if row["ray_wakeups_per_s"] else "") +
-          f" | other load (cores) DDP {row['ddp_foreign_cores']:.2f} Ray {row['ray_foreign_cores']:.2f}"
-          f" | {row['utc']} UTC, load {row['load_average'][0]:.2f}, {row['ddp_wall_s']:.0f} + {row['ray_wall_s']:.0f} s", flush=True)
+    print(
+        f"{_key(row):40s} DDP {row['ddp_tokens_per_s']:6.0f} tok/s  Ray {row['ray_tokens_per_s']:6.0f} tok/s  "
+        f"ratio {row['ratio']:.3f}  | CPU ms/step rank 0: DDP {row['ddp_rank0_cpu_ms_per_step']:.1f} "
+        f"Ray {row['ray_rank0_cpu_ms_per_step']:.1f}; Ray's other processes {sum(others.values()) * 1000 / n:.1f} "
+        f"("
+        + ", ".join(f"{k} {v:.1f}" for k, v in row["ray_other_cpu_ms_per_step_by_node"].items())
+        + f"; {top}) | in report(): {row['ray_report_ms_mean']:.1f} ms x {row['ray_reports']}"
+        f" | training threads, DDP / Ray: on a core "
+        + _pair(row, "on_core_pct")
+        + " %, waiting for a core "
+        + _pair(row, "waiting_for_core_pct")
+        + " %, sleeping "
+        + _pair(row, "sleeping_pct")
+        + " %, preemptions/s "
+        + _pair(row, "preemptions_per_s")
+        + (
+            f" | wake-ups/s of the other threads DDP {sum(row['ddp_wakeups_per_s'].values()):.0f}, Ray "
+            f"{sum(row['ray_wakeups_per_s'].values()):.0f} ("
+            + ", ".join(f"{k} {v:.0f}" for k, v in list(row["ray_wakeups_per_s"].items())[:6])
+            + ")"
+            if row["ray_wakeups_per_s"]
+            else ""
+        )
+        + f" | other load (cores) DDP {row['ddp_foreign_cores']:.2f} Ray {row['ray_foreign_cores']:.2f}"
+        f" | {row['utc']} UTC, load {row['load_average'][0]:.2f}, {row['ddp_wall_s']:.0f} + {row['ray_wall_s']:.0f} s",
+        flush=True,
+    )
     return row
 
 
@@ -690,38 +850,66 @@ def _summary_and_out(args, rows: list[dict], ray_env: dict, variants: list[tuple
     summary = {}
     for name in dict.fromkeys(_key(r) for r in rows):
         rs = [r for r in rows if _key(r) == name]
-        summary[name] = {"ratio": statistics.median(r["ratio"] for r in rs),
-                         "ratio_min": min(r["ratio"] for r in rs), "ratio_max": max(r["ratio"] for r in rs),
-                         "ratios": [r["ratio"] for r in rs],
-                         "ddp_tokens_per_s": statistics.median(r["ddp_tokens_per_s"] for r in rs),
-                         "ray_tokens_per_s": statistics.median(r["ray_tokens_per_s"] for r in rs)}
+        summary[name] = {
+            "ratio": statistics.median(r["ratio"] for r in rs),
+            "ratio_min": min(r["ratio"] for r in rs),
+            "ratio_max": max(r["ratio"] for r in rs),
+            "ratios": [r["ratio"] for r in rs],
+            "ddp_tokens_per_s": statistics.median(r["ddp_tokens_per_s"] for r in rs),
+            "ray_tokens_per_s": statistics.median(r["ray_tokens_per_s"] for r in rs),
+        }
         stall = [r["ray_checkpoint_stall_pct"] for r in rs if r["ray_checkpoint_stall_pct"] is not None]
         if stall:
             summary[name]["ray_checkpoint_stall_pct"] = statistics.median(stall)
             summary[name]["ddp_checkpoint_stall_pct"] = statistics.median(r["ddp_checkpoint_stall_pct"] for r in rs)
-    print(f"median Ray/DDP ratio per config (goal >= 0.97), [lowest, highest] of the {args.repeats} pairs"
-          f"{', head mirrored off the ranks (--mirror-head)' if args.mirror_head else ', default topology'}: " +
-          ", ".join(f"{k}: {v['ratio']:.3f} [{v['ratio_min']:.3f}, {v['ratio_max']:.3f}]" for k, v in summary.items()))
+    print(
+        f"median Ray/DDP ratio per config (goal >= 0.97), [lowest, highest] of the {args.repeats} pairs"
+        f"{', head mirrored off the ranks (--mirror-head)' if args.mirror_head else ', default topology'}: "
+        + ", ".join(f"{k}: {v['ratio']:.3f} [{v['ratio_min']:.3f}, {v['ratio_max']:.3f}]" for k, v in summary.items())
+    )
     for k, v in summary.items():
         if "ray_checkpoint_stall_pct" in v:
-            print(f"step-time stall from checkpoints ({k}; extra time of the steps right after a checkpoint, "
-                  f"same run): Ray {v['ray_checkpoint_stall_pct']:.1f} %, DDP {v['ddp_checkpoint_stall_pct']:.1f} % (goal <= 5 %)")
+            print(
+                f"step-time stall from checkpoints ({k}; extra time of the steps right after a checkpoint, "
+                f"same run): Ray {v['ray_checkpoint_stall_pct']:.1f} %, DDP {v['ddp_checkpoint_stall_pct']:.1f} % (goal <= 5 %)"
+            )
     if len(variants) > 1:
         # The variants against each other, block by block (the same DDP run cancels out).
         base = variants[0][0]
         for name in dict.fromkeys(r["config"] for r in rows):
             for vname, _ in variants[1:]:
-                per_block = [a["ray_tokens_per_s"] / b["ray_tokens_per_s"]
-                             for a in rows for b in rows
-                             if a["config"] == b["config"] == name and a["repeat"] == b["repeat"]
-                             and a["variant"] == vname and b["variant"] == base]
+                per_block = [
+                    a["ray_tokens_per_s"] / b["ray_tokens_per_s"]
+                    for a in rows
+                    for b in rows
+                    if a["config"] == b["config"] == name
+                    and a["repeat"] == b["repeat"]
+                    and a["variant"] == vname
+                    and b["variant"] == base
+                ]
                 summary[f"{name} [{vname}] / [{base}]"] = {"ratio": statistics.median(per_block), "ratios": per_block}
-                print(f"{name}: Ray [{vname}] / Ray [{base}] tokens/s, same block: median "
-                      f"{statistics.median(per_block):.3f}, per block " + ", ".join(f"{x:.3f}" for x in per_block), flush=True)
+                print(
+                    f"{name}: Ray [{vname}] / Ray [{base}] tokens/s, same block: median "
+                    f"{statistics.median(per_block):.3f}, per block " + ", ".join(f"{x:.3f}" for x in per_block),
+                    flush=True,
+                )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"rows": rows, "summary": summary, "steps": args.steps,
-                                          "warmup": args.warmup, "ray_env": ray_env, "mirror_head": args.mirror_head,
-                                          "variants": dict(variants), "model": MODEL, "batch_per_worker": BATCH}, indent=2))
+    Path(args.out).write_text(
+        json.dumps(
+            {
+                "rows": rows,
+                "summary": summary,
+                "steps": args.steps,
+                "warmup": args.warmup,
+                "ray_env": ray_env,
+                "mirror_head": args.mirror_head,
+                "variants": dict(variants),
+                "model": MODEL,
+                "batch_per_worker": BATCH,
+            },
+            indent=2,
+        )
+    )
 
 
 def _key(row: dict) -> str:

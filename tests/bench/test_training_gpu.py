@@ -38,11 +38,23 @@ def test_plan_is_the_environments_training_config(tmp_path, capsys):
     assert plan["env"] == "prod"
     # The largest preset that fits one H200 with prod's batch (bf16, activation checkpointing).
     assert plan["preset"] == "llama-7b" and plan["activation_checkpointing"] is True
-    assert plan["model"] == {"arch": "llama", "n_layer": 32, "n_head": 32, "n_kv_head": 8, "n_embd": 4096,
-                             "ffn_hidden": 14336, "block_size": 2048}
-    assert (plan["batch_size_per_worker"], plan["precision"], plan["learning_rate"], plan["weight_decay"],
-            plan["warmup_steps"], plan["grad_clip"]) == (
-        t.batch_size_per_worker, t.precision, t.learning_rate, t.weight_decay, t.warmup_steps, t.grad_clip)
+    assert plan["model"] == {
+        "arch": "llama",
+        "n_layer": 32,
+        "n_head": 32,
+        "n_kv_head": 8,
+        "n_embd": 4096,
+        "ffn_hidden": 14336,
+        "block_size": 2048,
+    }
+    assert (
+        plan["batch_size_per_worker"],
+        plan["precision"],
+        plan["learning_rate"],
+        plan["weight_decay"],
+        plan["warmup_steps"],
+        plan["grad_clip"],
+    ) == (t.batch_size_per_worker, t.precision, t.learning_rate, t.weight_decay, t.warmup_steps, t.grad_clip)
     assert sorted(plan) == sorted(tg.PLAN_KEYS)
     assert tg.read_plan(str(path)) == plan
     assert f"wrote {path} (env prod" in capsys.readouterr().out
@@ -50,8 +62,22 @@ def test_plan_is_the_environments_training_config(tmp_path, capsys):
 
 def test_cpu_run_measures_tokens_per_s_and_mfu(tiny_plan, tmp_path, capsys):
     out = tmp_path / "gpu.json"
-    rc = tg.main(["--plan", str(tiny_plan), "--device", "cpu", "--steps", "12", "--warmup", "2",
-                  "--peak-tflops", "0.5", "--out", str(out)])
+    rc = tg.main(
+        [
+            "--plan",
+            str(tiny_plan),
+            "--device",
+            "cpu",
+            "--steps",
+            "12",
+            "--warmup",
+            "2",
+            "--peak-tflops",
+            "0.5",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     r = json.loads(out.read_text())
     assert r["measured_steps"] == 10
@@ -81,8 +107,10 @@ def test_peak_by_device_name(monkeypatch):
     assert tg.peak_for(cuda, 700.0) == (700.0, "--peak-tflops")
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "NVIDIA H100 PCIe")
     assert tg.peak_for(cuda, None) == (
-        None, "no dense bf16 peak is known for 'NVIDIA H100 PCIe' (known: NVIDIA H200, "
-              "NVIDIA H100 80GB HBM3); pass --peak-tflops")
+        None,
+        "no dense bf16 peak is known for 'NVIDIA H100 PCIe' (known: NVIDIA H200, "
+        "NVIDIA H100 80GB HBM3); pass --peak-tflops",
+    )
 
 
 def test_cuda_asked_for_without_a_gpu(tiny_plan, monkeypatch, capsys):
@@ -90,16 +118,22 @@ def test_cuda_asked_for_without_a_gpu(tiny_plan, monkeypatch, capsys):
     assert tg.main(["--plan", str(tiny_plan), "--device", "cuda"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == ("--device cuda: no CUDA device is visible (torch.cuda.is_available() is False); "
-                            "allowed here: cpu, auto\n")
+    assert captured.err == (
+        "--device cuda: no CUDA device is visible (torch.cuda.is_available() is False); allowed here: cpu, auto\n"
+    )
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--env", "nosuch"],
-     "-c env=nosuch: 1 configuration error:\n  - unknown environment 'nosuch'; known environments: dev, prod, staging"),
-    (["--env", "dev", "--steps", "5", "--warmup", "5"], "--warmup 5 with --steps 5: allowed: 1 <= warmup < steps"),
-    (["--env", "dev", "--peak-tflops", "0"], "--peak-tflops 0.0: allowed: a positive number"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--env", "nosuch"],
+            "-c env=nosuch: 1 configuration error:\n  - unknown environment 'nosuch'; known environments: dev, prod, staging",
+        ),
+        (["--env", "dev", "--steps", "5", "--warmup", "5"], "--warmup 5 with --steps 5: allowed: 1 <= warmup < steps"),
+        (["--env", "dev", "--peak-tflops", "0"], "--peak-tflops 0.0: allowed: a positive number"),
+    ],
+)
 def test_bad_input_is_one_clear_error(argv, message, capsys):
     assert tg.main(argv) == 2
     captured = capsys.readouterr()

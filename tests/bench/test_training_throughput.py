@@ -17,7 +17,8 @@ from bench import training_throughput as tt
 
 needs_cgroup = pytest.mark.skipif(
     not os.access(tt.CGROUP_CPU / "cgroup.procs", os.W_OK),
-    reason=f"needs a writable cgroup v1 cpu controller at {tt.CGROUP_CPU} (bench --mirror-head only)")
+    reason=f"needs a writable cgroup v1 cpu controller at {tt.CGROUP_CPU} (bench --mirror-head only)",
+)
 
 
 @dataclass
@@ -51,10 +52,16 @@ def _two_nodes(head: Path, worker: Path):
 
 
 def test_cpu_cgroup_of_this_process_is_read_from_proc():
-    expected = next((line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
-                     if "cpu" in line.split(":")[1].split(",")), None)  # None under cgroup v2 only
+    expected = next(
+        (
+            line.split(":", 2)[2]
+            for line in Path("/proc/self/cgroup").read_text().splitlines()
+            if "cpu" in line.split(":")[1].split(",")
+        ),
+        None,
+    )  # None under cgroup v2 only
     assert tt._cpu_cgroup(os.getpid()) == expected
-    assert tt._cpu_cgroup(2 ** 22 + 1) is None  # no such process
+    assert tt._cpu_cgroup(2**22 + 1) is None  # no such process
 
 
 @needs_cgroup
@@ -67,8 +74,10 @@ def test_check_passes_with_the_head_inside_and_the_worker_node_outside():
 def test_check_fails_loudly_when_the_worker_node_inherited_the_head_cgroup():
     with tt.HeadCgroup() as cg, _two_nodes(cg.path, cg.path) as cluster, pytest.raises(RuntimeError) as err:
         cg.check(cluster)
-    assert str(err.value) == (f"--mirror-head: worker1 node process {cluster.nodes[1].proc.pid} is in cpu cgroup "
-                              f"/{cg.path.name}; expected anything but /{cg.path.name}")
+    assert str(err.value) == (
+        f"--mirror-head: worker1 node process {cluster.nodes[1].proc.pid} is in cpu cgroup "
+        f"/{cg.path.name}; expected anything but /{cg.path.name}"
+    )
 
 
 @needs_cgroup
@@ -79,16 +88,26 @@ def test_local_cluster_starts_worker_nodes_outside_the_head_cgroup_of_its_driver
     from workloads.common.local_cluster import LocalCluster
 
     with tt.HeadCgroup() as cg:
-        cluster = LocalCluster(worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1024,
-                               object_store_per_node_mib=256, dashboard=False,
-                               head_cgroup=str(cg.path))
+        cluster = LocalCluster(
+            worker_nodes=1,
+            cpus_per_node=1,
+            memory_per_node_mib=1024,
+            object_store_per_node_mib=256,
+            dashboard=False,
+            head_cgroup=str(cg.path),
+        )
         cg.join()
         try:
             cluster.start()
             cg.check(cluster)
-            raylets = {n.name: [p for p in cluster.worker_processes(n)
-                                if b"raylet" in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]]
-                       for n in cluster.nodes}
+            raylets = {
+                n.name: [
+                    p
+                    for p in cluster.worker_processes(n)
+                    if b"raylet" in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]
+                ]
+                for n in cluster.nodes
+            }
             assert [tt._cpu_cgroup(p) for p in raylets["head"]] == [f"/{cg.path.name}"]
             assert [tt._cpu_cgroup(p) for p in raylets["worker1"]] == [tt._cpu_cgroup(1)]
         finally:

@@ -19,8 +19,11 @@ from workloads.common.local_cluster import LocalCluster, free_port
 S3_BUCKET = "hpray-test-checkpoints"
 # Fast node-loss detection for the local cluster (Ray defaults: 3 s x 5 misses). Only the GCS
 # reads these; see docs/workloads.md "Recovery settings" for what is safe on a real cluster.
-FAST_DETECTION = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
-                  "RAY_health_check_timeout_ms": "1000"}
+FAST_DETECTION = {
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_failure_threshold": "3",
+    "RAY_health_check_timeout_ms": "1000",
+}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -30,15 +33,21 @@ def _offline_usage_lib():
     from ray._common.usage import usage_lib
     from ray._private import services
 
-    saved = (usage_lib.get_cloud_from_metadata_requests, usage_lib.UsageReportClient.report_usage_data,
-             services.node_ip_address_from_perspective)
+    saved = (
+        usage_lib.get_cloud_from_metadata_requests,
+        usage_lib.UsageReportClient.report_usage_data,
+        services.node_ip_address_from_perspective,
+    )
     usage_lib.get_cloud_from_metadata_requests = lambda *a, **k: "unknown"
     usage_lib.UsageReportClient.report_usage_data = lambda self, *a, **k: None
     services.node_ip_address_from_perspective = lambda *a, **k: "127.0.0.1"
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     yield
-    (usage_lib.get_cloud_from_metadata_requests, usage_lib.UsageReportClient.report_usage_data,
-     services.node_ip_address_from_perspective) = saved
+    (
+        usage_lib.get_cloud_from_metadata_requests,
+        usage_lib.UsageReportClient.report_usage_data,
+        services.node_ip_address_from_perspective,
+    ) = saved
 
 
 @pytest.fixture(scope="session")
@@ -50,9 +59,14 @@ def s3_server():
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    env = {"AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+    env = {
+        "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
@@ -78,9 +92,14 @@ def ray_cluster(s3_server):
     """Head (0 CPUs, runs the Train controller) + 2 worker nodes of 2 CPUs, driver connected."""
     import ray
 
-    cluster = LocalCluster(worker_nodes=2, cpus_per_node=2, memory_per_node_mib=2560,
-                           object_store_per_node_mib=300, dashboard=False,
-                           env_extra={**s3_server, **FAST_DETECTION})
+    cluster = LocalCluster(
+        worker_nodes=2,
+        cpus_per_node=2,
+        memory_per_node_mib=2560,
+        object_store_per_node_mib=300,
+        dashboard=False,
+        env_extra={**s3_server, **FAST_DETECTION},
+    )
     cluster.start()
     try:
         ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)

@@ -40,10 +40,17 @@ def _cdk_hashes(trees: list[tuple[Path, str]]) -> list[str]:
 
     app = cdk.App(outdir=tempfile.mkdtemp())
     stack = cdk.Stack(app, "S", env=cdk.Environment(account="111111111111", region="us-east-1"))
-    return [ecr_assets.DockerImageAsset(stack, f"A{i}", directory=str(d), file=f,
-                                        platform=ecr_assets.Platform.LINUX_AMD64,
-                                        ignore_mode=IgnoreMode.DOCKER).asset_hash
-            for i, (d, f) in enumerate(trees)]
+    return [
+        ecr_assets.DockerImageAsset(
+            stack,
+            f"A{i}",
+            directory=str(d),
+            file=f,
+            platform=ecr_assets.Platform.LINUX_AMD64,
+            ignore_mode=IgnoreMode.DOCKER,
+        ).asset_hash
+        for i, (d, f) in enumerate(trees)
+    ]
 
 
 def _tricky_tree(root: Path) -> Path:
@@ -63,8 +70,10 @@ def _tricky_tree(root: Path) -> Path:
     (outside / "ext.py").write_text("external = True\n")
     os.symlink(outside / "ext.py", root / "workloads" / "pkg" / "ext.py")  # followed (external)
     os.symlink("a.py", root / "workloads" / "pkg" / "alias.py")  # kept as a link (internal)
-    (root / ".dockerignore").write_text("*\n!workloads/**/*.py\n!workloads/Dockerfile\n"
-                                        "workloads/**/__pycache__\n# comment\n\n !workloads/pkg/blob.bin\n")
+    (root / ".dockerignore").write_text(
+        "*\n!workloads/**/*.py\n!workloads/Dockerfile\n"
+        "workloads/**/__pycache__\n# comment\n\n !workloads/pkg/blob.bin\n"
+    )
     return root
 
 
@@ -179,17 +188,22 @@ def test_base_is_the_pinned_ray_release_and_digest_slots_are_well_formed():
 
 def test_runs_as_the_non_root_ray_user():
     text = DOCKERFILE.read_text()
-    final = text[text.rindex("\nFROM "):]
+    final = text[text.rindex("\nFROM ") :]
     users = re.findall(r"^USER (\S+)", final, re.M)
     assert users[-1] == "1000:100"
     assert all(c == "--chown=1000:100" for c in re.findall(r"^COPY (--chown=\S+) (?:config|workloads)", final, re.M))
 
 
 def _runtime_closure() -> dict[str, str]:
-    roots = [("ray", {"default", "train", "serve"}), ("torch", set()), ("pyarrow", set()),
-             ("boto3", set()), ("pydantic", set()), ("PyYAML", set())]
-    env = {**default_environment(), "platform_machine": "x86_64", "sys_platform": "linux",
-           "platform_system": "Linux"}
+    roots = [
+        ("ray", {"default", "train", "serve"}),
+        ("torch", set()),
+        ("pyarrow", set()),
+        ("boto3", set()),
+        ("pydantic", set()),
+        ("PyYAML", set()),
+    ]
+    env = {**default_environment(), "platform_machine": "x86_64", "sys_platform": "linux", "platform_system": "Linux"}
     seen: dict[str, set[str]] = {}
 
     def visit(name: str, extras: set[str]) -> None:
@@ -240,9 +254,13 @@ def test_context_holds_only_what_runs_on_the_cluster():
         assert f.startswith(("workloads/", "config/")) or f == ".dockerignore", f
         assert not f.startswith(("tests/", "bench/", "workloads/common/_offline/")), f
         assert not f.endswith((".pyc", ".yaml")), f
-    for harness in ("workloads/common/local_cluster.py", "workloads/training/rehearsal.py",
-                    "workloads/inference/rehearse.py", "workloads/inference/loadtest.py",
-                    "workloads/common/_offline/sitecustomize.py"):
+    for harness in (
+        "workloads/common/local_cluster.py",
+        "workloads/training/rehearsal.py",
+        "workloads/inference/rehearse.py",
+        "workloads/inference/loadtest.py",
+        "workloads/common/_offline/sitecustomize.py",
+    ):
         assert (ROOT / harness).exists() and harness not in files
 
 

@@ -23,10 +23,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-_CLIENT_PROBE = ("import sys, ray; ray.init(sys.argv[1], logging_level='ERROR'); "
-                 "print('ok', ray.get(ray.put(7)))")
-_GCS_PROBE = ("import sys; from ray._raylet import GcsClient; "
-              "GcsClient(address=sys.argv[1]).get_all_node_info(timeout=10); print('ok')")
+_CLIENT_PROBE = "import sys, ray; ray.init(sys.argv[1], logging_level='ERROR'); print('ok', ray.get(ray.put(7)))"
+_GCS_PROBE = (
+    "import sys; from ray._raylet import GcsClient; "
+    "GcsClient(address=sys.argv[1]).get_all_node_info(timeout=10); print('ok')"
+)
 
 
 def listening_ports(pids: list[int]) -> dict[int, int]:
@@ -69,8 +70,9 @@ def http(port: int, path: str, token: str | None, method: str = "GET", body: byt
 
 def is_prometheus_text(body: str) -> bool:
     lines = [ln for ln in body.splitlines() if ln.strip()]
-    return bool(lines) and all(ln.startswith("#") or ln.split("{")[0].split(" ")[0].replace("_", "").replace(":", "").isalnum()
-                               for ln in lines)
+    return bool(lines) and all(
+        ln.startswith("#") or ln.split("{")[0].split(" ")[0].replace("_", "").replace(":", "").isalnum() for ln in lines
+    )
 
 
 def _process_name(pid: int) -> str:
@@ -80,7 +82,9 @@ def _process_name(pid: int) -> str:
         return "?"
     words = [w.decode(errors="replace") for w in cmd if w]
     for w in words:
-        if w.startswith("ray::") or w.endswith(("gcs_server", "raylet", "dashboard.py", "monitor.py", "log_monitor.py")):
+        if w.startswith("ray::") or w.endswith(
+            ("gcs_server", "raylet", "dashboard.py", "monitor.py", "log_monitor.py")
+        ):
             return Path(w).name if "/" in w else w
     return " ".join(Path(w).name for w in words[:3])
 
@@ -129,14 +133,21 @@ def run() -> dict:
 
         # The GCS (gRPC): a client with no token is refused, one with it is served.
         def gcs(env: dict) -> subprocess.CompletedProcess:
-            return subprocess.run([sys.executable, "-c", _GCS_PROBE, cluster.address], env=env,
-                                  capture_output=True, text=True, timeout=120)
+            return subprocess.run(
+                [sys.executable, "-c", _GCS_PROBE, cluster.address],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
 
         without = {k: v for k, v in cluster.env().items() if k not in ("RAY_AUTH_TOKEN", "RAY_AUTH_MODE")}
         denied = gcs(without)
         if denied.returncode == 0:
             failures.append("GCS served a client without the token")
-        summary["gcs_without_token"] = "Unauthenticated" if "Unauthenticated" in denied.stderr + denied.stdout else "error"
+        summary["gcs_without_token"] = (
+            "Unauthenticated" if "Unauthenticated" in denied.stderr + denied.stdout else "error"
+        )
         allowed = gcs(cluster.env())
         if allowed.returncode != 0 or "ok" not in allowed.stdout:
             failures.append(f"GCS refused a client with the token: {allowed.stderr[-500:]}")
@@ -146,25 +157,40 @@ def run() -> dict:
         if len(client_ports) != 1:
             failures.append(f"expected one Ray Client server, found ports {client_ports}")
         else:
+
             def client(env: dict) -> subprocess.CompletedProcess | None:
                 try:
-                    return subprocess.run([sys.executable, "-c", _CLIENT_PROBE, f"ray://127.0.0.1:{client_ports[0]}"],
-                                          env=env, capture_output=True, text=True, timeout=90)
+                    return subprocess.run(
+                        [sys.executable, "-c", _CLIENT_PROBE, f"ray://127.0.0.1:{client_ports[0]}"],
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        timeout=90,
+                    )
                 except subprocess.TimeoutExpired:
                     return None
+
             denied = client({**without, "RAY_AUTH_MODE": "disabled"})
             if denied is None or denied.returncode == 0:
-                failures.append("Ray Client served a client without the token" if denied else "Ray Client probe without the token hung")
+                failures.append(
+                    "Ray Client served a client without the token"
+                    if denied
+                    else "Ray Client probe without the token hung"
+                )
             else:
                 tail = denied.stderr[-3000:]
-                summary["client_without_token"] = ("Unauthenticated" if "nauthenticated" in tail or "auth" in tail.lower()
-                                                   else tail.strip().splitlines()[-1][:200])
+                summary["client_without_token"] = (
+                    "Unauthenticated"
+                    if "nauthenticated" in tail or "auth" in tail.lower()
+                    else tail.strip().splitlines()[-1][:200]
+                )
             allowed = client(cluster.env())
             if allowed is None or allowed.returncode != 0 or "ok 7" not in allowed.stdout:
-                failures.append(f"Ray Client refused a client with the token: {(allowed.stderr[-500:] if allowed else 'timeout')}")
+                failures.append(
+                    f"Ray Client refused a client with the token: {(allowed.stderr[-500:] if allowed else 'timeout')}"
+                )
 
-        leaks = [str(p) for p in Path(cluster.temp_dir).rglob("*")
-                 if p.is_file() and token.encode() in p.read_bytes()]
+        leaks = [str(p) for p in Path(cluster.temp_dir).rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
         if leaks:
             failures.append(f"the token is written in {len(leaks)} file(s): {leaks[:5]}")
         summary["files_scanned_for_token"] = sum(1 for p in Path(cluster.temp_dir).rglob("*") if p.is_file())

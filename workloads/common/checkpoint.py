@@ -157,8 +157,12 @@ def save(directory: str, state: dict[str, Any], meta: dict) -> dict:
     meta_bytes = json.dumps(meta, sort_keys=True, indent=1).encode()
     _fsync_write(os.path.join(directory, META), meta_bytes)
     files[META] = {"size": len(meta_bytes), "sha256": hashlib.sha256(meta_bytes).hexdigest()}
-    manifest = {"format": FORMAT, "step": int(meta["step"]), "created_unix": time.time(),
-                "files": dict(sorted(files.items()))}
+    manifest = {
+        "format": FORMAT,
+        "step": int(meta["step"]),
+        "created_unix": time.time(),
+        "files": dict(sorted(files.items())),
+    }
     tmp = os.path.join(directory, f".{MANIFEST}.tmp")
     _fsync_write(tmp, json.dumps(manifest, indent=1).encode())
     os.replace(tmp, os.path.join(directory, MANIFEST))
@@ -191,9 +195,10 @@ def upload(local_dir: str, dest: str, filesystem: pafs.FileSystem | None = None)
         raise CheckpointError(f"{local_dir} has no {MANIFEST}; write it with checkpoint.save")
     names.remove(MANIFEST)
     for name in [*names, MANIFEST]:
-        with open(os.path.join(local_dir, name), "rb") as src, fs.open_output_stream(
-            storage_mod.join(dest_path, name)
-        ) as out:
+        with (
+            open(os.path.join(local_dir, name), "rb") as src,
+            fs.open_output_stream(storage_mod.join(dest_path, name)) as out,
+        ):
             while chunk := src.read(_CHUNK):
                 out.write(chunk)
 
@@ -260,8 +265,9 @@ def verify(path: str, filesystem: pafs.FileSystem | None = None) -> list[str]:
     return _check(fs, p)[0]
 
 
-def load(path: str, filesystem: pafs.FileSystem | None = None, map_location: str = "cpu",
-         keys: list[str] | None = None) -> LoadedCheckpoint:
+def load(
+    path: str, filesystem: pafs.FileSystem | None = None, map_location: str = "cpu", keys: list[str] | None = None
+) -> LoadedCheckpoint:
     """Verify and load one checkpoint. ``keys`` limits which ``state`` entries are returned
     (e.g. ``["model"]`` for inference); every file is still verified."""
     fs, p = _resolve(path, filesystem)
@@ -333,7 +339,8 @@ class ShardWriter(_dcp_writer_base()):
         written = {wr.storage_data.relative_path for rank in results for wr in rank}
         for name in sorted(os.listdir(self.directory)):
             if name.startswith(_SUMS):
-                files.update(json.loads(open(os.path.join(self.directory, name), "rb").read()))
+                with open(os.path.join(self.directory, name), "rb") as f:
+                    files.update(json.loads(f.read()))
         missing = written - files.keys()
         if missing:
             raise CheckpointError(f"no checksums for shards {sorted(missing)} in {self.directory}")
@@ -341,8 +348,13 @@ class ShardWriter(_dcp_writer_base()):
         meta_bytes = json.dumps(self.meta, sort_keys=True, indent=1).encode()
         _fsync_write(os.path.join(self.directory, META), meta_bytes)
         files[META] = {"size": len(meta_bytes), "sha256": hashlib.sha256(meta_bytes).hexdigest()}
-        manifest = {"format": SHARDED_FORMAT, "step": int(self.meta["step"]), "created_unix": time.time(),
-                    "ranks": len(results), "files": dict(sorted(files.items()))}
+        manifest = {
+            "format": SHARDED_FORMAT,
+            "step": int(self.meta["step"]),
+            "created_unix": time.time(),
+            "ranks": len(results),
+            "files": dict(sorted(files.items())),
+        }
         tmp = os.path.join(self.directory, f".{MANIFEST}.tmp")
         _fsync_write(tmp, json.dumps(manifest, indent=1).encode())
         os.replace(tmp, os.path.join(self.directory, MANIFEST))
@@ -352,8 +364,7 @@ class ShardWriter(_dcp_writer_base()):
                 os.remove(os.path.join(self.directory, name))
 
 
-def save_sharded(directory: str, state: dict[str, Any], meta: dict, *, process_group=None,
-                 writer_cls=ShardWriter):
+def save_sharded(directory: str, state: dict[str, Any], meta: dict, *, process_group=None, writer_cls=ShardWriter):
     """Start an asynchronous sharded save of ``state`` into ``directory`` (every rank calls it;
     ``meta`` must hold ``"step"``). ``state`` is staged (copied) before this returns, so training
     may change it; the returned future is done once every shard and then the manifest are
@@ -391,8 +402,7 @@ def _gather_sharded(fs: pafs.FileSystem, path: str, keys: list[str] | None) -> d
     return {k: v for k, v in full.items() if keys is None or k in keys}
 
 
-def list_checkpoints(storage: str, run_name: str,
-                     filesystem: pafs.FileSystem | None = None) -> list[tuple[int, str]]:
+def list_checkpoints(storage: str, run_name: str, filesystem: pafs.FileSystem | None = None) -> list[tuple[int, str]]:
     """``[(step, path)]`` of the run's checkpoint directories, newest first."""
     if filesystem is not None:
         fs, base = filesystem, storage
@@ -409,9 +419,13 @@ def list_checkpoints(storage: str, run_name: str,
     return sorted(found, reverse=True)
 
 
-def load_latest_valid(storage: str, run_name: str, map_location: str = "cpu",
-                      keys: list[str] | None = None,
-                      filesystem: pafs.FileSystem | None = None) -> LoadedCheckpoint | None:
+def load_latest_valid(
+    storage: str,
+    run_name: str,
+    map_location: str = "cpu",
+    keys: list[str] | None = None,
+    filesystem: pafs.FileSystem | None = None,
+) -> LoadedCheckpoint | None:
     """The newest intact checkpoint of ``run_name`` under ``storage``, or None if there is none.
 
     Torn or corrupt checkpoints are skipped with a warning naming each problem; the one used is

@@ -15,11 +15,13 @@ from typing import Any
 
 import yaml
 
-_FILES = {"RayJob": "ray.io_rayjobs.yaml", "RayService": "ray.io_rayservices.yaml",
-          "RayCluster": "ray.io_rayclusters.yaml"}
+_FILES = {
+    "RayJob": "ray.io_rayjobs.yaml",
+    "RayService": "ray.io_rayservices.yaml",
+    "RayCluster": "ray.io_rayclusters.yaml",
+}
 # Keys every Kubernetes object may have that the CRD schema leaves open.
-_OBJECT_META = {"name", "namespace", "labels", "annotations", "generateName", "finalizers",
-                "ownerReferences"}
+_OBJECT_META = {"name", "namespace", "labels", "annotations", "generateName", "finalizers", "ownerReferences"}
 
 
 @functools.cache

@@ -47,16 +47,20 @@ def registry(account: str, region: str) -> str:
 
 def extra_hash() -> str:
     """The JSON aws-ecr-assets hashes beside the files for our props (file, platform)."""
-    return json.dumps({"file": DOCKERFILE, "platform": {"platform": PLATFORM},
-                       "version": _ECR_ASSETS_HASH_VERSION}, separators=(",", ":"))
+    return json.dumps(
+        {"file": DOCKERFILE, "platform": {"platform": PLATFORM}, "version": _ECR_ASSETS_HASH_VERSION},
+        separators=(",", ":"),
+    )
 
 
 def asset_hash(root: Path | str = REPO_ROOT) -> str:
     """The DockerImageAsset source hash (= image tag) of the build context at ``root``."""
     root = Path(root)
     if not (root / DOCKERFILE).is_file():
-        raise ImageError(f"the workloads image's Dockerfile is not at {root / DOCKERFILE}; render "
-                         "from a checkout of this repository or set training.image/inference.image")
+        raise ImageError(
+            f"the workloads image's Dockerfile is not at {root / DOCKERFILE}; render "
+            "from a checkout of this repository or set training.image/inference.image"
+        )
     return _asset_hash_cached(str(root.resolve()), _context_signature(root))
 
 
@@ -335,8 +339,11 @@ def context_files(root: Path | str = REPO_ROOT) -> list[str]:
     out: list[str] = []
     for d, dirs, files in os.walk(root_s):
         dirs[:] = sorted(x for x in dirs if not strategy.completely_ignores(os.path.join(d, x)))
-        out += [os.path.relpath(os.path.join(d, f), root_s) for f in sorted(files)
-                if not strategy.ignores(os.path.join(d, f))]
+        out += [
+            os.path.relpath(os.path.join(d, f), root_s)
+            for f in sorted(files)
+            if not strategy.ignores(os.path.join(d, f))
+        ]
     return out
 
 

@@ -27,16 +27,22 @@ SYSTEM_NODE_SELECTOR = names.SYSTEM_NODE_SELECTOR
 GPU_RESOURCE = names.GPU_RESOURCE
 EFA_RESOURCE = names.EFA_RESOURCE
 
+
 def labels(app: str, component: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": app, "app.kubernetes.io/component": component,
-            "app.kubernetes.io/part-of": "hyperpod-ray"}
+    return {
+        "app.kubernetes.io/name": app,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/part-of": "hyperpod-ray",
+    }
 
 
 def efa_nccl_env(instance_type: str, efa_interfaces: int) -> list[dict[str, str]]:
     """The libfabric/NCCL environment for EFA (empty for types without EFA)."""
-    env = [{"name": "NCCL_DEBUG", "value": "WARN"},
-           # Bootstrap over the pod network, never loopback or the docker bridge.
-           {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"}]
+    env = [
+        {"name": "NCCL_DEBUG", "value": "WARN"},
+        # Bootstrap over the pod network, never loopback or the docker bridge.
+        {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"},
+    ]
     if efa_interfaces:
         env += [
             {"name": "FI_PROVIDER", "value": "efa"},
@@ -62,9 +68,16 @@ def volume_mounts() -> list[dict[str, Any]]:
     return [{"name": "fsx", "mountPath": names.FSX_MOUNT_PATH}, {"name": "dshm", "mountPath": "/dev/shm"}]
 
 
-def ray_container(name: str, image: str, *, cpu: str, memory: str, env: list[dict] | None = None,
-                  extra_resources: dict[str, str] | None = None,
-                  ports: list[dict] | None = None) -> dict[str, Any]:
+def ray_container(
+    name: str,
+    image: str,
+    *,
+    cpu: str,
+    memory: str,
+    env: list[dict] | None = None,
+    extra_resources: dict[str, str] | None = None,
+    ports: list[dict] | None = None,
+) -> dict[str, Any]:
     limits = {"cpu": cpu, "memory": memory, **(extra_resources or {})}
     container: dict[str, Any] = {
         "name": name,
@@ -81,8 +94,9 @@ def ray_container(name: str, image: str, *, cpu: str, memory: str, env: list[dic
     return container
 
 
-def head_group(image: str, *, app: str, env: list[dict] | None = None,
-               ports: list[dict] | None = None) -> dict[str, Any]:
+def head_group(
+    image: str, *, app: str, env: list[dict] | None = None, ports: list[dict] | None = None
+) -> dict[str, Any]:
     """The Ray head on the EKS `system` nodes, schedulable for no Ray work (num-cpus 0)."""
     return {
         "rayStartParams": {"num-cpus": "0", "dashboard-host": "0.0.0.0"},
@@ -91,36 +105,60 @@ def head_group(image: str, *, app: str, env: list[dict] | None = None,
             "spec": {
                 "serviceAccountName": SERVICE_ACCOUNT,
                 "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
-                "containers": [ray_container("ray-head", image, cpu=placement.RAY_HEAD["cpu"],
-                                             memory=placement.RAY_HEAD["memory"],
-                                             env=env, ports=ports or [
-                                                 {"containerPort": 6379, "name": "gcs"},
-                                                 {"containerPort": 8265, "name": "dashboard"},
-                                                 {"containerPort": 10001, "name": "client"}])],
+                "containers": [
+                    ray_container(
+                        "ray-head",
+                        image,
+                        cpu=placement.RAY_HEAD["cpu"],
+                        memory=placement.RAY_HEAD["memory"],
+                        env=env,
+                        ports=ports
+                        or [
+                            {"containerPort": 6379, "name": "gcs"},
+                            {"containerPort": 8265, "name": "dashboard"},
+                            {"containerPort": 10001, "name": "client"},
+                        ],
+                    )
+                ],
                 "volumes": [fsx_volume(), shm_volume(4)],
             },
         },
     }
 
 
-def worker_group(shape: placement.WorkerShape, *, group_name: str, image: str, app: str,
-                 taints: list | None = None, env: list[dict] | None = None) -> dict[str, Any]:
+def worker_group(
+    shape: placement.WorkerShape,
+    *,
+    group_name: str,
+    image: str,
+    app: str,
+    taints: list | None = None,
+    env: list[dict] | None = None,
+) -> dict[str, Any]:
     """Worker pods of ``shape`` (sized from the node pool in config/placement.py, which checks
     that they fit) on the HyperPod nodes of its instance type; only nodes HyperPod reports
     healthy are eligible."""
     extra = {k: v for k, v in shape.resources.items() if k not in ("cpu", "memory")}
-    tolerations = [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
-                   for t in (taints or [])]
+    tolerations = [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in (taints or [])]
     if shape.gpus:
         tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
-        "nodeSelector": {names.INSTANCE_TYPE_LABEL: shape.instance_type,
-                         names.HYPERPOD_HEALTH_LABEL: names.HYPERPOD_HEALTHY},
+        "nodeSelector": {
+            names.INSTANCE_TYPE_LABEL: shape.instance_type,
+            names.HYPERPOD_HEALTH_LABEL: names.HYPERPOD_HEALTHY,
+        },
         "tolerations": tolerations,
-        "containers": [ray_container("ray-worker", image, cpu=str(shape.cpus), memory=f"{shape.memory_gib}Gi",
-                                     env=efa_nccl_env(shape.instance_type, shape.efa) + list(env or []),
-                                     extra_resources=extra)],
+        "containers": [
+            ray_container(
+                "ray-worker",
+                image,
+                cpu=str(shape.cpus),
+                memory=f"{shape.memory_gib}Gi",
+                env=efa_nccl_env(shape.instance_type, shape.efa) + list(env or []),
+                extra_resources=extra,
+            )
+        ],
         "volumes": [fsx_volume(), shm_volume(max(8, shape.memory_gib // 4))],
     }
     return {

@@ -76,7 +76,8 @@ def offline_env(base: dict | None = None) -> dict:
     """Environment for Ray processes: loopback only, no usage reporting, our hook first."""
     env = dict(os.environ if base is None else base)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(OFFLINE_HOOK_DIR), str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        [str(OFFLINE_HOOK_DIR), str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    )
     # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER must stay unset (or 1): at 0 worker nodes refuse to join.
     env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
     env.update(RAY_USAGE_STATS_ENABLED="0", RAY_DISABLE_DOCKER_CPU_WARNING="1", PYTHONUNBUFFERED="1")
@@ -132,16 +133,36 @@ class LocalCluster:
 
     def _ports(self) -> list[str]:
         p = free_ports(6 + 24)
-        return ["--node-manager-port", str(p[0]), "--object-manager-port", str(p[1]),
-                "--metrics-export-port", str(p[2]), "--dashboard-agent-listen-port", str(p[3]),
-                "--dashboard-agent-grpc-port", str(p[4]), "--runtime-env-agent-port", str(p[5]),
-                # Private worker ports per node, so concurrent clusters never collide.
-                "--worker-port-list", ",".join(str(x) for x in p[6:])]
+        return [
+            "--node-manager-port",
+            str(p[0]),
+            "--object-manager-port",
+            str(p[1]),
+            "--metrics-export-port",
+            str(p[2]),
+            "--dashboard-agent-listen-port",
+            str(p[3]),
+            "--dashboard-agent-grpc-port",
+            str(p[4]),
+            "--runtime-env-agent-port",
+            str(p[5]),
+            # Private worker ports per node, so concurrent clusters never collide.
+            "--worker-port-list",
+            ",".join(str(x) for x in p[6:]),
+        ]
 
     def _start(self, name: str, args: list[str]) -> Node:
         log = Path(self.temp_dir) / f"{name}.log"
-        cmd = [str(Path(sys.executable).with_name("ray")), "start", "--block", "--disable-usage-stats",
-               "--node-ip-address", "127.0.0.1", *args, *self._ports()]
+        cmd = [
+            str(Path(sys.executable).with_name("ray")),
+            "start",
+            "--block",
+            "--disable-usage-stats",
+            "--node-ip-address",
+            "127.0.0.1",
+            *args,
+            *self._ports(),
+        ]
         f = open(log, "ab")  # noqa: SIM115 (the node process writes to it; closed when it stops)
         join = None
         cgroup = self.head_cgroup
@@ -153,15 +174,27 @@ class LocalCluster:
             def join() -> None:  # in the child, before exec: every process it starts inherits it
                 with open(procs, "w") as cg:
                     cg.write(str(os.getpid()))
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=self.env(),
-                                start_new_session=True, cwd=str(REPO_ROOT), preexec_fn=join)
+
+        proc = subprocess.Popen(
+            cmd,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env=self.env(),
+            start_new_session=True,
+            cwd=str(REPO_ROOT),
+            preexec_fn=join,
+        )
         node = Node(name, proc, log)
         self.nodes.append(node)
         return node
 
     def _mem(self) -> list[str]:
-        return ["--memory", str(self.memory_per_node_mib << 20),
-                "--object-store-memory", str(self.object_store_per_node_mib << 20)]
+        return [
+            "--memory",
+            str(self.memory_per_node_mib << 20),
+            "--object-store-memory",
+            str(self.object_store_per_node_mib << 20),
+        ]
 
     def start(self, timeout_s: float = 120) -> LocalCluster:
         # Whoever starts a local cluster drives it: keep this process on loopback as well.
@@ -170,11 +203,24 @@ class LocalCluster:
         self.temp_dir = self.temp_dir or tempfile.mkdtemp(prefix="rt", dir="/tmp")
         self.gcs_port = self.gcs_port or free_port()
         self.dashboard_port = self.dashboard_port or free_port()
-        head_args = ["--head", "--port", str(self.gcs_port), "--temp-dir", self.temp_dir,
-                     "--num-cpus", str(self.head_cpus), "--ray-client-server-port", str(free_port()),
-                     "--include-dashboard", "true" if self.dashboard else "false",
-                     "--dashboard-host", "127.0.0.1", "--dashboard-port", str(self.dashboard_port),
-                     *self._mem()]
+        head_args = [
+            "--head",
+            "--port",
+            str(self.gcs_port),
+            "--temp-dir",
+            self.temp_dir,
+            "--num-cpus",
+            str(self.head_cpus),
+            "--ray-client-server-port",
+            str(free_port()),
+            "--include-dashboard",
+            "true" if self.dashboard else "false",
+            "--dashboard-host",
+            "127.0.0.1",
+            "--dashboard-port",
+            str(self.dashboard_port),
+            *self._mem(),
+        ]
         try:
             self._start("head", head_args)
             self._wait_nodes(1, timeout_s)
@@ -188,12 +234,22 @@ class LocalCluster:
 
     def add_worker(self, wait: bool = True, timeout_s: float = 120) -> Node:
         i = len(self.nodes)
-        node = self._start(f"worker{i}", ["--address", self.address, "--num-cpus", str(self.cpus_per_node),
-                                          "--resources", json.dumps({"worker_node": 1}),
-                                          # Nodes share one session dir: the head's log
-                                          # monitor already forwards every worker's output.
-                                          "--include-log-monitor",
-                                          "true" if self.worker_log_monitor else "false", *self._mem()])
+        node = self._start(
+            f"worker{i}",
+            [
+                "--address",
+                self.address,
+                "--num-cpus",
+                str(self.cpus_per_node),
+                "--resources",
+                json.dumps({"worker_node": 1}),
+                # Nodes share one session dir: the head's log
+                # monitor already forwards every worker's output.
+                "--include-log-monitor",
+                "true" if self.worker_log_monitor else "false",
+                *self._mem(),
+            ],
+        )
         if wait:
             self._wait_nodes(self.alive_count_expected(), timeout_s)
         return node

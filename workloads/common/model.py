@@ -85,9 +85,7 @@ class CausalSelfAttention(nn.Module):
         b, t, c = x.shape
         q, k, v = self.qkv(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
-        )
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).contiguous().view(b, t, c)
         return self.resid_drop(self.proj(y))
 
@@ -225,7 +223,7 @@ class LlamaConfig:
         return {"arch": "llama", **asdict(self)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "LlamaConfig":
+    def from_dict(cls, data: dict) -> LlamaConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -270,8 +268,7 @@ class GroupedQueryAttention(nn.Module):
         k = self.wk(x).view(b, t, self.n_kv_head, self.head_dim).transpose(1, 2)
         v = self.wv(x).view(b, t, self.n_kv_head, self.head_dim).transpose(1, 2)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           enable_gqa=self.n_kv_head != self.n_head)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv_head != self.n_head)
         return self.wo(y.transpose(1, 2).reshape(b, t, -1))
 
 

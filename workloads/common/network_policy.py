@@ -2,8 +2,8 @@
 and RayServices (``python -m workloads render network-policies --env NAME``).
 
 Ingress only, default deny: a pod of the namespace accepts
-- any TCP from the pods of its own workload (one RayJob or RayService: head, workers and the
-  RayJob's submitter). Ray's raylets, object managers, agents and worker processes listen on
+- any TCP from the pods of its own workload (one RayJob or RayService: head and workers; the
+  HTTPMode RayJob has no submitter pod). Ray's raylets, object managers, agents and worker processes listen on
   ports Ray picks at start-up, so within one workload every port is open, and nothing else is;
 - on the head: the dashboard/Jobs API (8265) and, for a RayService, Serve (8000) from the KubeRay
   operator's pods in the operator's namespace;
@@ -52,8 +52,10 @@ def _tcp(*ports: int) -> list[dict[str, Any]]:
 
 
 def _operator_peer() -> dict[str, Any]:
-    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": KUBERAY_NAMESPACE}},
-            "podSelector": {"matchLabels": dict(OPERATOR_POD_LABELS)}}
+    return {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": KUBERAY_NAMESPACE}},
+        "podSelector": {"matchLabels": dict(OPERATOR_POD_LABELS)},
+    }
 
 
 def workload_policies(workload: str, *, serve: bool) -> list[dict[str, Any]]:
@@ -66,9 +68,18 @@ def workload_policies(workload: str, *, serve: bool) -> list[dict[str, Any]]:
         _policy(f"{workload}-from-operator", head, [{"from": [_operator_peer()], "ports": _tcp(*operator_ports)}]),
     ]
     if serve:
-        out.append(_policy(f"{workload}-serve-ingress", own, [{
-            "from": [{"namespaceSelector": {"matchLabels": {SERVE_CLIENT_LABEL: "true"}}}],
-            "ports": _tcp(SERVE_PORT)}]))
+        out.append(
+            _policy(
+                f"{workload}-serve-ingress",
+                own,
+                [
+                    {
+                        "from": [{"namespaceSelector": {"matchLabels": {SERVE_CLIENT_LABEL: "true"}}}],
+                        "ports": _tcp(SERVE_PORT),
+                    }
+                ],
+            )
+        )
     return out
 
 
@@ -76,8 +87,11 @@ def default_deny() -> dict[str, Any]:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": "default-deny-ingress", "namespace": k8s.NAMESPACE,
-                     "labels": k8s.labels("ray", "network-policy")},
+        "metadata": {
+            "name": "default-deny-ingress",
+            "namespace": k8s.NAMESPACE,
+            "labels": k8s.labels("ray", "network-policy"),
+        },
         "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
     }
 
@@ -104,16 +118,52 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
 # What the policies allow, as rows for the platform's flow table: (name, source part,
 # destination part, protocol, (from port, to port), why).
 POD_FLOWS: tuple[tuple[str, str, str, str, tuple[int, int], str], ...] = (
-    ("netpol:head<->workers", "ray-workers", "ray-head", "tcp", (0, 65535),
-     "Pods of one RayJob/RayService reach each other on every port (Ray picks most ports at start)."),
-    ("netpol:head->workers", "ray-head", "ray-workers", "tcp", (0, 65535),
-     "The head's GCS and drivers call the workers' raylets and workers."),
-    ("netpol:workers<->workers", "ray-workers", "ray-workers", "tcp", (0, 65535),
-     "Object transfers and collectives between worker pods of one workload."),
-    ("netpol:operator->head:dashboard", "kuberay-operator", "ray-head", "tcp", (DASHBOARD_PORT, DASHBOARD_PORT),
-     "KubeRay submits jobs and reads job and Serve status through the dashboard."),
-    ("netpol:operator->head:serve", "kuberay-operator", "ray-head", "tcp", (SERVE_PORT, SERVE_PORT),
-     "RayService Serve health through the head's proxy."),
-    ("netpol:serve-clients->serve", "serve-clients", "ray-workers", "tcp", (SERVE_PORT, SERVE_PORT),
-     f"Serve ingress from namespaces labelled {SERVE_CLIENT_LABEL}=true."),
+    (
+        "netpol:head<->workers",
+        "ray-workers",
+        "ray-head",
+        "tcp",
+        (0, 65535),
+        "Pods of one RayJob/RayService reach each other on every port (Ray picks most ports at start).",
+    ),
+    (
+        "netpol:head->workers",
+        "ray-head",
+        "ray-workers",
+        "tcp",
+        (0, 65535),
+        "The head's GCS and drivers call the workers' raylets and workers.",
+    ),
+    (
+        "netpol:workers<->workers",
+        "ray-workers",
+        "ray-workers",
+        "tcp",
+        (0, 65535),
+        "Object transfers and collectives between worker pods of one workload.",
+    ),
+    (
+        "netpol:operator->head:dashboard",
+        "kuberay-operator",
+        "ray-head",
+        "tcp",
+        (DASHBOARD_PORT, DASHBOARD_PORT),
+        "KubeRay submits jobs and reads job and Serve status through the dashboard.",
+    ),
+    (
+        "netpol:operator->head:serve",
+        "kuberay-operator",
+        "ray-head",
+        "tcp",
+        (SERVE_PORT, SERVE_PORT),
+        "RayService Serve health through the head's proxy.",
+    ),
+    (
+        "netpol:serve-clients->serve",
+        "serve-clients",
+        "ray-workers",
+        "tcp",
+        (SERVE_PORT, SERVE_PORT),
+        f"Serve ingress from namespaces labelled {SERVE_CLIENT_LABEL}=true.",
+    ),
 )

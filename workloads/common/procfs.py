@@ -62,7 +62,8 @@ def process_start_time(pid: int | str = "self") -> float:
     fields = stat_fields(pid)
     try:
         ticks = int(fields[19])
-        uptime = float(open("/proc/uptime").read().split()[0])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
     except (TypeError, OSError, ValueError, IndexError):
         return 0.0
     return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))

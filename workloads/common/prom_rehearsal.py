@@ -27,7 +27,9 @@ import urllib.request
 from pathlib import Path
 
 PROMETHEUS = "/usr/bin/prometheus"
-_INTERVAL_VARS = re.compile(r"\$(__rate_interval|__interval|__range|interval|window)\b|\$\{(__rate_interval|interval|window)\}")
+_INTERVAL_VARS = re.compile(
+    r"\$(__rate_interval|__interval|__range|interval|window)\b|\$\{(__rate_interval|interval|window)\}"
+)
 _VAR = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
 
 
@@ -47,7 +49,7 @@ def dashboards() -> dict[str, list[tuple[str, str]]]:
             for t in p.get("targets", []):
                 if t.get("expr"):
                     exprs.append((p.get("title", "?"), t["expr"]))
-        out[fn[len("generate_"):-len("_grafana_dashboard")]] = exprs
+        out[fn[len("generate_") : -len("_grafana_dashboard")]] = exprs
     return out
 
 
@@ -94,16 +96,32 @@ def run(scrape_seconds: float = 25) -> dict:
         counter = Counter.remote()
         ray.get([square.remote(i) for i in range(50)] + [counter.add.remote(i) for i in range(20)])
         pids = [n.proc.pid for n in cluster.nodes] + [d for n in cluster.nodes for d in _descendants(n.proc.pid)]
-        targets = sorted(f"127.0.0.1:{port}" for port in listening_ports(pids)
-                         if (r := http(port, "/metrics", None))[0] == 200 and is_prometheus_text(r[1]))
+        targets = sorted(
+            f"127.0.0.1:{port}"
+            for port in listening_ports(pids)
+            if (r := http(port, "/metrics", None))[0] == 200 and is_prometheus_text(r[1])
+        )
         summary["scrape_targets"] = len(targets)
         port = free_port()
-        (work / "prometheus.yml").write_text(json.dumps({
-            "global": {"scrape_interval": "2s", "evaluation_interval": "2s"},
-            "scrape_configs": [{"job_name": "ray", "static_configs": [{"targets": targets}]}]}))
-        prom = subprocess.Popen([PROMETHEUS, f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'data'}",
-                                 f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
-                                stderr=open(work / "prometheus.log", "wb"), start_new_session=True)
+        (work / "prometheus.yml").write_text(
+            json.dumps(
+                {
+                    "global": {"scrape_interval": "2s", "evaluation_interval": "2s"},
+                    "scrape_configs": [{"job_name": "ray", "static_configs": [{"targets": targets}]}],
+                }
+            )
+        )
+        prom = subprocess.Popen(
+            [
+                PROMETHEUS,
+                f"--config.file={work / 'prometheus.yml'}",
+                f"--storage.tsdb.path={work / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(work / "prometheus.log", "wb"),  # noqa: SIM115 (Prometheus writes to it while it runs)
+            start_new_session=True,
+        )
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + scrape_seconds
         while time.monotonic() < deadline:

@@ -5,8 +5,9 @@
 - Ray token authentication (Ray >= 2.52, KubeRay 1.7 ``authOptions``). KubeRay injects
   ``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN`` (a ``secretKeyRef`` to key ``auth_token`` of
   ``secretName``) into the head, the workers, the ``wait-gcs-ready`` init container, the
-  autoscaler and the K8sJobMode submitter, and reads the same Secret itself to call the
-  dashboard (ray-operator/controllers/ray/common/pod.go, utils/util.go at v1.7.0). With
+  autoscaler and a K8sJobMode submitter, and reads the same Secret itself to call the
+  dashboard (ray-operator/controllers/ray/common/pod.go, utils/util.go at v1.7.0): that is how
+  the HTTPMode RayJob (workloads/training/manifest.py, no submitter pod) submits its job. With
   ``secretName`` set the operator creates no Secret of its own.
 - The token's source is AWS Secrets Manager: the Kubernetes Secret ``AUTH_SECRET`` is synced
   by the Secrets Store CSI driver with the AWS provider (ASCP) from the SecretProviderClass
@@ -54,8 +55,8 @@ def workload_labels(workload: str) -> dict[str, str]:
 # checkov's Kubernetes checks that do not fit a Ray pod, each with its reason; they travel as
 # checkov.io/skip annotations on the pod templates, where a reviewer reads them.
 CHECKOV_SKIPS = {
-    "CKV_K8S_8": "KubeRay 1.7 injects the Ray liveness probe into head and worker containers (common/pod.go initLivenessAndReadinessProbe); the submitter is a run-to-completion Job pod.",
-    "CKV_K8S_9": "KubeRay 1.7 injects the Ray readiness probe into head and worker containers (common/pod.go initLivenessAndReadinessProbe); the submitter is a run-to-completion Job pod.",
+    "CKV_K8S_8": "KubeRay 1.7 injects the Ray liveness probe into head and worker containers (common/pod.go initLivenessAndReadinessProbe).",
+    "CKV_K8S_9": "KubeRay 1.7 injects the Ray readiness probe into head and worker containers (common/pod.go initLivenessAndReadinessProbe).",
     "CKV_K8S_15": "IfNotPresent on purpose: the images are multi-GB pinned Ray release tags (workloads/common/k8s.py) and every node pull costs minutes of GPU time.",
     "CKV_K8S_43": "Images are pinned by Ray release tag in workloads/common/k8s.py (one place for pins); config.image may give a digest.",
     "CKV_K8S_40": "The Ray images run as their own user ray (uid 1000) that owns /home/ray and the Python install there; another uid cannot use them.",
@@ -63,7 +64,9 @@ CHECKOV_SKIPS = {
 
 
 def checkov_annotations() -> dict[str, str]:
-    return {f"checkov.io/skip{i}": f"{check}={reason}" for i, (check, reason) in enumerate(sorted(CHECKOV_SKIPS.items()), 1)}
+    return {
+        f"checkov.io/skip{i}": f"{check}={reason}" for i, (check, reason) in enumerate(sorted(CHECKOV_SKIPS.items()), 1)
+    }
 
 
 def secrets_manager_secret_name(name_prefix: str) -> str:
@@ -76,26 +79,45 @@ def auth_options() -> dict[str, Any]:
 
 
 def pod_security_context() -> dict[str, Any]:
-    return {"runAsNonRoot": True, "runAsUser": RAY_UID, "runAsGroup": RAY_GID, "fsGroup": RAY_GID,
-            "seccompProfile": {"type": "RuntimeDefault"}}
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RAY_UID,
+        "runAsGroup": RAY_GID,
+        "fsGroup": RAY_GID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def container_security_context() -> dict[str, Any]:
-    return {"allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True, "runAsUser": RAY_UID, "capabilities": {"drop": ["ALL"]}}
+    return {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "runAsUser": RAY_UID,
+        "capabilities": {"drop": ["ALL"]},
+    }
 
 
 def _volumes() -> list[dict[str, Any]]:
     return [
-        {"name": _AUTH_VOLUME, "csi": {"driver": "secrets-store.csi.k8s.io", "readOnly": True,
-                                       "volumeAttributes": {"secretProviderClass": SECRET_PROVIDER_CLASS}}},
+        {
+            "name": _AUTH_VOLUME,
+            "csi": {
+                "driver": "secrets-store.csi.k8s.io",
+                "readOnly": True,
+                "volumeAttributes": {"secretProviderClass": SECRET_PROVIDER_CLASS},
+            },
+        },
         *({"name": f"ray-{name}", "emptyDir": {}} for name in WRITABLE_DIRS),
     ]
 
 
 def _mounts() -> list[dict[str, Any]]:
-    return [{"name": _AUTH_VOLUME, "mountPath": _AUTH_MOUNT, "readOnly": True},
-            *({"name": f"ray-{name}", "mountPath": path} for name, path in WRITABLE_DIRS.items())]
+    return [
+        {"name": _AUTH_VOLUME, "mountPath": _AUTH_MOUNT, "readOnly": True},
+        *({"name": f"ray-{name}", "mountPath": path} for name, path in WRITABLE_DIRS.items()),
+    ]
 
 
 def harden_pod(pod_spec: dict[str, Any], *, mount_auth: bool = True, api_token: bool = False) -> dict[str, Any]:
@@ -132,7 +154,8 @@ def harden(cluster_spec: dict[str, Any], *, workload: str) -> dict[str, Any]:
     if autoscaling:
         head["metadata"]["annotations"][f"checkov.io/skip{len(CHECKOV_SKIPS) + 1}"] = (
             "CKV_K8S_38=KubeRay runs the Ray autoscaler as a sidecar of this head; it scales the "
-            "RayCluster through the Kubernetes API with the pod's service account token.")
+            "RayCluster through the Kubernetes API with the pod's service account token."
+        )
     for group in spec.get("workerGroupSpecs", []):
         group["template"]["spec"] = harden_pod(group["template"]["spec"])
     return spec
@@ -147,9 +170,15 @@ def pods_for_review(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     templates += [(g["groupName"], g["template"]) for g in spec.get("workerGroupSpecs", [])]
     if "submitterPodTemplate" in manifest["spec"]:
         templates.append(("submitter", manifest["spec"]["submitterPodTemplate"]))
-    return [{"apiVersion": "v1", "kind": "Pod",
-             "metadata": {**copy.deepcopy(t.get("metadata", {})), "name": f"{name}-{group}", "namespace": k8s.NAMESPACE},
-             "spec": copy.deepcopy(t["spec"])} for group, t in templates]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {**copy.deepcopy(t.get("metadata", {})), "name": f"{name}-{group}", "namespace": k8s.NAMESPACE},
+            "spec": copy.deepcopy(t["spec"]),
+        }
+        for group, t in templates
+    ]
 
 
 def render_secret_provider_class(cfg) -> dict[str, Any]:
@@ -168,12 +197,16 @@ def secret_provider_class(*, name_prefix: str, region: str) -> dict[str, Any]:
     return {
         "apiVersion": "secrets-store.csi.x-k8s.io/v1",
         "kind": "SecretProviderClass",
-        "metadata": {"name": SECRET_PROVIDER_CLASS, "namespace": k8s.NAMESPACE,
-                     "labels": k8s.labels("ray", "auth")},
+        "metadata": {"name": SECRET_PROVIDER_CLASS, "namespace": k8s.NAMESPACE, "labels": k8s.labels("ray", "auth")},
         "spec": {
             "provider": "aws",
             "parameters": {"objects": json.dumps(objects), "region": region, "usePodIdentity": "true"},
-            "secretObjects": [{"secretName": AUTH_SECRET, "type": "Opaque",
-                               "data": [{"objectName": AUTH_SECRET_KEY, "key": AUTH_SECRET_KEY}]}],
+            "secretObjects": [
+                {
+                    "secretName": AUTH_SECRET,
+                    "type": "Opaque",
+                    "data": [{"objectName": AUTH_SECRET_KEY, "key": AUTH_SECRET_KEY}],
+                }
+            ],
         },
     }

@@ -51,8 +51,7 @@ def s3_filesystem() -> pafs.S3FileSystem:
         if creds is None:
             raise RuntimeError("EKS Pod Identity variables are set but botocore found no credentials")
         frozen = creds.get_frozen_credentials()
-        kwargs.update(access_key=frozen.access_key, secret_key=frozen.secret_key,
-                      session_token=frozen.token)
+        kwargs.update(access_key=frozen.access_key, secret_key=frozen.secret_key, session_token=frozen.token)
     return pafs.S3FileSystem(**kwargs)
 
 

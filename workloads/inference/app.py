@@ -35,8 +35,14 @@ ADMIT_WAIT_MAX_S = 30.0
 class Generate:
     """A replica: the model, the batching, the HTTP surface."""
 
-    def __init__(self, storage_path: str, run_name: str, max_tokens_limit: int = 256,
-                 default_max_tokens: int = 16, torch_threads: int = 1):
+    def __init__(
+        self,
+        storage_path: str,
+        run_name: str,
+        max_tokens_limit: int = 256,
+        default_max_tokens: int = 16,
+        torch_threads: int = 1,
+    ):
         import torch
 
         # Tiny matmuls gain nothing from intra-op threads, and threads fight Ray's own processes.
@@ -156,15 +162,34 @@ class Generate:
                 self.served += 1
                 return JSONResponse(schema.response(model_id, req, toks))
             if path.endswith("/v1/models"):
-                return JSONResponse({"object": "list", "data": [{
-                    "id": self.loaded.model_id, "object": "model", "owned_by": "hyperpod-ray",
-                    "checkpoint": self.loaded.path, "step": self.loaded.step,
-                    "skipped_checkpoints": self.loaded.skipped,
-                }]})
+                return JSONResponse(
+                    {
+                        "object": "list",
+                        "data": [
+                            {
+                                "id": self.loaded.model_id,
+                                "object": "model",
+                                "owned_by": "hyperpod-ray",
+                                "checkpoint": self.loaded.path,
+                                "step": self.loaded.step,
+                                "skipped_checkpoints": self.loaded.skipped,
+                            }
+                        ],
+                    }
+                )
             if path.endswith("/healthz"):
-                return JSONResponse({"status": "ok", "model": self.loaded.model_id, "pid": os.getpid(),
-                                     "batches": self.batches, "batched_requests": self.batched})
-            raise schema.RequestError(404, f"no route {request.url.path}; routes: POST /v1/completions, GET /v1/models, GET /healthz")
+                return JSONResponse(
+                    {
+                        "status": "ok",
+                        "model": self.loaded.model_id,
+                        "pid": os.getpid(),
+                        "batches": self.batches,
+                        "batched_requests": self.batched,
+                    }
+                )
+            raise schema.RequestError(
+                404, f"no route {request.url.path}; routes: POST /v1/completions, GET /v1/models, GET /healthz"
+            )
         except schema.RequestError as err:
             return JSONResponse(err.body(), status_code=err.status)
 

@@ -123,8 +123,9 @@ class _KVCache:
         self.v = [v[rows] for v in self.v]
 
 
-def _attend(attn, x: torch.Tensor, cache: _KVCache, layer: int, pos: torch.Tensor | None,
-            mask: torch.Tensor | None, span: int) -> torch.Tensor:
+def _attend(
+    attn, x: torch.Tensor, cache: _KVCache, layer: int, pos: torch.Tensor | None, mask: torch.Tensor | None, span: int
+) -> torch.Tensor:
     """``CausalSelfAttention.forward`` with cached keys and values.
 
     Prefill (``pos`` None): ``x`` is the whole right-padded prompt batch, causal attention, and
@@ -144,14 +145,14 @@ def _attend(attn, x: torch.Tensor, cache: _KVCache, layer: int, pos: torch.Tenso
         rows = torch.arange(b, device=x.device)
         cache.k[layer][rows, :, pos] = k[:, :, 0]
         cache.v[layer][rows, :, pos] = v[:, :, 0]
-        y = F.scaled_dot_product_attention(
-            q, cache.k[layer][:, :, :span], cache.v[layer][:, :, :span], attn_mask=mask)
+        y = F.scaled_dot_product_attention(q, cache.k[layer][:, :, :span], cache.v[layer][:, :, :span], attn_mask=mask)
     y = y.transpose(1, 2).contiguous().view(b, t, c)
     return attn.proj(y)
 
 
-def _forward_cached(model: GPT, x: torch.Tensor, cache: _KVCache, pos: torch.Tensor | None,
-                    mask: torch.Tensor | None, span: int) -> torch.Tensor:
+def _forward_cached(
+    model: GPT, x: torch.Tensor, cache: _KVCache, pos: torch.Tensor | None, mask: torch.Tensor | None, span: int
+) -> torch.Tensor:
     """``GPT.forward`` (eval mode) through the cache; hidden states before ``ln_f``."""
     positions = torch.arange(x.shape[1], device=x.device) if pos is None else pos.unsqueeze(1)
     z = model.tok_emb(x) + model.pos_emb(positions)
@@ -201,8 +202,9 @@ def stream_batch(model: GPT, requests: list[GenRequest]) -> Iterator[list[tuple[
     # The key/value cache follows the GPT's layers; other architectures (the training job's
     # Llama) recompute the context every step.
     if max(lens) <= block and isinstance(model, GPT):
-        cache = _KVCache(cfg.n_layer, len(active), cfg.n_head, reach, cfg.n_embd // cfg.n_head,
-                         next(model.parameters()))
+        cache = _KVCache(
+            cfg.n_layer, len(active), cfg.n_head, reach, cfg.n_embd // cfg.n_head, next(model.parameters())
+        )
         x = torch.zeros((len(active), max(lens)), dtype=torch.long)
         for row, i in enumerate(active):
             x[row, : lens[row]] = torch.tensor(seqs[i], dtype=torch.long)

@@ -60,12 +60,20 @@ class Result:
 def bodies(n: int, max_tokens: int = 16) -> list[dict]:
     """The same fixed, seeded request set for every server."""
     words = ["ray", "serve", "hyperpod", "train", "batch", "token", "model", "GPU"]
-    return [{"prompt": " ".join(words[(i + k) % len(words)] for k in range(3 + i % 6)),
-             "max_tokens": max_tokens, "temperature": 0.8, "seed": i} for i in range(n)]
+    return [
+        {
+            "prompt": " ".join(words[(i + k) % len(words)] for k in range(3 + i % 6)),
+            "max_tokens": max_tokens,
+            "temperature": 0.8,
+            "seed": i,
+        }
+        for i in range(n)
+    ]
 
 
-async def _run(url: str, reqs: list[dict], concurrency: int, time_limit_s: float,
-               retry: bool, timeout_s: float, on_record=None) -> Result:
+async def _run(
+    url: str, reqs: list[dict], concurrency: int, time_limit_s: float, retry: bool, timeout_s: float, on_record=None
+) -> Result:
     res = Result()
     t0 = time.perf_counter()
     it = iter(reqs)
@@ -74,6 +82,7 @@ async def _run(url: str, reqs: list[dict], concurrency: int, time_limit_s: float
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as client:
+
         async def one(body: dict) -> None:
             start = time.perf_counter()
             status, tokens, err, attempt = 0, 0, "", 0
@@ -89,8 +98,9 @@ async def _run(url: str, reqs: list[dict], concurrency: int, time_limit_s: float
                         break  # a client error is not retried
                 except (TimeoutError, aiohttp.ClientError) as e:
                     status, err = 0, f"{type(e).__name__}: {e}"
-            res.records.append(Record(start - t0, time.perf_counter() - start, status, tokens,
-                                      retried=attempt > 0, error=err))
+            res.records.append(
+                Record(start - t0, time.perf_counter() - start, status, tokens, retried=attempt > 0, error=err)
+            )
             if on_record is not None:
                 on_record(len(res.records))
 
@@ -105,13 +115,22 @@ async def _run(url: str, reqs: list[dict], concurrency: int, time_limit_s: float
     return res
 
 
-def run(url: str, *, requests: int, concurrency: int, time_limit_s: float, max_tokens: int = 16,
-        retry: bool = False, timeout_s: float = 30.0, warmup: int = 0, on_record=None) -> Result:
+def run(
+    url: str,
+    *,
+    requests: int,
+    concurrency: int,
+    time_limit_s: float,
+    max_tokens: int = 16,
+    retry: bool = False,
+    timeout_s: float = 30.0,
+    warmup: int = 0,
+    on_record=None,
+) -> Result:
     """``on_record(n)``, if given, is called after each finished request with the count so far."""
     if warmup:
         asyncio.run(_run(url, bodies(warmup, max_tokens), min(concurrency, warmup), time_limit_s, False, timeout_s))
-    return asyncio.run(_run(url, bodies(requests, max_tokens), concurrency, time_limit_s, retry, timeout_s,
-                            on_record))
+    return asyncio.run(_run(url, bodies(requests, max_tokens), concurrency, time_limit_s, retry, timeout_s, on_record))
 
 
 def wait_ready(url: str, timeout_s: float = 120) -> None:

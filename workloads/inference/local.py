@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 
 from workloads.common import local_cluster as _common
 from workloads.common import procfs
-from workloads.common.local_cluster import (REPO_ROOT, _descendants, free_port, free_ports,
-                                            keep_this_process_on_loopback)
+from workloads.common.local_cluster import REPO_ROOT, _descendants, free_port, free_ports, keep_this_process_on_loopback
 
 # At import, not only in start(): callers import this module before anything else of Ray.
 keep_this_process_on_loopback()
@@ -44,19 +43,23 @@ class LocalCluster(_common.LocalCluster):
     # Serve's environment on every node, as on the cluster: ``serve_config.ray_env(env)``.
     serve_env: dict = field(default_factory=dict)
 
-    def start(self, timeout_s: float = 120) -> "LocalCluster":
+    def start(self, timeout_s: float = 120) -> LocalCluster:
         import ray
 
         if ray.is_initialized():
             # A process drives one Ray cluster at a time; this one becomes the connected one.
             ray.shutdown()
         self.temp_dir = self.temp_dir or tempfile.mkdtemp(prefix="rt", dir="/tmp")
-        self.env_extra = {**self.serve_env, **_local_haproxy_env(self.serve_env, self.temp_dir),
-                          **self.env_extra}
+        self.env_extra = {**self.serve_env, **_local_haproxy_env(self.serve_env, self.temp_dir), **self.env_extra}
         super().start(timeout_s)
         try:
-            ray.init(address=self.address, _node_ip_address="127.0.0.1", log_to_driver=False,
-                     logging_level="WARNING", configure_logging=False)
+            ray.init(
+                address=self.address,
+                _node_ip_address="127.0.0.1",
+                log_to_driver=False,
+                logging_level="WARNING",
+                configure_logging=False,
+            )
         except BaseException:
             self.stop()
             raise
@@ -134,4 +137,4 @@ def replica_pids(cluster: LocalCluster, deployment: str = "Generate") -> list[in
     return sorted(found)
 
 
-__all__ = ["LocalCluster", "REPO_ROOT", "cmdline", "cpu_seconds", "free_port", "listener_pid", "replica_pids"]
+__all__ = ["REPO_ROOT", "LocalCluster", "cmdline", "cpu_seconds", "free_port", "listener_pid", "replica_pids"]

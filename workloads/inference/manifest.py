@@ -42,6 +42,7 @@ APP = "inference"
 LLM_APP = "llm"
 LLM_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 
+
 class _Dumper(yaml.SafeDumper):
     """Multi-line strings (serveConfigV2) as literal blocks, so reviewers can read them; no
     anchors or aliases (objects shared between pod templates are written out in full)."""
@@ -50,8 +51,9 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
-_Dumper.add_representer(str, lambda d, s: d.represent_scalar(
-    "tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
+_Dumper.add_representer(
+    str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None)
+)
 
 
 def _dump(data: dict) -> str:
@@ -62,27 +64,47 @@ def _image(env: EnvironmentConfig) -> str:
     return image_mod.resolve(env, env.inference.image or env.training.image, "inference.image")
 
 
-def _worker_group(shape: placement.WorkerShape, *, group_name: str, instance_group, image: str, app: str,
-                  cpus: int, env_vars: dict[str, str] | None = None) -> dict[str, Any]:
+def _worker_group(
+    shape: placement.WorkerShape,
+    *,
+    group_name: str,
+    instance_group,
+    image: str,
+    app: str,
+    cpus: int,
+    env_vars: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Replica-sized worker pods on a HyperPod GPU group, sized in config/placement.py."""
-    group = k8s.worker_group(shape, group_name=group_name, image=image, app=app,
-                             taints=list(instance_group.taints), env=k8s.env_list(env_vars or {}))
+    group = k8s.worker_group(
+        shape,
+        group_name=group_name,
+        image=image,
+        app=app,
+        taints=list(instance_group.taints),
+        env=k8s.env_list(env_vars or {}),
+    )
     group["rayStartParams"] = {**group.get("rayStartParams", {}), "num-cpus": str(cpus)}
     return group
 
 
 def _head(image: str, app: str, env_vars: dict[str, str] | None = None) -> dict[str, Any]:
-    head = k8s.head_group(image, app=app, env=k8s.env_list(env_vars or {}) or None, ports=[
-        {"containerPort": 6379, "name": "gcs"},
-        {"containerPort": 8265, "name": "dashboard"},
-        {"containerPort": 10001, "name": "client"},
-        {"containerPort": SERVE_PORT, "name": "serve"},
-    ])
+    head = k8s.head_group(
+        image,
+        app=app,
+        env=k8s.env_list(env_vars or {}) or None,
+        ports=[
+            {"containerPort": 6379, "name": "gcs"},
+            {"containerPort": 8265, "name": "dashboard"},
+            {"containerPort": 10001, "name": "client"},
+            {"containerPort": SERVE_PORT, "name": "serve"},
+        ],
+    )
     return head
 
 
-def _rayservice(env: EnvironmentConfig, *, name: str, app: str, serve_cfg: dict, head: dict,
-                workers: list[dict]) -> dict[str, Any]:
+def _rayservice(
+    env: EnvironmentConfig, *, name: str, app: str, serve_cfg: dict, head: dict, workers: list[dict]
+) -> dict[str, Any]:
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayService",
@@ -92,14 +114,17 @@ def _rayservice(env: EnvironmentConfig, *, name: str, app: str, serve_cfg: dict,
             # Traffic goes to the worker pods' proxies only; the head (system nodes) stays control.
             "excludeHeadPodFromServeSvc": True,
             "serveConfigV2": _dump(serve_cfg),
-            "rayClusterConfig": security.harden({
-                "rayVersion": k8s.RAY_VERSION,
-                # The Ray autoscaler adds worker pods when Serve autoscaling wants more replicas.
-                "enableInTreeAutoscaling": True,
-                "autoscalerOptions": {"upscalingMode": "Default", "idleTimeoutSeconds": 300},
-                "headGroupSpec": head,
-                "workerGroupSpecs": workers,
-            }, workload=name),
+            "rayClusterConfig": security.harden(
+                {
+                    "rayVersion": k8s.RAY_VERSION,
+                    # The Ray autoscaler adds worker pods when Serve autoscaling wants more replicas.
+                    "enableInTreeAutoscaling": True,
+                    "autoscalerOptions": {"upscalingMode": "Default", "idleTimeoutSeconds": 300},
+                    "headGroupSpec": head,
+                    "workerGroupSpecs": workers,
+                },
+                workload=name,
+            ),
         },
     }
 
@@ -118,11 +143,23 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
     # the controller on the head decides the ingress, the workers run HAProxy and the replicas.
     ray_env = serve_config.ray_env(env)
     shape = placement.serve_worker(env)
-    worker = _worker_group(shape, group_name=f"{group.name}-serve", instance_group=group, image=image,
-                           app=APP, cpus=shape.cpus, env_vars=ray_env)
-    return _rayservice(env, name=f"{env.name_prefix}-{inf.app_name}", app=APP,
-                       serve_cfg=serve_config.serve_deploy_config(env, reload=reload),
-                       head=_head(image, APP, ray_env), workers=[worker])
+    worker = _worker_group(
+        shape,
+        group_name=f"{group.name}-serve",
+        instance_group=group,
+        image=image,
+        app=APP,
+        cpus=shape.cpus,
+        env_vars=ray_env,
+    )
+    return _rayservice(
+        env,
+        name=f"{env.name_prefix}-{inf.app_name}",
+        app=APP,
+        serve_cfg=serve_config.serve_deploy_config(env, reload=reload),
+        head=_head(image, APP, ray_env),
+        workers=[worker],
+    )
 
 
 def llm_config(env: EnvironmentConfig) -> dict[str, Any]:
@@ -140,8 +177,11 @@ def llm_config(env: EnvironmentConfig) -> dict[str, Any]:
             "gpu_memory_utilization": llm.gpu_memory_utilization,
         },
         "deployment_config": {
-            "autoscaling_config": {"min_replicas": llm.min_replicas, "max_replicas": llm.max_replicas,
-                                   "initial_replicas": max(llm.min_replicas, 1)},
+            "autoscaling_config": {
+                "min_replicas": llm.min_replicas,
+                "max_replicas": llm.max_replicas,
+                "initial_replicas": max(llm.min_replicas, 1),
+            },
             "max_ongoing_requests": llm.max_ongoing_requests,
         },
     }
@@ -156,14 +196,22 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
     if not llm.enabled:
         from config import ConfigError
 
-        raise ConfigError(f"{env.name}.yaml", [
-            f"inference.llm.enabled: false in {env.name}.yaml; set it to true (with "
-            "inference.llm.model_source on FSx or S3) to render the Serve LLM RayService"])
+        raise ConfigError(
+            f"{env.name}.yaml",
+            [
+                f"inference.llm.enabled: false in {env.name}.yaml; set it to true (with "
+                "inference.llm.model_source on FSx or S3) to render the Serve LLM RayService"
+            ],
+        )
     group = env.inference.resolved_llm_group(env)
     image = k8s.RAY_LLM_IMAGE
     shape = placement.llm_worker(env)
     worker = _worker_group(
-        shape, group_name=f"{group.name}-llm", instance_group=group, image=image, app=LLM_APP,
+        shape,
+        group_name=f"{group.name}-llm",
+        instance_group=group,
+        image=image,
+        app=LLM_APP,
         cpus=shape.cpus,
         # Weights come from FSx or S3 only: no Hugging Face Hub traffic from a closed network.
         env_vars={"HF_HUB_OFFLINE": "1"},
@@ -171,15 +219,23 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
     serve_cfg = {
         "proxy_location": "EveryNode",
         "http_options": {"host": "0.0.0.0", "port": SERVE_PORT},
-        "applications": [{
-            "name": "llm",
-            "route_prefix": "/",
-            "import_path": LLM_IMPORT_PATH,
-            "args": {"llm_configs": [llm_config(env)]},
-        }],
+        "applications": [
+            {
+                "name": "llm",
+                "route_prefix": "/",
+                "import_path": LLM_IMPORT_PATH,
+                "args": {"llm_configs": [llm_config(env)]},
+            }
+        ],
     }
-    return _rayservice(env, name=f"{env.name_prefix}-llm", app=LLM_APP, serve_cfg=serve_cfg,
-                       head=_head(image, LLM_APP), workers=[worker])
+    return _rayservice(
+        env,
+        name=f"{env.name_prefix}-llm",
+        app=LLM_APP,
+        serve_cfg=serve_cfg,
+        head=_head(image, LLM_APP),
+        workers=[worker],
+    )
 
 
 # Offline checks of what the CRD schema cannot see --------------------------------------------
@@ -204,8 +260,10 @@ def _ray_model_fields() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ClassDef) and node.name in wanted and node.name not in found:
                 found[node.name] = {
-                    s.target.id for s in node.body
-                    if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                    s.target.id
+                    for s in node.body
+                    if isinstance(s, ast.AnnAssign)
+                    and isinstance(s.target, ast.Name)
                     and not s.target.id.startswith("_")
                 }
     missing = wanted - set(found)
@@ -216,9 +274,18 @@ def _ray_model_fields() -> dict[str, set[str]]:
 
 # Ray Serve LLM's documented deployment_config keys (LLMConfig.deployment_config's description).
 _LLM_DEPLOYMENT_KEYS = {
-    "name", "num_replicas", "ray_actor_options", "max_ongoing_requests", "autoscaling_config",
-    "max_queued_requests", "user_config", "health_check_period_s", "health_check_timeout_s",
-    "graceful_shutdown_wait_loop_s", "graceful_shutdown_timeout_s", "logging_config",
+    "name",
+    "num_replicas",
+    "ray_actor_options",
+    "max_ongoing_requests",
+    "autoscaling_config",
+    "max_queued_requests",
+    "user_config",
+    "health_check_period_s",
+    "health_check_timeout_s",
+    "graceful_shutdown_wait_loop_s",
+    "graceful_shutdown_timeout_s",
+    "logging_config",
     "request_router_config",
 }
 
@@ -257,14 +324,20 @@ def serve_config_problems(manifest: dict) -> list[str]:
             w = f"{where}.args.llm_configs[{j}]"
             problems += [f"{w}.{k}: not a LLMConfig field" for k in sorted(set(llm) - fields["LLMConfig"])]
             mlc = llm.get("model_loading_config", {})
-            problems += [f"{w}.model_loading_config.{k}: not a ModelLoadingConfig field"
-                         for k in sorted(set(mlc) - fields["ModelLoadingConfig"])]
+            problems += [
+                f"{w}.model_loading_config.{k}: not a ModelLoadingConfig field"
+                for k in sorted(set(mlc) - fields["ModelLoadingConfig"])
+            ]
             src = mlc.get("model_source")
             if isinstance(src, dict):
-                problems += [f"{w}.model_loading_config.model_source.{k}: not a CloudMirrorConfig field"
-                             for k in sorted(set(src) - fields["CloudMirrorConfig"])]
-            problems += [f"{w}.deployment_config.{k}: not a Serve LLM deployment option"
-                         for k in sorted(set(llm.get("deployment_config", {})) - _LLM_DEPLOYMENT_KEYS)]
+                problems += [
+                    f"{w}.model_loading_config.model_source.{k}: not a CloudMirrorConfig field"
+                    for k in sorted(set(src) - fields["CloudMirrorConfig"])
+                ]
+            problems += [
+                f"{w}.deployment_config.{k}: not a Serve LLM deployment option"
+                for k in sorted(set(llm.get("deployment_config", {})) - _LLM_DEPLOYMENT_KEYS)
+            ]
             acc = llm.get("accelerator_type")
             if acc is not None:
                 from ray.util.accelerators import accelerators

@@ -32,8 +32,7 @@ def discover(root: Path) -> tuple[Path, str] | None:
     """(storage, run) of the newest checkpoint any rehearsal wrote under ``root`` (``out/``)."""
     from workloads.common import checkpoint as ckpt
 
-    found = [d for d in root.rglob("checkpoint_*") if d.is_dir() and ckpt.DIR_RE.match(d.name)] \
-        if root.is_dir() else []
+    found = [d for d in root.rglob("checkpoint_*") if d.is_dir() and ckpt.DIR_RE.match(d.name)] if root.is_dir() else []
     if not found:
         return None
     newest = max(found, key=lambda d: d.stat().st_mtime)
@@ -45,8 +44,11 @@ def find_run(storage: Path, run: str | None) -> str | None:
 
     if run:
         return run if ckpt.list_checkpoints(str(storage), run) else None
-    runs = [d for d in storage.iterdir() if d.is_dir() and ckpt.list_checkpoints(str(storage), d.name)] \
-        if storage.is_dir() else []
+    runs = (
+        [d for d in storage.iterdir() if d.is_dir() and ckpt.list_checkpoints(str(storage), d.name)]
+        if storage.is_dir()
+        else []
+    )
     return max(runs, key=lambda d: d.stat().st_mtime).name if runs else None
 
 
@@ -66,8 +68,14 @@ def plot(records, kill_t: float, replaced_t: float | None, path: Path, title: st
     for name, rs in groups.items():
         if rs:
             c, m = style[name]
-            ax.scatter([r.start_s for r in rs], [1000 * r.latency_s for r in rs], s=10 if m == "." else 30,
-                       c=c, marker=m, label=f"{name} ({len(rs)})")
+            ax.scatter(
+                [r.start_s for r in rs],
+                [1000 * r.latency_s for r in rs],
+                s=10 if m == "." else 30,
+                c=c,
+                marker=m,
+                label=f"{name} ({len(rs)})",
+            )
     ax.axvline(kill_t, color="red", ls="--", label="replica SIGKILL")
     if replaced_t is not None:
         ax.axvline(replaced_t, color="green", ls="--", label="replacement replica running")
@@ -83,16 +91,21 @@ def plot(records, kill_t: float, replaced_t: float | None, path: Path, title: st
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.inference.rehearse", description=__doc__.splitlines()[0])
-    p.add_argument("--storage", default=None,
-                   help="checkpoint storage of the training rehearsal (default: the newest under out/)")
+    p.add_argument(
+        "--storage", default=None, help="checkpoint storage of the training rehearsal (default: the newest under out/)"
+    )
     p.add_argument("--run", default=None, help="run name (default: the newest run under --storage)")
     p.add_argument("--env", default="dev", help="environment whose inference settings are rehearsed")
     p.add_argument("--requests", type=int, default=600)
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--time-limit-s", type=float, default=120)
     # Kill after a share of the requests, not after a fixed time: mid-load however fast it runs.
-    p.add_argument("--kill-after-requests", type=int, default=None,
-                   help="SIGKILL a replica once this many requests finished (default: a third)")
+    p.add_argument(
+        "--kill-after-requests",
+        type=int,
+        default=None,
+        help="SIGKILL a replica once this many requests finished (default: a third)",
+    )
     p.add_argument("--max-tokens", type=int, default=16)
     p.add_argument("--out", default=str(OUT))
     a = p.parse_args(argv)
@@ -112,8 +125,11 @@ def main(argv: list[str] | None = None) -> int:
         storage = Path(a.storage).resolve()
         run = find_run(storage, a.run)
     if run is None:
-        print(f"no checkpoint of {'run ' + repr(a.run) if a.run else 'any run'} under {storage}: run the "
-              "training rehearsal first (`make rehearse-train`, or `make rehearse` for both)", file=sys.stderr)
+        print(
+            f"no checkpoint of {'run ' + repr(a.run) if a.run else 'any run'} under {storage}: run the "
+            "training rehearsal first (`make rehearse-train`, or `make rehearse` for both)",
+            file=sys.stderr,
+        )
         return 2
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -124,19 +140,26 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"==> local cluster: head + 2 worker nodes; serving run {run!r} from {storage}", flush=True)
     port = free_port()
-    with LocalCluster(worker_nodes=2, head_cpus=0, cpus_per_node=1,
-                      serve_env=serve_config.ray_env(env)) as cluster:
-        serve_config.deploy(serve_config.local_deploy_config(
-            env, port=port, storage=str(storage), run_name=run, replicas=2, cpus=1,
-            health_check_period_s=2))
+    with LocalCluster(worker_nodes=2, head_cpus=0, cpus_per_node=1, serve_env=serve_config.ray_env(env)) as cluster:
+        serve_config.deploy(
+            serve_config.local_deploy_config(
+                env, port=port, storage=str(storage), run_name=run, replicas=2, cpus=1, health_check_period_s=2
+            )
+        )
         url = f"http://127.0.0.1:{port}"
         import httpx
 
         info = httpx.get(f"{url}/v1/models", timeout=10).json()["data"][0]
-        print(f"==> serving {info['id']} ({info['checkpoint']}); skipped: {info['skipped_checkpoints'] or 'none'}", flush=True)
+        print(
+            f"==> serving {info['id']} ({info['checkpoint']}); skipped: {info['skipped_checkpoints'] or 'none'}",
+            flush=True,
+        )
         pids = replica_pids(cluster)
-        print(f"==> replicas running, pids {pids}; load: {a.requests} requests, concurrency "
-              f"{a.concurrency}, limit {a.time_limit_s:.0f} s, {a.max_tokens} tokens each", flush=True)
+        print(
+            f"==> replicas running, pids {pids}; load: {a.requests} requests, concurrency "
+            f"{a.concurrency}, limit {a.time_limit_s:.0f} s, {a.max_tokens} tokens each",
+            flush=True,
+        )
 
         result: dict = {}
         t_start = time.perf_counter()
@@ -147,9 +170,14 @@ def main(argv: list[str] | None = None) -> int:
         def load():
             try:
                 result["r"] = loadtest.run(
-                    f"{url}/v1/completions", requests=a.requests, concurrency=a.concurrency,
-                    time_limit_s=a.time_limit_s, max_tokens=a.max_tokens, retry=True,
-                    on_record=lambda n: reached.set() if n >= kill_at else None)
+                    f"{url}/v1/completions",
+                    requests=a.requests,
+                    concurrency=a.concurrency,
+                    time_limit_s=a.time_limit_s,
+                    max_tokens=a.max_tokens,
+                    retry=True,
+                    on_record=lambda n: reached.set() if n >= kill_at else None,
+                )
             finally:
                 reached.set()
 
@@ -184,20 +212,38 @@ def main(argv: list[str] | None = None) -> int:
         res = result["r"]
         s = res.summary()
         in_flight = [r for r in res.records if r.retried and r.start_s <= kill_t <= r.start_s + r.latency_s + 1]
-        s.update(run=run, model=info["id"], kill_t_s=kill_t, replacement_running_t_s=replaced_t,
-                 retried_in_flight_at_kill=len(in_flight), concurrency=a.concurrency, max_tokens=a.max_tokens,
-                 errors=sorted({r.error for r in res.records if r.error})[:5])
-        plot(res.records, kill_t, replaced_t, out / "latency.png",
-             f"rehearse-serve: {s['sent']} requests, concurrency {a.concurrency}, one replica killed")
+        s.update(
+            run=run,
+            model=info["id"],
+            kill_t_s=kill_t,
+            replacement_running_t_s=replaced_t,
+            retried_in_flight_at_kill=len(in_flight),
+            concurrency=a.concurrency,
+            max_tokens=a.max_tokens,
+            errors=sorted({r.error for r in res.records if r.error})[:5],
+        )
+        plot(
+            res.records,
+            kill_t,
+            replaced_t,
+            out / "latency.png",
+            f"rehearse-serve: {s['sent']} requests, concurrency {a.concurrency}, one replica killed",
+        )
     (out / "summary.json").write_text(json.dumps(s, indent=1))
     print("\n==> summary")
     print(f"  requests sent {s['sent']}, succeeded {s['succeeded']}, failed {s['failed']}")
-    print(f"  retried by the client {s['retried']} (succeeded on retry {s['retried_ok']}; "
-          f"{s['retried_in_flight_at_kill']} were in flight at the kill)")
-    print(f"  latency p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms; {s['req_per_s']:.1f} req/s, "
-          f"{s['tokens_per_s']:.0f} tokens/s over {s['wall_s']:.1f} s")
-    print(f"  kill at {kill_t:.1f} s, replacement replica running at "
-          f"{f'{replaced_t:.1f} s ({replaced_t - kill_t:.1f} s after the kill)' if replaced_t else 'not within 90 s'}")
+    print(
+        f"  retried by the client {s['retried']} (succeeded on retry {s['retried_ok']}; "
+        f"{s['retried_in_flight_at_kill']} were in flight at the kill)"
+    )
+    print(
+        f"  latency p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms; {s['req_per_s']:.1f} req/s, "
+        f"{s['tokens_per_s']:.0f} tokens/s over {s['wall_s']:.1f} s"
+    )
+    print(
+        f"  kill at {kill_t:.1f} s, replacement replica running at "
+        f"{f'{replaced_t:.1f} s ({replaced_t - kill_t:.1f} s after the kill)' if replaced_t else 'not within 90 s'}"
+    )
     print(f"  plot {out / 'latency.png'}, summary {out / 'summary.json'}")
     ok = s["failed"] == 0
     print("  goal (no failed requests beyond those retried): " + ("met" if ok else "NOT met"))

@@ -77,18 +77,14 @@ def validate(data: dict, limits: Limits) -> Completion:
     """A ``Completion`` from a decoded JSON body, or the first ``RequestError`` found."""
     unknown = sorted(set(data) - set(FIELDS))
     if unknown:
-        raise RequestError(
-            400, f"unknown field {unknown[0]!r}; allowed fields: {', '.join(FIELDS)}", unknown[0]
-        )
+        raise RequestError(400, f"unknown field {unknown[0]!r}; allowed fields: {', '.join(FIELDS)}", unknown[0])
     if "prompt" not in data:
         raise RequestError(400, "prompt: required field is missing", "prompt")
     prompt = data["prompt"]
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if not isinstance(prompt, str):
-        raise RequestError(
-            400, f"prompt: must be a string; got {type(prompt).__name__}", "prompt"
-        )
+        raise RequestError(400, f"prompt: must be a string; got {type(prompt).__name__}", "prompt")
     prompt_ids = encode(prompt)
     if not prompt_ids:
         raise RequestError(400, "prompt: must not be empty", "prompt")
@@ -105,15 +101,17 @@ def validate(data: dict, limits: Limits) -> Completion:
     if not _is_int(max_tokens) or not 1 <= max_tokens <= limits.max_tokens_limit:
         raise RequestError(
             400,
-            f"max_tokens: {max_tokens!r} is out of bounds; allowed: an integer from 1 to "
-            f"{limits.max_tokens_limit}",
+            f"max_tokens: {max_tokens!r} is out of bounds; allowed: an integer from 1 to {limits.max_tokens_limit}",
             "max_tokens",
         )
     temperature = data.get("temperature", 1.0)
     if temperature is None:
         temperature = 1.0
-    if (not isinstance(temperature, (int, float)) or isinstance(temperature, bool)
-            or not 0 <= temperature <= MAX_TEMPERATURE):
+    if (
+        not isinstance(temperature, (int, float))
+        or isinstance(temperature, bool)
+        or not 0 <= temperature <= MAX_TEMPERATURE
+    ):
         raise RequestError(
             400,
             f"temperature: {temperature!r} is out of bounds; allowed: a number from 0 to "
@@ -122,9 +120,7 @@ def validate(data: dict, limits: Limits) -> Completion:
         )
     seed = data.get("seed")
     if seed is not None and (not _is_int(seed) or not 0 <= seed <= MAX_SEED):
-        raise RequestError(
-            400, f"seed: {seed!r} is not allowed; expected an integer from 0 to 2**63-1", "seed"
-        )
+        raise RequestError(400, f"seed: {seed!r} is not allowed; expected an integer from 0 to 2**63-1", "seed")
     stream = data.get("stream", False)
     if not isinstance(stream, bool):
         raise RequestError(400, f"stream: {stream!r} is not a boolean", "stream")
@@ -134,8 +130,14 @@ def validate(data: dict, limits: Limits) -> Completion:
     model = data.get("model")
     if model is not None and not isinstance(model, str):
         raise RequestError(400, f"model: must be a string; got {type(model).__name__}", "model")
-    return Completion(prompt=prompt, prompt_ids=prompt_ids, max_tokens=max_tokens,
-                      temperature=float(temperature), seed=seed, stream=stream)
+    return Completion(
+        prompt=prompt,
+        prompt_ids=prompt_ids,
+        max_tokens=max_tokens,
+        temperature=float(temperature),
+        seed=seed,
+        stream=stream,
+    )
 
 
 def completion_id() -> str:
@@ -152,14 +154,16 @@ def response(model_id: str, req: Completion, token_ids: list[int], cid: str | No
         "object": "text_completion",
         "created": int(time.time()),
         "model": model_id,
-        "choices": [{
-            "index": 0,
-            "text": decode_tokens(token_ids),
-            # Extension (as vLLM's return_token_ids): the byte-level token ids generated.
-            "token_ids": token_ids,
-            "logprobs": None,
-            "finish_reason": "length",
-        }],
+        "choices": [
+            {
+                "index": 0,
+                "text": decode_tokens(token_ids),
+                # Extension (as vLLM's return_token_ids): the byte-level token ids generated.
+                "token_ids": token_ids,
+                "logprobs": None,
+                "finish_reason": "length",
+            }
+        ],
         "usage": {
             "prompt_tokens": len(req.prompt_ids),
             "completion_tokens": len(token_ids),
@@ -185,10 +189,11 @@ class StreamEncoder:
 
     def _event(self, text: str, token_ids: list[int], finish: str | None, usage: dict | None = None) -> bytes:
         chunk = {
-            "id": self.cid, "object": "text_completion", "created": self.created,
+            "id": self.cid,
+            "object": "text_completion",
+            "created": self.created,
             "model": self.model_id,
-            "choices": [{"index": 0, "text": text, "token_ids": token_ids, "logprobs": None,
-                         "finish_reason": finish}],
+            "choices": [{"index": 0, "text": text, "token_ids": token_ids, "logprobs": None, "finish_reason": finish}],
         }
         if usage is not None:
             chunk["usage"] = usage
@@ -199,7 +204,10 @@ class StreamEncoder:
         return self._event(self.decoder.decode(bytes([tok])), [tok], None)
 
     def finish(self) -> bytes:
-        usage = {"prompt_tokens": len(self.req.prompt_ids), "completion_tokens": self.count,
-                 "total_tokens": len(self.req.prompt_ids) + self.count}
+        usage = {
+            "prompt_tokens": len(self.req.prompt_ids),
+            "completion_tokens": self.count,
+            "total_tokens": len(self.req.prompt_ids) + self.count,
+        }
         tail = self.decoder.decode(b"", final=True)
         return self._event(tail, [], "length", usage) + b"data: [DONE]\n\n"

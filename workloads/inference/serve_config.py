@@ -52,8 +52,7 @@ def checkpoint_source(env: EnvironmentConfig) -> tuple[str, str]:
 def user_config(env: EnvironmentConfig, reload: str | None = None) -> dict[str, Any]:
     """Settings a replica applies in place (``reconfigure``), without a restart."""
     inf = env.inference
-    cfg: dict[str, Any] = {"max_batch_size": inf.max_batch_size,
-                           "batch_wait_timeout_s": inf.batch_wait_timeout_s}
+    cfg: dict[str, Any] = {"max_batch_size": inf.max_batch_size, "batch_wait_timeout_s": inf.batch_wait_timeout_s}
     if reload is not None:
         cfg["reload"] = reload
     return cfg
@@ -97,8 +96,9 @@ def app_args(env: EnvironmentConfig, *, storage: str | None = None, run_name: st
     }
 
 
-def application(env: EnvironmentConfig, *, reload: str | None = None,
-                args: dict[str, Any] | None = None) -> dict[str, Any]:
+def application(
+    env: EnvironmentConfig, *, reload: str | None = None, args: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """One serveConfigV2 application entry."""
     opts = deployment_options(env, reload=reload)
     return {
@@ -110,8 +110,9 @@ def application(env: EnvironmentConfig, *, reload: str | None = None,
     }
 
 
-def local_options(env: EnvironmentConfig, *, replicas: int, cpus: float = 1.0,
-                  reload: str | None = None, **overrides: Any) -> dict[str, Any]:
+def local_options(
+    env: EnvironmentConfig, *, replicas: int, cpus: float = 1.0, reload: str | None = None, **overrides: Any
+) -> dict[str, Any]:
     """The same options for a local CPU cluster: fixed replicas, no GPUs."""
     opts = deployment_options(env, reload=reload)
     opts.pop("autoscaling_config")
@@ -132,17 +133,26 @@ def serve_deploy_config(env: EnvironmentConfig, *, reload: str | None = None) ->
     }
 
 
-def local_deploy_config(env: EnvironmentConfig, *, port: int, storage: str, run_name: str,
-                        replicas: int, cpus: float = 1.0, reload: str | None = None,
-                        **overrides: Any) -> dict[str, Any]:
+def local_deploy_config(
+    env: EnvironmentConfig,
+    *,
+    port: int,
+    storage: str,
+    run_name: str,
+    replicas: int,
+    cpus: float = 1.0,
+    reload: str | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
     """The same serveConfigV2 for a local CPU cluster on 127.0.0.1:``port``."""
     args = app_args(env, storage=storage, run_name=run_name)
     # Intra-op threads must match the CPUs the replica really gets: more threads than CPUs
     # spin-wait against each other (measured: ~2x the replica's CPU time per request).
     args["torch_threads"] = max(1, int(cpus))
     app = application(env, reload=reload, args=args)
-    app["deployments"] = [{"name": DEPLOYMENT, **local_options(env, replicas=replicas, cpus=cpus,
-                                                              reload=reload, **overrides)}]
+    app["deployments"] = [
+        {"name": DEPLOYMENT, **local_options(env, replicas=replicas, cpus=cpus, reload=reload, **overrides)}
+    ]
     return {
         "proxy_location": "HeadOnly",
         "http_options": {"host": "127.0.0.1", "port": port},
@@ -161,9 +171,11 @@ def deploy(config: dict[str, Any], timeout_s: float = 180) -> None:
     from ray.serve.schema import ServeDeploySchema
 
     schema = ServeDeploySchema.model_validate(config)
-    client = serve_start(http_options=schema.http_options.model_dump(),
-                         proxy_location=schema.proxy_location,
-                         global_logging_config=schema.logging_config)
+    client = serve_start(
+        http_options=schema.http_options.model_dump(),
+        proxy_location=schema.proxy_location,
+        global_logging_config=schema.logging_config,
+    )
     client.deploy_apps(schema)
     names = [a.name for a in schema.applications]
     deadline = time.monotonic() + timeout_s

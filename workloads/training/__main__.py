@@ -26,8 +26,13 @@ def settings_from_args(argv: list[str] | None = None):
     mode.add_argument("--local", action="store_true", help="tiny model on CPU workers")
     mode.add_argument("--settings-json", help="exact JobSettings as JSON (what the RayJob passes)")
     parser.add_argument("--storage", help="storage path or s3:// URI (with --local)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a training setting (model.n_layer=4, steps=100, ...)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a training setting (model.n_layer=4, steps=100, ...)",
+    )
     args = parser.parse_args(argv)
     overrides = S.parse_overrides(args.set)
     if args.settings_json:
@@ -66,8 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     if result.error:
         print(f"TRAIN failed: {result.error}", file=sys.stderr)
         return 1
-    print(f"TRAIN finished step={result.metrics.get('step')} loss={result.metrics.get('loss'):.4f} "
-          f"checkpoint={result.checkpoint.path if result.checkpoint else None}", flush=True)
+    print(
+        f"TRAIN finished step={result.metrics.get('step')} loss={result.metrics.get('loss'):.4f} "
+        f"checkpoint={result.checkpoint.path if result.checkpoint else None}",
+        flush=True,
+    )
     return 0
 
 

@@ -47,8 +47,11 @@ def load_corpus(data_path: str | None, max_bytes: int) -> bytes:
         if info.type == pafs.FileType.File:
             files = [base]
         else:
-            files = sorted(i.path for i in fs.get_file_info(pafs.FileSelector(base, recursive=True))
-                           if i.type == pafs.FileType.File)
+            files = sorted(
+                i.path
+                for i in fs.get_file_info(pafs.FileSelector(base, recursive=True))
+                if i.type == pafs.FileType.File
+            )
         for path in files:
             with fs.open_input_stream(path) as f:
                 data = f.read(max_bytes - total)
@@ -89,8 +92,9 @@ class ByteWindows:
             self._perm_epoch = epoch
         return self._perm
 
-    def next_batch(self, pos: DataPosition, *, rank: int, world_size: int,
-                   batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def next_batch(
+        self, pos: DataPosition, *, rank: int, world_size: int, batch_size: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """This rank's (inputs, targets) for the step at ``pos``; advances ``pos`` by one global batch."""
         global_batch = batch_size * world_size
         if global_batch > self.num_windows:

@@ -13,6 +13,7 @@ new world size, so the run continues within a tolerance, not bitwise (tested).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -86,6 +87,7 @@ class StepInfo:
 
 def lr_schedule(warmup: int, total: int):
     """The LR multiplier per step: linear warmup, then cosine decay to 10 %."""
+
     def f(step: int) -> float:
         if warmup and step < warmup:
             return (step + 1) / warmup
@@ -104,7 +106,10 @@ def make_optimizer(model, *, learning_rate: float, weight_decay: float, fused: b
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     return torch.optim.AdamW(
         [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=learning_rate, betas=(0.9, 0.95), fused=fused)
+        lr=learning_rate,
+        betas=(0.9, 0.95),
+        fused=fused,
+    )
 
 
 def train_step(model, optimizer, scheduler, x, y, *, grad_clip: float, autocast_dtype=None):
@@ -112,8 +117,9 @@ def train_step(model, optimizer, scheduler, x, y, *, grad_clip: float, autocast_
     tensor. FSDP2 and DDP reduce the gradients inside ``backward``."""
     import torch
 
-    with torch.autocast(device_type=x.device.type, dtype=autocast_dtype or torch.float32,
-                        enabled=autocast_dtype is not None):
+    with torch.autocast(
+        device_type=x.device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None
+    ):
         _, loss = model(x, y)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -128,8 +134,7 @@ def rng_state() -> dict:
     import numpy as np
     import torch
 
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
-             "numpy": np.random.get_state()}
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state()
     return state
@@ -158,8 +163,11 @@ def shard_model(model, *, sharding: str, device, precision: str, activation_chec
         return ray.train.torch.prepare_model(model)
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-          if precision == "bf16" and device.type == "cuda" else MixedPrecisionPolicy())
+    mp = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if precision == "bf16" and device.type == "cuda"
+        else MixedPrecisionPolicy()
+    )
     # fully_shard moves each block's parameters and buffers to the device as it shards them (the
     # mesh's device: the GPU Ray Train assigned), so the whole model never sits on one GPU.
     for block in model.layers if hasattr(model, "layers") else model.blocks:
@@ -196,12 +204,14 @@ class ReportPacing:
             return None
         self.warned = True
         apart = loop_s / self.reports
-        return (f"ray.train.report() blocked {self.blocked_s:.1f} s of {loop_s:.1f} s of training "
-                f"({100 * self.blocked_s / loop_s:.0f} %, {self.reports} reports): reports every "
-                f"{self.report_every_steps} steps come {apart:.1f} s apart, faster than Ray Train's "
-                f"controller takes them (one per poll, RAY_TRAIN_HEALTH_CHECK_INTERVAL_S={poll_s}). "
-                f"Raise training.report_every_steps, or set RAY_TRAIN_HEALTH_CHECK_INTERVAL_S below "
-                f"{apart:.1f} s.")
+        return (
+            f"ray.train.report() blocked {self.blocked_s:.1f} s of {loop_s:.1f} s of training "
+            f"({100 * self.blocked_s / loop_s:.0f} %, {self.reports} reports): reports every "
+            f"{self.report_every_steps} steps come {apart:.1f} s apart, faster than Ray Train's "
+            f"controller takes them (one per poll, RAY_TRAIN_HEALTH_CHECK_INTERVAL_S={poll_s}). "
+            f"Raise training.report_every_steps, or set RAY_TRAIN_HEALTH_CHECK_INTERVAL_S below "
+            f"{apart:.1f} s."
+        )
 
 
 def train_func(config: dict) -> None:
@@ -227,8 +237,11 @@ def train_func(config: dict) -> None:
     if s.log_every_step:
         # When this worker process started and when the loop was entered (Ray worker start-up,
         # torch import and the gloo process group all happen in between), and on which node.
-        print(f"TRAIN worker rank={rank} node={ray.get_runtime_context().get_node_id()[:12]} "
-              f"proc_start={process_start_time():.3f} t={time.time():.3f}", flush=True)
+        print(
+            f"TRAIN worker rank={rank} node={ray.get_runtime_context().get_node_id()[:12]} "
+            f"proc_start={process_start_time():.3f} t={time.time():.3f}",
+            flush=True,
+        )
     device = ray.train.torch.get_device()
     if device.type == "cpu":
         torch.set_num_threads(max(1, int(s.cpus_per_worker)))
@@ -241,10 +254,16 @@ def train_func(config: dict) -> None:
     model_config = model_lib.config_from_dict(s.model)
     model = model_lib.build(model_config)
     data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), model_config.block_size, s.seed)
-    model = shard_model(model, sharding=s.sharding, device=device, precision=s.precision,
-                        activation_checkpointing=s.activation_checkpointing)
-    optimizer = make_optimizer(model, learning_rate=s.learning_rate, weight_decay=s.weight_decay,
-                               fused=device.type == "cuda")
+    model = shard_model(
+        model,
+        sharding=s.sharding,
+        device=device,
+        precision=s.precision,
+        activation_checkpointing=s.activation_checkpointing,
+    )
+    optimizer = make_optimizer(
+        model, learning_rate=s.learning_rate, weight_decay=s.weight_decay, fused=device.type == "cuda"
+    )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(s.warmup_steps, s.steps))
     marks.append(("model", time.time()))
 
@@ -265,8 +284,10 @@ def train_func(config: dict) -> None:
     if found[0] is not None:
         path, meta = found[0]
         if meta.get("model_config") != model_config.to_dict():
-            raise ValueError(f"checkpoint {path} holds model {meta.get('model_config')}, the job "
-                             f"is configured for {model_config.to_dict()}")
+            raise ValueError(
+                f"checkpoint {path} holds model {meta.get('model_config')}, the job "
+                f"is configured for {model_config.to_dict()}"
+            )
         state = training_state(None)
         ckpt.load_sharded(path, state)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
@@ -282,18 +303,18 @@ def train_func(config: dict) -> None:
         # Fresh start or a new world size: per-rank streams derived from the seed.
         random.seed(s.seed + rank)
         torch.manual_seed(s.seed + 7919 * (rank + 1))
-    phases = " ".join(f"{name}={t - t0:.2f}s" for (_, t0), (name, t) in zip(marks, marks[1:]))
+    phases = " ".join(f"{name}={t - t0:.2f}s" for (_, t0), (name, t) in itertools.pairwise(marks))
     if rank == 0:
         if found[0] is not None:
-            print(f"TRAIN resume step={start_step} from={found[0][0]} world={world} "
-                  f"t={time.time():.3f} setup: {phases}", flush=True)
+            print(
+                f"TRAIN resume step={start_step} from={found[0][0]} world={world} t={time.time():.3f} setup: {phases}",
+                flush=True,
+            )
         else:
-            print(f"TRAIN start step=0 (no checkpoint) world={world} t={time.time():.3f} "
-                  f"setup: {phases}", flush=True)
+            print(f"TRAIN start step=0 (no checkpoint) world={world} t={time.time():.3f} setup: {phases}", flush=True)
 
     # FSDP casts to bf16 itself (MixedPrecisionPolicy); DDP uses autocast.
-    autocast = (torch.bfloat16 if device.type == "cuda" and s.precision == "bf16" and s.sharding == "ddp"
-                else None)
+    autocast = torch.bfloat16 if device.type == "cuda" and s.precision == "bf16" and s.sharding == "ddp" else None
     tokens_per_step = s.batch_size_per_worker * world * model_config.block_size
     window_loss, window_n, window_t0 = 0.0, 0, time.perf_counter()
     pacing = ReportPacing(s.report_every_steps)
@@ -325,8 +346,16 @@ def train_func(config: dict) -> None:
         if s.log_every_step and rank == 0:
             print(f"TRAIN step={done} loss={loss_value:.4f} t={time.time():.3f}", flush=True)
         if step_callback is not None:
-            step_callback(StepInfo(rank=rank, world_size=world, step=done, loss=loss_value,
-                                   tokens=tokens_per_step, last=done == s.steps))
+            step_callback(
+                StepInfo(
+                    rank=rank,
+                    world_size=world,
+                    step=done,
+                    loss=loss_value,
+                    tokens=tokens_per_step,
+                    last=done == s.steps,
+                )
+            )
 
         want_ckpt = done % s.checkpoint_every_steps == 0 or done == s.steps
         want_report = want_ckpt or done % s.report_every_steps == 0
@@ -335,10 +364,14 @@ def train_func(config: dict) -> None:
         mean = torch.tensor([window_loss / window_n], device=device)
         dist.all_reduce(mean)
         elapsed = time.perf_counter() - window_t0
-        metrics = {"step": done, "loss": mean.item() / world, "lr": scheduler.get_last_lr()[0],
-                   "tokens_per_s": tokens_per_step * window_n / elapsed,
-                   # The step this attempt resumed from (0: a fresh start).
-                   "resumed_from": start_step}
+        metrics = {
+            "step": done,
+            "loss": mean.item() / world,
+            "lr": scheduler.get_last_lr()[0],
+            "tokens_per_s": tokens_per_step * window_n / elapsed,
+            # The step this attempt resumed from (0: a fresh start).
+            "resumed_from": start_step,
+        }
         window_loss, window_n = 0.0, 0
         finished: list[tuple[Checkpoint, str]] = []  # saves done, to name to Ray Train
         if want_ckpt:
@@ -351,11 +384,17 @@ def train_func(config: dict) -> None:
             if rank == 0 and os.path.exists(directory):
                 # Left by an earlier attempt that died at this step: never mixed with new shards.
                 shutil.rmtree(directory)
-            meta = {"step": done, "run_name": s.run_name, "world_size": world,
-                    "data_position": pos.to_dict(), "model_config": model_config.to_dict(),
-                    "loss": metrics["loss"]}
-            state = training_state({"step": done, "data_position": pos.to_dict(), "rng": rng_states,
-                                    "scheduler": scheduler.state_dict()})
+            meta = {
+                "step": done,
+                "run_name": s.run_name,
+                "world_size": world,
+                "data_position": pos.to_dict(),
+                "model_config": model_config.to_dict(),
+                "loss": metrics["loss"],
+            }
+            state = training_state(
+                {"step": done, "data_position": pos.to_dict(), "rng": rng_states, "scheduler": scheduler.state_dict()}
+            )
             pending = (ckpt.save_sharded(directory, state, meta, process_group=ckpt_group), done, directory)
             if done == s.steps:
                 finished.append((finish_save(), ckpt.dir_name(done)))
@@ -366,8 +405,12 @@ def train_func(config: dict) -> None:
         for checkpoint, name in finished:
             # Already in the run's directory with every shard and the manifest written: Ray
             # Train only records it (and deletes those beyond num_to_keep).
-            ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name,
-                             checkpoint_upload_mode=CheckpointUploadMode.NO_UPLOAD)
+            ray.train.report(
+                metrics,
+                checkpoint=checkpoint,
+                checkpoint_dir_name=name,
+                checkpoint_upload_mode=CheckpointUploadMode.NO_UPLOAD,
+            )
         paced(t_report)
         window_t0 = time.perf_counter()
     if rank == 0:
@@ -388,10 +431,15 @@ def check_resume(s: JobSettings) -> list[str]:
             continue
         if have == want:
             return []
-        diff = ", ".join(f"{k} {have.get(k)!r} -> {want.get(k)!r}"
-                         for k in sorted(set(want) | set(have)) if have.get(k) != want.get(k))
-        return [f"training.model: run {s.run_name!r} has checkpoints of another model shape "
-                f"({path}: {diff}); allowed: the checkpoint's shape, or a new run_name"]
+        diff = ", ".join(
+            f"{k} {have.get(k)!r} -> {want.get(k)!r}"
+            for k in sorted(set(want) | set(have))
+            if have.get(k) != want.get(k)
+        )
+        return [
+            f"training.model: run {s.run_name!r} has checkpoints of another model shape "
+            f"({path}: {diff}); allowed: the checkpoint's shape, or a new run_name"
+        ]
     return []
 
 
@@ -405,9 +453,11 @@ def check_cluster(s: JobSettings) -> list[str]:
         return []
     nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
     if len(nodes) > 1 and s.num_workers > 1:
-        return [f"training.storage_path: {s.storage_path!r} is local to each node, but the Ray "
-                f"cluster has {len(nodes)} worker nodes; use /fsx/... or s3://, or set "
-                "training.storage_shared if every node sees this path"]
+        return [
+            f"training.storage_path: {s.storage_path!r} is local to each node, but the Ray "
+            f"cluster has {len(nodes)} worker nodes; use /fsx/... or s3://, or set "
+            "training.storage_shared if every node sees this path"
+        ]
     return []
 
 
@@ -435,11 +485,16 @@ def run(s: JobSettings, *, step_callback=None):
         train_func,
         train_loop_config={**s.to_dict(), "step_callback": step_callback},
         torch_config=TorchConfig(backend="nccl" if s.gpus_per_worker else "gloo"),
-        scaling_config=ScalingConfig(num_workers=(s.min_workers, s.num_workers) if s.min_workers else s.num_workers, use_gpu=s.gpus_per_worker > 0,
-                                     resources_per_worker=resources,
-                                     placement_strategy=s.placement_strategy),
+        scaling_config=ScalingConfig(
+            num_workers=(s.min_workers, s.num_workers) if s.min_workers else s.num_workers,
+            use_gpu=s.gpus_per_worker > 0,
+            resources_per_worker=resources,
+            placement_strategy=s.placement_strategy,
+        ),
         run_config=RunConfig(
-            name=s.run_name, storage_path=base, storage_filesystem=fs,
+            name=s.run_name,
+            storage_path=base,
+            storage_filesystem=fs,
             failure_config=FailureConfig(max_failures=s.max_failures),
             checkpoint_config=CheckpointConfig(num_to_keep=s.num_to_keep),
         ),

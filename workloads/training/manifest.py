@@ -108,13 +108,22 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
             # workers go as soon as the job ends, the head (system nodes, logs) after the TTL.
             # Rules exclude shutdownAfterJobFinishes and the global ttlSecondsAfterFinished.
             "deletionStrategy": {"deletionRules": deletion_rules(t.ttl_seconds_after_finished)},
-            "rayClusterSpec": security.harden({
-                "rayVersion": k8s.RAY_VERSION,
-                "headGroupSpec": k8s.head_group(image, app=APP, env=env + k8s.env_list(GCS_ENV)),
-                "workerGroupSpecs": [
-                    k8s.worker_group(placement.training_worker(cfg), group_name=group.name, image=image,
-                                     app=APP, taints=group.taints, env=env)
-                ],
-            }, workload=name),
+            "rayClusterSpec": security.harden(
+                {
+                    "rayVersion": k8s.RAY_VERSION,
+                    "headGroupSpec": k8s.head_group(image, app=APP, env=env + k8s.env_list(GCS_ENV)),
+                    "workerGroupSpecs": [
+                        k8s.worker_group(
+                            placement.training_worker(cfg),
+                            group_name=group.name,
+                            image=image,
+                            app=APP,
+                            taints=group.taints,
+                            env=env,
+                        )
+                    ],
+                },
+                workload=name,
+            ),
         },
     }

@@ -28,14 +28,27 @@ START_RE = re.compile(r"TRAIN start step=0 \(no checkpoint\) world=(\d+)")
 WORKER_RE = re.compile(r"TRAIN worker rank=(\d+) node=(\w+) proc_start=([0-9.]+) t=([0-9.]+)")
 # Node-loss detection in the GCS: 3 missed health checks 1 s apart (Ray: 5 x 3 s). The
 # controller's poll (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S) stays at its 2 s default.
-FAST_DETECTION = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
-                  "RAY_health_check_timeout_ms": "1000"}
+FAST_DETECTION = {
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_failure_threshold": "3",
+    "RAY_health_check_timeout_ms": "1000",
+}
 
 
-def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: Path,
-             num_workers: int = 4, min_workers: int = 2,
-             detection: str = "fast", gcs_port: int | None = 6379, dashboard_port: int | None = 8265,
-             quiet: bool = False, ray_env: dict | None = None) -> dict:
+def rehearse(
+    *,
+    steps: int,
+    checkpoint_every: int,
+    kill_at_step: int,
+    out_dir: Path,
+    num_workers: int = 4,
+    min_workers: int = 2,
+    detection: str = "fast",
+    gcs_port: int | None = 6379,
+    dashboard_port: int | None = 8265,
+    quiet: bool = False,
+    ray_env: dict | None = None,
+) -> dict:
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
@@ -46,10 +59,15 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
     storage = str(out_dir / "checkpoints")
     shutil.rmtree(storage, ignore_errors=True)
     os.makedirs(storage)
-    cluster = LocalCluster(worker_nodes=2, cpus_per_node=2, memory_per_node_mib=3072,
-                           object_store_per_node_mib=512, gcs_port=gcs_port,
-                           dashboard_port=dashboard_port,
-                           env_extra={**(FAST_DETECTION if detection == "fast" else {}), **(ray_env or {})})
+    cluster = LocalCluster(
+        worker_nodes=2,
+        cpus_per_node=2,
+        memory_per_node_mib=3072,
+        object_store_per_node_mib=512,
+        gcs_port=gcs_port,
+        dashboard_port=dashboard_port,
+        env_extra={**(FAST_DETECTION if detection == "fast" else {}), **(ray_env or {})},
+    )
     steps_seen: list[tuple[int, float, float, int]] = []  # (step, loss, t, attempt)
     resumes: list[tuple[int, float, int]] = []  # (step, t, world size)
     first_world: list[int] = []
@@ -59,19 +77,24 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
     dead_t: list = []  # when the GCS declared the killed node dead, and its node id
     t0 = time.time()
     try:
-        say(f"==> starting a local Ray cluster: head + 2 worker nodes (temp dir under /tmp), "
-            f"GCS 127.0.0.1:{cluster.gcs_port or 'free'}, dashboard {cluster.dashboard_port or 'free'}")
+        say(
+            f"==> starting a local Ray cluster: head + 2 worker nodes (temp dir under /tmp), "
+            f"GCS 127.0.0.1:{cluster.gcs_port or 'free'}, dashboard {cluster.dashboard_port or 'free'}"
+        )
         cluster.start()
         say(f"    up in {time.time() - t0:.0f} s; dashboard {cluster.dashboard_url}")
         client = JobSubmissionClient(cluster.dashboard_url)
-        entry = (f"{sys.executable} -m workloads.training --local --storage {storage} "
-                 f"--set steps={steps} --set checkpoint_every_steps={checkpoint_every} "
-                 f"--set storage_shared=true --set log_every_step=true --set run_name=rehearsal "
-                 f"--set num_workers={num_workers} --set min_workers={min_workers}")
+        entry = (
+            f"{sys.executable} -m workloads.training --local --storage {storage} "
+            f"--set steps={steps} --set checkpoint_every_steps={checkpoint_every} "
+            f"--set storage_shared=true --set log_every_step=true --set run_name=rehearsal "
+            f"--set num_workers={num_workers} --set min_workers={min_workers}"
+        )
         # The job's PYTHONPATH replaces the node's: keep the offline hook on it (loopback only),
         # or the job's driver resolves 127.0.0.1 to the host's interface and cannot reach the GCS.
-        job_id = client.submit_job(entrypoint=entry,
-                                   runtime_env={"env_vars": {"PYTHONPATH": cluster.env()["PYTHONPATH"]}})
+        job_id = client.submit_job(
+            entrypoint=entry, runtime_env={"env_vars": {"PYTHONPATH": cluster.env()["PYTHONPATH"]}}
+        )
         say(f"==> submitted {job_id}: {entry}")
         seen, attempt, status, unique = 0, 0, None, set()
         deadline = time.monotonic() + 1500
@@ -86,12 +109,21 @@ def rehearse(*, steps: int, checkpoint_every: int, kill_at_step: int, out_dir: P
                     continue
                 unique.add(key)
                 if m := WORKER_RE.search(line):
-                    workers.append({"rank": int(m.group(1)), "node": m.group(2), "proc_start": float(m.group(3)),
-                                    "t": float(m.group(4)), "attempt": attempt + (1 if kill_t else 0)})
+                    workers.append(
+                        {
+                            "rank": int(m.group(1)),
+                            "node": m.group(2),
+                            "proc_start": float(m.group(3)),
+                            "t": float(m.group(4)),
+                            "attempt": attempt + (1 if kill_t else 0),
+                        }
+                    )
                 elif m := RESUME_RE.search(line):
                     attempt += 1
                     resumes.append((int(m.group(1)), float(m.group(4)), int(m.group(3))))
-                    setup = dict(re.findall(r"(\w+)=([0-9.]+)s", line.split("setup:", 1)[-1])) if "setup:" in line else {}
+                    setup = (
+                        dict(re.findall(r"(\w+)=([0-9.]+)s", line.split("setup:", 1)[-1])) if "setup:" in line else {}
+                    )
                     say(f"    resumed on {m.group(3)} workers from the checkpoint at step {m.group(1)} ({m.group(2)})")
                 elif m := START_RE.search(line):
                     first_world.append(int(m.group(1)))
@@ -215,8 +247,9 @@ def _summarize(steps, seen, resumes, kill_t, status, every, detection) -> dict:
     before = [s for s in seen if kill_t is not None and s[2] <= kill_t]
     last_before = max((s[0] for s in before), default=0)
     resume_step = resumes[-1][0] if resumes else None
-    after = [s for s in seen if kill_t is not None and s[2] > kill_t and resume_step is not None
-             and s[3] == len(resumes)]
+    after = [
+        s for s in seen if kill_t is not None and s[2] > kill_t and resume_step is not None and s[3] == len(resumes)
+    ]
     first_after = min(after, key=lambda s: s[2]) if after else None
     return {
         "status": status,
@@ -243,9 +276,17 @@ def _plot(seen, resumes, kill_t, path: Path) -> Path:
     attempts = sorted({s[3] for s in seen})
     for a in attempts:
         pts = [s for s in seen if s[3] == a]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1 if a == 0 else 1.5, ls="-" if a == 0 else "--",
-                label="first attempt" if a == 0 else
-                f"after resume {a} ({resumes[a - 1][2]} workers)" if a <= len(resumes) else f"attempt {a + 1}")
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            lw=1 if a == 0 else 1.5,
+            ls="-" if a == 0 else "--",
+            label="first attempt"
+            if a == 0
+            else f"after resume {a} ({resumes[a - 1][2]} workers)"
+            if a <= len(resumes)
+            else f"attempt {a + 1}",
+        )
     if kill_t is not None:
         before = [s for s in seen if s[2] <= kill_t]
         if before:
@@ -267,23 +308,50 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--kill-at-step", type=int, default=130)
-    p.add_argument("--detection", choices=["fast", "default"], default="fast",
-                   help="GCS node-loss detection: 1 s x 3 (fast) or Ray's defaults")
+    p.add_argument(
+        "--detection",
+        choices=["fast", "default"],
+        default="fast",
+        help="GCS node-loss detection: 1 s x 3 (fast) or Ray's defaults",
+    )
     p.add_argument("--out", default=str(REPO_ROOT / "out" / "rehearse-train"))
     args = p.parse_args(argv)
-    s = rehearse(steps=args.steps, checkpoint_every=args.checkpoint_every,
-                 kill_at_step=args.kill_at_step, out_dir=Path(args.out), detection=args.detection)
+    s = rehearse(
+        steps=args.steps,
+        checkpoint_every=args.checkpoint_every,
+        kill_at_step=args.kill_at_step,
+        out_dir=Path(args.out),
+        detection=args.detection,
+    )
     print("\n==> rehearsal summary")
-    for k in ("status", "steps_total", "last_step", "workers_first", "killed_after_step", "resume_step",
-              "workers_after_resume", "steps_redone", "recovery_s", "first_loss", "final_loss", "plot"):
+    for k in (
+        "status",
+        "steps_total",
+        "last_step",
+        "workers_first",
+        "killed_after_step",
+        "resume_step",
+        "workers_after_resume",
+        "steps_redone",
+        "recovery_s",
+        "first_loss",
+        "final_loss",
+        "plot",
+    ):
         print(f"    {k:18s} {s[k]}")
     print("    phases (s after the kill; *_s: phase lengths)")
     for k, v in s["phases"].items():
         print(f"      {k:55s} {v}")
-    ok = (s["status"] == "SUCCEEDED" and s["last_step"] == s["steps_total"] and s["resume_step"] is not None
-          and (s["workers_after_resume"] or 0) < (s["workers_first"] or 0))
-    print("    result            " + ("OK: resumed on fewer workers from the latest checkpoint and finished"
-                                      if ok else "FAILED"))
+    ok = (
+        s["status"] == "SUCCEEDED"
+        and s["last_step"] == s["steps_total"]
+        and s["resume_step"] is not None
+        and (s["workers_after_resume"] or 0) < (s["workers_first"] or 0)
+    )
+    print(
+        "    result            "
+        + ("OK: resumed on fewer workers from the latest checkpoint and finished" if ok else "FAILED")
+    )
     return 0 if ok else 1
 
 

@@ -19,10 +19,19 @@ from workloads.training.job import JobSettings
 # The model and data for one machine: the tiny preset (~0.13M parameters), a step in tens of
 # milliseconds on a CPU core, loss visibly falling within a few hundred steps.
 LOCAL_DEFAULTS: dict[str, Any] = {
-    "model": {"preset": "tiny"}, "activation_checkpointing": False,
-    "steps": 300, "batch_size_per_worker": 8, "warmup_steps": 20, "learning_rate": 3e-3,
-    "checkpoint_every_steps": 50, "report_every_steps": 10, "num_to_keep": 3,
-    "max_failures": 3, "num_workers": 2, "gpus_per_worker": 0, "precision": "fp32",
+    "model": {"preset": "tiny"},
+    "activation_checkpointing": False,
+    "steps": 300,
+    "batch_size_per_worker": 8,
+    "warmup_steps": 20,
+    "learning_rate": 3e-3,
+    "checkpoint_every_steps": 50,
+    "report_every_steps": 10,
+    "num_to_keep": 3,
+    "max_failures": 3,
+    "num_workers": 2,
+    "gpus_per_worker": 0,
+    "precision": "fp32",
     "data_max_bytes": 4 << 20,
 }
 
@@ -40,6 +49,7 @@ LOCAL_DEFAULTS: dict[str, Any] = {
 # 2026-12-02, bench/README.md). On the cluster reports are seconds apart and the 2 s default
 # stays (workloads/training/manifest.py).
 LOCAL_RAY_ENV: dict[str, str] = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5"}
+
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     """``key=value`` pairs (values parsed as YAML scalars; dotted keys for nesting: model.n_layer=4)."""
@@ -77,7 +87,9 @@ def training_with(base: Training, overrides: dict[str, Any], source: str) -> Tra
         return Training.model_validate(data)
     except ValidationError as err:
         lines = format_validation_error(err)
-        raise ConfigError(source, [line if line.startswith("training.") else f"training.{line}" for line in lines]) from None
+        raise ConfigError(
+            source, [line if line.startswith("training.") else f"training.{line}" for line in lines]
+        ) from None
 
 
 def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None) -> JobSettings:
@@ -91,8 +103,13 @@ def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None)
     # Ray Train workers in it.
     pod = placement.training_worker(cfg.model_copy(update={"training": t}))
     cpus = max(1, pod.cpus // pod.per_pod)
-    return _settings(t, storage=t.resolved_storage_path(cfg.fsx.file_system_path), workers=p.workers,
-                     cpus=cpus, placement="SPREAD" if p.nodes > 1 else "PACK")
+    return _settings(
+        t,
+        storage=t.resolved_storage_path(cfg.fsx.file_system_path),
+        workers=p.workers,
+        cpus=cpus,
+        placement="SPREAD" if p.nodes > 1 else "PACK",
+    )
 
 
 # JobSettings fields that are not part of the `training:` config (local runs and tests only).
@@ -110,8 +127,9 @@ def for_local(overrides: dict[str, Any] | None = None, *, storage_path: str) -> 
         raise ConfigError("local run", [f"training.{line}" for line in format_validation_error(err)]) from None
     t = training_with(base, merged, "local run")
     if t.gpus_per_worker:
-        raise ConfigError("local run", [f"training.gpus_per_worker: {t.gpus_per_worker}; local runs "
-                                        "are CPU-only, allowed: 0"])
+        raise ConfigError(
+            "local run", [f"training.gpus_per_worker: {t.gpus_per_worker}; local runs are CPU-only, allowed: 0"]
+        )
     workers = t.num_workers or 2
     problems = sharding_problems(t, workers)
     if problems:
@@ -124,14 +142,29 @@ def for_local(overrides: dict[str, Any] | None = None, *, storage_path: str) -> 
 
 def _settings(t: Training, *, storage: str, workers: int, cpus: float, placement: str) -> JobSettings:
     return JobSettings(
-        run_name=t.run_name, storage_path=storage, steps=t.steps, num_workers=workers,
-        gpus_per_worker=t.gpus_per_worker, cpus_per_worker=cpus, model=t.model.architecture(),
-        batch_size_per_worker=t.batch_size_per_worker, learning_rate=t.learning_rate,
-        warmup_steps=t.warmup_steps, weight_decay=t.weight_decay, grad_clip=t.grad_clip,
-        seed=t.seed, precision=t.precision, sharding=t.sharding,
-        activation_checkpointing=t.activation_checkpointing, min_workers=t.min_workers,
+        run_name=t.run_name,
+        storage_path=storage,
+        steps=t.steps,
+        num_workers=workers,
+        gpus_per_worker=t.gpus_per_worker,
+        cpus_per_worker=cpus,
+        model=t.model.architecture(),
+        batch_size_per_worker=t.batch_size_per_worker,
+        learning_rate=t.learning_rate,
+        warmup_steps=t.warmup_steps,
+        weight_decay=t.weight_decay,
+        grad_clip=t.grad_clip,
+        seed=t.seed,
+        precision=t.precision,
+        sharding=t.sharding,
+        activation_checkpointing=t.activation_checkpointing,
+        min_workers=t.min_workers,
         checkpoint_every_steps=t.checkpoint_every_steps,
-        report_every_steps=t.report_every_steps, num_to_keep=t.num_to_keep,
-        max_failures=t.max_failures, data_path=t.data_path, data_max_bytes=t.data_max_bytes,
-        placement_strategy=placement, storage_shared=t.storage_shared,
+        report_every_steps=t.report_every_steps,
+        num_to_keep=t.num_to_keep,
+        max_failures=t.max_failures,
+        data_path=t.data_path,
+        data_max_bytes=t.data_max_bytes,
+        placement_strategy=placement,
+        storage_shared=t.storage_shared,
     )

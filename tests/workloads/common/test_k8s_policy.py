@@ -40,9 +40,22 @@ def rendered_objects(env: str) -> list[dict]:
 
 
 def run_checkov(directory: Path) -> dict:
-    out = subprocess.run([str(CHECKOV), "--directory", str(directory), "--framework", "kubernetes", "--output", "json",
-                          "--skip-download"], capture_output=True, text=True, timeout=600,
-                         env={"PATH": "/usr/bin:/bin", "BC_SKIP_MAPPING": "TRUE", "HOME": str(directory)})
+    out = subprocess.run(
+        [
+            str(CHECKOV),
+            "--directory",
+            str(directory),
+            "--framework",
+            "kubernetes",
+            "--output",
+            "json",
+            "--skip-download",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PATH": "/usr/bin:/bin", "BC_SKIP_MAPPING": "TRUE", "HOME": str(directory)},
+    )
     return json.loads(out.stdout)
 
 
@@ -57,9 +70,16 @@ def checkov_results(tmp_path_factory) -> dict:
     # A pod with none of the settings: proves the checks run and can fail here.
     canary = root / "canary"
     canary.mkdir()
-    (canary / "pod.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod",
-                                                      "metadata": {"name": "canary", "namespace": "canary"},
-                                                      "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+    (canary / "pod.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "canary", "namespace": "canary"},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            }
+        )
+    )
     return run_checkov(root)
 
 
@@ -68,7 +88,7 @@ def test_checkov_kubernetes_checks_pass_on_every_rendered_pod(checkov_results):
     failed = [(c["check_id"], c["resource"]) for c in results["failed_checks"]]
     assert failed and all(".canary." in r for _, r in failed), [f for f in failed if ".canary." not in f[1]]
     assert {"CKV_K8S_20", "CKV_K8S_22", "CKV_K8S_23"} <= {c for c, _ in failed}  # escalation, RO root, non-root
-    # Every Ray pod of every environment was checked (head, workers, submitter).
+    # Every Ray pod of every environment was checked (head and workers; HTTPMode has no submitter).
     checked = {c["resource"] for c in results["passed_checks"]}
     for env in ENVS:
         for m in workload_manifests(env):
@@ -80,7 +100,9 @@ def test_every_checkov_skip_has_a_reason_in_place(checkov_results):
     skipped = checkov_results["results"]["skipped_checks"]
     assert skipped
     for c in skipped:
-        assert c["check_id"] in security.CHECKOV_SKIPS or (c["check_id"] == "CKV_K8S_38" and c["resource"].endswith("-head"))
+        assert c["check_id"] in security.CHECKOV_SKIPS or (
+            c["check_id"] == "CKV_K8S_38" and c["resource"].endswith("-head")
+        )
         assert len(c["check_result"]["suppress_comment"]) > 40
 
 

@@ -31,11 +31,13 @@ def cluster_spec(m: dict) -> dict:
 
 
 def pod_specs(m: dict) -> list[dict]:
+    """Every pod a manifest makes. The HTTPMode RayJob has no submitter pod (the operator submits
+    over HTTP): a submitter template reappearing would be a pod these tests do not see, so it fails here."""
     spec = cluster_spec(m)
-    pods = [spec["headGroupSpec"]["template"]["spec"]] + [g["template"]["spec"] for g in spec["workerGroupSpecs"]]
     if m["kind"] == "RayJob":
-        pods.append(m["spec"]["submitterPodTemplate"]["spec"])
-    return pods
+        assert m["spec"]["submissionMode"] == "HTTPMode"
+        assert "submitterPodTemplate" not in m["spec"] and "submitterConfig" not in m["spec"]
+    return [spec["headGroupSpec"]["template"]["spec"]] + [g["template"]["spec"] for g in spec["workerGroupSpecs"]]
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -54,10 +56,14 @@ def test_every_ray_pod_mounts_the_secret_provider_class(env):
     """The CSI driver keeps the synced Secret only while a pod mounts the volume."""
     for m in rendered(env):
         spec = cluster_spec(m)
-        for pod in [spec["headGroupSpec"]["template"]["spec"]] + [g["template"]["spec"] for g in spec["workerGroupSpecs"]]:
+        for pod in [spec["headGroupSpec"]["template"]["spec"]] + [
+            g["template"]["spec"] for g in spec["workerGroupSpecs"]
+        ]:
             vols = {v["name"]: v for v in pod["volumes"]}
             assert vols["ray-auth-token"]["csi"]["volumeAttributes"] == {"secretProviderClass": "ray-auth-token"}
-            assert {"name": "ray-auth-token", "mountPath": "/var/run/secrets/ray-auth", "readOnly": True} in pod["containers"][0]["volumeMounts"]
+            assert {"name": "ray-auth-token", "mountPath": "/var/run/secrets/ray-auth", "readOnly": True} in pod[
+                "containers"
+            ][0]["volumeMounts"]
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -90,25 +96,42 @@ def test_secret_provider_class_syncs_the_secrets_manager_secret():
     spc = security.secret_provider_class(name_prefix="hpray-dev", region="us-west-2")
     assert spc["metadata"]["namespace"] == k8s.NAMESPACE
     objects = json.loads(spc["spec"]["parameters"]["objects"])
-    assert objects == [{"objectName": "hpray-dev/ray-auth-token", "objectType": "secretsmanager", "objectAlias": "auth_token"}]
+    assert objects == [
+        {"objectName": "hpray-dev/ray-auth-token", "objectType": "secretsmanager", "objectAlias": "auth_token"}
+    ]
     assert spc["spec"]["parameters"]["usePodIdentity"] == "true"
-    assert spc["spec"]["secretObjects"] == [{"secretName": "ray-auth-token", "type": "Opaque",
-                                             "data": [{"objectName": "auth_token", "key": "auth_token"}]}]
+    assert spc["spec"]["secretObjects"] == [
+        {"secretName": "ray-auth-token", "type": "Opaque", "data": [{"objectName": "auth_token", "key": "auth_token"}]}
+    ]
 
 
 def test_harden_keeps_what_the_renderer_set():
-    pod = {"containers": [{"name": "c", "securityContext": {"runAsUser": 2000}, "volumeMounts": [{"name": "ray-tmp", "mountPath": "/tmp"}]}],
-           "volumes": [{"name": "ray-tmp", "emptyDir": {"medium": "Memory"}}]}
+    pod = {
+        "containers": [
+            {
+                "name": "c",
+                "securityContext": {"runAsUser": 2000},
+                "volumeMounts": [{"name": "ray-tmp", "mountPath": "/tmp"}],
+            }
+        ],
+        "volumes": [{"name": "ray-tmp", "emptyDir": {"medium": "Memory"}}],
+    }
     out = security.harden_pod(pod)
     assert out["containers"][0]["securityContext"]["runAsUser"] == 2000
-    assert [v for v in out["volumes"] if v["name"] == "ray-tmp"] == [{"name": "ray-tmp", "emptyDir": {"medium": "Memory"}}]
+    assert [v for v in out["volumes"] if v["name"] == "ray-tmp"] == [
+        {"name": "ray-tmp", "emptyDir": {"medium": "Memory"}}
+    ]
     assert pod["containers"][0]["securityContext"] == {"runAsUser": 2000}  # input untouched
 
 
 def test_rendered_yaml_names_no_token():
     for kind in ("training", "inference"):
-        out = subprocess.run([sys.executable, "-m", "workloads", "render", kind, "--env", "prod"],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "workloads", "render", kind, "--env", "prod"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         doc = yaml.safe_load(out.stdout)
         assert "RAY_AUTH_TOKEN" not in out.stdout
         assert cluster_spec(doc)["authOptions"]["secretName"] == security.AUTH_SECRET
@@ -120,7 +143,9 @@ def test_a_token_authenticated_ray_cluster_denies_callers_without_the_token():
     every HTTP endpoint but the Prometheus exporters answers 401 without the token, 403 with a wrong
     one and serves with it; the Jobs API lists and submits only with it; the GCS refuses a gRPC client
     without it; no file Ray writes holds the token (workloads/common/auth_check.py)."""
-    out = subprocess.run([sys.executable, "-m", "workloads.common.auth_check"], capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "workloads.common.auth_check"], capture_output=True, text=True, timeout=600
+    )
     summary = json.loads(out.stdout)
     assert summary["failures"] == [], summary
     assert out.returncode == 0

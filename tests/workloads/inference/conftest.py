@@ -58,8 +58,7 @@ def serve_app(checkpoints):
     from workloads.inference import serve_config
 
     env = load_environment("dev")
-    cluster = LocalCluster(worker_nodes=1, head_cpus=0, cpus_per_node=2,
-                           serve_env=serve_config.ray_env(env))
+    cluster = LocalCluster(worker_nodes=1, head_cpus=0, cpus_per_node=2, serve_env=serve_config.ray_env(env))
     cluster.start()
     try:
         from ray import serve
@@ -67,9 +66,18 @@ def serve_app(checkpoints):
         port = free_port()
 
         def deploy(reload=None):
-            serve_config.deploy(serve_config.local_deploy_config(
-                env, port=port, storage=str(checkpoints), run_name=RUN, replicas=2, cpus=1,
-                reload=reload, health_check_period_s=2))
+            serve_config.deploy(
+                serve_config.local_deploy_config(
+                    env,
+                    port=port,
+                    storage=str(checkpoints),
+                    run_name=RUN,
+                    replicas=2,
+                    cpus=1,
+                    reload=reload,
+                    health_check_period_s=2,
+                )
+            )
 
         deploy()
         yield f"http://127.0.0.1:{port}", deploy, cluster

@@ -27,7 +27,7 @@ def _direct(storage, prompt: str, max_tokens: int, temperature: float, seed: int
     idx = torch.tensor([encode(prompt)])
     gen = torch.Generator().manual_seed(seed)
     out = model.generate(idx, max_tokens, temperature=temperature, generator=gen)
-    return out[0, idx.shape[1]:].tolist()
+    return out[0, idx.shape[1] :].tolist()
 
 
 def _complete(url, **body):
@@ -107,11 +107,15 @@ def test_concurrent_requests_batch_and_stay_deterministic(serve_app):
 
     async def go():
         async with httpx.AsyncClient(timeout=60) as client:
+
             async def one(i):
-                r = await client.post(f"{url}/v1/completions", json={
-                    "prompt": f"req {i} " * (1 + i % 5), "max_tokens": 8, "temperature": 0, "seed": i})
+                r = await client.post(
+                    f"{url}/v1/completions",
+                    json={"prompt": f"req {i} " * (1 + i % 5), "max_tokens": 8, "temperature": 0, "seed": i},
+                )
                 assert r.status_code == 200, r.text
                 return r.json()["choices"][0]["token_ids"]
+
             return await asyncio.gather(*(one(i) for i in range(32)))
 
     together = asyncio.run(go())
@@ -126,18 +130,48 @@ BAD = [
     ("missing prompt", {"max_tokens": 4}, 400, "prompt", "prompt: required field is missing"),
     ("prompt not a string", {"prompt": 5}, 400, "prompt", "prompt: must be a string; got int"),
     ("empty prompt", {"prompt": ""}, 400, "prompt", "prompt: must not be empty"),
-    ("prompt longer than the context", {"prompt": "x" * 65}, 400, "prompt",
-     "prompt: 65 tokens (UTF-8 bytes) is longer than the model's context of 64 tokens"),
-    ("max_tokens zero", {"prompt": "hi", "max_tokens": 0}, 400, "max_tokens",
-     "max_tokens: 0 is out of bounds; allowed: an integer from 1 to 256"),
-    ("max_tokens too large", {"prompt": "hi", "max_tokens": 100000}, 400, "max_tokens",
-     "max_tokens: 100000 is out of bounds; allowed: an integer from 1 to 256"),
-    ("max_tokens a string", {"prompt": "hi", "max_tokens": "8"}, 400, "max_tokens",
-     "max_tokens: '8' is out of bounds; allowed: an integer from 1 to 256"),
-    ("temperature negative", {"prompt": "hi", "temperature": -1}, 400, "temperature",
-     "temperature: -1 is out of bounds; allowed: a number from 0 to 2 (0 is greedy)"),
-    ("seed negative", {"prompt": "hi", "seed": -3}, 400, "seed",
-     "seed: -3 is not allowed; expected an integer from 0 to 2**63-1"),
+    (
+        "prompt longer than the context",
+        {"prompt": "x" * 65},
+        400,
+        "prompt",
+        "prompt: 65 tokens (UTF-8 bytes) is longer than the model's context of 64 tokens",
+    ),
+    (
+        "max_tokens zero",
+        {"prompt": "hi", "max_tokens": 0},
+        400,
+        "max_tokens",
+        "max_tokens: 0 is out of bounds; allowed: an integer from 1 to 256",
+    ),
+    (
+        "max_tokens too large",
+        {"prompt": "hi", "max_tokens": 100000},
+        400,
+        "max_tokens",
+        "max_tokens: 100000 is out of bounds; allowed: an integer from 1 to 256",
+    ),
+    (
+        "max_tokens a string",
+        {"prompt": "hi", "max_tokens": "8"},
+        400,
+        "max_tokens",
+        "max_tokens: '8' is out of bounds; allowed: an integer from 1 to 256",
+    ),
+    (
+        "temperature negative",
+        {"prompt": "hi", "temperature": -1},
+        400,
+        "temperature",
+        "temperature: -1 is out of bounds; allowed: a number from 0 to 2 (0 is greedy)",
+    ),
+    (
+        "seed negative",
+        {"prompt": "hi", "seed": -3},
+        400,
+        "seed",
+        "seed: -3 is not allowed; expected an integer from 0 to 2**63-1",
+    ),
     ("stream not a bool", {"prompt": "hi", "stream": "yes"}, 400, "stream", "stream: 'yes' is not a boolean"),
     ("unknown field", {"prompt": "hi", "max_token": 3}, 400, "max_token", "unknown field 'max_token'"),
 ]
@@ -147,8 +181,7 @@ BAD = [
 def test_bad_requests_get_a_4xx_naming_the_field(serve_app, case, body, status, param, message):
     url, _, _ = serve_app
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    r = httpx.post(f"{url}/v1/completions", content=content,
-                   headers={"content-type": "application/json"}, timeout=30)
+    r = httpx.post(f"{url}/v1/completions", content=content, headers={"content-type": "application/json"}, timeout=30)
     assert r.status_code == status, r.text
     err = r.json()["error"]
     assert err["param"] == param

@@ -50,7 +50,8 @@ def test_serve_config_is_checked_by_rays_schema():
     m["spec"]["serveConfigV2"] = yaml.safe_dump(cfg)
     assert manifest.serve_config_problems(m) == [
         "spec.serveConfigV2.applications[0].deployments[0].max_ongoing_request: unknown field "
-        "(not in Ray's DeploymentSchema)"]
+        "(not in Ray's DeploymentSchema)"
+    ]
     cfg["applications"][0]["deployments"][0].pop("max_ongoing_request")
     cfg["applications"][0]["deployments"][0]["max_ongoing_requests"] = "many"
     m["spec"]["serveConfigV2"] = yaml.safe_dump(cfg)
@@ -88,8 +89,10 @@ def test_generation_service_shape_prod():
     (worker,) = cluster["workerGroupSpecs"]
     assert (worker["minReplicas"], worker["maxReplicas"]) == (1, 2)
     pod = worker["template"]["spec"]
-    assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": "ml.g6e.12xlarge",
-                                   "sagemaker.amazonaws.com/node-health-status": "Schedulable"}
+    assert pod["nodeSelector"] == {
+        "node.kubernetes.io/instance-type": "ml.g6e.12xlarge",
+        "sagemaker.amazonaws.com/node-health-status": "Schedulable",
+    }
     assert {"key": "workload", "operator": "Equal", "value": "ray-serve", "effect": "NoSchedule"} in pod["tolerations"]
     assert pod["serviceAccountName"] == k8s.SERVICE_ACCOUNT
     (c,) = pod["containers"]
@@ -112,7 +115,8 @@ def test_generation_service_shape_prod():
 def test_llm_service_serves_from_s3_in_prod_and_fsx_in_staging():
     prod = manifest.llm_config(load_environment("prod"))
     assert prod["model_loading_config"]["model_source"] == {
-        "bucket_uri": "s3://hpray-prod-checkpoints-333333333333-us-east-1/models/served-llm"}
+        "bucket_uri": "s3://hpray-prod-checkpoints-333333333333-us-east-1/models/served-llm"
+    }
     assert prod["accelerator_type"] == "L40S"
     staging = manifest.llm_config(load_environment("staging"))
     assert staging["model_loading_config"]["model_source"] == "/fsx/models/served-llm"
@@ -154,16 +158,24 @@ def test_render_is_deterministic():
 
 
 def test_cli_renders_inference():
-    out = subprocess.run([sys.executable, "-m", "workloads", "render", "inference", "--env", "prod"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "workloads", "render", "inference", "--env", "prod"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     m = yaml.safe_load(out.stdout)
     assert m["kind"] == "RayService" and m["metadata"]["name"] == "hpray-prod-generate"
 
 
 def test_cli_llm_disabled_is_a_clear_error():
-    out = subprocess.run([sys.executable, "-m", "workloads", "render", "inference-llm", "--env", "dev"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "workloads", "render", "inference-llm", "--env", "dev"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2
     assert "inference.llm.enabled: false in dev.yaml" in out.stderr
     assert "Traceback" not in out.stderr

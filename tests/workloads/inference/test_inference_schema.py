@@ -57,8 +57,9 @@ def test_batched_generation_equals_one_at_a_time():
     together = generate_batch(model, reqs)
     for i, p in enumerate(prompts):
         alone = generate_batch(model, [GenRequest(encode(p), 8, 0.7, seed=i)])[0]
-        direct = model.generate(torch.tensor([encode(p)]), 8, temperature=0.7,
-                                generator=torch.Generator().manual_seed(i))[0, len(encode(p)):].tolist()
+        direct = model.generate(
+            torch.tensor([encode(p)]), 8, temperature=0.7, generator=torch.Generator().manual_seed(i)
+        )[0, len(encode(p)) :].tolist()
         assert alone == direct
         assert together[i] == alone
 
@@ -76,8 +77,7 @@ def test_torn_newest_checkpoint_is_skipped_and_logged(tmp_path, make_checkpoint,
         loaded = load_model(str(tmp_path), "tiny-run", device="cpu")
     assert loaded.step == 10
     assert "checkpoint_000000020" in loaded.skipped[0] and "no manifest.json" in loaded.skipped[0]
-    assert any("newest checkpoint is torn, serving the previous one instead" in r.message
-               for r in caplog.records)
+    assert any("newest checkpoint is torn, serving the previous one instead" in r.message for r in caplog.records)
     shutil.rmtree(tmp_path / "tiny-run" / "checkpoint_000000010")
     with pytest.raises(Exception) as info:
         load_model(str(tmp_path), "tiny-run", device="cpu")

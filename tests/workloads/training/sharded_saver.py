@@ -46,9 +46,13 @@ def main() -> None:
         model_sd, optim_sd = get_state_dict(model, optimizer)
         last = i == len(steps) - 1
         writer = SlowWriter if (last and slow_rank is not None) else ck.ShardWriter
-        future = ck.save_sharded(os.path.join(directory, ck.dir_name(step)),
-                                 {"model": model_sd, "optim": optim_sd, "progress": {"step": step}},
-                                 {"step": step, "world_size": world}, process_group=group, writer_cls=writer)
+        future = ck.save_sharded(
+            os.path.join(directory, ck.dir_name(step)),
+            {"model": model_sd, "optim": optim_sd, "progress": {"step": step}},
+            {"step": step, "world_size": world},
+            process_group=group,
+            writer_cls=writer,
+        )
         future.result()
         print(f"SAVED {step}", flush=True)
     dist.destroy_process_group()

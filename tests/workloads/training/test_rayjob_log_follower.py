@@ -18,11 +18,13 @@ import pytest
 
 pytestmark = pytest.mark.timeout(300)
 
-JOB = ("import time\n"
-       "for i in range(40):\n"
-       "    print(f'step {i}', flush=True)\n"
-       "    time.sleep(0.25)\n"
-       "print('TRAIN finished', flush=True)\n")
+JOB = (
+    "import time\n"
+    "for i in range(40):\n"
+    "    print(f'step {i}', flush=True)\n"
+    "    time.sleep(0.25)\n"
+    "print('TRAIN finished', flush=True)\n"
+)
 
 
 def test_cut_log_follower_does_not_stop_the_job(tmp_path):
@@ -32,16 +34,29 @@ def test_cut_log_follower_does_not_stop_the_job(tmp_path):
 
     script = tmp_path / "job.py"
     script.write_text(JOB)
-    with LocalCluster(worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1024,
-                      object_store_per_node_mib=256) as cluster:
+    with LocalCluster(
+        worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1024, object_store_per_node_mib=256
+    ) as cluster:
         client = JobSubmissionClient(cluster.dashboard_url)
-        job_id = client.submit_job(entrypoint=f"{sys.executable} {script}",
-                                   runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}})
+        job_id = client.submit_job(
+            entrypoint=f"{sys.executable} {script}", runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}}
+        )
         follower = subprocess.Popen(
-            [os.path.join(os.path.dirname(sys.executable), "ray"), "job", "logs", "--follow",
-             "--address", cluster.dashboard_url, job_id],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=cluster.env(),
-            start_new_session=True)
+            [
+                os.path.join(os.path.dirname(sys.executable), "ray"),
+                "job",
+                "logs",
+                "--follow",
+                "--address",
+                cluster.dashboard_url,
+                job_id,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=cluster.env(),
+            start_new_session=True,
+        )
         seen = []
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

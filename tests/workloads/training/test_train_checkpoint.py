@@ -15,8 +15,11 @@ from workloads.common import checkpoint as ck
 
 def _save(tmp_path, storage, step, value):
     local = tmp_path / f"local-{step}"
-    ck.save(str(local), {"model": {"w": torch.full((1000,), float(value))}, "rng": [1, 2]},
-            meta={"step": step, "data_position": {"epoch": 0, "cursor": step}})
+    ck.save(
+        str(local),
+        {"model": {"w": torch.full((1000,), float(value))}, "rng": [1, 2]},
+        meta={"step": step, "data_position": {"epoch": 0, "cursor": step}},
+    )
     ck.upload(str(local), f"{storage}/run/{ck.dir_name(step)}")
     return storage / "run" / ck.dir_name(step)
 

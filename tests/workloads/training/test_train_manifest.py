@@ -34,7 +34,9 @@ def test_valid_against_kuberay_crd_strictly(env_and_job):
 def test_strict_validation_rejects_unknown_and_mistyped_fields(env_and_job):
     _, job = env_and_job
     bad = copy.deepcopy(job)
-    bad["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["imagePullPolcy"] = "Always"
+    bad["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["imagePullPolcy"] = (
+        "Always"
+    )
     bad["spec"]["deletionStrategy"]["deletionRules"][0]["condition"]["ttlSecond"] = 1
     bad["spec"]["activeDeadlineSeconds"] = "soon"
     assert crd.validate(bad) == [
@@ -56,8 +58,10 @@ def test_workers_come_from_the_hyperpod_group(env_and_job):
     # One pod per node the workers need (dev and staging train on part of a group they share
     # with serving, prod fills its training group).
     assert wg["replicas"] == wg["minReplicas"] == wg["maxReplicas"] == placement.nodes
-    assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": group.instance_type,
-                                   "sagemaker.amazonaws.com/node-health-status": "Schedulable"}
+    assert pod["nodeSelector"] == {
+        "node.kubernetes.io/instance-type": group.instance_type,
+        "sagemaker.amazonaws.com/node-health-status": "Schedulable",
+    }
     limits = container["resources"]["limits"]
     pod_gpus = min(placement.workers, placement.workers_per_node) * placement.gpus_per_worker
     assert limits["nvidia.com/gpu"] == str(pod_gpus)
@@ -95,20 +99,29 @@ def test_prod_p5_group():
     (wg,) = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     limits = wg["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert (wg["groupName"], wg["replicas"], limits["nvidia.com/gpu"], limits["vpc.amazonaws.com/efa"]) == (
-        "train-p5", 4, "8", "32")
+        "train-p5",
+        4,
+        "8",
+        "32",
+    )
     env = {e["name"]: e["value"] for e in wg["template"]["spec"]["containers"][0]["env"]}
     assert env["FI_EFA_USE_DEVICE_RDMA"] == "1"
 
 
 def test_cli_prints_the_same_manifest():
-    out = subprocess.run([sys.executable, "-m", "workloads", "render", "training", "--env", "prod"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "workloads", "render", "training", "--env", "prod"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert yaml.safe_load(out.stdout) == render(load_environment("prod"))
 
 
 def test_cli_unknown_environment():
-    out = subprocess.run([sys.executable, "-m", "workloads", "render", "training", "--env", "nope"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "workloads", "render", "training", "--env", "nope"], capture_output=True, text=True
+    )
     assert out.returncode == 2 and out.stdout == ""
     assert "unknown environment 'nope'; known environments: dev, prod, staging" in out.stderr
 
@@ -148,7 +161,11 @@ def _kuberay_rayjob_problems(spec: dict) -> list[str]:
             continue
         if autoscaling and rule["policy"] == "DeleteWorkers":
             problems.append(f"deletionRules[{i}]: DeleteWorkers with autoscaling")
-        key = ("jobStatus", cond["jobStatus"]) if "jobStatus" in cond else ("jobDeploymentStatus", cond["jobDeploymentStatus"])
+        key = (
+            ("jobStatus", cond["jobStatus"])
+            if "jobStatus" in cond
+            else ("jobDeploymentStatus", cond["jobDeploymentStatus"])
+        )
         if rule["policy"] in seen.setdefault(key, {}):
             problems.append(f"deletionRules[{i}]: duplicate {rule['policy']} for {key}")
         seen[key][rule["policy"]] = cond.get("ttlSeconds", 0)
@@ -175,14 +192,19 @@ def test_rayjob_passes_kuberays_own_validation_and_cleans_up_in_stages(env):
     ended = {r["condition"].get("jobStatus") or r["condition"].get("jobDeploymentStatus") for r in rules}
     assert ended == {"SUCCEEDED", "FAILED", "Failed"}
     assert {r["condition"]["ttlSeconds"] for r in rules if r["policy"] == "DeleteCluster"} == {
-        cfg.training.ttl_seconds_after_finished}
+        cfg.training.ttl_seconds_after_finished
+    }
 
 
 def test_kuberay_validation_port_rejects_what_kuberay_rejects():
     spec = render(load_environment("dev"))["spec"]
     assert _kuberay_rayjob_problems({**spec, "shutdownAfterJobFinishes": True}) == [
-        "shutdownAfterJobFinishes and deletionRules are mutually exclusive"]
-    rules = [{"policy": "DeleteCluster", "condition": {"jobStatus": "FAILED", "ttlSeconds": 0}},
-             {"policy": "DeleteWorkers", "condition": {"jobStatus": "FAILED", "ttlSeconds": 60}}]
+        "shutdownAfterJobFinishes and deletionRules are mutually exclusive"
+    ]
+    rules = [
+        {"policy": "DeleteCluster", "condition": {"jobStatus": "FAILED", "ttlSeconds": 0}},
+        {"policy": "DeleteWorkers", "condition": {"jobStatus": "FAILED", "ttlSeconds": 60}},
+    ]
     assert _kuberay_rayjob_problems({**spec, "deletionStrategy": {"deletionRules": rules}}) == [
-        "('jobStatus', 'FAILED'): TTLs must not decrease from DeleteWorkers to DeleteCluster to DeleteSelf"]
+        "('jobStatus', 'FAILED'): TTLs must not decrease from DeleteWorkers to DeleteCluster to DeleteSelf"
+    ]

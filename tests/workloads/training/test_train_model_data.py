@@ -8,8 +8,17 @@ import pytest
 import torch
 
 from config.training import PRESETS, ModelSize
-from workloads.common.model import (GPT, GPTConfig, Llama, LlamaConfig, config_from_dict, count_parameters,
-                                    decode, encode, flops_per_token)
+from workloads.common.model import (
+    GPT,
+    GPTConfig,
+    Llama,
+    LlamaConfig,
+    config_from_dict,
+    count_parameters,
+    decode,
+    encode,
+    flops_per_token,
+)
 from workloads.training.data import ByteWindows, DataPosition, load_corpus, stdlib_sources
 
 

@@ -15,7 +15,8 @@ def test_warns_once_when_reports_block_more_than_the_fraction():
         "ray.train.report() blocked 0.9 s of 6.0 s of training (15 %, 3 reports): reports every 10 "
         "steps come 2.0 s apart, faster than Ray Train's controller takes them (one per poll, "
         "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2). Raise training.report_every_steps, or set "
-        "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S below 2.0 s.")
+        "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S below 2.0 s."
+    )
     assert pacing.add(0.3, 8.0, "2") is None  # once only
 
 

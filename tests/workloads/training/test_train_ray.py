@@ -9,6 +9,7 @@ import shutil
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import ray.cloudpickle
@@ -25,9 +26,17 @@ pytestmark = pytest.mark.slow
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 STEPS, EVERY, BATCH = 30, 10, 4
-COMMON = {"steps": STEPS, "checkpoint_every_steps": EVERY, "report_every_steps": EVERY,
-          "warmup_steps": 5, "batch_size_per_worker": BATCH, "data_max_bytes": 1 << 20,
-          "max_failures": 2, "storage_shared": True, "learning_rate": 3e-3}
+COMMON = {
+    "steps": STEPS,
+    "checkpoint_every_steps": EVERY,
+    "report_every_steps": EVERY,
+    "warmup_steps": 5,
+    "batch_size_per_worker": BATCH,
+    "data_max_bytes": 1 << 20,
+    "max_failures": 2,
+    "storage_shared": True,
+    "learning_rate": 3e-3,
+}
 # Resume on another world size: the final model's loss on a fixed held-out batch may differ from
 # the uninterrupted run's by this fraction (the global batch changes with the worker count, so the
 # runs see different batches after the resume; the test prints the measured difference).
@@ -48,7 +57,7 @@ class LossLog:
 
 def _losses(path) -> dict[int, float]:
     out = {}
-    for line in open(path).read().split("\n"):
+    for line in Path(path).read_text().split("\n"):
         if line:
             step, loss = line.split()
             out[int(step)] = float(loss)  # a resumed attempt rewrites the steps it repeats
@@ -117,7 +126,8 @@ def test_local_storage_on_multi_node_cluster_is_refused(ray_cluster, tmp_path):
     s = _settings(tmp_path, "x", storage_shared=False)
     assert check_cluster(s) == [
         f"training.storage_path: {str(tmp_path)!r} is local to each node, but the Ray cluster has "
-        "2 worker nodes; use /fsx/... or s3://, or set training.storage_shared if every node sees this path"]
+        "2 worker nodes; use /fsx/... or s3://, or set training.storage_shared if every node sees this path"
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -125,8 +135,7 @@ def node_loss_run(ray_cluster, ref2, tmp_path_factory):
     """SIGKILL a whole worker node after the first checkpoint; the run resumes on the other."""
     storage_path = str(tmp_path_factory.mktemp("nodeloss"))
     box = {}
-    t = threading.Thread(target=lambda: box.setdefault("result", run(_settings(storage_path, "ref"))),
-                         daemon=True)
+    t = threading.Thread(target=lambda: box.setdefault("result", run(_settings(storage_path, "ref"))), daemon=True)
     t.start()
     first = f"{storage_path}/ref/{ck.dir_name(EVERY)}/{ck.MANIFEST}"
     deadline = time.monotonic() + 240
@@ -170,7 +179,7 @@ def _eval_loss(loaded) -> float:
     model = build(config_from_dict(loaded.meta["model_config"]))
     model.load_state_dict(loaded.state["model"])
     model.eval()
-    text = load_corpus(None, 4 << 20)[-(64 * 65):]
+    text = load_corpus(None, 4 << 20)[-(64 * 65) :]
     windows = torch.frombuffer(bytearray(text), dtype=torch.uint8).long().view(64, 65)
     with torch.no_grad():
         return model(windows[:, :-1], windows[:, 1:])[1].item()
@@ -180,8 +189,7 @@ def _expected_position(workers_before: int, workers_after: int, at: int) -> dict
     data = ByteWindows(load_corpus(None, COMMON["data_max_bytes"]), 64, 1234)
     pos = DataPosition()
     for step in range(STEPS):
-        data.next_batch(pos, rank=0, world_size=workers_before if step < at else workers_after,
-                        batch_size=BATCH)
+        data.next_batch(pos, rank=0, world_size=workers_before if step < at else workers_after, batch_size=BATCH)
     return pos.to_dict()
 
 
@@ -190,7 +198,7 @@ def test_resume_on_another_world_size(before, after, request, tmp_path):
     """The step-20 checkpoint of the run on ``before`` workers, resumed on ``after``: resharded
     on load, the step, schedule and data position carry over, and the loss of the last 10 steps
     stays within RESHARD_LOSS_TOLERANCE of the uninterrupted run's."""
-    storage, ref_result, ref_losses = request.getfixturevalue(f"ref{before}")
+    storage, ref_result, _ref_losses = request.getfixturevalue(f"ref{before}")
     (tmp_path / "ref").mkdir()
     shutil.copytree(storage / "ref" / ck.dir_name(20), tmp_path / "ref" / ck.dir_name(20))
     log = tmp_path / "losses"
@@ -211,9 +219,11 @@ def test_resume_with_another_model_shape_is_refused_before_start(ref2):
     with pytest.raises(ConfigError) as err:
         run(s)
     (line,) = err.value.errors
-    assert line == (f"training.model: run 'ref' has checkpoints of another model shape "
-                    f"({ref2[0]}/ref/{ck.dir_name(STEPS)}: n_layer 2 -> 3); allowed: the "
-                    "checkpoint's shape, or a new run_name")
+    assert line == (
+        f"training.model: run 'ref' has checkpoints of another model shape "
+        f"({ref2[0]}/ref/{ck.dir_name(STEPS)}: n_layer 2 -> 3); allowed: the "
+        "checkpoint's shape, or a new run_name"
+    )
 
 
 PROBE = """
@@ -260,7 +270,8 @@ def test_local_cluster_traffic_stays_on_loopback():
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
     env["PYTHONPATH"] = str(REPO_ROOT)
     code = f"PROBE = {PROBE!r}\n" + STARTER
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=180, cwd=str(REPO_ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180, cwd=str(REPO_ROOT)
+    )
     assert out.returncode == 0, out.stdout[-1000:] + out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-2:] == ["127.0.0.1 127.0.0.1 ['127.0.0.1']"] * 2, out.stdout[-2000:]

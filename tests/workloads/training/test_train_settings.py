@@ -31,19 +31,22 @@ def _errors(data):
 
 def test_zero_workers():
     assert _errors(_dev(num_workers=0)) == [
-        "training.num_workers: 0 workers requested; a training run needs at least 1 worker"]
+        "training.num_workers: 0 workers requested; a training run needs at least 1 worker"
+    ]
 
 
 def test_more_gpus_per_worker_than_the_instance_has():
     assert _errors(_dev(gpus_per_worker=5)) == [
         "training.gpus_per_worker: 5 GPUs per worker, but ml.g5.12xlarge (instance group "
-        "'gpu-workers') has 4; allowed: 0-4"]
+        "'gpu-workers') has 4; allowed: 0-4"
+    ]
 
 
 def test_more_workers_than_the_group_holds():
     assert _errors(_dev(num_workers=9)) == [
         "training.num_workers: 9 workers need 3 ml.g5.12xlarge instances (4 per instance), but "
-        "instance group 'gpu-workers' has 2"]
+        "instance group 'gpu-workers' has 2"
+    ]
 
 
 def test_node_local_storage_with_workers_on_several_nodes():
@@ -51,7 +54,8 @@ def test_node_local_storage_with_workers_on_several_nodes():
     assert _errors(_dev(storage_path="/var/tmp/ckpt", num_workers=8)) == [
         "training.storage_path: '/var/tmp/ckpt' is local to each node, but the workers span 2 "
         "nodes; use a path on FSx (/fsx/...) or s3://, or set training.storage_shared if every "
-        "node mounts it"]
+        "node mounts it"
+    ]
     # One node: a local path is fine.
     S.for_cluster(parse_environment(_dev(storage_path="/var/tmp/ckpt", num_workers=2), source="dev.yaml"))
 
@@ -60,14 +64,16 @@ def test_unknown_instance_type():
     data = _dev()
     data["hyperpod"]["instance_groups"][0]["instance_type"] = "ml.g5.12xlarg"
     (err,) = _errors(data)
-    assert err.startswith("hyperpod.instance_groups[0].instance_type: 'ml.g5.12xlarg' is not a "
-                          "HyperPod instance type (botocore ")
+    assert err.startswith(
+        "hyperpod.instance_groups[0].instance_type: 'ml.g5.12xlarg' is not a HyperPod instance type (botocore "
+    )
     assert err.endswith("did you mean 'ml.g5.12xlarge'?")
 
 
 def test_unknown_instance_group():
     assert _errors(_dev(instance_group="gpu-wrokers")) == [
-        "training.instance_group: 'gpu-wrokers' is not a HyperPod instance group; known: gpu-workers"]
+        "training.instance_group: 'gpu-wrokers' is not a HyperPod instance group; known: gpu-workers"
+    ]
 
 
 def test_unknown_training_key():
@@ -93,40 +99,62 @@ def test_cli_reports_before_ray_starts(capsys, monkeypatch):
     assert main(["--local", "--storage", "/tmp/x", "--set", "gpus_per_worker=1"]) == 2
     assert "local runs are CPU-only, allowed: 0" in capsys.readouterr().err
     assert main(["--local", "--storage", "relative/dir"]) == 2
-    assert ("local run: 1 configuration error:\n  - training.storage_path: 'relative/dir' is not an absolute "
-            "path; allowed: /fsx/..., another absolute path, or s3://") in capsys.readouterr().err
+    assert (
+        "local run: 1 configuration error:\n  - training.storage_path: 'relative/dir' is not an absolute "
+        "path; allowed: /fsx/..., another absolute path, or s3://"
+    ) in capsys.readouterr().err
 
 
 def test_cli_subprocess_exit_code_and_no_traceback():
-    out = subprocess.run([sys.executable, "-m", "workloads.training", "--env", "prod", "--set", "gpus_per_worker=9"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "workloads.training", "--env", "prod", "--set", "gpus_per_worker=9"],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert "training.gpus_per_worker: 9 GPUs per worker, but ml.p5.48xlarge (instance group 'train-p5') has 8" in out.stderr
+    assert (
+        "training.gpus_per_worker: 9 GPUs per worker, but ml.p5.48xlarge (instance group 'train-p5') has 8"
+        in out.stderr
+    )
 
 
 def test_cluster_settings_follow_the_group():
     cfg = parse_environment(_dev(), source="dev.yaml")
     s = S.for_cluster(cfg)
     # Two of the group's eight GPUs: dev shares gpu-workers with serving (config/dev.yaml).
-    assert (s.num_workers, s.gpus_per_worker, s.placement_strategy, s.storage_path) == (2, 1, "PACK", "/fsx/checkpoints")
+    assert (s.num_workers, s.gpus_per_worker, s.placement_strategy, s.storage_path) == (
+        2,
+        1,
+        "PACK",
+        "/fsx/checkpoints",
+    )
     assert S.for_cluster(cfg, {"num_workers": 8}).placement_strategy == "SPREAD"
 
 
 def test_preset_that_does_not_fit_the_gpu_memory():
+    # Dev trains on two of the group's A10G (config/dev.yaml).
     assert _errors(_dev(model={"preset": "llama-11b"})) == [
-        # dev trains on 2 of gpu-workers' A10G (training.num_workers: 2): 16 bytes per parameter
-        # (fp32 weights, gradients, AdamW moments) over 2 shards is 82.0 GiB per GPU before activations.
         "training.model: llama-11b (11.01B parameters) needs about 101.0 GiB per GPU with fsdp over "
         "2 workers (batch_size_per_worker 16, block_size 2048, activation_checkpointing true), but "
         "ml.g5.12xlarge has 24 GiB per A10G (85% usable: 20.4 GiB); allowed: a smaller preset, more "
-        "workers with fsdp, a smaller batch"]
-    # A smaller preset fits the same GPUs (llama-3b, 30 GiB over 2 workers, does not).
+        "workers with fsdp, a smaller batch"
+    ]
+    # Sharded over all eight GPUs of the group it still does not fit.
+    assert _errors(_dev(model={"preset": "llama-11b"}, num_workers=8)) == [
+        "training.model: llama-11b (11.01B parameters) needs about 39.5 GiB per GPU with fsdp over "
+        "8 workers (batch_size_per_worker 16, block_size 2048, activation_checkpointing true), but "
+        "ml.g5.12xlarge has 24 GiB per A10G (85% usable: 20.4 GiB); allowed: a smaller preset, more "
+        "workers with fsdp, a smaller batch"
+    ]
+    # A smaller preset fits dev's two GPUs.
     S.for_cluster(parse_environment(_dev(model={"preset": "llama-1b"}), source="dev.yaml"))
 
 
 def test_fsdp_with_one_worker_shards_nothing():
-    expected = ["training.sharding: 'fsdp' with 1 worker shards nothing; allowed: 'ddp' with one "
-                "worker, or 'fsdp' with 2 or more workers"]
+    expected = [
+        "training.sharding: 'fsdp' with 1 worker shards nothing; allowed: 'ddp' with one "
+        "worker, or 'fsdp' with 2 or more workers"
+    ]
     assert _errors(_dev(num_workers=1)) == expected
     with pytest.raises(ConfigError) as err:
         S.for_local({"num_workers": 1}, storage_path="/tmp/unused")
@@ -138,13 +166,15 @@ def test_s3_storage_is_refused_for_sharded_checkpoints():
     assert _errors(_dev(storage_path="s3://bucket/runs")) == [
         "training.storage_path: 's3://bucket/runs': every rank writes its checkpoint shards to "
         "storage_path directly, which needs a POSIX file system all nodes mount; allowed: /fsx/... "
-        "(exported to S3 by the data repository association) or another shared absolute path"]
+        "(exported to S3 by the data repository association) or another shared absolute path"
+    ]
 
 
 def test_unknown_preset():
     assert _errors(_dev(model={"preset": "llama-2b"})) == [
         "training.model.preset: 'llama-2b' is not a preset; allowed: tiny, llama-76m, llama-1b, "
-        "llama-3b, llama-7b, llama-11b"]
+        "llama-3b, llama-7b, llama-11b"
+    ]
 
 
 def test_prod_trains_the_7b_preset_sharded_within_the_h100s():

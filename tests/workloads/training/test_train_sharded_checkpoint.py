@@ -26,9 +26,16 @@ def _ranks(directory: Path, world: int, steps: str, slow_rank: int | None = None
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     args = [str(port), str(directory), steps] + ([str(slow_rank)] if slow_rank is not None else [])
-    return [subprocess.Popen([sys.executable, str(SAVER), str(r), str(world), *args], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            for r in range(world)]
+    return [
+        subprocess.Popen(
+            [sys.executable, str(SAVER), str(r), str(world), *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(world)
+    ]
 
 
 @pytest.fixture(scope="module")
