@@ -1,8 +1,11 @@
 """Kubernetes-side security of every Ray cluster the platform renders.
 
-``harden(cluster_spec)`` is applied by every RayJob/RayService renderer to its RayCluster spec:
+``harden(cluster_spec, ...)`` is applied by every RayJob/RayService renderer to its RayCluster
+spec:
 
-- Ray token authentication (Ray >= 2.52, KubeRay 1.7 ``authOptions``). KubeRay injects
+- With ``eks.ray_token_auth`` (off by default: the app does not install the Secrets Store CSI
+  driver yet, and a pod mounting a volume of a missing CSI driver never starts): Ray token
+  authentication (Ray >= 2.52, KubeRay 1.7 ``authOptions``). KubeRay injects
   ``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN`` (a ``secretKeyRef`` to key ``auth_token`` of
   ``secretName``) into the head, the workers, the ``wait-gcs-ready`` init container, the
   autoscaler and a K8sJobMode submitter, and reads the same Secret itself to call the
@@ -139,25 +142,28 @@ def harden_pod(pod_spec: dict[str, Any], *, mount_auth: bool = True, api_token: 
     return spec
 
 
-def harden(cluster_spec: dict[str, Any], *, workload: str) -> dict[str, Any]:
-    """A RayCluster spec (RayJob ``rayClusterSpec``, RayService ``rayClusterConfig``) with token
-    authentication, pod security and the ``workload`` label on the head and every worker group."""
+def harden(cluster_spec: dict[str, Any], *, workload: str, token_auth: bool) -> dict[str, Any]:
+    """A RayCluster spec (RayJob ``rayClusterSpec``, RayService ``rayClusterConfig``) with pod
+    security and the ``workload`` label on the head and every worker group, and with
+    ``token_auth`` (config ``eks.ray_token_auth``) token authentication and the CSI volume that
+    syncs the token's Secret."""
     spec = copy.deepcopy(cluster_spec)
-    spec["authOptions"] = auth_options()
+    if token_auth:
+        spec["authOptions"] = auth_options()
     for template in [spec["headGroupSpec"]["template"]] + [g["template"] for g in spec.get("workerGroupSpecs", [])]:
         meta = template.setdefault("metadata", {})
         meta.setdefault("labels", {}).update(workload_labels(workload))
         meta.setdefault("annotations", {}).update(checkov_annotations())
     head = spec["headGroupSpec"]["template"]
     autoscaling = bool(spec.get("enableInTreeAutoscaling"))
-    head["spec"] = harden_pod(head["spec"], api_token=autoscaling)
+    head["spec"] = harden_pod(head["spec"], api_token=autoscaling, mount_auth=token_auth)
     if autoscaling:
         head["metadata"]["annotations"][f"checkov.io/skip{len(CHECKOV_SKIPS) + 1}"] = (
             "CKV_K8S_38=KubeRay runs the Ray autoscaler as a sidecar of this head; it scales the "
             "RayCluster through the Kubernetes API with the pod's service account token."
         )
     for group in spec.get("workerGroupSpecs", []):
-        group["template"]["spec"] = harden_pod(group["template"]["spec"])
+        group["template"]["spec"] = harden_pod(group["template"]["spec"], mount_auth=token_auth)
     return spec
 
 

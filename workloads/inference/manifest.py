@@ -124,6 +124,7 @@ def _rayservice(
                     "workerGroupSpecs": workers,
                 },
                 workload=name,
+                token_auth=env.eks.ray_token_auth,
             ),
         },
     }

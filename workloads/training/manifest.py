@@ -124,6 +124,7 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
                     ],
                 },
                 workload=name,
+                token_auth=cfg.eks.ray_token_auth,
             ),
         },
     }

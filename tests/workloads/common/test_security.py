@@ -18,8 +18,10 @@ from workloads.training import manifest as training
 ENVS = ("dev", "staging", "prod")
 
 
-def rendered(env: str) -> list[dict]:
+def rendered(env: str, *, token_auth: bool = True) -> list[dict]:
+    """Every Ray manifest of ``env``; by default with ``eks.ray_token_auth`` switched on."""
     cfg = load_environment(env)
+    cfg = cfg.model_copy(update={"eks": cfg.eks.model_copy(update={"ray_token_auth": token_auth})})
     out = [training.render(cfg), inference.render(cfg)]
     if cfg.inference.llm.enabled:
         out.append(inference.render_llm(cfg))
@@ -64,6 +66,18 @@ def test_every_ray_pod_mounts_the_secret_provider_class(env):
             assert {"name": "ray-auth-token", "mountPath": "/var/run/secrets/ray-auth", "readOnly": True} in pod[
                 "containers"
             ][0]["volumeMounts"]
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_without_token_auth_no_pod_needs_the_csi_driver(env):
+    """eks.ray_token_auth is off in every environment until the app installs the Secrets Store CSI
+    driver: a pod mounting a CSI volume of a driver the cluster lacks never starts."""
+    assert load_environment(env).eks.ray_token_auth is False
+    for m in rendered(env, token_auth=False):
+        assert "authOptions" not in cluster_spec(m)
+        for pod in pod_specs(m):
+            assert not any("csi" in v for v in pod["volumes"])
+            assert all(m_["name"] != "ray-auth-token" for c in pod["containers"] for m_ in c["volumeMounts"])
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -134,7 +148,7 @@ def test_rendered_yaml_names_no_token():
         )
         doc = yaml.safe_load(out.stdout)
         assert "RAY_AUTH_TOKEN" not in out.stdout
-        assert cluster_spec(doc)["authOptions"]["secretName"] == security.AUTH_SECRET
+        assert "authOptions" not in cluster_spec(doc)  # eks.ray_token_auth is off in prod
 
 
 @pytest.mark.slow
