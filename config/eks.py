@@ -16,11 +16,24 @@ IAM_PRINCIPAL_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[
 class SystemNodeGroup(Frozen):
     """The EKS managed node group 'system': KubeRay operator, Ray head pods, CoreDNS."""
 
-    instance_type: str = Field(default="m7i.xlarge", description="EC2 instance type (botocore's InstanceType enum); it runs CoreDNS, the KubeRay operator and Ray head pods.")
-    desired_size: int = Field(default=2, ge=1, le=100, description="Nodes at deploy; two so that CoreDNS and the operator survive one node's loss.")
+    instance_type: str = Field(
+        default="m7i.xlarge",
+        description="EC2 instance type (botocore's InstanceType enum); it runs CoreDNS, the KubeRay operator and Ray head pods.",
+    )
+    desired_size: int = Field(
+        default=2,
+        ge=1,
+        le=100,
+        description="Nodes at deploy; two so that CoreDNS and the operator survive one node's loss.",
+    )
     min_size: int = Field(default=2, ge=1, le=100, description="Fewest nodes; min_size <= desired_size <= max_size.")
     max_size: int = Field(default=4, ge=1, le=100, description="Most nodes.")
-    disk_size_gib: int = Field(default=100, ge=20, le=16384, description="Root volume per node, GiB; Ray images are several GiB and EKS's default 20 fills up.")
+    disk_size_gib: int = Field(
+        default=100,
+        ge=20,
+        le=16384,
+        description="Root volume per node, GiB; Ray images are several GiB and EKS's default 20 fills up.",
+    )
 
     @field_validator("instance_type")
     @classmethod
@@ -40,14 +53,38 @@ class SystemNodeGroup(Frozen):
 class Eks(Frozen):
     """The EKS cluster HyperPod attaches to: version, endpoint, access, system nodes, add-ons."""
 
-    kubernetes_version: str = Field(default="1.33", description="Kubernetes minor version; one that HyperPod supports and config/versions.py pins add-ons and kubectl for.", json_schema_extra={"enum": list(versions.supported_kubernetes_versions())})
-    endpoint_public_access: bool = Field(default=False, description="Also expose the API endpoint publicly (only to public_access_cidrs); the private endpoint is always on.")
-    public_access_cidrs: list[str] = Field(default_factory=list, description="CIDR blocks allowed to reach a public endpoint; required with it, 0.0.0.0/0 refused in production.")
-    admin_principal_arns: list[str] = Field(default_factory=list, description="IAM role or user ARNs that get an access entry with AmazonEKSClusterAdminPolicy.")
-    system_nodes: SystemNodeGroup = Field(default_factory=SystemNodeGroup, description="The 'system' managed node group.")
-    cloudwatch_observability: bool = Field(default=False, description="Install the CloudWatch Observability add-on (an agent per node; metrics cost money).")
-    kuberay_chart_version: str = Field(default=versions.KUBERAY_OPERATOR.version, description="KubeRay operator chart version, MAJOR.MINOR.PATCH, at least 1.2.0 (older operators do not recreate an evicted head).")
-    gpu_device_plugin_instance_types: list[str] = Field(default_factory=list, description="HyperPod GPU types the NVIDIA device plugin and health agent run on; empty: the GPU types of hyperpod.instance_groups. List more ahead of a type change.")
+    kubernetes_version: str = Field(
+        default="1.33",
+        description="Kubernetes minor version; one that HyperPod supports and config/versions.py pins add-ons and kubectl for.",
+        json_schema_extra={"enum": list(versions.supported_kubernetes_versions())},
+    )
+    endpoint_public_access: bool = Field(
+        default=False,
+        description="Also expose the API endpoint publicly (only to public_access_cidrs); the private endpoint is always on.",
+    )
+    public_access_cidrs: list[str] = Field(
+        default_factory=list,
+        description="CIDR blocks allowed to reach a public endpoint; required with it, 0.0.0.0/0 refused in production.",
+    )
+    admin_principal_arns: list[str] = Field(
+        default_factory=list,
+        description="IAM role or user ARNs that get an access entry with AmazonEKSClusterAdminPolicy.",
+    )
+    system_nodes: SystemNodeGroup = Field(
+        default_factory=SystemNodeGroup, description="The 'system' managed node group."
+    )
+    cloudwatch_observability: bool = Field(
+        default=False,
+        description="Install the CloudWatch Observability add-on (an agent per node; metrics cost money).",
+    )
+    kuberay_chart_version: str = Field(
+        default=versions.KUBERAY_OPERATOR.version,
+        description="KubeRay operator chart version, MAJOR.MINOR.PATCH, at least 1.2.0 (older operators do not recreate an evicted head).",
+    )
+    gpu_device_plugin_instance_types: list[str] = Field(
+        default_factory=list,
+        description="HyperPod GPU types the NVIDIA device plugin and health agent run on; empty: the GPU types of hyperpod.instance_groups. List more ahead of a type change.",
+    )
 
     @field_validator("kubernetes_version")
     @classmethod
@@ -72,8 +109,7 @@ class Eks(Frozen):
         for arn in v:
             if not IAM_PRINCIPAL_ARN_RE.match(arn):
                 raise ValueError(
-                    f"{arn!r} is not an IAM role or user ARN; expected "
-                    "arn:aws:iam::123456789012:role/NAME"
+                    f"{arn!r} is not an IAM role or user ARN; expected arn:aws:iam::123456789012:role/NAME"
                 )
         return v
 
