@@ -15,6 +15,8 @@ export BC_SKIP_MAPPING := TRUE
 export CHECKOV_RUN_SCA_PACKAGE_SCAN_V2 := false
 export RAY_USAGE_STATS_ENABLED := 0
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+# jsii names the Node.js majors whose end-of-life banner is silenced (the machine runs Node 20).
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 APT_PACKAGES := shellcheck bats graphviz prometheus
 

@@ -64,7 +64,11 @@ def instance_type_affinity(instance_types: Sequence[str]) -> dict[str, Any]:
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": sorted(instance_types)}]}
+                    {
+                        "matchExpressions": [
+                            {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": sorted(instance_types)}
+                        ]
+                    }
                 ]
             }
         }

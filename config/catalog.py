@@ -23,8 +23,28 @@ KUBERAY_CHART_VERSION = _KUBERAY_OPERATOR.version
 
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy, days).
 LOG_RETENTION_DAYS = (
-    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
-    3288, 3653,
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
 )
 
 # FSx for Lustre PERSISTENT_2 per-unit storage throughput, MB/s per TiB (FSx API reference,
@@ -83,8 +103,7 @@ def require_enum_value(value: str, *, service: str, shape: str, what: str) -> st
     close = closest(value, allowed)
     hint = f"; did you mean {close!r}?" if close else ""
     raise ValueError(
-        f"{value!r} is not {what} (botocore {botocore_version()} {service} {shape} enum, "
-        f"{len(allowed)} values){hint}"
+        f"{value!r} is not {what} (botocore {botocore_version()} {service} {shape} enum, {len(allowed)} values){hint}"
     )
 
 
@@ -119,8 +138,17 @@ class InstanceSpec:
 # Memory of one GPU, GiB: each EC2 accelerated instance page's total GPU memory divided by its
 # GPU count (e.g. p5.48xlarge 640 GiB / 8, p5e.48xlarge 1128 GiB / 8).
 GPU_MEMORY_GIB: dict[str, int] = {
-    "A100": 40, "A100-80GB": 80, "H100": 80, "H200": 141, "B200": 179, "B300": 268,
-    "GB200": 185, "A10G": 24, "L4": 24, "L40S": 48, "RTX PRO 6000": 96,
+    "A100": 40,
+    "A100-80GB": 80,
+    "H100": 80,
+    "H200": 141,
+    "B200": 179,
+    "B300": 268,
+    "GB200": 185,
+    "A10G": 24,
+    "L4": 24,
+    "L40S": 48,
+    "RTX PRO 6000": 96,
 }
 
 
@@ -175,8 +203,19 @@ _ACCELERATED: dict[str, tuple[int, int, int, int, str]] = {
 }
 
 # GiB of memory per vCPU for the general-purpose families (EC2 instance type pages).
-_MEMORY_PER_VCPU = {"c5": 2, "c5n": 5.25, "c6i": 2, "m5": 4, "m6i": 4, "m7i": 4, "r5d": 8,
-                    "r6i": 8, "r7i": 8, "i3en": 8, "t3": 4}
+_MEMORY_PER_VCPU = {
+    "c5": 2,
+    "c5n": 5.25,
+    "c6i": 2,
+    "m5": 4,
+    "m6i": 4,
+    "m7i": 4,
+    "r5d": 8,
+    "r6i": 8,
+    "r7i": 8,
+    "i3en": 8,
+    "t3": 4,
+}
 _SIZE_VCPUS = {"medium": 2, "large": 2, "xlarge": 4}
 
 
@@ -190,8 +229,15 @@ def instance_spec(instance_type: str) -> InstanceSpec:
     if instance_type in _ACCELERATED:
         gpus, vcpus, mem, efa, chip = _ACCELERATED[instance_type]
         tpc = 1 if instance_type.startswith(_ONE_THREAD_PER_CORE) else 2
-        return InstanceSpec(vcpus=vcpus, memory_gib=mem, gpus=gpus, efa_interfaces=efa, accelerator=chip,
-                            threads_per_core=tpc, gpu_memory_gib=GPU_MEMORY_GIB.get(chip, 0) if gpus else 0)
+        return InstanceSpec(
+            vcpus=vcpus,
+            memory_gib=mem,
+            gpus=gpus,
+            efa_interfaces=efa,
+            accelerator=chip,
+            threads_per_core=tpc,
+            gpu_memory_gib=GPU_MEMORY_GIB.get(chip, 0) if gpus else 0,
+        )
     m = re.match(r"^(?:ml\.)?([a-z0-9]+)\.(\d*)(medium|large|xlarge)$", instance_type)
     if not m or m.group(1) not in _MEMORY_PER_VCPU:
         raise KeyError(f"no hardware facts for instance type {instance_type!r} in config/catalog.py")
@@ -208,8 +254,16 @@ _EFA_RDMA_FAMILIES = ("ml.p4d.", "ml.p4de.", "ml.p5.", "ml.p5e.", "ml.p5en.", "m
 
 # Ray's accelerator_type names (ray.util.accelerators) for the chips above; the rendered LLM config
 # is checked against the installed Ray (workloads/inference/manifest.py serve_config_problems).
-_RAY_ACCELERATOR = {"A100": "A100-40G", "A100-80GB": "A100-80G", "H100": "H100", "H200": "H200",
-                    "B200": "B200", "A10G": "A10G", "L4": "L4", "L40S": "L40S"}
+_RAY_ACCELERATOR = {
+    "A100": "A100-40G",
+    "A100-80GB": "A100-80G",
+    "H100": "H100",
+    "H200": "H200",
+    "B200": "B200",
+    "A10G": "A10G",
+    "L4": "L4",
+    "L40S": "L40S",
+}
 
 
 def efa_gpudirect_rdma(instance_type: str) -> bool:
@@ -272,8 +326,11 @@ def kube_reserved_cpu_millis(vcpus: int) -> int:
     total = vcpus * 1000
     bounds = (0, 1000, 2000, 4000, total)
     per_10k = (600, 100, 50, 25)
-    return sum((min(total, end) - start) * pct // 10000
-               for start, end, pct in zip(bounds, bounds[1:], per_10k, strict=False) if total >= start and end >= start)
+    return sum(
+        (min(total, end) - start) * pct // 10000
+        for start, end, pct in zip(bounds, bounds[1:], per_10k, strict=False)
+        if total >= start and end >= start
+    )
 
 
 def kube_reserved_memory_mib(pods: int) -> int:

@@ -31,9 +31,16 @@ class EnvironmentConfig(Frozen):
 
     name: str = Field(description="Environment name; the loader sets it from the file name (dev.yaml: dev).")
     account: AccountId = Field(description="AWS account ID, 12 digits (quote it in YAML).")
-    region: RegionName = Field(description="AWS region, e.g. us-east-1; AWS must publish the HyperPod health agent image there.")
-    name_prefix: str = Field(description="Prefix of every resource name: 3-24 lowercase letters, digits and hyphens. Changing it replaces the stateful resources.")
-    production: bool = Field(default=False, description="RETAIN on stateful resources, termination protection, a NAT gateway per AZ, required cost tags, manual approval in the pipeline.")
+    region: RegionName = Field(
+        description="AWS region, e.g. us-east-1; AWS must publish the HyperPod health agent image there."
+    )
+    name_prefix: str = Field(
+        description="Prefix of every resource name: 3-24 lowercase letters, digits and hyphens. Changing it replaces the stateful resources."
+    )
+    production: bool = Field(
+        default=False,
+        description="RETAIN on stateful resources, termination protection, a NAT gateway per AZ, required cost tags, manual approval in the pipeline.",
+    )
     tags: Tags = Field(description="Cost-allocation tags on every resource.")
     network: Network = Field(description="The VPC.")
     eks: Eks = Field(default_factory=Eks, description="The EKS cluster.")
@@ -42,7 +49,10 @@ class EnvironmentConfig(Frozen):
     storage: Storage = Field(default_factory=Storage, description="The checkpoint bucket's lifecycle.")
     training: Training = Field(default_factory=Training, description="The Ray Train job.")
     inference: Inference = Field(default_factory=Inference, description="The Ray Serve services.")
-    teams: list[Team] = Field(default_factory=list, description="Teams with namespace-scoped access (EKS access entries), each with its namespace and resource quota.")
+    teams: list[Team] = Field(
+        default_factory=list,
+        description="Teams with namespace-scoped access (EKS access entries), each with its namespace and resource quota.",
+    )
 
     @field_validator("name_prefix")
     @classmethod
@@ -81,9 +91,7 @@ class EnvironmentConfig(Frozen):
                 )
         for z in self.network.availability_zones:
             if not z.name.startswith(self.region):
-                errors.append(
-                    f"network.availability_zones: {z.name!r} is not an AZ of region {self.region}"
-                )
+                errors.append(f"network.availability_zones: {z.name!r} is not an AZ of region {self.region}")
         hp_az_ids = {s.az_id for s in self.network.hyperpod_subnets}
         for i, g in enumerate(self.hyperpod.instance_groups):
             if g.subnet_az_id is not None and g.subnet_az_id not in hp_az_ids:

@@ -39,9 +39,21 @@ def _check(pattern: re.Pattern[str], what: str) -> AfterValidator:
 
 # Field types shared by every model that holds such a value (one rule, one message).
 # The JSON Schema carries the same pattern, so editors flag a bad value as it is typed.
-AzId = Annotated[str, _check(AZ_ID_RE, "an AZ ID; expected the form use1-az4"), WithJsonSchema({"type": "string", "pattern": AZ_ID_RE.pattern})]
-AccountId = Annotated[str, _check(ACCOUNT_RE, "an AWS account ID; expected 12 digits (quote it in YAML)"), WithJsonSchema({"type": "string", "pattern": ACCOUNT_RE.pattern})]
-RegionName = Annotated[str, _check(REGION_RE, "an AWS region name; expected e.g. us-east-1"), WithJsonSchema({"type": "string", "pattern": REGION_RE.pattern})]
+AzId = Annotated[
+    str,
+    _check(AZ_ID_RE, "an AZ ID; expected the form use1-az4"),
+    WithJsonSchema({"type": "string", "pattern": AZ_ID_RE.pattern}),
+]
+AccountId = Annotated[
+    str,
+    _check(ACCOUNT_RE, "an AWS account ID; expected 12 digits (quote it in YAML)"),
+    WithJsonSchema({"type": "string", "pattern": ACCOUNT_RE.pattern}),
+]
+RegionName = Annotated[
+    str,
+    _check(REGION_RE, "an AWS region name; expected e.g. us-east-1"),
+    WithJsonSchema({"type": "string", "pattern": REGION_RE.pattern}),
+]
 
 # Kubernetes label keys: optional DNS-subdomain prefix (<=253) + '/' + name (<=63).
 _K8S_NAME_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
@@ -58,8 +70,7 @@ def k8s_key_problem(key: str) -> str | None:
         return "the prefix must be a DNS subdomain (lowercase alphanumerics, '-', '.'; <= 253 chars)"
     if not name or len(name) > 63 or not _K8S_NAME_RE.match(name):
         return (
-            "the name must be 1-63 characters, alphanumerics, '-', '_' or '.', "
-            "starting and ending with an alphanumeric"
+            "the name must be 1-63 characters, alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
         )
     return None
 

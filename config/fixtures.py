@@ -62,9 +62,7 @@ def tree_digest(folder: Path, files: tuple[str, ...] = ()) -> str:
     """SHA-256 over ``<relative path>\\0<SHA-256 of the file>\\n`` for every file (or only
     ``files``) under ``folder``, in path order: the same for any copy of the same content."""
     paths = [folder / name for name in files] if files else [p for p in folder.rglob("*") if p.is_file()]
-    lines = sorted(
-        f"{p.relative_to(folder).as_posix()}\0{hashlib.sha256(p.read_bytes()).hexdigest()}\n" for p in paths
-    )
+    lines = sorted(f"{p.relative_to(folder).as_posix()}\0{hashlib.sha256(p.read_bytes()).hexdigest()}\n" for p in paths)
     return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
@@ -84,7 +82,7 @@ def _fetch(pin: SourcePin, target: Path) -> None:
                 _, _, rest = member.name.partition("/")
                 if not member.isfile() or not rest.startswith(pin.path + "/"):
                     continue
-                relative = rest[len(pin.path) + 1:]
+                relative = rest[len(pin.path) + 1 :]
                 if pin.files and relative not in pin.files:
                     continue
                 out = staging / relative
@@ -168,7 +166,9 @@ def missing_summary() -> str | None:
     """One line naming every fixture that cannot be had and how to get them, or None."""
     problems: list[FixtureUnavailable] = []
     getters: list[Callable[[], object]] = [
-        *(functools.partial(chart_dir, c) for c in versions.CHART_SOURCES), kuberay_crd_dir, helm_binary,
+        *(functools.partial(chart_dir, c) for c in versions.CHART_SOURCES),
+        kuberay_crd_dir,
+        helm_binary,
     ]
     for get in getters:
         try:

@@ -22,9 +22,13 @@ GROUP_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 class Taint(Frozen):
     """A Kubernetes taint HyperPod puts on every node of the group."""
 
-    key: str = Field(description="Taint key, a valid Kubernetes key (optional DNS prefix, '/', name of 1-63 characters).")
+    key: str = Field(
+        description="Taint key, a valid Kubernetes key (optional DNS prefix, '/', name of 1-63 characters)."
+    )
     value: str = Field(default="", description="Taint value, at most 63 characters (may be empty).")
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(description="What the taint does to pods that do not tolerate it.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        description="What the taint does to pods that do not tolerate it."
+    )
 
     @field_validator("key")
     @classmethod
@@ -46,24 +50,49 @@ class Taint(Frozen):
 class InstanceGroup(Frozen):
     """One HyperPod instance group: a set of identical nodes with its labels and taints."""
 
-    name: str = Field(description="Group name: 1-63 alphanumerics and hyphens, unique in the cluster. Renaming replaces the group.")
-    instance_type: str = Field(description="HyperPod instance type (botocore's ClusterInstanceType enum). Cannot change on an existing group.", json_schema_extra={"enum": list(catalog.hyperpod_instance_types())})
-    instance_count: int = Field(ge=0, le=MAX_INSTANCES_PER_GROUP, description="Nodes in the group; 0 keeps the group with no nodes (e.g. while capacity waits).")
-    threads_per_core: int = Field(default=1, description="1: multithreading off (one vCPU per core, usual for GPU training); 2: on. Cannot change on an existing group.", json_schema_extra={"enum": [1, 2]})
-    ebs_volume_gib: int = Field(default=500, description="EBS volume per node at /opt/sagemaker, GiB (1-16384); containerd images and kubelet state live there.")
-    deep_health_checks: list[Literal["InstanceStress", "InstanceConnectivity"]] | None = Field(default=None, description="Deep health checks on node start; null: InstanceStress on GPU/Trainium types plus InstanceConnectivity with EFA; [] turns them off.")
-    labels: dict[str, str] = Field(default_factory=dict, description="Kubernetes labels on every node of the group (workload: ray-serve marks the serving group).")
+    name: str = Field(
+        description="Group name: 1-63 alphanumerics and hyphens, unique in the cluster. Renaming replaces the group."
+    )
+    instance_type: str = Field(
+        description="HyperPod instance type (botocore's ClusterInstanceType enum). Cannot change on an existing group.",
+        json_schema_extra={"enum": list(catalog.hyperpod_instance_types())},
+    )
+    instance_count: int = Field(
+        ge=0,
+        le=MAX_INSTANCES_PER_GROUP,
+        description="Nodes in the group; 0 keeps the group with no nodes (e.g. while capacity waits).",
+    )
+    threads_per_core: int = Field(
+        default=1,
+        description="1: multithreading off (one vCPU per core, usual for GPU training); 2: on. Cannot change on an existing group.",
+        json_schema_extra={"enum": [1, 2]},
+    )
+    ebs_volume_gib: int = Field(
+        default=500,
+        description="EBS volume per node at /opt/sagemaker, GiB (1-16384); containerd images and kubelet state live there.",
+    )
+    deep_health_checks: list[Literal["InstanceStress", "InstanceConnectivity"]] | None = Field(
+        default=None,
+        description="Deep health checks on node start; null: InstanceStress on GPU/Trainium types plus InstanceConnectivity with EFA; [] turns them off.",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Kubernetes labels on every node of the group (workload: ray-serve marks the serving group).",
+    )
     taints: list[Taint] = Field(default_factory=list, description="Kubernetes taints on every node of the group.")
-    subnet_az_id: AzId | None = Field(default=None, description="Put the group in the HyperPod subnet of this AZ ID only; null: every HyperPod subnet.")
-    training_plan_arn: str | None = Field(default=None, description="SageMaker training plan ARN whose reserved capacity the group uses.")
+    subnet_az_id: AzId | None = Field(
+        default=None,
+        description="Put the group in the HyperPod subnet of this AZ ID only; null: every HyperPod subnet.",
+    )
+    training_plan_arn: str | None = Field(
+        default=None, description="SageMaker training plan ARN whose reserved capacity the group uses."
+    )
 
     @field_validator("threads_per_core")
     @classmethod
     def _threads(cls, v: int) -> int:
         if v not in (1, 2):
-            raise ValueError(
-                f"{v} threads per core is not allowed; allowed: 1 (multithreading off) or 2 (on)"
-            )
+            raise ValueError(f"{v} threads per core is not allowed; allowed: 1 (multithreading off) or 2 (on)")
         return v
 
     @field_validator("ebs_volume_gib")
@@ -157,12 +186,19 @@ MAX_INSTANCE_GROUPS = 100
 class HyperPod(Frozen):
     """The HyperPod cluster (EKS orchestrator) and its GPU instance groups."""
 
-    node_recovery: Literal["Automatic", "None"] = Field(default="Automatic", description="Automatic: HyperPod reboots or replaces a node that fails its health checks.")
+    node_recovery: Literal["Automatic", "None"] = Field(
+        default="Automatic", description="Automatic: HyperPod reboots or replaces a node that fails its health checks."
+    )
     # Continuous (EKS orchestrator only) is required here: the platform encrypts the HyperPod EBS
     # volumes with its customer-managed KMS key, which HyperPod supports only in Continuous mode
     # (SageMaker HyperPod docs, "Customer managed AWS KMS key encryption for SageMaker HyperPod").
-    node_provisioning_mode: Literal["Continuous"] | None = Field(default="Continuous", description="Continuous: scaling per group runs in parallel and failed launches are retried. The only allowed value: null (the standard mode) is refused, as the EBS volumes use the platform's KMS key.")
-    instance_groups: list[InstanceGroup] = Field(min_length=1, description="The instance groups, at most 100, with unique names.")
+    node_provisioning_mode: Literal["Continuous"] | None = Field(
+        default="Continuous",
+        description="Continuous: scaling per group runs in parallel and failed launches are retried. The only allowed value: null (the standard mode) is refused, as the EBS volumes use the platform's KMS key.",
+    )
+    instance_groups: list[InstanceGroup] = Field(
+        min_length=1, description="The instance groups, at most 100, with unique names."
+    )
 
     @field_validator("node_provisioning_mode")
     @classmethod
@@ -179,10 +215,7 @@ class HyperPod(Frozen):
     @classmethod
     def _groups(cls, v: list[InstanceGroup]) -> list[InstanceGroup]:
         if len(v) > MAX_INSTANCE_GROUPS:
-            raise ValueError(
-                f"{len(v)} instance groups given; a HyperPod cluster allows at most "
-                f"{MAX_INSTANCE_GROUPS}"
-            )
+            raise ValueError(f"{len(v)} instance groups given; a HyperPod cluster allows at most {MAX_INSTANCE_GROUPS}")
         names = [g.name for g in v]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -194,6 +227,5 @@ class HyperPod(Frozen):
             if g.name == name:
                 return g
         raise KeyError(
-            f"no HyperPod instance group named {name!r}; known: "
-            + ", ".join(g.name for g in self.instance_groups)
+            f"no HyperPod instance group named {name!r}; known: " + ", ".join(g.name for g in self.instance_groups)
         )

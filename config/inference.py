@@ -25,6 +25,7 @@ class _WithHyperPod(Protocol):
     @property
     def hyperpod(self) -> HyperPod: ...
 
+
 # The node label (HyperPod instance-group label) that marks a group for serving.
 SERVE_LABEL = ("workload", "ray-serve")
 RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -47,11 +48,29 @@ def _storage_problem(v: str) -> str | None:
 class Autoscaling(Frozen):
     """Ray Serve ``autoscaling_config`` of the generation deployment."""
 
-    min_replicas: int = Field(default=1, ge=0, le=1024, description="Fewest replicas; 1 so the first request never waits for a GPU node and a model load.")
-    max_replicas: int = Field(default=2, ge=1, le=1024, description="Most replicas; 2 so one can be lost (node replacement) while the other serves.")
-    target_ongoing_requests: float | None = Field(default=None, gt=0, description="Ongoing requests per replica autoscaling aims for; below max_ongoing_requests. Null: max_batch_size.")
+    min_replicas: int = Field(
+        default=1,
+        ge=0,
+        le=1024,
+        description="Fewest replicas; 1 so the first request never waits for a GPU node and a model load.",
+    )
+    max_replicas: int = Field(
+        default=2,
+        ge=1,
+        le=1024,
+        description="Most replicas; 2 so one can be lost (node replacement) while the other serves.",
+    )
+    target_ongoing_requests: float | None = Field(
+        default=None,
+        gt=0,
+        description="Ongoing requests per replica autoscaling aims for; below max_ongoing_requests. Null: max_batch_size.",
+    )
     upscale_delay_s: float = Field(default=10.0, ge=0, description="Seconds of overload before scaling up.")
-    downscale_delay_s: float = Field(default=300.0, ge=0, description="Seconds of low load before scaling down (a GPU replica is slow to bring back).")
+    downscale_delay_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="Seconds of low load before scaling down (a GPU replica is slow to bring back).",
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> Autoscaling:
@@ -67,15 +86,33 @@ class Llm(Frozen):
     """A Ray Serve LLM (``ray.serve.llm``, vLLM engine) service for a model on FSx or S3."""
 
     enabled: bool = Field(default=False, description="Render and deploy the Ray Serve LLM service.")
-    model_id: str = Field(default="served-llm", description="The name clients send as \"model\" on /v1/chat/completions and /v1/completions.")
-    model_source: str = Field(default="/fsx/models/served-llm", description="Hugging Face-format weights on FSx (/fsx/...) or in S3 (s3://...); nothing is downloaded from the internet.")
-    instance_group: str | None = Field(default=None, description="HyperPod instance group of the engines; null: the generation service's group.")
-    tensor_parallel_size: int = Field(default=1, ge=1, le=8, description="GPUs per engine; a 7-8B model in bf16 fits one 48 GB L40S.")
-    max_model_len: int = Field(default=8192, ge=128, le=1_048_576, description="Context length the engine reserves KV cache for.")
-    gpu_memory_utilization: float = Field(default=0.9, gt=0.1, le=0.98, description="vLLM's share of GPU memory (weights and KV cache).")
+    model_id: str = Field(
+        default="served-llm",
+        description='The name clients send as "model" on /v1/chat/completions and /v1/completions.',
+    )
+    model_source: str = Field(
+        default="/fsx/models/served-llm",
+        description="Hugging Face-format weights on FSx (/fsx/...) or in S3 (s3://...); nothing is downloaded from the internet.",
+    )
+    instance_group: str | None = Field(
+        default=None, description="HyperPod instance group of the engines; null: the generation service's group."
+    )
+    tensor_parallel_size: int = Field(
+        default=1, ge=1, le=8, description="GPUs per engine; a 7-8B model in bf16 fits one 48 GB L40S."
+    )
+    max_model_len: int = Field(
+        default=8192, ge=128, le=1_048_576, description="Context length the engine reserves KV cache for."
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.9, gt=0.1, le=0.98, description="vLLM's share of GPU memory (weights and KV cache)."
+    )
     min_replicas: int = Field(default=1, ge=0, description="Fewest engine replicas.")
-    max_replicas: int = Field(default=2, ge=1, description="Most engine replicas; they must fit the group with the generation service.")
-    max_ongoing_requests: int = Field(default=64, ge=1, le=100_000, description="Concurrent requests per replica (vLLM batches continuously).")
+    max_replicas: int = Field(
+        default=2, ge=1, description="Most engine replicas; they must fit the group with the generation service."
+    )
+    max_ongoing_requests: int = Field(
+        default=64, ge=1, le=100_000, description="Concurrent requests per replica (vLLM batches continuously)."
+    )
 
     @field_validator("model_source")
     @classmethod
@@ -89,17 +126,14 @@ class Llm(Frozen):
     @classmethod
     def _model_id(cls, v: str) -> str:
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,127}$", v):
-            raise ValueError(
-                f"{v!r} is not a model ID; allowed: 1-128 alphanumerics, '_', '.', '/', '-'"
-            )
+            raise ValueError(f"{v!r} is not a model ID; allowed: 1-128 alphanumerics, '_', '.', '/', '-'")
         return v
 
     @model_validator(mode="after")
     def _bounds(self) -> Llm:
         if self.min_replicas > self.max_replicas:
             raise ValueError(
-                f"inference.llm: min_replicas ({self.min_replicas}) must be <= max_replicas "
-                f"({self.max_replicas})"
+                f"inference.llm: min_replicas ({self.min_replicas}) must be <= max_replicas ({self.max_replicas})"
             )
         return self
 
@@ -107,34 +141,82 @@ class Llm(Frozen):
 class Inference(Frozen):
     """The generation service that serves the training run's newest valid checkpoint."""
 
-    app_name: str = Field(default="generate", description="Serve application name (1-32 lowercase alphanumerics and '-'); the RayService is <name_prefix>-<app_name>.")
-    instance_group: str | None = Field(default=None, description="HyperPod instance group of the replicas; null: the GPU group labelled workload: ray-serve, else the first GPU group.")
+    app_name: str = Field(
+        default="generate",
+        description="Serve application name (1-32 lowercase alphanumerics and '-'); the RayService is <name_prefix>-<app_name>.",
+    )
+    instance_group: str | None = Field(
+        default=None,
+        description="HyperPod instance group of the replicas; null: the GPU group labelled workload: ray-serve, else the first GPU group.",
+    )
     # Whole GPUs keep replicas from sharing (and fighting over) one device.
-    gpus_per_replica: float = Field(default=1.0, ge=0, le=8, description="GPUs per replica; a fraction below 1 packs replicas on one GPU, above 1 must be whole.")
-    cpus_per_replica: float = Field(default=2.0, gt=0, le=192, description="CPUs per replica: HTTP handling, tokenisation, the batching loop.")
-    run_name: str | None = Field(default=None, description="Training run whose newest intact checkpoint is served; null: training.run_name.")
-    storage_path: str | None = Field(default=None, description="Where that run's checkpoints are (/fsx/... or s3://); null: the training job's storage.")
-    max_batch_size: int = Field(default=16, ge=1, le=1024, description="Largest batch @serve.batch forms (one forward pass).")
-    batch_wait_timeout_s: float = Field(default=0.005, ge=0, le=10, description="Seconds @serve.batch waits to fill a batch.")
-    max_ongoing_requests: int = Field(default=32, ge=1, le=100_000, description="Requests a replica accepts at once (at least max_batch_size); two full batches: one running, one forming.")
-    max_queued_requests: int = Field(default=512, ge=-1, description="Requests queued before clients get 503 (back-pressure); -1: unbounded.")
+    gpus_per_replica: float = Field(
+        default=1.0,
+        ge=0,
+        le=8,
+        description="GPUs per replica; a fraction below 1 packs replicas on one GPU, above 1 must be whole.",
+    )
+    cpus_per_replica: float = Field(
+        default=2.0, gt=0, le=192, description="CPUs per replica: HTTP handling, tokenisation, the batching loop."
+    )
+    run_name: str | None = Field(
+        default=None, description="Training run whose newest intact checkpoint is served; null: training.run_name."
+    )
+    storage_path: str | None = Field(
+        default=None,
+        description="Where that run's checkpoints are (/fsx/... or s3://); null: the training job's storage.",
+    )
+    max_batch_size: int = Field(
+        default=16, ge=1, le=1024, description="Largest batch @serve.batch forms (one forward pass)."
+    )
+    batch_wait_timeout_s: float = Field(
+        default=0.005, ge=0, le=10, description="Seconds @serve.batch waits to fill a batch."
+    )
+    max_ongoing_requests: int = Field(
+        default=32,
+        ge=1,
+        le=100_000,
+        description="Requests a replica accepts at once (at least max_batch_size); two full batches: one running, one forming.",
+    )
+    max_queued_requests: int = Field(
+        default=512, ge=-1, description="Requests queued before clients get 503 (back-pressure); -1: unbounded."
+    )
     # Ray Serve's high-throughput mode (Ray >= 2.55; Ray's KubeRay guide "Enable High Throughput
     # on Ray Serve with KubeRay"): HAProxy is each pod's ingress on the serve port instead of the
     # Python proxy actor, replicas take HTTP directly (no actor call per request and no body
     # callback to the proxy), and Ray's throughput preset. On for every Ray process of the
     # service (workloads/inference/serve_config.py ray_env). Measured on one CPU replica at
     # concurrency 32: 111 -> 286-364 req/s against Ray's defaults (docs/benchmarks.md).
-    high_throughput: bool = Field(default=True, description="Ray Serve's high-throughput mode: HAProxy ingress and Ray's throughput preset on every Ray process of the service.")
+    high_throughput: bool = Field(
+        default=True,
+        description="Ray Serve's high-throughput mode: HAProxy ingress and Ray's throughput preset on every Ray process of the service.",
+    )
     autoscaling: Autoscaling = Field(default_factory=Autoscaling, description="Replica autoscaling.")
-    max_tokens_limit: int = Field(default=256, ge=1, le=100_000, description="Largest max_tokens a request may ask for; more is a 400.")
-    default_max_tokens: int = Field(default=16, ge=1, description="max_tokens of a request that sets none; at most max_tokens_limit.")
-    health_check_period_s: float = Field(default=10.0, gt=0, description="Seconds between Serve health checks (a 1-token generation).")
-    health_check_timeout_s: float = Field(default=30.0, gt=0, description="Seconds before a health check counts as failed.")
-    graceful_shutdown_wait_loop_s: float = Field(default=2.0, ge=0, description="Seconds between a draining replica's checks for in-flight requests.")
+    max_tokens_limit: int = Field(
+        default=256, ge=1, le=100_000, description="Largest max_tokens a request may ask for; more is a 400."
+    )
+    default_max_tokens: int = Field(
+        default=16, ge=1, description="max_tokens of a request that sets none; at most max_tokens_limit."
+    )
+    health_check_period_s: float = Field(
+        default=10.0, gt=0, description="Seconds between Serve health checks (a 1-token generation)."
+    )
+    health_check_timeout_s: float = Field(
+        default=30.0, gt=0, description="Seconds before a health check counts as failed."
+    )
+    graceful_shutdown_wait_loop_s: float = Field(
+        default=2.0, ge=0, description="Seconds between a draining replica's checks for in-flight requests."
+    )
     graceful_shutdown_timeout_s: float = Field(default=30.0, ge=0, description="Longest a replica drains on shutdown.")
-    image: str | None = Field(default=None, description="Container image of the service; null: training.image, else the workloads image `cdk deploy` builds from workloads/Dockerfile.")
+    image: str | None = Field(
+        default=None,
+        description="Container image of the service; null: training.image, else the workloads image `cdk deploy` builds from workloads/Dockerfile.",
+    )
     # A new Ray cluster per upgrade needs twice the GPUs (ray-project/kuberay#1476).
-    upgrade_strategy: UpgradeStrategy = Field(default="NewCluster", description="KubeRay RayService upgrade: NewCluster (zero downtime, twice the GPUs during an upgrade), NewClusterWithIncrementalUpgrade or None.")
+    upgrade_strategy: UpgradeStrategy = Field(
+        default="NewCluster",
+        description="KubeRay RayService upgrade: NewCluster (zero downtime, twice the GPUs during an upgrade), NewClusterWithIncrementalUpgrade or None.",
+    )
     llm: Llm = Field(default_factory=Llm, description="The optional Ray Serve LLM (vLLM) service.")
 
     @field_validator("app_name")
@@ -152,8 +234,7 @@ class Inference(Frozen):
     def _run(cls, v: str | None) -> str | None:
         if v is not None and not RUN_NAME_RE.match(v):
             raise ValueError(
-                f"{v!r} is not a run name; allowed: 1-128 alphanumerics, '_', '.', '-', "
-                "starting with an alphanumeric"
+                f"{v!r} is not a run name; allowed: 1-128 alphanumerics, '_', '.', '-', starting with an alphanumeric"
             )
         return v
 
@@ -188,8 +269,7 @@ class Inference(Frozen):
             )
         if self.gpus_per_replica > 1 and self.gpus_per_replica != int(self.gpus_per_replica):
             errors.append(
-                f"inference.gpus_per_replica ({self.gpus_per_replica}) above 1 must be a whole "
-                "number of GPUs"
+                f"inference.gpus_per_replica ({self.gpus_per_replica}) above 1 must be a whole number of GPUs"
             )
         if errors:
             raise ValueError("\n".join(errors))
@@ -212,9 +292,7 @@ class Inference(Frozen):
                 return g
         if gpu:
             return gpu[0]
-        raise KeyError(
-            "no GPU instance group in hyperpod.instance_groups; set inference.instance_group"
-        )
+        raise KeyError("no GPU instance group in hyperpod.instance_groups; set inference.instance_group")
 
     def resolved_llm_group(self, env: _WithHyperPod) -> InstanceGroup:
         if self.llm.instance_group is not None:
@@ -316,4 +394,3 @@ class Inference(Frozen):
                     f"({lgroup.instance_count} x {lspec.gpus} GPUs)"
                 )
         return errors
-

@@ -45,9 +45,11 @@ def _model_at(path: tuple[Any, ...], root: type[BaseModel] = EnvironmentConfig) 
         field = model.model_fields.get(part) if isinstance(model, type) else None
         if field is None:
             # alias lookup
-            field = next(
-                (f for f in model.model_fields.values() if f.alias == part), None
-            ) if isinstance(model, type) else None
+            field = (
+                next((f for f in model.model_fields.values() if f.alias == part), None)
+                if isinstance(model, type)
+                else None
+            )
         if field is None:
             return None
         ann = field.annotation
@@ -98,7 +100,7 @@ def format_validation_error(err: ValidationError, root: type[BaseModel] = Enviro
             continue
         msg = e["msg"]
         if msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
+            msg = msg[len("Value error, ") :]
         given = e.get("input")
         if kind == "missing":
             lines.append(f"{where}: required key is missing")

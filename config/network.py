@@ -31,14 +31,40 @@ class Network(Frozen):
     """The VPC: subnets per AZ, HyperPod subnets in secondary CIDR blocks, endpoints, flow logs."""
 
     vpc_cidr: str = Field(description="Primary IPv4 CIDR block of the VPC, e.g. 10.10.0.0/16 (no host bits set).")
-    public_subnet_mask: int = Field(default=24, ge=16, le=28, description="Prefix length of each public subnet; they hold only NAT gateways and load balancers.")
-    private_subnet_mask: int = Field(default=20, ge=16, le=28, description="Prefix length of each private subnet; EKS pods take VPC IPs (vpc-cni), so /20 gives 4091 per AZ.")
-    availability_zones: list[AvailabilityZone] = Field(min_length=2, description="AZs of the VPC, each by name and ID; the IDs must be distinct.")
-    nat_gateways: int | None = Field(default=None, ge=0, description="NAT gateways; null: one outside production, one per AZ in production.")
-    hyperpod_cidr_blocks: list[str] = Field(min_length=1, max_length=4, description="Secondary CIDR blocks for the HyperPod subnets; none may overlap vpc_cidr or each other.")
-    hyperpod_subnets: list[HyperPodSubnet] = Field(min_length=1, description="One HyperPod subnet per AZ ID, routed through the NAT gateway of its AZ.")
-    closed_network: bool = Field(default=False, description="Add interface endpoints for every AWS API the nodes call (no internet path needed).")
-    flow_log_retention_days: int = Field(default=90, description="Retention of the VPC flow-log group; a CloudWatch Logs retention period.", json_schema_extra={"enum": list(catalog.LOG_RETENTION_DAYS)})
+    public_subnet_mask: int = Field(
+        default=24,
+        ge=16,
+        le=28,
+        description="Prefix length of each public subnet; they hold only NAT gateways and load balancers.",
+    )
+    private_subnet_mask: int = Field(
+        default=20,
+        ge=16,
+        le=28,
+        description="Prefix length of each private subnet; EKS pods take VPC IPs (vpc-cni), so /20 gives 4091 per AZ.",
+    )
+    availability_zones: list[AvailabilityZone] = Field(
+        min_length=2, description="AZs of the VPC, each by name and ID; the IDs must be distinct."
+    )
+    nat_gateways: int | None = Field(
+        default=None, ge=0, description="NAT gateways; null: one outside production, one per AZ in production."
+    )
+    hyperpod_cidr_blocks: list[str] = Field(
+        min_length=1,
+        max_length=4,
+        description="Secondary CIDR blocks for the HyperPod subnets; none may overlap vpc_cidr or each other.",
+    )
+    hyperpod_subnets: list[HyperPodSubnet] = Field(
+        min_length=1, description="One HyperPod subnet per AZ ID, routed through the NAT gateway of its AZ."
+    )
+    closed_network: bool = Field(
+        default=False, description="Add interface endpoints for every AWS API the nodes call (no internet path needed)."
+    )
+    flow_log_retention_days: int = Field(
+        default=90,
+        description="Retention of the VPC flow-log group; a CloudWatch Logs retention period.",
+        json_schema_extra={"enum": list(catalog.LOG_RETENTION_DAYS)},
+    )
 
     _check_vpc = field_validator("vpc_cidr")(classmethod(lambda cls, v: cidr_block(v)))
 
@@ -62,9 +88,7 @@ class Network(Frozen):
         errors: list[str] = []
         vpc = ipaddress.IPv4Network(self.vpc_cidr)
         blocks = [ipaddress.IPv4Network(b) for b in self.hyperpod_cidr_blocks]
-        named = [("network.vpc_cidr", vpc)] + [
-            (f"network.hyperpod_cidr_blocks[{i}]", b) for i, b in enumerate(blocks)
-        ]
+        named = [("network.vpc_cidr", vpc)] + [(f"network.hyperpod_cidr_blocks[{i}]", b) for i, b in enumerate(blocks)]
         for i, (na, a) in enumerate(named):
             for nb, b in named[i + 1 :]:
                 if a.overlaps(b):

@@ -24,7 +24,9 @@ REPOSITORY_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 class Source(Frozen):
     """Where the pipeline takes the source from."""
 
-    connection_arn: str = Field(description="CodeConnections connection ARN (created and authorised once in the console).")
+    connection_arn: str = Field(
+        description="CodeConnections connection ARN (created and authorised once in the console)."
+    )
     repository: str = Field(description="Repository as OWNER/NAME.")
     branch: str = Field(min_length=1, description="Branch whose commits start the pipeline.")
 
@@ -53,7 +55,10 @@ class PipelineConfig(Frozen):
     region: RegionName = Field(description="Region of the pipeline.")
     pipeline_name: str = Field(pattern=r"^[A-Za-z0-9.@_-]{1,100}$", description="CodePipeline name.")
     source: Source = Field(description="The source repository.")
-    stages: list[str] = Field(min_length=1, description="Environments (config/NAME.yaml) deployed in order, each once; production ones after all others.")
+    stages: list[str] = Field(
+        min_length=1,
+        description="Environments (config/NAME.yaml) deployed in order, each once; production ones after all others.",
+    )
 
 
 def pipeline_selected(value: object) -> bool:
@@ -82,7 +87,9 @@ def stage_order_errors(stages: list[tuple[int, str]], environments: dict[str, En
         elif not env.production and first_prod is not None:
             j, prod = first_prod
             names = [s for _, s in stages if s in environments]
-            order = [s for s in names if not environments[s].production] + [s for s in names if environments[s].production]
+            order = [s for s in names if not environments[s].production] + [
+                s for s in names if environments[s].production
+            ]
             errors.append(
                 f"stages[{j}]: production environment {prod!r} comes before non-production {name!r} "
                 f"(stages[{i}]); production stages must come after every non-production one, "

@@ -19,6 +19,9 @@ what is checked is what is rendered.
   the worker group when it is back), the others keep their nodes.
 Pods are placed first-fit, largest first, one node at a time (DaemonSets on every node they
 select), as the scheduler must be able to: a pod that fits no node is a misfit.
+
+One module because the pod sizes the manifests render and the check that places them share the
+node pools; split, the sizes checked could drift from the sizes rendered.
 """
 
 from __future__ import annotations
@@ -84,23 +87,38 @@ def system_pool(eks: Eks) -> Pool:
     nodes = eks.system_nodes
     alloc = catalog.node_allocatable(nodes.instance_type)
     return Pool(
-        name=names.SYSTEM_NODEGROUP, instance_type=nodes.instance_type, nodes=nodes.desired_size,
-        allocatable=alloc, gpus=0, efa=0,
-        labels={names.NODEGROUP_LABEL: names.SYSTEM_NODEGROUP, names.INSTANCE_TYPE_LABEL: nodes.instance_type,
-                "kubernetes.io/os": "linux", "kubernetes.io/arch": _arch(nodes.instance_type)},
+        name=names.SYSTEM_NODEGROUP,
+        instance_type=nodes.instance_type,
+        nodes=nodes.desired_size,
+        allocatable=alloc,
+        gpus=0,
+        efa=0,
+        labels={
+            names.NODEGROUP_LABEL: names.SYSTEM_NODEGROUP,
+            names.INSTANCE_TYPE_LABEL: nodes.instance_type,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": _arch(nodes.instance_type),
+        },
     )
 
 
 def hyperpod_pool(group: InstanceGroup) -> Pool:
     spec = catalog.instance_spec(group.instance_type)
     return Pool(
-        name=group.name, instance_type=group.instance_type, nodes=group.instance_count,
+        name=group.name,
+        instance_type=group.instance_type,
+        nodes=group.instance_count,
         allocatable=catalog.node_allocatable(group.instance_type, threads_per_core=group.threads_per_core),
-        gpus=spec.gpus, efa=spec.efa_interfaces,
-        labels={**group.labels, names.INSTANCE_TYPE_LABEL: group.instance_type,
-                names.HYPERPOD_HEALTH_LABEL: names.HYPERPOD_HEALTHY,
-                names.HYPERPOD_INSTANCE_GROUP_LABEL: group.name,
-                "kubernetes.io/os": "linux", "kubernetes.io/arch": _arch(group.instance_type)},
+        gpus=spec.gpus,
+        efa=spec.efa_interfaces,
+        labels={
+            **group.labels,
+            names.INSTANCE_TYPE_LABEL: group.instance_type,
+            names.HYPERPOD_HEALTH_LABEL: names.HYPERPOD_HEALTHY,
+            names.HYPERPOD_INSTANCE_GROUP_LABEL: group.name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": _arch(group.instance_type),
+        },
         taints=tuple((t.key, t.value, t.effect) for t in group.taints),
     )
 
@@ -119,8 +137,10 @@ def pool_problems(env: _Environment) -> list[str]:
     try:
         system_pool(env.eks)
     except KeyError as err:
-        return [f"eks.system_nodes.instance_type: {err.args[0]}; add its vCPUs, memory and ENI "
-                "limits to config/catalog.py and config/eni_limits.json (the placement check needs them)"]
+        return [
+            f"eks.system_nodes.instance_type: {err.args[0]}; add its vCPUs, memory and ENI "
+            "limits to config/catalog.py and config/eni_limits.json (the placement check needs them)"
+        ]
     used = set()
     training_group = env.training._group(env.hyperpod.instance_groups)
     if training_group is not None:
@@ -131,9 +151,12 @@ def pool_problems(env: _Environment) -> list[str]:
             used.add(env.inference.resolved_llm_group(env).name)
     except KeyError:
         pass
-    return [f"hyperpod.instance_groups[{i}].instance_type: {g.instance_type!r} runs Ray workers but has "
-            "no ENI limits in config/eni_limits.json (the placement check needs them)"
-            for i, g in enumerate(env.hyperpod.instance_groups) if g.name in used and not _known(g)]
+    return [
+        f"hyperpod.instance_groups[{i}].instance_type: {g.instance_type!r} runs Ray workers but has "
+        "no ENI limits in config/eni_limits.json (the placement check needs them)"
+        for i, g in enumerate(env.hyperpod.instance_groups)
+        if g.name in used and not _known(g)
+    ]
 
 
 def pools(env: _Environment) -> list[Pool]:
@@ -148,25 +171,49 @@ def pools(env: _Environment) -> list[Pool]:
 
 def daemonsets(env: _Environment) -> list[Pod]:
     """Every DaemonSet the platform installs: EKS add-ons, device plugins, health agent."""
-    out = [pod_from_spec(name, {"containers": [{"resources": res}], "tolerations": addons.every_node_tolerations()},
-                         daemonset=True)
-           for name, res in addons.EKS_ADDON_DAEMONSETS.items()]
+    out = [
+        pod_from_spec(
+            name, {"containers": [{"resources": res}], "tolerations": addons.every_node_tolerations()}, daemonset=True
+        )
+        for name, res in addons.EKS_ADDON_DAEMONSETS.items()
+    ]
     gpu_types = env.gpu_device_plugin_instance_types()
     efa_types = env.efa_device_plugin_instance_types()
     if gpu_types:
-        out.append(pod_from_spec("nvidia-device-plugin", {
-            "containers": [{"resources": addons.DEVICE_PLUGIN_RESOURCES}],
-            "affinity": addons.instance_type_affinity(gpu_types),
-            "tolerations": addons.hyperpod_node_tolerations()}, daemonset=True))
-        out.append(pod_from_spec("health-monitoring-agent", {
-            "containers": [{"resources": addons.HEALTH_MONITORING_AGENT_RESOURCES}],
-            "affinity": addons.instance_type_affinity(gpu_types),
-            "tolerations": addons.HEALTH_MONITORING_AGENT_TOLERATIONS}, daemonset=True))
+        out.append(
+            pod_from_spec(
+                "nvidia-device-plugin",
+                {
+                    "containers": [{"resources": addons.DEVICE_PLUGIN_RESOURCES}],
+                    "affinity": addons.instance_type_affinity(gpu_types),
+                    "tolerations": addons.hyperpod_node_tolerations(),
+                },
+                daemonset=True,
+            )
+        )
+        out.append(
+            pod_from_spec(
+                "health-monitoring-agent",
+                {
+                    "containers": [{"resources": addons.HEALTH_MONITORING_AGENT_RESOURCES}],
+                    "affinity": addons.instance_type_affinity(gpu_types),
+                    "tolerations": addons.HEALTH_MONITORING_AGENT_TOLERATIONS,
+                },
+                daemonset=True,
+            )
+        )
     if efa_types:
-        out.append(pod_from_spec("aws-efa-k8s-device-plugin", {
-            "containers": [{"resources": addons.DEVICE_PLUGIN_RESOURCES}],
-            "affinity": addons.instance_type_affinity(efa_types),
-            "tolerations": addons.hyperpod_node_tolerations()}, daemonset=True))
+        out.append(
+            pod_from_spec(
+                "aws-efa-k8s-device-plugin",
+                {
+                    "containers": [{"resources": addons.DEVICE_PLUGIN_RESOURCES}],
+                    "affinity": addons.instance_type_affinity(efa_types),
+                    "tolerations": addons.hyperpod_node_tolerations(),
+                },
+                daemonset=True,
+            )
+        )
     return out
 
 
@@ -174,8 +221,10 @@ def free_per_node(env: _Environment, group: InstanceGroup) -> tuple[int, int]:
     """(CPU millicores, memory MiB) one node of ``group`` offers once its DaemonSets run."""
     pool = hyperpod_pool(group)
     ds = [p for p in daemonsets(env) if selects(p, pool)]
-    return (pool.allocatable.cpu_millis - sum(p.cpu_millis for p in ds),
-            pool.allocatable.memory_mib - sum(p.memory_mib for p in ds))
+    return (
+        pool.allocatable.cpu_millis - sum(p.cpu_millis for p in ds),
+        pool.allocatable.memory_mib - sum(p.memory_mib for p in ds),
+    )
 
 
 @dataclass(frozen=True)
@@ -209,8 +258,11 @@ def _share(env: _Environment, group: InstanceGroup, gpus: int) -> tuple[int, int
     spec = catalog.instance_spec(group.instance_type)
     cpu, mem = free_per_node(env, group)
     fraction = gpus / spec.gpus if spec.gpus else 1.0
-    return (int(cpu * fraction) // 1000, int(mem * fraction) // 1024,
-            spec.efa_interfaces * gpus // spec.gpus if spec.gpus else 0)
+    return (
+        int(cpu * fraction) // 1000,
+        int(mem * fraction) // 1024,
+        spec.efa_interfaces * gpus // spec.gpus if spec.gpus else 0,
+    )
 
 
 def training_worker(env: _Environment) -> WorkerShape:
@@ -222,8 +274,17 @@ def training_worker(env: _Environment) -> WorkerShape:
     per_pod = min(p.workers, p.workers_per_node)
     gpus = per_pod * t.gpus_per_worker
     cpus, mem, efa = _share(env, group, gpus)
-    return WorkerShape(group=group.name, instance_type=group.instance_type, min_replicas=p.nodes,
-                       max_replicas=p.nodes, gpus=gpus, efa=efa, cpus=cpus, memory_gib=mem, per_pod=per_pod)
+    return WorkerShape(
+        group=group.name,
+        instance_type=group.instance_type,
+        min_replicas=p.nodes,
+        max_replicas=p.nodes,
+        gpus=gpus,
+        efa=efa,
+        cpus=cpus,
+        memory_gib=mem,
+        per_pod=per_pod,
+    )
 
 
 def serve_worker(env: _Environment) -> WorkerShape:
@@ -234,10 +295,18 @@ def serve_worker(env: _Environment) -> WorkerShape:
     per_pod, gpus, pod_cpus = inf.pod_shape()
     lo, hi = inf.worker_pods()
     mem = _share(env, group, gpus)[1] if gpus else MIN_SERVE_MEMORY_GIB
-    return WorkerShape(group=group.name, instance_type=group.instance_type, min_replicas=lo, max_replicas=hi,
-                       # Inference replicas run no collectives: no EFA interfaces.
-                       gpus=gpus, efa=0, cpus=max(1, math.ceil(pod_cpus)),
-                       memory_gib=max(MIN_SERVE_MEMORY_GIB, mem), per_pod=per_pod)
+    return WorkerShape(
+        group=group.name,
+        instance_type=group.instance_type,
+        min_replicas=lo,
+        max_replicas=hi,
+        # Inference replicas run no collectives: no EFA interfaces.
+        gpus=gpus,
+        efa=0,
+        cpus=max(1, math.ceil(pod_cpus)),
+        memory_gib=max(MIN_SERVE_MEMORY_GIB, mem),
+        per_pod=per_pod,
+    )
 
 
 def llm_worker(env: _Environment) -> WorkerShape:
@@ -246,9 +315,16 @@ def llm_worker(env: _Environment) -> WorkerShape:
     llm = env.inference.llm
     group = env.inference.resolved_llm_group(env)
     cpus, mem, _ = _share(env, group, llm.tensor_parallel_size)
-    return WorkerShape(group=group.name, instance_type=group.instance_type,
-                       min_replicas=max(llm.min_replicas, 1), max_replicas=llm.max_replicas,
-                       gpus=llm.tensor_parallel_size, efa=0, cpus=max(1, cpus), memory_gib=max(1, mem))
+    return WorkerShape(
+        group=group.name,
+        instance_type=group.instance_type,
+        min_replicas=max(llm.min_replicas, 1),
+        max_replicas=llm.max_replicas,
+        gpus=llm.tensor_parallel_size,
+        efa=0,
+        cpus=max(1, cpus),
+        memory_gib=max(1, mem),
+    )
 
 
 def worker_pod(name: str, shape: WorkerShape, group: InstanceGroup, replicas: int) -> Pod:
@@ -256,12 +332,18 @@ def worker_pod(name: str, shape: WorkerShape, group: InstanceGroup, replicas: in
     tolerations = [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in group.taints]
     if shape.gpus:
         tolerations.append({"key": names.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
-    return pod_from_spec(name, {
-        "nodeSelector": {names.INSTANCE_TYPE_LABEL: shape.instance_type,
-                         names.HYPERPOD_HEALTH_LABEL: names.HYPERPOD_HEALTHY},
-        "tolerations": tolerations,
-        "containers": [{"resources": {"requests": shape.resources, "limits": shape.resources}}],
-    }, replicas=replicas)
+    return pod_from_spec(
+        name,
+        {
+            "nodeSelector": {
+                names.INSTANCE_TYPE_LABEL: shape.instance_type,
+                names.HYPERPOD_HEALTH_LABEL: names.HYPERPOD_HEALTHY,
+            },
+            "tolerations": tolerations,
+            "containers": [{"resources": {"requests": shape.resources, "limits": shape.resources}}],
+        },
+        replicas=replicas,
+    )
 
 
 def head_pod(name: str, *, autoscaler: bool) -> Pod:
@@ -298,11 +380,19 @@ def platform_pods(env: _Environment, situation: str = "configured", *, lost_grou
     """Every pod of the platform in ``situation``: "configured", "upgrade" (a second cluster per
     RayService) or "node-loss" (``lost_group`` has one node fewer)."""
     pods = daemonsets(env)
-    pods.append(pod_from_spec("coredns", {"nodeSelector": dict(names.SYSTEM_NODE_SELECTOR),
-                                          "containers": [{"resources": addons.COREDNS_RESOURCES}]},
-                              replicas=addons.COREDNS_REPLICAS))
-    pods.append(pod_from_spec("kuberay-operator", {"nodeSelector": dict(names.SYSTEM_NODE_SELECTOR),
-                                                   "containers": [{"resources": addons.KUBERAY_RESOURCES}]}))
+    pods.append(
+        pod_from_spec(
+            "coredns",
+            {"nodeSelector": dict(names.SYSTEM_NODE_SELECTOR), "containers": [{"resources": addons.COREDNS_RESOURCES}]},
+            replicas=addons.COREDNS_REPLICAS,
+        )
+    )
+    pods.append(
+        pod_from_spec(
+            "kuberay-operator",
+            {"nodeSelector": dict(names.SYSTEM_NODE_SELECTOR), "containers": [{"resources": addons.KUBERAY_RESOURCES}]},
+        )
+    )
     training = _training(env)
     if training is not None:
         name, shape, group = training
@@ -354,8 +444,10 @@ def pods_from_charts(chart_pods: Sequence[_ChartPod]) -> list[Pod]:
     """The pods of rendered Helm releases (``constructs.chart_pods.chart_pods(env)``), for
     ``check_against(env, extra_pods=...)``: a DaemonSet one per node it selects, a Deployment its
     replicas."""
-    return [pod_from_spec(p.name, p.pod_spec, replicas=1 if p.replicas is None else p.replicas,
-                          daemonset=p.is_daemonset) for p in chart_pods]
+    return [
+        pod_from_spec(p.name, p.pod_spec, replicas=1 if p.replicas is None else p.replicas, daemonset=p.is_daemonset)
+        for p in chart_pods
+    ]
 
 
 def situations(env: _Environment, extra_pods: Sequence[Pod] = ()) -> list[Placement]:
@@ -369,8 +461,13 @@ def situations(env: _Environment, extra_pods: Sequence[Pod] = ()) -> list[Placem
         if g.instance_count < 1 or not _known(g):
             continue
         fewer = [replace(p, nodes=p.nodes - 1) if p.name == g.name else p for p in all_pools]
-        out.append(place(fewer, _with(platform_pods(env, "node-loss", lost_group=g.name), extra_pods),
-                         situation=f"HyperPod replacing a node of {g.name}"))
+        out.append(
+            place(
+                fewer,
+                _with(platform_pods(env, "node-loss", lost_group=g.name), extra_pods),
+                situation=f"HyperPod replacing a node of {g.name}",
+            )
+        )
     return out
 
 
@@ -398,17 +495,29 @@ def table(env: _Environment) -> list[list[str]]:
             used = p.used(pool)
             a = pool.allocatable
             pods = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in sorted(p.pods_on(pool).items()))
-            rows.append([
-                p.situation, pool.name, f"{pool.nodes} x {pool.instance_type}", pods,
-                f"{format_cpu(used['cpu'])} / {format_cpu(a.cpu_millis * pool.nodes)}",
-                f"{format_memory(used['memory'])} / {format_memory(a.memory_mib * pool.nodes)}",
-                f"{used['gpus']} / {pool.gpus * pool.nodes}",
-            ])
+            rows.append(
+                [
+                    p.situation,
+                    pool.name,
+                    f"{pool.nodes} x {pool.instance_type}",
+                    pods,
+                    f"{format_cpu(used['cpu'])} / {format_cpu(a.cpu_millis * pool.nodes)}",
+                    f"{format_memory(used['memory'])} / {format_memory(a.memory_mib * pool.nodes)}",
+                    f"{used['gpus']} / {pool.gpus * pool.nodes}",
+                ]
+            )
     return rows
 
 
-TABLE_HEADERS = ["Situation", "Pool", "Nodes", "Pods", "CPU used / allocatable", "Memory used / allocatable",
-                 "GPUs used / allocatable"]
+TABLE_HEADERS = [
+    "Situation",
+    "Pool",
+    "Nodes",
+    "Pods",
+    "CPU used / allocatable",
+    "Memory used / allocatable",
+    "GPUs used / allocatable",
+]
 
 
 def render_table(env: _Environment) -> str:

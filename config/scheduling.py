@@ -16,8 +16,17 @@ from typing import Any
 
 from config import catalog, names
 
-_MEMORY_UNITS = {"": 1, "k": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4, "Ki": 1024, "Mi": 1024**2,
-                 "Gi": 1024**3, "Ti": 1024**4}
+_MEMORY_UNITS = {
+    "": 1,
+    "k": 1000,
+    "M": 1000**2,
+    "G": 1000**3,
+    "T": 1000**4,
+    "Ki": 1024,
+    "Mi": 1024**2,
+    "Gi": 1024**3,
+    "Ti": 1024**4,
+}
 
 
 def cpu_millis(quantity: str | int | float) -> int:
@@ -107,11 +116,21 @@ def pod_from_spec(name: str, spec: Mapping[str, Any], *, replicas: int = 1, daem
         for term in required.get("nodeSelectorTerms", [])
     )
     tolerations = tuple(
-        (t.get("key"), t.get("operator", "Equal"), t.get("value"), t.get("effect")) for t in spec.get("tolerations") or []
+        (t.get("key"), t.get("operator", "Equal"), t.get("value"), t.get("effect"))
+        for t in spec.get("tolerations") or []
     )
-    return Pod(name=name, cpu_millis=totals["cpu"], memory_mib=totals["memory"], gpus=totals[names.GPU_RESOURCE],
-               efa=totals[names.EFA_RESOURCE], node_selector=dict(spec.get("nodeSelector") or {}),
-               affinity=terms, tolerations=tolerations, daemonset=daemonset, replicas=replicas)
+    return Pod(
+        name=name,
+        cpu_millis=totals["cpu"],
+        memory_mib=totals["memory"],
+        gpus=totals[names.GPU_RESOURCE],
+        efa=totals[names.EFA_RESOURCE],
+        node_selector=dict(spec.get("nodeSelector") or {}),
+        affinity=terms,
+        tolerations=tolerations,
+        daemonset=daemonset,
+        replicas=replicas,
+    )
 
 
 def _expression_matches(labels: Mapping[str, str], key: str, op: str, values: tuple[str, ...]) -> bool:
@@ -159,8 +178,13 @@ class _Node:
     placed: list[str] = field(default_factory=list)
 
     def fits(self, pod: Pod) -> bool:
-        return (pod.cpu_millis <= self.cpu and pod.memory_mib <= self.memory and pod.gpus <= self.gpus
-                and pod.efa <= self.efa and self.pods >= 1)
+        return (
+            pod.cpu_millis <= self.cpu
+            and pod.memory_mib <= self.memory
+            and pod.gpus <= self.gpus
+            and pod.efa <= self.efa
+            and self.pods >= 1
+        )
 
     def take(self, pod: Pod) -> None:
         self.cpu -= pod.cpu_millis
@@ -202,8 +226,12 @@ class Placement:
     def used(self, pool: Pool) -> dict[str, int]:
         nodes = [n for n in self.nodes if n.pool.name == pool.name]
         a = pool.allocatable
-        return {"cpu": sum(a.cpu_millis - n.cpu for n in nodes), "memory": sum(a.memory_mib - n.memory for n in nodes),
-                "gpus": sum(pool.gpus - n.gpus for n in nodes), "pods": sum(a.pods - n.pods for n in nodes)}
+        return {
+            "cpu": sum(a.cpu_millis - n.cpu for n in nodes),
+            "memory": sum(a.memory_mib - n.memory for n in nodes),
+            "gpus": sum(pool.gpus - n.gpus for n in nodes),
+            "pods": sum(a.pods - n.pods for n in nodes),
+        }
 
     def pods_on(self, pool: Pool) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -217,8 +245,11 @@ class Placement:
 def place(pool_list: Sequence[Pool], pods: Iterable[Pod], *, situation: str = "as configured") -> Placement:
     """Place ``pods`` on the nodes of ``pool_list``: DaemonSets on every node they select, then the
     rest first-fit, largest first (GPUs, then CPU, then memory)."""
-    nodes = [_Node(p, i, p.allocatable.cpu_millis, p.allocatable.memory_mib, p.gpus, p.efa, p.allocatable.pods)
-             for p in pool_list for i in range(p.nodes)]
+    nodes = [
+        _Node(p, i, p.allocatable.cpu_millis, p.allocatable.memory_mib, p.gpus, p.efa, p.allocatable.pods)
+        for p in pool_list
+        for i in range(p.nodes)
+    ]
     misfits: list[str] = []
     pods = list(pods)
     for pod in pods:
@@ -228,7 +259,8 @@ def place(pool_list: Sequence[Pool], pods: Iterable[Pod], *, situation: str = "a
             misfits.append(
                 f"placement ({situation}): pod {pod.name!r} selects no node pool (nodeSelector "
                 f"{dict(pod.node_selector)}, {len(pod.affinity)} node-affinity term(s), "
-                f"{len(pod.tolerations)} toleration(s)); pools: {', '.join(p.name for p in pool_list)}")
+                f"{len(pod.tolerations)} toleration(s)); pools: {', '.join(p.name for p in pool_list)}"
+            )
     for pod in (p for p in pods if p.daemonset):
         for node in (n for n in nodes if selects(pod, n.pool)):
             if not node.fits(pod):
@@ -253,10 +285,15 @@ def _misfit(situation: str, pod: Pod, pool: Pool, nodes: list[_Node]) -> str:
     count = "one pod per node" if pod.daemonset else f"{placed} of {pod.replicas} placed"
     if nodes:
         best = max(nodes, key=lambda n: (n.gpus, n.cpu, n.memory))
-        free = f"cpu {format_cpu(best.cpu)}, memory {format_memory(best.memory)}" + (
-            f", {names.GPU_RESOURCE} {best.gpus}" if pool.gpus else "") + f", pods {best.pods}"
+        free = (
+            f"cpu {format_cpu(best.cpu)}, memory {format_memory(best.memory)}"
+            + (f", {names.GPU_RESOURCE} {best.gpus}" if pool.gpus else "")
+            + f", pods {best.pods}"
+        )
     else:
         free = "no nodes"
-    return (f"placement ({situation}): pod {pod.name!r} does not fit node pool {pool.name!r} "
-            f"({pool.nodes} x {pool.instance_type}, {count}): it requests {_requested(pod)}; a node's "
-            f"allocatable is {_allocatable(pool)}; the most left on one node is {free}")
+    return (
+        f"placement ({situation}): pod {pod.name!r} does not fit node pool {pool.name!r} "
+        f"({pool.nodes} x {pool.instance_type}, {count}): it requests {_requested(pod)}; a node's "
+        f"allocatable is {_allocatable(pool)}; the most left on one node is {free}"
+    )

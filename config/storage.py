@@ -14,12 +14,27 @@ from config.base import Frozen
 class Fsx(Frozen):
     """FSx for Lustre, shared by every node at /fsx and linked to the checkpoint bucket."""
 
-    deployment_type: Literal["PERSISTENT_2"] = Field(default="PERSISTENT_2", description="FSx for Lustre deployment type.")
-    storage_capacity_gib: int = Field(default=1200, description="Capacity, GiB: 1200, 2400, then multiples of 2400. A decrease replaces the file system.")
-    throughput_mb_s_per_tib: int = Field(default=125, description="Per-unit storage throughput, MB/s per TiB.", json_schema_extra={"enum": list(catalog.FSX_PERSISTENT_2_THROUGHPUT)})
+    deployment_type: Literal["PERSISTENT_2"] = Field(
+        default="PERSISTENT_2", description="FSx for Lustre deployment type."
+    )
+    storage_capacity_gib: int = Field(
+        default=1200,
+        description="Capacity, GiB: 1200, 2400, then multiples of 2400. A decrease replaces the file system.",
+    )
+    throughput_mb_s_per_tib: int = Field(
+        default=125,
+        description="Per-unit storage throughput, MB/s per TiB.",
+        json_schema_extra={"enum": list(catalog.FSX_PERSISTENT_2_THROUGHPUT)},
+    )
     data_compression: Literal["LZ4", "NONE"] = Field(default="LZ4", description="Data compression of the file system.")
-    file_system_path: str = Field(default="/checkpoints", description="Directory in the file system linked to the checkpoint bucket (data repository association); pods see it under /fsx.")
-    import_export_prefix: str = Field(default="checkpoints/", description="Prefix in the checkpoint bucket the association imports from and exports to, ending in '/'.")
+    file_system_path: str = Field(
+        default="/checkpoints",
+        description="Directory in the file system linked to the checkpoint bucket (data repository association); pods see it under /fsx.",
+    )
+    import_export_prefix: str = Field(
+        default="checkpoints/",
+        description="Prefix in the checkpoint bucket the association imports from and exports to, ending in '/'.",
+    )
 
     @field_validator("storage_capacity_gib")
     @classmethod
@@ -27,8 +42,7 @@ class Fsx(Frozen):
         # PERSISTENT_2: 1200 GiB, 2400 GiB, then increments of 2400 GiB (AWS FSx for Lustre docs).
         if v < 1200 or (v != 1200 and v % 2400 != 0):
             raise ValueError(
-                f"{v} GiB is not a PERSISTENT_2 storage capacity; allowed: 1200, 2400, then "
-                "multiples of 2400 GiB"
+                f"{v} GiB is not a PERSISTENT_2 storage capacity; allowed: 1200, 2400, then multiples of 2400 GiB"
             )
         return v
 
@@ -65,5 +79,12 @@ class Fsx(Frozen):
 class Storage(Frozen):
     """Lifecycle rules of the checkpoint bucket."""
 
-    checkpoint_noncurrent_version_expiration_days: int = Field(default=30, ge=1, le=3650, description="Days an overwritten or deleted checkpoint version stays recoverable.")
-    abort_incomplete_multipart_upload_days: int = Field(default=7, ge=1, le=365, description="Days after which incomplete multipart uploads (from killed workers) are aborted.")
+    checkpoint_noncurrent_version_expiration_days: int = Field(
+        default=30, ge=1, le=3650, description="Days an overwritten or deleted checkpoint version stays recoverable."
+    )
+    abort_incomplete_multipart_upload_days: int = Field(
+        default=7,
+        ge=1,
+        le=365,
+        description="Days after which incomplete multipart uploads (from killed workers) are aborted.",
+    )

@@ -22,8 +22,14 @@ class Tags(Frozen):
     project: str = Field(alias="Project", description="Project tag on every resource.")
     environment: str = Field(alias="Environment", description="Environment tag on every resource.")
     owner: str | None = Field(default=None, alias="Owner", description="Owner tag; required in production.")
-    cost_center: str | None = Field(default=None, alias="CostCenter", description="CostCenter tag; required in production.")
-    extra: dict[str, str] = Field(default_factory=dict, alias="Extra", description="More tags, key to value. Keys 1-128 and values 0-256 characters of letters, digits, spaces and + - = . _ : / @; keys may not start with 'aws:'.")
+    cost_center: str | None = Field(
+        default=None, alias="CostCenter", description="CostCenter tag; required in production."
+    )
+    extra: dict[str, str] = Field(
+        default_factory=dict,
+        alias="Extra",
+        description="More tags, key to value. Keys 1-128 and values 0-256 characters of letters, digits, spaces and + - = . _ : / @; keys may not start with 'aws:'.",
+    )
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

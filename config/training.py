@@ -7,6 +7,8 @@ and ``memory_problems``, the model's estimated memory against the group's GPUs) 
 is loaded (``check_against``, one of EnvironmentConfig's CROSS_CHECKS: `cdk synth` reports them)
 and again when the job is derived from a config with command-line overrides
 (``workloads.training.settings.for_cluster``).
+
+One module because it is one config section: each check sits next to the value it guards.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class _WithGroups(Protocol):
     @property
     def fsx(self) -> Fsx: ...
 
+
 RUN_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -43,18 +46,60 @@ RUN_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # origins and each preset is named after its own count.
 PRESETS: dict[str, dict] = {
     # The local size: a step in milliseconds on one CPU core.
-    "tiny": {"n_layer": 2, "n_head": 4, "n_kv_head": 2, "n_embd": 64, "ffn_hidden": 192,
-             "block_size": 64, "params": 131_392},
-    "llama-76m": {"n_layer": 12, "n_head": 12, "n_kv_head": 4, "n_embd": 768, "ffn_hidden": 2048,
-                  "block_size": 1024, "params": 75_909_888},
-    "llama-1b": {"n_layer": 16, "n_head": 32, "n_kv_head": 8, "n_embd": 2048, "ffn_hidden": 8192,
-                 "block_size": 2048, "params": 974_194_688},
-    "llama-3b": {"n_layer": 28, "n_head": 24, "n_kv_head": 8, "n_embd": 3072, "ffn_hidden": 8192,
-                 "block_size": 2048, "params": 2_820_320_256},
-    "llama-7b": {"n_layer": 32, "n_head": 32, "n_kv_head": 8, "n_embd": 4096, "ffn_hidden": 14336,
-                 "block_size": 2048, "params": 6_981_685_248},
-    "llama-11b": {"n_layer": 40, "n_head": 40, "n_kv_head": 8, "n_embd": 5120, "ffn_hidden": 13824,
-                  "block_size": 2048, "params": 11_013_084_160},
+    "tiny": {
+        "n_layer": 2,
+        "n_head": 4,
+        "n_kv_head": 2,
+        "n_embd": 64,
+        "ffn_hidden": 192,
+        "block_size": 64,
+        "params": 131_392,
+    },
+    "llama-76m": {
+        "n_layer": 12,
+        "n_head": 12,
+        "n_kv_head": 4,
+        "n_embd": 768,
+        "ffn_hidden": 2048,
+        "block_size": 1024,
+        "params": 75_909_888,
+    },
+    "llama-1b": {
+        "n_layer": 16,
+        "n_head": 32,
+        "n_kv_head": 8,
+        "n_embd": 2048,
+        "ffn_hidden": 8192,
+        "block_size": 2048,
+        "params": 974_194_688,
+    },
+    "llama-3b": {
+        "n_layer": 28,
+        "n_head": 24,
+        "n_kv_head": 8,
+        "n_embd": 3072,
+        "ffn_hidden": 8192,
+        "block_size": 2048,
+        "params": 2_820_320_256,
+    },
+    "llama-7b": {
+        "n_layer": 32,
+        "n_head": 32,
+        "n_kv_head": 8,
+        "n_embd": 4096,
+        "ffn_hidden": 14336,
+        "block_size": 2048,
+        "params": 6_981_685_248,
+    },
+    "llama-11b": {
+        "n_layer": 40,
+        "n_head": 40,
+        "n_kv_head": 8,
+        "n_embd": 5120,
+        "ffn_hidden": 13824,
+        "block_size": 2048,
+        "params": 11_013_084_160,
+    },
 }
 _SHAPE = ("n_layer", "n_head", "n_kv_head", "n_embd", "ffn_hidden", "block_size")
 
@@ -62,22 +107,36 @@ _SHAPE = ("n_layer", "n_head", "n_kv_head", "n_embd", "ffn_hidden", "block_size"
 class ModelSize(Frozen):
     """The model architecture (workloads.common.model): a preset, or every shape field given."""
 
-    arch: Literal["llama", "gpt"] = Field(default="llama", description=(
-        "llama: RMSNorm, rotary embeddings, SwiGLU and grouped-query attention (the job's model); "
-        "gpt: the small GPT (LayerNorm, learned positions, GELU), for small DDP runs. A preset sets llama."))
-    preset: str | None = Field(default=None, description=(
-        "A named size: tiny, llama-76m, llama-1b, llama-3b, llama-7b or llama-11b (config.training.PRESETS); "
-        "shape fields given next to it override the preset's. null: the shape fields as given."))
+    arch: Literal["llama", "gpt"] = Field(
+        default="llama",
+        description=(
+            "llama: RMSNorm, rotary embeddings, SwiGLU and grouped-query attention (the job's model); "
+            "gpt: the small GPT (LayerNorm, learned positions, GELU), for small DDP runs. A preset sets llama."
+        ),
+    )
+    preset: str | None = Field(
+        default=None,
+        description=(
+            "A named size: tiny, llama-76m, llama-1b, llama-3b, llama-7b or llama-11b (config.training.PRESETS); "
+            "shape fields given next to it override the preset's. null: the shape fields as given."
+        ),
+    )
     n_layer: int = Field(default=12, ge=1, le=128, description="Transformer blocks.")
     n_head: int = Field(default=12, ge=1, le=128, description="Attention heads; must divide n_embd.")
-    n_kv_head: int = Field(default=4, ge=1, le=128, description=(
-        "Key/value heads of grouped-query attention (llama only); must divide n_head."))
+    n_kv_head: int = Field(
+        default=4,
+        ge=1,
+        le=128,
+        description=("Key/value heads of grouped-query attention (llama only); must divide n_head."),
+    )
     n_embd: int = Field(default=768, ge=8, le=16384, description="Embedding width.")
     ffn_hidden: int = Field(default=2048, ge=8, le=65536, description="Hidden width of the SwiGLU MLP (llama only).")
     block_size: int = Field(default=512, ge=8, le=8192, description="Context length in byte tokens.")
     # No dropout by default: the corpus is large relative to the step budget, and it keeps runs
     # reproducible.
-    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Dropout rate (gpt only); 0 keeps runs reproducible.")
+    dropout: float = Field(
+        default=0.0, ge=0.0, lt=1.0, description="Dropout rate (gpt only); 0 keeps runs reproducible."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -94,8 +153,7 @@ class ModelSize(Frozen):
     def _heads(self) -> ModelSize:
         if self.n_embd % self.n_head:
             raise ValueError(
-                f"training.model.n_embd ({self.n_embd}) must be divisible by "
-                f"training.model.n_head ({self.n_head})"
+                f"training.model.n_embd ({self.n_embd}) must be divisible by training.model.n_head ({self.n_head})"
             )
         if self.arch == "llama" and self.n_head % self.n_kv_head:
             raise ValueError(
@@ -107,8 +165,14 @@ class ModelSize(Frozen):
     def architecture(self) -> dict:
         """The fields of the model's config (workloads.common.model.config_from_dict)."""
         if self.arch == "gpt":
-            return {"arch": "gpt", "n_layer": self.n_layer, "n_head": self.n_head,
-                    "n_embd": self.n_embd, "block_size": self.block_size, "dropout": self.dropout}
+            return {
+                "arch": "gpt",
+                "n_layer": self.n_layer,
+                "n_head": self.n_head,
+                "n_embd": self.n_embd,
+                "block_size": self.block_size,
+                "dropout": self.dropout,
+            }
         return {"arch": "llama", **{k: getattr(self, k) for k in _SHAPE}}
 
     def parameters(self) -> int:
@@ -124,70 +188,129 @@ class ModelSize(Frozen):
 class Training(Frozen):
     """The Ray Train job: model, optimisation, checkpointing, fault tolerance and placement."""
 
-    run_name: str = Field(default="gpt-bytes", description=(
-        "Stable run name (1-63 lowercase letters, digits, hyphens); resubmitting with the same name resumes the run."))
+    run_name: str = Field(
+        default="gpt-bytes",
+        description=(
+            "Stable run name (1-63 lowercase letters, digits, hyphens); resubmitting with the same name resumes the run."
+        ),
+    )
     model: ModelSize = Field(default_factory=ModelSize, description="The model architecture: a preset or its shape.")
     steps: int = Field(default=20000, ge=1, description="Optimizer steps of the whole run (not per attempt).")
-    batch_size_per_worker: int = Field(default=16, ge=1, description=(
-        "Sequences per worker per step; the global batch is this times the workers."))
+    batch_size_per_worker: int = Field(
+        default=16, ge=1, description=("Sequences per worker per step; the global batch is this times the workers.")
+    )
     # The nanoGPT-style schedule.
-    learning_rate: float = Field(default=3e-4, gt=0, le=1.0, description=(
-        "Peak AdamW learning rate; linear warmup, then cosine decay to 10 %."))
+    learning_rate: float = Field(
+        default=3e-4, gt=0, le=1.0, description=("Peak AdamW learning rate; linear warmup, then cosine decay to 10 %.")
+    )
     warmup_steps: int = Field(default=200, ge=0, description="Steps of linear learning-rate warmup.")
     weight_decay: float = Field(default=0.1, ge=0, description="AdamW weight decay.")
     grad_clip: float = Field(default=1.0, gt=0, description="Gradient-norm clipping threshold.")
     seed: int = Field(default=1234, description="Seed of the model init, data order and every rank's RNG.")
     # H100/H200/A10G/L40S all compute in bf16.
-    precision: Literal["bf16", "fp32"] = Field(default="bf16", description=(
-        "bf16 compute on GPUs with fp32 weights, optimizer state and gradient reduction; CPU runs use fp32."))
-    sharding: Literal["fsdp", "ddp"] = Field(default="fsdp", description=(
-        "fsdp: FSDP2 (fully_shard per decoder block), parameters, gradients and optimizer state sharded over "
-        "all workers (2 or more); ddp: every worker holds the whole model (small models only)."))
-    activation_checkpointing: bool = Field(default=True, description=(
-        "Recompute each block's activations in the backward pass, keeping only the block inputs: less GPU "
-        "memory for a second forward pass of every block."))
+    precision: Literal["bf16", "fp32"] = Field(
+        default="bf16",
+        description=(
+            "bf16 compute on GPUs with fp32 weights, optimizer state and gradient reduction; CPU runs use fp32."
+        ),
+    )
+    sharding: Literal["fsdp", "ddp"] = Field(
+        default="fsdp",
+        description=(
+            "fsdp: FSDP2 (fully_shard per decoder block), parameters, gradients and optimizer state sharded over "
+            "all workers (2 or more); ddp: every worker holds the whole model (small models only)."
+        ),
+    )
+    activation_checkpointing: bool = Field(
+        default=True,
+        description=(
+            "Recompute each block's activations in the backward pass, keeping only the block inputs: less GPU "
+            "memory for a second forward pass of every block."
+        ),
+    )
     # At ~0.2 s/step on GPUs, 500 steps bound the lost work to ~2 minutes.
-    checkpoint_every_steps: int = Field(default=500, ge=1, description=(
-        "Steps between checkpoints; bounds the work redone after a failure. At most steps."))
+    checkpoint_every_steps: int = Field(
+        default=500,
+        ge=1,
+        description=("Steps between checkpoints; bounds the work redone after a failure. At most steps."),
+    )
     # Each report is a barrier that can wait for the controller's poll, so not every step.
     report_every_steps: int = Field(default=50, ge=1, description="Steps between metrics reports to Ray Train.")
-    num_to_keep: int = Field(default=3, ge=2, description=(
-        "Checkpoints kept; at least 2 so a torn newest one has a predecessor."))
+    num_to_keep: int = Field(
+        default=3, ge=2, description=("Checkpoints kept; at least 2 so a torn newest one has a predecessor.")
+    )
     # HyperPod replaces a failed node, but with max_failures=0 the run ends anyway.
-    max_failures: int = Field(default=10, ge=-1, description=(
-        "Restarts of the worker group after failures before the run fails; -1: unlimited."))
-    instance_group: str | None = Field(default=None, description=(
-        "HyperPod instance group of the workers; null: the first GPU group."))
-    num_workers: int | None = Field(default=None, description=(
-        "Workers (at least 1); null: fill the group, one per gpus_per_worker GPUs on every node."))
+    max_failures: int = Field(
+        default=10,
+        ge=-1,
+        description=("Restarts of the worker group after failures before the run fails; -1: unlimited."),
+    )
+    instance_group: str | None = Field(
+        default=None, description=("HyperPod instance group of the workers; null: the first GPU group.")
+    )
+    num_workers: int | None = Field(
+        default=None,
+        description=("Workers (at least 1); null: fill the group, one per gpus_per_worker GPUs on every node."),
+    )
     # Ray Train ScalingConfig(num_workers=(min_workers, workers)); each resize is a restart from
     # the last checkpoint, and the global batch changes with the worker count.
-    min_workers: int | None = Field(default=None, ge=1, description=(
-        "Elastic restarts: after a node loss the run goes on with as few as this many workers instead of "
-        "waiting for a replacement, and grows back when nodes return. At most num_workers; null: a fixed "
-        "worker count."))
-    gpus_per_worker: int = Field(default=1, ge=0, description=(
-        "GPUs per worker; must divide the GPUs of the group's instance type."))
+    min_workers: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Elastic restarts: after a node loss the run goes on with as few as this many workers instead of "
+            "waiting for a replacement, and grows back when nodes return. At most num_workers; null: a fixed "
+            "worker count."
+        ),
+    )
+    gpus_per_worker: int = Field(
+        default=1, ge=0, description=("GPUs per worker; must divide the GPUs of the group's instance type.")
+    )
     # Every rank writes its own checkpoint shards (torch.distributed.checkpoint) there.
-    storage_path: str | None = Field(default=None, description=(
-        "Where Ray Train keeps the run: a POSIX path every node mounts (/fsx/..., or another absolute path "
-        "with storage_shared); not s3://. null: /fsx + fsx.file_system_path, exported to the checkpoint bucket."))
-    storage_shared: bool = Field(default=False, description=(
-        "Declare a non-/fsx path as mounted on every node (e.g. NFS), for multi-node runs."))
-    data_path: str | None = Field(default=None, description=(
-        "Training text, file or directory (absolute path or s3://); null: the Python standard library's "
-        "sources in the image."))
+    storage_path: str | None = Field(
+        default=None,
+        description=(
+            "Where Ray Train keeps the run: a POSIX path every node mounts (/fsx/..., or another absolute path "
+            "with storage_shared); not s3://. null: /fsx + fsx.file_system_path, exported to the checkpoint bucket."
+        ),
+    )
+    storage_shared: bool = Field(
+        default=False, description=("Declare a non-/fsx path as mounted on every node (e.g. NFS), for multi-node runs.")
+    )
+    data_path: str | None = Field(
+        default=None,
+        description=(
+            "Training text, file or directory (absolute path or s3://); null: the Python standard library's "
+            "sources in the image."
+        ),
+    )
     data_max_bytes: int = Field(default=64 << 20, ge=1 << 16, description="Read at most this many bytes of the corpus.")
-    active_deadline_seconds: int = Field(default=3 * 24 * 3600, ge=60, description=(
-        "KubeRay stops the job after this long (RayJob activeDeadlineSeconds)."))
-    submitter_backoff_limit: int = Field(default=2, ge=0, le=10, description=(
-        "Submitter-pod retries of jobs submitted with the ops CLI (K8sJobMode) for transient API errors; "
-        "training failures are max_failures'. The training RayJob runs in HTTPMode, without a submitter."))
-    ttl_seconds_after_finished: int = Field(default=3600, ge=0, description=(
-        "Seconds a finished job's Ray head is kept for log collection (its workers go at once)."))
-    image: str | None = Field(default=None, description=(
-        "Container image of the job; null: the workloads image `cdk deploy` builds from workloads/Dockerfile "
-        "for this account and region. Set only to run another image built the same way."))
+    active_deadline_seconds: int = Field(
+        default=3 * 24 * 3600,
+        ge=60,
+        description=("KubeRay stops the job after this long (RayJob activeDeadlineSeconds)."),
+    )
+    submitter_backoff_limit: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description=(
+            "Submitter-pod retries of jobs submitted with the ops CLI (K8sJobMode) for transient API errors; "
+            "training failures are max_failures'. The training RayJob runs in HTTPMode, without a submitter."
+        ),
+    )
+    ttl_seconds_after_finished: int = Field(
+        default=3600,
+        ge=0,
+        description=("Seconds a finished job's Ray head is kept for log collection (its workers go at once)."),
+    )
+    image: str | None = Field(
+        default=None,
+        description=(
+            "Container image of the job; null: the workloads image `cdk deploy` builds from workloads/Dockerfile "
+            "for this account and region. Set only to run another image built the same way."
+        ),
+    )
 
     @field_validator("run_name")
     @classmethod
@@ -213,7 +336,8 @@ class Training(Frozen):
             raise ValueError(
                 f"{v!r}: every rank writes its checkpoint shards to storage_path directly, which "
                 "needs a POSIX file system all nodes mount; allowed: /fsx/... (exported to S3 by "
-                "the data repository association) or another shared absolute path")
+                "the data repository association) or another shared absolute path"
+            )
         return v
 
     @field_validator("storage_path", "data_path")
@@ -232,7 +356,8 @@ class Training(Frozen):
         if self.min_workers is not None and self.num_workers is not None and self.min_workers > self.num_workers:
             raise ValueError(
                 f"training.min_workers ({self.min_workers}) is more than training.num_workers "
-                f"({self.num_workers}); allowed: 1-{self.num_workers}")
+                f"({self.num_workers}); allowed: 1-{self.num_workers}"
+            )
         return self
 
     @model_validator(mode="after")
@@ -269,11 +394,18 @@ class Training(Frozen):
         per_node = spec.gpus // self.gpus_per_worker if self.gpus_per_worker else 1
         workers = self.num_workers or per_node * group.instance_count
         nodes = math.ceil(workers / per_node)
-        return Placement(group=group.name, instance_type=group.instance_type, workers=workers,
-                         nodes=nodes, workers_per_node=per_node,
-                         gpus_per_worker=self.gpus_per_worker, gpus_per_node=spec.gpus,
-                         efa_interfaces=spec.efa_interfaces, vcpus=spec.vcpus,
-                         memory_gib=spec.memory_gib)
+        return Placement(
+            group=group.name,
+            instance_type=group.instance_type,
+            workers=workers,
+            nodes=nodes,
+            workers_per_node=per_node,
+            gpus_per_worker=self.gpus_per_worker,
+            gpus_per_node=spec.gpus,
+            efa_interfaces=spec.efa_interfaces,
+            vcpus=spec.vcpus,
+            memory_gib=spec.memory_gib,
+        )
 
     def check_against(self, env: _WithGroups) -> list[str]:
         """The problems of ``problems`` for the environment's groups. A cluster with no GPU group
@@ -289,16 +421,22 @@ class Training(Frozen):
         group = self._group(groups)
         if group is None:
             if self.instance_group is None:
-                return ["training.instance_group: no GPU instance group in hyperpod.instance_groups "
-                        f"({', '.join(names)}); name the group the workers run on"]
-            return [f"training.instance_group: {self.instance_group!r} is not a HyperPod instance "
-                    f"group; known: {', '.join(names)}"]
+                return [
+                    "training.instance_group: no GPU instance group in hyperpod.instance_groups "
+                    f"({', '.join(names)}); name the group the workers run on"
+                ]
+            return [
+                f"training.instance_group: {self.instance_group!r} is not a HyperPod instance "
+                f"group; known: {', '.join(names)}"
+            ]
         try:
             spec = catalog.instance_spec(group.instance_type)
         except KeyError:
-            return [f"training.instance_group: instance type {group.instance_type!r} of group "
-                    f"{group.name!r} has no hardware facts in config/catalog.py (GPUs, EFA); "
-                    "add them before training on it"]
+            return [
+                f"training.instance_group: instance type {group.instance_type!r} of group "
+                f"{group.name!r} has no hardware facts in config/catalog.py (GPUs, EFA); "
+                "add them before training on it"
+            ]
         out: list[str] = []
         if self.gpus_per_worker > spec.gpus:
             out.append(
@@ -349,8 +487,10 @@ class Placement(Frozen):
 def sharding_problems(t: Training, workers: int) -> list[str]:
     """FSDP over one worker shards nothing: it is plain training with extra collectives."""
     if t.sharding == "fsdp" and workers < 2:
-        return [f"training.sharding: 'fsdp' with {workers} worker shards nothing; allowed: 'ddp' "
-                "with one worker, or 'fsdp' with 2 or more workers"]
+        return [
+            f"training.sharding: 'fsdp' with {workers} worker shards nothing; allowed: 'ddp' "
+            "with one worker, or 'fsdp' with 2 or more workers"
+        ]
     return []
 
 
@@ -370,7 +510,13 @@ def memory_per_gpu(t: Training, workers: int) -> dict[str, float]:
     p = m.parameters()
     shards = workers if t.sharding == "fsdp" else 1
     low = 2 if t.precision == "bf16" else 4  # bytes per compute value
-    d, f, s, b, layers = m.n_embd, m.ffn_hidden if m.arch == "llama" else 4 * m.n_embd, m.block_size, t.batch_size_per_worker, m.n_layer
+    d, f, s, b, layers = (
+        m.n_embd,
+        m.ffn_hidden if m.arch == "llama" else 4 * m.n_embd,
+        m.block_size,
+        t.batch_size_per_worker,
+        m.n_layer,
+    )
     kv = m.n_kv_head * (d // m.n_head) if m.arch == "llama" else d
     # One block's saved tensors per token: norms, q/k/v, attention output, projections (12d +
     # 4kv values) and the MLP's gate, up, product and activation (8f) (flash attention: no s^2).
@@ -378,8 +524,12 @@ def memory_per_gpu(t: Training, workers: int) -> dict[str, float]:
     block_inputs = s * b * d * low
     activations = (layers * block_inputs + per_block) if t.activation_checkpointing else layers * per_block
     logits = s * b * 256 * 4 * 2  # fp32 logits and their gradient
-    out = {"parameters": 4 * p / shards, "gradients": 4 * p / shards, "optimizer": 8 * p / shards,
-           "activations": activations + logits}
+    out = {
+        "parameters": 4 * p / shards,
+        "gradients": 4 * p / shards,
+        "optimizer": 8 * p / shards,
+        "activations": activations + logits,
+    }
     if t.sharding == "fsdp":
         per_layer = (p - 2 * 256 * d) / layers
         out["unsharded_blocks"] = 2 * per_layer * low
@@ -397,11 +547,13 @@ def memory_problems(t: Training, spec, workers: int, *, instance_type: str) -> l
     if need <= have:
         return []
     name = t.model.preset or "the configured model"
-    return [f"training.model: {name} ({t.model.parameters() / 1e9:.2f}B parameters) needs about "
-            f"{need / (1 << 30):.1f} GiB per GPU with {t.sharding} over {workers} workers "
-            f"(batch_size_per_worker {t.batch_size_per_worker}, block_size {t.model.block_size}, "
-            f"activation_checkpointing {str(t.activation_checkpointing).lower()}), but "
-            f"{instance_type} has {spec.gpu_memory_gib} GiB per {spec.accelerator} "
-            f"({GPU_MEMORY_USABLE:.0%} usable: {have / (1 << 30):.1f} GiB); allowed: a smaller "
-            f"preset, more workers with fsdp, a smaller batch"
-            + ("" if t.activation_checkpointing else ", or activation_checkpointing")]
+    return [
+        f"training.model: {name} ({t.model.parameters() / 1e9:.2f}B parameters) needs about "
+        f"{need / (1 << 30):.1f} GiB per GPU with {t.sharding} over {workers} workers "
+        f"(batch_size_per_worker {t.batch_size_per_worker}, block_size {t.model.block_size}, "
+        f"activation_checkpointing {str(t.activation_checkpointing).lower()}), but "
+        f"{instance_type} has {spec.gpu_memory_gib} GiB per {spec.accelerator} "
+        f"({GPU_MEMORY_USABLE:.0%} usable: {have / (1 << 30):.1f} GiB); allowed: a smaller "
+        f"preset, more workers with fsdp, a smaller batch"
+        + ("" if t.activation_checkpointing else ", or activation_checkpointing")
+    ]

@@ -161,27 +161,42 @@ class SourcePin:
 # these commits (tags v1.7.0 and v0.18.2; the commits the README of ../shared/charts names).
 CHART_SOURCES: dict[str, SourcePin] = {
     "kuberay-operator": SourcePin(
-        "kuberay-operator-1.7.0", "ray-project/kuberay", "59d663aeec13760646da3db9c1cf8cfe883e30b7",
-        "helm-chart/kuberay-operator", "23d81bf08b7d16457cb8e6c9397198c24a05164318ce229aeabc94c5d84ce444",
+        "kuberay-operator-1.7.0",
+        "ray-project/kuberay",
+        "59d663aeec13760646da3db9c1cf8cfe883e30b7",
+        "helm-chart/kuberay-operator",
+        "23d81bf08b7d16457cb8e6c9397198c24a05164318ce229aeabc94c5d84ce444",
     ),
     "nvidia-device-plugin": SourcePin(
-        "nvidia-device-plugin-0.18.2", "NVIDIA/k8s-device-plugin", "fb1242add205d8563f9c604b8ba239607b4083e6",
-        "deployments/helm/nvidia-device-plugin", "0e79258a4cbf2e06eb9987fe4a0e30d7455f0bd42b6d91e1a2572375fce8cba5",
+        "nvidia-device-plugin-0.18.2",
+        "NVIDIA/k8s-device-plugin",
+        "fb1242add205d8563f9c604b8ba239607b4083e6",
+        "deployments/helm/nvidia-device-plugin",
+        "0e79258a4cbf2e06eb9987fe4a0e30d7455f0bd42b6d91e1a2572375fce8cba5",
     ),
     "aws-efa-k8s-device-plugin": SourcePin(
-        "aws-efa-k8s-device-plugin-v0.5.20", "aws/eks-charts", "de5fdc1dae279f99c00e9fcac24b9a894dbc052f",
-        "stable/aws-efa-k8s-device-plugin", "471bb751655801eee3f9f4c64445030738b82d6bb3598e54f79b1c589fab90ca",
+        "aws-efa-k8s-device-plugin-v0.5.20",
+        "aws/eks-charts",
+        "de5fdc1dae279f99c00e9fcac24b9a894dbc052f",
+        "stable/aws-efa-k8s-device-plugin",
+        "471bb751655801eee3f9f4c64445030738b82d6bb3598e54f79b1c589fab90ca",
     ),
     # AWS's HyperPod dependency chart: what constructs/hyperpod_dependencies.py mirrors.
     "hyperpod-helm-chart": SourcePin(
-        "hyperpod-helm-chart-011ca92", "aws/sagemaker-hyperpod-cli", "011ca927123e02b35a399935bbb3ab1905fe33c7",
-        "helm_chart/HyperPodHelmChart", "37ac2ae3258568c082d4d868825adb450ab707d94c6d64929c1f542ff4f693bc",
+        "hyperpod-helm-chart-011ca92",
+        "aws/sagemaker-hyperpod-cli",
+        "011ca927123e02b35a399935bbb3ab1905fe33c7",
+        "helm_chart/HyperPodHelmChart",
+        "37ac2ae3258568c082d4d868825adb450ab707d94c6d64929c1f542ff4f693bc",
     ),
 }
 # The KubeRay CRDs of the pinned operator release (same commit as its chart).
 KUBERAY_CRDS = SourcePin(
-    "kuberay-crds", "ray-project/kuberay", "59d663aeec13760646da3db9c1cf8cfe883e30b7",
-    "ray-operator/config/crd/bases", "56f86b9a0d804013e0b88b80e718bdb95f359a500d865efeb72f5100a54be602",
+    "kuberay-crds",
+    "ray-project/kuberay",
+    "59d663aeec13760646da3db9c1cf8cfe883e30b7",
+    "ray-operator/config/crd/bases",
+    "56f86b9a0d804013e0b88b80e718bdb95f359a500d865efeb72f5100a54be602",
     files=("ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml", "ray.io_rayservices.yaml"),
 )
 

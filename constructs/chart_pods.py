@@ -81,14 +81,26 @@ def render_release(release: ChartRelease, *, kubernetes_version: str) -> list[di
         values.flush()
         proc = subprocess.run(
             [
-                str(fixtures.helm_binary(kubernetes_version)), "template", release.release, str(chart_dir),
-                "--namespace", release.namespace, "--values", values.name, "--kube-version", kubernetes_version,
+                str(fixtures.helm_binary(kubernetes_version)),
+                "template",
+                release.release,
+                str(chart_dir),
+                "--namespace",
+                release.namespace,
+                "--values",
+                values.name,
+                "--kube-version",
+                kubernetes_version,
             ],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         )
     if proc.returncode != 0:
         error = " ".join(proc.stderr.split())
-        raise ChartRenderError(f"helm template of release {release.release} ({release.pin.chart} {release.pin.version}) failed: {error}")
+        raise ChartRenderError(
+            f"helm template of release {release.release} ({release.pin.chart} {release.pin.version}) failed: {error}"
+        )
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
 
 

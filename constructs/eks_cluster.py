@@ -6,6 +6,9 @@ Not Auto Mode: the cluster's own compute is the ``system`` node group; HyperPod 
 compute. HyperPod's execution role gets no access entry here: HyperPod creates that entry itself
 when the HyperPod cluster is created (see ``constructs/hyperpod_cluster.py`` and README
 "EKS cluster").
+
+One module because it is one construct: the control plane, its node group, add-ons and access
+entries reference one another and share one lifecycle.
 """
 
 from __future__ import annotations
@@ -143,9 +146,18 @@ class PlatformEksCluster(Construct):
         )
         acknowledge(
             nodegroup.role,
-            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSWorkerNodePolicy]", "EKS requires this AWS managed policy on the node role of a managed node group (EKS user guide, node IAM role)."),
-            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly]", "Nodes pull the EKS add-on and system images from ECR; read-only, as the EKS node role documentation requires."),
-            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKS_CNI_Policy]", "The VPC CNI on these nodes assigns pod IPs from the VPC (HyperPod requires the VPC CNI); AWS documents this managed policy for it."),
+            (
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSWorkerNodePolicy]",
+                "EKS requires this AWS managed policy on the node role of a managed node group (EKS user guide, node IAM role).",
+            ),
+            (
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly]",
+                "Nodes pull the EKS add-on and system images from ECR; read-only, as the EKS node role documentation requires.",
+            ),
+            (
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKS_CNI_Policy]",
+                "The VPC CNI on these nodes assigns pod IPs from the VPC (HyperPod requires the VPC CNI); AWS documents this managed policy for it.",
+            ),
         )
         return nodegroup
 
@@ -159,22 +171,53 @@ class PlatformEksCluster(Construct):
         cluster_group = self.cluster.cluster_security_group_id
         shared_group = shared.security_group_id
         specs = [
-            ("SystemFromHyperPodDns", cluster_group, shared_group, "udp", (F.DNS_PORT, F.DNS_PORT),
-             "DNS from HyperPod pods to CoreDNS"),
-            ("SystemFromHyperPodTcp", cluster_group, shared_group, "tcp", F.RAY_NODE_PORTS,
-             "Ray workers to the heads (GCS, raylet, object manager, worker ports), Serve, DNS over TCP"),
-            ("HyperPodFromSystemTcp", shared_group, cluster_group, "tcp", F.RAY_NODE_PORTS,
-             "Ray heads to the workers (raylet, object manager, worker ports) and Serve replicas"),
+            (
+                "SystemFromHyperPodDns",
+                cluster_group,
+                shared_group,
+                "udp",
+                (F.DNS_PORT, F.DNS_PORT),
+                "DNS from HyperPod pods to CoreDNS",
+            ),
+            (
+                "SystemFromHyperPodTcp",
+                cluster_group,
+                shared_group,
+                "tcp",
+                F.RAY_NODE_PORTS,
+                "Ray workers to the heads (GCS, raylet, object manager, worker ports), Serve, DNS over TCP",
+            ),
+            (
+                "HyperPodFromSystemTcp",
+                shared_group,
+                cluster_group,
+                "tcp",
+                F.RAY_NODE_PORTS,
+                "Ray heads to the workers (raylet, object manager, worker ports) and Serve replicas",
+            ),
             *[
-                (f"LustreFromSystem{lo}", shared_group, cluster_group, "tcp", (lo, hi), f"Lustre {lo}-{hi} from the Ray heads on the system nodes")
+                (
+                    f"LustreFromSystem{lo}",
+                    shared_group,
+                    cluster_group,
+                    "tcp",
+                    (lo, hi),
+                    f"Lustre {lo}-{hi} from the Ray heads on the system nodes",
+                )
                 for lo, hi in F.LUSTRE_PORTS
             ],
         ]
         rules = []
         for cid, group, peer, protocol, (lo, hi), description in specs:
             rule = ec2.CfnSecurityGroupIngress(
-                self, cid, group_id=group, source_security_group_id=peer, ip_protocol=protocol,
-                from_port=lo, to_port=hi, description=description,
+                self,
+                cid,
+                group_id=group,
+                source_security_group_id=peer,
+                ip_protocol=protocol,
+                from_port=lo,
+                to_port=hi,
+                description=description,
             )
             rules.append(rule)
         return rules
@@ -221,12 +264,20 @@ class PlatformEksCluster(Construct):
             iam.PolicyStatement(sid="DescribeFileSystems", actions=["fsx:DescribeFileSystems"], resources=["*"])
         )
         self.fsx_csi_role.add_to_policy(
-            iam.PolicyStatement(sid="ResizeThisFileSystem", actions=["fsx:UpdateFileSystem"], resources=[file_system_arn])
+            iam.PolicyStatement(
+                sid="ResizeThisFileSystem", actions=["fsx:UpdateFileSystem"], resources=[file_system_arn]
+            )
         )
         acknowledge(
             self.fsx_csi_role,
-            ("AwsSolutions-IAM5[Resource::*]", "fsx:DescribeFileSystems supports no resource-level permissions (Service Authorization Reference); it is the only action on '*'."),
-            ("NIST.800.53.R5-IAMNoInlinePolicy", "The role's statements live beside the add-on that needs them and are scoped to this cluster's one file system."),
+            (
+                "AwsSolutions-IAM5[Resource::*]",
+                "fsx:DescribeFileSystems supports no resource-level permissions (Service Authorization Reference); it is the only action on '*'.",
+            ),
+            (
+                "NIST.800.53.R5-IAMNoInlinePolicy",
+                "The role's statements live beside the add-on that needs them and are scoped to this cluster's one file system.",
+            ),
         )
         fsx = addon(
             "FsxCsiDriver",
@@ -251,7 +302,10 @@ class PlatformEksCluster(Construct):
             )
             acknowledge(
                 self.cloudwatch_role,
-                ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/CloudWatchAgentServerPolicy]", "AWS documents this managed policy for the CloudWatch Observability add-on; it grants only CloudWatch metric/log writes and read-only describes."),
+                (
+                    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/CloudWatchAgentServerPolicy]",
+                    "AWS documents this managed policy for the CloudWatch Observability add-on; it grants only CloudWatch metric/log writes and read-only describes.",
+                ),
             )
             observability = addon(
                 "CloudWatchObservability",
@@ -288,42 +342,88 @@ class PlatformEksCluster(Construct):
         cluster and its kubectl provider (a CloudFormation custom resource provider)."""
         acknowledge(
             self.cluster.role,
-            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]", "EKS requires this AWS managed policy on the cluster service role (EKS user guide, cluster IAM role); there is no scoped equivalent."),
+            (
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]",
+                "EKS requires this AWS managed policy on the cluster service role (EKS user guide, cluster IAM role); there is no scoped equivalent.",
+            ),
         )
         provider = self.cluster.node.find_child("KubectlProvider")
         handler = provider.node.find_child("Handler")
         framework = provider.node.find_child("Provider").node.find_child("framework-onEvent")
         ecr_public = (
-            "AwsSolutions-IAM4[Policy::{\"Fn::If\":[\"" + Stack.of(self).get_logical_id(handler.node.find_child("HasEcrPublic")) + "\","
-            "{\"Fn::Join\":[\"\",[\"arn:\",{\"Ref\":\"AWS::Partition\"},\":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly\"]]},{\"Ref\":\"AWS::NoValue\"}]}]"
+            'AwsSolutions-IAM4[Policy::{"Fn::If":["'
+            + Stack.of(self).get_logical_id(handler.node.find_child("HasEcrPublic"))
+            + '",'
+            '{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}]'
         )
         lambda_reasons = (
-            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]", "aws-cdk-lib attaches it so the kubectl provider can write its own CloudWatch logs; it grants nothing else."),
-            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]", "The provider runs in the private subnets to reach the private EKS endpoint; this policy only manages its own network interfaces."),
-            ("NIST.800.53.R5-IAMNoInlinePolicy", "aws-cdk-lib writes the kubectl provider's inline policy: eks:DescribeCluster on this cluster and invoking its own handler."),
-            ("NIST.800.53.R5-LambdaConcurrency", "A deploy-time custom resource handler invoked by CloudFormation a few times per deploy; a concurrency limit could only fail deploys."),
-            ("NIST.800.53.R5-LambdaDLQ", "Invoked synchronously by CloudFormation, which reports any failure in the stack events; there is nothing for a dead-letter queue to hold."),
+            (
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+                "aws-cdk-lib attaches it so the kubectl provider can write its own CloudWatch logs; it grants nothing else.",
+            ),
+            (
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]",
+                "The provider runs in the private subnets to reach the private EKS endpoint; this policy only manages its own network interfaces.",
+            ),
+            (
+                "NIST.800.53.R5-IAMNoInlinePolicy",
+                "aws-cdk-lib writes the kubectl provider's inline policy: eks:DescribeCluster on this cluster and invoking its own handler.",
+            ),
+            (
+                "NIST.800.53.R5-LambdaConcurrency",
+                "A deploy-time custom resource handler invoked by CloudFormation a few times per deploy; a concurrency limit could only fail deploys.",
+            ),
+            (
+                "NIST.800.53.R5-LambdaDLQ",
+                "Invoked synchronously by CloudFormation, which reports any failure in the stack events; there is nothing for a dead-letter queue to hold.",
+            ),
         )
         acknowledge(
             handler,
             *lambda_reasons,
-            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly]", "aws-cdk-lib attaches it so helm can pull charts stored as OCI images in ECR; read-only."),
-            (ecr_public, "aws-cdk-lib attaches the read-only ECR Public policy (commercial partition only) so helm can pull public OCI charts."),
-            ("AwsSolutions-L1", "aws-cdk-lib picks the handler's Python runtime (the newest it knows); this app does not override library internals."),
+            (
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly]",
+                "aws-cdk-lib attaches it so helm can pull charts stored as OCI images in ECR; read-only.",
+            ),
+            (
+                ecr_public,
+                "aws-cdk-lib attaches the read-only ECR Public policy (commercial partition only) so helm can pull public OCI charts.",
+            ),
+            (
+                "AwsSolutions-L1",
+                "aws-cdk-lib picks the handler's Python runtime (the newest it knows); this app does not override library internals.",
+            ),
         )
         acknowledge(
             framework,
             *lambda_reasons,
-            ("AwsSolutions-IAM5[Resource::<" + Stack.of(self).get_logical_id(handler.node.default_child) + ".Arn>:*]", "The provider framework invokes only its own onEvent handler (all versions of that one function)."),
+            (
+                "AwsSolutions-IAM5[Resource::<"
+                + Stack.of(self).get_logical_id(handler.node.default_child)
+                + ".Arn>:*]",
+                "The provider framework invokes only its own onEvent handler (all versions of that one function).",
+            ),
         )
         for function in (handler, framework):
             # aws-cdk-lib adds a DependsOn on the role that the Role GetAtt already implies
             # (cfn-lint W3005): drop the redundant one.
             policy = function.role.node.find_child("DefaultPolicy").node.default_child
             function.node.default_child.add_override("DependsOn", [Stack.of(self).get_logical_id(policy)])  # type: ignore[union-attr]
-            checkov_skip(function, "CKV_AWS_115", "Deploy-time custom resource handler invoked a few times per deploy; a concurrency limit could only fail deploys.")
-            checkov_skip(function, "CKV_AWS_116", "Invoked synchronously by CloudFormation, which reports failures in stack events; a DLQ would stay empty.")
-            checkov_skip(function, "CKV_AWS_173", "Its environment holds no secret (region endpoint setting, function names); encrypting it adds a key grant for nothing.")
+            checkov_skip(
+                function,
+                "CKV_AWS_115",
+                "Deploy-time custom resource handler invoked a few times per deploy; a concurrency limit could only fail deploys.",
+            )
+            checkov_skip(
+                function,
+                "CKV_AWS_116",
+                "Invoked synchronously by CloudFormation, which reports failures in stack events; a DLQ would stay empty.",
+            )
+            checkov_skip(
+                function,
+                "CKV_AWS_173",
+                "Its environment holds no secret (region endpoint setting, function names); encrypting it adds a key grant for nothing.",
+            )
 
     @property
     def cluster_arn(self) -> str:

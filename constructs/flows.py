@@ -9,18 +9,24 @@ Pods use their node's security groups: the VPC CNI gives pods the node's ENI gro
 security groups for pods is turned on, which this platform does not do
 (https://docs.aws.amazon.com/eks/latest/userguide/security-groups-for-pods.html). So a pod part
 names the node pool it runs on.
+
+One module because the flow table is one fact: the parts, their ports and every flow between them
+are read together by the constructs and by ``review/flows.py``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from config.jobs import JOBS_PREFIX
 from config.names import ray_auth_secret_name
 from workloads.common import k8s
 from workloads.common.network_policy import POD_FLOWS
 from workloads.inference.manifest import SERVE_PORT
+
+if TYPE_CHECKING:
+    from config.model import EnvironmentConfig
 
 Protocol = Literal["tcp", "udp", "all"]
 
@@ -114,52 +120,163 @@ def _lustre(source: str, why: str) -> list[NetworkFlow]:
 def network_flows() -> list[NetworkFlow]:
     head = ray_head_ports()
     flows = [
-        NetworkFlow("hyperpod-dns-udp", "DNS (UDP 53) from HyperPod pods to CoreDNS",
-                    "Ray workers resolve the head's service name and AWS endpoints through CoreDNS, which runs on the system nodes.",
-                    "ray-workers", "coredns", "udp", (DNS_PORT, DNS_PORT)),
-        NetworkFlow("hyperpod-dns-tcp", "DNS (TCP 53) from HyperPod pods to CoreDNS",
-                    "Large DNS answers fall back to TCP.", "ray-workers", "coredns", "tcp", (DNS_PORT, DNS_PORT)),
-        NetworkFlow("system-dns-udp", "DNS (UDP 53) from system-node pods to CoreDNS",
-                    "The head and the operator resolve service names.", "ray-head", "coredns", "udp", (DNS_PORT, DNS_PORT)),
+        NetworkFlow(
+            "hyperpod-dns-udp",
+            "DNS (UDP 53) from HyperPod pods to CoreDNS",
+            "Ray workers resolve the head's service name and AWS endpoints through CoreDNS, which runs on the system nodes.",
+            "ray-workers",
+            "coredns",
+            "udp",
+            (DNS_PORT, DNS_PORT),
+        ),
+        NetworkFlow(
+            "hyperpod-dns-tcp",
+            "DNS (TCP 53) from HyperPod pods to CoreDNS",
+            "Large DNS answers fall back to TCP.",
+            "ray-workers",
+            "coredns",
+            "tcp",
+            (DNS_PORT, DNS_PORT),
+        ),
+        NetworkFlow(
+            "system-dns-udp",
+            "DNS (UDP 53) from system-node pods to CoreDNS",
+            "The head and the operator resolve service names.",
+            "ray-head",
+            "coredns",
+            "udp",
+            (DNS_PORT, DNS_PORT),
+        ),
         *[
-            NetworkFlow(f"worker->head:{p}", f"Ray worker to the head's port {p}",
-                        "Workers register with the head's GCS (6379); the dashboard agent reports to 8265; clients use 10001.",
-                        "ray-workers", "ray-head", "tcp", (p, p))
+            NetworkFlow(
+                f"worker->head:{p}",
+                f"Ray worker to the head's port {p}",
+                "Workers register with the head's GCS (6379); the dashboard agent reports to 8265; clients use 10001.",
+                "ray-workers",
+                "ray-head",
+                "tcp",
+                (p, p),
+            )
             for p in head
         ],
-        NetworkFlow("worker->head:ray", "Ray worker to the head's raylet, object manager and worker ports",
-                    "Object transfers and actor calls between the head node and the workers use ports Ray picks at start.",
-                    "ray-workers", "ray-head", "tcp", RAY_NODE_PORTS),
-        NetworkFlow("head->worker:ray", "Ray head to the workers' raylet, object manager and worker ports",
-                    "The head's GCS and driver call the workers' raylets and workers (health checks, task pushes, object pulls).",
-                    "ray-head", "ray-workers", "tcp", RAY_NODE_PORTS),
-        NetworkFlow("worker->worker:ray", "Ray worker to Ray worker, all TCP",
-                    "Object transfers and collective setup between worker pods on different HyperPod nodes.",
-                    "ray-workers", "ray-workers", "tcp", RAY_NODE_PORTS),
-        NetworkFlow("operator->head:dashboard", "KubeRay operator to the heads' dashboard (8265)",
-                    "The operator submits RayJobs and reads Serve status through the head's dashboard.",
-                    "kuberay-operator", "ray-head", "tcp", (head[1], head[1])),
-        NetworkFlow("operator->head:serve", f"KubeRay operator to the heads' Serve port ({SERVE_PORT})",
-                    "RayService readiness is probed on the head's Serve proxy.",
-                    "kuberay-operator", "ray-head", "tcp", (SERVE_PORT, SERVE_PORT)),
-        NetworkFlow("system->serve", f"In-cluster clients on the system nodes to Serve replicas ({SERVE_PORT})",
-                    "The RayService's serve Service routes to the proxies on every Ray node, including the HyperPod ones.",
-                    "ray-head", "ray-workers", "tcp", (SERVE_PORT, SERVE_PORT)),
-        NetworkFlow("hyperpod->serve", f"Clients on HyperPod nodes to the head's Serve proxy ({SERVE_PORT})",
-                    "The serve Service also routes to the head's proxy.", "ray-workers", "ray-head", "tcp", (SERVE_PORT, SERVE_PORT)),
-        NetworkFlow("control-plane->system:kubelet", "EKS control plane to the system nodes' kubelet (10250)",
-                    "kubectl logs/exec and the API server's health checks.", "eks-api", "system-nodes", "tcp", (KUBELET_PORT, KUBELET_PORT)),
-        NetworkFlow("control-plane->hyperpod:kubelet", "EKS control plane to the HyperPod nodes' kubelet (10250)",
-                    "kubectl logs/exec on Ray worker pods.", "eks-api", "hyperpod-nodes", "tcp", (KUBELET_PORT, KUBELET_PORT)),
-        NetworkFlow("system->eks-api", "System nodes to the EKS API (443)", "kubelet and controllers talk to the API server.",
-                    "system-nodes", "eks-api", "tcp", (HTTPS_PORT, HTTPS_PORT)),
-        NetworkFlow("hyperpod->eks-api", "HyperPod nodes to the EKS API (443)", "kubelet on HyperPod nodes joins the cluster.",
-                    "hyperpod-nodes", "eks-api", "tcp", (HTTPS_PORT, HTTPS_PORT)),
-        NetworkFlow("kubectl->eks-api", "kubectl handler to the EKS API (443)", "CloudFormation applies manifests and Helm charts through it.",
-                    "kubectl-handler", "eks-api", "tcp", (HTTPS_PORT, HTTPS_PORT)),
-        NetworkFlow("hyperpod-efa", "NCCL over EFA between HyperPod nodes (all traffic)",
-                    "Collectives between GPU nodes; EFA needs all traffic within the group both ways.",
-                    "hyperpod-nodes", "hyperpod-nodes", "all", ALL_PORTS, group_rules_only=True),
+        NetworkFlow(
+            "worker->head:ray",
+            "Ray worker to the head's raylet, object manager and worker ports",
+            "Object transfers and actor calls between the head node and the workers use ports Ray picks at start.",
+            "ray-workers",
+            "ray-head",
+            "tcp",
+            RAY_NODE_PORTS,
+        ),
+        NetworkFlow(
+            "head->worker:ray",
+            "Ray head to the workers' raylet, object manager and worker ports",
+            "The head's GCS and driver call the workers' raylets and workers (health checks, task pushes, object pulls).",
+            "ray-head",
+            "ray-workers",
+            "tcp",
+            RAY_NODE_PORTS,
+        ),
+        NetworkFlow(
+            "worker->worker:ray",
+            "Ray worker to Ray worker, all TCP",
+            "Object transfers and collective setup between worker pods on different HyperPod nodes.",
+            "ray-workers",
+            "ray-workers",
+            "tcp",
+            RAY_NODE_PORTS,
+        ),
+        NetworkFlow(
+            "operator->head:dashboard",
+            "KubeRay operator to the heads' dashboard (8265)",
+            "The operator submits RayJobs and reads Serve status through the head's dashboard.",
+            "kuberay-operator",
+            "ray-head",
+            "tcp",
+            (head[1], head[1]),
+        ),
+        NetworkFlow(
+            "operator->head:serve",
+            f"KubeRay operator to the heads' Serve port ({SERVE_PORT})",
+            "RayService readiness is probed on the head's Serve proxy.",
+            "kuberay-operator",
+            "ray-head",
+            "tcp",
+            (SERVE_PORT, SERVE_PORT),
+        ),
+        NetworkFlow(
+            "system->serve",
+            f"In-cluster clients on the system nodes to Serve replicas ({SERVE_PORT})",
+            "The RayService's serve Service routes to the proxies on every Ray node, including the HyperPod ones.",
+            "ray-head",
+            "ray-workers",
+            "tcp",
+            (SERVE_PORT, SERVE_PORT),
+        ),
+        NetworkFlow(
+            "hyperpod->serve",
+            f"Clients on HyperPod nodes to the head's Serve proxy ({SERVE_PORT})",
+            "The serve Service also routes to the head's proxy.",
+            "ray-workers",
+            "ray-head",
+            "tcp",
+            (SERVE_PORT, SERVE_PORT),
+        ),
+        NetworkFlow(
+            "control-plane->system:kubelet",
+            "EKS control plane to the system nodes' kubelet (10250)",
+            "kubectl logs/exec and the API server's health checks.",
+            "eks-api",
+            "system-nodes",
+            "tcp",
+            (KUBELET_PORT, KUBELET_PORT),
+        ),
+        NetworkFlow(
+            "control-plane->hyperpod:kubelet",
+            "EKS control plane to the HyperPod nodes' kubelet (10250)",
+            "kubectl logs/exec on Ray worker pods.",
+            "eks-api",
+            "hyperpod-nodes",
+            "tcp",
+            (KUBELET_PORT, KUBELET_PORT),
+        ),
+        NetworkFlow(
+            "system->eks-api",
+            "System nodes to the EKS API (443)",
+            "kubelet and controllers talk to the API server.",
+            "system-nodes",
+            "eks-api",
+            "tcp",
+            (HTTPS_PORT, HTTPS_PORT),
+        ),
+        NetworkFlow(
+            "hyperpod->eks-api",
+            "HyperPod nodes to the EKS API (443)",
+            "kubelet on HyperPod nodes joins the cluster.",
+            "hyperpod-nodes",
+            "eks-api",
+            "tcp",
+            (HTTPS_PORT, HTTPS_PORT),
+        ),
+        NetworkFlow(
+            "kubectl->eks-api",
+            "kubectl handler to the EKS API (443)",
+            "CloudFormation applies manifests and Helm charts through it.",
+            "kubectl-handler",
+            "eks-api",
+            "tcp",
+            (HTTPS_PORT, HTTPS_PORT),
+        ),
+        NetworkFlow(
+            "hyperpod-efa",
+            "NCCL over EFA between HyperPod nodes (all traffic)",
+            "Collectives between GPU nodes; EFA needs all traffic within the group both ways.",
+            "hyperpod-nodes",
+            "hyperpod-nodes",
+            "all",
+            ALL_PORTS,
+            group_rules_only=True,
+        ),
         *_lustre("ray-workers", "Workers read data and write checkpoints on /fsx."),
         *_lustre("ray-head", "The head pods mount the same FSx claim (checkpoint listing, Serve's model files)."),
         *pod_flows(),
@@ -172,8 +289,15 @@ def pod_flows() -> list[NetworkFlow]:
     the security groups must admit it too, or the policy's rule is void. Rows whose source is
     not a part (namespaces chosen by label, on either pool) have no place in this table."""
     return [
-        NetworkFlow(name, f"NetworkPolicy: {source} -> {destination} {protocol} {lo}-{hi}", why,
-                    source, destination, protocol, (lo, hi))  # type: ignore[arg-type]
+        NetworkFlow(
+            name,
+            f"NetworkPolicy: {source} -> {destination} {protocol} {lo}-{hi}",
+            why,
+            source,
+            destination,
+            protocol,  # type: ignore[arg-type]  # POD_FLOWS types it str; its rows hold "tcp"
+            (lo, hi),
+        )
         for name, source, destination, protocol, (lo, hi), why in POD_FLOWS
         if source in PARTS and destination in PARTS
     ]
@@ -194,13 +318,36 @@ def egress_flows() -> list[EgressFlow]:
     out = []
     for source in ("system-nodes", "hyperpod-nodes"):
         out += [
-            EgressFlow(f"{source}->s3", f"{source} to S3", "Image layers (ECR stores them in S3), lifecycle scripts, checkpoints.", source, "s3"),
-            EgressFlow(f"{source}->ecr", f"{source} to ECR", "Image pulls for add-ons, agents and Ray.", source, "ecr.dkr"),
-            EgressFlow(f"{source}->sts", f"{source} to STS", "Pod Identity and IRSA credential exchange.", source, "sts"),
-            EgressFlow(f"{source}->eks-auth", f"{source} to EKS Auth", "The Pod Identity agent exchanges tokens.", source, "eks-auth"),
+            EgressFlow(
+                f"{source}->s3",
+                f"{source} to S3",
+                "Image layers (ECR stores them in S3), lifecycle scripts, checkpoints.",
+                source,
+                "s3",
+            ),
+            EgressFlow(
+                f"{source}->ecr", f"{source} to ECR", "Image pulls for add-ons, agents and Ray.", source, "ecr.dkr"
+            ),
+            EgressFlow(
+                f"{source}->sts", f"{source} to STS", "Pod Identity and IRSA credential exchange.", source, "sts"
+            ),
+            EgressFlow(
+                f"{source}->eks-auth",
+                f"{source} to EKS Auth",
+                "The Pod Identity agent exchanges tokens.",
+                source,
+                "eks-auth",
+            ),
         ]
-    out.append(EgressFlow("hyperpod-nodes->sagemaker", "HyperPod nodes to the SageMaker API",
-                          "HyperPod's agents report node health.", "hyperpod-nodes", "sagemaker.api"))
+    out.append(
+        EgressFlow(
+            "hyperpod-nodes->sagemaker",
+            "HyperPod nodes to the SageMaker API",
+            "HyperPod's agents report node health.",
+            "hyperpod-nodes",
+            "sagemaker.api",
+        )
+    )
     return out
 
 
@@ -210,12 +357,23 @@ def egress_flows() -> list[EgressFlow]:
 
 # Principals and resources review/flows.py can find in the templates.
 Principal = Literal[
-    "fsx-s3-service-linked-role", "hyperpod-execution-role", "workloads-role", "fsx-csi-role",
-    "flow-log-role", "logs-service",
+    "fsx-s3-service-linked-role",
+    "hyperpod-execution-role",
+    "workloads-role",
+    "fsx-csi-role",
+    "flow-log-role",
+    "logs-service",
 ]
 Resource = Literal[
-    "platform-key", "flow-log-key", "flow-log-group", "s3-object", "s3-bucket", "fsx-file-system",
-    "ec2", "ray-auth-secret", "ray-auth-secret-key",
+    "platform-key",
+    "flow-log-key",
+    "flow-log-group",
+    "s3-object",
+    "s3-bucket",
+    "fsx-file-system",
+    "ec2",
+    "ray-auth-secret",
+    "ray-auth-secret-key",
 ]
 
 
@@ -246,10 +404,13 @@ class S3Location:
     source: str
 
 
-def s3_locations(config) -> list[S3Location]:
+def s3_locations(config: EnvironmentConfig) -> list[S3Location]:
     """Every S3 prefix a workload reads or writes, derived from the environment config."""
-    out = [S3Location(config.bucket_names()["checkpoints"], config.fsx.import_export_prefix, True,
-                      "fsx.import_export_prefix")]
+    out = [
+        S3Location(
+            config.bucket_names()["checkpoints"], config.fsx.import_export_prefix, True, "fsx.import_export_prefix"
+        )
+    ]
 
     def add(uri: str | None, write: bool, source: str) -> None:
         if uri and uri.startswith("s3://"):
@@ -287,48 +448,73 @@ ENI_ACTIONS = (
 CNI_RESOURCE_TYPES = ("network-interface", "subnet", "security-group", "instance")
 
 
-def access_flows(config, *, eni_actions: tuple[str, ...] = ("ec2:CreateNetworkInterface", *ENI_ACTIONS)) -> list[AccessFlow]:
-    s3_via = (("kms:ViaService", "s3.{region}.amazonaws.com"), ("kms:CallerAccount", "{account}"),
-              ("aws:SecureTransport", "true"))
+def access_flows(
+    config: EnvironmentConfig, *, eni_actions: tuple[str, ...] = ("ec2:CreateNetworkInterface", *ENI_ACTIONS)
+) -> list[AccessFlow]:
+    s3_via = (
+        ("kms:ViaService", "s3.{region}.amazonaws.com"),
+        ("kms:CallerAccount", "{account}"),
+        ("aws:SecureTransport", "true"),
+    )
     flows = [
         AccessFlow(
-            "fsx-slr-platform-key", "FSx's S3 service-linked role uses the platform key through S3",
+            "fsx-slr-platform-key",
+            "FSx's S3 service-linked role uses the platform key through S3",
             "The data repository association imports and exports checkpoints in the SSE-KMS bucket "
             "(FSx for Lustre user guide, 'Working with server-side encrypted Amazon S3 buckets').",
-            "fsx-s3-service-linked-role", ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:ReEncryptFrom", "kms:DescribeKey"),
+            "fsx-s3-service-linked-role",
+            ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:ReEncryptFrom", "kms:DescribeKey"),
             "platform-key",
             # Bucket keys on: the encryption context is the bucket ARN (same guide).
             context=(*s3_via, ("kms:EncryptionContext:aws:s3:arn", "{bucket_arn}")),
             target=config.bucket_names()["checkpoints"],
         ),
         AccessFlow(
-            "execution-role-ebs-grant", "HyperPod execution role creates grants on the platform key",
+            "execution-role-ebs-grant",
+            "HyperPod execution role creates grants on the platform key",
             "HyperPod encrypts node EBS volumes with the platform key; scale-out, node replacement and "
             "software updates create grants (SageMaker guide, 'Customer managed AWS KMS key encryption for SageMaker HyperPod').",
-            "hyperpod-execution-role", ("kms:CreateGrant", "kms:DescribeKey"), "platform-key",
-            context=(("kms:GrantIsForAWSResource", "true"), ("kms:ViaService", "sagemaker.{region}.amazonaws.com"),
-                     ("kms:CallerAccount", "{account}")),
+            "hyperpod-execution-role",
+            ("kms:CreateGrant", "kms:DescribeKey"),
+            "platform-key",
+            context=(
+                ("kms:GrantIsForAWSResource", "true"),
+                ("kms:ViaService", "sagemaker.{region}.amazonaws.com"),
+                ("kms:CallerAccount", "{account}"),
+            ),
         ),
         AccessFlow(
-            "execution-role-scripts", "HyperPod execution role reads the lifecycle scripts",
+            "execution-role-scripts",
+            "HyperPod execution role reads the lifecycle scripts",
             "Nodes run on_create.sh from the scripts bucket at boot.",
-            "hyperpod-execution-role", ("kms:Decrypt",), "platform-key",
+            "hyperpod-execution-role",
+            ("kms:Decrypt",),
+            "platform-key",
             context=s3_via,
         ),
         AccessFlow(
-            "csi-describe-fsx", "FSx CSI controller describes file systems",
+            "csi-describe-fsx",
+            "FSx CSI controller describes file systems",
             "The controller validates the static volume's file system.",
-            "fsx-csi-role", ("fsx:DescribeFileSystems",), "fsx-file-system",
+            "fsx-csi-role",
+            ("fsx:DescribeFileSystems",),
+            "fsx-file-system",
         ),
         AccessFlow(
-            "flow-logs-write", "VPC Flow Logs writes to its log group",
-            "Flow logs of every ENI in the VPC.", "flow-log-role",
-            ("logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"), "flow-log-group",
+            "flow-logs-write",
+            "VPC Flow Logs writes to its log group",
+            "Flow logs of every ENI in the VPC.",
+            "flow-log-role",
+            ("logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"),
+            "flow-log-group",
         ),
         AccessFlow(
-            "logs-flow-log-key", "CloudWatch Logs encrypts the flow log group with its key",
+            "logs-flow-log-key",
+            "CloudWatch Logs encrypts the flow log group with its key",
             "The log group is KMS-encrypted (CloudWatch Logs guide, 'Encrypt log data using AWS KMS').",
-            "logs-service", ("kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"), "flow-log-key",
+            "logs-service",
+            ("kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"),
+            "flow-log-key",
             context=(("kms:EncryptionContext:aws:logs:arn", "{log_group_arn}"),),
         ),
     ]
@@ -339,45 +525,82 @@ def access_flows(config, *, eni_actions: tuple[str, ...] = ("ec2:CreateNetworkIn
     secret = ray_auth_secret_name(config.name_prefix)
     flows += [
         AccessFlow(
-            "workloads-ray-auth-secret", "Ray pods read the Ray auth token",
+            "workloads-ray-auth-secret",
+            "Ray pods read the Ray auth token",
             "Every Ray pod mounts the token's CSI volume; KubeRay's authOptions names the Secret it syncs.",
-            "workloads-role", ("secretsmanager:GetSecretValue",), "ray-auth-secret", target=secret,
+            "workloads-role",
+            ("secretsmanager:GetSecretValue",),
+            "ray-auth-secret",
+            target=secret,
             context=(("aws:SecureTransport", "true"),),
         ),
         AccessFlow(
-            "workloads-ray-auth-key", "Ray pods decrypt the Ray auth token through Secrets Manager",
-            "The secret is encrypted with the platform key.", "workloads-role", ("kms:Decrypt",), "ray-auth-secret-key",
+            "workloads-ray-auth-key",
+            "Ray pods decrypt the Ray auth token through Secrets Manager",
+            "The secret is encrypted with the platform key.",
+            "workloads-role",
+            ("kms:Decrypt",),
+            "ray-auth-secret-key",
             target=secret,
-            context=(("kms:ViaService", "secretsmanager.{region}.amazonaws.com"), ("kms:CallerAccount", "{account}"),
-                     ("kms:EncryptionContext:SecretARN", "{secret_arn}")),
+            context=(
+                ("kms:ViaService", "secretsmanager.{region}.amazonaws.com"),
+                ("kms:CallerAccount", "{account}"),
+                ("kms:EncryptionContext:SecretARN", "{secret_arn}"),
+            ),
         ),
     ]
     for action in eni_actions:
-        flows.append(AccessFlow(
-            f"cni-{action.split(':')[1]}", f"VPC CNI on HyperPod nodes: {action}",
-            "The VPC CNI manages ENIs and secondary IPs for pods in the HyperPod subnets.",
-            "hyperpod-execution-role", (action,), "ec2", resource_types=CNI_RESOURCE_TYPES,
-        ))
+        flows.append(
+            AccessFlow(
+                f"cni-{action.split(':')[1]}",
+                f"VPC CNI on HyperPod nodes: {action}",
+                "The VPC CNI manages ENIs and secondary IPs for pods in the HyperPod subnets.",
+                "hyperpod-execution-role",
+                (action,),
+                "ec2",
+                resource_types=CNI_RESOURCE_TYPES,
+            )
+        )
     for loc in s3_locations(config):
         actions = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject") if loc.write else ("s3:GetObject",)
-        flows.append(AccessFlow(
-            f"workloads-s3:{loc.bucket}/{loc.prefix}", f"Ray workloads {'read and write' if loc.write else 'read'} s3://{loc.bucket}/{loc.prefix}",
-            f"From config {loc.source}.", "workloads-role", actions, "s3-object",
-            target=f"{loc.bucket}/{loc.prefix}flows-probe", context=(("aws:SecureTransport", "true"),),
-        ))
-        flows.append(AccessFlow(
-            f"workloads-list:{loc.bucket}/{loc.prefix}", f"Ray workloads list s3://{loc.bucket}/{loc.prefix}",
-            f"From config {loc.source}: Ray Train and the model loaders list the prefix.", "workloads-role",
-            ("s3:ListBucket",), "s3-bucket", target=loc.bucket,
-            context=(("s3:prefix", loc.prefix), ("aws:SecureTransport", "true")),
-        ))
+        flows.append(
+            AccessFlow(
+                f"workloads-s3:{loc.bucket}/{loc.prefix}",
+                f"Ray workloads {'read and write' if loc.write else 'read'} s3://{loc.bucket}/{loc.prefix}",
+                f"From config {loc.source}.",
+                "workloads-role",
+                actions,
+                "s3-object",
+                target=f"{loc.bucket}/{loc.prefix}flows-probe",
+                context=(("aws:SecureTransport", "true"),),
+            )
+        )
+        flows.append(
+            AccessFlow(
+                f"workloads-list:{loc.bucket}/{loc.prefix}",
+                f"Ray workloads list s3://{loc.bucket}/{loc.prefix}",
+                f"From config {loc.source}: Ray Train and the model loaders list the prefix.",
+                "workloads-role",
+                ("s3:ListBucket",),
+                "s3-bucket",
+                target=loc.bucket,
+                context=(("s3:prefix", loc.prefix), ("aws:SecureTransport", "true")),
+            )
+        )
         if loc.bucket == config.bucket_names()["checkpoints"]:
             kms_actions = ("kms:Decrypt", "kms:GenerateDataKey") if loc.write else ("kms:Decrypt",)
-            flows.append(AccessFlow(
-                f"workloads-key:{loc.bucket}/{loc.prefix}", f"Ray workloads use the platform key for s3://{loc.bucket}/{loc.prefix}",
-                "The checkpoint bucket is SSE-KMS with the platform key.", "workloads-role", kms_actions, "platform-key",
-                context=(*s3_via, ("kms:EncryptionContext:aws:s3:arn", "{bucket_arn}")), target=loc.bucket,
-                ))
+            flows.append(
+                AccessFlow(
+                    f"workloads-key:{loc.bucket}/{loc.prefix}",
+                    f"Ray workloads use the platform key for s3://{loc.bucket}/{loc.prefix}",
+                    "The checkpoint bucket is SSE-KMS with the platform key.",
+                    "workloads-role",
+                    kms_actions,
+                    "platform-key",
+                    context=(*s3_via, ("kms:EncryptionContext:aws:s3:arn", "{bucket_arn}")),
+                    target=loc.bucket,
+                )
+            )
     return flows
 
 
@@ -388,5 +611,5 @@ class FlowTable:
     access: list[AccessFlow] = field(default_factory=list)
 
 
-def flow_table(config) -> FlowTable:
+def flow_table(config: EnvironmentConfig) -> FlowTable:
     return FlowTable(network_flows(), egress_flows(), access_flows(config))

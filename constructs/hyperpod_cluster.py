@@ -28,10 +28,10 @@ from constructs import Construct, IConstruct
 from config.model import HyperPod, InstanceGroup
 from constructs.compliance import acknowledge
 from constructs.flows import ENI_ACTIONS
+from constructs.lifecycle_scripts import LifecycleScripts, nag_env
 
 # ENI actions that IAM's action table says also authorize the instance and security groups.
 ENI_NODE_ACTIONS = ("ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute")
-from constructs.lifecycle_scripts import LifecycleScripts, nag_env
 
 # AWS managed policy for HyperPod cluster instances (CloudWatch logs/metrics under
 # /aws/sagemaker/Clusters, read of s3://sagemaker-* buckets, SSM for node access).
@@ -102,7 +102,10 @@ class HyperPodExecutionRole(Construct):
             iam.PolicyStatement(
                 sid="EniActionsOnNodesAndGroups",
                 actions=list(ENI_NODE_ACTIONS),
-                resources=[ec2_arn_any_account("instance/*"), ec2_arn(f"security-group/{security_group.security_group_id}")],
+                resources=[
+                    ec2_arn_any_account("instance/*"),
+                    ec2_arn(f"security-group/{security_group.security_group_id}"),
+                ],
             ),
             iam.PolicyStatement(
                 sid="TagNewEnis",
@@ -147,7 +150,9 @@ class HyperPodExecutionRole(Construct):
                 resources=[volume_key.key_arn],
                 conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
             ),
-            iam.PolicyStatement(sid="EbsVolumeKeyDescribe", actions=["kms:DescribeKey"], resources=[volume_key.key_arn]),
+            iam.PolicyStatement(
+                sid="EbsVolumeKeyDescribe", actions=["kms:DescribeKey"], resources=[volume_key.key_arn]
+            ),
         ]
         for statement in statements:
             self.role.add_to_principal_policy(statement)
@@ -161,17 +166,35 @@ class HyperPodExecutionRole(Construct):
                 f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{INSTANCE_ROLE_MANAGED_POLICY}]",
                 "AWS's managed policy for HyperPod cluster instances; AWS documents it as required for the execution role and maintains it as HyperPod changes.",
             ),
-            ("NIST.800.53.R5-IAMNoInlinePolicy", "The inline statements belong to this one role, are versioned with it and are scoped to this cluster's subnets, bucket prefix and EKS cluster."),
+            (
+                "NIST.800.53.R5-IAMNoInlinePolicy",
+                "The inline statements belong to this one role, are versioned with it and are scoped to this cluster's subnets, bucket prefix and EKS cluster.",
+            ),
         )
         policy = self.role.node.find_child("DefaultPolicy")
         partition, region, account = nag_env(stack)
         acknowledge(
             policy,
-            ("AwsSolutions-IAM5[Resource::*]", "ec2:Describe* and ecr:GetAuthorizationToken support no resource-level permissions; AWS requires Resource \"*\" for them."),
-            (f"AwsSolutions-IAM5[Resource::arn:{partition}:ec2:{region}:{account}:network-interface/*]", "ENI IDs are chosen by EC2 when the VPC CNI creates them; the statements are limited to ENIs in the HyperPod subnets by the ec2:Subnet condition."),
-            (f"AwsSolutions-IAM5[Resource::arn:{partition}:ec2:{region}:*:instance/*]", "The VPC CNI detaches and modifies ENIs on the node it runs on; HyperPod node instance IDs (and their owning account) are assigned at launch, so only the resource type can be named."),
-            (f"AwsSolutions-IAM5[Resource::arn:{partition}:ecr:{region}:*:repository/*]", "Nodes pull EKS add-on and HyperPod agent images from AWS-owned registries whose account IDs differ per region; pulls stay in this region."),
-            (f"AwsSolutions-IAM5[Resource::{scripts.objects_arn_for_nag()}]", "Read-only access to exactly the objects of the current lifecycle-scripts upload (its content-hash prefix); the object names are the scripts."),
+            (
+                "AwsSolutions-IAM5[Resource::*]",
+                'ec2:Describe* and ecr:GetAuthorizationToken support no resource-level permissions; AWS requires Resource "*" for them.',
+            ),
+            (
+                f"AwsSolutions-IAM5[Resource::arn:{partition}:ec2:{region}:{account}:network-interface/*]",
+                "ENI IDs are chosen by EC2 when the VPC CNI creates them; the statements are limited to ENIs in the HyperPod subnets by the ec2:Subnet condition.",
+            ),
+            (
+                f"AwsSolutions-IAM5[Resource::arn:{partition}:ec2:{region}:*:instance/*]",
+                "The VPC CNI detaches and modifies ENIs on the node it runs on; HyperPod node instance IDs (and their owning account) are assigned at launch, so only the resource type can be named.",
+            ),
+            (
+                f"AwsSolutions-IAM5[Resource::arn:{partition}:ecr:{region}:*:repository/*]",
+                "Nodes pull EKS add-on and HyperPod agent images from AWS-owned registries whose account IDs differ per region; pulls stay in this region.",
+            ),
+            (
+                f"AwsSolutions-IAM5[Resource::{scripts.objects_arn_for_nag()}]",
+                "Read-only access to exactly the objects of the current lifecycle-scripts upload (its content-hash prefix); the object names are the scripts.",
+            ),
         )
 
 

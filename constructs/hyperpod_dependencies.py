@@ -40,6 +40,7 @@ HYPERPOD_PATCHING = "hyperpod-patching"
 # The Kubernetes user HyperPod's service-linked role is mapped to; job auto-restart acts as it.
 HYPERPOD_SERVICE_LINKED_USER = "hyperpod-service-linked-role"
 
+
 def nvidia_device_plugin_values(config: EnvironmentConfig) -> dict[str, Any]:
     return {
         # Only the HyperPod GPU types of this environment: on CPU nodes the plugin crash-loops.
@@ -155,7 +156,11 @@ def job_auto_restart_manifests() -> list[dict[str, Any]]:
                 _rule([""], ["pods"], ["delete", "deletecollection"]),
                 _rule([""], ["nodes", "nodes/status"], ["patch"]),
                 _rule(["", "events.k8s.io"], ["events"], ["create"]),
-                _rule(["kubeflow.org"], ["pytorchjobs", "pytorchjobs/status"], ["get", "list", "watch", "delete", "patch", "update"]),
+                _rule(
+                    ["kubeflow.org"],
+                    ["pytorchjobs", "pytorchjobs/status"],
+                    ["get", "list", "watch", "delete", "patch", "update"],
+                ),
                 _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update", "delete"]),
             ],
         },
@@ -193,8 +198,11 @@ def health_monitoring_agent_manifests(config: EnvironmentConfig) -> list[dict[st
     taints a node that fails (which makes HyperPod replace or reboot it)."""
     name = HEALTH_MONITORING_AGENT
     selector = {"app": name}
-    host_paths = [("log", "/var/log", "/var/log/", False), ("kmsg", "/dev/kmsg", "/dev/kmsg", True),
-                  ("localtime", "/etc/localtime", "/etc/localtime", True)]
+    host_paths = [
+        ("log", "/var/log", "/var/log/", False),
+        ("kmsg", "/dev/kmsg", "/dev/kmsg", True),
+        ("localtime", "/etc/localtime", "/etc/localtime", True),
+    ]
     daemonset = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -215,7 +223,11 @@ def health_monitoring_agent_manifests(config: EnvironmentConfig) -> list[dict[st
                             "image": versions.health_monitoring_agent_image(config.region),
                             "imagePullPolicy": "IfNotPresent",
                             "resources": HEALTH_MONITORING_AGENT_RESOURCES,
-                            "securityContext": {"runAsUser": 1000, "runAsGroup": 2000, "allowPrivilegeEscalation": False},
+                            "securityContext": {
+                                "runAsUser": 1000,
+                                "runAsGroup": 2000,
+                                "allowPrivilegeEscalation": False,
+                            },
                             "env": [
                                 {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                                 {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},

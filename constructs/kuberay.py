@@ -14,7 +14,9 @@ from constructs.helm import ChartRelease
 KUBERAY_RELEASE = "kuberay-operator"
 
 
-def kuberay_operator_values(eks_config: Eks, *, watch_namespaces: tuple[str, ...] = (WORKLOADS_NAMESPACE,)) -> dict[str, Any]:
+def kuberay_operator_values(
+    eks_config: Eks, *, watch_namespaces: tuple[str, ...] = (WORKLOADS_NAMESPACE,)
+) -> dict[str, Any]:
     """Chart values: a pure function of config."""
     return {
         # The image of exactly the chart's release (the chart's own default would do the same;

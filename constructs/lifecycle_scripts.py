@@ -103,9 +103,7 @@ class LifecycleScripts(Construct):
             security_groups=[security_group],
         )
         # The custom resource that performs the copy (the deployment's other child is its layer).
-        self.upload = next(
-            c for c in self.deployment.node.children if isinstance(c, cdk.CustomResource)
-        )
+        self.upload = next(c for c in self.deployment.node.children if isinstance(c, cdk.CustomResource))
         self._acknowledge_handler()
 
     @property
@@ -132,13 +130,34 @@ class LifecycleScripts(Construct):
         handler = handlers[0]
         acknowledge(
             handler,
-            ("AwsSolutions-L1", "The handler is aws-cdk-lib's BucketDeployment Lambda; its runtime is pinned by aws-cdk-lib (requirements.lock) and moves with it."),
-            ("NIST.800.53.R5-LambdaConcurrency", "It runs once per deploy from CloudFormation; a concurrency reservation would only take capacity from the account."),
-            ("NIST.800.53.R5-LambdaDLQ", "It is invoked synchronously by CloudFormation, which reports every failure on the stack; a DLQ would never receive events."),
+            (
+                "AwsSolutions-L1",
+                "The handler is aws-cdk-lib's BucketDeployment Lambda; its runtime is pinned by aws-cdk-lib (requirements.lock) and moves with it.",
+            ),
+            (
+                "NIST.800.53.R5-LambdaConcurrency",
+                "It runs once per deploy from CloudFormation; a concurrency reservation would only take capacity from the account.",
+            ),
+            (
+                "NIST.800.53.R5-LambdaDLQ",
+                "It is invoked synchronously by CloudFormation, which reports every failure on the stack; a DLQ would never receive events.",
+            ),
         )
-        checkov_skip(handler, "CKV_AWS_115", "Runs once per deploy from CloudFormation; a concurrency reservation would only take capacity from the account.")
-        checkov_skip(handler, "CKV_AWS_116", "Invoked synchronously by CloudFormation, which reports every failure; a DLQ would never receive events.")
-        checkov_skip(handler, "CKV_AWS_173", "Its environment holds no secrets, only aws-cdk-lib's fixed settings; the default AWS-managed key is enough.")
+        checkov_skip(
+            handler,
+            "CKV_AWS_115",
+            "Runs once per deploy from CloudFormation; a concurrency reservation would only take capacity from the account.",
+        )
+        checkov_skip(
+            handler,
+            "CKV_AWS_116",
+            "Invoked synchronously by CloudFormation, which reports every failure; a DLQ would never receive events.",
+        )
+        checkov_skip(
+            handler,
+            "CKV_AWS_173",
+            "Its environment holds no secrets, only aws-cdk-lib's fixed settings; the default AWS-managed key is enough.",
+        )
         role = handler.node.find_child("ServiceRole")
         # aws-cdk-lib makes the function DependsOn its role although the Role GetAtt already orders
         # them (cfn-lint W3005); keep only the policy, which the GetAtt does not cover.
@@ -147,8 +166,14 @@ class LifecycleScripts(Construct):
         function.add_override("DependsOn", [stack.get_logical_id(policy.node.default_child)])
         acknowledge(
             role,
-            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]", "aws-cdk-lib attaches it so the handler can write its own CloudWatch logs; it grants nothing else."),
-            ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]", "aws-cdk-lib attaches it so the handler can create its ENIs in the private subnets, which a Lambda in a VPC needs."),
+            (
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+                "aws-cdk-lib attaches it so the handler can write its own CloudWatch logs; it grants nothing else.",
+            ),
+            (
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]",
+                "aws-cdk-lib attaches it so the handler can create its ENIs in the private subnets, which a Lambda in a VPC needs.",
+            ),
         )
         # Granular ids name the literal ARNs: the bucket must have a literal name (see __init__).
         partition, region, account = nag_env(stack)
@@ -156,14 +181,35 @@ class LifecycleScripts(Construct):
         copy = "BucketDeployment copies the asset zip into this bucket's prefix and needs"
         acknowledge(
             policy,
-            ("AwsSolutions-IAM5[Action::s3:GetObject*]", f"{copy} to read the CDK asset object and the objects it replaces."),
+            (
+                "AwsSolutions-IAM5[Action::s3:GetObject*]",
+                f"{copy} to read the CDK asset object and the objects it replaces.",
+            ),
             ("AwsSolutions-IAM5[Action::s3:GetBucket*]", f"{copy} the bucket's location and settings for the copy."),
             ("AwsSolutions-IAM5[Action::s3:List*]", f"{copy} to list the destination prefix to prune stray objects."),
             ("AwsSolutions-IAM5[Action::s3:Abort*]", f"{copy} to abort its own multipart uploads on failure."),
-            ("AwsSolutions-IAM5[Action::s3:DeleteObject*]", f"{copy} to prune objects of this prefix that are not in the asset."),
-            ("AwsSolutions-IAM5[Action::kms:GenerateDataKey*]", f"{copy} data keys of the platform key to write SSE-KMS objects."),
-            ("AwsSolutions-IAM5[Action::kms:ReEncrypt*]", f"{copy} to re-encrypt under the platform key when it overwrites objects."),
-            (f"AwsSolutions-IAM5[Resource::arn:{partition}:s3:::{assets_bucket}/*]", "The asset object key is a content hash chosen at deploy time by cdk-assets; access is limited to the bootstrap assets bucket of this account and region."),
-            (f"AwsSolutions-IAM5[Resource::arn:{partition}:s3:::{self.bucket.bucket_name}/*]", "The handler writes only under this upload's prefix, but aws-cdk-lib grants it on the whole lifecycle-scripts bucket, which holds nothing else."),
-            ("NIST.800.53.R5-IAMNoInlinePolicy", "The inline policy is generated by BucketDeployment and scoped to the asset bucket, this bucket and its key."),
+            (
+                "AwsSolutions-IAM5[Action::s3:DeleteObject*]",
+                f"{copy} to prune objects of this prefix that are not in the asset.",
+            ),
+            (
+                "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+                f"{copy} data keys of the platform key to write SSE-KMS objects.",
+            ),
+            (
+                "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+                f"{copy} to re-encrypt under the platform key when it overwrites objects.",
+            ),
+            (
+                f"AwsSolutions-IAM5[Resource::arn:{partition}:s3:::{assets_bucket}/*]",
+                "The asset object key is a content hash chosen at deploy time by cdk-assets; access is limited to the bootstrap assets bucket of this account and region.",
+            ),
+            (
+                f"AwsSolutions-IAM5[Resource::arn:{partition}:s3:::{self.bucket.bucket_name}/*]",
+                "The handler writes only under this upload's prefix, but aws-cdk-lib grants it on the whole lifecycle-scripts bucket, which holds nothing else.",
+            ),
+            (
+                "NIST.800.53.R5-IAMNoInlinePolicy",
+                "The inline policy is generated by BucketDeployment and scoped to the asset bucket, this bucket and its key.",
+            ),
         )

@@ -23,16 +23,26 @@ TOKEN_LENGTH = 64
 
 
 class RayAuthToken(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, name_prefix: str, key: kms.IKey,
-                 readers: list[iam.IGrantable], removal_policy: RemovalPolicy = RemovalPolicy.RETAIN) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name_prefix: str,
+        key: kms.IKey,
+        readers: list[iam.IGrantable],
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.secret = secretsmanager.Secret(
-            self, "Secret",
+            self,
+            "Secret",
             secret_name=ray_auth_secret_name(name_prefix),
             description="Ray token authentication (RAY_AUTH_TOKEN) of every Ray cluster on the platform",
             encryption_key=key,
             generate_secret_string=secretsmanager.SecretStringGenerator(
-                password_length=TOKEN_LENGTH, exclude_punctuation=True, include_space=False),
+                password_length=TOKEN_LENGTH, exclude_punctuation=True, include_space=False
+            ),
             removal_policy=removal_policy,
         )
         self.key = key
@@ -40,8 +50,14 @@ class RayAuthToken(Construct):
             self.grant_read(reader)
         acknowledge(
             self.secret,
-            ("AwsSolutions-SMG4", "Ray reads the token once at process start; a rotation is a planned restart of the Ray clusters, not a Lambda on a schedule."),
-            ("NIST.800.53.R5-SecretsManagerRotationEnabled", "Ray reads the token once at process start; a rotation is a planned restart of the Ray clusters."),
+            (
+                "AwsSolutions-SMG4",
+                "Ray reads the token once at process start; a rotation is a planned restart of the Ray clusters, not a Lambda on a schedule.",
+            ),
+            (
+                "NIST.800.53.R5-SecretsManagerRotationEnabled",
+                "Ray reads the token once at process start; a rotation is a planned restart of the Ray clusters.",
+            ),
         )
 
     def grant_read(self, grantee: iam.IGrantable) -> None:
@@ -51,14 +67,23 @@ class RayAuthToken(Construct):
         two stacks would then reference each other. The key policy delegates to the account, so
         an identity policy is enough."""
         principal = grantee.grant_principal
-        principal.add_to_principal_policy(iam.PolicyStatement(
-            sid="ReadRayAuthToken", actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-            resources=[self.secret.secret_arn],
-        ))
-        principal.add_to_principal_policy(iam.PolicyStatement(
-            sid="DecryptRayAuthToken", actions=["kms:Decrypt"], resources=[self.key.key_arn],
-            conditions={"StringEquals": {
-                "kms:ViaService": f"secretsmanager.{Stack.of(self).region}.amazonaws.com",
-                "kms:EncryptionContext:SecretARN": self.secret.secret_arn,
-            }},
-        ))
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadRayAuthToken",
+                actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                resources=[self.secret.secret_arn],
+            )
+        )
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="DecryptRayAuthToken",
+                actions=["kms:Decrypt"],
+                resources=[self.key.key_arn],
+                conditions={
+                    "StringEquals": {
+                        "kms:ViaService": f"secretsmanager.{Stack.of(self).region}.amazonaws.com",
+                        "kms:EncryptionContext:SecretARN": self.secret.secret_arn,
+                    }
+                },
+            )
+        )

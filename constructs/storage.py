@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
@@ -85,11 +85,22 @@ class PlatformBuckets(Construct):
         acknowledge(
             self.access_logs,
             ("AwsSolutions-S1", "This is the access-log target bucket; logging it to itself would loop."),
-            ("NIST.800.53.R5-S3BucketLoggingEnabled", "This is the access-log target bucket; logging it to itself would loop."),
-            ("NIST.800.53.R5-S3BucketReplicationEnabled", "Access logs are kept in-region only; replicating them is not required."),
-            ("NIST.800.53.R5-S3DefaultEncryptionKMS", "S3 server access logging only delivers to SSE-S3 buckets, not SSE-KMS."),
+            (
+                "NIST.800.53.R5-S3BucketLoggingEnabled",
+                "This is the access-log target bucket; logging it to itself would loop.",
+            ),
+            (
+                "NIST.800.53.R5-S3BucketReplicationEnabled",
+                "Access logs are kept in-region only; replicating them is not required.",
+            ),
+            (
+                "NIST.800.53.R5-S3DefaultEncryptionKMS",
+                "S3 server access logging only delivers to SSE-S3 buckets, not SSE-KMS.",
+            ),
         )
-        checkov_skip(self.access_logs, "CKV_AWS_18", "This is the access-log target bucket; logging it to itself would loop.")
+        checkov_skip(
+            self.access_logs, "CKV_AWS_18", "This is the access-log target bucket; logging it to itself would loop."
+        )
         self.checkpoints = s3.Bucket(
             self,
             "Checkpoints",
@@ -106,15 +117,16 @@ class PlatformBuckets(Construct):
                     abort_incomplete_multipart_upload_after=Duration.days(
                         storage.abort_incomplete_multipart_upload_days
                     ),
-                    noncurrent_version_expiration=Duration.days(
-                        storage.checkpoint_noncurrent_version_expiration_days
-                    ),
+                    noncurrent_version_expiration=Duration.days(storage.checkpoint_noncurrent_version_expiration_days),
                 )
             ],
         )
         acknowledge(
             self.checkpoints,
-            ("NIST.800.53.R5-S3BucketReplicationEnabled", "Checkpoints are reproducible training state, versioned in-region; cross-region replication doubles cost for no recovery need."),
+            (
+                "NIST.800.53.R5-S3BucketReplicationEnabled",
+                "Checkpoints are reproducible training state, versioned in-region; cross-region replication doubles cost for no recovery need.",
+            ),
         )
         self.lifecycle_scripts = s3.Bucket(
             self,
@@ -138,7 +150,10 @@ class PlatformBuckets(Construct):
             self._auto_delete_provider_findings()
         acknowledge(
             self.lifecycle_scripts,
-            ("NIST.800.53.R5-S3BucketReplicationEnabled", "Lifecycle scripts are generated from this repository on every deploy; no replica is needed."),
+            (
+                "NIST.800.53.R5-S3BucketReplicationEnabled",
+                "Lifecycle scripts are generated from this repository on every deploy; no replica is needed.",
+            ),
         )
 
     def _auto_delete_provider_findings(self) -> None:
@@ -147,19 +162,33 @@ class PlatformBuckets(Construct):
         stack = Stack.of(self)
         provider = stack.node.find_child("Custom::S3AutoDeleteObjectsCustomResourceProvider")
         handler = provider.node.find_child("Handler")
+        assert isinstance(handler, CfnResource)
         # aws-cdk-lib adds a DependsOn on the role that the Role GetAtt already implies (cfn-lint W3005).
         handler.add_deletion_override("DependsOn")
-        reason = "Deploy-time custom resource handler of aws-cdk-lib that empties non-production buckets on stack deletion; "
+        reason = (
+            "Deploy-time custom resource handler of aws-cdk-lib that empties non-production buckets on stack deletion; "
+        )
         checkov_skip(handler, "CKV_AWS_115", reason + "a concurrency limit could only fail a teardown.")
-        checkov_skip(handler, "CKV_AWS_116", reason + "invoked synchronously by CloudFormation, which reports failures; a DLQ would stay empty.")
-        checkov_skip(handler, "CKV_AWS_117", reason + "it calls only the S3 API and holds no data; it runs outside the VPC like every CDK provider of this kind.")
+        checkov_skip(
+            handler,
+            "CKV_AWS_116",
+            reason + "invoked synchronously by CloudFormation, which reports failures; a DLQ would stay empty.",
+        )
+        checkov_skip(
+            handler,
+            "CKV_AWS_117",
+            reason
+            + "it calls only the S3 API and holds no data; it runs outside the VPC like every CDK provider of this kind.",
+        )
         checkov_skip(handler, "CKV_AWS_173", reason + "its environment holds no variables.")
 
 
 def fsx_s3_service_linked_role_arn(stack: Stack) -> str:
     """FSx's S3-access service-linked roles of this account (one per file system)."""
-    return (f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/"
-            "s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*")
+    return (
+        f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/"
+        "s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"
+    )
 
 
 class LustreFileSystem(Construct):

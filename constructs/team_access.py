@@ -39,21 +39,30 @@ def team_manifests(team: Team) -> list[dict[str, Any]]:
             "apiVersion": "v1",
             "kind": "ResourceQuota",
             "metadata": {"name": "team-quota", "namespace": ns, "labels": labels},
-            "spec": {"hard": {
-                "requests.nvidia.com/gpu": str(q.gpus),
-                "requests.cpu": str(q.cpus),
-                "requests.memory": f"{q.memory_gib}Gi",
-                "count/rayjobs.ray.io": str(q.rayjobs),
-            }},
+            "spec": {
+                "hard": {
+                    "requests.nvidia.com/gpu": str(q.gpus),
+                    "requests.cpu": str(q.cpus),
+                    "requests.memory": f"{q.memory_gib}Gi",
+                    "count/rayjobs.ray.io": str(q.rayjobs),
+                }
+            },
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": {"name": ROLE_NAME, "namespace": ns, "labels": labels},
             "rules": [
-                {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayservices", "rayclusters"],
-                 "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-                {"apiGroups": [""], "resources": ["pods", "pods/log", "events", "services"], "verbs": ["get", "list", "watch"]},
+                {
+                    "apiGroups": ["ray.io"],
+                    "resources": ["rayjobs", "rayservices", "rayclusters"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+                },
+                {
+                    "apiGroups": [""],
+                    "resources": ["pods", "pods/log", "events", "services"],
+                    "verbs": ["get", "list", "watch"],
+                },
                 {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["create"]},
             ],
         },
@@ -64,33 +73,56 @@ def team_manifests(team: Team) -> list[dict[str, Any]]:
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROLE_NAME},
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": team_group(team)}],
         },
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": WORKLOADS_SERVICE_ACCOUNT, "namespace": ns, "labels": labels}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": WORKLOADS_SERVICE_ACCOUNT, "namespace": ns, "labels": labels},
+        },
     ]
 
 
 class TeamAccess(Construct):
     """Namespaces, quotas, RBAC and EKS access entries for the configured teams."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.Cluster, teams: list[Team],
-                 workloads_role: iam.IRole) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cluster: eks.Cluster, teams: list[Team], workloads_role: iam.IRole
+    ) -> None:
         super().__init__(scope, construct_id)
         self.manifests: dict[str, eks.KubernetesManifest] = {}
         self.access_entries: list[eks.AccessEntry] = []
         for team in teams:
             ns = team.resolved_namespace
-            manifest = eks.KubernetesManifest(self, f"{team.name}-Namespace", cluster=cluster, manifest=team_manifests(team))
+            # aws-cdk-lib's bindings: aws_eks_v2.Cluster lacks ICluster's `kubectl_provider_options` (arg-type).
+            manifest = eks.KubernetesManifest(
+                self,
+                f"{team.name}-Namespace",
+                cluster=cluster,  # type: ignore[arg-type]
+                manifest=team_manifests(team),
+            )
             self.manifests[team.name] = manifest
             association = eks.CfnPodIdentityAssociation(
-                self, f"{team.name}-PodIdentity", cluster_name=cluster.cluster_name, namespace=ns,
-                service_account=WORKLOADS_SERVICE_ACCOUNT, role_arn=workloads_role.role_arn,
+                self,
+                f"{team.name}-PodIdentity",
+                cluster_name=cluster.cluster_name,
+                namespace=ns,
+                service_account=WORKLOADS_SERVICE_ACCOUNT,
+                role_arn=workloads_role.role_arn,
             )
             association.node.add_dependency(manifest)
             for i, arn in enumerate(team.principal_arns):
                 entry = eks.AccessEntry(
-                    self, f"{team.name}-Access{i}", cluster=cluster, principal=arn,
-                    access_policies=[eks.AccessPolicy.from_access_policy_name(
-                        EDIT_POLICY, access_scope_type=eks.AccessScopeType.NAMESPACE, namespaces=[ns])],
+                    self,
+                    f"{team.name}-Access{i}",
+                    cluster=cluster,  # type: ignore[arg-type]  # as above
+                    principal=arn,
+                    access_policies=[
+                        eks.AccessPolicy.from_access_policy_name(
+                            EDIT_POLICY, access_scope_type=eks.AccessScopeType.NAMESPACE, namespaces=[ns]
+                        )
+                    ],
                 )
                 # The group the RoleBinding names (the L2 construct has no property for it).
-                entry.node.default_child.add_property_override("KubernetesGroups", [team_group(team)])
+                cfn_entry = entry.node.default_child
+                assert isinstance(cfn_entry, eks.CfnAccessEntry)
+                cfn_entry.add_property_override("KubernetesGroups", [team_group(team)])
                 self.access_entries.append(entry)

@@ -42,7 +42,9 @@ def workloads_service_account_manifest() -> dict[str, Any]:
     }
 
 
-def fsx_manifests(*, file_system_id: str, dns_name: str, mount_name: str, storage_capacity_gib: int) -> list[dict[str, Any]]:
+def fsx_manifests(
+    *, file_system_id: str, dns_name: str, mount_name: str, storage_capacity_gib: int
+) -> list[dict[str, Any]]:
     """StorageClass, static PersistentVolume for one existing FSx for Lustre file system, and the
     ReadWriteMany claim bound to exactly that volume."""
     capacity = f"{storage_capacity_gib}Gi"
@@ -92,16 +94,29 @@ def fsx_manifests(*, file_system_id: str, dns_name: str, mount_name: str, storag
 
 
 READ_ACTIONS = ("s3:GetObject",)
-WRITE_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts")
+WRITE_ACTIONS = (
+    "s3:GetObject",
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+)
 
 
 def checkpoint_statements(*, bucket_arn: str, prefix: str) -> list[iam.PolicyStatement]:
     """S3 access to exactly ``prefix`` of the checkpoint bucket: list it, read, write, delete."""
-    return prefix_statements(bucket_arn=bucket_arn, prefix=prefix, write=True, list_sid="ListCheckpointPrefix",
-                             object_sid="ReadWriteCheckpoints")
+    return prefix_statements(
+        bucket_arn=bucket_arn,
+        prefix=prefix,
+        write=True,
+        list_sid="ListCheckpointPrefix",
+        object_sid="ReadWriteCheckpoints",
+    )
 
 
-def prefix_statements(*, bucket_arn: str, prefix: str, write: bool, list_sid: str, object_sid: str) -> list[iam.PolicyStatement]:
+def prefix_statements(
+    *, bucket_arn: str, prefix: str, write: bool, list_sid: str, object_sid: str
+) -> list[iam.PolicyStatement]:
     """List ``prefix`` of one bucket, and read (and with ``write`` also write and delete) its objects."""
     return [
         iam.PolicyStatement(
@@ -144,7 +159,9 @@ class WorkloadsAccess(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        self.namespace = eks.KubernetesManifest(self, "Namespace", cluster=cluster, manifest=[workloads_namespace_manifest()])
+        self.namespace = eks.KubernetesManifest(
+            self, "Namespace", cluster=cluster, manifest=[workloads_namespace_manifest()]
+        )
         for dependency in namespace_depends_on:
             self.namespace.node.add_dependency(dependency)
         self.service_account = eks.KubernetesManifest(
@@ -161,12 +178,21 @@ class WorkloadsAccess(Construct):
                 statements = checkpoint_statements(bucket_arn=bucket_arn, prefix=loc.prefix)
             else:
                 sid = _sid(loc.source)
-                statements = prefix_statements(bucket_arn=bucket_arn, prefix=loc.prefix, write=loc.write,
-                                               list_sid=f"List{sid}", object_sid=("ReadWrite" if loc.write else "Read") + sid)
+                statements = prefix_statements(
+                    bucket_arn=bucket_arn,
+                    prefix=loc.prefix,
+                    write=loc.write,
+                    list_sid=f"List{sid}",
+                    object_sid=("ReadWrite" if loc.write else "Read") + sid,
+                )
             for statement in statements:
                 self.role.add_to_policy(statement)
-            acks.append((f"AwsSolutions-IAM5[Resource::{bucket_arn}/{loc.prefix}*]",
-                         f"Object names under {loc.prefix} ({loc.source}) are chosen at run time (Ray Train, model files); the wildcard is confined to that prefix of one bucket."))
+            acks.append(
+                (
+                    f"AwsSolutions-IAM5[Resource::{bucket_arn}/{loc.prefix}*]",
+                    f"Object names under {loc.prefix} ({loc.source}) are chosen at run time (Ray Train, model files); the wildcard is confined to that prefix of one bucket.",
+                )
+            )
         # SSE-KMS with a bucket key: S3 calls KMS on the role's behalf.
         writes = any(loc.write for loc in locations if loc.bucket == checkpoint_bucket_name)
         self.role.add_to_policy(
@@ -180,7 +206,10 @@ class WorkloadsAccess(Construct):
         acknowledge(
             self.role,
             *dict(acks).items(),
-            ("NIST.800.53.R5-IAMNoInlinePolicy", "The statements live beside the service account that needs them and are scoped to the configured bucket prefixes and one key."),
+            (
+                "NIST.800.53.R5-IAMNoInlinePolicy",
+                "The statements live beside the service account that needs them and are scoped to the configured bucket prefixes and one key.",
+            ),
         )
         self.pod_identity = eks.CfnPodIdentityAssociation(
             self,
@@ -197,7 +226,9 @@ class WorkloadsAccess(Construct):
             "FsxVolume",
             cluster=cluster,
             manifest=fsx_manifests(
-                file_system_id=file_system_id, dns_name=dns_name, mount_name=mount_name,
+                file_system_id=file_system_id,
+                dns_name=dns_name,
+                mount_name=mount_name,
                 storage_capacity_gib=storage_capacity_gib,
             ),
         )

@@ -23,11 +23,13 @@ class WorkloadsImageMismatch(Exception):
 class WorkloadsImage(Construct):
     """The asset; ``image_uri`` is the concrete URI the manifests name for this account/region."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, account: str, region: str,
-                 context: Path = image.REPO_ROOT) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, account: str, region: str, context: Path = image.REPO_ROOT
+    ) -> None:
         super().__init__(scope, construct_id)
         self.asset = ecr_assets.DockerImageAsset(
-            self, "Asset",
+            self,
+            "Asset",
             directory=str(context),
             file=image.DOCKERFILE,
             platform=ecr_assets.Platform.LINUX_AMD64,
@@ -43,5 +45,9 @@ class WorkloadsImage(Construct):
                 "aws-cdk-lib's asset hashing (tests/workloads/test_image.py shows where they differ)."
             )
         self.image_uri = image.image_uri(account, region, context)
-        CfnOutput(self, "Uri", value=self.asset.image_uri,
-                  description="The workloads image every RayJob/RayService of this environment runs")
+        CfnOutput(
+            self,
+            "Uri",
+            value=self.asset.image_uri,
+            description="The workloads image every RayJob/RayService of this environment runs",
+        )

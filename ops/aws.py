@@ -27,13 +27,17 @@ def client_config() -> Config:
     attempts = os.environ.get("AWS_MAX_ATTEMPTS", "")
     return Config(
         # total_max_attempts counts the first try too (botocore's max_attempts counts retries).
-        retries={"total_max_attempts": int(attempts) if attempts.isdigit() and int(attempts) > 0 else RETRY_MAX_ATTEMPTS, "mode": "standard"},
+        retries={
+            "total_max_attempts": int(attempts) if attempts.isdigit() and int(attempts) > 0 else RETRY_MAX_ATTEMPTS,
+            "mode": "standard",
+        },
         # Fail fast when an endpoint is unreachable (no route, private-only VPC endpoint) instead
         # of botocore's 60 s default; reads stay at 60 s.
         connect_timeout=10,
         read_timeout=60,
         user_agent_extra="hyperpod-ray-ops",
     )
+
 
 # Error codes AWS services use for throttling (the same family botocore's retry handler treats as
 # throttling; "LimitExceededException" is left out because several services use it for hard
@@ -103,7 +107,9 @@ def translate(err: Exception, *, action: str, region: str) -> AwsError | NotFoun
         )
     if isinstance(err, (bce.CredentialRetrievalError, bce.SSOError, bce.TokenRetrievalError)):
         return CredentialsError(f"AWS credentials could not be loaded: {err}", CREDENTIALS_FIX)
-    if isinstance(err, (bce.EndpointConnectionError, bce.ConnectTimeoutError, bce.ReadTimeoutError, bce.ConnectionClosedError)):
+    if isinstance(
+        err, (bce.EndpointConnectionError, bce.ConnectTimeoutError, bce.ReadTimeoutError, bce.ConnectionClosedError)
+    ):
         return AwsError(
             f"could not reach the AWS endpoint for {action} in {region}: {err}",
             "check network access to AWS (proxy, VPN, VPC endpoints for private networks) and retry",

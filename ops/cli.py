@@ -76,14 +76,18 @@ def _common(parser: argparse.ArgumentParser, *, kube: bool) -> None:
         help=f"environment to act on: config/NAME.yaml ({', '.join(envs)})",
     )
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
-    parser.add_argument("--profile", metavar="PROFILE", help="AWS profile from ~/.aws/config (default: AWS_PROFILE / default chain)")
+    parser.add_argument(
+        "--profile", metavar="PROFILE", help="AWS profile from ~/.aws/config (default: AWS_PROFILE / default chain)"
+    )
     if kube:
         parser.add_argument(
             "--kubeconfig",
             metavar="PATH",
             help="use this kubeconfig instead of connecting to the environment's EKS cluster with your AWS identity",
         )
-        parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use (with --kubeconfig or ~/.kube/config)")
+        parser.add_argument(
+            "--context", metavar="NAME", help="kubeconfig context to use (with --kubeconfig or ~/.kube/config)"
+        )
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -105,7 +109,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
             "Check the account and region before `cdk deploy` and print a PASS/WARN/FAIL table with a fix\n"
             "for each failure:\n"
             "  - the credentials are for the environment's account\n"
-            "  - the SageMaker quota \"<instance type> for cluster usage\" covers the configured instance counts\n"
+            '  - the SageMaker quota "<instance type> for cluster usage" covers the configured instance counts\n'
             "  - every configured AZ ID exists in the region (and has the configured name in this account)\n"
             "  - EKS offers the configured Kubernetes version in the region\n"
             "  - the CDK bootstrap stack exists and is recent enough\n"
@@ -115,7 +119,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         formatter_class=_Formatter,
     )
     _common(p, kube=False)
-    p.add_argument("--toolkit-stack-name", metavar="NAME", default="CDKToolkit", help="CDK bootstrap stack name (default: %(default)s)")
+    p.add_argument(
+        "--toolkit-stack-name",
+        metavar="NAME",
+        default="CDKToolkit",
+        help="CDK bootstrap stack name (default: %(default)s)",
+    )
 
     p = sub.add_parser(
         "status",
@@ -145,13 +154,27 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         ),
         formatter_class=_Formatter,
     )
-    p.add_argument("workload", choices=["training", "inference", "job"], help="training (RayJob), inference (RayService) or job (your own command)")
+    p.add_argument(
+        "workload",
+        choices=["training", "inference", "job"],
+        help="training (RayJob), inference (RayService) or job (your own command)",
+    )
     _common(p, kube=True)
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--attach", action="store_true", help="do not apply anything; follow the workload already submitted")
+    mode.add_argument(
+        "--attach", action="store_true", help="do not apply anything; follow the workload already submitted"
+    )
     mode.add_argument("--no-follow", action="store_true", help="apply and return at once")
-    p.add_argument("--poll-seconds", type=_positive, default=5.0, metavar="S", help="seconds between polls (default: %(default)s)")
-    p.add_argument("--timeout-minutes", type=_positive, default=None, metavar="M", help="stop following after M minutes (the job keeps running)")
+    p.add_argument(
+        "--poll-seconds", type=_positive, default=5.0, metavar="S", help="seconds between polls (default: %(default)s)"
+    )
+    p.add_argument(
+        "--timeout-minutes",
+        type=_positive,
+        default=None,
+        metavar="M",
+        help="stop following after M minutes (the job keeps running)",
+    )
     from ops.job_cli import add_job_commands, add_submit_job_options
 
     add_submit_job_options(p)
@@ -248,10 +271,22 @@ def main(
 def _preflight(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO) -> int:
     from ops.preflight import FAIL, WARN, exit_status, run_preflight
 
-    checks = run_preflight(config, aws, toolkit_stack=args.toolkit_stack_name, pipeline_account=_pipeline_account(config))
+    checks = run_preflight(
+        config, aws, toolkit_stack=args.toolkit_stack_name, pipeline_account=_pipeline_account(config)
+    )
     code = exit_status(checks)
     if args.json:
-        print(to_json({"environment": config.name, "region": config.region, "passed": code == 0, "checks": [c.as_dict() for c in checks]}), file=out)
+        print(
+            to_json(
+                {
+                    "environment": config.name,
+                    "region": config.region,
+                    "passed": code == 0,
+                    "checks": [c.as_dict() for c in checks],
+                }
+            ),
+            file=out,
+        )
         return code
     print(f"Preflight for environment {config.name} (account {config.account}, {config.region})\n", file=out)
     rows = []
@@ -286,7 +321,14 @@ def _status(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: 
 
 
 def _submit(
-    config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO, kube_factory: Any, render_fn: Any, sleep: Any, clock: Any
+    config: EnvironmentConfig,
+    aws: Any,
+    args: argparse.Namespace,
+    out: TextIO,
+    kube_factory: Any,
+    render_fn: Any,
+    sleep: Any,
+    clock: Any,
 ) -> int:
     from ops import render as renderer
     from ops.submit import Follower, apply
@@ -319,9 +361,12 @@ def _submit(
         except KeyboardInterrupt:
             from ops.submit import reattach_command
 
-            print(f"\ninterrupted while applying {kind} {namespace}/{name}; it may or may not exist now.\n"
-                  f"  check:     kubectl -n {namespace} get {kind.lower()} {name}\n"
-                  f"  reattach:  {reattach_command(args.workload, config.name)}", file=out)
+            print(
+                f"\ninterrupted while applying {kind} {namespace}/{name}; it may or may not exist now.\n"
+                f"  check:     kubectl -n {namespace} get {kind.lower()} {name}\n"
+                f"  reattach:  {reattach_command(args.workload, config.name)}",
+                file=out,
+            )
             return EXIT_INTERRUPTED
     if args.no_follow:
         follower.emit(f"not following; watch it with: {PROG} submit {args.workload} --env {config.name} --attach")

@@ -32,16 +32,16 @@ def bash_script(parser: argparse.ArgumentParser, prog: str) -> str:
     for name, p in sorted(sub.choices.items()):
         options, choices, positional = _words(p)
         value_cases = "".join(
-            f"        {opt}) COMPREPLY=($(compgen -W {shlex.quote(' '.join(vals))} -- \"$cur\")); return;;\n"
+            f'        {opt}) COMPREPLY=($(compgen -W {shlex.quote(" ".join(vals))} -- "$cur")); return;;\n'
             for opt, vals in sorted(choices.items())
         )
         cases.append(
             f"    {name})\n"
-            f"      case \"$prev\" in\n{value_cases}"
-            "        --working-dir|--kubeconfig) COMPREPLY=($(compgen -f -- \"$cur\")); return;;\n"
+            f'      case "$prev" in\n{value_cases}'
+            '        --working-dir|--kubeconfig) COMPREPLY=($(compgen -f -- "$cur")); return;;\n'
             "      esac\n"
-            f"      if [[ \"$cur\" == -* ]]; then COMPREPLY=($(compgen -W {shlex.quote(' '.join(options))} -- \"$cur\"));\n"
-            f"      else COMPREPLY=($(compgen -W {shlex.quote(' '.join(positional))} -- \"$cur\")); fi\n"
+            f'      if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W {shlex.quote(" ".join(options))} -- "$cur"));\n'
+            f'      else COMPREPLY=($(compgen -W {shlex.quote(" ".join(positional))} -- "$cur")); fi\n'
             "      ;;\n"
         )
     commands = " ".join(sorted(sub.choices))
@@ -53,7 +53,7 @@ def bash_script(parser: argparse.ArgumentParser, prog: str) -> str:
         "    [[ ${COMP_WORDS[i]} == -- ]] && return  # the job's own command: no completion\n"
         "    [[ -z $cmd && ${COMP_WORDS[i]} != -* ]] && cmd=${COMP_WORDS[i]}\n"
         "  done\n"
-        "  case \"$cmd\" in\n"
+        '  case "$cmd" in\n'
         f"    '') COMPREPLY=($(compgen -W {shlex.quote(commands + ' --help')} -- \"$cur\"));;\n"
         + "".join(cases)
         + "  esac\n"

@@ -27,49 +27,92 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
 def _namespace(parser: argparse.ArgumentParser) -> None:
     from workloads.common.k8s import NAMESPACE
 
-    parser.add_argument("--namespace", "-n", metavar="NS", default=NAMESPACE, help="namespace of the jobs (default: %(default)s)")
+    parser.add_argument(
+        "--namespace", "-n", metavar="NS", default=NAMESPACE, help="namespace of the jobs (default: %(default)s)"
+    )
 
 
 def add_submit_job_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("submit job (your own command, after --)")
-    g.add_argument("--working-dir", metavar="DIR", type=Path, help="directory to upload and run in (Ray's runtime_env working_dir)")
-    g.add_argument("--name", metavar="NAME", help="job name (default: the directory's name and a random suffix); with --attach, the job to follow")
-    g.add_argument("--image", metavar="URI", help="container image (default: training.image of the environment, else the environment's workloads image)")
-    g.add_argument("--gpus", type=int, metavar="N", help="GPUs in total; rounded up to whole nodes of the instance group")
+    g.add_argument(
+        "--working-dir", metavar="DIR", type=Path, help="directory to upload and run in (Ray's runtime_env working_dir)"
+    )
+    g.add_argument(
+        "--name",
+        metavar="NAME",
+        help="job name (default: the directory's name and a random suffix); with --attach, the job to follow",
+    )
+    g.add_argument(
+        "--image",
+        metavar="URI",
+        help="container image (default: training.image of the environment, else the environment's workloads image)",
+    )
+    g.add_argument(
+        "--gpus", type=int, metavar="N", help="GPUs in total; rounded up to whole nodes of the instance group"
+    )
     g.add_argument("--nodes", type=int, metavar="N", help="worker nodes (default 1), when --gpus is not given")
-    g.add_argument("--instance-group", metavar="NAME", help="HyperPod instance group of the workers (default: training.instance_group)")
-    g.add_argument("--exclude", action="append", default=[], metavar="PATTERN", help="leave files matching PATTERN out of the upload (repeatable; .git, __pycache__, .venv always are)")
-    g.add_argument("--env-var", action="append", default=[], metavar="KEY=VALUE", help="environment variable of the job (repeatable)")
-    g.add_argument("--namespace", "-n", metavar="NS", default=None, help="namespace to run in (default: the workloads namespace)")
+    g.add_argument(
+        "--instance-group",
+        metavar="NAME",
+        help="HyperPod instance group of the workers (default: training.instance_group)",
+    )
+    g.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="leave files matching PATTERN out of the upload (repeatable; .git, __pycache__, .venv always are)",
+    )
+    g.add_argument(
+        "--env-var",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment variable of the job (repeatable)",
+    )
+    g.add_argument(
+        "--namespace", "-n", metavar="NS", default=None, help="namespace to run in (default: the workloads namespace)"
+    )
 
 
 def add_job_commands(sub: Any, prog: str, common: Any, formatter: Any) -> None:
     p = sub.add_parser(
-        "jobs", prog=f"{prog} jobs", help="list RayJobs", formatter_class=formatter,
+        "jobs",
+        prog=f"{prog} jobs",
+        help="list RayJobs",
+        formatter_class=formatter,
         description="List the RayJobs (newest first) with their KubeRay state, the Ray job's state, failed\n"
-                    "attempts and start/end times.",
+        "attempts and start/end times.",
     )
     common(p, kube=True)
     _namespace(p)
     p.add_argument("--all-namespaces", "-A", action="store_true", help="every namespace")
 
     p = sub.add_parser(
-        "logs", prog=f"{prog} logs", help="print or follow a job's driver log", formatter_class=formatter,
+        "logs",
+        prog=f"{prog} logs",
+        help="print or follow a job's driver log",
+        formatter_class=formatter,
         description="Print the driver's log of a RayJob (what `ray job submit` shows: the job's stdout and\n"
-                    "stderr). --follow holds the Kubernetes API's log stream open until the job ends, and\n"
-                    "goes on to the next attempt when KubeRay retries the submitter.",
+        "stderr). --follow holds the Kubernetes API's log stream open until the job ends, and\n"
+        "goes on to the next attempt when KubeRay retries the submitter.",
     )
     p.add_argument("name", metavar="NAME", help="the RayJob")
     common(p, kube=True)
     _namespace(p)
     p.add_argument("--follow", "-f", action="store_true", help="stream new lines until the job ends")
-    p.add_argument("--tail", type=int, metavar="N", default=None, help="only the last N lines (of the first attempt shown)")
+    p.add_argument(
+        "--tail", type=int, metavar="N", default=None, help="only the last N lines (of the first attempt shown)"
+    )
 
     p = sub.add_parser(
-        "stop", prog=f"{prog} stop", help="stop a job; checkpoints stay", formatter_class=formatter,
+        "stop",
+        prog=f"{prog} stop",
+        help="stop a job; checkpoints stay",
+        formatter_class=formatter,
         description="Stop a RayJob: KubeRay deletes its Ray cluster (the GPUs are free at once) and keeps the\n"
-                    "job as Suspended (spec.suspend); `resume` starts it again. --delete deletes the RayJob\n"
-                    "object instead. Either way the checkpoints on FSx and in S3 stay.",
+        "job as Suspended (spec.suspend); `resume` starts it again. --delete deletes the RayJob\n"
+        "object instead. Either way the checkpoints on FSx and in S3 stay.",
     )
     p.add_argument("name", metavar="NAME", help="the RayJob")
     common(p, kube=True)
@@ -77,31 +120,42 @@ def add_job_commands(sub: Any, prog: str, common: Any, formatter: Any) -> None:
     p.add_argument("--delete", action="store_true", help="delete the RayJob instead of suspending it")
 
     p = sub.add_parser(
-        "resume", prog=f"{prog} resume", help="restart a stopped job", formatter_class=formatter,
+        "resume",
+        prog=f"{prog} resume",
+        help="restart a stopped job",
+        formatter_class=formatter,
         description="Resume a stopped (suspended) RayJob: KubeRay creates a new Ray cluster and submits the\n"
-                    "job again; a job that checkpoints resumes from its newest checkpoint.",
+        "job again; a job that checkpoints resumes from its newest checkpoint.",
     )
     p.add_argument("name", metavar="NAME", help="the RayJob")
     common(p, kube=True)
     _namespace(p)
 
     p = sub.add_parser(
-        "dashboard", prog=f"{prog} dashboard", help="port-forward to a Ray head's dashboard", formatter_class=formatter,
+        "dashboard",
+        prog=f"{prog} dashboard",
+        help="port-forward to a Ray head's dashboard",
+        formatter_class=formatter,
         description="Port-forward a local port to the Ray dashboard of a job's (or service's) head pod\n"
-                    "through the Kubernetes API and print the local URL (with the token where Ray's token\n"
-                    "authentication is on). Without NAME: the only running Ray cluster. Ctrl-C ends it.",
+        "through the Kubernetes API and print the local URL (with the token where Ray's token\n"
+        "authentication is on). Without NAME: the only running Ray cluster. Ctrl-C ends it.",
     )
     p.add_argument("name", metavar="NAME", nargs="?", help="RayJob or RayService (default: the only running one)")
     common(p, kube=True)
     _namespace(p)
-    p.add_argument("--port", type=int, default=8265, metavar="PORT", help="local port (default: %(default)s; 0 picks a free one)")
+    p.add_argument(
+        "--port", type=int, default=8265, metavar="PORT", help="local port (default: %(default)s; 0 picks a free one)"
+    )
 
     p = sub.add_parser(
-        "completion", prog=f"{prog} completion", help="print the shell completion script", formatter_class=formatter,
+        "completion",
+        prog=f"{prog} completion",
+        help="print the shell completion script",
+        formatter_class=formatter,
         description=f"Print a bash completion script for {prog}. Install it with\n"
-                    f"  {prog} completion bash > ~/.local/share/bash-completion/completions/{prog.split()[-1]}\n"
-                    f"or for the current shell:  eval \"$({prog} completion bash)\"\n"
-                    "zsh: run `autoload -U +X bashcompinit && bashcompinit` first.",
+        f"  {prog} completion bash > ~/.local/share/bash-completion/completions/{prog.split()[-1]}\n"
+        f'or for the current shell:  eval "$({prog} completion bash)"\n'
+        "zsh: run `autoload -U +X bashcompinit && bashcompinit` first.",
     )
     p.add_argument("shell", choices=["bash"], help="the shell")
 
@@ -116,8 +170,17 @@ def _env_vars(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def run_job_command(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO, kube_factory: Any, *,
-                    prog: str, sleep: Any = time.sleep, clock: Any = time.monotonic) -> int:
+def run_job_command(
+    config: EnvironmentConfig,
+    aws: Any,
+    args: argparse.Namespace,
+    out: TextIO,
+    kube_factory: Any,
+    *,
+    prog: str,
+    sleep: Any = time.sleep,
+    clock: Any = time.monotonic,
+) -> int:
     from ops import jobs
 
     env = config.name
@@ -129,40 +192,80 @@ def run_job_command(config: EnvironmentConfig, aws: Any, args: argparse.Namespac
         print(to_json({"environment": env, "jobs": rows}) if args.json else jobs.render_jobs(rows), file=out)
         return EXIT_OK
     if args.command == "logs":
-        return jobs.show_logs(kube, args.namespace, args.name, follow=args.follow, tail=args.tail, out=out,
-                              json_mode=args.json, prog=prog, env=env, sleep=sleep)
+        return jobs.show_logs(
+            kube,
+            args.namespace,
+            args.name,
+            follow=args.follow,
+            tail=args.tail,
+            out=out,
+            json_mode=args.json,
+            prog=prog,
+            env=env,
+            sleep=sleep,
+        )
     if args.command in ("stop", "resume"):
-        result = (jobs.stop_job(kube, args.namespace, args.name, delete=args.delete, prog=prog, env=env)
-                  if args.command == "stop" else jobs.resume_job(kube, args.namespace, args.name, prog=prog, env=env))
+        result = (
+            jobs.stop_job(kube, args.namespace, args.name, delete=args.delete, prog=prog, env=env)
+            if args.command == "stop"
+            else jobs.resume_job(kube, args.namespace, args.name, prog=prog, env=env)
+        )
         print(to_json(result) if args.json else result["message"], file=out)
         return EXIT_OK
     from ops.portforward import serve_dashboard
 
-    return serve_dashboard(kube, args.namespace, args.name, local_port=args.port, out=out, json_mode=args.json, prog=prog, env=env)
+    return serve_dashboard(
+        kube, args.namespace, args.name, local_port=args.port, out=out, json_mode=args.json, prog=prog, env=env
+    )
 
 
-def _submit_job(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO, kube_factory: Any, *,
-                prog: str, sleep: Any, clock: Any) -> int:
+def _submit_job(
+    config: EnvironmentConfig,
+    aws: Any,
+    args: argparse.Namespace,
+    out: TextIO,
+    kube_factory: Any,
+    *,
+    prog: str,
+    sleep: Any,
+    clock: Any,
+) -> int:
     from ops import job_submit as js
     from ops.submit import apply
     from workloads.common.k8s import NAMESPACE
 
     namespace = args.namespace or NAMESPACE
-    follower_args = dict(env=config.name, kind="RayJob", namespace=namespace, poll_s=args.poll_seconds,
-                         timeout_s=args.timeout_minutes * 60 if args.timeout_minutes else None,
-                         json_mode=args.json, out=out, sleep=sleep, clock=clock)
+    follower_args = {
+        "env": config.name,
+        "kind": "RayJob",
+        "namespace": namespace,
+        "poll_s": args.poll_seconds,
+        "timeout_s": args.timeout_minutes * 60 if args.timeout_minutes else None,
+        "json_mode": args.json,
+        "out": out,
+        "sleep": sleep,
+        "clock": clock,
+    }
     if args.attach:
         if not args.name:
-            raise OpsError("--attach needs --name NAME for a job", f"list the jobs with: {prog} jobs --env {config.name}")
+            raise OpsError(
+                "--attach needs --name NAME for a job", f"list the jobs with: {prog} jobs --env {config.name}"
+            )
         kube = kube_factory(aws, config, args)
         from ops.jobs import get_job
 
         get_job(kube, namespace, args.name, prog=prog, env=config.name)
         return js.JobFollower(kube, prog=prog, name=args.name, **follower_args).run()
     if args.working_dir is None:
-        raise OpsError("submit job needs --working-dir DIR", f"e.g. {prog} submit job --env {config.name} --working-dir . -- python train.py")
+        raise OpsError(
+            "submit job needs --working-dir DIR",
+            f"e.g. {prog} submit job --env {config.name} --working-dir . -- python train.py",
+        )
     if not args.job_command:
-        raise OpsError("submit job needs the command to run after --", f"e.g. {prog} submit job --env {config.name} --working-dir . -- python train.py")
+        raise OpsError(
+            "submit job needs the command to run after --",
+            f"e.g. {prog} submit job --env {config.name} --working-dir . -- python train.py",
+        )
     # Everything that can be wrong with the arguments is checked before anything is uploaded.
     name = js.job_name(args.working_dir, args.name)
     placement = js.placement(config, instance_group=args.instance_group, gpus=args.gpus, nodes=args.nodes)
@@ -171,21 +274,33 @@ def _submit_job(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, o
     bucket = config.bucket_names()["checkpoints"]
     key = package.key(name)
     uri = f"s3://{bucket}/{key}"
-    manifest = js.render_job(config, name=name, command=args.job_command, working_dir_uri=uri, p=placement,
-                             image=args.image, env=env_vars)
+    manifest = js.render_job(
+        config, name=name, command=args.job_command, working_dir_uri=uri, p=placement, image=args.image, env=env_vars
+    )
     manifest["metadata"]["namespace"] = namespace
     kube = kube_factory(aws, config, args)
     follower = js.JobFollower(kube, prog=prog, name=name, **follower_args)
     uploaded = js.upload(aws, bucket, key, package)
-    follower.emit(f"{'uploaded' if uploaded else 'reusing'} {args.working_dir} ({package.files} files, {len(package.data) >> 10} KiB) as {uri}",
-                  event="uploaded", uri=uri, files=package.files, bytes=len(package.data))
-    follower.emit(f"job {name}: {placement.nodes} x {placement.instance_type} ({placement.nodes * placement.gpus_per_node} GPUs) "
-                  f"in {namespace}; checkpoints: {js.checkpoint_dir(config, name)} (env HPRAY_CHECKPOINT_DIR)",
-                  event="job", name=name, nodes=placement.nodes, gpus=placement.nodes * placement.gpus_per_node)
+    follower.emit(
+        f"{'uploaded' if uploaded else 'reusing'} {args.working_dir} ({package.files} files, {len(package.data) >> 10} KiB) as {uri}",
+        event="uploaded",
+        uri=uri,
+        files=package.files,
+        bytes=len(package.data),
+    )
+    follower.emit(
+        f"job {name}: {placement.nodes} x {placement.instance_type} ({placement.nodes * placement.gpus_per_node} GPUs) "
+        f"in {namespace}; checkpoints: {js.checkpoint_dir(config, name)} (env HPRAY_CHECKPOINT_DIR)",
+        event="job",
+        name=name,
+        nodes=placement.nodes,
+        gpus=placement.nodes * placement.gpus_per_node,
+    )
     apply(kube, manifest, follower.emit)
     if args.no_follow:
-        follower.emit(f"not following; watch it with: {prog} submit job --env {config.name} --attach --name {name}  "
-                      f"(or {prog} logs {name} --env {config.name} --follow)")
+        follower.emit(
+            f"not following; watch it with: {prog} submit job --env {config.name} --attach --name {name}  "
+            f"(or {prog} logs {name} --env {config.name} --follow)"
+        )
         return EXIT_OK
     return follower.run()
-

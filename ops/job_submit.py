@@ -7,6 +7,9 @@
    downloads it with its Pod Identity credentials, and the driver starts in it.
 3. The job is followed like ``submit training``: state changes, steps, loss, ETA, checkpoints,
    resumes; and, while pods wait, the scheduler's reason when one cannot be placed.
+
+One module because it is one command: packaging, placement, rendering and following share the
+job's name, placement and config.
 """
 
 from __future__ import annotations
@@ -22,16 +25,30 @@ import shlex
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from config.jobs import JOBS_PREFIX
 from config.model import EnvironmentConfig
 from ops.errors import AccessDeniedError, AwsError, NotFoundError, OpsError, UnschedulableError
 from ops.submit import Follower
 
+if TYPE_CHECKING:
+    from config.placement import WorkerShape
+
 # Left out of every upload: version control, caches and virtual environments are never code the
 # job needs, and they can be large.
-DEFAULT_EXCLUDES = (".git", ".hg", ".svn", "__pycache__", "*.pyc", ".venv", "venv", "node_modules", ".ipynb_checkpoints", ".DS_Store")
+DEFAULT_EXCLUDES = (
+    ".git",
+    ".hg",
+    ".svn",
+    "__pycache__",
+    "*.pyc",
+    ".venv",
+    "venv",
+    "node_modules",
+    ".ipynb_checkpoints",
+    ".DS_Store",
+)
 # Code, not data: a larger directory almost always holds data the job should read from S3/FSx.
 MAX_ZIP_BYTES = 256 << 20
 # RayJob names: KubeRay derives the RayCluster (name + 6 chars) and its head Service
@@ -74,7 +91,9 @@ class Package:
 
 def _excluded(rel: str, patterns: tuple[str, ...]) -> bool:
     parts = rel.split("/")
-    return any(fnmatch.fnmatch(part, p) for p in patterns for part in parts) or any(fnmatch.fnmatch(rel, p) for p in patterns)
+    return any(fnmatch.fnmatch(part, p) for p in patterns for part in parts) or any(
+        fnmatch.fnmatch(rel, p) for p in patterns
+    )
 
 
 def package_working_dir(working_dir: Path, *, excludes: tuple[str, ...] = (), top: str = "job") -> Package:
@@ -82,18 +101,25 @@ def package_working_dir(working_dir: Path, *, excludes: tuple[str, ...] = (), to
     a remote working_dir), deterministic for the same files."""
     root = Path(working_dir)
     if not root.is_dir():
-        raise OpsError(f"--working-dir {str(working_dir)!r} is not a directory", "pass the directory that holds your script")
+        raise OpsError(
+            f"--working-dir {str(working_dir)!r} is not a directory", "pass the directory that holds your script"
+        )
     patterns = DEFAULT_EXCLUDES + tuple(excludes)
     paths: list[tuple[str, Path]] = []
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
-        dirnames[:] = sorted(d for d in dirnames if not _excluded(f"{rel_dir}/{d}".lstrip("./") if rel_dir != "." else d, patterns))
+        dirnames[:] = sorted(
+            d for d in dirnames if not _excluded(f"{rel_dir}/{d}".lstrip("./") if rel_dir != "." else d, patterns)
+        )
         for f in filenames:
             rel = f if rel_dir == "." else f"{rel_dir}/{f}"
             if not _excluded(rel, patterns):
                 paths.append((rel, Path(dirpath) / f))
     if not paths:
-        raise OpsError(f"--working-dir {str(working_dir)!r} has no files to upload (after excludes)", "pass the directory that holds your script")
+        raise OpsError(
+            f"--working-dir {str(working_dir)!r} has no files to upload (after excludes)",
+            "pass the directory that holds your script",
+        )
     buf = io.BytesIO()
     total = 0
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -124,8 +150,15 @@ def upload(aws: Any, bucket: str, key: str, package: Package) -> bool:
     except AwsError as err:
         if "404" not in err.message:  # S3 answers a missing key's HEAD with a bare 404
             raise
-    aws.call("s3", "put_object", Bucket=bucket, Key=key, Body=package.data, Metadata={"sha256": package.sha256},
-             ContentType="application/zip")
+    aws.call(
+        "s3",
+        "put_object",
+        Bucket=bucket,
+        Key=key,
+        Body=package.data,
+        Metadata={"sha256": package.sha256},
+        ContentType="application/zip",
+    )
     return True
 
 
@@ -140,25 +173,35 @@ class JobPlacement:
     memory_gib: int
 
 
-def placement(config: EnvironmentConfig, *, instance_group: str | None, gpus: int | None, nodes: int | None) -> JobPlacement:
+def placement(
+    config: EnvironmentConfig, *, instance_group: str | None, gpus: int | None, nodes: int | None
+) -> JobPlacement:
     """Whole nodes of one HyperPod instance group: ``--nodes``, or enough nodes for ``--gpus``."""
     from config import catalog
 
     groups = config.hyperpod.instance_groups
-    name = instance_group or config.training.instance_group or next((g.name for g in groups if g.is_gpu), groups[0].name)
+    name = (
+        instance_group or config.training.instance_group or next((g.name for g in groups if g.is_gpu), groups[0].name)
+    )
     group = next((g for g in groups if g.name == name), None)
     if group is None:
-        raise OpsError(f"--instance-group {name!r} is not a HyperPod instance group of {config.name}",
-                       f"use one of: {', '.join(g.name for g in groups)}")
+        raise OpsError(
+            f"--instance-group {name!r} is not a HyperPod instance group of {config.name}",
+            f"use one of: {', '.join(g.name for g in groups)}",
+        )
     spec = catalog.instance_spec(group.instance_type)
     if gpus is not None:
         if gpus > 0 and not spec.gpus:
-            raise OpsError(f"--gpus {gpus}: instance group {group.name!r} ({group.instance_type}) has no GPUs",
-                           "pick a GPU instance group with --instance-group")
+            raise OpsError(
+                f"--gpus {gpus}: instance group {group.name!r} ({group.instance_type}) has no GPUs",
+                "pick a GPU instance group with --instance-group",
+            )
         needed = max(1, math.ceil(gpus / spec.gpus)) if spec.gpus else 1
         if nodes is not None and nodes != needed:
-            raise OpsError(f"--gpus {gpus} needs {needed} {group.instance_type} node(s) ({spec.gpus} GPUs each), not --nodes {nodes}",
-                           "give --gpus or --nodes, not both")
+            raise OpsError(
+                f"--gpus {gpus} needs {needed} {group.instance_type} node(s) ({spec.gpus} GPUs each), not --nodes {nodes}",
+                "give --gpus or --nodes, not both",
+            )
         nodes = needed
     nodes = nodes or 1
     if nodes > group.instance_count:
@@ -167,7 +210,9 @@ def placement(config: EnvironmentConfig, *, instance_group: str | None, gpus: in
             f"{group.name!r} has {group.instance_count}",
             f"ask at most {group.instance_count * spec.gpus} GPUs / {group.instance_count} nodes",
         )
-    return JobPlacement(group.name, group.instance_type, nodes, spec.gpus, spec.efa_interfaces, spec.vcpus, spec.memory_gib)
+    return JobPlacement(
+        group.name, group.instance_type, nodes, spec.gpus, spec.efa_interfaces, spec.vcpus, spec.memory_gib
+    )
 
 
 def checkpoint_dir(config: EnvironmentConfig, job: str) -> str:
@@ -191,7 +236,9 @@ def render_job(
     from workloads.common import k8s
 
     if not command:
-        raise OpsError("no command to run", "put it after --, e.g. hpray submit job --env dev --working-dir . -- python train.py")
+        raise OpsError(
+            "no command to run", "put it after --, e.g. hpray submit job --env dev --working-dir . -- python train.py"
+        )
     # The workloads image (Ray, torch, this code), as the RayJob/RayService run it; never a bare Ray image.
     image = image or image_mod.resolve(config, config.training.image, "training.image")
     group = config.hyperpod.group(p.group)
@@ -220,32 +267,52 @@ def render_job(
                     "restartPolicy": "Never",
                     "serviceAccountName": k8s.SERVICE_ACCOUNT,
                     "nodeSelector": dict(k8s.SYSTEM_NODE_SELECTOR),
-                    "containers": [{"name": "ray-job-submitter", "image": image,
-                                    "resources": {"requests": {"cpu": "500m", "memory": "512Mi"},
-                                                  "limits": {"cpu": "1", "memory": "1Gi"}}}],
+                    "containers": [
+                        {
+                            "name": "ray-job-submitter",
+                            "image": image,
+                            "resources": {
+                                "requests": {"cpu": "500m", "memory": "512Mi"},
+                                "limits": {"cpu": "1", "memory": "1Gi"},
+                            },
+                        }
+                    ],
                 }
             },
             "rayClusterSpec": {
                 "rayVersion": k8s.RAY_VERSION,
                 "headGroupSpec": k8s.head_group(image, app=APP, env=pod_env),
                 "workerGroupSpecs": [
-                    k8s.worker_group(_worker_shape(config, p), group_name=group.name, image=image, app=APP,
-                                     taints=group.taints, env=pod_env)
+                    k8s.worker_group(
+                        _worker_shape(config, p),
+                        group_name=group.name,
+                        image=image,
+                        app=APP,
+                        taints=group.taints,
+                        env=pod_env,
+                    )
                 ],
             },
         },
     }
 
 
-def _worker_shape(config: EnvironmentConfig, p: JobPlacement):
+def _worker_shape(config: EnvironmentConfig, p: JobPlacement) -> WorkerShape:
     """One worker pod per node with all its GPUs and EFA interfaces and what the node has left
     once its DaemonSets run (config/placement.py: the figures the platform's own pods are sized from)."""
     from config import placement as pl
 
     cpu_millis, memory_mib = pl.free_per_node(config, config.hyperpod.group(p.group))
-    return pl.WorkerShape(group=p.group, instance_type=p.instance_type, min_replicas=p.nodes, max_replicas=p.nodes,
-                          gpus=p.gpus_per_node, efa=p.efa_interfaces, cpus=max(1, cpu_millis // 1000),
-                          memory_gib=max(1, memory_mib // 1024))
+    return pl.WorkerShape(
+        group=p.group,
+        instance_type=p.instance_type,
+        min_replicas=p.nodes,
+        max_replicas=p.nodes,
+        gpus=p.gpus_per_node,
+        efa=p.efa_interfaces,
+        cpus=max(1, cpu_millis // 1000),
+        memory_gib=max(1, memory_mib // 1024),
+    )
 
 
 def _json(value: Any) -> str:
@@ -275,12 +342,19 @@ def unschedulable_pods(pods: list[dict[str, Any]]) -> list[tuple[str, str]]:
 def scheduler_reason(kube: Any, namespace: str, pod: str, fallback: str) -> str:
     """The newest FailedScheduling event's message for ``pod`` (what `kubectl describe` shows)."""
     try:
-        events = kube.list_events(namespace, f"involvedObject.kind=Pod,involvedObject.name={pod},reason=FailedScheduling")
+        events = kube.list_events(
+            namespace, f"involvedObject.kind=Pod,involvedObject.name={pod},reason=FailedScheduling"
+        )
     except OpsError:
         return fallback
     if not events:
         return fallback
-    newest = max(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or "")
+    newest = max(
+        events,
+        key=lambda e: (
+            e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or ""
+        ),
+    )
     return (newest.get("message") or fallback).strip()
 
 
@@ -302,10 +376,12 @@ class JobFollower(Follower):
         try:
             return self._loop()
         except KeyboardInterrupt:
-            msg = (f"\nStopped following. The RayJob {self.namespace}/{self.name} keeps running on the cluster.\n"
-                   f"  reattach:  {self.reattach()}\n"
-                   f"  log:       {self.prog} logs {self.name} --env {self.env} --follow\n"
-                   f"  stop:      {self.prog} stop {self.name} --env {self.env}")
+            msg = (
+                f"\nStopped following. The RayJob {self.namespace}/{self.name} keeps running on the cluster.\n"
+                f"  reattach:  {self.reattach()}\n"
+                f"  log:       {self.prog} logs {self.name} --env {self.env} --follow\n"
+                f"  stop:      {self.prog} stop {self.name} --env {self.env}"
+            )
             if self.json_mode:
                 self.emit(msg.strip(), event="detached", reattach=self.reattach())
             else:
@@ -323,7 +399,7 @@ class JobFollower(Follower):
         if progress.deployment_status not in ("Initializing", "Running", "Retrying", "New"):
             return []
         try:
-            cluster = ((self.kube.get_ray("RayJob", self.namespace, self.name).get("status") or {}).get("rayClusterName"))
+            cluster = (self.kube.get_ray("RayJob", self.namespace, self.name).get("status") or {}).get("rayClusterName")
         except NotFoundError:
             return []
         if not cluster:

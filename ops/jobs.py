@@ -36,7 +36,7 @@ def get_job(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> dic
     except NotFoundError:
         raise JobNotFoundError(
             f"no RayJob {name!r} in namespace {namespace}",
-            f"list the jobs with: {prog} jobs --env {env}" + ("" if namespace else ""),
+            f"list the jobs with: {prog} jobs --env {env}",
         ) from None
 
 
@@ -65,7 +65,18 @@ def render_jobs(rows: list[dict[str, Any]]) -> str:
         return "No RayJobs."
     return table(
         ["NAMESPACE", "NAME", "STATE", "JOB", "ATTEMPTS FAILED", "STARTED", "ENDED"],
-        [[r["namespace"], r["name"], r["deployment_status"], r["job_status"], r["failed_attempts"], r["start_time"], r["end_time"]] for r in rows],
+        [
+            [
+                r["namespace"],
+                r["name"],
+                r["deployment_status"],
+                r["job_status"],
+                r["failed_attempts"],
+                r["start_time"],
+                r["end_time"],
+            ]
+            for r in rows
+        ],
     )
 
 
@@ -78,7 +89,9 @@ def driver_pods(kube: Any, namespace: str, name: str) -> list[dict[str, Any]]:
     """The job's submitter pods (one per attempt), oldest first, without the ones not started."""
     pods = kube.list_pods(namespace, SUBMITTER_SELECTOR.format(name=name))
     started = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Pending", None)]
-    return sorted(started, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", p["metadata"]["name"]))
+    return sorted(
+        started, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", p["metadata"]["name"])
+    )
 
 
 def show_logs(
@@ -109,10 +122,15 @@ def show_logs(
     if not follow:
         pods = driver_pods(kube, namespace, name)
         if not pods:
-            raise OpsError(_no_driver_log(job, namespace, name), f"follow it until it starts: {prog} logs {name} --env {env} --follow")
+            raise OpsError(
+                _no_driver_log(job, namespace, name),
+                f"follow it until it starts: {prog} logs {name} --env {env} --follow",
+            )
         pod = pods[-1]["metadata"]["name"]
         if len(pods) > 1:
-            note(f"(attempt {len(pods)} of the submitter, pod {pod}; earlier attempts: {', '.join(p['metadata']['name'] for p in pods[:-1])})")
+            note(
+                f"(attempt {len(pods)} of the submitter, pod {pod}; earlier attempts: {', '.join(p['metadata']['name'] for p in pods[:-1])})"
+            )
         for line in kube.stream_log(namespace, pod, follow=False, tail_lines=tail):
             write(pod, line)
         return 0
@@ -133,7 +151,10 @@ def show_logs(
         if state in TERMINAL_DEPLOYMENT or state in SUSPENDED:
             if not done:
                 raise OpsError(_no_driver_log(job, namespace, name), None)
-            note(f"RayJob {namespace}/{name} is {state}" + (f"/{job['status'].get('jobStatus')}" if (job.get("status") or {}).get("jobStatus") else ""))
+            note(
+                f"RayJob {namespace}/{name} is {state}"
+                + (f"/{job['status'].get('jobStatus')}" if (job.get("status") or {}).get("jobStatus") else "")
+            )
             return 0
         if not waiting_said and not done:
             note(f"waiting for the driver of {namespace}/{name} to start (RayJob {state})...")
@@ -144,8 +165,10 @@ def show_logs(
 def _no_driver_log(job: dict[str, Any], namespace: str, name: str) -> str:
     state = (job.get("status") or {}).get("jobDeploymentStatus") or "New"
     if state in TERMINAL_DEPLOYMENT or state in SUSPENDED:
-        return (f"RayJob {namespace}/{name} is {state} and its submitter pod is gone, so is the driver's log "
-                "(KubeRay deletes the submitter with the cluster)")
+        return (
+            f"RayJob {namespace}/{name} is {state} and its submitter pod is gone, so is the driver's log "
+            "(KubeRay deletes the submitter with the cluster)"
+        )
     return f"RayJob {namespace}/{name} is {state}: its driver has not started yet"
 
 
@@ -171,36 +194,66 @@ def stop_job(kube: Any, namespace: str, name: str, *, delete: bool, prog: str, e
     keep = _checkpoints_hint(job)
     if delete:
         kube.delete_ray("RayJob", namespace, name)
-        return {"name": name, "namespace": namespace, "action": "deleted", "previous_state": state,
-                "message": f"deleted RayJob {namespace}/{name} (was {state}); its Ray cluster goes with it; {keep}"}
+        return {
+            "name": name,
+            "namespace": namespace,
+            "action": "deleted",
+            "previous_state": state,
+            "message": f"deleted RayJob {namespace}/{name} (was {state}); its Ray cluster goes with it; {keep}",
+        }
     if state in TERMINAL_DEPLOYMENT:
-        return {"name": name, "namespace": namespace, "action": "none", "previous_state": state,
-                "message": f"RayJob {namespace}/{name} already finished ({state}); nothing to stop. "
-                           f"Remove it with: {prog} stop {name} --env {env} --delete"}
+        return {
+            "name": name,
+            "namespace": namespace,
+            "action": "none",
+            "previous_state": state,
+            "message": f"RayJob {namespace}/{name} already finished ({state}); nothing to stop. "
+            f"Remove it with: {prog} stop {name} --env {env} --delete",
+        }
     if state in SUSPENDED or (job.get("spec") or {}).get("suspend"):
-        return {"name": name, "namespace": namespace, "action": "none", "previous_state": state,
-                "message": f"RayJob {namespace}/{name} is already stopped ({state}); resume it with: {prog} resume {name} --env {env}"}
+        return {
+            "name": name,
+            "namespace": namespace,
+            "action": "none",
+            "previous_state": state,
+            "message": f"RayJob {namespace}/{name} is already stopped ({state}); resume it with: {prog} resume {name} --env {env}",
+        }
     if not (job.get("spec") or {}).get("shutdownAfterJobFinishes"):
         raise OpsError(
             f"RayJob {namespace}/{name} has shutdownAfterJobFinishes false, and KubeRay suspends only jobs that have it",
             f"delete it instead (checkpoints stay): {prog} stop {name} --env {env} --delete",
         )
     kube.patch_ray("RayJob", namespace, name, {"spec": {"suspend": True}})
-    return {"name": name, "namespace": namespace, "action": "suspended", "previous_state": state,
-            "message": f"stopping RayJob {namespace}/{name} (was {state}): KubeRay deletes its Ray cluster and keeps the job as "
-                       f"Suspended; {keep}. Resume it with: {prog} resume {name} --env {env}"}
+    return {
+        "name": name,
+        "namespace": namespace,
+        "action": "suspended",
+        "previous_state": state,
+        "message": f"stopping RayJob {namespace}/{name} (was {state}): KubeRay deletes its Ray cluster and keeps the job as "
+        f"Suspended; {keep}. Resume it with: {prog} resume {name} --env {env}",
+    }
 
 
 def resume_job(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> dict[str, Any]:
     job = get_job(kube, namespace, name, prog=prog, env=env)
     state = (job.get("status") or {}).get("jobDeploymentStatus") or "New"
     if not (job.get("spec") or {}).get("suspend"):
-        return {"name": name, "namespace": namespace, "action": "none", "previous_state": state,
-                "message": f"RayJob {namespace}/{name} is not stopped ({state}); nothing to resume"}
+        return {
+            "name": name,
+            "namespace": namespace,
+            "action": "none",
+            "previous_state": state,
+            "message": f"RayJob {namespace}/{name} is not stopped ({state}); nothing to resume",
+        }
     kube.patch_ray("RayJob", namespace, name, {"spec": {"suspend": False}})
-    return {"name": name, "namespace": namespace, "action": "resumed", "previous_state": state,
-            "message": f"resuming RayJob {namespace}/{name}: KubeRay starts a new Ray cluster and submits the job again. "
-                       f"Follow it: {prog} submit job --env {env} --attach --name {name}"}
+    return {
+        "name": name,
+        "namespace": namespace,
+        "action": "resumed",
+        "previous_state": state,
+        "message": f"resuming RayJob {namespace}/{name}: KubeRay starts a new Ray cluster and submits the job again. "
+        f"Follow it: {prog} submit job --env {env} --attach --name {name}",
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,22 +273,31 @@ def pick_head(kube: Any, namespace: str, name: str | None, *, prog: str, env: st
                 continue
             cluster = _cluster_of(obj)
             if not cluster:
-                raise OpsError(f"{kind} {namespace}/{name} has no running Ray cluster ({_state(obj)})",
-                               f"resume or resubmit it first ({prog} jobs --env {env})")
+                raise OpsError(
+                    f"{kind} {namespace}/{name} has no running Ray cluster ({_state(obj)})",
+                    f"resume or resubmit it first ({prog} jobs --env {env})",
+                )
             return name, cluster
-        raise JobNotFoundError(f"no RayJob or RayService {name!r} in namespace {namespace}", f"list them with: {prog} jobs --env {env}")
-    live = []
+        raise JobNotFoundError(
+            f"no RayJob or RayService {name!r} in namespace {namespace}", f"list them with: {prog} jobs --env {env}"
+        )
+    live: list[tuple[str, str]] = []
     for kind in ("RayJob", "RayService"):
         for obj in kube.list_ray(kind):
             meta = obj.get("metadata") or {}
-            if meta.get("namespace") == namespace and _cluster_of(obj) and _state(obj) not in TERMINAL_DEPLOYMENT | SUSPENDED:
-                live.append((meta["name"], _cluster_of(obj)))
+            cluster = _cluster_of(obj)
+            if meta.get("namespace") == namespace and cluster and _state(obj) not in TERMINAL_DEPLOYMENT | SUSPENDED:
+                live.append((meta["name"], cluster))
     if len(live) == 1:
         return live[0]
     if not live:
-        raise JobNotFoundError(f"no running Ray cluster in namespace {namespace}", f"submit a job first: {prog} submit job --env {env} ...")
-    raise OpsError(f"{len(live)} Ray clusters run in {namespace}: {', '.join(n for n, _ in sorted(live))}",
-                   f"name one: {prog} dashboard NAME --env {env}")
+        raise JobNotFoundError(
+            f"no running Ray cluster in namespace {namespace}", f"submit a job first: {prog} submit job --env {env} ..."
+        )
+    raise OpsError(
+        f"{len(live)} Ray clusters run in {namespace}: {', '.join(n for n, _ in sorted(live))}",
+        f"name one: {prog} dashboard NAME --env {env}",
+    )
 
 
 def _cluster_of(obj: dict[str, Any]) -> str | None:
@@ -252,7 +314,9 @@ def head_pod(kube: Any, namespace: str, cluster: str) -> dict[str, Any]:
     pods = kube.list_pods(namespace, f"ray.io/cluster={cluster},ray.io/node-type=head")
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
     if not running:
-        raise OpsError(f"the head pod of Ray cluster {namespace}/{cluster} is not running yet", "wait a minute and retry")
+        raise OpsError(
+            f"the head pod of Ray cluster {namespace}/{cluster} is not running yet", "wait a minute and retry"
+        )
     return running[0]
 
 
@@ -269,7 +333,9 @@ def auth_token(kube: Any, namespace: str, pod: dict[str, Any]) -> str | None:
         return source["value"]
     ref = ((source.get("valueFrom") or {}).get("secretKeyRef")) or {}
     if not ref.get("name"):
-        raise OpsError("Ray token authentication is on, but the head's RAY_AUTH_TOKEN comes from neither a value nor a Secret")
+        raise OpsError(
+            "Ray token authentication is on, but the head's RAY_AUTH_TOKEN comes from neither a value nor a Secret"
+        )
     return kube.read_secret_value(namespace, ref["name"], ref.get("key", "token"))
 
 

@@ -117,9 +117,7 @@ class Kube:
         self.custom = client.CustomObjectsApi(api_client)
 
     @classmethod
-    def connect(
-        cls, aws: Aws, cluster_name: str, *, kubeconfig: str | None = None, context: str | None = None
-    ) -> Kube:
+    def connect(cls, aws: Aws, cluster_name: str, *, kubeconfig: str | None = None, context: str | None = None) -> Kube:
         """From the environment's EKS cluster (default), or from a kubeconfig when one is given."""
         if kubeconfig or context:
             return cls(_api_client_for_kubeconfig(kubeconfig, context))
@@ -176,7 +174,9 @@ class Kube:
         return self._plain(result).get("items", [])
 
     def list_ray(self, kind: str) -> list[dict[str, Any]]:
-        result = self._do(f"list {PLURALS[kind]}", self.custom.list_cluster_custom_object, RAY_GROUP, RAY_VERSION, PLURALS[kind])
+        result = self._do(
+            f"list {PLURALS[kind]}", self.custom.list_cluster_custom_object, RAY_GROUP, RAY_VERSION, PLURALS[kind]
+        )
         return result.get("items", [])
 
     def get_ray(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
@@ -228,17 +228,20 @@ class Kube:
         )
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        result = self._do(f"list pods in {namespace}", self.core.list_namespaced_pod, namespace, label_selector=label_selector)
+        result = self._do(
+            f"list pods in {namespace}", self.core.list_namespaced_pod, namespace, label_selector=label_selector
+        )
         return self._plain(result).get("items", [])
 
-    def read_log(self, namespace: str, pod: str, *, since_seconds: int | None = None, tail_lines: int | None = None) -> str:
+    def read_log(
+        self, namespace: str, pod: str, *, since_seconds: int | None = None, tail_lines: int | None = None
+    ) -> str:
         kwargs: dict[str, Any] = {"timestamps": True}
         if since_seconds:
             kwargs["since_seconds"] = since_seconds
         if tail_lines:
             kwargs["tail_lines"] = tail_lines
         return self._do(f"read log of {namespace}/{pod}", self.core.read_namespaced_pod_log, pod, namespace, **kwargs)
-
 
     # -- calls of the job commands (jobs, logs, stop, dashboard) ---------------------------------
 
@@ -256,14 +259,20 @@ class Kube:
         )
 
     def list_events(self, namespace: str, field_selector: str) -> list[dict[str, Any]]:
-        result = self._do(f"list events in {namespace}", self.core.list_namespaced_event, namespace, field_selector=field_selector)
+        result = self._do(
+            f"list events in {namespace}", self.core.list_namespaced_event, namespace, field_selector=field_selector
+        )
         return self._plain(result).get("items", [])
 
     def get_service(self, namespace: str, name: str) -> dict[str, Any]:
-        return self._plain(self._do(f"get service {namespace}/{name}", self.core.read_namespaced_service, name, namespace))
+        return self._plain(
+            self._do(f"get service {namespace}/{name}", self.core.read_namespaced_service, name, namespace)
+        )
 
     def read_secret_value(self, namespace: str, name: str, key: str) -> str:
-        secret = self._plain(self._do(f"read secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace))
+        secret = self._plain(
+            self._do(f"read secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace)
+        )
         data = (secret.get("data") or {}).get(key)
         if data is None:
             raise NotFoundError(f"secret {namespace}/{name} has no key {key!r}")
@@ -289,7 +298,9 @@ class Kube:
             _return_http_data_only=True,
         )
 
-    def stream_log(self, namespace: str, pod: str, *, follow: bool = True, tail_lines: int | None = None) -> Iterator[str]:
+    def stream_log(
+        self, namespace: str, pod: str, *, follow: bool = True, tail_lines: int | None = None
+    ) -> Iterator[str]:
         """The pod's log line by line through the API's ``follow`` stream: the server keeps the
         response open and sends each line as the container writes it, until the container ends.
         No read timeout while following (the stream is idle whenever the job is quiet)."""
@@ -297,8 +308,15 @@ class Kube:
         if tail_lines is not None:
             kwargs["tail_lines"] = tail_lines
         what = f"read log of {namespace}/{pod}"
-        response = self._do(what, self.core.read_namespaced_pod_log, pod, namespace, _preload_content=False,
-                            _request_timeout=(REQUEST_TIMEOUT[0], None) if follow else REQUEST_TIMEOUT, **kwargs)
+        response = self._do(
+            what,
+            self.core.read_namespaced_pod_log,
+            pod,
+            namespace,
+            _preload_content=False,
+            _request_timeout=(REQUEST_TIMEOUT[0], None) if follow else REQUEST_TIMEOUT,
+            **kwargs,
+        )
         return _lines(response, what)
 
 

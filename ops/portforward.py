@@ -45,13 +45,16 @@ def forward(kube: Any, namespace: str, pod: str, remote_port: int, listener: soc
             remote = pf.socket(remote_port)
         except Exception as err:  # the API refused (RBAC: pods/portforward) or the pod went away
             client.close()
-            raise OpsError(f"port-forward to {namespace}/{pod}:{remote_port} failed: {err}",
-                           "your access entry needs create on pods/portforward in this namespace") from None
+            raise OpsError(
+                f"port-forward to {namespace}/{pod}:{remote_port} failed: {err}",
+                "your access entry needs create on pods/portforward in this namespace",
+            ) from None
         threading.Thread(target=_relay, args=(client, remote), daemon=True).start()
 
 
-def serve_dashboard(kube: Any, namespace: str, name: str | None, *, local_port: int, out: TextIO, json_mode: bool,
-                    prog: str, env: str) -> int:
+def serve_dashboard(
+    kube: Any, namespace: str, name: str | None, *, local_port: int, out: TextIO, json_mode: bool, prog: str, env: str
+) -> int:
     target, cluster = pick_head(kube, namespace, name, prog=prog, env=env)
     pod = head_pod(kube, namespace, cluster)
     token = auth_token(kube, namespace, pod)
@@ -60,15 +63,25 @@ def serve_dashboard(kube: Any, namespace: str, name: str | None, *, local_port: 
     try:
         listener.bind(("127.0.0.1", local_port))
     except OSError as err:
-        raise OpsError(f"cannot listen on 127.0.0.1:{local_port}: {err}", "pick another with --port N (0: any free port)") from None
+        raise OpsError(
+            f"cannot listen on 127.0.0.1:{local_port}: {err}", "pick another with --port N (0: any free port)"
+        ) from None
     listener.listen(16)
     port = listener.getsockname()[1]
     url = dashboard_url(port, token)
     pod_name = pod["metadata"]["name"]
     if json_mode:
-        print(to_json({"name": target, "ray_cluster": cluster, "pod": pod_name, "url": url, "auth": token is not None}, compact=True), file=out)
+        print(
+            to_json(
+                {"name": target, "ray_cluster": cluster, "pod": pod_name, "url": url, "auth": token is not None},
+                compact=True,
+            ),
+            file=out,
+        )
     else:
-        print(f"Ray dashboard of {target} (head pod {namespace}/{pod_name}): {url}\nCtrl-C to stop forwarding.", file=out)
+        print(
+            f"Ray dashboard of {target} (head pod {namespace}/{pod_name}): {url}\nCtrl-C to stop forwarding.", file=out
+        )
     out.flush()
     try:
         forward(kube, namespace, pod_name, DASHBOARD_PORT, listener)

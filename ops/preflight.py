@@ -2,6 +2,8 @@
 
 Gathering (a handful of read-only AWS calls) is kept apart from judging: every ``evaluate_*``
 function is pure, takes the API responses and the config, and returns :class:`Check` rows.
+
+One module because it is one command whose checks share the gathered API responses.
 """
 
 from __future__ import annotations
@@ -127,7 +129,9 @@ def evaluate_availability_zones(config: EnvironmentConfig, zones: list[dict[str,
         if zone is None:
             checks.append(_missing_az(label, az.id, f"network.availability_zones[{i}].id", config, by_id))
         elif zone.get("State") != "available":
-            checks.append(Check(label, FAIL, f"{az.id} is {zone.get('State')!r} in {config.region}", "choose an available AZ"))
+            checks.append(
+                Check(label, FAIL, f"{az.id} is {zone.get('State')!r} in {config.region}", "choose an available AZ")
+            )
         elif zone.get("ZoneName") != az.name:
             checks.append(
                 Check(
@@ -182,15 +186,21 @@ def extended_support_monthly_extra() -> float | None:
     return None if extended is None or standard is None else (extended - standard) * prices.hours
 
 
-def evaluate_kubernetes_version(version: str, region: str, versions: list[dict[str, Any]], *,
-                                monthly_extra: float | None = None) -> Check:
+def evaluate_kubernetes_version(
+    version: str, region: str, versions: list[dict[str, Any]], *, monthly_extra: float | None = None
+) -> Check:
     """EKS offers ``version`` in the region, HyperPod supports it, and what its support costs."""
     from config.versions import HYPERPOD_KUBERNETES_VERSIONS
 
     label = f"eks {version}"
     if version not in HYPERPOD_KUBERNETES_VERSIONS:
-        return Check(label, FAIL, f"SageMaker HyperPod does not support Kubernetes {version}; it supports "
-                     f"{', '.join(HYPERPOD_KUBERNETES_VERSIONS)}", "set eks.kubernetes_version to a version both support")
+        return Check(
+            label,
+            FAIL,
+            f"SageMaker HyperPod does not support Kubernetes {version}; it supports "
+            f"{', '.join(HYPERPOD_KUBERNETES_VERSIONS)}",
+            "set eks.kubernetes_version to a version both support",
+        )
     offered = {v.get("clusterVersion"): v for v in versions}
     entry = offered.get(version)
     supported = sorted(
@@ -218,21 +228,26 @@ def evaluate_kubernetes_version(version: str, region: str, versions: list[dict[s
     return Check(label, PASS, f"Kubernetes {version} is offered in {region} ({status.lower().replace('_', ' ')})")
 
 
-def _upgrade_fix(version: str, offered: dict[str, Any]) -> str:
+def _upgrade_fix(version: str, offered: dict[str | None, dict[str, Any]]) -> str:
     from config.versions import HYPERPOD_KUBERNETES_VERSIONS, next_minor
 
     standard = [v for v, e in offered.items() if v and _version_status(e) == "STANDARD_SUPPORT"]
-    both = sorted((v for v in standard if v in HYPERPOD_KUBERNETES_VERSIONS), key=lambda s: tuple(int(p) for p in s.split(".")))
+    both = sorted(
+        (v for v in standard if v in HYPERPOD_KUBERNETES_VERSIONS), key=lambda s: tuple(int(p) for p in s.split("."))
+    )
     if both:
         return f"plan an upgrade (one minor at a time): hpray upgrade plan --env NAME --to {next_minor(version)}; in standard support and HyperPod: {', '.join(both)}"
-    return (f"no version HyperPod supports is in standard support in this region yet; stay on the newest HyperPod "
-            f"supports ({HYPERPOD_KUBERNETES_VERSIONS[-1]}): hpray upgrade plan --env NAME --to {next_minor(version)}"
-            if version != HYPERPOD_KUBERNETES_VERSIONS[-1] else
-            "no version HyperPod supports is in standard support yet; upgrade when HyperPod adds the next one")
+    return (
+        f"no version HyperPod supports is in standard support in this region yet; stay on the newest HyperPod "
+        f"supports ({HYPERPOD_KUBERNETES_VERSIONS[-1]}): hpray upgrade plan --env NAME --to {next_minor(version)}"
+        if version != HYPERPOD_KUBERNETES_VERSIONS[-1]
+        else "no version HyperPod supports is in standard support yet; upgrade when HyperPod adds the next one"
+    )
 
 
-def evaluate_bootstrap(stack: dict[str, Any] | None, stack_name: str, account: str, region: str, *,
-                       pipeline_account: str | None = None) -> Check:
+def evaluate_bootstrap(
+    stack: dict[str, Any] | None, stack_name: str, account: str, region: str, *, pipeline_account: str | None = None
+) -> Check:
     label = "cdk bootstrap"
     fix = f"npx cdk bootstrap aws://{account}/{region}"
     if stack is None:
@@ -255,13 +270,18 @@ def evaluate_bootstrap(stack: dict[str, Any] | None, stack_name: str, account: s
         trusted = [a.strip() for a in params.get("TrustedAccounts", "").split(",") if a.strip()]
         if pipeline_account not in trusted:
             return Check(
-                label, FAIL,
+                label,
+                FAIL,
                 f"{stack_name} does not trust the pipeline account {pipeline_account} (TrustedAccounts: {', '.join(trusted) or 'none'}), "
                 "so the pipeline cannot deploy here",
                 f"{fix} --trust {pipeline_account} --cloudformation-execution-policies arn:aws:iam::aws:policy/AdministratorAccess "
                 "(or your narrower deployment policy)",
             )
-        return Check(label, PASS, f"{stack_name} {state}, bootstrap version {version}, trusts the pipeline account {pipeline_account}")
+        return Check(
+            label,
+            PASS,
+            f"{stack_name} {state}, bootstrap version {version}, trusts the pipeline account {pipeline_account}",
+        )
     return Check(label, PASS, f"{stack_name} {state}, bootstrap version {version}")
 
 
@@ -282,7 +302,11 @@ def evaluate_vpc_overlap(config: EnvironmentConfig, vpcs: list[dict[str, Any]]) 
         tags = {t.get("Key"): t.get("Value") for t in vpc.get("Tags", []) or []}
         if tags.get("aws:cloudformation:stack-name") == own_stack:
             continue
-        cidrs = [a["CidrBlock"] for a in vpc.get("CidrBlockAssociationSet", []) if a.get("CidrBlockState", {}).get("State") == "associated"]
+        cidrs = [
+            a["CidrBlock"]
+            for a in vpc.get("CidrBlockAssociationSet", [])
+            if a.get("CidrBlockState", {}).get("State") == "associated"
+        ]
         if not cidrs and vpc.get("CidrBlock"):
             cidrs = [vpc["CidrBlock"]]
         for cidr in cidrs:
@@ -323,8 +347,13 @@ def _quotas_by_name(aws: Aws, method: str) -> dict[str, dict[str, Any]]:
     return {q["QuotaName"]: q for q in quotas if "QuotaName" in q}
 
 
-def run_preflight(config: EnvironmentConfig, aws: Aws, *, toolkit_stack: str = DEFAULT_TOOLKIT_STACK,
-                  pipeline_account: str | None = None) -> list[Check]:
+def run_preflight(
+    config: EnvironmentConfig,
+    aws: Aws,
+    *,
+    toolkit_stack: str = DEFAULT_TOOLKIT_STACK,
+    pipeline_account: str | None = None,
+) -> list[Check]:
     """``pipeline_account``: the account of the delivery pipeline that deploys this environment
     (config/pipeline.yaml), whose roles the CDK bootstrap must trust when it is another account."""
     # Credentials first: without them nothing else can be checked (CredentialsError propagates).
@@ -342,17 +371,25 @@ def run_preflight(config: EnvironmentConfig, aws: Aws, *, toolkit_stack: str = D
         return evaluate_availability_zones(config, response.get("AvailabilityZones", []))
 
     def kubernetes() -> Check:
-        versions = aws.paginate("eks", "describe_cluster_versions", "clusterVersions", clusterType="eks", includeAll=True)
-        return evaluate_kubernetes_version(config.eks.kubernetes_version, config.region, versions,
-                                           monthly_extra=extended_support_monthly_extra())
+        versions = aws.paginate(
+            "eks", "describe_cluster_versions", "clusterVersions", clusterType="eks", includeAll=True
+        )
+        return evaluate_kubernetes_version(
+            config.eks.kubernetes_version, config.region, versions, monthly_extra=extended_support_monthly_extra()
+        )
 
     def bootstrap() -> Check:
         try:
             stacks = aws.call("cloudformation", "describe_stacks", StackName=toolkit_stack).get("Stacks", [])
         except NotFoundError:
             stacks = []
-        return evaluate_bootstrap(stacks[0] if stacks else None, toolkit_stack, config.account, config.region,
-                                  pipeline_account=pipeline_account)
+        return evaluate_bootstrap(
+            stacks[0] if stacks else None,
+            toolkit_stack,
+            config.account,
+            config.region,
+            pipeline_account=pipeline_account,
+        )
 
     def vpcs() -> Check:
         return evaluate_vpc_overlap(config, aws.paginate("ec2", "describe_vpcs", "Vpcs"))

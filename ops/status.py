@@ -3,6 +3,9 @@
 Gathering (AWS via ops/aws.py, Kubernetes via ops/kube.py) is separate from the pure
 ``summarize_*`` functions that turn API objects into the report, and from :func:`render` that
 prints it. The report is a plain dict: ``--json`` prints it as is.
+
+One module because it is one command: its gathering, summarizing and rendering steps share the
+report's shape.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ def node_health(k8s_node: dict[str, Any] | None) -> dict[str, Any]:
     ready = _condition(k8s_node, "Ready")
     is_ready = bool(ready and ready.get("status") == "True")
     cordoned = bool((k8s_node.get("spec") or {}).get("unschedulable"))
-    faults = {k[len(FAULT_LABEL_PREFIX):]: v for k, v in labels.items() if k.startswith(FAULT_LABEL_PREFIX)}
+    faults = {k[len(FAULT_LABEL_PREFIX) :]: v for k, v in labels.items() if k.startswith(FAULT_LABEL_PREFIX)}
     detail = [HEALTH_MEANING.get(health, "no HyperPod health label: health agent not running?")]
     if not is_ready:
         detail.append(f"NotReady ({(ready or {}).get('reason', 'no Ready condition')})")
@@ -95,11 +98,22 @@ def summarize_hyperpod(
     problems = []
     status = cluster.get("ClusterStatus", "?")
     if status != "InService":
-        problems.append(f"HyperPod cluster {name} is {status}" + (f": {cluster['FailureMessage']}" if cluster.get("FailureMessage") else ""))
+        problems.append(
+            f"HyperPod cluster {name} is {status}"
+            + (f": {cluster['FailureMessage']}" if cluster.get("FailureMessage") else "")
+        )
     groups = []
     for g in cluster.get("InstanceGroups", []):
         current, target = g.get("CurrentCount", 0), g.get("TargetCount", 0)
-        groups.append({"name": g.get("InstanceGroupName"), "instance_type": g.get("InstanceType"), "current": current, "target": target, "status": g.get("Status")})
+        groups.append(
+            {
+                "name": g.get("InstanceGroupName"),
+                "instance_type": g.get("InstanceType"),
+                "current": current,
+                "target": target,
+                "status": g.get("Status"),
+            }
+        )
         if current < target:
             problems.append(f"instance group {g.get('InstanceGroupName')} has {current} of {target} instances")
     rows = []
@@ -118,7 +132,10 @@ def summarize_hyperpod(
         else:
             row.update(node_health(kubernetes_node_for(n.get("InstanceId", ""), k8s_nodes)))
         if row["status"] != "Running":
-            problems.append(f"node {row['instance_id']} ({row['instance_group']}) is {row['status']}" + (f": {row['status_message']}" if row["status_message"] else ""))
+            problems.append(
+                f"node {row['instance_id']} ({row['instance_group']}) is {row['status']}"
+                + (f": {row['status_message']}" if row["status_message"] else "")
+            )
         elif row["healthy"] is False:
             problems.append(f"node {row['instance_id']} ({row['instance_group']}) is {row['health']}: {row['detail']}")
         rows.append(row)
@@ -141,9 +158,20 @@ def summarize_eks(name: str, cluster: dict[str, Any] | None) -> dict[str, Any]:
 def summarize_fsx(file_system_id: str | None, fs: dict[str, Any] | None) -> dict[str, Any]:
     if file_system_id is None or fs is None:
         what = file_system_id or "(storage stack not deployed)"
-        return {"file_system_id": file_system_id, "lifecycle": "NotFound", "problems": [f"FSx for Lustre file system {what} not found"]}
+        return {
+            "file_system_id": file_system_id,
+            "lifecycle": "NotFound",
+            "problems": [f"FSx for Lustre file system {what} not found"],
+        }
     lifecycle = fs.get("Lifecycle", "?")
-    problems = [] if lifecycle == "AVAILABLE" else [f"FSx {file_system_id} is {lifecycle}" + (f": {fs['FailureDetails'].get('Message')}" if fs.get("FailureDetails") else "")]
+    problems = (
+        []
+        if lifecycle == "AVAILABLE"
+        else [
+            f"FSx {file_system_id} is {lifecycle}"
+            + (f": {fs['FailureDetails'].get('Message')}" if fs.get("FailureDetails") else "")
+        ]
+    )
     return {
         "file_system_id": file_system_id,
         "lifecycle": lifecycle,
@@ -155,7 +183,12 @@ def summarize_fsx(file_system_id: str | None, fs: dict[str, Any] | None) -> dict
 
 def summarize_operator(deployments: list[dict[str, Any]]) -> dict[str, Any]:
     if not deployments:
-        return {"ready": False, "problems": ["KubeRay operator not installed (no Deployment labelled app.kubernetes.io/name=kuberay-operator)"]}
+        return {
+            "ready": False,
+            "problems": [
+                "KubeRay operator not installed (no Deployment labelled app.kubernetes.io/name=kuberay-operator)"
+            ],
+        }
     d = deployments[0]
     meta, spec, st = d.get("metadata") or {}, d.get("spec") or {}, d.get("status") or {}
     wanted, ready = spec.get("replicas", 1), st.get("readyReplicas", 0) or 0
@@ -174,7 +207,9 @@ def summarize_operator(deployments: list[dict[str, Any]]) -> dict[str, Any]:
     }
     if not ok:
         why = (available or {}).get("message") or "no Available condition"
-        report["problems"].append(f"KubeRay operator {meta.get('namespace')}/{meta.get('name')} not ready: {ready}/{wanted} ready; {why}")
+        report["problems"].append(
+            f"KubeRay operator {meta.get('namespace')}/{meta.get('name')} not ready: {ready}/{wanted} ready; {why}"
+        )
     return report
 
 
@@ -235,9 +270,25 @@ def render(report: dict[str, Any]) -> str:
         table(
             ["COMPONENT", "NAME", "STATUS", "DETAIL"],
             [
-                ["HyperPod cluster", hp["name"], hp["status"], ", ".join(f"{g['name']} {g['current']}/{g['target']}" for g in hp.get("instance_groups", [])) or None],
-                ["EKS cluster", eks["name"], eks["status"], f"Kubernetes {eks['version']}" if eks.get("version") else None],
-                ["FSx for Lustre", fsx.get("file_system_id"), fsx["lifecycle"], f"{fsx['storage_capacity_gib']} GiB" if fsx.get("storage_capacity_gib") else None],
+                [
+                    "HyperPod cluster",
+                    hp["name"],
+                    hp["status"],
+                    ", ".join(f"{g['name']} {g['current']}/{g['target']}" for g in hp.get("instance_groups", []))
+                    or None,
+                ],
+                [
+                    "EKS cluster",
+                    eks["name"],
+                    eks["status"],
+                    f"Kubernetes {eks['version']}" if eks.get("version") else None,
+                ],
+                [
+                    "FSx for Lustre",
+                    fsx.get("file_system_id"),
+                    fsx["lifecycle"],
+                    f"{fsx['storage_capacity_gib']} GiB" if fsx.get("storage_capacity_gib") else None,
+                ],
                 _operator_row(report),
             ],
         )
@@ -247,7 +298,10 @@ def render(report: dict[str, Any]) -> str:
         out.append(
             table(
                 ["INSTANCE", "GROUP", "TYPE", "STATUS", "HEALTH", "DETAIL"],
-                [[n["instance_id"], n["instance_group"], n["instance_type"], n["status"], n["health"], n["detail"]] for n in hp["nodes"]],
+                [
+                    [n["instance_id"], n["instance_group"], n["instance_type"], n["status"], n["health"], n["detail"]]
+                    for n in hp["nodes"]
+                ],
             )
         )
     if report.get("kubernetes_error") is None:
@@ -256,7 +310,17 @@ def render(report: dict[str, Any]) -> str:
         out.append(
             table(
                 ["NAMESPACE/NAME", "JOB STATUS", "DEPLOYMENT", "FAILED", "STARTED", "MESSAGE"],
-                [[f"{j['namespace']}/{j['name']}", j["job_status"], j["deployment_status"], j["failed_attempts"], j["start_time"], j["message"] or j["reason"]] for j in jobs],
+                [
+                    [
+                        f"{j['namespace']}/{j['name']}",
+                        j["job_status"],
+                        j["deployment_status"],
+                        j["failed_attempts"],
+                        j["start_time"],
+                        j["message"] or j["reason"],
+                    ]
+                    for j in jobs
+                ],
             )
             if jobs
             else "  (none)"
@@ -267,7 +331,13 @@ def render(report: dict[str, Any]) -> str:
             table(
                 ["NAMESPACE/NAME", "STATUS", "READY", "ENDPOINTS", "APPLICATIONS"],
                 [
-                    [f"{s['namespace']}/{s['name']}", s["service_status"], s["ready"], s["serve_endpoints"], ", ".join(f"{k}={v}" for k, v in s["applications"].items()) or None]
+                    [
+                        f"{s['namespace']}/{s['name']}",
+                        s["service_status"],
+                        s["ready"],
+                        s["serve_endpoints"],
+                        ", ".join(f"{k}={v}" for k, v in s["applications"].items()) or None,
+                    ]
                     for s in services
                 ],
             )
@@ -314,7 +384,11 @@ def gather(config: EnvironmentConfig, aws: Aws, connect_kube: Any) -> dict[str, 
     identity = aws.call("sts", "get_caller_identity")
     hp_name, eks_name = config.hyperpod_cluster_name, config.eks_cluster_name
     hp_cluster = _or_none(lambda: aws.call("sagemaker", "describe_cluster", ClusterName=hp_name))
-    hp_nodes = aws.paginate("sagemaker", "list_cluster_nodes", "ClusterNodeSummaries", ClusterName=hp_name) if hp_cluster else []
+    hp_nodes = (
+        aws.paginate("sagemaker", "list_cluster_nodes", "ClusterNodeSummaries", ClusterName=hp_name)
+        if hp_cluster
+        else []
+    )
     eks_cluster = (_or_none(lambda: aws.call("eks", "describe_cluster", name=eks_name)) or {}).get("cluster")
     fs_id = _file_system_id(aws, config)
     fs = None

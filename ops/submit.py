@@ -57,9 +57,13 @@ def apply(kube: Any, manifest: dict[str, Any], emit: Callable[[str], None]) -> s
     if kind == "RayJob":
         deployment = (existing.get("status") or {}).get("jobDeploymentStatus") or "New"
         if deployment not in TERMINAL_DEPLOYMENT:
-            emit(f"{kind} {namespace}/{name} is already running ({deployment}); following it instead of submitting again")
+            emit(
+                f"{kind} {namespace}/{name} is already running ({deployment}); following it instead of submitting again"
+            )
             return "attached"
-        emit(f"{kind} {namespace}/{name} finished earlier ({deployment}); deleting it to submit again (the run resumes from its checkpoints)")
+        emit(
+            f"{kind} {namespace}/{name} finished earlier ({deployment}); deleting it to submit again (the run resumes from its checkpoints)"
+        )
         kube.delete_ray(kind, namespace, name)
         _wait_gone(kube, kind, namespace, name)
         kube.create_ray(kind, namespace, manifest)
@@ -72,7 +76,15 @@ def apply(kube: Any, manifest: dict[str, Any], emit: Callable[[str], None]) -> s
     return "replaced"
 
 
-def _wait_gone(kube: Any, kind: str, namespace: str, name: str, *, timeout_s: float = 300, sleep: Callable[[float], None] = time.sleep) -> None:
+def _wait_gone(
+    kube: Any,
+    kind: str,
+    namespace: str,
+    name: str,
+    *,
+    timeout_s: float = 300,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -80,7 +92,10 @@ def _wait_gone(kube: Any, kind: str, namespace: str, name: str, *, timeout_s: fl
         except NotFoundError:
             return
         sleep(2)
-    raise OpsError(f"{kind} {namespace}/{name} was not deleted within {int(timeout_s)} s", f"check finalizers: kubectl -n {namespace} get {kind.lower()} {name} -o yaml")
+    raise OpsError(
+        f"{kind} {namespace}/{name} was not deleted within {int(timeout_s)} s",
+        f"check finalizers: kubectl -n {namespace} get {kind.lower()} {name} -o yaml",
+    )
 
 
 class Follower:
@@ -135,7 +150,9 @@ class Follower:
     def _loop(self) -> int:
         started = self.clock()
         progress: JobProgress | ServiceProgress = (
-            JobProgress(self.name, total_steps=self.total_steps) if self.kind == "RayJob" else ServiceProgress(self.name)
+            JobProgress(self.name, total_steps=self.total_steps)
+            if self.kind == "RayJob"
+            else ServiceProgress(self.name)
         )
         while True:
             try:
@@ -180,7 +197,9 @@ class Follower:
                 text = self.kube.read_log(
                     self.namespace,
                     pod_name,
-                    **({"tail_lines": FIRST_READ_TAIL_LINES} if first else {"since_seconds": int(self.poll_s * 3) + 10}),
+                    **(
+                        {"tail_lines": FIRST_READ_TAIL_LINES} if first else {"since_seconds": int(self.poll_s * 3) + 10}
+                    ),
                 )
             except NotFoundError:
                 continue
@@ -195,7 +214,11 @@ class Follower:
             return
         self._last_line = line
         if self.json_mode:
-            payload = progress.as_dict() if isinstance(progress, JobProgress) else {"ready": progress.ready, "applications": progress.applications}
+            payload = (
+                progress.as_dict()
+                if isinstance(progress, JobProgress)
+                else {"ready": progress.ready, "applications": progress.applications}
+            )
             self.emit(line, event="progress", **payload)
         else:
             self.emit("  " + line)
@@ -203,7 +226,11 @@ class Follower:
     def _finish_job(self, progress: JobProgress) -> int:
         where = f"{self.kind} {self.namespace}/{self.name}"
         if progress.succeeded:
-            self.emit(f"{where} succeeded at step {progress.step}" if progress.step is not None else f"{where} succeeded", event="done", succeeded=True)
+            self.emit(
+                f"{where} succeeded at step {progress.step}" if progress.step is not None else f"{where} succeeded",
+                event="done",
+                succeeded=True,
+            )
             return EXIT_OK
         self.emit(
             f"{where} ended {progress.deployment_status}/{progress.job_status}: {progress.message or 'no message'}. "

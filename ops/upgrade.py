@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +60,15 @@ def target_version(config: EnvironmentConfig, to: str | None) -> str:
     if target not in supported:
         hyperpod = target in versions.HYPERPOD_KUBERNETES_VERSIONS
         raise OpsError(
-            f"--to {target}: " + ("this app pins no add-ons or kubectl layer for it" if hyperpod else "SageMaker HyperPod does not support it")
+            f"--to {target}: "
+            + (
+                "this app pins no add-ons or kubectl layer for it"
+                if hyperpod
+                else "SageMaker HyperPod does not support it"
+            )
             + f"; allowed: {', '.join(supported)}",
-            "add its add-on versions and kubectl layer to config/versions.py first" if hyperpod
+            "add its add-on versions and kubectl layer to config/versions.py first"
+            if hyperpod
             else f"wait until HyperPod supports Kubernetes {target} (HyperPod supports {', '.join(versions.HYPERPOD_KUBERNETES_VERSIONS)})",
         )
     return target
@@ -81,16 +88,20 @@ def plan(config: EnvironmentConfig, to: str | None = None, *, on: Any = None) ->
     eks_name, hp_name = config.eks_cluster_name, config.hyperpod_cluster_name
     cluster_stack = f"{stack_prefix(config)}Cluster"
     old, new = versions.ADDON_VERSIONS[current], versions.ADDON_VERSIONS[target]
-    addon_changes = [f"{name}: {old.get(name, '-')} -> {new[name]}" for name in sorted(new) if old.get(name) != new[name]]
+    addon_changes = [
+        f"{name}: {old.get(name, '-')} -> {new[name]}" for name in sorted(new) if old.get(name) != new[name]
+    ]
     status = {v: versions.eks_support_status(v, on or _today()) or "unknown" for v in (current, target)}
     steps = [
         Step(
             "Read-only checks",
             "nothing",
-            [f"hpray preflight --env {env}",
-             f"aws eks describe-cluster-versions --cluster-versions {target} --region {region}",
-             f"aws eks list-insights --cluster-name {eks_name} --region {region} --filter kubernetesVersions={target}",
-             f"hpray status --env {env}"],
+            [
+                f"hpray preflight --env {env}",
+                f"aws eks describe-cluster-versions --cluster-versions {target} --region {region}",
+                f"aws eks list-insights --cluster-name {eks_name} --region {region} --filter kubernetesVersions={target}",
+                f"hpray status --env {env}",
+            ],
             automatic=True,
         ),
         Step(
@@ -104,34 +115,50 @@ def plan(config: EnvironmentConfig, to: str | None = None, *, on: Any = None) ->
             "pods keep running. The add-ons roll node by node: kube-proxy and the VPC CNI restart per node (no pod restarts), "
             "CoreDNS rolls its replicas",
             [f"npx cdk diff {cluster_stack} -c env={env}", f"npx cdk deploy {cluster_stack} -c env={env}"],
-            config_edit=f'config/{env}.yaml: eks.kubernetes_version: "{target}"  (add-ons: ' + ("; ".join(addon_changes) or "unchanged")
+            config_edit=f'config/{env}.yaml: eks.kubernetes_version: "{target}"  (add-ons: '
+            + ("; ".join(addon_changes) or "unchanged")
             + f"; kubectl layer {versions.KUBECTL_LAYERS[target][0].rsplit('_', 1)[-1]})",
         ),
         Step(
             f"System nodes (managed node group '{config.eks.system_nodes.instance_type}' x {config.eks.system_nodes.desired_size}) to {target}",
             "nodes are replaced one at a time: the KubeRay operator and every Ray head pod restart on a new node "
             "(a RayService's head restarts; its replicas on HyperPod keep serving)",
-            [f"aws eks update-nodegroup-version --cluster-name {eks_name} --nodegroup-name system --kubernetes-version {target} --region {region}",
-             f"aws eks wait nodegroup-active --cluster-name {eks_name} --nodegroup-name system --region {region}"],
+            [
+                f"aws eks update-nodegroup-version --cluster-name {eks_name} --nodegroup-name system --kubernetes-version {target} --region {region}",
+                f"aws eks wait nodegroup-active --cluster-name {eks_name} --nodegroup-name system --region {region}",
+            ],
         ),
         Step(
             "HyperPod software (AMI with the new kubelet), rolling",
             "HyperPod replaces each batch of instances: the Ray worker pods on them restart (jobs are paused; a RayService "
             "keeps the replicas on the other instances)",
-            [f"aws sagemaker update-cluster-software --cluster-name {hp_name} --region {region} --deployment-config "
-             + "'" + json.dumps({"RollingUpdatePolicy": {"MaximumBatchSize": _batch(max(g.instance_count for g in config.hyperpod.instance_groups))},
-                                 "WaitIntervalInSeconds": 300}, separators=(",", ":")) + "'",
-             f"aws sagemaker describe-cluster --cluster-name {hp_name} --region {region} --query ClusterStatus",
-             "# Between upgrades HyperPod can patch on its own: an instance group's ScheduledUpdateConfig "
-             "(a cron schedule with the same rolling DeploymentConfig); not set by this platform yet"],
+            [
+                f"aws sagemaker update-cluster-software --cluster-name {hp_name} --region {region} --deployment-config "
+                + "'"
+                + json.dumps(
+                    {
+                        "RollingUpdatePolicy": {
+                            "MaximumBatchSize": _batch(max(g.instance_count for g in config.hyperpod.instance_groups))
+                        },
+                        "WaitIntervalInSeconds": 300,
+                    },
+                    separators=(",", ":"),
+                )
+                + "'",
+                f"aws sagemaker describe-cluster --cluster-name {hp_name} --region {region} --query ClusterStatus",
+                "# Between upgrades HyperPod can patch on its own: an instance group's ScheduledUpdateConfig "
+                "(a cron schedule with the same rolling DeploymentConfig); not set by this platform yet",
+            ],
         ),
         Step(
             f"KubeRay CRDs (KubeRay {versions.KUBERAY_OPERATOR.version}) server-side, then the operator chart",
             "nothing for running Ray clusters: the CRDs are applied before the operator that reads them (Helm never "
             "upgrades CRDs itself)",
-            [f"kubectl apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} --dry-run=server -f ../shared/kuberay-crds/",
-             f"kubectl apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} -f ../shared/kuberay-crds/",
-             f"npx cdk deploy {cluster_stack} -c env={env}    # the operator chart, when its version changed"],
+            [
+                f"kubectl apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} --dry-run=server -f ../shared/kuberay-crds/",
+                f"kubectl apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} -f ../shared/kuberay-crds/",
+                f"npx cdk deploy {cluster_stack} -c env={env}    # the operator chart, when its version changed",
+            ],
             automatic=True,
         ),
         Step(
@@ -142,14 +169,14 @@ def plan(config: EnvironmentConfig, to: str | None = None, *, on: Any = None) ->
     ]
     for i, step in enumerate(steps, 1):
         step.number = i
-    header = (f"Upgrade plan for {env}: Kubernetes {current} ({status[current]} support) -> {target} ({status[target]} support), "
-              f"EKS {eks_name}, HyperPod {hp_name}, {region}")
+    header = (
+        f"Upgrade plan for {env}: Kubernetes {current} ({status[current]} support) -> {target} ({status[target]} support), "
+        f"EKS {eks_name}, HyperPod {hp_name}, {region}"
+    )
     return header, steps
 
 
-def _today():
-    from datetime import date
-
+def _today() -> date:
     return date.today()
 
 
@@ -177,15 +204,23 @@ def as_dict(header: str, steps: list[Step]) -> dict[str, Any]:
 
 def crd_documents(crd_dir: Path = CRD_DIR) -> list[dict[str, Any]]:
     if not crd_dir.is_dir():
-        raise OpsError(f"KubeRay CRDs not found at {crd_dir}", "check out the shared CRDs of the pinned KubeRay release there")
+        raise OpsError(
+            f"KubeRay CRDs not found at {crd_dir}", "check out the shared CRDs of the pinned KubeRay release there"
+        )
     docs = []
     for path in sorted(crd_dir.glob("*.yaml")):
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        docs += [d for d in yaml.load_all(path.read_text(), Loader=loader) if d and d.get("kind") == "CustomResourceDefinition"]
+        docs += [
+            d
+            for d in yaml.load_all(path.read_text(), Loader=loader)
+            if d and d.get("kind") == "CustomResourceDefinition"
+        ]
     return docs
 
 
-def apply_safe_steps(config: EnvironmentConfig, aws: Any, kube: Any, target: str, *, emit: Any, crd_dir: Path = CRD_DIR) -> dict[str, Any]:
+def apply_safe_steps(
+    config: EnvironmentConfig, aws: Any, kube: Any, target: str, *, emit: Any, crd_dir: Path = CRD_DIR
+) -> dict[str, Any]:
     """Read-only checks, then the KubeRay CRDs server-side: a dry run of every CRD first, and the
     real apply only when every dry run passed."""
     result: dict[str, Any] = {}
@@ -193,42 +228,64 @@ def apply_safe_steps(config: EnvironmentConfig, aws: Any, kube: Any, target: str
     result["control_plane"] = {"version": cluster.get("version"), "status": cluster.get("status")}
     emit(f"control plane: Kubernetes {cluster.get('version')}, {cluster.get('status')}")
     if cluster.get("status") != "ACTIVE":
-        raise OpsError(f"EKS cluster {config.eks_cluster_name} is {cluster.get('status')}, not ACTIVE", "wait for the running update to finish")
-    insights = aws.paginate("eks", "list_insights", "insights", clusterName=config.eks_cluster_name,
-                            filter={"kubernetesVersions": [target]})
+        raise OpsError(
+            f"EKS cluster {config.eks_cluster_name} is {cluster.get('status')}, not ACTIVE",
+            "wait for the running update to finish",
+        )
+    insights = aws.paginate(
+        "eks", "list_insights", "insights", clusterName=config.eks_cluster_name, filter={"kubernetesVersions": [target]}
+    )
     blocking = [i for i in insights if (i.get("insightStatus") or {}).get("status") == "ERROR"]
-    result["insights"] = [{"name": i.get("name"), "status": (i.get("insightStatus") or {}).get("status")} for i in insights]
-    emit(f"upgrade insights for {target}: {len(insights)}, blocking: {len(blocking)}"
-         + "".join(f"\n  ERROR {i.get('name')}: {(i.get('insightStatus') or {}).get('reason', '')}" for i in blocking))
-    running = [j["metadata"]["name"] for j in kube.list_ray("RayJob")
-               if ((j.get("status") or {}).get("jobDeploymentStatus") or "New") in ("New", "Initializing", "Running", "Waiting", "Retrying")]
+    result["insights"] = [
+        {"name": i.get("name"), "status": (i.get("insightStatus") or {}).get("status")} for i in insights
+    ]
+    emit(
+        f"upgrade insights for {target}: {len(insights)}, blocking: {len(blocking)}"
+        + "".join(f"\n  ERROR {i.get('name')}: {(i.get('insightStatus') or {}).get('reason', '')}" for i in blocking)
+    )
+    running = [
+        j["metadata"]["name"]
+        for j in kube.list_ray("RayJob")
+        if ((j.get("status") or {}).get("jobDeploymentStatus") or "New")
+        in ("New", "Initializing", "Running", "Waiting", "Retrying")
+    ]
     result["running_jobs"] = running
     emit(f"running jobs to pause before step 3: {', '.join(running) or 'none'}")
     if blocking:
-        raise OpsError(f"{len(blocking)} EKS upgrade insight(s) for {target} are ERROR", "fix them before the upgrade (aws eks describe-insight)")
+        raise OpsError(
+            f"{len(blocking)} EKS upgrade insight(s) for {target} are ERROR",
+            "fix them before the upgrade (aws eks describe-insight)",
+        )
     docs = crd_documents(crd_dir)
     for dry_run in (True, False):
         for doc in docs:
             kube.apply_crd(doc, field_manager=FIELD_MANAGER, dry_run=dry_run)
-        emit(f"KubeRay CRDs {'dry run (server-side) passed' if dry_run else 'applied server-side'}: "
-             + ", ".join(d["metadata"]["name"] for d in docs))
+        emit(
+            f"KubeRay CRDs {'dry run (server-side) passed' if dry_run else 'applied server-side'}: "
+            + ", ".join(d["metadata"]["name"] for d in docs)
+        )
     result["crds_applied"] = [d["metadata"]["name"] for d in docs]
     return result
 
 
 def add_upgrade_command(sub: Any, prog: str, common: Any, formatter: Any) -> None:
     p = sub.add_parser(
-        "upgrade", prog=f"{prog} upgrade", help="plan a Kubernetes upgrade", formatter_class=formatter,
+        "upgrade",
+        prog=f"{prog} upgrade",
+        help="plan a Kubernetes upgrade",
+        formatter_class=formatter,
         description="Print the ordered steps of a one-minor Kubernetes upgrade of the environment (control plane,\n"
-                    "add-ons, system nodes, HyperPod software, KubeRay CRDs, jobs paused and resumed from their\n"
-                    "checkpoints), each with its commands or config edit and what it disrupts.\n"
-                    "--apply does the safe steps: the read-only checks, and the KubeRay CRDs applied\n"
-                    "server-side (a server dry run of every CRD first).",
+        "add-ons, system nodes, HyperPod software, KubeRay CRDs, jobs paused and resumed from their\n"
+        "checkpoints), each with its commands or config edit and what it disrupts.\n"
+        "--apply does the safe steps: the read-only checks, and the KubeRay CRDs applied\n"
+        "server-side (a server dry run of every CRD first).",
     )
     p.add_argument("action", choices=["plan"], help="plan: print the steps")
     common(p, kube=True)
     p.add_argument("--to", metavar="VERSION", help="target Kubernetes minor (default: the next one)")
-    p.add_argument("--apply", action="store_true", help="also do the safe steps (read-only checks, CRD apply with a dry run first)")
+    p.add_argument(
+        "--apply", action="store_true", help="also do the safe steps (read-only checks, CRD apply with a dry run first)"
+    )
 
 
 def run_upgrade(config: EnvironmentConfig, aws: Any, args: Any, out: Any, kube_factory: Any) -> int:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from review.assembly import AssemblyError, load_assembly
 from review.compare import compare
@@ -18,10 +20,12 @@ from review.diagram import DiagramError, render_diagram
 from review.flows import broken_lines, check_flows
 from review.report import build_report
 
+if TYPE_CHECKING:
+    from config.model import EnvironmentConfig
+    from review.assembly import Stack
 
-def _date(text: str):
-    from datetime import date
 
+def _date(text: str) -> date:
     try:
         return date.fromisoformat(text)
     except ValueError:
@@ -35,9 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", metavar="DIR", help="output directory (default: ASSEMBLY/review)")
     parser.add_argument("--prices", metavar="YAML", help="price table (default: review/prices.yaml)")
     parser.add_argument("--no-diagram", action="store_true", help="skip the graphviz diagram")
-    parser.add_argument("--date", metavar="YYYY-MM-DD", type=_date, default=None,
-                        help="price the EKS control plane by its Kubernetes version's support status on this day "
-                             "(default: the price table's recorded date)")
+    parser.add_argument(
+        "--date",
+        metavar="YYYY-MM-DD",
+        type=_date,
+        default=None,
+        help="price the EKS control plane by its Kubernetes version's support status on this day "
+        "(default: the price table's recorded date)",
+    )
     args = parser.parse_args(argv)
     try:
         assembly = load_assembly(args.assembly)
@@ -74,22 +83,33 @@ def main(argv: list[str] | None = None) -> int:
             except DiagramError as err:
                 print(f"review: {err}", file=sys.stderr)
                 return 3
-        doc = build_report(env, stacks, cost=estimate(stacks, prices, on=args.date), prices=prices, comparison=comparison, diagram=diagram,
-                           flows=flow_results)
+        doc = build_report(
+            env,
+            stacks,
+            cost=estimate(stacks, prices, on=args.date),
+            prices=prices,
+            comparison=comparison,
+            diagram=diagram,
+            flows=flow_results,
+        )
         (out / f"{env}.md").write_text(doc.markdown())
         (out / f"{env}.html").write_text(doc.html())
-        written = [f"{env}.md", f"{env}.html"] + ([f"architecture-{env}.png", f"architecture-{env}.svg"] if diagram else [])
+        written = [f"{env}.md", f"{env}.html"] + (
+            [f"architecture-{env}.png", f"architecture-{env}.svg"] if diagram else []
+        )
         summary = f"review: {env}: " + ", ".join(str(out / w) for w in written)
         if comparison is not None:
-            summary += (f" | vs {args.compare}: +{len(comparison.of('added'))} -{len(comparison.of('removed'))} "
-                        f"~{len(comparison.of('replaced'))} replaced, cost {comparison.cost_delta:+,.2f}/month")
+            summary += (
+                f" | vs {args.compare}: +{len(comparison.of('added'))} -{len(comparison.of('removed'))} "
+                f"~{len(comparison.of('replaced'))} replaced, cost {comparison.cost_delta:+,.2f}/month"
+            )
         print(summary)
     for line in broken:
         print(line, file=sys.stderr)
     return 4 if broken else 0
 
 
-def config_for(env: str, stacks):
+def config_for(env: str, stacks: list[Stack]) -> EnvironmentConfig | None:
     """The environment config whose Environment tag (or name), account and region match ``env``'s
     stacks; None when no config under config/ describes them (then no flow is checked)."""
     from config import ConfigError, load_environment

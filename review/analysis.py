@@ -1,8 +1,10 @@
 """What a reviewer looks for in a template, extracted generically by resource type.
 
 Every function takes a :class:`~review.assembly.Stack` and returns plain rows; flags are strings
-starting with ``FLAG`` so both renderers can highlight them. Types that are not on main yet
-(EKS, HyperPod, launch templates) are handled here too, so they show up when their stacks land.
+starting with ``FLAG`` so both renderers can highlight them.
+
+One module because it is one extractor: each function reads the same :class:`Stack` rows and
+follows the same flag convention, and the report renders them side by side.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def _show(v: Any) -> str:
     if isinstance(v, list):
         return ", ".join(_show(x) for x in v)
     if isinstance(v, dict) and len(v) == 1:
-        (fn, arg), = v.items()
+        ((fn, arg),) = v.items()
         if fn == "Ref":
             return "${" + str(arg) + "}"
         if fn == "Fn::GetAtt":
@@ -66,7 +68,7 @@ def references(value: Any) -> Iterator[tuple[str, str]]:
     """(logical id or import name, kind) for every Ref/GetAtt/ImportValue inside ``value``."""
     if isinstance(value, dict):
         if len(value) == 1:
-            (fn, arg), = value.items()
+            ((fn, arg),) = value.items()
             if fn == "Ref" and isinstance(arg, str) and not arg.startswith("AWS::"):
                 yield arg, "ref"
                 return
@@ -204,8 +206,19 @@ def iam_statements(stack: Stack) -> list[IamStatement]:
                 text = show(arn)
                 flags = (f"{FLAG} *FullAccess managed policy",) if "FullAccess" in text else ()
                 out.append(
-                    IamStatement(stack.display_name, r.logical_id, r.type, "ManagedPolicyArns", "", "Allow", "",
-                                 f"(managed policy) {text}", "", "", flags)
+                    IamStatement(
+                        stack.display_name,
+                        r.logical_id,
+                        r.type,
+                        "ManagedPolicyArns",
+                        "",
+                        "Allow",
+                        "",
+                        f"(managed policy) {text}",
+                        "",
+                        "",
+                        flags,
+                    )
                 )
     return out
 
@@ -262,8 +275,15 @@ def _sg_rule(stack: Stack, group: str, rule_id: str, direction: str, rule: dict[
         if proto == "-1" or _ports(rule) == "all":
             flags.append(f"{FLAG} all ports")
     return SgRule(
-        stack.display_name, group, rule_id, direction, "all" if proto == "-1" else proto, _ports(rule), peer,
-        str(rule.get("Description", "")), tuple(flags),
+        stack.display_name,
+        group,
+        rule_id,
+        direction,
+        "all" if proto == "-1" else proto,
+        _ports(rule),
+        peer,
+        str(rule.get("Description", "")),
+        tuple(flags),
     )
 
 
@@ -299,14 +319,22 @@ class Encryption:
 def _s3(r: Resource) -> tuple[str, str, list[str]]:
     rules = as_list((r.properties.get("BucketEncryption") or {}).get("ServerSideEncryptionConfiguration"))
     if not rules:
-        return "no encryption configured (S3 applies SSE-S3 by default)", "", [f"{FLAG} unencrypted bucket (no BucketEncryption)"]
+        return (
+            "no encryption configured (S3 applies SSE-S3 by default)",
+            "",
+            [f"{FLAG} unencrypted bucket (no BucketEncryption)"],
+        )
     d = rules[0].get("ServerSideEncryptionByDefault") or {}
     algo = d.get("SSEAlgorithm", "?")
     key = show(d.get("KMSMasterKeyID")) if d.get("KMSMasterKeyID") else ""
     status = {"aws:kms": "SSE-KMS", "aws:kms:dsse": "DSSE-KMS", "AES256": "SSE-S3"}.get(algo, algo)
     if rules[0].get("BucketKeyEnabled"):
         status += " (bucket key)"
-    flags = [] if algo.startswith("aws:kms") and key else ([f"{FLAG} AWS-managed key"] if algo.startswith("aws:kms") else [])
+    flags = (
+        []
+        if algo.startswith("aws:kms") and key
+        else ([f"{FLAG} AWS-managed key"] if algo.startswith("aws:kms") else [])
+    )
     return status, key, flags
 
 
@@ -320,7 +348,11 @@ def _ebs_status(devices: list[dict[str, Any]]) -> tuple[str, str, list[str]]:
     unencrypted = [d for d in devices if not d.get("Encrypted")]
     keys = sorted({show(d["KmsKeyId"]) for d in devices if d.get("KmsKeyId")})
     if unencrypted:
-        return f"{len(unencrypted)} of {len(devices)} volumes without Encrypted", ", ".join(keys), [f"{FLAG} unencrypted EBS"]
+        return (
+            f"{len(unencrypted)} of {len(devices)} volumes without Encrypted",
+            ", ".join(keys),
+            [f"{FLAG} unencrypted EBS"],
+        )
     return "encrypted", ", ".join(keys) or "aws/ebs (AWS-managed)", [] if keys else [f"{FLAG} AWS-managed key"]
 
 
@@ -347,7 +379,11 @@ def encryption_status(stack: Stack) -> list[Encryption]:
                 key = show((cfgs[0].get("Provider") or {}).get("KeyArn"))
                 status = ("Kubernetes secrets envelope-encrypted with KMS", key, [])
             else:
-                status = ("secrets: no EncryptionConfig (AWS-owned key only)", "", [f"{FLAG} EKS secrets without a customer-managed key"])
+                status = (
+                    "secrets: no EncryptionConfig (AWS-owned key only)",
+                    "",
+                    [f"{FLAG} EKS secrets without a customer-managed key"],
+                )
         elif r.type == "AWS::EC2::Volume":
             status = _ebs_status([p])
         elif r.type == "AWS::EC2::LaunchTemplate":
@@ -356,31 +392,68 @@ def encryption_status(stack: Stack) -> list[Encryption]:
             status = _ebs_status(_ebs_devices(p.get("BlockDeviceMappings")))
         elif r.type == "AWS::SageMaker::Cluster":
             for g in as_list(p.get("InstanceGroups")):
-                vols = [c.get("EbsVolumeConfig") for c in as_list(g.get("InstanceStorageConfigs")) if c.get("EbsVolumeConfig")]
+                vols = [
+                    c.get("EbsVolumeConfig")
+                    for c in as_list(g.get("InstanceStorageConfigs"))
+                    if c.get("EbsVolumeConfig")
+                ]
                 keys = sorted({show(v["VolumeKmsKeyId"]) for v in vols if v.get("VolumeKmsKeyId")})
                 if not vols:
-                    st = ("root volume only (HyperPod encrypts with an AWS-managed key)", "", [f"{FLAG} no customer-managed key"])
+                    st = (
+                        "root volume only (HyperPod encrypts with an AWS-managed key)",
+                        "",
+                        [f"{FLAG} no customer-managed key"],
+                    )
                 elif keys:
                     st = (f"{len(vols)} extra EBS volume(s), KMS", ", ".join(keys), [])
                 else:
                     st = (f"{len(vols)} extra EBS volume(s), AWS-managed key", "", [f"{FLAG} no customer-managed key"])
-                out.append(Encryption(stack.display_name, f"{r.logical_id} group {show(g.get('InstanceGroupName'))}", r.type, st[0], st[1], tuple(st[2])))
+                out.append(
+                    Encryption(
+                        stack.display_name,
+                        f"{r.logical_id} group {show(g.get('InstanceGroupName'))}",
+                        r.type,
+                        st[0],
+                        st[1],
+                        tuple(st[2]),
+                    )
+                )
             continue
         elif r.type == "AWS::EFS::FileSystem":
-            status = ("encrypted", show(p.get("KmsKeyId", "aws/elasticfilesystem")), []) if p.get("Encrypted") else ("not encrypted", "", [f"{FLAG} unencrypted"])
+            status = (
+                ("encrypted", show(p.get("KmsKeyId", "aws/elasticfilesystem")), [])
+                if p.get("Encrypted")
+                else ("not encrypted", "", [f"{FLAG} unencrypted"])
+            )
         elif r.type == "AWS::DynamoDB::Table":
             sse = p.get("SSESpecification") or {}
-            status = ("KMS", show(sse.get("KMSMasterKeyId", "aws/dynamodb")), []) if sse.get("SSEEnabled") else ("AWS-owned key", "", [f"{FLAG} no customer-managed key"])
+            status = (
+                ("KMS", show(sse.get("KMSMasterKeyId", "aws/dynamodb")), [])
+                if sse.get("SSEEnabled")
+                else ("AWS-owned key", "", [f"{FLAG} no customer-managed key"])
+            )
         elif r.type == "AWS::SQS::Queue":
-            status = ("KMS", show(p["KmsMasterKeyId"]), []) if p.get("KmsMasterKeyId") else ("SQS-managed SSE", "", [f"{FLAG} no KMS key"])
+            status = (
+                ("KMS", show(p["KmsMasterKeyId"]), [])
+                if p.get("KmsMasterKeyId")
+                else ("SQS-managed SSE", "", [f"{FLAG} no KMS key"])
+            )
         elif r.type == "AWS::SNS::Topic":
-            status = ("KMS", show(p["KmsMasterKeyId"]), []) if p.get("KmsMasterKeyId") else ("not encrypted", "", [f"{FLAG} no KMS key"])
+            status = (
+                ("KMS", show(p["KmsMasterKeyId"]), [])
+                if p.get("KmsMasterKeyId")
+                else ("not encrypted", "", [f"{FLAG} no KMS key"])
+            )
         elif r.type == "AWS::ECR::Repository":
             enc = p.get("EncryptionConfiguration") or {}
             status = (enc.get("EncryptionType", "AES256"), show(enc.get("KmsKey", "")), [])
         elif r.type == "AWS::KMS::Key":
             rot = bool(p.get("EnableKeyRotation"))
-            status = ("key rotation on" if rot else "key rotation off", r.logical_id, [] if rot else [f"{FLAG} no rotation"])
+            status = (
+                "key rotation on" if rot else "key rotation off",
+                r.logical_id,
+                [] if rot else [f"{FLAG} no rotation"],
+            )
         if status is not None:
             out.append(Encryption(stack.display_name, r.logical_id, r.type, status[0], status[1], tuple(status[2])))
     return out
@@ -406,8 +479,15 @@ def internet_exposure(stack: Stack) -> list[Exposure]:
     igws = {lid for lid, r in resources.items() if r.type == "AWS::EC2::InternetGateway"}
     for rule in security_group_rules(stack):
         if rule.direction == "ingress" and rule.peer in OPEN_CIDRS:
-            out.append(Exposure(stack.display_name, rule.group, "AWS::EC2::SecurityGroup",
-                                f"ingress {rule.protocol} {rule.ports} from {rule.peer}", True))
+            out.append(
+                Exposure(
+                    stack.display_name,
+                    rule.group,
+                    "AWS::EC2::SecurityGroup",
+                    f"ingress {rule.protocol} {rule.ports} from {rule.peer}",
+                    True,
+                )
+            )
     for lid, r in resources.items():
         p = r.properties
         if r.type == "AWS::EKS::Cluster":
@@ -416,7 +496,15 @@ def internet_exposure(stack: Stack) -> list[Exposure]:
             if public:
                 cidrs = as_list(vpc.get("PublicAccessCidrs")) or ["0.0.0.0/0 (default)"]
                 wide = any(show(c).startswith(OPEN_CIDRS) for c in cidrs)
-                out.append(Exposure(stack.display_name, lid, r.type, "public Kubernetes API endpoint from " + ", ".join(show(c) for c in cidrs), wide))
+                out.append(
+                    Exposure(
+                        stack.display_name,
+                        lid,
+                        r.type,
+                        "public Kubernetes API endpoint from " + ", ".join(show(c) for c in cidrs),
+                        wide,
+                    )
+                )
         elif r.type == "AWS::S3::Bucket":
             pab = p.get("PublicAccessBlockConfiguration") or {}
             keys = ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets")
@@ -427,10 +515,29 @@ def internet_exposure(stack: Stack) -> list[Exposure]:
         elif r.type == "AWS::EC2::Route" and p.get("DestinationCidrBlock") == "0.0.0.0/0":
             targets = {t for t, _ in references(p.get("GatewayId"))}
             if targets & igws or "igw" in show(p.get("GatewayId")).lower():
-                out.append(Exposure(stack.display_name, lid, r.type, f"route table {show(p.get('RouteTableId'))} routes 0.0.0.0/0 to an internet gateway (public subnet)", False))
+                out.append(
+                    Exposure(
+                        stack.display_name,
+                        lid,
+                        r.type,
+                        f"route table {show(p.get('RouteTableId'))} routes 0.0.0.0/0 to an internet gateway (public subnet)",
+                        False,
+                    )
+                )
         elif r.type == "AWS::EC2::NatGateway":
-            out.append(Exposure(stack.display_name, lid, r.type, "outbound-only internet access (NAT) from " + show(p.get("SubnetId")), False))
-        elif r.type == "AWS::ElasticLoadBalancingV2::LoadBalancer" and p.get("Scheme", "internet-facing") == "internet-facing":
+            out.append(
+                Exposure(
+                    stack.display_name,
+                    lid,
+                    r.type,
+                    "outbound-only internet access (NAT) from " + show(p.get("SubnetId")),
+                    False,
+                )
+            )
+        elif (
+            r.type == "AWS::ElasticLoadBalancingV2::LoadBalancer"
+            and p.get("Scheme", "internet-facing") == "internet-facing"
+        ):
             out.append(Exposure(stack.display_name, lid, r.type, "internet-facing load balancer", True))
         elif r.type == "AWS::Lambda::Url" and p.get("AuthType") == "NONE":
             out.append(Exposure(stack.display_name, lid, r.type, "function URL without auth", True))
@@ -440,7 +547,15 @@ def internet_exposure(stack: Stack) -> list[Exposure]:
                     out.append(Exposure(stack.display_name, lid, r.type, "instances get a public IP", True))
     for st in iam_statements(stack):
         if any("any principal without condition" in f for f in st.flags):
-            out.append(Exposure(stack.display_name, st.resource, st.resource_type, f"resource policy allows any principal: {st.actions}", True))
+            out.append(
+                Exposure(
+                    stack.display_name,
+                    st.resource,
+                    st.resource_type,
+                    f"resource policy allows any principal: {st.actions}",
+                    True,
+                )
+            )
     return out
 
 
@@ -450,12 +565,24 @@ def internet_exposure(stack: Stack) -> list[Exposure]:
 
 # Resource types that hold data or long-lived state (plus anything with DeletionPolicy Retain):
 # replacing one loses data or, for the HyperPod cluster, every node.
-STATEFUL_TYPES = frozenset({
-    "AWS::S3::Bucket", "AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation", "AWS::KMS::Key",
-    "AWS::Logs::LogGroup", "AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::EC2::Volume",
-    "AWS::EFS::FileSystem", "AWS::DynamoDB::Table", "AWS::RDS::DBInstance", "AWS::RDS::DBCluster",
-    "AWS::ECR::Repository", "AWS::SecretsManager::Secret",
-})
+STATEFUL_TYPES = frozenset(
+    {
+        "AWS::S3::Bucket",
+        "AWS::FSx::FileSystem",
+        "AWS::FSx::DataRepositoryAssociation",
+        "AWS::KMS::Key",
+        "AWS::Logs::LogGroup",
+        "AWS::EKS::Cluster",
+        "AWS::SageMaker::Cluster",
+        "AWS::EC2::Volume",
+        "AWS::EFS::FileSystem",
+        "AWS::DynamoDB::Table",
+        "AWS::RDS::DBInstance",
+        "AWS::RDS::DBCluster",
+        "AWS::ECR::Repository",
+        "AWS::SecretsManager::Secret",
+    }
+)
 
 
 @functools.cache
@@ -503,8 +630,16 @@ def replacement_risks(stack: Stack) -> list[ReplacementRisk]:
             continue
         for ptr in create_only_properties(r.type, stack.region if stack.region.count("-") >= 2 else "us-east-1"):
             found, value = pointer_value(r.properties, ptr)
-            out.append(ReplacementRisk(stack.display_name, r.logical_id, r.type, r.deletion_policy,
-                                       ptr.removeprefix("/properties/"), show(value, 120) if found else "(not set)"))
+            out.append(
+                ReplacementRisk(
+                    stack.display_name,
+                    r.logical_id,
+                    r.type,
+                    r.deletion_policy,
+                    ptr.removeprefix("/properties/"),
+                    show(value, 120) if found else "(not set)",
+                )
+            )
     return out
 
 
@@ -545,5 +680,9 @@ def cfn_lint_ignores(stack: Stack) -> list[LintIgnore]:
         meta = r.raw.get("Metadata") or {}
         reasons = meta.get("cfn-lint-reasons") or {}
         for rule in as_list(((meta.get("cfn-lint") or {}).get("config") or {}).get("ignore_checks")):
-            out.append(LintIgnore(stack.display_name, r.logical_id, str(rule), str(reasons.get(rule, f"{FLAG} no reason given"))))
+            out.append(
+                LintIgnore(
+                    stack.display_name, r.logical_id, str(rule), str(reasons.get(rule, f"{FLAG} no reason given"))
+                )
+            )
     return out

@@ -94,9 +94,7 @@ class Stack:
             for e in entries:
                 if e.get("type") != ACKNOWLEDGED or not isinstance(e.get("data"), dict):
                     continue
-                covered = tuple(
-                    sorted(lid for lid, p in by_path.items() if p == path or p.startswith(path + "/"))
-                )
+                covered = tuple(sorted(lid for lid, p in by_path.items() if p == path or p.startswith(path + "/")))
                 for rule, reason in sorted(e["data"].items()):
                     acks.append(Acknowledgement(self.display_name, path, rule.split("::", 1)[-1], str(reason), covered))
         return acks

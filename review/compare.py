@@ -66,11 +66,15 @@ def _replacement_reasons(old, new, region: str) -> list[str]:
         f_new, v_new = pointer_value(new.properties, ptr)
         if (f_old, _canon(v_old)) != (f_new, _canon(v_new)):
             name = ptr.removeprefix("/properties/")
-            reasons.append(f"{name}: {show(v_old, 60) if f_old else '(not set)'} → {show(v_new, 60) if f_new else '(not set)'}")
+            reasons.append(
+                f"{name}: {show(v_old, 60) if f_old else '(not set)'} → {show(v_new, 60) if f_new else '(not set)'}"
+            )
     return reasons
 
 
-def compare(old_stacks: list[Stack], new_stacks: list[Stack], *, old_label: str, prices: PriceTable | None = None) -> Comparison:
+def compare(
+    old_stacks: list[Stack], new_stacks: list[Stack], *, old_label: str, prices: PriceTable | None = None
+) -> Comparison:
     cmp = Comparison(old_label=old_label)
     old_by, new_by = {s.key: s for s in old_stacks}, {s.key: s for s in new_stacks}
     cmp.stacks_added = sorted(set(new_by) - set(old_by))
@@ -86,17 +90,37 @@ def compare(old_stacks: list[Stack], new_stacks: list[Stack], *, old_label: str,
             cmp.resources.append(ResourceChange(key, lid, r.type, "added", "", is_stateful(r)))
         for lid in sorted(set(old_res) - set(new_res)):
             r = old_res[lid]
-            cmp.resources.append(ResourceChange(key, lid, r.type, "removed",
-                                                "data is deleted unless DeletionPolicy keeps it" if is_stateful(r) else "", is_stateful(r)))
+            cmp.resources.append(
+                ResourceChange(
+                    key,
+                    lid,
+                    r.type,
+                    "removed",
+                    "data is deleted unless DeletionPolicy keeps it" if is_stateful(r) else "",
+                    is_stateful(r),
+                )
+            )
         for lid in sorted(set(old_res) & set(new_res)):
             a, b = old_res[lid], new_res[lid]
             reasons = _replacement_reasons(a, b, region)
             if reasons:
-                cmp.resources.append(ResourceChange(key, lid, b.type, "replaced", "; ".join(reasons), is_stateful(a) or is_stateful(b)))
+                cmp.resources.append(
+                    ResourceChange(key, lid, b.type, "replaced", "; ".join(reasons), is_stateful(a) or is_stateful(b))
+                )
             elif _canon(a.raw) != _canon(b.raw):
-                keys = sorted(k for k in set(a.properties) | set(b.properties) if _canon(a.properties.get(k)) != _canon(b.properties.get(k)))
-                other = [k for k in ("DeletionPolicy", "UpdateReplacePolicy", "DependsOn", "Metadata", "Condition") if _canon(a.raw.get(k)) != _canon(b.raw.get(k))]
-                cmp.resources.append(ResourceChange(key, lid, b.type, "modified", ", ".join(keys + other), is_stateful(b)))
+                keys = sorted(
+                    k
+                    for k in set(a.properties) | set(b.properties)
+                    if _canon(a.properties.get(k)) != _canon(b.properties.get(k))
+                )
+                other = [
+                    k
+                    for k in ("DeletionPolicy", "UpdateReplacePolicy", "DependsOn", "Metadata", "Condition")
+                    if _canon(a.raw.get(k)) != _canon(b.raw.get(k))
+                ]
+                cmp.resources.append(
+                    ResourceChange(key, lid, b.type, "modified", ", ".join(keys + other), is_stateful(b))
+                )
         old_iam = {s.identity(): s for s in (iam_statements(old) if old else [])}
         new_iam = {s.identity(): s for s in (iam_statements(new) if new else [])}
         cmp.iam_added += [new_iam[k] for k in sorted(set(new_iam) - set(old_iam))]

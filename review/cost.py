@@ -100,7 +100,9 @@ def _int(v: Any) -> int | None:
 def control_plane_section(version: str, on: date) -> tuple[str, str]:
     """(price table section, support status) of an EKS control plane at ``version`` on ``on``."""
     status = versions.eks_support_status(version, on) or "unknown"
-    return ("eks_cluster_extended_hourly" if status in (versions.EXTENDED, versions.END_OF_LIFE) else "eks_cluster_hourly"), status
+    return (
+        "eks_cluster_extended_hourly" if status in (versions.EXTENDED, versions.END_OF_LIFE) else "eks_cluster_hourly"
+    ), status
 
 
 def estimate(stacks: list[Stack], prices: PriceTable | None = None, *, on: date | None = None) -> CostEstimate:
@@ -112,8 +114,27 @@ def estimate(stacks: list[Stack], prices: PriceTable | None = None, *, on: date 
     h = prices.hours
     est = CostEstimate()
 
-    def add(stack: Stack, lid: str, item: str, qty: str, unit: float | None, unit_text: str, monthly: float | None, section: str) -> None:
-        est.items.append(LineItem(stack.display_name, lid, item, qty, unit_text if unit is not None else "no price in table", None if monthly is None else round(monthly, 2), section))
+    def add(
+        stack: Stack,
+        lid: str,
+        item: str,
+        qty: str,
+        unit: float | None,
+        unit_text: str,
+        monthly: float | None,
+        section: str,
+    ) -> None:
+        est.items.append(
+            LineItem(
+                stack.display_name,
+                lid,
+                item,
+                qty,
+                unit_text if unit is not None else "no price in table",
+                None if monthly is None else round(monthly, 2),
+                section,
+            )
+        )
 
     for stack in stacks:
         resources = {r.logical_id: r for r in stack.resources()}
@@ -124,19 +145,50 @@ def estimate(stacks: list[Stack], prices: PriceTable | None = None, *, on: date 
                     itype, count = show(g.get("InstanceType")), _int(g.get("InstanceCount")) or 0
                     name = show(g.get("InstanceGroupName"))
                     unit = prices.price("hyperpod_instance_hourly", itype)
-                    add(stack, r.logical_id, f"HyperPod {itype}", f"{count} × {name}", unit, f"${unit}/h",
-                        None if unit is None else count * unit * h, "hyperpod_instance_hourly")
-                    gib = sum(_int((c.get("EbsVolumeConfig") or {}).get("VolumeSizeInGB")) or 0 for c in as_list(g.get("InstanceStorageConfigs")))
+                    add(
+                        stack,
+                        r.logical_id,
+                        f"HyperPod {itype}",
+                        f"{count} × {name}",
+                        unit,
+                        f"${unit}/h",
+                        None if unit is None else count * unit * h,
+                        "hyperpod_instance_hourly",
+                    )
+                    gib = sum(
+                        _int((c.get("EbsVolumeConfig") or {}).get("VolumeSizeInGB")) or 0
+                        for c in as_list(g.get("InstanceStorageConfigs"))
+                    )
                     if gib and count:
                         unit = prices.price("hyperpod_ebs_gb_month")
-                        add(stack, r.logical_id, "HyperPod EBS", f"{count} × {gib} GiB ({name})", unit, f"${unit}/GB-mo",
-                            count * gib * unit, "hyperpod_ebs_gb_month")
+                        add(
+                            stack,
+                            r.logical_id,
+                            "HyperPod EBS",
+                            f"{count} × {gib} GiB ({name})",
+                            unit,
+                            f"${unit}/GB-mo",
+                            count * gib * unit,
+                            "hyperpod_ebs_gb_month",
+                        )
             elif r.type == "AWS::FSx::FileSystem" and p.get("FileSystemType") == "LUSTRE":
                 lc = p.get("LustreConfiguration") or {}
-                dtype, tput, gib = lc.get("DeploymentType", "SCRATCH_1"), lc.get("PerUnitStorageThroughput"), _int(p.get("StorageCapacity")) or 0
+                dtype, tput, gib = (
+                    lc.get("DeploymentType", "SCRATCH_1"),
+                    lc.get("PerUnitStorageThroughput"),
+                    _int(p.get("StorageCapacity")) or 0,
+                )
                 unit = prices.price("fsx_lustre_gb_month", dtype, tput)
-                add(stack, r.logical_id, "FSx for Lustre", f"{gib} GiB {dtype} {tput} MB/s/TiB", unit, f"${unit}/GB-mo",
-                    None if unit is None else gib * unit, "fsx_lustre_gb_month")
+                add(
+                    stack,
+                    r.logical_id,
+                    "FSx for Lustre",
+                    f"{gib} GiB {dtype} {tput} MB/s/TiB",
+                    unit,
+                    f"${unit}/GB-mo",
+                    None if unit is None else gib * unit,
+                    "fsx_lustre_gb_month",
+                )
             elif r.type == "AWS::EC2::NatGateway":
                 unit = prices.price("nat_gateway_hourly")
                 add(stack, r.logical_id, "NAT gateway", "1", unit, f"${unit}/h", unit * h, "nat_gateway_hourly")
@@ -144,8 +196,16 @@ def estimate(stacks: list[Stack], prices: PriceTable | None = None, *, on: date 
                 version = show(p.get("Version"))
                 section, status = control_plane_section(version, on)
                 unit = prices.price(section)
-                add(stack, r.logical_id, "EKS control plane", f"Kubernetes {version}, {status} support on {on.isoformat()}",
-                    unit, f"${unit}/h", None if unit is None else unit * h, section)
+                add(
+                    stack,
+                    r.logical_id,
+                    "EKS control plane",
+                    f"Kubernetes {version}, {status} support on {on.isoformat()}",
+                    unit,
+                    f"${unit}/h",
+                    None if unit is None else unit * h,
+                    section,
+                )
             elif r.type == "AWS::EKS::Nodegroup":
                 count = _int((p.get("ScalingConfig") or {}).get("DesiredSize")) or 0
                 types = [show(t) for t in as_list(p.get("InstanceTypes"))]
@@ -157,23 +217,50 @@ def estimate(stacks: list[Stack], prices: PriceTable | None = None, *, on: date 
                     types = [show(t)] if t else []
                 itype = types[0] if types else "t3.medium"  # EKS's default node instance type
                 unit = prices.price("ec2_instance_hourly", itype)
-                add(stack, r.logical_id, f"EKS nodes {itype}", f"{count} (desired)", unit, f"${unit}/h",
-                    None if unit is None else count * unit * h, "ec2_instance_hourly")
+                add(
+                    stack,
+                    r.logical_id,
+                    f"EKS nodes {itype}",
+                    f"{count} (desired)",
+                    unit,
+                    f"${unit}/h",
+                    None if unit is None else count * unit * h,
+                    "ec2_instance_hourly",
+                )
                 disk = _int(p.get("DiskSize"))
                 volume_type = "gp3"
                 if disk is None and lt is not None:
-                    devs = [m.get("Ebs") or {} for m in as_list((lt.properties.get("LaunchTemplateData") or {}).get("BlockDeviceMappings"))]
+                    devs = [
+                        m.get("Ebs") or {}
+                        for m in as_list((lt.properties.get("LaunchTemplateData") or {}).get("BlockDeviceMappings"))
+                    ]
                     disk = sum(_int(d.get("VolumeSize")) or 0 for d in devs) or None
                     volume_type = next((d.get("VolumeType") for d in devs if d.get("VolumeType")), "gp3")
                 disk = disk if disk is not None else 20  # EKS's default node disk, GiB
                 unit = prices.price("ebs_gb_month", volume_type)
-                add(stack, r.logical_id, "EKS node EBS", f"{count} × {disk} GiB {volume_type}", unit, f"${unit}/GB-mo",
-                    None if unit is None else count * disk * unit, "ebs_gb_month")
+                add(
+                    stack,
+                    r.logical_id,
+                    "EKS node EBS",
+                    f"{count} × {disk} GiB {volume_type}",
+                    unit,
+                    f"${unit}/GB-mo",
+                    None if unit is None else count * disk * unit,
+                    "ebs_gb_month",
+                )
             elif r.type == "AWS::EC2::VPCEndpoint" and p.get("VpcEndpointType") == "Interface":
                 azs = len(as_list(p.get("SubnetIds"))) or 1
                 unit = prices.price("vpc_interface_endpoint_hourly_per_az")
-                add(stack, r.logical_id, "Interface endpoint", f"{azs} AZ", unit, f"${unit}/h per AZ", azs * unit * h,
-                    "vpc_interface_endpoint_hourly_per_az")
+                add(
+                    stack,
+                    r.logical_id,
+                    "Interface endpoint",
+                    f"{azs} AZ",
+                    unit,
+                    f"${unit}/h per AZ",
+                    azs * unit * h,
+                    "vpc_interface_endpoint_hourly_per_az",
+                )
             elif r.type == "AWS::KMS::Key":
                 unit = prices.price("kms_key_month")
                 add(stack, r.logical_id, "KMS key", "1", unit, f"${unit}/mo", unit, "kms_key_month")

@@ -22,9 +22,16 @@ class DiagramError(Exception):
 
 # Edge labels for the property a reference sits in; other properties are shown by name.
 EDGE_LABELS = {
-    "KmsKeyId": "KMS", "KMSMasterKeyID": "KMS", "BucketEncryption": "KMS", "EncryptionConfig": "KMS (secrets)",
-    "SecurityGroupIds": "SG", "VpcConfig": "VPC config", "ResourcesVpcConfig": "VPC config",
-    "LoggingConfiguration": "access logs", "ClusterName": "runs on", "Orchestrator": "orchestrated by",
+    "KmsKeyId": "KMS",
+    "KMSMasterKeyID": "KMS",
+    "BucketEncryption": "KMS",
+    "EncryptionConfig": "KMS (secrets)",
+    "SecurityGroupIds": "SG",
+    "VpcConfig": "VPC config",
+    "ResourcesVpcConfig": "VPC config",
+    "LoggingConfiguration": "access logs",
+    "ClusterName": "runs on",
+    "Orchestrator": "orchestrated by",
     "InstanceGroups": "instance groups",
 }
 # Properties whose references are placement (subnet, VPC) or noise, not connections.
@@ -76,9 +83,11 @@ def _label(r: Resource) -> str | None:
         return "Gateway endpoint\n" + show(p.get("ServiceName")).split(".")[-1]
     if t == "AWS::FSx::FileSystem":
         lc = p.get("LustreConfiguration") or {}
-        return (f"FSx for {show(p.get('FileSystemType', ''))} {show(p.get('FileSystemTypeVersion', ''))}\n"
-                f"{show(lc.get('DeploymentType', ''))}, {show(p.get('StorageCapacity'))} GiB, "
-                f"{show(lc.get('PerUnitStorageThroughput', '?'))} MB/s/TiB")
+        return (
+            f"FSx for {show(p.get('FileSystemType', ''))} {show(p.get('FileSystemTypeVersion', ''))}\n"
+            f"{show(lc.get('DeploymentType', ''))}, {show(p.get('StorageCapacity'))} GiB, "
+            f"{show(lc.get('PerUnitStorageThroughput', '?'))} MB/s/TiB"
+        )
     if t == "AWS::S3::Bucket":
         return "S3 bucket\n" + show(p.get("BucketName", _name(r)), 60)
     if t == "AWS::KMS::Key":
@@ -137,7 +146,11 @@ def _graph(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[
                 kind = _tag(r, "aws-cdk:subnet-type")
                 name = _name(r)
                 az = show(r.properties.get("AvailabilityZoneId") or r.properties.get("AvailabilityZone") or "")
-                label = f"{name}" + (f" ({kind})" if kind and kind not in name else "") + f"\n{show(r.properties.get('CidrBlock'))} {az}"
+                label = (
+                    f"{name}"
+                    + (f" ({kind})" if kind and kind not in name else "")
+                    + f"\n{show(r.properties.get('CidrBlock'))} {az}"
+                )
                 nid = _nid(s, r.logical_id)
                 vpcs[vpc]["subnets"][nid] = label
                 proxy[(s.key, r.logical_id)] = nid
@@ -201,8 +214,10 @@ def _graph(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[
             default_place = g.placement[nid]
             for i, grp in enumerate(as_list(r.properties.get("InstanceGroups"))):
                 gid = f"{nid}_g{i}"
-                g.nodes[gid] = (f"Instance group {show(grp.get('InstanceGroupName'))}\n"
-                                f"{show(grp.get('InstanceCount'))} × {show(grp.get('InstanceType'))}")
+                g.nodes[gid] = (
+                    f"Instance group {show(grp.get('InstanceGroupName'))}\n"
+                    f"{show(grp.get('InstanceCount'))} × {show(grp.get('InstanceType'))}"
+                )
                 override = [proxy.get(k) for k in resolve(s, (grp.get("OverrideVpcConfig") or {}).get("Subnets"))]
                 override = [o for o in override if o in subnet_vpc]
                 g.placement[gid] = override[0] if len(override) == 1 else default_place
@@ -214,7 +229,9 @@ def _graph(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[
             if r.type == "AWS::EC2::SubnetRouteTableAssociation":
                 for key in resolve(s, r.properties.get("SubnetId")):
                     if proxy.get(key) in subnet_vpc:
-                        route_table_subnets.setdefault((s.key, show(r.properties.get("RouteTableId"))), []).append(proxy[key])
+                        route_table_subnets.setdefault((s.key, show(r.properties.get("RouteTableId"))), []).append(
+                            proxy[key]
+                        )
     # Link resources: associations drawn as labelled edges between the resources they join.
     for s in stacks:
         for r in s.resources():
@@ -224,7 +241,9 @@ def _graph(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[
                 for a in fs:
                     for b in bk:
                         if a and b:
-                            g.edges[(a, b)] = "data repository association\n" + show(r.properties.get("FileSystemPath", ""))
+                            g.edges[(a, b)] = "data repository association\n" + show(
+                                r.properties.get("FileSystemPath", "")
+                            )
             elif r.type == "AWS::EC2::VPCGatewayAttachment":
                 vpc = [proxy.get(k) for k in resolve(s, r.properties.get("VpcId"))]
                 igw = [proxy.get(k) for k in resolve(s, r.properties.get("InternetGatewayId"))]
@@ -233,7 +252,9 @@ def _graph(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[
                         if v in vpcs and i:
                             g.placement[i] = "vpc:" + v
             elif r.type == "AWS::EC2::Route" and show(r.properties.get("DestinationCidrBlock")) == "0.0.0.0/0":
-                target = [proxy.get(k) for k in resolve(s, r.properties.get("NatGatewayId") or r.properties.get("GatewayId"))]
+                target = [
+                    proxy.get(k) for k in resolve(s, r.properties.get("NatGatewayId") or r.properties.get("GatewayId"))
+                ]
                 for sn in route_table_subnets.get((s.key, show(r.properties.get("RouteTableId"))), []):
                     for t in target:
                         if t:
@@ -257,8 +278,8 @@ def to_dot(stacks: list[Stack], *, env: str, exports: dict[str, tuple[Stack, Any
     lines = [
         "digraph architecture {",
         f"  graph [rankdir=LR, fontname=Helvetica, fontsize=12, compound=true, label={_q('Architecture: ' + env + ' (generated from the synthesized templates)')}, labelloc=t];",
-        "  node [shape=box, style=\"rounded,filled\", fillcolor=\"#ffffff\", fontname=Helvetica, fontsize=10];",
-        "  edge [fontname=Helvetica, fontsize=8, color=\"#555555\"];",
+        '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname=Helvetica, fontsize=10];',
+        '  edge [fontname=Helvetica, fontsize=8, color="#555555"];',
     ]
 
     def emit(nid: str, indent: str) -> None:
@@ -268,22 +289,25 @@ def to_dot(stacks: list[Stack], *, env: str, exports: dict[str, tuple[Stack, Any
 
     for vi, (vid, v) in enumerate(sorted(vpcs.items())):
         lines.append(f"  subgraph cluster_vpc{vi} {{")
-        lines.append(f"    label={_q('VPC ' + ', '.join(v['cidrs']))}; style=\"rounded\"; color=\"#1f77b4\";")
+        lines.append(f'    label={_q("VPC " + ", ".join(v["cidrs"]))}; style="rounded"; color="#1f77b4";')
         vpc_label = _q("VPC\n" + ", ".join(v["cidrs"]))
-        lines.append(f"    {vid}_vpc [label={vpc_label}, shape=folder, fillcolor=\"#e8f1fa\"];")
+        lines.append(f'    {vid}_vpc [label={vpc_label}, shape=folder, fillcolor="#e8f1fa"];')
         for sid, slabel in sorted(v["subnets"].items()):
             lines.append(f"    subgraph cluster_{sid} {{")
-            lines.append("      label=\"\"; style=\"dashed,rounded\"; color=\"#7f7f7f\";")
-            lines.append(f"      {sid} [label={_q('Subnet ' + slabel)}, shape=note, fillcolor=\"#f4f4f4\"];")
+            lines.append('      label=""; style="dashed,rounded"; color="#7f7f7f";')
+            lines.append(f'      {sid} [label={_q("Subnet " + slabel)}, shape=note, fillcolor="#f4f4f4"];')
             for nid in sorted(n for n, p in g.placement.items() if p == sid):
                 emit(nid, "      ")
             lines.append("    }")
         in_vpc = sorted(n for n, p in g.placement.items() if p == "vpc:" + vid)
         # Each EKS control plane with what runs on it (add-ons, Helm releases, node groups).
         for ei, eks in enumerate(n for n in in_vpc if g.nodes[n].startswith("EKS control plane")):
-            members = [eks, *sorted(a for (a, b), label in g.edges.items() if b == eks and label == "runs on" and a in in_vpc)]
+            members = [
+                eks,
+                *sorted(a for (a, b), label in g.edges.items() if b == eks and label == "runs on" and a in in_vpc),
+            ]
             lines.append(f"    subgraph cluster_eks_{vi}_{ei} {{")
-            lines.append("      label=\"EKS\"; style=\"rounded,filled\"; fillcolor=\"#fffbe6\"; color=\"#d4a017\";")
+            lines.append('      label="EKS"; style="rounded,filled"; fillcolor="#fffbe6"; color="#d4a017";')
             for nid in members:
                 emit(nid, "      ")
                 in_vpc.remove(nid)
@@ -294,7 +318,7 @@ def to_dot(stacks: list[Stack], *, env: str, exports: dict[str, tuple[Stack, Any
     regional = sorted(n for n, p in g.placement.items() if p == "region")
     if regional:
         lines.append("  subgraph cluster_region {")
-        lines.append("    label=\"Regional services\"; style=\"rounded\"; color=\"#2ca02c\";")
+        lines.append('    label="Regional services"; style="rounded"; color="#2ca02c";')
         for nid in regional:
             emit(nid, "    ")
         lines.append("  }")
@@ -307,26 +331,41 @@ def to_dot(stacks: list[Stack], *, env: str, exports: dict[str, tuple[Stack, Any
 
 
 def _color(label: str) -> str:
-    for prefix, color in (("HyperPod", "#fde2c8"), ("Instance group", "#fde2c8"), ("EKS", "#ffe9a8"),
-                          ("Helm", "#fff5cc"), ("FSx", "#d9ead3"), ("S3", "#d9ead3"), ("KMS", "#ead1dc"),
-                          ("Log group", "#eeeeee"), ("NAT", "#dae8fc"), ("Internet", "#dae8fc"),
-                          ("Security group", "#f8cecc")):
+    for prefix, color in (
+        ("HyperPod", "#fde2c8"),
+        ("Instance group", "#fde2c8"),
+        ("EKS", "#ffe9a8"),
+        ("Helm", "#fff5cc"),
+        ("FSx", "#d9ead3"),
+        ("S3", "#d9ead3"),
+        ("KMS", "#ead1dc"),
+        ("Log group", "#eeeeee"),
+        ("NAT", "#dae8fc"),
+        ("Internet", "#dae8fc"),
+        ("Security group", "#f8cecc"),
+    ):
         if label.startswith(prefix):
             return color
     return "#ffffff"
 
 
-def render_diagram(stacks: list[Stack], *, env: str, exports: dict[str, tuple[Stack, Any]], out_dir: Path) -> dict[str, Path]:
+def render_diagram(
+    stacks: list[Stack], *, env: str, exports: dict[str, tuple[Stack, Any]], out_dir: Path
+) -> dict[str, Path]:
     dot_bin = shutil.which("dot")
     if dot_bin is None:
         raise DiagramError("graphviz 'dot' not found; install Debian's graphviz package (make deps does)")
     source = to_dot(stacks, env=env, exports=exports)
-    files = {"dot": out_dir / f"architecture-{env}.dot", "svg": out_dir / f"architecture-{env}.svg",
-             "png": out_dir / f"architecture-{env}.png"}
+    files = {
+        "dot": out_dir / f"architecture-{env}.dot",
+        "svg": out_dir / f"architecture-{env}.svg",
+        "png": out_dir / f"architecture-{env}.png",
+    }
     files["dot"].write_text(source)
     for fmt in ("svg", "png"):
-        proc = subprocess.run([dot_bin, f"-T{fmt}", "-o", str(files[fmt]), str(files["dot"])],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [dot_bin, f"-T{fmt}", "-o", str(files[fmt]), str(files["dot"])], capture_output=True, text=True, timeout=120
+        )
         if proc.returncode != 0:
             raise DiagramError(f"dot -T{fmt} failed: {proc.stderr.strip()}")
     return files

@@ -78,7 +78,7 @@ class Document:
                     trs.append(f'<tr class="flagged">{cells}</tr>' if flagged else f"<tr>{cells}</tr>")
                 body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(trs)}</tbody></table>")
         return (
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>{html.escape(self.title)}</title><style>{_CSS}</style></head><body>\n"
             + "\n".join(body)
             + "\n</body></html>\n"

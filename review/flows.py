@@ -11,6 +11,9 @@ the template JSON; no CDK, no AWS calls).
   route tables, or an interface endpoint with private DNS whose group admits the source on 443.
 - IAM/KMS flows: identity policies with key policies, bucket policies and trust policies,
   conditions included (``review/policy.py``).
+
+One module because it is one evaluator: the network, egress and IAM checks all read the same
+``Env`` index of the templates (resources, references, group rules and attachments).
 """
 
 from __future__ import annotations
@@ -19,13 +22,16 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from constructs import flows as F
 
 from config.names import SYSTEM_NODEGROUP
 from review.assembly import Stack
 from review.policy import Principal, Request, Statement, evaluate, resource_types, statements_of
+
+if TYPE_CHECKING:
+    from config.model import EnvironmentConfig
 
 EKS_DEFAULT_RULES = "EKS default rule of the cluster security group (EKS user guide, sec-group-reqs)"
 FSX_S3_SLR = "arn:aws:iam::{account}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_{fs}"
@@ -88,7 +94,7 @@ class Env:
                 out.append(self.value(stack, x))
             return out
         if isinstance(v, dict) and len(v) == 1:
-            (fn, arg), = v.items()
+            ((fn, arg),) = v.items()
             if fn == "Ref":
                 return self._pseudo(stack, arg) if arg.startswith("AWS::") else self.attr(stack, arg, "Ref")
             if fn == "Fn::GetAtt":
@@ -112,15 +118,29 @@ class Env:
                 return str(self.value(stack, s)).split(sep)
             if fn == "Fn::Sub":
                 text = arg if isinstance(arg, str) else arg[0]
-                return re.sub(r"\$\{([^}]+)\}", lambda m: str(self.value(stack, {"Ref": m.group(1)} if "." not in m.group(1)
-                                                                               else {"Fn::GetAtt": m.group(1).split(".", 1)})), text)
+                return re.sub(
+                    r"\$\{([^}]+)\}",
+                    lambda m: str(
+                        self.value(
+                            stack,
+                            {"Ref": m.group(1)} if "." not in m.group(1) else {"Fn::GetAtt": m.group(1).split(".", 1)},
+                        )
+                    ),
+                    text,
+                )
         if isinstance(v, dict):
             return {k: self.value(stack, x) for k, x in v.items()}
         return "{?}"
 
     def _pseudo(self, stack: Stack, name: str) -> Any:
-        return {"AWS::Region": stack.region, "AWS::AccountId": stack.account, "AWS::Partition": "aws",
-                "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": stack.display_name, "AWS::NoValue": None}.get(name, "{" + name + "}")
+        return {
+            "AWS::Region": stack.region,
+            "AWS::AccountId": stack.account,
+            "AWS::Partition": "aws",
+            "AWS::URLSuffix": "amazonaws.com",
+            "AWS::StackName": stack.display_name,
+            "AWS::NoValue": None,
+        }.get(name, "{" + name + "}")
 
     def attr(self, stack: Stack, lid: str, att: str) -> str:
         r = (stack.template.get("Resources") or {}).get(lid)
@@ -137,7 +157,9 @@ class Env:
             path = p.get("Path", "/")
             return {"Ref": name, "Arn": f"arn:aws:iam::{acct}:role{path}{name}"}.get(att, f"{token}.{att}")
         if t == "AWS::KMS::Key":
-            return {"Ref": token, "KeyId": token, "Arn": f"arn:aws:kms:{region}:{acct}:key/{token}"}.get(att, f"{token}.{att}")
+            return {"Ref": token, "KeyId": token, "Arn": f"arn:aws:kms:{region}:{acct}:key/{token}"}.get(
+                att, f"{token}.{att}"
+            )
         if t == "AWS::Logs::LogGroup":
             name = self.value(stack, p["LogGroupName"]) if "LogGroupName" in p else token
             return {"Ref": name, "Arn": f"arn:aws:logs:{region}:{acct}:log-group:{name}:*"}.get(att, f"{token}.{att}")
@@ -186,8 +208,15 @@ def _rule(env: Env, stack: Stack, group: str, direction: str, p: dict[str, Any],
     lo, hi = (0, 65535) if proto == "-1" else (int(p.get("FromPort", 0)), int(p.get("ToPort", 65535)))
     peer = p.get("SourceSecurityGroupId") if direction == "ingress" else p.get("DestinationSecurityGroupId")
     cidr = p.get("CidrIp")
-    return Rule(group, direction, proto, (lo, hi), env.value(stack, peer) if peer is not None else None,
-                env.value(stack, cidr) if cidr is not None else None, source)
+    return Rule(
+        group,
+        direction,
+        proto,
+        (lo, hi),
+        env.value(stack, peer) if peer is not None else None,
+        env.value(stack, cidr) if cidr is not None else None,
+        source,
+    )
 
 
 def security_group_rules(env: Env) -> list[Rule]:
@@ -197,11 +226,29 @@ def security_group_rules(env: Env) -> list[Rule]:
         p = env.props(r)
         for direction, key in (("ingress", "SecurityGroupIngress"), ("egress", "SecurityGroupEgress")):
             for i, entry in enumerate(p.get(key) or []):
-                rules.append(_rule(env, s, gid, direction, entry, f"{s.display_name}/{lid} {direction}[{i}] ({entry.get('Description', '')})"))
+                rules.append(
+                    _rule(
+                        env,
+                        s,
+                        gid,
+                        direction,
+                        entry,
+                        f"{s.display_name}/{lid} {direction}[{i}] ({entry.get('Description', '')})",
+                    )
+                )
     for t, direction in (("AWS::EC2::SecurityGroupIngress", "ingress"), ("AWS::EC2::SecurityGroupEgress", "egress")):
         for s, lid, r in env.resources(t):
             p = env.props(r)
-            rules.append(_rule(env, s, env.value(s, p["GroupId"]), direction, p, f"{s.display_name}/{lid} ({p.get('Description', '')})"))
+            rules.append(
+                _rule(
+                    env,
+                    s,
+                    env.value(s, p["GroupId"]),
+                    direction,
+                    p,
+                    f"{s.display_name}/{lid} ({p.get('Description', '')})",
+                )
+            )
     for s, lid, _ in env.resources("AWS::EKS::Cluster"):
         g = env.attr(s, lid, "ClusterSecurityGroupId")
         rules += [
@@ -223,7 +270,10 @@ class Member:
 
 
 def _subnet_cidrs(env: Env) -> dict[str, str]:
-    return {env.attr(s, lid, "Ref"): env.value(s, env.props(r).get("CidrBlock")) for s, lid, r in env.resources("AWS::EC2::Subnet")}
+    return {
+        env.attr(s, lid, "Ref"): env.value(s, env.props(r).get("CidrBlock"))
+        for s, lid, r in env.resources("AWS::EC2::Subnet")
+    }
 
 
 def attachments(env: Env) -> dict[str, list[Member]]:
@@ -233,15 +283,22 @@ def attachments(env: Env) -> dict[str, list[Member]]:
         subnets = tuple(subnets)
         return Member(label, tuple(groups), tuple(str(cidr_of.get(x, "{?}")) for x in subnets), subnets)
 
-    out: dict[str, list[Member]] = {a: [] for a in ("system-nodes", "hyperpod-nodes", "control-plane", "fsx", "kubectl-handler")}
+    out: dict[str, list[Member]] = {
+        a: [] for a in ("system-nodes", "hyperpod-nodes", "control-plane", "fsx", "kubectl-handler")
+    }
     clusters = {}
     for s, lid, r in env.resources("AWS::EKS::Cluster"):
         p = env.props(r)
         cfg = p.get("ResourcesVpcConfig") or {}
         csg = env.attr(s, lid, "ClusterSecurityGroupId")
         clusters[env.attr(s, lid, "Ref")] = csg
-        out["control-plane"].append(member(f"{s.display_name}/{lid}", [csg, *env.value(s, cfg.get("SecurityGroupIds") or [])],
-                                           env.value(s, cfg.get("SubnetIds") or [])))
+        out["control-plane"].append(
+            member(
+                f"{s.display_name}/{lid}",
+                [csg, *env.value(s, cfg.get("SecurityGroupIds") or [])],
+                env.value(s, cfg.get("SubnetIds") or []),
+            )
+        )
     for s, lid, r in env.resources("AWS::EKS::Nodegroup"):
         p = env.props(r)
         if env.value(s, p.get("NodegroupName")) != SYSTEM_NODEGROUP:
@@ -257,18 +314,34 @@ def attachments(env: Env) -> dict[str, list[Member]]:
         base = p.get("VpcConfig") or {}
         for g in p.get("InstanceGroups") or []:
             cfg = g.get("OverrideVpcConfig") or base
-            out["hyperpod-nodes"].append(member(f"{s.display_name}/{lid} group {g.get('InstanceGroupName')}",
-                                                env.value(s, cfg.get("SecurityGroupIds") or []), env.value(s, cfg.get("Subnets") or [])))
+            out["hyperpod-nodes"].append(
+                member(
+                    f"{s.display_name}/{lid} group {g.get('InstanceGroupName')}",
+                    env.value(s, cfg.get("SecurityGroupIds") or []),
+                    env.value(s, cfg.get("Subnets") or []),
+                )
+            )
     for s, lid, r in env.resources("AWS::FSx::FileSystem"):
         p = env.props(r)
-        out["fsx"].append(member(f"{s.display_name}/{lid}", env.value(s, p.get("SecurityGroupIds") or []), env.value(s, p.get("SubnetIds") or [])))
+        out["fsx"].append(
+            member(
+                f"{s.display_name}/{lid}",
+                env.value(s, p.get("SecurityGroupIds") or []),
+                env.value(s, p.get("SubnetIds") or []),
+            )
+        )
     for s, lid, r in env.resources("AWS::Lambda::Function"):
         path = s.paths_by_logical_id().get(lid, "")
         if "KubectlProvider/Handler" not in path:
             continue
         vpc = env.props(r).get("VpcConfig") or {}
-        out["kubectl-handler"].append(member(f"{s.display_name}/{lid}", env.value(s, vpc.get("SecurityGroupIds") or []),
-                                             env.value(s, vpc.get("SubnetIds") or [])))
+        out["kubectl-handler"].append(
+            member(
+                f"{s.display_name}/{lid}",
+                env.value(s, vpc.get("SecurityGroupIds") or []),
+                env.value(s, vpc.get("SubnetIds") or []),
+            )
+        )
     return out
 
 
@@ -290,8 +363,15 @@ def _cidr_holds(cidr: str | None, cidrs: tuple[str, ...]) -> bool:
         return False
 
 
-def _allowing(rules: list[Rule], direction: str, own: Member, peer: Member, protocol: str, ports: tuple[int, int],
-              group_only: bool) -> Rule | None:
+def _allowing(
+    rules: list[Rule],
+    direction: str,
+    own: Member,
+    peer: Member,
+    protocol: str,
+    ports: tuple[int, int],
+    group_only: bool,
+) -> Rule | None:
     for r in rules:
         if r.direction != direction or r.group not in own.groups or not _covers(r, protocol, ports):
             continue
@@ -321,7 +401,10 @@ def check_network(env: Env, flow: F.NetworkFlow, rules: list[Rule], members: dic
                 problems.append(f"{side} for {a.label} -> {b.label}")
     if flow.destination == "eks-api":
         for s, lid, r in env.resources("AWS::EKS::Cluster"):
-            if str(env.value(s, (env.props(r).get("ResourcesVpcConfig") or {}).get("EndpointPrivateAccess"))).lower() != "true":
+            if (
+                str(env.value(s, (env.props(r).get("ResourcesVpcConfig") or {}).get("EndpointPrivateAccess"))).lower()
+                != "true"
+            ):
                 problems.append(f"{s.display_name}/{lid}: the private endpoint is off, so in-VPC callers leave the VPC")
     if problems:
         return FlowResult("network", flow.name, what, False, "; ".join(problems))
@@ -334,7 +417,7 @@ def check_egress(env: Env, flow: F.EgressFlow, rules: list[Rule], members: dict[
     if not src:
         return FlowResult("egress", flow.name, what, False, f"{flow.source}: not found in the templates")
     route_table_of: dict[str, str] = {}
-    for s, lid, r in env.resources("AWS::EC2::SubnetRouteTableAssociation"):
+    for s, _lid, r in env.resources("AWS::EC2::SubnetRouteTableAssociation"):
         p = env.props(r)
         route_table_of[env.value(s, p["SubnetId"])] = env.value(s, p["RouteTableId"])
     nat_routes: dict[str, str] = {}
@@ -353,15 +436,28 @@ def check_egress(env: Env, flow: F.EgressFlow, rules: list[Rule], members: dict[
         elif str(env.value(s, p.get("PrivateDnsEnabled"))).lower() == "true":
             cidr_of = _subnet_cidrs(env)
             subnets = env.value(s, p.get("SubnetIds") or [])
-            interfaces.append(Member(f"{s.display_name}/{lid}", tuple(env.value(s, p.get("SecurityGroupIds") or [])),
-                                     tuple(str(cidr_of.get(x, "{?}")) for x in subnets), tuple(subnets)))
+            interfaces.append(
+                Member(
+                    f"{s.display_name}/{lid}",
+                    tuple(env.value(s, p.get("SecurityGroupIds") or [])),
+                    tuple(str(cidr_of.get(x, "{?}")) for x in subnets),
+                    tuple(subnets),
+                )
+            )
     allowed, problems = [], []
     for m in src:
         for subnet in m.subnets:
             table = route_table_of.get(subnet)
             via = [g for g, tables in gateways if table in tables]
-            ep = next((e for e in interfaces if _allowing(rules, "egress", m, e, "tcp", (443, 443), False)
-                       and _allowing(rules, "ingress", e, m, "tcp", (443, 443), False)), None)
+            ep = next(
+                (
+                    e
+                    for e in interfaces
+                    if _allowing(rules, "egress", m, e, "tcp", (443, 443), False)
+                    and _allowing(rules, "ingress", e, m, "tcp", (443, 443), False)
+                ),
+                None,
+            )
             if via:
                 allowed.append(f"gateway endpoint {via[0]}")
             elif ep is not None:
@@ -388,7 +484,7 @@ class RoleRef:
 
 
 class Iam:
-    def __init__(self, env: Env, config):
+    def __init__(self, env: Env, config: EnvironmentConfig) -> None:
         self.env = env
         self.config = config
 
@@ -420,7 +516,9 @@ class Iam:
             return None, "the aws-fsx-csi-driver add-on has no Pod Identity association"
         if name == "flow-log-role":
             for s, lid, r in env.resources("AWS::EC2::FlowLog"):
-                return self.role_by_arn(env.value(s, env.props(r).get("DeliverLogsPermissionArn"))), f"{s.display_name}/{lid}"
+                return self.role_by_arn(
+                    env.value(s, env.props(r).get("DeliverLogsPermissionArn"))
+                ), f"{s.display_name}/{lid}"
         return None, f"{name}: not found in the templates"
 
     def identity_statements(self, role: RoleRef) -> tuple[list[Statement], list[str]]:
@@ -429,7 +527,10 @@ class Iam:
         managed: list[str] = []
         rp = env.props(role.stack.template["Resources"][role.lid])
         for pol in rp.get("Policies") or []:
-            out += statements_of(env.value(role.stack, pol.get("PolicyDocument")), f"{role.stack.display_name}/{role.lid} {pol.get('PolicyName')}")
+            out += statements_of(
+                env.value(role.stack, pol.get("PolicyDocument")),
+                f"{role.stack.display_name}/{role.lid} {pol.get('PolicyName')}",
+            )
         managed += [str(env.value(role.stack, m)) for m in rp.get("ManagedPolicyArns") or []]
         role_ref = env.attr(role.stack, role.lid, "Ref")
         for t in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
@@ -441,7 +542,9 @@ class Iam:
 
     def trust_ok(self, name: str, role: RoleRef) -> str | None:
         service, actions = TRUST[name]
-        doc = self.env.value(role.stack, self.env.props(role.stack.template["Resources"][role.lid]).get("AssumeRolePolicyDocument"))
+        doc = self.env.value(
+            role.stack, self.env.props(role.stack.template["Resources"][role.lid]).get("AssumeRolePolicyDocument")
+        )
         trust = statements_of(doc, f"{role.stack.display_name}/{role.lid} trust policy")
         for action in actions:
             req = Request(Principal(service, self.env.account, service=True), action, role.arn)
@@ -475,7 +578,7 @@ class Iam:
         return None
 
     def flow_log_group(self) -> tuple[Stack, str, dict[str, Any]] | None:
-        for s, lid, r in self.env.resources("AWS::EC2::FlowLog"):
+        for s, _lid, r in self.env.resources("AWS::EC2::FlowLog"):
             p = self.env.props(r)
             if "LogGroupName" in p:
                 return self.env.find_by_attr("AWS::Logs::LogGroup", "Ref", self.env.value(s, p["LogGroupName"]))
@@ -499,7 +602,9 @@ class Iam:
 
     def key_statements(self, key: tuple[Stack, str, dict[str, Any]]) -> list[Statement]:
         s, lid, r = key
-        return statements_of(self.env.value(s, self.env.props(r).get("KeyPolicy")), f"{s.display_name}/{lid} key policy")
+        return statements_of(
+            self.env.value(s, self.env.props(r).get("KeyPolicy")), f"{s.display_name}/{lid} key policy"
+        )
 
     # -- one flow -----------------------------------------------------------------------------
 
@@ -591,25 +696,39 @@ class Iam:
             if not result.allowed:
                 why = f"denied by {', '.join(result.denied_by)}" if result.denied_by else result.note
                 return broken(f"{req.action} on {req.resource}: {why}")
-        allowed = sorted({label for req, rp, kms in requests
-                          for label in evaluate(req, identity=identity, resource_policy=rp, kms=kms).allowed_by})
+        allowed = sorted(
+            {
+                label
+                for req, rp, kms in requests
+                for label in evaluate(req, identity=identity, resource_policy=rp, kms=kms).allowed_by
+            }
+        )
         return FlowResult("access", flow.name, what, True, "; ".join(allowed))
 
-    def _ec2_requests(self, flow: F.AccessFlow, principal: Principal, context: dict[str, str]):
+    def _ec2_requests(
+        self, flow: F.AccessFlow, principal: Principal, context: dict[str, str]
+    ) -> list[tuple[Request, list[Statement] | None, bool]]:
         env = self.env
         members = attachments(env)["hyperpod-nodes"]
         subnets = sorted({s for m in members for s in m.subnets})
         groups = sorted({g for m in members for g in m.groups})
         base = f"arn:aws:ec2:{env.region}:{env.account}"
-        out = []
+        out: list[tuple[Request, list[Statement] | None, bool]] = []
         for action in flow.actions:
             types = resource_types(action)
             for t in flow.resource_types:
                 if t not in types:
                     continue
                 if t == "network-interface":
-                    reqs = [Request(principal, action, f"{base}:network-interface/eni-flow-probe",
-                                    {**context, "ec2:Subnet": f"{base}:subnet/{s}"}) for s in subnets]
+                    reqs = [
+                        Request(
+                            principal,
+                            action,
+                            f"{base}:network-interface/eni-flow-probe",
+                            {**context, "ec2:Subnet": f"{base}:subnet/{s}"},
+                        )
+                        for s in subnets
+                    ]
                 elif t == "subnet":
                     reqs = [Request(principal, action, f"{base}:subnet/{s}", context) for s in subnets]
                 elif t == "security-group":
@@ -627,7 +746,7 @@ class Iam:
 # ---------------------------------------------------------------------------------------------
 
 
-def check_flows(stacks: list[Stack], config) -> list[FlowResult]:
+def check_flows(stacks: list[Stack], config: EnvironmentConfig) -> list[FlowResult]:
     """Every flow of ``constructs/flows.py`` for ``config``, proven against ``stacks``."""
     env = Env(stacks)
     table = F.flow_table(config)

@@ -18,7 +18,9 @@ def placement_section(doc: Document, env: str) -> None:
     except ConfigError as err:  # synth refuses such a config; a stale assembly may still be reviewed
         doc.para(f"config/{env}.yaml does not load: {'; '.join(err.errors)}")
         return
-    doc.para("Every pod the platform runs, on the node pool it selects (nodeSelector, node affinity, "
-             "tolerations), first-fit on each node's allocatable: the EKS AMI's kube-reserved, eviction "
-             "threshold and max pods (config/catalog.py). Synth fails when a pod does not fit.")
+    doc.para(
+        "Every pod the platform runs, on the node pool it selects (nodeSelector, node affinity, "
+        "tolerations), first-fit on each node's allocatable: the EKS AMI's kube-reserved, eviction "
+        "threshold and max pods (config/catalog.py). Synth fails when a pod does not fit."
+    )
     doc.table(placement.TABLE_HEADERS, placement.table(config))

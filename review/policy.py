@@ -107,14 +107,19 @@ def _string_op(base: str, pattern: str, value: str) -> bool:
     if base in ("ArnEquals", "ArnLike"):
         # ARNs compare per colon-separated field, each with wildcards.
         p_parts, v_parts = pattern.split(":", 5), value.split(":", 5)
-        return len(p_parts) == len(v_parts) == 6 and all(_glob(p, v) for p, v in zip(p_parts, v_parts))
+        return len(p_parts) == len(v_parts) == 6 and all(_glob(p, v) for p, v in zip(p_parts, v_parts, strict=True))
     if base == "Bool":
         return pattern.lower() == value.lower()
     raise ValueError(f"condition operator {base} is not supported by this evaluator")
 
 
-_NEGATED = {"StringNotEquals": "StringEquals", "StringNotLike": "StringLike", "ArnNotEquals": "ArnEquals",
-            "ArnNotLike": "ArnLike", "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase"}
+_NEGATED = {
+    "StringNotEquals": "StringEquals",
+    "StringNotLike": "StringLike",
+    "ArnNotEquals": "ArnEquals",
+    "ArnNotLike": "ArnLike",
+    "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase",
+}
 
 
 def condition_matches(condition: dict[str, Any] | None, context: dict[str, Any]) -> bool:
@@ -143,14 +148,12 @@ def condition_matches(condition: dict[str, Any] | None, context: dict[str, Any])
             negated = op in _NEGATED
             base = _NEGATED.get(op, op)
 
-            def one(v: str) -> bool:
+            def one(v: str, base: str = base, patterns: list[str] = patterns, negated: bool = negated) -> bool:
                 hit = any(_string_op(base, p, v) for p in patterns)
                 return not hit if negated else hit
 
-            if qualifier == "ForAllValues":
-                ok = all(one(v) for v in values)
-            else:  # single-valued key, or ForAnyValue
-                ok = any(one(v) for v in values)
+            # ForAllValues: every value must match; a single-valued key or ForAnyValue: any one.
+            ok = all(one(v) for v in values) if qualifier == "ForAllValues" else any(one(v) for v in values)
             if not ok:
                 return False
     return True
@@ -195,14 +198,19 @@ def statement_applies(body: dict[str, Any], request: Request) -> bool:
         return False
     if "NotResource" in body and resource_matches(map(str, _as_list(body["NotResource"])), request.resource):
         return False
-    context = {"aws:PrincipalArn": request.principal.arn, "aws:PrincipalAccount": request.principal.account,
-               **request.context}
+    context = {
+        "aws:PrincipalArn": request.principal.arn,
+        "aws:PrincipalAccount": request.principal.account,
+        **request.context,
+    }
     return condition_matches(body.get("Condition"), context)
 
 
-def _matching(statements: Iterable[Statement], request: Request, effect: str, *, resource_policy: bool):
+def _matching(
+    statements: Iterable[Statement], request: Request, effect: str, *, resource_policy: bool
+) -> list[tuple[Statement, str]]:
     """(statement, principal kind) for statements of ``effect`` that apply to ``request``."""
-    out = []
+    out: list[tuple[Statement, str]] = []
     for s in statements:
         if s.body.get("Effect") != effect:
             continue
@@ -227,7 +235,9 @@ def evaluate(
     resource = list(resource_policy or [])
     if kms and resource_policy is None:
         raise ValueError("a KMS request needs the key policy")
-    denies = _matching(identity, request, "Deny", resource_policy=False) + _matching(resource, request, "Deny", resource_policy=True)
+    denies = _matching(identity, request, "Deny", resource_policy=False) + _matching(
+        resource, request, "Deny", resource_policy=True
+    )
     if denies:
         return Result("deny", denied_by=tuple(s.label for s, _ in denies))
     id_allows = [s for s, _ in _matching(identity, request, "Allow", resource_policy=False)]
@@ -240,9 +250,15 @@ def evaluate(
         if delegated and id_allows:
             return Result("allow", allowed_by=tuple(s.label for s in delegated + id_allows))
         if delegated:
-            return Result("implicit-deny", note="the key policy only delegates to IAM (account principal) and no identity policy allows it")
-        return Result("implicit-deny", note="no key-policy statement names this principal" + (
-            " (identity policies alone never grant KMS access)" if id_allows else ""))
+            return Result(
+                "implicit-deny",
+                note="the key policy only delegates to IAM (account principal) and no identity policy allows it",
+            )
+        return Result(
+            "implicit-deny",
+            note="no key-policy statement names this principal"
+            + (" (identity policies alone never grant KMS access)" if id_allows else ""),
+        )
     allows = id_allows + direct + (delegated if id_allows else [])
     if id_allows or direct:
         return Result("allow", allowed_by=tuple(s.label for s in allows))
@@ -261,7 +277,7 @@ def _iam_definition() -> dict[str, dict[str, Any]]:
     spec = importlib.util.find_spec("parliament")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("the 'parliament' package (requirements.lock) is not installed; run make deps")
-    path = Path(list(spec.submodule_search_locations)[0]) / "iam_definition.json"
+    path = Path(next(iter(spec.submodule_search_locations))) / "iam_definition.json"
     return {s["prefix"]: s for s in json.loads(path.read_text())}
 
 
@@ -284,4 +300,3 @@ def resource_types(action: str) -> dict[str, bool]:
 
 def statements_of(document: dict[str, Any] | None, source: str) -> list[Statement]:
     return [Statement(source, s) for s in _as_list((document or {}).get("Statement")) if isinstance(s, dict)]
-

@@ -39,21 +39,29 @@ def build_report(
     skips = [k for st in stacks for k in a.checkov_skips(st)]
 
     doc.heading("Summary")
-    doc.bullets([
-        "Stacks: " + ", ".join(
-            f"`{s.display_name}` (aws://{s.account}/{s.region}, {len(s.resources())} resources, "
-            f"termination protection {'on' if s.termination_protection else 'off'})" for s in stacks
-        ),
-        f"IAM statements: {len(iam)}, flagged: {sum(1 for s in iam if s.flags)}",
-        f"Security-group rules: {len(sg)}, flagged: {sum(1 for r in sg if r.flags)}",
-        f"Data stores: {len(enc)}, flagged: {sum(1 for e in enc if e.flags)}",
-        f"Internet-reachable items: {len(exposure)}, flagged: {sum(1 for x in exposure if x.flagged)}",
-        f"cdk-nag acknowledgements: {len(acks)}; checkov skips: {len(skips)}; "
-        f"cfn-lint ignores: {sum(len(a.cfn_lint_ignores(st)) for st in stacks)}",
-        ("Flows: not checked (no matching config)" if flows is None else
-         f"Flows: {len(flows)}, not allowed: {sum(1 for f in flows if not f.ok)}"),
-        f"Estimated monthly cost: {_money(cost.total)}" + (f" (excluding {len(cost.unpriced)} unpriced item(s))" if cost.unpriced else ""),
-    ])
+    doc.bullets(
+        [
+            "Stacks: "
+            + ", ".join(
+                f"`{s.display_name}` (aws://{s.account}/{s.region}, {len(s.resources())} resources, "
+                f"termination protection {'on' if s.termination_protection else 'off'})"
+                for s in stacks
+            ),
+            f"IAM statements: {len(iam)}, flagged: {sum(1 for s in iam if s.flags)}",
+            f"Security-group rules: {len(sg)}, flagged: {sum(1 for r in sg if r.flags)}",
+            f"Data stores: {len(enc)}, flagged: {sum(1 for e in enc if e.flags)}",
+            f"Internet-reachable items: {len(exposure)}, flagged: {sum(1 for x in exposure if x.flagged)}",
+            f"cdk-nag acknowledgements: {len(acks)}; checkov skips: {len(skips)}; "
+            f"cfn-lint ignores: {sum(len(a.cfn_lint_ignores(st)) for st in stacks)}",
+            (
+                "Flows: not checked (no matching config)"
+                if flows is None
+                else f"Flows: {len(flows)}, not allowed: {sum(1 for f in flows if not f.ok)}"
+            ),
+            f"Estimated monthly cost: {_money(cost.total)}"
+            + (f" (excluding {len(cost.unpriced)} unpriced item(s))" if cost.unpriced else ""),
+        ]
+    )
     if diagram:
         doc.image(diagram, f"Architecture of {env}")
 
@@ -62,13 +70,17 @@ def build_report(
 
     if flows is not None:
         doc.heading("Flows")
-        doc.para("Every network and IAM/KMS flow the platform needs (constructs/flows.py), proven against these "
-                 "templates (review/flows.py): for each, the rule or statement that allows it. "
-                 f"{a.FLAG} marks a flow nothing allows.")
+        doc.para(
+            "Every network and IAM/KMS flow the platform needs (constructs/flows.py), proven against these "
+            "templates (review/flows.py): for each, the rule or statement that allows it. "
+            f"{a.FLAG} marks a flow nothing allows."
+        )
         doc.table(
             ["Flags", "Kind", "Flow", "What", "Allowed by"],
-            [["" if f.ok else f"{a.FLAG} not allowed", f.kind, f.name, f.what, f.detail]
-             for f in sorted(flows, key=lambda f: (f.ok, f.kind, f.name))],
+            [
+                ["" if f.ok else f"{a.FLAG} not allowed", f.kind, f.name, f.what, f.detail]
+                for f in sorted(flows, key=lambda f: (f.ok, f.kind, f.name))
+            ],
         )
 
     doc.heading("Resources per stack by type")
@@ -77,18 +89,35 @@ def build_report(
         doc.table(["Type", "Count"], a.resources_by_type(s))
 
     doc.heading("IAM statements")
-    doc.para("Every statement of every policy document (identity policies, trust policies, resource policies). "
-             f"{a.FLAG} marks wildcard actions or resources in Allow statements.")
+    doc.para(
+        "Every statement of every policy document (identity policies, trust policies, resource policies). "
+        f"{a.FLAG} marks wildcard actions or resources in Allow statements."
+    )
     doc.table(
         ["Flags", "Stack", "Resource", "Document", "Effect", "Principal", "Actions", "Resources", "Condition"],
-        [[_flags(s.flags), s.stack, f"{s.resource} ({s.resource_type})", s.document, s.effect, s.principals,
-          s.actions, s.resources, s.conditions] for s in sorted(iam, key=lambda s: (not s.flags, s.stack, s.resource))],
+        [
+            [
+                _flags(s.flags),
+                s.stack,
+                f"{s.resource} ({s.resource_type})",
+                s.document,
+                s.effect,
+                s.principals,
+                s.actions,
+                s.resources,
+                s.conditions,
+            ]
+            for s in sorted(iam, key=lambda s: (not s.flags, s.stack, s.resource))
+        ],
     )
 
     doc.heading("Security-group rules")
     doc.table(
         ["Flags", "Stack", "Group", "Rule", "Direction", "Protocol", "Ports", "Peer", "Description"],
-        [[_flags(r.flags), r.stack, r.group, r.rule, r.direction, r.protocol, r.ports, r.peer, r.description] for r in sg],
+        [
+            [_flags(r.flags), r.stack, r.group, r.rule, r.direction, r.protocol, r.ports, r.peer, r.description]
+            for r in sg
+        ],
     )
 
     doc.heading("Encryption at rest")
@@ -105,9 +134,11 @@ def build_report(
     )
 
     doc.heading("Replacement risks: create-only properties of stateful resources")
-    doc.para("Changing any of these properties (or the resource's logical ID) makes CloudFormation create a new "
-             "resource and delete the old one: data loss for stores, every node for the HyperPod cluster. "
-             "Create-only properties come from the CloudFormation resource schemas shipped with cfn-lint.")
+    doc.para(
+        "Changing any of these properties (or the resource's logical ID) makes CloudFormation create a new "
+        "resource and delete the old one: data loss for stores, every node for the HyperPod cluster. "
+        "Create-only properties come from the CloudFormation resource schemas shipped with cfn-lint."
+    )
     doc.table(
         ["Stack", "Resource", "Type", "DeletionPolicy", "Create-only property", "Current value"],
         [[r.stack, r.resource, r.type, r.deletion_policy, r.prop, r.value] for r in risks],
@@ -128,23 +159,43 @@ def build_report(
     doc.table(["Stack", "Resource", "Rule", "Reason"], [[k.stack, k.resource, k.rule, k.reason] for k in lint])
 
     doc.heading("Estimated monthly cost")
-    doc.para(f"On-demand list prices from `review/prices.yaml` ({prices.data['region']}, {prices.data['currency']}, "
-             f"recorded {prices.data['recorded']}, {prices.hours:g} hours per month). Not estimated: {NOT_ESTIMATED}.")
+    doc.para(
+        f"On-demand list prices from `review/prices.yaml` ({prices.data['region']}, {prices.data['currency']}, "
+        f"recorded {prices.data['recorded']}, {prices.hours:g} hours per month). Not estimated: {NOT_ESTIMATED}."
+    )
     doc.table(
         ["Item", "Stack", "Resource", "Quantity", "Unit price", "Monthly", "Source"],
-        [[("" if i.monthly is not None else f"{a.FLAG} ") + i.item, i.stack, i.resource, i.quantity, i.unit_price,
-          _money(i.monthly), prices.source(i.section) + ("" if prices.verified(i.section) else f" ({a.FLAG} unverified price)")]
-         for i in cost.items],
+        [
+            [
+                ("" if i.monthly is not None else f"{a.FLAG} ") + i.item,
+                i.stack,
+                i.resource,
+                i.quantity,
+                i.unit_price,
+                _money(i.monthly),
+                prices.source(i.section) + ("" if prices.verified(i.section) else f" ({a.FLAG} unverified price)"),
+            ]
+            for i in cost.items
+        ],
     )
-    doc.para(f"**Total: {_money(cost.total)} per month**"
-             + (f" — {a.FLAG} {len(cost.unpriced)} item(s) have no price in the table and are not included." if cost.unpriced else ""))
+    doc.para(
+        f"**Total: {_money(cost.total)} per month**"
+        + (
+            f" — {a.FLAG} {len(cost.unpriced)} item(s) have no price in the table and are not included."
+            if cost.unpriced
+            else ""
+        )
+    )
     return doc
 
 
 def _comparison(doc: Document, c: Comparison) -> None:
     doc.heading(f"Changes against {c.old_label}")
     if c.stacks_added or c.stacks_removed:
-        doc.bullets([f"stack added: `{s}`" for s in c.stacks_added] + [f"{a.FLAG} stack removed: `{s}`" for s in c.stacks_removed])
+        doc.bullets(
+            [f"stack added: `{s}`" for s in c.stacks_added]
+            + [f"{a.FLAG} stack removed: `{s}`" for s in c.stacks_removed]
+        )
     counts = {k: len(c.of(k)) for k in ("added", "removed", "replaced", "modified")}
     doc.para(", ".join(f"{v} {k}" for k, v in counts.items()) + " resource(s).")
     rows = []
@@ -163,7 +214,10 @@ def _comparison(doc: Document, c: Comparison) -> None:
     doc.table(
         ["Change", "Flags", "Stack", "Group", "Direction", "Protocol", "Ports", "Peer"],
         [["added", _flags(r.flags), r.stack, r.group, r.direction, r.protocol, r.ports, r.peer] for r in c.sg_added]
-        + [["removed", _flags(r.flags), r.stack, r.group, r.direction, r.protocol, r.ports, r.peer] for r in c.sg_removed],
+        + [
+            ["removed", _flags(r.flags), r.stack, r.group, r.direction, r.protocol, r.ports, r.peer]
+            for r in c.sg_removed
+        ],
         empty="No security-group rule changes.",
     )
     doc.heading("Cost delta", 3)

@@ -11,7 +11,9 @@ from config.model import EnvironmentConfig
 
 
 class PlatformStack(Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, description: str, **kwargs: Any) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, description: str, **kwargs: Any
+    ) -> None:
         super().__init__(
             scope,
             construct_id,

@@ -82,19 +82,27 @@ class ClusterStack(PlatformStack):
         # The token of Ray's token authentication (workloads.common.security): every Ray pod runs
         # as the workloads' service account and reads it through the Secrets Store CSI driver.
         self.ray_auth = RayAuthToken(
-            self, "RayAuth", name_prefix=config.name_prefix, key=storage.platform_key,
-            readers=[self.workloads.role], removal_policy=self.removal_policy,
+            self,
+            "RayAuth",
+            name_prefix=config.name_prefix,
+            key=storage.platform_key,
+            readers=[self.workloads.role],
+            removal_policy=self.removal_policy,
         )
         # Team namespaces, quotas and namespace-scoped access entries (config `teams`).
         self.teams = (
             TeamAccess(self, "Teams", cluster=self.cluster, teams=config.teams, workloads_role=self.workloads.role)
-            if config.teams else None
+            if config.teams
+            else None
         )
         if self.teams:
             for manifest in self.teams.manifests.values():
                 manifest.node.add_dependency(*cluster_ready)
         self.kuberay = HelmRelease(
-            self, "KubeRayOperator", cluster=self.cluster, release=kuberay_operator_release(config.eks),
+            self,
+            "KubeRayOperator",
+            cluster=self.cluster,
+            release=kuberay_operator_release(config.eks),
             # The operator's namespaced RBAC goes into the workloads namespace: it must exist first.
             depends_on=[*cluster_ready, self.workloads.namespace],
         )

@@ -74,5 +74,7 @@ class PipelineStack(Stack):
         self.delivery.build()
 
 
-def build_pipeline(scope: Construct, pipeline_config: PipelineConfig, environments: list[EnvironmentConfig]) -> PipelineStack:
+def build_pipeline(
+    scope: Construct, pipeline_config: PipelineConfig, environments: list[EnvironmentConfig]
+) -> PipelineStack:
     return PipelineStack(scope, "PlatformPipeline", pipeline_config=pipeline_config, environments=environments)

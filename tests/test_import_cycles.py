@@ -33,8 +33,7 @@ def _top_level(body: list[ast.stmt]):
         if isinstance(node, ast.If):
             yield from _top_level(node.body + node.orelse)
         elif isinstance(node, ast.Try):
-            yield from _top_level(node.body + node.orelse + node.finalbody
-                                  + [s for h in node.handlers for s in h.body])
+            yield from _top_level(node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body])
 
 
 def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
@@ -100,8 +99,10 @@ def test_type_checking_imports_count(tmp_path):
     # `if TYPE_CHECKING:` imports are still a cycle in the design (config/model.py and
     # config/inference.py had one).
     path = tmp_path / "m.py"
-    path.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from config.model import X\n"
-                    "def f():\n    from config.loader import Y\n")
+    path.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from config.model import X\n"
+        "def f():\n    from config.loader import Y\n"
+    )
     modules = {"config.model": path, "config.loader": path, "m": path}
     assert imports_of("m", path, modules) == {"config.model"}
 

@@ -28,5 +28,17 @@ def test_library_and_project_modules_both_import():
 
 
 def test_top_level_layout():
-    for name in ["app.py", "cdk.json", "stacks", "constructs", "lifecycle_scripts", "tests", "workloads", "README.md", "config", "bench", ".ci/run"]:
+    for name in [
+        "app.py",
+        "cdk.json",
+        "stacks",
+        "constructs",
+        "lifecycle_scripts",
+        "tests",
+        "workloads",
+        "README.md",
+        "config",
+        "bench",
+        ".ci/run",
+    ]:
         assert (ROOT / name).exists(), name

@@ -46,10 +46,13 @@ def test_synth_install_has_no_workload_packages():
     assert set(pins("requirements.lock")) >= WORKLOAD_ONLY
 
 
-@pytest.mark.parametrize(("source", "lock"), [
-    ("requirements-synth.in", "requirements-synth.lock"),
-    ("requirements.in", "requirements.lock"),
-])
+@pytest.mark.parametrize(
+    ("source", "lock"),
+    [
+        ("requirements-synth.in", "requirements-synth.lock"),
+        ("requirements.in", "requirements.lock"),
+    ],
+)
 def test_every_top_level_pin_is_locked_at_its_version(source, lock):
     locked = pins(lock)
     assert {name: (v, locked.get(name)) for name, v in pins(source).items() if locked.get(name) != v} == {}

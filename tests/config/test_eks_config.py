@@ -57,7 +57,11 @@ def test_supported_versions_are_consistent():
     for v in supported:
         assert hasattr(eks.KubernetesVersion, "V" + v.replace(".", "_"))
         assert set(versions.ADDON_VERSIONS[v]) == {
-            "vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver",
+            "vpc-cni",
+            "kube-proxy",
+            "coredns",
+            "eks-pod-identity-agent",
+            "aws-fsx-csi-driver",
             "amazon-cloudwatch-observability",
         }
         # kube-proxy follows the cluster's minor version.
@@ -82,7 +86,9 @@ def test_support_status_follows_the_eks_calendar():
     assert versions.eks_support_status("1.33", date(2027, 7, 29)) == "end-of-life"
     # On 2026-12-03 no minor that HyperPod supports is in standard support: 1.34 left it on 12-02.
     today = date(2026, 12, 3)
-    assert [v for v in versions.HYPERPOD_KUBERNETES_VERSIONS if versions.eks_support_status(v, today) == "standard"] == []
+    assert [
+        v for v in versions.HYPERPOD_KUBERNETES_VERSIONS if versions.eks_support_status(v, today) == "standard"
+    ] == []
     assert versions.eks_support_status("1.35", today) == "standard"
     assert versions.eks_support_status("9.99", today) is None
 
@@ -146,9 +152,7 @@ def test_kuberay_1_2_0_is_accepted():
 
 
 def test_device_plugin_list_with_a_non_gpu_type():
-    errors = errors_for(
-        lambda d: d["eks"].update(gpu_device_plugin_instance_types=["ml.g5.12xlarge", "ml.m5.4xlarge"])
-    )
+    errors = errors_for(lambda d: d["eks"].update(gpu_device_plugin_instance_types=["ml.g5.12xlarge", "ml.m5.4xlarge"]))
     assert errors == [
         "eks.gpu_device_plugin_instance_types: 'ml.m5.4xlarge' is not a GPU instance type of HyperPod; "
         "the NVIDIA device plugin crash-loops on nodes without NVIDIA GPUs (allowed: the GPU types in "
@@ -207,10 +211,11 @@ def test_cpu_only_groups_get_no_efa_or_gpu_types():
 
 def test_three_eks_mistakes_are_reported_together():
     def mutate(d):
-        d["eks"].update(kubernetes_version="1.20", kuberay_chart_version="1.0.0",
-                        admin_principal_arns=["not-an-arn"])
+        d["eks"].update(kubernetes_version="1.20", kuberay_chart_version="1.0.0", admin_principal_arns=["not-an-arn"])
 
     errors = errors_for(mutate)
     assert [e.split(":")[0] for e in errors] == [
-        "eks.kubernetes_version", "eks.admin_principal_arns", "eks.kuberay_chart_version"
+        "eks.kubernetes_version",
+        "eks.admin_principal_arns",
+        "eks.kuberay_chart_version",
     ]

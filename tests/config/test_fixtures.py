@@ -115,7 +115,9 @@ def test_without_shared_the_chart_is_fetched_once_and_verified(isolated, demo_ch
 
 def test_a_fetched_chart_with_other_content_is_refused(isolated, demo_chart, monkeypatch):
     pin, source = demo_chart
-    monkeypatch.setattr(fixtures.urllib.request, "urlopen", lambda url, timeout: Served(github_tarball(pin, source, tamper=True)))
+    monkeypatch.setattr(
+        fixtures.urllib.request, "urlopen", lambda url, timeout: Served(github_tarball(pin, source, tamper=True))
+    )
     with pytest.raises(fixtures.FixtureUnavailable) as info:
         fixtures.chart_dir("demo")
     message = str(info.value)
@@ -131,7 +133,9 @@ def test_a_modified_shared_copy_is_refused(isolated, monkeypatch):
     monkeypatch.setenv(fixtures.SHARED_ENV, str(shared))
     with pytest.raises(fixtures.FixtureUnavailable) as info:
         fixtures.chart_dir("aws-efa-k8s-device-plugin")
-    assert str(info.value).startswith(f"missing {EFA.folder} at aws/eks-charts@de5fdc1: {shared}/charts/{EFA.folder} has digest ")
+    assert str(info.value).startswith(
+        f"missing {EFA.folder} at aws/eks-charts@de5fdc1: {shared}/charts/{EFA.folder} has digest "
+    )
 
 
 def test_with_neither_one_line_names_everything_missing(isolated, monkeypatch):
@@ -160,25 +164,49 @@ def test_network_failure_is_one_line_too(isolated, monkeypatch):
 
 
 def test_helm_and_kubectl_come_from_the_pinned_layer():
-    helm = subprocess.run([str(fixtures.helm_binary()), "version", "--short"], capture_output=True, text=True, check=True)
+    helm = subprocess.run(
+        [str(fixtures.helm_binary()), "version", "--short"], capture_output=True, text=True, check=True
+    )
     assert helm.stdout.startswith("v4.")
-    kubectl = subprocess.run([str(fixtures.kubectl_binary("1.33")), "version", "--client", "-o", "json"],
-                             capture_output=True, text=True, check=True)
+    kubectl = subprocess.run(
+        [str(fixtures.kubectl_binary("1.33")), "version", "--client", "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert '"minor": "33"' in kubectl.stdout
 
 
 def test_a_clone_without_shared_skips_with_one_line_and_no_traceback(tmp_path):
     """What `make test` shows in a clone with neither ../shared nor network: the CRD, chart and
     AWS-chart tests skip for one reason, printed once."""
-    env = {**os.environ, fixtures.SHARED_ENV: str(tmp_path / "none"), fixtures.CACHE_ENV: str(tmp_path / "cache"),
-           fixtures.OFFLINE_ENV: "1"}
+    env = {
+        **os.environ,
+        fixtures.SHARED_ENV: str(tmp_path / "none"),
+        fixtures.CACHE_ENV: str(tmp_path / "cache"),
+        fixtures.OFFLINE_ENV: "1",
+    }
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", "--durations=0",
-         "tests/workloads/inference/test_inference_manifest.py::test_validation_is_strict_about_unknown_fields",
-         "tests/constructs/test_chart_pods.py::test_every_values_key_exists_in_its_chart",
-         "tests/constructs/test_chart_pods.py::test_rendered_pods_are_valid_kubernetes_objects",
-         "tests/constructs/test_hyperpod_dependencies.py::test_agent_registry_of_every_region_matches_awss_chart"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-ra",
+            "-p",
+            "no:cacheprovider",
+            "--durations=0",
+            "tests/workloads/inference/test_inference_manifest.py::test_validation_is_strict_about_unknown_fields",
+            "tests/constructs/test_chart_pods.py::test_every_values_key_exists_in_its_chart",
+            "tests/constructs/test_chart_pods.py::test_rendered_pods_are_valid_kubernetes_objects",
+            "tests/constructs/test_hyperpod_dependencies.py::test_agent_registry_of_every_region_matches_awss_chart",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out

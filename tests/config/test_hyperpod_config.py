@@ -217,7 +217,12 @@ def test_cpu_type_without_catalog_facts_is_accepted():
 def test_group_defaults_with_reasons():
     g = group_with("ml.g6e.12xlarge")
     assert (g.threads_per_core, g.ebs_volume_gib, g.labels, g.taints, g.subnet_az_id, g.training_plan_arn) == (
-        1, 500, {}, [], None, None,
+        1,
+        500,
+        {},
+        [],
+        None,
+        None,
     )
     hp = load_environment("dev").hyperpod
     assert (hp.node_recovery, hp.node_provisioning_mode) == ("Automatic", "Continuous")

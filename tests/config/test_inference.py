@@ -96,19 +96,29 @@ def test_min_above_max_replicas():
 
 def test_bad_storage_and_run_name():
     errors = _errors("dev", {"storage_path": "fsx/ckpt", "run_name": "-bad"})
-    assert "inference.run_name: '-bad' is not a run name; allowed: 1-128 alphanumerics, '_', '.', '-', starting with an alphanumeric" in errors
-    assert "inference.storage_path: 'fsx/ckpt' is not a checkpoint storage location: expected an absolute path (FSx: /fsx/...) or an s3://bucket/prefix URI" in errors
+    assert (
+        "inference.run_name: '-bad' is not a run name; allowed: 1-128 alphanumerics, '_', '.', '-', starting with an alphanumeric"
+        in errors
+    )
+    assert (
+        "inference.storage_path: 'fsx/ckpt' is not a checkpoint storage location: expected an absolute path (FSx: /fsx/...) or an s3://bucket/prefix URI"
+        in errors
+    )
 
 
 def test_unknown_upgrade_strategy_lists_the_allowed():
     (err,) = _errors("dev", {"upgrade_strategy": "BlueGreen"})
-    assert err.startswith("inference.upgrade_strategy: Input should be 'NewCluster', "
-                          "'NewClusterWithIncrementalUpgrade' or 'None' (given: 'BlueGreen')")
+    assert err.startswith(
+        "inference.upgrade_strategy: Input should be 'NewCluster', "
+        "'NewClusterWithIncrementalUpgrade' or 'None' (given: 'BlueGreen')"
+    )
 
 
 def test_llm_on_a_group_too_small():
-    errors = _errors("prod", {"llm": {"enabled": True, "tensor_parallel_size": 4, "max_replicas": 2,
-                                      "model_source": "/fsx/models/x"}})
+    errors = _errors(
+        "prod",
+        {"llm": {"enabled": True, "tensor_parallel_size": 4, "max_replicas": 2, "model_source": "/fsx/models/x"}},
+    )
     assert errors == [
         "inference.llm.max_replicas: 2 engines of 4 GPU(s) (x2 during a NewCluster upgrade) plus 4 "
         "GPUs of the generation service exceed group 'serve-g6e' (2 x 4 GPUs)"
@@ -117,5 +127,7 @@ def test_llm_on_a_group_too_small():
 
 def test_llm_model_source_must_be_fsx_or_s3():
     (err,) = _errors("prod", {"llm": {"enabled": True, "model_source": "meta-llama/Llama-3-8B"}})
-    assert err == ("inference.llm.model_source: 'meta-llama/Llama-3-8B' is not a model location: "
-                   "expected an absolute path (FSx: /fsx/...) or an s3://bucket/prefix URI")
+    assert err == (
+        "inference.llm.model_source: 'meta-llama/Llama-3-8B' is not a model location: "
+        "expected an absolute path (FSx: /fsx/...) or an s3://bucket/prefix URI"
+    )

@@ -81,7 +81,11 @@ def test_cidr_with_host_bits():
 
 
 def test_overlapping_cidrs():
-    errs = errors_for(lambda d: d["network"].update(hyperpod_cidr_blocks=["10.10.128.0/17"], hyperpod_subnets=[{"az_id": "use1-az4", "cidr": "10.10.128.0/18"}]))
+    errs = errors_for(
+        lambda d: d["network"].update(
+            hyperpod_cidr_blocks=["10.10.128.0/17"], hyperpod_subnets=[{"az_id": "use1-az4", "cidr": "10.10.128.0/18"}]
+        )
+    )
     assert errs == [
         "network.vpc_cidr 10.10.0.0/16 overlaps network.hyperpod_cidr_blocks[0] 10.10.128.0/17; "
         "CIDR blocks of one VPC must not overlap"
@@ -91,24 +95,20 @@ def test_overlapping_cidrs():
 def test_hyperpod_subnet_outside_its_block():
     errs = errors_for(lambda d: d["network"]["hyperpod_subnets"][0].update(cidr="10.12.0.0/17"))
     assert errs == [
-        "network.hyperpod_subnets[0].cidr 10.12.0.0/17 is not inside any of "
-        "network.hyperpod_cidr_blocks (10.11.0.0/16)"
+        "network.hyperpod_subnets[0].cidr 10.12.0.0/17 is not inside any of network.hyperpod_cidr_blocks (10.11.0.0/16)"
     ]
 
 
 def test_subnets_do_not_fit_in_the_vpc():
     errs = errors_for(lambda d: d["network"].update(vpc_cidr="10.10.0.0/20"))
     assert errs == [
-        "network.vpc_cidr 10.10.0.0/20 has 4096 addresses but 2 AZs of /24 public and /20 private "
-        "subnets need 8704"
+        "network.vpc_cidr 10.10.0.0/20 has 4096 addresses but 2 AZs of /24 public and /20 private subnets need 8704"
     ]
 
 
 def test_az_id_format():
     errs = errors_for(lambda d: d["network"]["hyperpod_subnets"][0].update(az_id="us-east-1a"))
-    assert errs == [
-        "network.hyperpod_subnets[0].az_id: 'us-east-1a' is not an AZ ID; expected the form use1-az4"
-    ]
+    assert errs == ["network.hyperpod_subnets[0].az_id: 'us-east-1a' is not an AZ ID; expected the form use1-az4"]
 
 
 def test_instance_type_from_botocore_enum():
@@ -238,9 +238,7 @@ def test_taint_syntax():
 
 
 def test_taint_effect():
-    errs = errors_for(
-        lambda d: d["hyperpod"]["instance_groups"][0].update(taints=[{"key": "a", "effect": "Never"}])
-    )
+    errs = errors_for(lambda d: d["hyperpod"]["instance_groups"][0].update(taints=[{"key": "a", "effect": "Never"}]))
     assert errs == [
         "hyperpod.instance_groups[0].taints[0].effect: Input should be 'NoSchedule', "
         "'PreferNoSchedule' or 'NoExecute' (given: 'Never')"
@@ -306,10 +304,10 @@ def test_cli_with_three_mistakes_prints_all_and_writes_no_template(tmp_path):
         "CDK_OUTDIR": str(out),
         "CDK_CONTEXT_JSON": json.dumps({"env": "broken", "config_dir": str(config_dir)}),
         "PATH": os.environ["PATH"],
+        # jsii's banners about the machine's Node.js version are silenced as the Makefile does.
+        **{k: v for k, v in os.environ.items() if k.startswith("JSII_SILENCE_WARNING_")},
     }
-    proc = subprocess.run(
-        [sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     lines = [line.strip() for line in proc.stderr.splitlines() if line.strip().startswith("- ")]

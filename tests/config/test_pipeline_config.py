@@ -57,11 +57,15 @@ def test_prod_between_staging_and_dev_is_an_error():
 
 
 def test_repeated_environment_is_an_error():
-    assert errors_of(stages=["dev", "dev", "prod"]) == ["stages[1]: 'dev' is already stages[0]; each environment is deployed once"]
+    assert errors_of(stages=["dev", "dev", "prod"]) == [
+        "stages[1]: 'dev' is already stages[0]; each environment is deployed once"
+    ]
 
 
 def test_every_problem_is_reported_together():
-    errs = errors_of(stages=["prod", "qa", "dev"], account="12", source={**VALID["source"], "connection_arn": "nope"}, stagez=[])
+    errs = errors_of(
+        stages=["prod", "qa", "dev"], account="12", source={**VALID["source"], "connection_arn": "nope"}, stagez=[]
+    )
     assert errs == [
         "account: '12' is not an AWS account ID; expected 12 digits (quote it in YAML)",
         "source.connection_arn: 'nope' is not a CodeConnections connection ARN; expected "
@@ -95,7 +99,11 @@ def test_bad_pipeline_config_exits_cleanly_without_templates(tmp_path):
         (bad_dir / f.name).write_text(f.read_text())
     (bad_dir / PIPELINE_FILE).write_text(yaml.safe_dump({**VALID, "stages": ["prod", "dev"]}))
     out = tmp_path / "cdk.out"
-    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"pipeline": "true", "config_dir": str(bad_dir)}), "CDK_OUTDIR": str(out)}
+    env = {
+        **os.environ,
+        "CDK_CONTEXT_JSON": json.dumps({"pipeline": "true", "config_dir": str(bad_dir)}),
+        "CDK_OUTDIR": str(out),
+    }
     proc = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr

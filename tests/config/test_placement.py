@@ -1,5 +1,8 @@
 """Placement: node pools from config, every pod of the platform on the pool it selects, as
-configured and in the worst transients; the faults of issue 18 it found (2, 3, 4, 11c)."""
+configured and in the worst transients; the faults of issue 18 it found (2, 3, 4, 11c).
+
+One module because it mirrors ``config/placement.py``: the tests share its pools and fixtures.
+"""
 
 from __future__ import annotations
 
@@ -73,16 +76,29 @@ def test_quantities():
 
 
 def test_pod_from_spec_reads_what_the_scheduler_reads():
-    pod = pod_from_spec("p", {
-        "nodeSelector": {"a": "b"},
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "t", "operator": "In", "values": ["x", "y"]}]}]}}},
-        "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
-        # Requests default to limits; an init container counts when it is larger.
-        "containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "2"}}},
-                       {"resources": {"requests": {"cpu": "250m"}}}],
-        "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}],
-    }, replicas=3)
+    pod = pod_from_spec(
+        "p",
+        {
+            "nodeSelector": {"a": "b"},
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "t", "operator": "In", "values": ["x", "y"]}]}
+                        ]
+                    }
+                }
+            },
+            "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+            # Requests default to limits; an init container counts when it is larger.
+            "containers": [
+                {"resources": {"limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "2"}}},
+                {"resources": {"requests": {"cpu": "250m"}}},
+            ],
+            "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}],
+        },
+        replicas=3,
+    )
     assert (pod.cpu_millis, pod.memory_mib, pod.gpus, pod.replicas) == (2000, 1024, 2, 3)
     assert pod.node_selector == {"a": "b"}
     assert pod.affinity == ((("t", "In", ("x", "y")),),)
@@ -90,9 +106,16 @@ def test_pod_from_spec_reads_what_the_scheduler_reads():
 
 
 def _pool(**kw) -> Pool:
-    base = {"name": "p", "instance_type": "ml.g5.12xlarge", "nodes": 1,
-            "allocatable": catalog.Allocatable(4000, 8192, 3, 4000, 8192), "gpus": 4, "efa": 0,
-            "labels": {"t": "x"}, "taints": ()}
+    base = {
+        "name": "p",
+        "instance_type": "ml.g5.12xlarge",
+        "nodes": 1,
+        "allocatable": catalog.Allocatable(4000, 8192, 3, 4000, 8192),
+        "gpus": 4,
+        "efa": 0,
+        "labels": {"t": "x"},
+        "taints": (),
+    }
     return Pool(**{**base, **kw})
 
 
@@ -114,8 +137,9 @@ def test_pod_count_cpu_and_gpus_are_limits():
     pool = _pool()  # 3 pods, 4 CPUs, 4 GPUs
     assert place([pool], [Pod("small", 10, 10, replicas=3)]).misfits == []
     (misfit,) = place([pool], [Pod("small", 10, 10, replicas=4)]).misfits
-    assert misfit.startswith("placement (as configured): pod 'small' does not fit node pool 'p' (1 x "
-                             "ml.g5.12xlarge, 3 of 4 placed)")
+    assert misfit.startswith(
+        "placement (as configured): pod 'small' does not fit node pool 'p' (1 x ml.g5.12xlarge, 3 of 4 placed)"
+    )
     assert misfit.endswith("the most left on one node is cpu 3.97, memory 8.0Gi, nvidia.com/gpu 4, pods 0")
     assert place([pool], [Pod("gpus", 10, 10, gpus=2, replicas=3)]).misfits != []
     assert place([pool], [Pod("cpu", 4001, 10)]).misfits != []
@@ -130,8 +154,10 @@ def test_daemonsets_take_every_node_they_select_first():
 
 def test_a_pod_no_pool_selects():
     (misfit,) = place([_pool()], [Pod("lost", 1, 1, node_selector={"t": "nope"})]).misfits
-    assert misfit == ("placement (as configured): pod 'lost' selects no node pool (nodeSelector {'t': 'nope'}, "
-                      "0 node-affinity term(s), 0 toleration(s)); pools: p")
+    assert misfit == (
+        "placement (as configured): pod 'lost' selects no node pool (nodeSelector {'t': 'nope'}, "
+        "0 node-affinity term(s), 0 toleration(s)); pools: p"
+    )
 
 
 def test_a_daemonset_no_pool_selects_runs_no_pod():
@@ -155,8 +181,10 @@ def _kuberay_pods(manifest: dict) -> list[Pod]:
     if cluster.get("enableInTreeAutoscaling"):
         head["containers"] = head["containers"] + [{"resources": addons.RAY_AUTOSCALER_SIDECAR_RESOURCES}]
     pods = [pod_from_spec("head", head)]
-    pods += [pod_from_spec("worker", wg["template"]["spec"], replicas=wg["maxReplicas"])
-             for wg in cluster["workerGroupSpecs"]]
+    pods += [
+        pod_from_spec("worker", wg["template"]["spec"], replicas=wg["maxReplicas"])
+        for wg in cluster["workerGroupSpecs"]
+    ]
     if "rayClusterSpec" in spec and spec.get("submissionMode", "K8sJobMode") == "K8sJobMode":
         pods.append(pod_from_spec("submitter", (spec.get("submitterPodTemplate") or {"spec": {}})["spec"]))
     return pods
@@ -175,8 +203,16 @@ def _rendered(env) -> list[tuple[str, Pod]]:
 
 
 def _scheduling(pod: Pod) -> tuple:
-    return (pod.cpu_millis, pod.memory_mib, pod.gpus, pod.efa, dict(pod.node_selector), pod.affinity,
-            set(pod.tolerations), pod.replicas)
+    return (
+        pod.cpu_millis,
+        pod.memory_mib,
+        pod.gpus,
+        pod.efa,
+        dict(pod.node_selector),
+        pod.affinity,
+        set(pod.tolerations),
+        pod.replicas,
+    )
 
 
 @pytest.mark.parametrize("name", ENVS)
@@ -203,16 +239,28 @@ def test_the_addon_pods_are_the_ones_the_constructs_write(name):
     written = {
         "health-monitoring-agent": pod_from_spec("x", agent["spec"]["template"]["spec"], daemonset=True),
         # The charts put these values into their pod templates (the charts' own tests check it).
-        "nvidia-device-plugin": pod_from_spec("x", {**deps.nvidia_device_plugin_values(env),
-                                                    "containers": [{"resources": deps.DEVICE_PLUGIN_RESOURCES}]},
-                                              daemonset=True),
-        "kuberay-operator": pod_from_spec("x", {**kuberay_operator_values(env.eks),
-                                                "containers": [{"resources": kuberay_operator_values(env.eks)["resources"]}]}),
+        "nvidia-device-plugin": pod_from_spec(
+            "x",
+            {**deps.nvidia_device_plugin_values(env), "containers": [{"resources": deps.DEVICE_PLUGIN_RESOURCES}]},
+            daemonset=True,
+        ),
+        "kuberay-operator": pod_from_spec(
+            "x",
+            {
+                **kuberay_operator_values(env.eks),
+                "containers": [{"resources": kuberay_operator_values(env.eks)["resources"]}],
+            },
+        ),
     }
     for pod_name, pod in written.items():
         c = checked[pod_name]
         assert (pod.cpu_millis, pod.memory_mib, dict(pod.node_selector), pod.affinity, set(pod.tolerations)) == (
-            c.cpu_millis, c.memory_mib, dict(c.node_selector), c.affinity, set(c.tolerations)), pod_name
+            c.cpu_millis,
+            c.memory_mib,
+            dict(c.node_selector),
+            c.affinity,
+            set(c.tolerations),
+        ), pod_name
 
 
 @pytest.mark.parametrize("name", ENVS)
@@ -275,7 +323,8 @@ def test_a_node_replacement_must_leave_room_for_the_services_minimum():
     assert len(errors) == 1
     assert errors[0].startswith(
         "placement (HyperPod replacing a node of gpu-workers): pod 'RayService hpray-dev-generate worker' "
-        "does not fit node pool 'gpu-workers' (1 x ml.g5.12xlarge, 0 of 1 placed)")
+        "does not fit node pool 'gpu-workers' (1 x ml.g5.12xlarge, 0 of 1 placed)"
+    )
 
 
 def test_a_rayservice_upgrade_must_fit_the_system_nodes():
@@ -304,7 +353,10 @@ def test_make_synth_prints_the_placement_table():
     out = subprocess.run([sys.executable, "-m", "config", "dev"], capture_output=True, text=True, check=True)
     lines = out.stdout.splitlines()
     assert lines[0] == "Placement of dev: every pod on the node pool it selects (used / allocatable)"
-    assert "  [as configured] gpu-workers (2 x ml.g5.12xlarge): cpu 18.29 / 47.74, memory 169.1Gi / 338.7Gi, gpus 4 / 8" in lines
+    assert (
+        "  [as configured] gpu-workers (2 x ml.g5.12xlarge): cpu 18.29 / 47.74, memory 169.1Gi / 338.7Gi, gpus 4 / 8"
+        in lines
+    )
     bad = subprocess.run([sys.executable, "-m", "config", "nope"], capture_output=True, text=True)
     assert bad.returncode == 1 and "unknown environment 'nope'" in bad.stderr and bad.stdout == ""
 
@@ -313,15 +365,31 @@ def test_rendered_chart_pods_take_the_place_of_the_built_ones():
     # How the Helm chart renderer feeds its pods: a DaemonSet too large for a GPU node's left-over
     # CPU (prod's training workers take every CPU the DaemonSets leave) is reported by name.
     env = load_environment("prod")
-    spec = {"containers": [{"resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}],
-            "tolerations": [{"operator": "Exists"}]}
+    spec = {
+        "containers": [{"resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}],
+        "tolerations": [{"operator": "Exists"}],
+    }
     big = pod_from_spec("nvidia-device-plugin", spec, daemonset=True)
     problems = placement.check_against(env, [big])
-    assert problems[0].startswith("placement (as configured): pod 'RayJob train-gpt-bytes worker' does not fit "
-                                  "node pool 'train-p5'")
-    assert placement.check_against(env, [pod_from_spec("nvidia-device-plugin", {
-        "containers": [{"resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}}],
-        "tolerations": [{"operator": "Exists"}]}, daemonset=True)]) == []
+    assert problems[0].startswith(
+        "placement (as configured): pod 'RayJob train-gpt-bytes worker' does not fit node pool 'train-p5'"
+    )
+    assert (
+        placement.check_against(
+            env,
+            [
+                pod_from_spec(
+                    "nvidia-device-plugin",
+                    {
+                        "containers": [{"resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}}],
+                        "tolerations": [{"operator": "Exists"}],
+                    },
+                    daemonset=True,
+                )
+            ],
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize("name", ENVS)

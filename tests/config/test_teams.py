@@ -30,24 +30,44 @@ def test_a_team_gets_defaults():
     assert parse_environment(env_data("dev"), source="t").teams == []
 
 
-@pytest.mark.parametrize(("team", "message"), [
-    ({"name": "Vision", "principal_arns": [ROLE]},
-     "teams[0].name: 'Vision' is not a team name; allowed: 1-20 lowercase letters, digits and hyphens, starting with a letter"),
-    ({"name": "vision", "principal_arns": ["arn:aws:iam::1:role/x"]},
-     "teams[0].principal_arns: 'arn:aws:iam::1:role/x' is not an IAM role or user ARN; expected arn:aws:iam::123456789012:role/NAME"),
-    ({"name": "vision", "principal_arns": [ROLE], "namespace": "kube-system"},
-     "teams[0].namespace: 'kube-system' is a platform namespace; reserved: amazon-cloudwatch, aws-hyperpod, default, kube-node-lease, kube-public, kube-system, kuberay-system, ray-workloads"),
-    ({"name": "vision", "principal_arns": []},
-     "teams[0].principal_arns: List should have at least 1 item after validation, not 0 (given: list)"),
-])
+@pytest.mark.parametrize(
+    ("team", "message"),
+    [
+        (
+            {"name": "Vision", "principal_arns": [ROLE]},
+            "teams[0].name: 'Vision' is not a team name; allowed: 1-20 lowercase letters, digits and hyphens, starting with a letter",
+        ),
+        (
+            {"name": "vision", "principal_arns": ["arn:aws:iam::1:role/x"]},
+            "teams[0].principal_arns: 'arn:aws:iam::1:role/x' is not an IAM role or user ARN; expected arn:aws:iam::123456789012:role/NAME",
+        ),
+        (
+            {"name": "vision", "principal_arns": [ROLE], "namespace": "kube-system"},
+            "teams[0].namespace: 'kube-system' is a platform namespace; reserved: amazon-cloudwatch, aws-hyperpod, default, kube-node-lease, kube-public, kube-system, kuberay-system, ray-workloads",
+        ),
+        (
+            {"name": "vision", "principal_arns": []},
+            "teams[0].principal_arns: List should have at least 1 item after validation, not 0 (given: list)",
+        ),
+    ],
+)
 def test_invalid_team(team, message):
     assert errors_for([team]) == [message]
 
 
 def test_names_namespaces_and_principals_belong_to_one_team():
-    errors = errors_for([{"name": "a", "principal_arns": [ROLE]}, {"name": "b", "principal_arns": [ROLE], "namespace": "team-a"}])
-    assert any("teams[1]: namespace 'team-a' is already team 'a''s; each namespace belongs to one team" in e for e in errors), errors
-    assert any(f"teams[1]: principal {ROLE!r} is already team 'a''s; each principal belongs to one team" in e for e in errors), errors
+    errors = errors_for(
+        [{"name": "a", "principal_arns": [ROLE]}, {"name": "b", "principal_arns": [ROLE], "namespace": "team-a"}]
+    )
+    assert any(
+        "teams[1]: namespace 'team-a' is already team 'a''s; each namespace belongs to one team" in e for e in errors
+    ), errors
+    assert any(
+        f"teams[1]: principal {ROLE!r} is already team 'a''s; each principal belongs to one team" in e for e in errors
+    ), errors
     admin = env_data("dev")["eks"]["admin_principal_arns"][0]
     errors = errors_for([{"name": "a", "principal_arns": [admin]}])
-    assert any(f"teams[0].principal_arns: {admin!r} is in eks.admin_principal_arns; a principal has one access entry" in e for e in errors), errors
+    assert any(
+        f"teams[0].principal_arns: {admin!r} is in eks.admin_principal_arns; a principal has one access entry" in e
+        for e in errors
+    ), errors

@@ -75,8 +75,11 @@ def test_chart_releases_are_the_ones_the_template_installs(env_name, synthesized
     _, config, stacks = synthesized(env_name)
     installed = sorted(
         (p["Release"], p["Chart"], p["Version"], p["Namespace"], json.loads(p["Values"]))
-        for p in (r["Properties"] for r in template_of(stacks.cluster).to_json()["Resources"].values()
-                  if r["Type"] == "Custom::AWSCDK-EKS-HelmChart")
+        for p in (
+            r["Properties"]
+            for r in template_of(stacks.cluster).to_json()["Resources"].values()
+            if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+        )
     )
     ours = sorted(
         (r.release, r.pin.chart, r.pin.version, r.namespace, json.loads(json.dumps(dict(r.values))))
@@ -102,11 +105,17 @@ def test_a_chart_version_without_its_source_is_refused():
 
 
 def test_helm_errors_name_the_release():
-    release = ChartRelease(release="kuberay-operator", pin=versions.KUBERAY_OPERATOR, namespace="kuberay-system",
-                           values={"image": "quay.io/kuberay/operator:v1.7.0"})
+    release = ChartRelease(
+        release="kuberay-operator",
+        pin=versions.KUBERAY_OPERATOR,
+        namespace="kuberay-system",
+        values={"image": "quay.io/kuberay/operator:v1.7.0"},
+    )
     with pytest.raises(cp.ChartRenderError) as info:
         cp.render_release(release, kubernetes_version="1.33")
-    assert str(info.value).startswith("helm template of release kuberay-operator (kuberay-operator 1.7.0) failed: Error: ")
+    assert str(info.value).startswith(
+        "helm template of release kuberay-operator (kuberay-operator 1.7.0) failed: Error: "
+    )
     assert "<.Values.image.repository>" in str(info.value)
 
 
@@ -117,8 +126,12 @@ def test_rendered_pods_are_valid_kubernetes_objects(env):
     config, pods = env
     assert pods
     for pod in pods:
-        manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod.name, "namespace": pod.namespace},
-                    "spec": dict(pod.pod_spec)}
+        manifest = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
+            "spec": dict(pod.pod_spec),
+        }
         kubernetes_validate.validate(manifest, config.eks.kubernetes_version, strict=True)
 
 
@@ -143,7 +156,11 @@ def test_nvidia_plugin_only_on_this_environments_gpu_types(env):
     assert plugin.is_daemonset and plugin.replicas is None and plugin.namespace == "kube-system"
     # Exactly our term: the chart's default affinity (NFD PCI labels, which HyperPod nodes lack) is replaced.
     assert required_terms(plugin.pod_spec) == [
-        {"matchExpressions": [{"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": config.gpu_device_plugin_instance_types()}]}
+        {
+            "matchExpressions": [
+                {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": config.gpu_device_plugin_instance_types()}
+            ]
+        }
     ]
     assert plugin.pod_spec["tolerations"] == deps.hyperpod_node_tolerations()
     assert any(t.get("key") == HYPERPOD_HEALTH_LABEL for t in plugin.pod_spec["tolerations"])
@@ -157,7 +174,9 @@ def test_nvidia_chart_extra_daemonsets_select_no_node(env):
     _, pods = env
     nvidia = [p for p in pods if p.release == "nvidia-device-plugin"]
     assert {p.name for p in nvidia} == {"nvidia-device-plugin", "nvidia-device-plugin-mps-control-daemon"}
-    assert by_name(pods)["nvidia-device-plugin-mps-control-daemon"].pod_spec["nodeSelector"] == {"nvidia.com/mps.capable": "true"}
+    assert by_name(pods)["nvidia-device-plugin-mps-control-daemon"].pod_spec["nodeSelector"] == {
+        "nvidia.com/mps.capable": "true"
+    }
 
 
 def test_efa_plugin_only_on_this_environments_efa_types(env):

@@ -107,7 +107,9 @@ def test_one_system_managed_node_group_from_config(fixture, request):
     assert group["NodegroupName"] == "system"
     assert group["InstanceTypes"] == [nodes.instance_type]
     assert group["ScalingConfig"] == {
-        "MinSize": nodes.min_size, "DesiredSize": nodes.desired_size, "MaxSize": nodes.max_size,
+        "MinSize": nodes.min_size,
+        "DesiredSize": nodes.desired_size,
+        "MaxSize": nodes.max_size,
     }
     assert group["DiskSize"] == nodes.disk_size_gib
     assert group["CapacityType"] == "ON_DEMAND"
@@ -138,8 +140,11 @@ def test_managed_addons_pinned_in_one_place(fixture, request):
 @pytest.mark.parametrize("fixture", ["dev", "prod"])
 def test_vpc_cni_enforces_network_policies(fixture, request):
     _, _, template = request.getfixturevalue(fixture)
-    cni = next(r["Properties"] for r in resources(template, "AWS::EKS::Addon").values()
-               if r["Properties"]["AddonName"] == "vpc-cni")
+    cni = next(
+        r["Properties"]
+        for r in resources(template, "AWS::EKS::Addon").values()
+        if r["Properties"]["AddonName"] == "vpc-cni"
+    )
     assert json.loads(cni["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
     # The network policy agent ships with the VPC CNI from 1.14.
     assert versions.semver(cni["AddonVersion"]) >= (1, 14, 0)
@@ -152,7 +157,8 @@ def test_cloudwatch_observability_behind_the_switch(dev, prod):
     assert "amazon-cloudwatch-observability" not in names(dev[2])
     assert "amazon-cloudwatch-observability" in names(prod[2])
     observability = next(
-        r for r in resources(prod[2], "AWS::EKS::Addon").values()
+        r
+        for r in resources(prod[2], "AWS::EKS::Addon").values()
         if r["Properties"]["AddonName"] == "amazon-cloudwatch-observability"
     )
     assert observability["Properties"]["PodIdentityAssociations"][0]["ServiceAccount"] == "cloudwatch-agent"
@@ -162,7 +168,8 @@ def test_fsx_csi_driver_has_a_least_privilege_pod_identity_role(dev):
     _, stacks, template = dev
     cluster = stacks.cluster
     fsx = next(
-        r for r in resources(template, "AWS::EKS::Addon").values()
+        r
+        for r in resources(template, "AWS::EKS::Addon").values()
         if r["Properties"]["AddonName"] == "aws-fsx-csi-driver"
     )
     association = fsx["Properties"]["PodIdentityAssociations"]
@@ -170,12 +177,16 @@ def test_fsx_csi_driver_has_a_least_privilege_pod_identity_role(dev):
     assert association == [{"RoleArn": {"Fn::GetAtt": [role_id, "Arn"]}, "ServiceAccount": "fsx-csi-controller-sa"}]
     role = template.to_json()["Resources"][role_id]["Properties"]
     assert role["AssumeRolePolicyDocument"]["Statement"] == [
-        {"Action": ["sts:AssumeRole", "sts:TagSession"], "Effect": "Allow",
-         "Principal": {"Service": "pods.eks.amazonaws.com"}}
+        {
+            "Action": ["sts:AssumeRole", "sts:TagSession"],
+            "Effect": "Allow",
+            "Principal": {"Service": "pods.eks.amazonaws.com"},
+        }
     ]
     assert "ManagedPolicyArns" not in role
     policy = next(
-        p["Properties"]["PolicyDocument"]["Statement"] for p in resources(template, "AWS::IAM::Policy").values()
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in resources(template, "AWS::IAM::Policy").values()
         if {"Ref": role_id} in p["Properties"]["Roles"]
     )
     actions = {s["Sid"]: (s["Action"], s["Resource"]) for s in policy}
@@ -194,7 +205,12 @@ def test_admin_access_entries_from_config(dev):
     assert admins[0]["AccessPolicies"] == [
         {
             "AccessScope": {"Type": "cluster"},
-            "PolicyArn": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"]]},
+            "PolicyArn": {
+                "Fn::Join": [
+                    "",
+                    ["arn:", {"Ref": "AWS::Partition"}, ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"],
+                ]
+            },
         }
     ]
     # The only other entry is the kubectl provider's own; none for HyperPod's execution role
@@ -235,9 +251,16 @@ def test_node_pools_are_joined(fixture, request):
     cluster = stacks.cluster
     cluster_group = {"Fn::GetAtt": [logical_id(cluster, cluster.cluster), "ClusterSecurityGroupId"]}
     shared = cluster.resolve(stacks.network.network.security_group.security_group_id)
-    rules = {(json.dumps(r["Properties"]["GroupId"]), json.dumps(r["Properties"]["SourceSecurityGroupId"]),
-              r["Properties"]["IpProtocol"], r["Properties"]["FromPort"], r["Properties"]["ToPort"])
-             for r in resources(t, "AWS::EC2::SecurityGroupIngress").values()}
+    rules = {
+        (
+            json.dumps(r["Properties"]["GroupId"]),
+            json.dumps(r["Properties"]["SourceSecurityGroupId"]),
+            r["Properties"]["IpProtocol"],
+            r["Properties"]["FromPort"],
+            r["Properties"]["ToPort"],
+        )
+        for r in resources(t, "AWS::EC2::SecurityGroupIngress").values()
+    }
     to_system, to_shared = json.dumps(cluster_group), json.dumps(shared)
     assert rules == {
         (to_system, to_shared, "udp", 53, 53),

@@ -59,7 +59,8 @@ def test_every_chart_in_the_template_is_pinned_and_creates_its_namespace(synthes
     for env in ("dev", "prod"):
         _, _, stacks = synthesized(env)
         charts = [
-            r["Properties"] for r in template_of(stacks.cluster).to_json()["Resources"].values()
+            r["Properties"]
+            for r in template_of(stacks.cluster).to_json()["Resources"].values()
             if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
         ]
         assert {c["Chart"] for c in charts} == {"kuberay-operator", "nvidia-device-plugin", "aws-efa-k8s-device-plugin"}

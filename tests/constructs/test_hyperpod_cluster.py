@@ -40,7 +40,10 @@ def statements(template):
         for r in resources(template, "AWS::IAM::Policy").values()
         if r["Properties"]["Roles"] == [{"Ref": ROLE_LOGICAL_ID}]
     ]
-    return {s.get("Sid", s["Action"] if isinstance(s["Action"], str) else "+".join(s["Action"])): s for s in doc["Statement"]}
+    return {
+        s.get("Sid", s["Action"] if isinstance(s["Action"], str) else "+".join(s["Action"])): s
+        for s in doc["Statement"]
+    }
 
 
 def test_logical_ids_are_stable(env):
@@ -58,7 +61,9 @@ def test_create_only_properties(env):
     network = stacks.network.network
     assert props["VpcConfig"] == {
         "SecurityGroupIds": [stack.resolve(network.security_group.security_group_id)],
-        "Subnets": [stack.resolve(network.hyperpod_subnets[s.az_id].subnet_id) for s in config.network.hyperpod_subnets],
+        "Subnets": [
+            stack.resolve(network.hyperpod_subnets[s.az_id].subnet_id) for s in config.network.hyperpod_subnets
+        ],
     }
 
 
@@ -84,7 +89,12 @@ def expected_group(group: InstanceGroup, *, stack, stacks) -> dict:
         "ThreadsPerCore": group.threads_per_core,
         "ExecutionRole": {"Fn::GetAtt": [ROLE_LOGICAL_ID, "Arn"]},
         "InstanceStorageConfigs": [
-            {"EbsVolumeConfig": {"VolumeSizeInGB": group.ebs_volume_gib, "VolumeKmsKeyId": stack.resolve(stacks.storage.platform_key.key_arn)}}
+            {
+                "EbsVolumeConfig": {
+                    "VolumeSizeInGB": group.ebs_volume_gib,
+                    "VolumeKmsKeyId": stack.resolve(stacks.storage.platform_key.key_arn),
+                }
+            }
         ],
         "LifeCycleConfig": {
             "OnCreate": "on_create.sh",
@@ -97,7 +107,9 @@ def expected_group(group: InstanceGroup, *, stack, stacks) -> dict:
     if group.labels:
         k8s["Labels"] = group.labels
     if group.taints:
-        k8s["Taints"] = [{"Key": t.key, "Effect": t.effect, **({"Value": t.value} if t.value else {})} for t in group.taints]
+        k8s["Taints"] = [
+            {"Key": t.key, "Effect": t.effect, **({"Value": t.value} if t.value else {})} for t in group.taints
+        ]
     if k8s:
         out["KubernetesConfig"] = k8s
     if group.subnet_az_id:
@@ -134,14 +146,20 @@ def test_prod_synthesizes_two_gpu_groups(synthesized):
     assert groups[0]["OverrideVpcConfig"]["Subnets"] == [
         stacks.hyperpod.resolve(stacks.network.network.hyperpod_subnets["use1-az4"].subnet_id)
     ]
-    assert groups[1]["KubernetesConfig"]["Taints"] == [{"Key": "workload", "Value": "ray-serve", "Effect": "NoSchedule"}]
+    assert groups[1]["KubernetesConfig"]["Taints"] == [
+        {"Key": "workload", "Value": "ray-serve", "Effect": "NoSchedule"}
+    ]
 
 
 def test_cluster_waits_for_scripts_and_role_policy(env):
     _, _, _, template = env
     (cluster,) = resources(template, "AWS::SageMaker::Cluster").values()
     (upload,) = resources(template, "Custom::CDKBucketDeployment")
-    (policy,) = [k for k, r in resources(template, "AWS::IAM::Policy").items() if r["Properties"]["Roles"] == [{"Ref": ROLE_LOGICAL_ID}]]
+    (policy,) = [
+        k
+        for k, r in resources(template, "AWS::IAM::Policy").items()
+        if r["Properties"]["Roles"] == [{"Ref": ROLE_LOGICAL_ID}]
+    ]
     assert set(cluster["DependsOn"]) == {upload, policy}
 
 
@@ -162,7 +180,12 @@ def test_role_trusts_sagemaker_only(env):
         {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}
     ]
     assert role["ManagedPolicyArns"] == [
-        {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"]]}
+        {
+            "Fn::Join": [
+                "",
+                ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"],
+            ]
+        }
     ]
 
 
@@ -171,12 +194,32 @@ def test_role_statements_are_scoped(env):
     s = statements(template)
     region, account = config.region, config.account
     subnet_arns = [
-        {"Fn::Join": ["", [f"arn:aws:ec2:{region}:{account}:subnet/", stack.resolve(stacks.network.network.hyperpod_subnets[h.az_id].subnet_id)]]}
+        {
+            "Fn::Join": [
+                "",
+                [
+                    f"arn:aws:ec2:{region}:{account}:subnet/",
+                    stack.resolve(stacks.network.network.hyperpod_subnets[h.az_id].subnet_id),
+                ],
+            ]
+        }
         for h in config.network.hyperpod_subnets
     ]
     eni = f"arn:aws:ec2:{region}:{account}:network-interface/*"
     assert sorted(s["CreateEnisInHyperPodSubnets"]["Resource"], key=json.dumps) == sorted(
-        [eni, *subnet_arns, {"Fn::Join": ["", [f"arn:aws:ec2:{region}:{account}:security-group/", stack.resolve(stacks.network.network.security_group.security_group_id)]]}],
+        [
+            eni,
+            *subnet_arns,
+            {
+                "Fn::Join": [
+                    "",
+                    [
+                        f"arn:aws:ec2:{region}:{account}:security-group/",
+                        stack.resolve(stacks.network.network.security_group.security_group_id),
+                    ],
+                ]
+            },
+        ],
         key=json.dumps,
     )
     manage = s["ManageEnisInHyperPodSubnets"]
@@ -184,7 +227,12 @@ def test_role_statements_are_scoped(env):
     assert manage["Condition"] == {"ArnEquals": {"ec2:Subnet": subnet_arns}}
     assert s["TagNewEnis"]["Condition"] == {"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}}
     assert s["DescribeNetwork"]["Action"] == sorted(EC2_DESCRIBE_ACTIONS) and s["DescribeNetwork"]["Resource"] == "*"
-    assert s["EcrToken"] == {"Sid": "EcrToken", "Action": "ecr:GetAuthorizationToken", "Effect": "Allow", "Resource": "*"}
+    assert s["EcrToken"] == {
+        "Sid": "EcrToken",
+        "Action": "ecr:GetAuthorizationToken",
+        "Effect": "Allow",
+        "Resource": "*",
+    }
     assert s["EcrPullInRegion"]["Action"] == sorted(ECR_PULL_ACTIONS)
     assert s["EcrPullInRegion"]["Resource"] == f"arn:aws:ecr:{region}:*:repository/*"
     assert s["PodIdentityOnThisCluster"]["Resource"] == stack.resolve(stack.hyperpod.eks_cluster.cluster_arn)
@@ -198,10 +246,21 @@ def test_role_statements_are_scoped(env):
     # ENI actions that also authorize the node's instance and security groups (IAM's action table).
     nodes = s["EniActionsOnNodesAndGroups"]
     assert nodes["Action"] == sorted(ENI_NODE_ACTIONS) and "Condition" not in nodes
-    assert sorted(nodes["Resource"], key=json.dumps) == sorted([
-        f"arn:aws:ec2:{region}:*:instance/*",
-        {"Fn::Join": ["", [f"arn:aws:ec2:{region}:{account}:security-group/", stack.resolve(stacks.network.network.security_group.security_group_id)]]},
-    ], key=json.dumps)
+    assert sorted(nodes["Resource"], key=json.dumps) == sorted(
+        [
+            f"arn:aws:ec2:{region}:*:instance/*",
+            {
+                "Fn::Join": [
+                    "",
+                    [
+                        f"arn:aws:ec2:{region}:{account}:security-group/",
+                        stack.resolve(stacks.network.network.security_group.security_group_id),
+                    ],
+                ]
+            },
+        ],
+        key=json.dumps,
+    )
     # Encrypted node EBS volumes: grants for AWS resources only (HyperPod customer-managed-key page).
     key = stack.resolve(stacks.storage.platform_key.key_arn)
     assert s["EbsVolumeKeyGrants"]["Action"] == "kms:CreateGrant" and s["EbsVolumeKeyGrants"]["Resource"] == key
@@ -212,8 +271,12 @@ def test_role_statements_are_scoped(env):
 def test_eni_node_actions_are_those_iam_says_touch_instances_or_groups():
     from review.policy import resource_types
 
-    touching = {a for a in ("ec2:CreateNetworkInterface", *ENI_ACTIONS) if {"instance"} & set(resource_types(a))
-                or ("security-group" in resource_types(a) and a != "ec2:CreateNetworkInterface")}
+    touching = {
+        a
+        for a in ("ec2:CreateNetworkInterface", *ENI_ACTIONS)
+        if {"instance"} & set(resource_types(a))
+        or ("security-group" in resource_types(a) and a != "ec2:CreateNetworkInterface")
+    }
     assert touching == set(ENI_NODE_ACTIONS)
 
 
@@ -256,7 +319,11 @@ def test_docs_name_the_schemas_create_only_properties():
     base = Path(cfnlint.__file__).parent / "data" / "schemas" / "providers"
     schema_id = json.loads((base / "us-east-1.json").read_text())["AWS::SageMaker::Cluster"]
     schema = json.loads((base.parent / "resources" / f"{schema_id}.json").read_text())
-    assert schema["createOnlyProperties"] == ["/properties/ClusterName", "/properties/VpcConfig", "/properties/Orchestrator/Eks"]
+    assert schema["createOnlyProperties"] == [
+        "/properties/ClusterName",
+        "/properties/VpcConfig",
+        "/properties/Orchestrator/Eks",
+    ]
     page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     note = page.split("### The HyperPod cluster", 1)[1].split("\n## ", 1)[0]
     for name in ("`ClusterName`", "`VpcConfig`", "`Orchestrator.Eks.ClusterArn`"):

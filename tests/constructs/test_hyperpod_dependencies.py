@@ -134,7 +134,9 @@ def test_health_monitoring_agent(prod):
         + versions.HEALTH_MONITORING_AGENT_TAG
     )
     assert container["resources"]["limits"] == {"cpu": "500m", "memory": "512Mi"}
-    expr = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]
+    expr = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"
+    ][0]
     assert expr["values"] == prod.gpu_device_plugin_instance_types()
     assert {t["effect"] for t in pod["tolerations"]} == {"NoSchedule", "NoExecute"}
     assert manifests["ClusterRoleBinding"]["subjects"][0]["name"] == "health-monitoring-agent"
@@ -145,6 +147,7 @@ def test_template_applies_them_in_order_after_nodes_and_addons(synthesized):
     cluster = stacks.cluster
     res = template_of(cluster).to_json()["Resources"]
     hp = cluster.hyperpod_node_dependencies
+
     def lid(construct):
         while construct.node.default_child is not None:
             construct = construct.node.default_child
@@ -174,9 +177,13 @@ def test_deployed_device_plugin_values_name_only_gpu_types(env, synthesized):
         if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
     }
     group_gpu_types = sorted({g.instance_type for g in config.hyperpod.instance_groups if g.is_gpu})
-    nvidia = charts["nvidia-device-plugin"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    nvidia = charts["nvidia-device-plugin"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
     assert nvidia["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == group_gpu_types
-    assert set(charts["aws-efa-k8s-device-plugin"]["supportedInstanceLabels"]["values"]) <= set(catalog.efa_instance_types())
+    assert set(charts["aws-efa-k8s-device-plugin"]["supportedInstanceLabels"]["values"]) <= set(
+        catalog.efa_instance_types()
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,8 +194,23 @@ def test_deployed_device_plugin_values_name_only_gpu_types(env, synthesized):
 AWS_SUBCHARTS = ("deep-health-check", "job-auto-restart", "health-monitoring-agent", "hyperpod-patching")
 # Verbs the Kubernetes API server authorizes. AWS's job-auto-restart role also lists "describe",
 # which no API request ever asks for (kubectl describe issues get/list): it grants nothing.
-KUBERNETES_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection",
-                    "use", "bind", "escalate", "impersonate", "approve", "sign", "attest"}
+KUBERNETES_VERBS = {
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+    "use",
+    "bind",
+    "escalate",
+    "impersonate",
+    "approve",
+    "sign",
+    "attest",
+}
 # AWS's second agent DaemonSet targets only Neuron (inf/trn) instance types.
 NON_NVIDIA_AGENT = "health-monitoring-agent-non-nvidia"
 
@@ -202,15 +224,29 @@ def render_aws_subchart(subchart, region):
 
     chart = fixtures.chart_dir("hyperpod-helm-chart") / "charts" / subchart
     proc = subprocess.run(
-        [str(fixtures.helm_binary()), "template", "hyperpod-dependencies", str(chart), "--namespace", "aws-hyperpod",
-         "--set", f"region={region}", "--kube-version", K8S_SCHEMA_VERSION],
-        capture_output=True, text=True, check=True,
+        [
+            str(fixtures.helm_binary()),
+            "template",
+            "hyperpod-dependencies",
+            str(chart),
+            "--namespace",
+            "aws-hyperpod",
+            "--set",
+            f"region={region}",
+            "--kube-version",
+            K8S_SCHEMA_VERSION,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
 
 
 def rbac_triples(role):
-    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return {
+        (g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
 
 
 def normalized_subjects(binding):
@@ -251,7 +287,8 @@ def test_the_neuron_agent_is_left_out_because_no_group_is_neuron(ours_and_aws):
     config, _, aws = ours_and_aws
     spec = aws[("DaemonSet", NON_NVIDIA_AGENT)]["spec"]["template"]["spec"]
     neuron_types = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+        "nodeSelectorTerms"
+    ][0]["matchExpressions"][0]["values"]
     assert not {g.instance_type for g in config.hyperpod.instance_groups} & set(neuron_types)
 
 
@@ -268,7 +305,10 @@ def test_rbac_rules_and_bindings_match_awss_chart(ours_and_aws):
 
 def test_hyperpod_patching_lets_the_service_linked_role_evict_pods(ours_and_aws):
     _, ours, _ = ours_and_aws
-    assert rbac_triples(ours[("ClusterRole", "hyperpod-patching")]) == {("", "pods", "list"), ("", "pods/eviction", "create")}
+    assert rbac_triples(ours[("ClusterRole", "hyperpod-patching")]) == {
+        ("", "pods", "list"),
+        ("", "pods/eviction", "create"),
+    }
     assert normalized_subjects(ours[("ClusterRoleBinding", "hyperpod-patching")]) == {
         ("User", "rbac.authorization.k8s.io", "hyperpod-service-linked-role", None)
     }
@@ -286,21 +326,30 @@ def test_health_monitoring_agent_matches_awss_chart(ours_and_aws):
         assert my_container.get(field) == their_container.get(field), field
     # Same mounts and host paths; read-only where AWS's are, and /var/log written by neither side's choice.
     assert {(m["name"], m["mountPath"], m.get("readOnly", False)) for m in my_container["volumeMounts"]} == {
-        (m["name"], m["mountPath"], m.get("readOnly", False)) for m in their_container["volumeMounts"]}
+        (m["name"], m["mountPath"], m.get("readOnly", False)) for m in their_container["volumeMounts"]
+    }
     assert sorted(mine["volumes"], key=lambda v: v["name"]) == sorted(theirs["volumes"], key=lambda v: v["name"])
     # Same identity; this app adds allowPrivilegeEscalation: false on top.
     assert their_container["securityContext"].items() <= my_container["securityContext"].items()
     assert mine["serviceAccountName"] == theirs["serviceAccountName"]
     assert mine["tolerations"] == theirs["tolerations"]
+
     # AWS's agent goes on every NVIDIA type; this app only on its own, all of which AWS lists.
     def types(spec):
-        return spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-            "nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+        return spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][
+            0
+        ]["matchExpressions"][0]["values"]
+
     assert set(types(mine)) <= set(types(theirs))
 
 
 def test_agent_registry_of_every_region_matches_awss_chart():
     for region in versions.HEALTH_MONITORING_AGENT_REGISTRIES:
-        (daemonset,) = [m for m in render_aws_subchart("health-monitoring-agent", region)
-                        if m["kind"] == "DaemonSet" and m["metadata"]["name"] == "health-monitoring-agent"]
-        assert daemonset["spec"]["template"]["spec"]["containers"][0]["image"] == versions.health_monitoring_agent_image(region)
+        (daemonset,) = [
+            m
+            for m in render_aws_subchart("health-monitoring-agent", region)
+            if m["kind"] == "DaemonSet" and m["metadata"]["name"] == "health-monitoring-agent"
+        ]
+        assert daemonset["spec"]["template"]["spec"]["containers"][0][
+            "image"
+        ] == versions.health_monitoring_agent_image(region)

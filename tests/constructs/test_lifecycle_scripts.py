@@ -43,7 +43,9 @@ def _upload_stack(app, stack_id, directory):
     vpc = ec2.Vpc(stack, "Vpc", availability_zones=["us-east-1a", "us-east-1b"], nat_gateways=1)
     sg = ec2.SecurityGroup(stack, "Sg", vpc=vpc)
     bucket = s3.Bucket.from_bucket_name(stack, "Bucket", "sagemaker-test-lifecycle")
-    scripts = LifecycleScripts(stack, "Scripts", bucket=bucket, vpc=vpc, security_group=sg, retain_on_delete=False, directory=directory)
+    scripts = LifecycleScripts(
+        stack, "Scripts", bucket=bucket, vpc=vpc, security_group=sg, retain_on_delete=False, directory=directory
+    )
     return stack, scripts
 
 
@@ -61,7 +63,11 @@ def test_an_edit_moves_the_upload_to_a_new_prefix_without_new_logical_ids(tmp_pa
     for t, s in ((t_before, before), (t_after, after)):
         t.has_resource_properties(
             "Custom::CDKBucketDeployment",
-            {"DestinationBucketName": "sagemaker-test-lifecycle", "DestinationBucketKeyPrefix": s.key_prefix, "Prune": True},
+            {
+                "DestinationBucketName": "sagemaker-test-lifecycle",
+                "DestinationBucketKeyPrefix": s.key_prefix,
+                "Prune": True,
+            },
         )
     assert set(t_before.to_json()["Resources"]) == set(t_after.to_json()["Resources"])
 
@@ -80,6 +86,18 @@ def test_bucket_with_token_name_is_refused():
 
     app = cdk.App()
     stack = cdk.Stack(app, "S")
-    vpc = ec2.Vpc(stack, "Vpc", nat_gateways=0, subnet_configuration=[ec2.SubnetConfiguration(name="p", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)])
+    vpc = ec2.Vpc(
+        stack,
+        "Vpc",
+        nat_gateways=0,
+        subnet_configuration=[ec2.SubnetConfiguration(name="p", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)],
+    )
     with pytest.raises(ValueError, match="literal name"):
-        LifecycleScripts(stack, "Scripts", bucket=s3.Bucket(stack, "B"), vpc=vpc, security_group=ec2.SecurityGroup(stack, "Sg", vpc=vpc), retain_on_delete=False)
+        LifecycleScripts(
+            stack,
+            "Scripts",
+            bucket=s3.Bucket(stack, "B"),
+            vpc=vpc,
+            security_group=ec2.SecurityGroup(stack, "Sg", vpc=vpc),
+            retain_on_delete=False,
+        )

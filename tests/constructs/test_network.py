@@ -70,14 +70,20 @@ def test_hyperpod_subnet_routes_to_nat_in_its_own_az(prod):
     routes = t.find_resources("AWS::EC2::Route")
     for s in config.network.hyperpod_subnets:
         sid = next(k for k, v in subnets.items() if v["Properties"]["CidrBlock"] == s.cidr)
-        rt = next(v["Properties"]["RouteTableId"]["Ref"] for v in tables.values() if v["Properties"]["SubnetId"]["Ref"] == sid)
-        nat = next(v["Properties"]["NatGatewayId"]["Ref"] for v in routes.values() if v["Properties"]["RouteTableId"]["Ref"] == rt and "NatGatewayId" in v["Properties"])
+        rt = next(
+            v["Properties"]["RouteTableId"]["Ref"] for v in tables.values() if v["Properties"]["SubnetId"]["Ref"] == sid
+        )
+        nat = next(
+            v["Properties"]["NatGatewayId"]["Ref"]
+            for v in routes.values()
+            if v["Properties"]["RouteTableId"]["Ref"] == rt and "NatGatewayId" in v["Properties"]
+        )
         assert nat_az[nat] == s.az_id
 
 
 def test_shared_security_group_rules(dev):
     config, t = dev
-    (sg_id, sg), = t.find_resources(
+    ((sg_id, sg),) = t.find_resources(
         "AWS::EC2::SecurityGroup", {"Properties": {"GroupDescription": Match.string_like_regexp("HyperPod")}}
     ).items()
     ingress = sg["Properties"]["SecurityGroupIngress"]
@@ -87,11 +93,14 @@ def test_shared_security_group_rules(dev):
         {"CidrIp": "0.0.0.0/0", "Description": "Allow all outbound traffic by default", "IpProtocol": "-1"}
     ]
     self_rules = [
-        r["Properties"] for r in t.find_resources("AWS::EC2::SecurityGroupIngress").values()
+        r["Properties"]
+        for r in t.find_resources("AWS::EC2::SecurityGroupIngress").values()
         if r["Properties"]["SourceSecurityGroupId"] == {"Fn::GetAtt": [sg_id, "GroupId"]}
     ]
     assert {(r["IpProtocol"], r.get("FromPort"), r.get("ToPort")) for r in self_rules} == {
-        ("-1", None, None), ("tcp", 988, 988), ("tcp", 1018, 1023),
+        ("-1", None, None),
+        ("tcp", 988, 988),
+        ("tcp", 1018, 1023),
         # Added by the FSx L2 construct (its default Lustre port range) when it joins the group.
         ("tcp", 988, 1023),
     }
@@ -108,17 +117,34 @@ def test_interface_endpoints_when_closed(prod):
     assert config.network.closed_network
     endpoints = t.find_resources("AWS::EC2::VPCEndpoint", {"Properties": {"VpcEndpointType": "Interface"}})
     names = {e["Properties"]["ServiceName"].split(f"{config.region}.", 1)[1] for e in endpoints.values()}
-    required = {"ec2", "ecr.api", "ecr.dkr", "sts", "logs", "monitoring", "ssm", "ssmmessages", "ec2messages", "eks-auth", "sagemaker.api"}
+    required = {
+        "ec2",
+        "ecr.api",
+        "ecr.dkr",
+        "sts",
+        "logs",
+        "monitoring",
+        "ssm",
+        "ssmmessages",
+        "ec2messages",
+        "eks-auth",
+        "sagemaker.api",
+    }
     assert required <= names
     assert all(e["Properties"]["PrivateDnsEnabled"] for e in endpoints.values())
 
 
 def test_flow_logs_to_kms_encrypted_group_with_retention(dev):
     config, t = dev
-    t.has_resource_properties("AWS::EC2::FlowLog", {"ResourceType": "VPC", "TrafficType": "ALL", "LogDestinationType": "cloud-watch-logs"})
+    t.has_resource_properties(
+        "AWS::EC2::FlowLog", {"ResourceType": "VPC", "TrafficType": "ALL", "LogDestinationType": "cloud-watch-logs"}
+    )
     t.has_resource_properties(
         "AWS::Logs::LogGroup",
-        {"RetentionInDays": config.network.flow_log_retention_days, "KmsKeyId": Match.object_like({"Fn::GetAtt": Match.any_value()})},
+        {
+            "RetentionInDays": config.network.flow_log_retention_days,
+            "KmsKeyId": Match.object_like({"Fn::GetAtt": Match.any_value()}),
+        },
     )
     t.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
 
@@ -141,10 +167,14 @@ def test_network_logical_ids_are_stable(dev):
 def test_efa_egress_names_the_group_itself(dev):
     """EFA needs an outbound rule to the group itself; the 0.0.0.0/0 rule does not carry it."""
     _, t = dev
-    (sg_id, _), = t.find_resources(
+    ((sg_id, _),) = t.find_resources(
         "AWS::EC2::SecurityGroup", {"Properties": {"GroupDescription": Match.string_like_regexp("HyperPod")}}
     ).items()
     (egress,) = t.find_resources("AWS::EC2::SecurityGroupEgress").values()
     ref = {"Fn::GetAtt": [sg_id, "GroupId"]}
-    assert egress["Properties"] == {"GroupId": ref, "DestinationSecurityGroupId": ref, "IpProtocol": "-1",
-                                    "Description": "All traffic to the group itself (EFA)"}
+    assert egress["Properties"] == {
+        "GroupId": ref,
+        "DestinationSecurityGroupId": ref,
+        "IpProtocol": "-1",
+        "Description": "All traffic to the group itself (EFA)",
+    }

@@ -21,11 +21,17 @@ def synth():
 
 def test_generated_token_encrypted_with_the_platform_key_and_retained():
     t = synth()
-    t.has_resource("AWS::SecretsManager::Secret", {
-        "Properties": {"Name": "hpray-dev/ray-auth-token",
-                       "KmsKeyId": Match.any_value(),
-                       "GenerateSecretString": {"PasswordLength": 64, "ExcludePunctuation": True, "IncludeSpace": False}},
-        "DeletionPolicy": "Retain"})
+    t.has_resource(
+        "AWS::SecretsManager::Secret",
+        {
+            "Properties": {
+                "Name": "hpray-dev/ray-auth-token",
+                "KmsKeyId": Match.any_value(),
+                "GenerateSecretString": {"PasswordLength": 64, "ExcludePunctuation": True, "IncludeSpace": False},
+            },
+            "DeletionPolicy": "Retain",
+        },
+    )
     # No value in the template: the secret has no SecretString.
     for res in t.find_resources("AWS::SecretsManager::Secret").values():
         assert "SecretString" not in res["Properties"]
@@ -42,8 +48,12 @@ def test_only_the_reader_role_may_read_it():
     assert read["Resource"] == {"Ref": secret_id}
     # The key only through Secrets Manager, and only for this secret.
     assert decrypt["Action"] == "kms:Decrypt"
-    assert decrypt["Condition"] == {"StringEquals": {"kms:ViaService": "secretsmanager.us-east-1.amazonaws.com",
-                                                     "kms:EncryptionContext:SecretARN": {"Ref": secret_id}}}
+    assert decrypt["Condition"] == {
+        "StringEquals": {
+            "kms:ViaService": "secretsmanager.us-east-1.amazonaws.com",
+            "kms:EncryptionContext:SecretARN": {"Ref": secret_id},
+        }
+    }
 
 
 def test_a_key_of_another_stack_makes_no_dependency_cycle():
@@ -58,8 +68,12 @@ def test_a_key_of_another_stack_makes_no_dependency_cycle():
     RayAuthToken(cluster, "RayAuth", name_prefix="hpray-dev", key=key, readers=[role])
     key_policy = template_of(storage).find_resources("AWS::KMS::Key")
     assert "Role" not in str(key_policy)
-    decrypt = [s for p in template_of(cluster).find_resources("AWS::IAM::Policy").values()
-               for s in p["Properties"]["PolicyDocument"]["Statement"] if s["Action"] == "kms:Decrypt"]
+    decrypt = [
+        s
+        for p in template_of(cluster).find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s["Action"] == "kms:Decrypt"
+    ]
     assert "Fn::ImportValue" in str(decrypt[0]["Resource"])
 
 

@@ -64,8 +64,10 @@ def test_checkpoint_bucket(dev):
                 ]
             },
             "PublicAccessBlockConfiguration": {
-                "BlockPublicAcls": True, "BlockPublicPolicy": True,
-                "IgnorePublicAcls": True, "RestrictPublicBuckets": True,
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
             },
             "LoggingConfiguration": {
                 "DestinationBucketName": {"Ref": "BucketsAccessLogsA5F88218"},
@@ -96,8 +98,7 @@ def test_every_bucket_enforces_tls(dev):
     for policy in policies.values():
         statements = policy["Properties"]["PolicyDocument"]["Statement"]
         assert any(
-            s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-            for s in statements
+            s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
         )
 
 
@@ -155,7 +156,12 @@ def test_data_repository_association(dev):
         "AWS::FSx::DataRepositoryAssociation",
         {
             "FileSystemPath": config.fsx.file_system_path,
-            "DataRepositoryPath": {"Fn::Join": ["", ["s3://", {"Ref": "BucketsCheckpoints180497C2"}, f"/{config.fsx.import_export_prefix}"]]},
+            "DataRepositoryPath": {
+                "Fn::Join": [
+                    "",
+                    ["s3://", {"Ref": "BucketsCheckpoints180497C2"}, f"/{config.fsx.import_export_prefix}"],
+                ]
+            },
             "BatchImportMetaDataOnCreate": True,
             "S3": {
                 "AutoImportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]},
@@ -168,16 +174,25 @@ def test_data_repository_association(dev):
 def test_storage_outputs(dev):
     _, t = dev
     outputs = t.to_json()["Outputs"]
-    for name in ["FileSystemId", "FileSystemDnsName", "FileSystemMountName", "CheckpointBucketName", "LifecycleScriptsBucketName", "PlatformKeyArn"]:
+    for name in [
+        "FileSystemId",
+        "FileSystemDnsName",
+        "FileSystemMountName",
+        "CheckpointBucketName",
+        "LifecycleScriptsBucketName",
+        "PlatformKeyArn",
+    ]:
         assert name in outputs
 
 
 @pytest.mark.parametrize("env", ["dev", "staging"])
 def test_non_production_buckets_are_emptied_on_delete(env, synthesized):
     """Versioned, non-empty buckets block `cdk destroy`; outside production they are emptied first."""
-    config, _, stacks = synthesized(env)
+    _, _, stacks = synthesized(env)
     t = template_of(stacks.storage).to_json()["Resources"]
-    emptied = {json.dumps(r["Properties"]["BucketName"]) for r in t.values() if r["Type"] == "Custom::S3AutoDeleteObjects"}
+    emptied = {
+        json.dumps(r["Properties"]["BucketName"]) for r in t.values() if r["Type"] == "Custom::S3AutoDeleteObjects"
+    }
     buckets = {json.dumps({"Ref": lid}) for lid, r in t.items() if r["Type"] == "AWS::S3::Bucket"}
     assert emptied == buckets and len(buckets) == 3
     handler = next(r for r in t.values() if r["Type"] == "AWS::Lambda::Function")
@@ -191,6 +206,13 @@ def test_fsx_service_linked_role_is_a_key_policy_principal(prod):
     (key,) = t.find_resources("AWS::KMS::Key").values()
     (s,) = [x for x in key["Properties"]["KeyPolicy"]["Statement"] if x.get("Sid") == "AllowFsxDataRepositoryAccess"]
     assert s["Principal"] == {"AWS": "*"}
-    assert s["Condition"]["ArnLike"] == {"aws:PrincipalArn": f"arn:aws:iam::{config.account}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"}
-    assert s["Condition"]["StringEquals"] == {"kms:CallerAccount": config.account, "kms:ViaService": f"s3.{config.region}.amazonaws.com"}
-    assert s["Condition"]["StringLike"] == {"kms:EncryptionContext:aws:s3:arn": f"arn:aws:s3:::{config.bucket_names()['checkpoints']}"}
+    assert s["Condition"]["ArnLike"] == {
+        "aws:PrincipalArn": f"arn:aws:iam::{config.account}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"
+    }
+    assert s["Condition"]["StringEquals"] == {
+        "kms:CallerAccount": config.account,
+        "kms:ViaService": f"s3.{config.region}.amazonaws.com",
+    }
+    assert s["Condition"]["StringLike"] == {
+        "kms:EncryptionContext:aws:s3:arn": f"arn:aws:s3:::{config.bucket_names()['checkpoints']}"
+    }

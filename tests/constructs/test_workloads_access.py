@@ -48,7 +48,11 @@ def test_static_volume_and_rwx_claim():
     assert spec["accessModes"] == ["ReadWriteMany"] and spec["capacity"] == {"storage": "1200Gi"}
     assert spec["persistentVolumeReclaimPolicy"] == "Retain"
     assert spec["claimRef"] == {"namespace": "ray-workloads", "name": "fsx-claim"}
-    assert claim["metadata"] == {"name": FSX_PVC, "namespace": WORKLOADS_NAMESPACE, "labels": claim["metadata"]["labels"]}
+    assert claim["metadata"] == {
+        "name": FSX_PVC,
+        "namespace": WORKLOADS_NAMESPACE,
+        "labels": claim["metadata"]["labels"],
+    }
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
     assert claim["spec"]["volumeName"] == volume["metadata"]["name"]
     assert claim["spec"]["storageClassName"] == storage_class["metadata"]["name"] == spec["storageClassName"]
@@ -57,6 +61,7 @@ def test_static_volume_and_rwx_claim():
 def test_names_match_the_workloads_contract():
     assert (WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT, FSX_PVC) == ("ray-workloads", "ray-workloads", "fsx-claim")
     from workloads.common import k8s as workloads_k8s  # the workloads' own constants
+
     assert workloads_k8s.NAMESPACE == WORKLOADS_NAMESPACE
     assert workloads_k8s.SERVICE_ACCOUNT == WORKLOADS_SERVICE_ACCOUNT
     assert workloads_k8s.FSX_PVC == FSX_PVC
@@ -88,8 +93,13 @@ def test_pod_identity_association(dev):
     role_id = cluster.get_logical_id(cluster.workloads.role.node.default_child)
     assert assoc["RoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
     trust = res[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
-    assert trust == [{"Action": ["sts:AssumeRole", "sts:TagSession"], "Effect": "Allow",
-                      "Principal": {"Service": "pods.eks.amazonaws.com"}}]
+    assert trust == [
+        {
+            "Action": ["sts:AssumeRole", "sts:TagSession"],
+            "Effect": "Allow",
+            "Principal": {"Service": "pods.eks.amazonaws.com"},
+        }
+    ]
 
 
 def test_role_reaches_only_the_checkpoint_prefix_and_key(dev):
@@ -97,7 +107,8 @@ def test_role_reaches_only_the_checkpoint_prefix_and_key(dev):
     cluster = stacks.cluster
     role_id = cluster.get_logical_id(cluster.workloads.role.node.default_child)
     statements = next(
-        r["Properties"]["PolicyDocument"]["Statement"] for r in res.values()
+        r["Properties"]["PolicyDocument"]["Statement"]
+        for r in res.values()
         if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]
     )
     by_sid = {s["Sid"]: s for s in statements}
@@ -115,16 +126,28 @@ def test_role_reaches_only_the_checkpoint_prefix_and_key(dev):
     # The code of `hpray submit job` (config/jobs.py): read-only, its own prefix.
     assert prefix != JOBS_PREFIX and not JOBS_PREFIX.startswith(prefix)
     assert by_sid["ListJobsPrefix"]["Condition"] == {"StringLike": {"s3:prefix": [JOBS_PREFIX, f"{JOBS_PREFIX}*"]}}
-    assert by_sid["ReadJobsPrefix"] == {"Sid": "ReadJobsPrefix", "Effect": "Allow", "Action": "s3:GetObject",
-                                     "Resource": f"arn:aws:s3:::{bucket}/{JOBS_PREFIX}*"}
+    assert by_sid["ReadJobsPrefix"] == {
+        "Sid": "ReadJobsPrefix",
+        "Effect": "Allow",
+        "Action": "s3:GetObject",
+        "Resource": f"arn:aws:s3:::{bucket}/{JOBS_PREFIX}*",
+    }
     # The Ray auth token (constructs/ray_auth.py, tests/constructs/test_ray_auth.py pins them).
-    assert set(by_sid) == {"ListCheckpointPrefix", "ReadWriteCheckpoints", "ListJobsPrefix", "ReadJobsPrefix", "CheckpointKey",
-                           "ReadRayAuthToken", "DecryptRayAuthToken"}
+    assert set(by_sid) == {
+        "ListCheckpointPrefix",
+        "ReadWriteCheckpoints",
+        "ListJobsPrefix",
+        "ReadJobsPrefix",
+        "CheckpointKey",
+        "ReadRayAuthToken",
+        "DecryptRayAuthToken",
+    }
 
 
 def test_service_account_after_namespace_after_pod_identity_agent(dev):
     _, stacks, res = dev
     cluster = stacks.cluster
+
     def lid(construct):
         while construct.node.default_child is not None:
             construct = construct.node.default_child

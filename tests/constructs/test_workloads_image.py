@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tempfile
 
 import aws_cdk as cdk
@@ -25,5 +26,5 @@ def test_image_uri_is_the_rendered_one_and_an_output():
 
 def test_synth_fails_when_the_hash_port_disagrees_with_aws_cdk_lib(monkeypatch):
     monkeypatch.setattr(image, "asset_hash", lambda root=image.REPO_ROOT: "0" * 64)
-    with pytest.raises(WorkloadsImageMismatch, match="workloads.common.image computes 0000"):
+    with pytest.raises(WorkloadsImageMismatch, match=re.escape("workloads.common.image computes 0000")):
         WorkloadsImage(_stack(), "Img", account="111111111111", region="us-east-1")

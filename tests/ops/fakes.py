@@ -8,6 +8,9 @@ realistic API payloads.
 The stubs are botocore ``Stubber``s on the very client the CLI uses, so requests are checked
 against the real service model (parameter names and types), and responses against its output
 shape; every other call of the test still goes to moto.
+
+One module because the fakes stand in at one boundary (the boto3 clients) and share the stubbed
+clients and payloads.
 """
 
 from __future__ import annotations
@@ -99,7 +102,9 @@ def stub_eks_versions(aws, versions: list[dict] | None = None) -> Stubber:
 PIPELINE_ACCOUNT = "444444444444"
 
 
-def create_bootstrap_stack(version: int = 28, name: str = "CDKToolkit", trusted: tuple[str, ...] = (PIPELINE_ACCOUNT,)) -> None:
+def create_bootstrap_stack(
+    version: int = 28, name: str = "CDKToolkit", trusted: tuple[str, ...] = (PIPELINE_ACCOUNT,)
+) -> None:
     """A CDKToolkit stack in moto with the BootstrapVersion output and the TrustedAccounts
     parameter that `cdk bootstrap [--trust ACCOUNT]` creates."""
     import json
@@ -110,12 +115,19 @@ def create_bootstrap_stack(version: int = 28, name: str = "CDKToolkit", trusted:
         # CommaDelimitedList in the real bootstrap template, whose DescribeStacks shows the comma
         # string; moto would show a Python list's repr for that type, so String here.
         "Parameters": {"TrustedAccounts": {"Type": "String", "Default": ""}},
-        "Resources": {"CdkBootstrapVersion": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Name": f"/cdk-bootstrap/{name}/version", "Value": str(version)}}},
+        "Resources": {
+            "CdkBootstrapVersion": {
+                "Type": "AWS::SSM::Parameter",
+                "Properties": {"Type": "String", "Name": f"/cdk-bootstrap/{name}/version", "Value": str(version)},
+            }
+        },
         "Outputs": {"BootstrapVersion": {"Value": str(version)}},
     }
     boto3.client("cloudformation", region_name=REGION).create_stack(
-        StackName=name, TemplateBody=json.dumps(template),
-        Parameters=[{"ParameterKey": "TrustedAccounts", "ParameterValue": ",".join(trusted)}])
+        StackName=name,
+        TemplateBody=json.dumps(template),
+        Parameters=[{"ParameterKey": "TrustedAccounts", "ParameterValue": ",".join(trusted)}],
+    )
 
 
 def env_data(name: str = "dev") -> dict[str, Any]:
@@ -136,15 +148,21 @@ def healthy_data() -> dict[str, Any]:
     return data
 
 
-
-
 # ---------------------------------------------------------------------------------------------
 # Realistic Kubernetes objects (JSON as the API server returns them, `kubectl get -o json`)
 # ---------------------------------------------------------------------------------------------
 
 
-def hyperpod_node(instance_id: str, *, group: str = "gpu-workers", health: str = "Schedulable", deep: str = "Passed",
-                  ready: bool = True, faults: dict[str, str] | None = None, zone: str = "us-east-1d") -> dict[str, Any]:
+def hyperpod_node(
+    instance_id: str,
+    *,
+    group: str = "gpu-workers",
+    health: str = "Schedulable",
+    deep: str = "Passed",
+    ready: bool = True,
+    faults: dict[str, str] | None = None,
+    zone: str = "us-east-1d",
+) -> dict[str, Any]:
     name = f"hyperpod-{instance_id}"
     labels = {
         "beta.kubernetes.io/arch": "amd64",
@@ -167,22 +185,57 @@ def hyperpod_node(instance_id: str, *, group: str = "gpu-workers", health: str =
         labels[f"sagemaker.amazonaws.com/fault-{k}"] = v
     spec: dict[str, Any] = {"providerID": f"aws:///{zone}/{instance_id}"}
     if health != "Schedulable":
-        spec["taints"] = [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": "2026-12-02T11:40:12Z"}]
+        spec["taints"] = [
+            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": "2026-12-02T11:40:12Z"}
+        ]
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "uid": f"uid-{instance_id}", "resourceVersion": "918273", "creationTimestamp": "2026-12-01T08:03:11Z", "labels": labels},
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{instance_id}",
+            "resourceVersion": "918273",
+            "creationTimestamp": "2026-12-01T08:03:11Z",
+            "labels": labels,
+        },
         "spec": spec,
         "status": {
-            "capacity": {"cpu": "48", "memory": "195784236Ki", "nvidia.com/gpu": "4", "vpc.amazonaws.com/efa": "1", "pods": "250"},
-            "allocatable": {"cpu": "47810m", "memory": "190467116Ki", "nvidia.com/gpu": "4", "vpc.amazonaws.com/efa": "1", "pods": "250"},
+            "capacity": {
+                "cpu": "48",
+                "memory": "195784236Ki",
+                "nvidia.com/gpu": "4",
+                "vpc.amazonaws.com/efa": "1",
+                "pods": "250",
+            },
+            "allocatable": {
+                "cpu": "47810m",
+                "memory": "190467116Ki",
+                "nvidia.com/gpu": "4",
+                "vpc.amazonaws.com/efa": "1",
+                "pods": "250",
+            },
             "conditions": [
-                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory", "lastHeartbeatTime": "2026-12-02T11:59:40Z", "lastTransitionTime": "2026-12-01T08:03:11Z"},
-                {"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady" if ready else "KubeletNotReady",
-                 "message": "kubelet is posting ready status" if ready else "container runtime network not ready",
-                 "lastHeartbeatTime": "2026-12-02T11:59:40Z", "lastTransitionTime": "2026-12-01T08:05:02Z"},
+                {
+                    "type": "MemoryPressure",
+                    "status": "False",
+                    "reason": "KubeletHasSufficientMemory",
+                    "lastHeartbeatTime": "2026-12-02T11:59:40Z",
+                    "lastTransitionTime": "2026-12-01T08:03:11Z",
+                },
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "reason": "KubeletReady" if ready else "KubeletNotReady",
+                    "message": "kubelet is posting ready status" if ready else "container runtime network not ready",
+                    "lastHeartbeatTime": "2026-12-02T11:59:40Z",
+                    "lastTransitionTime": "2026-12-01T08:05:02Z",
+                },
             ],
-            "nodeInfo": {"kubeletVersion": "v1.33.5-eks-1a2b3c4", "containerRuntimeVersion": "containerd://1.7.27", "osImage": "Amazon Linux 2023"},
+            "nodeInfo": {
+                "kubeletVersion": "v1.33.5-eks-1a2b3c4",
+                "containerRuntimeVersion": "containerd://1.7.27",
+                "osImage": "Amazon Linux 2023",
+            },
         },
     }
 
@@ -191,7 +244,10 @@ def system_node(name: str = "ip-10-10-130-21.ec2.internal") -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {"eks.amazonaws.com/nodegroup": "system", "node.kubernetes.io/instance-type": "m7i.xlarge"}},
+        "metadata": {
+            "name": name,
+            "labels": {"eks.amazonaws.com/nodegroup": "system", "node.kubernetes.io/instance-type": "m7i.xlarge"},
+        },
         "spec": {"providerID": "aws:///us-east-1d/i-0fffeeeddd0001111"},
         "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]},
     }
@@ -205,14 +261,25 @@ def operator_deployment(ready: int = 1, replicas: int = 1) -> dict[str, Any]:
         "metadata": {
             "name": "kuberay-operator",
             "namespace": "kuberay-system",
-            "labels": {"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/instance": "kuberay-operator",
-                       "app.kubernetes.io/managed-by": "Helm", "helm.sh/chart": "kuberay-operator-1.7.0"},
+            "labels": {
+                "app.kubernetes.io/name": "kuberay-operator",
+                "app.kubernetes.io/instance": "kuberay-operator",
+                "app.kubernetes.io/managed-by": "Helm",
+                "helm.sh/chart": "kuberay-operator-1.7.0",
+            },
             "generation": 1,
         },
         "spec": {
             "replicas": replicas,
-            "selector": {"matchLabels": {"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/instance": "kuberay-operator"}},
-            "template": {"spec": {"containers": [{"name": "kuberay-operator", "image": "quay.io/kuberay/operator:v1.7.0"}]}},
+            "selector": {
+                "matchLabels": {
+                    "app.kubernetes.io/name": "kuberay-operator",
+                    "app.kubernetes.io/instance": "kuberay-operator",
+                }
+            },
+            "template": {
+                "spec": {"containers": [{"name": "kuberay-operator", "image": "quay.io/kuberay/operator:v1.7.0"}]}
+            },
         },
         "status": {
             "observedGeneration": 1,
@@ -220,9 +287,14 @@ def operator_deployment(ready: int = 1, replicas: int = 1) -> dict[str, Any]:
             "readyReplicas": ready,
             "availableReplicas": ready,
             "conditions": [
-                {"type": "Available", "status": "True" if available else "False",
-                 "reason": "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
-                 "message": "Deployment has minimum availability." if available else "Deployment does not have minimum availability."},
+                {
+                    "type": "Available",
+                    "status": "True" if available else "False",
+                    "reason": "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
+                    "message": "Deployment has minimum availability."
+                    if available
+                    else "Deployment does not have minimum availability.",
+                },
                 {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
             ],
         },
@@ -237,26 +309,77 @@ def rayjob(stage: str, *, name: str = RAYJOB_NAME, namespace: str = "ray-workloa
     obj: dict[str, Any] = {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
-        "metadata": {"name": name, "namespace": namespace, "uid": "5c1d2e3f-0000-4a4b-9c9d-000000000001",
-                     "resourceVersion": "1001", "generation": 1, "creationTimestamp": "2026-12-02T12:00:00Z"},
-        "spec": {"entrypoint": "python -m workloads.training", "submissionMode": "K8sJobMode",
-                 "shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": 600, "submitterConfig": {"backoffLimit": 2}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": "5c1d2e3f-0000-4a4b-9c9d-000000000001",
+            "resourceVersion": "1001",
+            "generation": 1,
+            "creationTimestamp": "2026-12-02T12:00:00Z",
+        },
+        "spec": {
+            "entrypoint": "python -m workloads.training",
+            "submissionMode": "K8sJobMode",
+            "shutdownAfterJobFinishes": True,
+            "ttlSecondsAfterFinished": 600,
+            "submitterConfig": {"backoffLimit": 2},
+        },
     }
     cluster = f"{name}-x7k2p"
     statuses = {
         "new": None,
-        "initializing": {"jobDeploymentStatus": "Initializing", "rayClusterName": cluster, "startTime": "2026-12-02T12:00:01Z", "observedGeneration": 1},
-        "running": {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "jobId": f"{name}-9vq4s", "rayClusterName": cluster,
-                    "dashboardURL": f"{cluster}-head-svc.{namespace}.svc.cluster.local:8265", "startTime": "2026-12-02T12:00:01Z", "observedGeneration": 1},
-        "retrying": {"jobDeploymentStatus": "Retrying", "jobStatus": "FAILED", "failed": 1, "reason": "AppFailed",
-                     "message": "Job entrypoint command failed with exit code 1", "rayClusterName": cluster, "startTime": "2026-12-02T12:00:01Z"},
-        "running-again": {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "failed": 1, "jobId": f"{name}-b2m8d",
-                          "rayClusterName": f"{name}-q3w9z", "startTime": "2026-12-02T12:09:30Z"},
-        "complete": {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "failed": 1, "succeeded": 1, "jobId": f"{name}-b2m8d",
-                     "rayClusterName": f"{name}-q3w9z", "startTime": "2026-12-02T12:09:30Z", "endTime": "2026-12-02T12:41:07Z"},
-        "failed": {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "failed": 3, "reason": "AppFailed",
-                   "message": "Job entrypoint command failed with exit code 1", "rayClusterName": cluster,
-                   "startTime": "2026-12-02T12:00:01Z", "endTime": "2026-12-02T12:30:00Z"},
+        "initializing": {
+            "jobDeploymentStatus": "Initializing",
+            "rayClusterName": cluster,
+            "startTime": "2026-12-02T12:00:01Z",
+            "observedGeneration": 1,
+        },
+        "running": {
+            "jobDeploymentStatus": "Running",
+            "jobStatus": "RUNNING",
+            "jobId": f"{name}-9vq4s",
+            "rayClusterName": cluster,
+            "dashboardURL": f"{cluster}-head-svc.{namespace}.svc.cluster.local:8265",
+            "startTime": "2026-12-02T12:00:01Z",
+            "observedGeneration": 1,
+        },
+        "retrying": {
+            "jobDeploymentStatus": "Retrying",
+            "jobStatus": "FAILED",
+            "failed": 1,
+            "reason": "AppFailed",
+            "message": "Job entrypoint command failed with exit code 1",
+            "rayClusterName": cluster,
+            "startTime": "2026-12-02T12:00:01Z",
+        },
+        "running-again": {
+            "jobDeploymentStatus": "Running",
+            "jobStatus": "RUNNING",
+            "failed": 1,
+            "jobId": f"{name}-b2m8d",
+            "rayClusterName": f"{name}-q3w9z",
+            "startTime": "2026-12-02T12:09:30Z",
+        },
+        "complete": {
+            "jobDeploymentStatus": "Complete",
+            "jobStatus": "SUCCEEDED",
+            "failed": 1,
+            "succeeded": 1,
+            "jobId": f"{name}-b2m8d",
+            "rayClusterName": f"{name}-q3w9z",
+            "startTime": "2026-12-02T12:09:30Z",
+            "endTime": "2026-12-02T12:41:07Z",
+        },
+        "failed": {
+            "jobDeploymentStatus": "Failed",
+            "jobStatus": "FAILED",
+            "failed": 3,
+            "reason": "AppFailed",
+            "message": "Job entrypoint command failed with exit code 1",
+            "rayClusterName": cluster,
+            "startTime": "2026-12-02T12:00:01Z",
+            "endTime": "2026-12-02T12:30:00Z",
+        },
     }
     if statuses[stage] is not None:
         obj["status"] = statuses[stage]
@@ -273,24 +396,47 @@ def rayservice(ready: bool, *, name: str = "hpray-dev-serve", namespace: str = "
             "serviceStatus": "Running" if ready else "",
             "numServeEndpoints": 2 if ready else 0,
             "conditions": [
-                {"type": "Ready", "status": "True" if ready else "False", "reason": "NonZeroServeEndpoints" if ready else "Initializing",
-                 "lastTransitionTime": "2026-12-02T12:05:00Z"},
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "reason": "NonZeroServeEndpoints" if ready else "Initializing",
+                    "lastTransitionTime": "2026-12-02T12:05:00Z",
+                },
                 {"type": "UpgradeInProgress", "status": "False", "reason": "NoPendingCluster"},
             ],
             "activeServiceStatus": {
                 "rayClusterName": f"{name}-raycluster-abcde",
-                "applicationStatuses": {"llm": {"status": "RUNNING" if ready else "DEPLOYING", "serveDeploymentStatuses": {"LLMServer": {"status": "HEALTHY" if ready else "UPDATING"}}}},
+                "applicationStatuses": {
+                    "llm": {
+                        "status": "RUNNING" if ready else "DEPLOYING",
+                        "serveDeploymentStatuses": {"LLMServer": {"status": "HEALTHY" if ready else "UPDATING"}},
+                    }
+                },
             },
         },
     }
 
 
-def submitter_pod(name: str = RAYJOB_NAME, suffix: str = "h5x2l", phase: str = "Running", created: str = "2026-12-02T12:00:40Z", namespace: str = "ray-workloads") -> dict[str, Any]:
+def submitter_pod(
+    name: str = RAYJOB_NAME,
+    suffix: str = "h5x2l",
+    phase: str = "Running",
+    created: str = "2026-12-02T12:00:40Z",
+    namespace: str = "ray-workloads",
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": f"{name}-{suffix}", "namespace": namespace, "creationTimestamp": created,
-                     "labels": {"batch.kubernetes.io/job-name": name, "job-name": name, "batch.kubernetes.io/controller-uid": "c0ffee"}},
+        "metadata": {
+            "name": f"{name}-{suffix}",
+            "namespace": namespace,
+            "creationTimestamp": created,
+            "labels": {
+                "batch.kubernetes.io/job-name": name,
+                "job-name": name,
+                "batch.kubernetes.io/controller-uid": "c0ffee",
+            },
+        },
         "status": {"phase": phase},
     }
 

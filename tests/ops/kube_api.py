@@ -39,7 +39,9 @@ class LogSource:
 
     def stamped(self, start: int, since_s: float | None) -> list[str]:
         cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - since_s)) if since_s else ""
-        return [f"{t} {line}" for t, line in zip(self.times[start:], self.lines[start:]) if t >= cutoff]
+        with self._cv:  # write() appends to both lists under the lock, so they have one length here
+            stamped = zip(self.times[start:], self.lines[start:], strict=True)
+            return [f"{t} {line}" for t, line in stamped if t >= cutoff]
 
     def close(self) -> None:
         with self._cv:
@@ -88,7 +90,15 @@ def _matches(labels: dict[str, str], selector: str) -> bool:
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
 
 
 RAYJOBS = re.compile(r"^/apis/ray\.io/v1(?:/namespaces/(?P<ns>[^/]+))?/rayjobs(?:/(?P<name>[^/]+))?$")
@@ -125,24 +135,41 @@ def make_handler(state: State):
             if m := RAYJOBS.match(url.path):
                 if m["name"]:
                     obj = state.rayjobs.get((m["ns"], m["name"]))
-                    return self._send(200, obj) if obj else self._send(404, _status(404, "NotFound", f'rayjobs.ray.io "{m["name"]}" not found'))
+                    return (
+                        self._send(200, obj)
+                        if obj
+                        else self._send(404, _status(404, "NotFound", f'rayjobs.ray.io "{m["name"]}" not found'))
+                    )
                 items = [o for (ns, _), o in state.rayjobs.items() if not m["ns"] or ns == m["ns"]]
-                return self._send(200, {"apiVersion": "ray.io/v1", "kind": "RayJobList", "metadata": {}, "items": items})
+                return self._send(
+                    200, {"apiVersion": "ray.io/v1", "kind": "RayJobList", "metadata": {}, "items": items}
+                )
             if m := RAYSERVICES.match(url.path):
                 if m["name"]:
                     return self._send(404, _status(404, "NotFound", f'rayservices.ray.io "{m["name"]}" not found'))
-                return self._send(200, {"apiVersion": "ray.io/v1", "kind": "RayServiceList", "metadata": {}, "items": []})
+                return self._send(
+                    200, {"apiVersion": "ray.io/v1", "kind": "RayServiceList", "metadata": {}, "items": []}
+                )
             if m := PODS.match(url.path):
                 if m["log"]:
                     return self._log(m["ns"], m["name"], q)
-                items = [p for (ns, _), p in sorted(state.pods.items()) if ns == m["ns"]
-                         and _matches(p["metadata"].get("labels") or {}, q.get("labelSelector", ""))]
+                items = [
+                    p
+                    for (ns, _), p in sorted(state.pods.items())
+                    if ns == m["ns"] and _matches(p["metadata"].get("labels") or {}, q.get("labelSelector", ""))
+                ]
                 return self._send(200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
             if m := EVENTS.match(url.path):
                 wanted = dict(t.split("=", 1) for t in q.get("fieldSelector", "").split(",") if t)
-                items = [e for e in state.events if all(
-                    (e["involvedObject"].get(k.split(".", 1)[1]) if k.startswith("involvedObject.") else e.get(k)) == v
-                    for k, v in wanted.items())]
+                items = [
+                    e
+                    for e in state.events
+                    if all(
+                        (e["involvedObject"].get(k.split(".", 1)[1]) if k.startswith("involvedObject.") else e.get(k))
+                        == v
+                        for k, v in wanted.items()
+                    )
+                ]
                 return self._send(200, {"apiVersion": "v1", "kind": "EventList", "metadata": {}, "items": items})
             self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
 
@@ -199,7 +226,14 @@ def make_handler(state: State):
                 return self._send(404, _status(404, "NotFound", "not found"))
             # Custom resources take JSON merge patches (not strategic merge patches).
             if self.headers["Content-Type"] != "application/merge-patch+json":
-                return self._send(415, _status(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {self.headers['Content-Type']}"))
+                return self._send(
+                    415,
+                    _status(
+                        415,
+                        "UnsupportedMediaType",
+                        f"the body of the request was in an unknown format: {self.headers['Content-Type']}",
+                    ),
+                )
             patch = self._body()
             for k, v in patch.get("spec", {}).items():
                 obj["spec"][k] = v
@@ -208,7 +242,9 @@ def make_handler(state: State):
         def _apply_crd(self, name: str, q: dict[str, str]) -> None:
             # Server-side apply: the apply content type, a field manager; dryRun=All changes nothing.
             if self.headers["Content-Type"] != "application/apply-patch+yaml":
-                return self._send(415, _status(415, "UnsupportedMediaType", f"not an apply patch: {self.headers['Content-Type']}"))
+                return self._send(
+                    415, _status(415, "UnsupportedMediaType", f"not an apply patch: {self.headers['Content-Type']}")
+                )
             if not q.get("fieldManager"):
                 return self._send(422, _status(422, "Invalid", "fieldManager is required for apply requests"))
             body = self._body()

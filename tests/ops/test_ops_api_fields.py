@@ -8,8 +8,16 @@ import pytest
 
 READS = [
     ("sagemaker", "DescribeClusterResponse", ["ClusterStatus", "FailureMessage", "InstanceGroups"]),
-    ("sagemaker", "ClusterInstanceGroupDetails", ["InstanceGroupName", "InstanceType", "CurrentCount", "TargetCount", "Status"]),
-    ("sagemaker", "ClusterNodeSummary", ["InstanceGroupName", "InstanceId", "InstanceType", "LaunchTime", "InstanceStatus"]),
+    (
+        "sagemaker",
+        "ClusterInstanceGroupDetails",
+        ["InstanceGroupName", "InstanceType", "CurrentCount", "TargetCount", "Status"],
+    ),
+    (
+        "sagemaker",
+        "ClusterNodeSummary",
+        ["InstanceGroupName", "InstanceId", "InstanceType", "LaunchTime", "InstanceStatus"],
+    ),
     ("sagemaker", "ClusterInstanceStatusDetails", ["Status", "Message"]),
     ("eks", "Cluster", ["status", "version", "endpoint", "certificateAuthority"]),
     ("eks", "ClusterVersionInformation", ["clusterVersion", "versionStatus", "status", "endOfExtendedSupportDate"]),

@@ -14,7 +14,10 @@ from tests.ops.fakes import REGION
 
 def client_error(code: str, message: str, status: int = 400, attempts: int = 0, operation: str = "DescribeVpcs"):
     return bce.ClientError(
-        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status, "RetryAttempts": attempts}},
+        {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": status, "RetryAttempts": attempts},
+        },
         operation,
     )
 
@@ -44,10 +47,16 @@ def test_clients_retry_in_standard_mode_with_ten_attempts(monkeypatch):
 
 
 def test_an_html_error_page_becomes_one_short_line():
-    html = "<!doctype html>\n<html lang=en>\n<title>500 Internal Server Error</title>\n<h1>Internal Server Error</h1>\n<p>" + "x" * 400 + "</p>"
+    html = (
+        "<!doctype html>\n<html lang=en>\n<title>500 Internal Server Error</title>\n<h1>Internal Server Error</h1>\n<p>"
+        + "x" * 400
+        + "</p>"
+    )
     err = translate(client_error("500", html, 500), action="servicequotas:ListServiceQuotas", region=REGION)
     assert "\n" not in err.message and "<" not in err.message
-    assert err.message.startswith("servicequotas:ListServiceQuotas failed in us-east-1: 500: 500 Internal Server Error Internal Server Error xxx")
+    assert err.message.startswith(
+        "servicequotas:ListServiceQuotas failed in us-east-1: 500: 500 Internal Server Error Internal Server Error xxx"
+    )
     assert len(err.message) < 400
 
 
@@ -85,7 +94,11 @@ class _Raw:
 
 
 def test_access_denied_names_the_action():
-    err = translate(client_error("UnauthorizedOperation", "You are not authorized to perform this operation."), action="ec2:DescribeVpcs", region=REGION)
+    err = translate(
+        client_error("UnauthorizedOperation", "You are not authorized to perform this operation."),
+        action="ec2:DescribeVpcs",
+        region=REGION,
+    )
     assert isinstance(err, AccessDeniedError)
     assert err.action == "ec2:DescribeVpcs"
     assert err.message == (
@@ -96,7 +109,11 @@ def test_access_denied_names_the_action():
 
 
 def test_expired_token_is_a_credentials_problem():
-    err = translate(client_error("ExpiredToken", "The security token included in the request is expired", 403), action="sts:GetCallerIdentity", region=REGION)
+    err = translate(
+        client_error("ExpiredToken", "The security token included in the request is expired", 403),
+        action="sts:GetCallerIdentity",
+        region=REGION,
+    )
     assert isinstance(err, CredentialsError)
     assert "aws sso login" in err.fix
 
@@ -116,10 +133,28 @@ def test_unknown_profile_is_a_credentials_problem():
 
 
 def test_missing_stack_or_cluster_is_not_found():
-    assert isinstance(translate(client_error("ValidationError", "Stack with id CDKToolkit does not exist"), action="cloudformation:DescribeStacks", region=REGION), NotFoundError)
-    assert isinstance(translate(client_error("ResourceNotFoundException", "No cluster found for name: x."), action="eks:DescribeCluster", region=REGION), NotFoundError)
+    assert isinstance(
+        translate(
+            client_error("ValidationError", "Stack with id CDKToolkit does not exist"),
+            action="cloudformation:DescribeStacks",
+            region=REGION,
+        ),
+        NotFoundError,
+    )
+    assert isinstance(
+        translate(
+            client_error("ResourceNotFoundException", "No cluster found for name: x."),
+            action="eks:DescribeCluster",
+            region=REGION,
+        ),
+        NotFoundError,
+    )
 
 
 def test_unreachable_endpoint():
-    err = translate(bce.EndpointConnectionError(endpoint_url="https://eks.us-east-1.amazonaws.com/"), action="eks:DescribeCluster", region=REGION)
+    err = translate(
+        bce.EndpointConnectionError(endpoint_url="https://eks.us-east-1.amazonaws.com/"),
+        action="eks:DescribeCluster",
+        region=REGION,
+    )
     assert err.message.startswith("could not reach the AWS endpoint for eks:DescribeCluster in us-east-1")

@@ -59,25 +59,37 @@ def bootstrapped(shared_moto):
 
 
 def test_preflight_table_for_a_healthy_environment(bootstrapped, healthy_config):
-    code, out, err = run_cli(["preflight", "--env", "dev"], load_config=lambda n: healthy_config, aws_factory=stubbed_aws())
+    code, out, err = run_cli(
+        ["preflight", "--env", "dev"], load_config=lambda n: healthy_config, aws_factory=stubbed_aws()
+    )
     assert code == 0, out + err
     lines = out.splitlines()
     assert lines[0] == "Preflight for environment dev (account 111111111111, us-east-1)"
     assert lines[2].split() == ["RESULT", "CHECK", "DETAIL"]
-    assert any(line.startswith("PASS    quota ml.g5.12xlarge  'ml.g5.12xlarge for cluster usage' is 4") for line in lines), out
+    assert any(
+        line.startswith("PASS    quota ml.g5.12xlarge  'ml.g5.12xlarge for cluster usage' is 4") for line in lines
+    ), out
     assert lines[-1] == "7 checks: 0 failed, 0 warning(s): ready to deploy"
 
 
 def test_preflight_failure_shows_the_fix_and_exits_1(bootstrapped, healthy_config):
-    code, out, _ = run_cli(["preflight", "--env", "dev"], load_config=lambda n: healthy_config, aws_factory=stubbed_aws(value=1))
+    code, out, _ = run_cli(
+        ["preflight", "--env", "dev"], load_config=lambda n: healthy_config, aws_factory=stubbed_aws(value=1)
+    )
     assert code == 1
-    assert "fix: aws service-quotas request-service-quota-increase --service-code sagemaker --quota-code L-6E1E3A2B --desired-value 2 --region us-east-1" in out
+    assert (
+        "fix: aws service-quotas request-service-quota-increase --service-code sagemaker --quota-code L-6E1E3A2B --desired-value 2 --region us-east-1"
+        in out
+    )
     assert out.splitlines()[-1] == "7 checks: 1 failed, 0 warning(s): NOT ready to deploy"
 
 
 def test_preflight_json(bootstrapped, healthy_config):
-    code, out, _ = run_cli(["preflight", "--env", "dev", "--json", "--toolkit-stack-name", "CDKToolkitQa"],
-                           load_config=lambda n: healthy_config, aws_factory=stubbed_aws())
+    code, out, _ = run_cli(
+        ["preflight", "--env", "dev", "--json", "--toolkit-stack-name", "CDKToolkitQa"],
+        load_config=lambda n: healthy_config,
+        aws_factory=stubbed_aws(),
+    )
     data = json.loads(out)
     assert code == 1  # no such bootstrap stack in this account
     assert data["passed"] is False and data["environment"] == "dev"
@@ -88,7 +100,9 @@ def test_missing_credentials_in_process(no_credentials):
     code, out, err = run_cli(["preflight", "--env", "dev", "--json"])
     assert code == 3
     assert err.splitlines()[0].startswith("error: no AWS credentials found")
-    assert err.splitlines()[1].startswith("fix:   sign in and point the CLI at the account: `aws sso login --profile NAME`")
+    assert err.splitlines()[1].startswith(
+        "fix:   sign in and point the CLI at the account: `aws sso login --profile NAME`"
+    )
     assert json.loads(out)["kind"] == "CredentialsError"
 
 
@@ -102,7 +116,14 @@ def test_missing_credentials_as_a_real_process_has_no_traceback(tmp_path):
         AWS_EC2_METADATA_DISABLED="true",
         PYTHONPATH=str(ROOT),
     )
-    result = subprocess.run([sys.executable, "-m", "ops", "status", "--env", "prod"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "ops", "status", "--env", "prod"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 3, result.stderr
     assert "Traceback" not in result.stderr
     assert result.stderr.startswith("error: no AWS credentials found")
@@ -129,4 +150,6 @@ def test_invalid_config_is_reported_not_raised():
 
     code, _, err = run_cli(["preflight", "--env", "dev"], load_config=bad)
     assert code == 2
-    assert err == "dev.yaml: 1 configuration error:\n  - network.vpc_cidr: '10.0.0.0/33' is not a valid IPv4 CIDR block\n"
+    assert (
+        err == "dev.yaml: 1 configuration error:\n  - network.vpc_cidr: '10.0.0.0/33' is not a valid IPv4 CIDR block\n"
+    )

@@ -25,7 +25,12 @@ def test_pyproject_declares_the_hpray_command():
     module, _, function = target.partition(":")
     assert callable(getattr(importlib.import_module(module), function))
     # Every package the command imports is in the distribution (config/<env>.yaml read from it).
-    assert set(data["tool"]["setuptools"]["packages"]["find"]["include"]) >= {"ops", "config", "workloads", "workloads.*"}
+    assert set(data["tool"]["setuptools"]["packages"]["find"]["include"]) >= {
+        "ops",
+        "config",
+        "workloads",
+        "workloads.*",
+    }
 
 
 def test_entry_point_names_itself_hpray(capsys):
@@ -48,8 +53,12 @@ def complete(words: list[str]) -> list[str]:
     script = bash_script(build_parser("hpray"), "hpray")
     line = " ".join(f"'{w}'" for w in words)
     program = f"{script}\nCOMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; _hpray_complete; printf '%s\\n' \"${{COMPREPLY[@]}}\"\n"
-    result = subprocess.run([shutil.which("bash") or "/bin/bash", "--noprofile", "--norc", "-c", program],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [shutil.which("bash") or "/bin/bash", "--noprofile", "--norc", "-c", program],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return [w for w in result.stdout.splitlines() if w]
 
 

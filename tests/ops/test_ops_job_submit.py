@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 
 import boto3
@@ -82,19 +83,28 @@ def test_placement_rounds_gpus_up_to_whole_nodes(dev):
     assert js.placement(dev, instance_group=None, gpus=None, nodes=None).nodes == 1
     with pytest.raises(OpsError) as err:
         js.placement(dev, instance_group=None, gpus=12, nodes=None)
-    assert err.value.message == "the job needs 3 ml.g5.12xlarge node(s) (4 GPUs each), but instance group 'gpu-workers' has 2"
+    assert (
+        err.value.message
+        == "the job needs 3 ml.g5.12xlarge node(s) (4 GPUs each), but instance group 'gpu-workers' has 2"
+    )
     assert err.value.fix == "ask at most 8 GPUs / 2 nodes"
     with pytest.raises(OpsError, match="--instance-group 'cpu' is not a HyperPod instance group of dev"):
         js.placement(dev, instance_group="cpu", gpus=None, nodes=None)
-    with pytest.raises(OpsError, match="--gpus 8 needs 2 ml.g5.12xlarge node"):
+    with pytest.raises(OpsError, match=re.escape("--gpus 8 needs 2 ml.g5.12xlarge node")):
         js.placement(dev, instance_group=None, gpus=8, nodes=1)
 
 
 def test_rendered_job_is_valid_for_kuberay_and_reads_the_uploaded_zip(dev):
     p = js.placement(dev, instance_group=None, gpus=8, nodes=None)
     uri = f"s3://{dev.bucket_names()['checkpoints']}/{JOBS_PREFIX}llama-sft/working-dir-0123456789abcdef.zip"
-    manifest = js.render_job(dev, name="llama-sft", command=["python", "train.py", "--lr", "3e-4", "--note", "a b"],
-                             working_dir_uri=uri, p=p, env={"WANDB_MODE": "offline"})
+    manifest = js.render_job(
+        dev,
+        name="llama-sft",
+        command=["python", "train.py", "--lr", "3e-4", "--note", "a b"],
+        working_dir_uri=uri,
+        p=p,
+        env={"WANDB_MODE": "offline"},
+    )
     assert crd.validate(manifest) == []
     spec = manifest["spec"]
     assert spec["entrypoint"] == "python train.py --lr 3e-4 --note 'a b'"
@@ -140,10 +150,30 @@ def test_cli_submit_job_uploads_and_creates_the_rayjob(dev, moto, code):
             created[(namespace, body["metadata"]["name"])] = body
 
     out = io.StringIO()
-    code_ = main(["submit", "job", "--env", "dev", "--working-dir", str(code), "--name", "hello", "--gpus", "4",
-                  "--no-follow", "--json", "--", "python", "train.py"],
-                 aws_factory=lambda c, p: Aws(REGION), kube_factory=lambda a, c, args: Kube(),
-                 load_config=lambda name: dev, out=out, prog="hpray")
+    code_ = main(
+        [
+            "submit",
+            "job",
+            "--env",
+            "dev",
+            "--working-dir",
+            str(code),
+            "--name",
+            "hello",
+            "--gpus",
+            "4",
+            "--no-follow",
+            "--json",
+            "--",
+            "python",
+            "train.py",
+        ],
+        aws_factory=lambda c, p: Aws(REGION),
+        kube_factory=lambda a, c, args: Kube(),
+        load_config=lambda name: dev,
+        out=out,
+        prog="hpray",
+    )
     assert code_ == 0, out.getvalue()
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     uri = next(e["uri"] for e in events if e.get("event") == "uploaded")
@@ -160,7 +190,10 @@ def test_cli_submit_job_uploads_and_creates_the_rayjob(dev, moto, code):
     [
         (["--working-dir", "."], "error: submit job needs the command to run after --"),
         (["--", "python", "x.py"], "error: submit job needs --working-dir DIR"),
-        (["--working-dir", ".", "--env-var", "NOEQUALS", "--", "python"], "error: --env-var 'NOEQUALS' is not KEY=VALUE"),
+        (
+            ["--working-dir", ".", "--env-var", "NOEQUALS", "--", "python"],
+            "error: --env-var 'NOEQUALS' is not KEY=VALUE",
+        ),
         (["--working-dir", ".", "--gpus", "64", "--", "python"], "error: the job needs 16 ml.g5.12xlarge node(s)"),
     ],
 )
@@ -172,8 +205,12 @@ def test_cli_submit_job_bad_arguments_fail_before_anything_is_uploaded(dev, argv
         def call(self, *a, **k):
             raise AssertionError("nothing may be uploaded")
 
-    code_ = main(["submit", "job", "--env", "dev", *argv], aws_factory=lambda c, p: NoAws(), kube_factory=no_kube,
-                 load_config=lambda name: dev)
+    code_ = main(
+        ["submit", "job", "--env", "dev", *argv],
+        aws_factory=lambda c, p: NoAws(),
+        kube_factory=no_kube,
+        load_config=lambda name: dev,
+    )
     assert code_ == 1
     assert capsys.readouterr().err.startswith(message)
 
@@ -188,17 +225,33 @@ def test_command_after_dashes_only_for_submit_job(dev, capsys):
 
 def pending_pod(name: str, message: str) -> dict:
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "ray-workloads", "labels": {"ray.io/cluster": "hello-x7k2p", "ray.io/node-type": "worker"}},
-        "status": {"phase": "Pending", "conditions": [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-             "lastTransitionTime": "2026-12-02T12:00:05Z"}]},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ray-workloads",
+            "labels": {"ray.io/cluster": "hello-x7k2p", "ray.io/node-type": "worker"},
+        },
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastTransitionTime": "2026-12-02T12:00:05Z",
+                }
+            ],
+        },
     }
 
 
-FAILED_SCHEDULING = ("0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node "
-                     "affinity/selector. preemption: 0/4 nodes are available: 2 No preemption victims found for incoming pod, "
-                     "2 Preemption is not helpful for scheduling.")
+FAILED_SCHEDULING = (
+    "0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node "
+    "affinity/selector. preemption: 0/4 nodes are available: 2 No preemption victims found for incoming pod, "
+    "2 Preemption is not helpful for scheduling."
+)
 
 
 class SchedulingKube:
@@ -218,9 +271,16 @@ class SchedulingKube:
 
     def list_events(self, namespace, field_selector):
         self.event_queries.append(field_selector)
-        return [{"kind": "Event", "reason": "FailedScheduling", "type": "Warning", "message": FAILED_SCHEDULING,
-                 "involvedObject": {"kind": "Pod", "name": "hello-x7k2p-gpu-workers-worker-abcde"},
-                 "lastTimestamp": "2026-12-02T12:00:06Z"}]
+        return [
+            {
+                "kind": "Event",
+                "reason": "FailedScheduling",
+                "type": "Warning",
+                "message": FAILED_SCHEDULING,
+                "involvedObject": {"kind": "Pod", "name": "hello-x7k2p-gpu-workers-worker-abcde"},
+                "lastTimestamp": "2026-12-02T12:00:06Z",
+            }
+        ]
 
     def read_log(self, *a, **k):
         return ""
@@ -234,8 +294,19 @@ def test_unschedulable_pod_is_named_with_the_schedulers_reason_then_exit_7():
     def sleep(s):
         clock["t"] += s
 
-    follower = js.JobFollower(kube, prog="hpray", env="dev", kind="RayJob", namespace="ray-workloads", name="hello",
-                              poll_s=60, out=out, sleep=sleep, clock=lambda: clock["t"], unschedulable_grace_s=120)
+    follower = js.JobFollower(
+        kube,
+        prog="hpray",
+        env="dev",
+        kind="RayJob",
+        namespace="ray-workloads",
+        name="hello",
+        poll_s=60,
+        out=out,
+        sleep=sleep,
+        clock=lambda: clock["t"],
+        unschedulable_grace_s=120,
+    )
     with pytest.raises(UnschedulableError) as err:
         follower.run()
     text = out.getvalue()
@@ -243,8 +314,13 @@ def test_unschedulable_pod_is_named_with_the_schedulers_reason_then_exit_7():
     assert text.count("cannot be scheduled") == 1
     assert f"hello: pod hello-x7k2p-gpu-workers-worker-abcde cannot be scheduled: {FAILED_SCHEDULING}" in text
     assert err.value.exit_code == 7
-    assert err.value.message.startswith("pod ray-workloads/hello-x7k2p-gpu-workers-worker-abcde of job hello has been unschedulable for 120 s: 0/4 nodes")
-    assert kube.event_queries[0] == "involvedObject.kind=Pod,involvedObject.name=hello-x7k2p-gpu-workers-worker-abcde,reason=FailedScheduling"
+    assert err.value.message.startswith(
+        "pod ray-workloads/hello-x7k2p-gpu-workers-worker-abcde of job hello has been unschedulable for 120 s: 0/4 nodes"
+    )
+    assert (
+        kube.event_queries[0]
+        == "involvedObject.kind=Pod,involvedObject.name=hello-x7k2p-gpu-workers-worker-abcde,reason=FailedScheduling"
+    )
 
 
 def test_unschedulable_exit_code_through_the_cli(dev, capsys):
@@ -254,9 +330,14 @@ def test_unschedulable_exit_code_through_the_cli(dev, capsys):
     def sleep(s):
         clock["t"] += s
 
-    code_ = main(["submit", "job", "--env", "dev", "--attach", "--name", "hello", "--poll-seconds", "200"],
-                 load_config=lambda n: dev, aws_factory=lambda c, p: None, kube_factory=lambda a, c, args: kube,
-                 sleep=sleep, clock=lambda: clock["t"])
+    code_ = main(
+        ["submit", "job", "--env", "dev", "--attach", "--name", "hello", "--poll-seconds", "200"],
+        load_config=lambda n: dev,
+        aws_factory=lambda c, p: None,
+        kube_factory=lambda a, c, args: kube,
+        sleep=sleep,
+        clock=lambda: clock["t"],
+    )
     assert code_ == 7
     err = capsys.readouterr().err
     assert "error: pod ray-workloads/hello-x7k2p-gpu-workers-worker-abcde of job hello has been unschedulable" in err
@@ -264,7 +345,9 @@ def test_unschedulable_exit_code_through_the_cli(dev, capsys):
 
 
 def test_unschedulable_pods_ignores_pods_that_wait_for_other_reasons():
-    waiting_for_image = {"metadata": {"name": "p"}, "status": {"phase": "Pending", "conditions": [
-        {"type": "PodScheduled", "status": "True"}]}}
+    waiting_for_image = {
+        "metadata": {"name": "p"},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]},
+    }
     assert js.unschedulable_pods([waiting_for_image, submitter_pod()]) == []
     assert js.unschedulable_pods([pending_pod("w", "m")]) == [("w", "m")]

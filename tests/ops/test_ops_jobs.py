@@ -50,8 +50,15 @@ def dev():
 
 def cli(api, dev, *argv, **kwargs):
     out = io.StringIO()
-    code = main(list(argv), load_config=lambda n: dev, aws_factory=lambda c, p: None,
-                kube_factory=lambda a, c, args: api.client(), out=out, prog="hpray", **kwargs)
+    code = main(
+        list(argv),
+        load_config=lambda n: dev,
+        aws_factory=lambda c, p: None,
+        kube_factory=lambda a, c, args: api.client(),
+        out=out,
+        prog="hpray",
+        **kwargs,
+    )
     return code, out.getvalue()
 
 
@@ -73,7 +80,7 @@ def test_stream_log_yields_each_line_as_the_container_writes_it(api):
 
     def container():
         assert got_first.wait(timeout=20), "the client did not get line 1 while the stream was open"
-        source.write("line 2 {\"step\": 5}")
+        source.write('line 2 {"step": 5}')
         source.close()
 
     threading.Thread(target=container, daemon=True).start()
@@ -83,19 +90,25 @@ def test_stream_log_yields_each_line_as_the_container_writes_it(api):
         got_first.set()
     assert lines == ["line 1", 'line 2 {"step": 5}']
     # One request, held open: not polling.
-    assert [r for r in api.state.requests if "/log" in r[1]] == [("GET", "/api/v1/namespaces/ray-workloads/pods/hello-h5x2l/log?follow=True")]
+    assert [r for r in api.state.requests if "/log" in r[1]] == [
+        ("GET", "/api/v1/namespaces/ray-workloads/pods/hello-h5x2l/log?follow=True")
+    ]
 
 
 def test_logs_follow_goes_on_to_the_next_attempt_and_stops_when_the_job_ends(api, dev):
     add_job(api, "running")
-    first = api.state.add_pod(submitter_pod(name="hello", suffix="aaaaa", created="2026-12-02T12:00:40Z", namespace=NS),
-                              LogSource(["attempt 1 starts"]))
+    first = api.state.add_pod(
+        submitter_pod(name="hello", suffix="aaaaa", created="2026-12-02T12:00:40Z", namespace=NS),
+        LogSource(["attempt 1 starts"]),
+    )
 
     def cluster():
         first.write("Traceback: boom")
         first.close()
-        second = api.state.add_pod(submitter_pod(name="hello", suffix="bbbbb", created="2026-12-02T12:05:00Z", namespace=NS),
-                                   LogSource(["attempt 2 starts"]))
+        second = api.state.add_pod(
+            submitter_pod(name="hello", suffix="bbbbb", created="2026-12-02T12:05:00Z", namespace=NS),
+            LogSource(["attempt 2 starts"]),
+        )
         second.write("TRAIN done step=10")
         api.state.rayjobs[(NS, "hello")] = rayjob("complete", name="hello", namespace=NS)
         second.close()
@@ -103,15 +116,25 @@ def test_logs_follow_goes_on_to_the_next_attempt_and_stops_when_the_job_ends(api
     threading.Timer(0.3, cluster).start()
     code, out = cli(api, dev, "logs", "hello", "--env", "dev", "--follow")
     assert code == 0
-    assert out.splitlines() == ["attempt 1 starts", "Traceback: boom", "--- next attempt: pod hello-bbbbb ---",
-                                "attempt 2 starts", "TRAIN done step=10", "RayJob ray-workloads/hello is Complete/SUCCEEDED"]
+    assert out.splitlines() == [
+        "attempt 1 starts",
+        "Traceback: boom",
+        "--- next attempt: pod hello-bbbbb ---",
+        "attempt 2 starts",
+        "TRAIN done step=10",
+        "RayJob ray-workloads/hello is Complete/SUCCEEDED",
+    ]
 
 
 def test_logs_without_follow_prints_the_newest_attempts_tail_as_json_lines(api, dev):
     add_job(api, "running")
-    api.state.add_pod(submitter_pod(name="hello", suffix="aaaaa", created="2026-12-02T12:00:40Z", namespace=NS), LogSource(["old"]))
-    api.state.add_pod(submitter_pod(name="hello", suffix="bbbbb", created="2026-12-02T12:05:00Z", namespace=NS),
-                      LogSource(["a", "b", "c"]))
+    api.state.add_pod(
+        submitter_pod(name="hello", suffix="aaaaa", created="2026-12-02T12:00:40Z", namespace=NS), LogSource(["old"])
+    )
+    api.state.add_pod(
+        submitter_pod(name="hello", suffix="bbbbb", created="2026-12-02T12:05:00Z", namespace=NS),
+        LogSource(["a", "b", "c"]),
+    )
     code, out = cli(api, dev, "logs", "hello", "--env", "dev", "--tail", "2", "--json")
     assert code == 0
     events = [json.loads(line) for line in out.splitlines()]
@@ -136,15 +159,23 @@ def test_jobs_lists_state_as_table_and_json(api, dev):
     add_job(api, "failed", name="b-job")
     code, out = cli(api, dev, "jobs", "--env", "dev")
     assert code == 0
-    header, rule, *rows = out.splitlines()
+    header, _rule, *rows = out.splitlines()
     assert header.split() == ["NAMESPACE", "NAME", "STATE", "JOB", "ATTEMPTS", "FAILED", "STARTED", "ENDED"]
-    assert sorted(r.split()[1:5] for r in rows) == [["a-job", "Running", "RUNNING", "0"], ["b-job", "Failed", "FAILED", "3"]]
+    assert sorted(r.split()[1:5] for r in rows) == [
+        ["a-job", "Running", "RUNNING", "0"],
+        ["b-job", "Failed", "FAILED", "3"],
+    ]
     code, out = cli(api, dev, "jobs", "--env", "dev", "--json")
-    assert {j["name"]: j["deployment_status"] for j in json.loads(out)["jobs"]} == {"a-job": "Running", "b-job": "Failed"}
+    assert {j["name"]: j["deployment_status"] for j in json.loads(out)["jobs"]} == {
+        "a-job": "Running",
+        "b-job": "Failed",
+    }
 
 
 def test_stop_suspends_a_running_job_and_resume_clears_it(api, dev):
-    add_job(api, "running", runtimeEnvYAML=json.dumps({"env_vars": {"HPRAY_CHECKPOINT_DIR": "/fsx/checkpoints/jobs/hello"}}))
+    add_job(
+        api, "running", runtimeEnvYAML=json.dumps({"env_vars": {"HPRAY_CHECKPOINT_DIR": "/fsx/checkpoints/jobs/hello"}})
+    )
     code, out = cli(api, dev, "stop", "hello", "--env", "dev")
     assert code == 0
     assert api.state.rayjobs[(NS, "hello")]["spec"]["suspend"] is True
@@ -176,7 +207,16 @@ def test_stop_refuses_a_job_kuberay_cannot_suspend(api, dev, capsys):
     assert "suspend" not in api.state.rayjobs[(NS, "hello")]["spec"]
 
 
-@pytest.mark.parametrize("command", [["logs", "nope"], ["stop", "nope"], ["resume", "nope"], ["submit", "job", "--attach", "--name", "nope"], ["dashboard", "nope"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["logs", "nope"],
+        ["stop", "nope"],
+        ["resume", "nope"],
+        ["submit", "job", "--attach", "--name", "nope"],
+        ["dashboard", "nope"],
+    ],
+)
 def test_no_such_job_exits_4(api, dev, command, capsys):
     code, _ = cli(api, dev, *command, "--env", "dev")
     assert code == 4
@@ -188,12 +228,16 @@ def test_no_such_job_exits_4(api, dev, command, capsys):
 
 
 def test_quota_exceeded_on_create_exits_6(api, dev):
-    api.state.quota_message = ('rayjobs.ray.io "hello" is forbidden: exceeded quota: team-a-quota, requested: '
-                               "requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=4, limited: requests.nvidia.com/gpu=8")
+    api.state.quota_message = (
+        'rayjobs.ray.io "hello" is forbidden: exceeded quota: team-a-quota, requested: '
+        "requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=4, limited: requests.nvidia.com/gpu=8"
+    )
     with pytest.raises(QuotaExceededError) as err:
         api.client().create_ray("RayJob", "team-a", rayjob("new", name="hello", namespace="team-a"))
     assert err.value.exit_code == 6
-    assert err.value.message.startswith("the namespace's ResourceQuota refused create RayJob in team-a: rayjobs.ray.io \"hello\" is forbidden: exceeded quota: team-a-quota")
+    assert err.value.message.startswith(
+        'the namespace\'s ResourceQuota refused create RayJob in team-a: rayjobs.ray.io "hello" is forbidden: exceeded quota: team-a-quota'
+    )
     assert "kubectl -n team-a describe resourcequota" in err.value.fix
 
 
@@ -211,8 +255,13 @@ def test_unreachable_api_is_no_cluster_access_exit_5(dev, capsys):
     kube = Kube(client.ApiClient(configuration))
     with pytest.raises(ClusterAccessError):
         kube.list_ray("RayJob")
-    code = main(["jobs", "--env", "dev"], load_config=lambda n: dev, aws_factory=lambda c, p: None,
-                kube_factory=lambda a, c, args: kube, out=io.StringIO())
+    code = main(
+        ["jobs", "--env", "dev"],
+        load_config=lambda n: dev,
+        aws_factory=lambda c, p: None,
+        kube_factory=lambda a, c, args: kube,
+        out=io.StringIO(),
+    )
     assert code == 5
     assert "cannot reach the Kubernetes API for list rayjobs" in capsys.readouterr().err
 
@@ -222,8 +271,14 @@ def test_unreachable_api_is_no_cluster_access_exit_5(dev, capsys):
 
 def head(token_env=None):
     env = [{"name": "RAY_USAGE_STATS_ENABLED", "value": "0"}] + (token_env or [])
-    return {"metadata": {"name": "hello-x7k2p-head-abcde", "labels": {"ray.io/cluster": "hello-x7k2p", "ray.io/node-type": "head"}},
-            "spec": {"containers": [{"name": "ray-head", "env": env}]}, "status": {"phase": "Running"}}
+    return {
+        "metadata": {
+            "name": "hello-x7k2p-head-abcde",
+            "labels": {"ray.io/cluster": "hello-x7k2p", "ray.io/node-type": "head"},
+        },
+        "spec": {"containers": [{"name": "ray-head", "env": env}]},
+        "status": {"phase": "Running"},
+    }
 
 
 def test_dashboard_picks_the_only_live_cluster_and_its_head(api):
@@ -248,8 +303,12 @@ def test_dashboard_token_only_where_ray_auth_is_on():
 
     assert jobs.auth_token(Secrets(), NS, head()) is None
     assert jobs.dashboard_url(8265, None) == "http://127.0.0.1:8265"
-    on = head([{"name": "RAY_AUTH_MODE", "value": "token"},
-               {"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": {"name": "ray-auth", "key": "token"}}}])
+    on = head(
+        [
+            {"name": "RAY_AUTH_MODE", "value": "token"},
+            {"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": {"name": "ray-auth", "key": "token"}}},
+        ]
+    )
     token = jobs.auth_token(Secrets(), NS, on)
     assert token == "s3cr3t" and jobs.dashboard_url(8265, token) == "http://127.0.0.1:8265/?token=s3cr3t"
     assert base64.b64encode(b"x")  # (the Kube reads Secrets base64-decoded; see Kube.read_secret_value)

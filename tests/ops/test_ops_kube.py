@@ -21,7 +21,7 @@ from tests.ops.fakes import REGION
 def test_eks_token_is_a_presigned_get_caller_identity_for_the_cluster():
     token = eks_token(Aws(REGION), "hpray-dev-eks")
     assert token.startswith(TOKEN_PREFIX)
-    encoded = token[len(TOKEN_PREFIX):]
+    encoded = token[len(TOKEN_PREFIX) :]
     url = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
     parsed = urlparse(url)
     query = parse_qs(parsed.query)
@@ -41,9 +41,13 @@ def offline_kube():
 def test_results_are_json_shaped_like_the_api_server_sends():
     kube = offline_kube()
     node = client.V1Node(
-        metadata=client.V1ObjectMeta(name="hyperpod-i-0a1b2c3d4e5f60001", labels={"sagemaker.amazonaws.com/node-health-status": "Schedulable"}),
+        metadata=client.V1ObjectMeta(
+            name="hyperpod-i-0a1b2c3d4e5f60001", labels={"sagemaker.amazonaws.com/node-health-status": "Schedulable"}
+        ),
         spec=client.V1NodeSpec(provider_id="aws:///us-east-1d/i-0a1b2c3d4e5f60001", unschedulable=True),
-        status=client.V1NodeStatus(conditions=[client.V1NodeCondition(type="Ready", status="True", reason="KubeletReady")]),
+        status=client.V1NodeStatus(
+            conditions=[client.V1NodeCondition(type="Ready", status="True", reason="KubeletReady")]
+        ),
     )
     kube.core.list_node = lambda **kw: client.V1NodeList(items=[node])
     [got] = kube.list_nodes()
@@ -69,9 +73,21 @@ def test_calls_carry_a_timeout_and_the_right_group_version():
     ("error", "kind", "text"),
     [
         (ApiException(status=404, reason="Not Found"), NotFoundError, "get RayJob ns/j: not found"),
-        (ApiException(status=403, reason="Forbidden"), KubernetesError, "Kubernetes API refused get RayJob ns/j: 403 forbidden (RBAC / EKS access entry)"),
-        (ApiException(status=401, reason="Unauthorized"), KubernetesError, "Kubernetes API refused get RayJob ns/j: 401 not authenticated"),
-        (MaxRetryError(None, "/apis/ray.io/v1", "timed out"), KubernetesError, "cannot reach the Kubernetes API for get RayJob ns/j"),
+        (
+            ApiException(status=403, reason="Forbidden"),
+            KubernetesError,
+            "Kubernetes API refused get RayJob ns/j: 403 forbidden (RBAC / EKS access entry)",
+        ),
+        (
+            ApiException(status=401, reason="Unauthorized"),
+            KubernetesError,
+            "Kubernetes API refused get RayJob ns/j: 401 not authenticated",
+        ),
+        (
+            MaxRetryError(None, "/apis/ray.io/v1", "timed out"),
+            KubernetesError,
+            "cannot reach the Kubernetes API for get RayJob ns/j",
+        ),
     ],
 )
 def test_api_errors_become_messages(error, kind, text):
@@ -97,7 +113,10 @@ def test_connect_builds_a_client_for_the_eks_endpoint(moto):
     import boto3
 
     boto3.client("eks", region_name=REGION).create_cluster(
-        name="hpray-dev-eks", roleArn="arn:aws:iam::111111111111:role/eks", resourcesVpcConfig={"subnetIds": ["subnet-1"]})
+        name="hpray-dev-eks",
+        roleArn="arn:aws:iam::111111111111:role/eks",
+        resourcesVpcConfig={"subnetIds": ["subnet-1"]},
+    )
     kube = Kube.connect(Aws(REGION), "hpray-dev-eks")
     conf = kube.core.api_client.configuration
     assert conf.host.startswith("https://") and conf.host.endswith(".eks.amazonaws.com/")
@@ -136,7 +155,9 @@ class Recorder:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, path, method, path_params=None, query_params=None, header_params=None, body=None, response_type=None, **kw):
+    def __call__(
+        self, path, method, path_params=None, query_params=None, header_params=None, body=None, response_type=None, **kw
+    ):
         url = path.format(**(path_params or {}))
         self.calls.append((method, url, dict(query_params or []), body, kw.get("_request_timeout")))
         if response_type == "V1PodList":

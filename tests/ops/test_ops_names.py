@@ -13,7 +13,10 @@ def test_stack_names_match_the_cdk_app(env):
     from stacks.platform import stack_prefix
 
     config = load_environment(env)
-    assert stack_names(config) == {"network": f"{stack_prefix(config)}Network", "storage": f"{stack_prefix(config)}Storage"}
+    assert stack_names(config) == {
+        "network": f"{stack_prefix(config)}Network",
+        "storage": f"{stack_prefix(config)}Storage",
+    }
 
 
 def test_the_cli_does_not_import_aws_cdk():

@@ -17,14 +17,20 @@ WORKER = "(RayTrainWorker pid=4182, ip=10.11.3.17) "
         # The training workload's own lines (workloads/training/job.py), with Ray's worker prefix.
         (WORKER + "TRAIN start step=0 (no checkpoint) t=1764676800.123", LogEvent("step", step=0)),
         (WORKER + "TRAIN step=120 loss=2.3140 t=1764676900.456", LogEvent("step", step=120, loss=2.314)),
-        (WORKER + "TRAIN resume step=100 from=/fsx/checkpoints/hpray-dev-train/checkpoint_000100 t=1764677000.1", LogEvent("resume", step=100)),
+        (
+            WORKER + "TRAIN resume step=100 from=/fsx/checkpoints/hpray-dev-train/checkpoint_000100 t=1764677000.1",
+            LogEvent("resume", step=100),
+        ),
         (WORKER + "TRAIN done step=1000 t=1764679000.0", LogEvent("step", step=1000)),
         (WORKER + "TRAIN injected failure after step 150", LogEvent("failure")),
         ("TRAIN finished step=20000 loss=1.2345 tokens_per_s=812345", LogEvent("step", step=20000, loss=1.2345)),
         ("TRAIN failed: TrainingFailedError: worker group failed after 10 retries", LogEvent("failure")),
         # Other common shapes.
         ('{"step": 40, "total_steps": 400, "loss": 3.5, "lr": 0.0003}', LogEvent("step", step=40, total=400, loss=3.5)),
-        ("2026-12-02 12:01:02,345 INFO trainer.py:88 -- step 40/400 | loss: 3.50e+00", LogEvent("step", step=40, total=400, loss=3.5)),
+        (
+            "2026-12-02 12:01:02,345 INFO trainer.py:88 -- step 40/400 | loss: 3.50e+00",
+            LogEvent("step", step=40, total=400, loss=3.5),
+        ),
         ("INFO checkpoint saved to s3://bucket/run/checkpoint_000200 at step 200", LogEvent("checkpoint", step=200)),
         ("Restored checkpoint from /fsx/run/checkpoint_000300 (step 300)", LogEvent("resume", step=300)),
         ("(TrainController pid=77) Restarting training worker group after encountering failures.", LogEvent("failure")),
@@ -37,7 +43,16 @@ def test_parse_line(line, event):
     assert (got.kind, got.step, got.total, got.loss) == (event.kind, event.step, event.total, event.loss)
 
 
-@pytest.mark.parametrize("line", ["", "Installing dependencies...", "steps_per_epoch=12", "2026-12-02 12:00:00 INFO -- Started a local Ray instance.", "step"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "",
+        "Installing dependencies...",
+        "steps_per_epoch=12",
+        "2026-12-02 12:00:00 INFO -- Started a local Ray instance.",
+        "step",
+    ],
+)
 def test_lines_without_progress(line):
     assert parse_line(line) is None
 
@@ -84,7 +99,10 @@ def test_a_run_with_a_failure_and_a_resume():
         "hpray-dev-train: resumed from checkpoint at step 100",
     ]
     # The rate restarts at the resume: 20 steps in 20 s.
-    assert p.line() == "[RUNNING]  step 120  loss 2.8000  1.00 steps/s  checkpoint @100  resumed 1x (last from step 100)  failed attempts 1"
+    assert (
+        p.line()
+        == "[RUNNING]  step 120  loss 2.8000  1.00 steps/s  checkpoint @100  resumed 1x (last from step 100)  failed attempts 1"
+    )
     assert not p.finished
     p.observe_status(rayjob("complete"))
     assert p.finished and p.succeeded

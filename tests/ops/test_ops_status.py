@@ -28,27 +28,56 @@ I1, I2 = "i-0a1b2c3d4e5f60001", "i-0a1b2c3d4e5f60002"
 
 def node_summary(instance_id, status="Running", group="gpu-workers"):
     # A ListClusterNodes summary as the SageMaker API returns it.
-    return {"InstanceGroupName": group, "InstanceId": instance_id, "InstanceType": "ml.g5.12xlarge",
-            "LaunchTime": "2026-12-01T08:01:55Z", "InstanceStatus": {"Status": status, "Message": ""}}
+    return {
+        "InstanceGroupName": group,
+        "InstanceId": instance_id,
+        "InstanceType": "ml.g5.12xlarge",
+        "LaunchTime": "2026-12-01T08:01:55Z",
+        "InstanceStatus": {"Status": status, "Message": ""},
+    }
 
 
 CLUSTER = {
     "ClusterName": "hpray-dev-hyperpod",
     "ClusterStatus": "InService",
-    "InstanceGroups": [{"InstanceGroupName": "gpu-workers", "InstanceType": "ml.g5.12xlarge", "CurrentCount": 2, "TargetCount": 2, "Status": "InService"}],
+    "InstanceGroups": [
+        {
+            "InstanceGroupName": "gpu-workers",
+            "InstanceType": "ml.g5.12xlarge",
+            "CurrentCount": 2,
+            "TargetCount": 2,
+            "Status": "InService",
+        }
+    ],
 }
 
 
 def test_node_with_unhealthy_label_is_reported_with_its_meaning():
-    k8s = [hyperpod_node(I1), hyperpod_node(I2, health="UnschedulablePendingReplacement", deep="Failed", faults={"type": "GpuHealth", "reason": "XidError79"}), system_node()]
+    k8s = [
+        hyperpod_node(I1),
+        hyperpod_node(
+            I2,
+            health="UnschedulablePendingReplacement",
+            deep="Failed",
+            faults={"type": "GpuHealth", "reason": "XidError79"},
+        ),
+        system_node(),
+    ]
     hp = status.summarize_hyperpod("hpray-dev-hyperpod", CLUSTER, [node_summary(I2), node_summary(I1)], k8s)
     rows = {n["instance_id"]: n for n in hp["nodes"]}
     assert [n["instance_id"] for n in hp["nodes"]] == [I1, I2]
     assert rows[I1]["healthy"] is True and rows[I1]["health"] == "Schedulable"
     bad = rows[I2]
     assert (bad["health"], bad["healthy"], bad["deep_health_check"], bad["kubernetes_node"]) == (
-        "UnschedulablePendingReplacement", False, "Failed", f"hyperpod-{I2}")
-    assert bad["detail"] == "failed health checks; HyperPod replaces it when node recovery is Automatic; reason=XidError79; type=GpuHealth"
+        "UnschedulablePendingReplacement",
+        False,
+        "Failed",
+        f"hyperpod-{I2}",
+    )
+    assert (
+        bad["detail"]
+        == "failed health checks; HyperPod replaces it when node recovery is Automatic; reason=XidError79; type=GpuHealth"
+    )
     assert hp["problems"] == [f"node {I2} (gpu-workers) is UnschedulablePendingReplacement: {bad['detail']}"]
 
 
@@ -62,8 +91,23 @@ def test_not_ready_node_and_missing_kubernetes_node():
 
 
 def test_instance_not_running_and_group_short_of_target():
-    cluster = {**CLUSTER, "ClusterStatus": "Updating", "InstanceGroups": [{**CLUSTER["InstanceGroups"][0], "CurrentCount": 1}]}
-    hp = status.summarize_hyperpod("c", cluster, [node_summary(I1), {**node_summary(I2, "Pending"), "InstanceStatus": {"Status": "Pending", "Message": "Replacing faulty node"}}], [hyperpod_node(I1)])
+    cluster = {
+        **CLUSTER,
+        "ClusterStatus": "Updating",
+        "InstanceGroups": [{**CLUSTER["InstanceGroups"][0], "CurrentCount": 1}],
+    }
+    hp = status.summarize_hyperpod(
+        "c",
+        cluster,
+        [
+            node_summary(I1),
+            {
+                **node_summary(I2, "Pending"),
+                "InstanceStatus": {"Status": "Pending", "Message": "Replacing faulty node"},
+            },
+        ],
+        [hyperpod_node(I1)],
+    )
     assert hp["problems"] == [
         "HyperPod cluster c is Updating",
         "instance group gpu-workers has 1 of 2 instances",
@@ -90,16 +134,32 @@ def test_kubernetes_unreachable_means_health_unknown_not_unhealthy():
 )
 def test_rayjob_summary_through_its_status_transitions(stage, job, deployment, failed, finished):
     s = status.summarize_rayjob(rayjob(stage))
-    assert (s["job_status"], s["deployment_status"], s["failed_attempts"], s["finished"]) == (job, deployment, failed, finished)
+    assert (s["job_status"], s["deployment_status"], s["failed_attempts"], s["finished"]) == (
+        job,
+        deployment,
+        failed,
+        finished,
+    )
 
 
 def test_rayservice_and_operator_summaries():
     ready, starting = status.summarize_rayservice(rayservice(True)), status.summarize_rayservice(rayservice(False))
-    assert (ready["ready"], ready["service_status"], ready["applications"], ready["serve_endpoints"]) == (True, "Running", {"llm": "RUNNING"}, 2)
-    assert (starting["ready"], starting["ready_reason"], starting["applications"]) == (False, "Initializing", {"llm": "DEPLOYING"})
+    assert (ready["ready"], ready["service_status"], ready["applications"], ready["serve_endpoints"]) == (
+        True,
+        "Running",
+        {"llm": "RUNNING"},
+        2,
+    )
+    assert (starting["ready"], starting["ready_reason"], starting["applications"]) == (
+        False,
+        "Initializing",
+        {"llm": "DEPLOYING"},
+    )
     assert status.summarize_operator([operator_deployment()])["ready"] is True
     down = status.summarize_operator([operator_deployment(ready=0)])
-    assert down["problems"] == ["KubeRay operator kuberay-system/kuberay-operator not ready: 0/1 ready; Deployment does not have minimum availability."]
+    assert down["problems"] == [
+        "KubeRay operator kuberay-system/kuberay-operator not ready: 0/1 ready; Deployment does not have minimum availability."
+    ]
     assert status.summarize_operator([])["problems"][0].startswith("KubeRay operator not installed")
 
 
@@ -128,9 +188,19 @@ def stub_fsx(aws, lifecycle="AVAILABLE"):
     from botocore.stub import Stubber
 
     stubber = Stubber(aws.client("fsx"))
-    fs = {"FileSystemId": FS_ID, "FileSystemType": "LUSTRE", "Lifecycle": lifecycle, "StorageCapacity": 1200,
-          "StorageType": "SSD", "DNSName": f"{FS_ID}.fsx.us-east-1.amazonaws.com",
-          "LustreConfiguration": {"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 125, "MountName": "abcdefgh"}}
+    fs = {
+        "FileSystemId": FS_ID,
+        "FileSystemType": "LUSTRE",
+        "Lifecycle": lifecycle,
+        "StorageCapacity": 1200,
+        "StorageType": "SSD",
+        "DNSName": f"{FS_ID}.fsx.us-east-1.amazonaws.com",
+        "LustreConfiguration": {
+            "DeploymentType": "PERSISTENT_2",
+            "PerUnitStorageThroughput": 125,
+            "MountName": "abcdefgh",
+        },
+    }
     if lifecycle == "FAILED":
         fs["FailureDetails"] = {"Message": "The file system could not be created: subnet has no free IP addresses"}
     stubber.add_response("describe_file_systems", {"FileSystems": [fs]}, {"FileSystemIds": [FS_ID]})
@@ -147,17 +217,37 @@ def deploy_to_moto(config):
     role = f"arn:aws:iam::{ACCOUNT}:role/hpray-dev-hyperpod-execution"
     boto3.client("sagemaker", region_name=REGION).create_cluster(
         ClusterName=config.hyperpod_cluster_name,
-        InstanceGroups=[{"InstanceGroupName": "gpu-workers", "InstanceType": "ml.g5.12xlarge", "InstanceCount": 2,
-                         "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-hpray-dev-lifecycle/", "OnCreate": "on_create.sh"},
-                         "ExecutionRole": role, "ThreadsPerCore": 1}],
+        InstanceGroups=[
+            {
+                "InstanceGroupName": "gpu-workers",
+                "InstanceType": "ml.g5.12xlarge",
+                "InstanceCount": 2,
+                "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-hpray-dev-lifecycle/", "OnCreate": "on_create.sh"},
+                "ExecutionRole": role,
+                "ThreadsPerCore": 1,
+            }
+        ],
         VpcConfig={"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": [subnet]},
     )
     boto3.client("eks", region_name=REGION).create_cluster(
-        name=config.eks_cluster_name, version="1.33", roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks", resourcesVpcConfig={"subnetIds": [subnet]})
+        name=config.eks_cluster_name,
+        version="1.33",
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks",
+        resourcesVpcConfig={"subnetIds": [subnet]},
+    )
     fs = FS_ID
-    template = {"Resources": {"Marker": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Name": "/hpray-dev/fsx-id", "Value": fs}}},
-                "Outputs": {"FileSystemId": {"Value": fs}}}
-    boto3.client("cloudformation", region_name=REGION).create_stack(StackName="HprayDevStorage", TemplateBody=json.dumps(template))
+    template = {
+        "Resources": {
+            "Marker": {
+                "Type": "AWS::SSM::Parameter",
+                "Properties": {"Type": "String", "Name": "/hpray-dev/fsx-id", "Value": fs},
+            }
+        },
+        "Outputs": {"FileSystemId": {"Value": fs}},
+    }
+    boto3.client("cloudformation", region_name=REGION).create_stack(
+        StackName="HprayDevStorage", TemplateBody=json.dumps(template)
+    )
     return fs
 
 
@@ -174,7 +264,10 @@ def test_status_report_from_moto_and_kubernetes(deployed, healthy_config):
     fs = FS_ID
     # moto names HyperPod instances "<group>-<n>"; HyperPod names the Kubernetes node "hyperpod-<instance id>".
     kube = FakeKube(
-        [hyperpod_node("gpu-workers-0"), hyperpod_node("gpu-workers-1", health="UnschedulablePendingReboot", deep="Failed")],
+        [
+            hyperpod_node("gpu-workers-0"),
+            hyperpod_node("gpu-workers-1", health="UnschedulablePendingReboot", deep="Failed"),
+        ],
         [operator_deployment()],
         [rayjob("running")],
         [rayservice(True)],
@@ -184,12 +277,16 @@ def test_status_report_from_moto_and_kubernetes(deployed, healthy_config):
     report = status.gather(healthy_config, aws, lambda: kube)
     assert report["hyperpod"]["status"] == "InService"
     assert [(n["instance_id"], n["status"], n["health"]) for n in report["hyperpod"]["nodes"]] == [
-        ("gpu-workers-0", "Running", "Schedulable"), ("gpu-workers-1", "Running", "UnschedulablePendingReboot")]
+        ("gpu-workers-0", "Running", "Schedulable"),
+        ("gpu-workers-1", "Running", "UnschedulablePendingReboot"),
+    ]
     assert report["eks"]["status"] == "ACTIVE" and report["eks"]["version"] == "1.33"
     assert report["fsx"]["file_system_id"] == fs and report["fsx"]["lifecycle"] == "AVAILABLE"
     assert report["kuberay_operator"]["ready"] is True
     assert report["rayjobs"][0]["job_status"] == "RUNNING"
-    assert report["problems"] == ["node gpu-workers-1 (gpu-workers) is UnschedulablePendingReboot: failed health checks; HyperPod reboots it when node recovery is Automatic"]
+    assert report["problems"] == [
+        "node gpu-workers-1 (gpu-workers) is UnschedulablePendingReboot: failed health checks; HyperPod reboots it when node recovery is Automatic"
+    ]
 
     text = status.render(report)
     assert "gpu-workers-1  gpu-workers  ml.g5.12xlarge  Running  UnschedulablePendingReboot" in text
@@ -233,15 +330,27 @@ def test_status_when_kubernetes_is_unreachable(deployed, healthy_config):
 
 def test_cli_status_json_and_exit_code(deployed, healthy_config):
     from ops.cli import main
-    kube = FakeKube([hyperpod_node("gpu-workers-0"), hyperpod_node("gpu-workers-1")], [operator_deployment()], [rayjob("complete")], [])
+
+    kube = FakeKube(
+        [hyperpod_node("gpu-workers-0"), hyperpod_node("gpu-workers-1")],
+        [operator_deployment()],
+        [rayjob("complete")],
+        [],
+    )
     out = io.StringIO()
+
     def aws_with_fsx_stub(config, profile):
         aws = shared_aws(config.region)
         stub_fsx(aws)
         return aws
 
-    code = main(["status", "--env", "dev", "--json"], load_config=lambda name: healthy_config, aws_factory=aws_with_fsx_stub,
-                kube_factory=lambda aws, cfg, args: kube, out=out)
+    code = main(
+        ["status", "--env", "dev", "--json"],
+        load_config=lambda name: healthy_config,
+        aws_factory=aws_with_fsx_stub,
+        kube_factory=lambda aws, cfg, args: kube,
+        out=out,
+    )
     report = json.loads(out.getvalue())
     assert code == 0 and report["problems"] == []
     assert report["rayjobs"][0]["deployment_status"] == "Complete"
@@ -249,6 +358,7 @@ def test_cli_status_json_and_exit_code(deployed, healthy_config):
 
 def test_status_without_the_kuberay_crds(deployed, healthy_config):
     from ops.errors import NotFoundError
+
     aws = shared_aws()
     stub_fsx(aws)
 
@@ -269,7 +379,10 @@ def test_node_is_matched_by_provider_id_too():
 
 def test_render_of_an_environment_that_is_not_deployed():
     report = {
-        "environment": "qa", "account": "111111111111", "region": "us-east-1", "kubernetes_error": "EKS cluster qa-eks is not ACTIVE",
+        "environment": "qa",
+        "account": "111111111111",
+        "region": "us-east-1",
+        "kubernetes_error": "EKS cluster qa-eks is not ACTIVE",
         "kuberay_operator": None,
         "hyperpod": status.summarize_hyperpod("qa-hyperpod", None, [], None),
         "eks": status.summarize_eks("qa-eks", None),

@@ -75,13 +75,24 @@ class ScriptedKube:
     def read_log(self, namespace, pod, since_seconds=None, tail_lines=None):
         # The whole log so far each time (more than since_seconds asks for): the cursor dedupes.
         suffix = pod.rsplit("-", 1)[1]
-        return "".join(f"2026-12-02T12:{i // 60:02d}:{i % 60:02d}.000Z {line}\n" for i, line in enumerate(self.ticks[self.tick][1][suffix]))
+        return "".join(
+            f"2026-12-02T12:{i // 60:02d}:{i % 60:02d}.000Z {line}\n"
+            for i, line in enumerate(self.ticks[self.tick][1][suffix])
+        )
 
 
 W = "(RayTrainWorker pid=4182, ip=10.11.3.17) "
-LOG_1 = [W + "TRAIN start step=0 (no checkpoint) t=1.0", W + "TRAIN step=50 loss=3.9000 t=2.0", W + "TRAIN step=100 loss=3.1000 t=3.0"]
+LOG_1 = [
+    W + "TRAIN start step=0 (no checkpoint) t=1.0",
+    W + "TRAIN step=50 loss=3.9000 t=2.0",
+    W + "TRAIN step=100 loss=3.1000 t=3.0",
+]
 LOG_1_END = [*LOG_1, W + "TRAIN injected failure after step 130"]
-LOG_2 = ["Ray job submitted", W + "TRAIN resume step=100 from=/fsx/checkpoints/hpray-dev-train/checkpoint_000100 t=9.0", W + "TRAIN step=150 loss=2.9000 t=10.0"]
+LOG_2 = [
+    "Ray job submitted",
+    W + "TRAIN resume step=100 from=/fsx/checkpoints/hpray-dev-train/checkpoint_000100 t=9.0",
+    W + "TRAIN step=150 loss=2.9000 t=10.0",
+]
 LOG_2_END = [*LOG_2, W + "TRAIN step=200 loss=2.7000 t=11.0", W + "TRAIN done step=200 t=12.0"]
 
 RUN_WITH_A_FAILURE = [
@@ -100,15 +111,27 @@ def short_run_config(name="dev"):
     from tests.ops.fakes import env_data
 
     data = env_data(name)
-    data["training"] = {**(data.get("training") or {}), "steps": 200, "checkpoint_every_steps": 100, "report_every_steps": 50}
+    data["training"] = {
+        **(data.get("training") or {}),
+        "steps": 200,
+        "checkpoint_every_steps": 100,
+        "report_every_steps": 50,
+    }
     return parse_environment(data)
 
 
 def run(kube, *args):
     out = io.StringIO()
-    code = main(["submit", *args, "--env", "dev"], render_fn=lambda kind, config: manifest() if kind == "training" else service_manifest(),
-                load_config=short_run_config, kube_factory=lambda aws, config, a: kube, sleep=kube.sleep, clock=kube.clock, out=out,
-                aws_factory=lambda c, p: None)
+    code = main(
+        ["submit", *args, "--env", "dev"],
+        render_fn=lambda kind, config: manifest() if kind == "training" else service_manifest(),
+        load_config=short_run_config,
+        kube_factory=lambda aws, config, a: kube,
+        sleep=kube.sleep,
+        clock=kube.clock,
+        out=out,
+        aws_factory=lambda c, p: None,
+    )
     return code, out.getvalue()
 
 
@@ -127,7 +150,10 @@ def test_submit_follows_a_run_through_a_failure_and_resume_to_success():
     # training.steps = 200, so 100 more take another minute
     assert "  [RUNNING]  step 100/200 (50.0%)  loss 3.1000  1.67 steps/s  ETA 1m00s" in lines
     # after the resume the rate is measured again from step 100: 100 steps in the next 60 s
-    assert lines[-2] == "  [SUCCEEDED]  step 200/200 (100.0%)  loss 2.7000  1.67 steps/s  resumed 1x (last from step 100)  failed attempts 1"
+    assert (
+        lines[-2]
+        == "  [SUCCEEDED]  step 200/200 (100.0%)  loss 2.7000  1.67 steps/s  resumed 1x (last from step 100)  failed attempts 1"
+    )
     assert lines[-1] == f"RayJob {NS}/{RAYJOB_NAME} succeeded at step 200"
     # every log line is seen once, though each read returned the whole log
     assert out.count("resumed from checkpoint") == 1 and out.count("injected failure") == 1
@@ -146,8 +172,16 @@ class CtrlC:
 def test_ctrl_c_leaves_the_job_running_and_says_how_to_reattach():
     kube = ScriptedKube(RUN_WITH_A_FAILURE)
     out = io.StringIO()
-    code = main(["submit", "training", "--env", "dev"], render_fn=lambda k, c: manifest(), kube_factory=lambda a, c, x: kube,
-                load_config=short_run_config, sleep=CtrlC(kube, after=2), clock=kube.clock, out=out, aws_factory=lambda c, p: None)
+    code = main(
+        ["submit", "training", "--env", "dev"],
+        render_fn=lambda k, c: manifest(),
+        kube_factory=lambda a, c, x: kube,
+        load_config=short_run_config,
+        sleep=CtrlC(kube, after=2),
+        clock=kube.clock,
+        out=out,
+        aws_factory=lambda c, p: None,
+    )
     assert code == 130
     assert not [c for c in kube.calls if c[0] in ("delete", "replace")]
     assert out.getvalue().endswith(
@@ -171,7 +205,10 @@ def test_a_running_job_is_followed_not_resubmitted():
     kube = ScriptedKube(RUN_WITH_A_FAILURE[2:], existing=rayjob("running"))
     code, out = run(kube, "training", "--no-follow")
     assert code == 0
-    assert out.splitlines()[0] == f"RayJob {NS}/{RAYJOB_NAME} is already running (Running); following it instead of submitting again"
+    assert (
+        out.splitlines()[0]
+        == f"RayJob {NS}/{RAYJOB_NAME} is already running (Running); following it instead of submitting again"
+    )
     assert not [c for c in kube.calls if c[0] in ("create", "delete")]
 
 
@@ -197,7 +234,10 @@ def test_timeout_stops_following_only():
     kube = ScriptedKube([(rayjob("running"), {"a1": LOG_1})] * 5)
     code, out = run(kube, "training", "--timeout-minutes", "2")
     assert code == 1
-    assert out.splitlines()[-1] == "gave up following after 120 s; the RayJob keeps going. Reattach: python -m ops submit training --env dev --attach"
+    assert (
+        out.splitlines()[-1]
+        == "gave up following after 120 s; the RayJob keeps going. Reattach: python -m ops submit training --env dev --attach"
+    )
 
 
 def test_json_mode_emits_one_event_per_line():
@@ -207,7 +247,9 @@ def test_json_mode_emits_one_event_per_line():
     assert code == 0
     assert events[0] == {"event": "message", "message": f"created RayJob {NS}/{RAYJOB_NAME}"}
     progress = [e for e in events if e["event"] == "progress"]
-    assert progress[-1]["step"] == 200 and progress[-1]["resumed_from"] == [100] and progress[-1]["failed_attempts"] == 1
+    assert (
+        progress[-1]["step"] == 200 and progress[-1]["resumed_from"] == [100] and progress[-1]["failed_attempts"] == 1
+    )
     assert events[-1]["event"] == "done" and events[-1]["succeeded"] is True
 
 
@@ -229,8 +271,16 @@ def test_inference_updates_an_existing_service_in_place():
 def test_attach_to_a_job_that_does_not_exist():
     kube = ScriptedKube([(rayjob("running"), {})])
     out, err = io.StringIO(), io.StringIO()
-    code = main(["submit", "training", "--env", "dev", "--attach"], render_fn=lambda k, c: manifest(), kube_factory=lambda a, c, x: kube,
-                sleep=kube.sleep, clock=kube.clock, out=out, err=err, aws_factory=lambda c, p: None)
+    code = main(
+        ["submit", "training", "--env", "dev", "--attach"],
+        render_fn=lambda k, c: manifest(),
+        kube_factory=lambda a, c, x: kube,
+        sleep=kube.sleep,
+        clock=kube.clock,
+        out=out,
+        err=err,
+        aws_factory=lambda c, p: None,
+    )
     assert code == 1
     assert err.getvalue() == (
         f"error: RayJob {NS}/{RAYJOB_NAME} does not exist (deleted, or never submitted)\n"
@@ -244,8 +294,18 @@ def test_the_configured_step_budget_makes_a_fraction_and_an_eta():
     kube = ScriptedKube(RUN_WITH_A_FAILURE)
     kube.created = manifest()
     out = io.StringIO()
-    code = Follower(kube, workload="training", env="dev", kind="RayJob", namespace=NS, name=RAYJOB_NAME,
-                    total_steps=400, out=out, sleep=kube.sleep, clock=kube.clock).run()
+    code = Follower(
+        kube,
+        workload="training",
+        env="dev",
+        kind="RayJob",
+        namespace=NS,
+        name=RAYJOB_NAME,
+        total_steps=400,
+        out=out,
+        sleep=kube.sleep,
+        clock=kube.clock,
+    ).run()
     assert code == 0
     assert "  [RUNNING]  step 100/400 (25.0%)  loss 3.1000  1.67 steps/s  ETA 3m00s" in out.getvalue().splitlines()
 
@@ -259,8 +319,14 @@ def test_submit_applies_the_workload_renderers_manifest():
     name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]
     kube = ScriptedKube([(rayjob("complete", name=name, namespace=ns), {})])
     out = io.StringIO()
-    code = main(["submit", "training", "--env", "dev"], kube_factory=lambda a, c, x: kube, sleep=kube.sleep, clock=kube.clock,
-                out=out, aws_factory=lambda c, p: None)
+    code = main(
+        ["submit", "training", "--env", "dev"],
+        kube_factory=lambda a, c, x: kube,
+        sleep=kube.sleep,
+        clock=kube.clock,
+        out=out,
+        aws_factory=lambda c, p: None,
+    )
     assert code == 0
     assert kube.created == expected
     assert out.getvalue().splitlines()[0] == f"created RayJob {ns}/{name}"
@@ -270,8 +336,10 @@ def test_rendering_imports_neither_ray_nor_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from config import load_environment; from ops.render import render; "
-            "render('training', load_environment('prod')); render('inference', load_environment('prod')); sys.exit(bool({'ray', 'torch', 'aws_cdk'} & set(sys.modules)))")
+    code = (
+        "import sys; from config import load_environment; from ops.render import render; "
+        "render('training', load_environment('prod')); render('inference', load_environment('prod')); sys.exit(bool({'ray', 'torch', 'aws_cdk'} & set(sys.modules)))"
+    )
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
 
 
@@ -283,8 +351,14 @@ def test_submit_inference_applies_the_rendered_rayservice():
     name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]
     kube = ScriptedKube([(rayservice(True, name=name, namespace=ns), {})], kind="RayService")
     out = io.StringIO()
-    code = main(["submit", "inference", "--env", "dev"], kube_factory=lambda a, c, x: kube, sleep=kube.sleep, clock=kube.clock,
-                out=out, aws_factory=lambda c, p: None)
+    code = main(
+        ["submit", "inference", "--env", "dev"],
+        kube_factory=lambda a, c, x: kube,
+        sleep=kube.sleep,
+        clock=kube.clock,
+        out=out,
+        aws_factory=lambda c, p: None,
+    )
     assert code == 0
     assert kube.created == expected
     assert out.getvalue().splitlines()[-1] == f"RayService {ns}/{name} is ready"

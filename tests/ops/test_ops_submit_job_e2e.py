@@ -39,7 +39,7 @@ from workloads.common.local_cluster import LocalCluster, free_port
 pytestmark = pytest.mark.slow
 NS = "ray-workloads"
 
-TRAIN = '''\
+TRAIN = """\
 import os
 
 import ray
@@ -61,15 +61,15 @@ steps = 3
 for step in range(1, steps + 1):
     print(f"step {step}/{steps} loss {loss_at(step):.3f}", flush=True)
 print(f"checkpoint saved at step {steps} in {os.environ['HPRAY_CHECKPOINT_DIR']}", flush=True)
-'''
+"""
 
-HELPER = '''\
+HELPER = """\
 GREETING = "hello from my own code"
 
 
 def loss_at(step):
     return 1.0 / step
-'''
+"""
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -108,20 +108,42 @@ def kuberay_stand_in(api: KubeApi, cluster: LocalCluster):
         spec = rayjob["spec"]
 
         def run() -> None:
-            status = {"jobDeploymentStatus": "Initializing", "rayClusterName": f"{name}-local", "startTime": "2026-12-03T11:00:01Z"}
+            status = {
+                "jobDeploymentStatus": "Initializing",
+                "rayClusterName": f"{name}-local",
+                "startTime": "2026-12-03T11:00:01Z",
+            }
             api.state.rayjobs[(NS, name)]["status"] = status
             log = api.state.add_pod(submitter_pod(name=name, suffix="sub01", namespace=NS), LogSource())
-            api.state.rayjobs[(NS, name)]["status"] = {**status, "jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}
-            cmd = [str(Path(sys.executable).with_name("ray")), "job", "submit", "--address", cluster.dashboard_url,
-                   "--submission-id", f"{name}-01", "--runtime-env-json", json.dumps(json.loads(spec["runtimeEnvYAML"])),
-                   "--", *shlex.split(spec["entrypoint"])]
+            api.state.rayjobs[(NS, name)]["status"] = {
+                **status,
+                "jobDeploymentStatus": "Running",
+                "jobStatus": "RUNNING",
+            }
+            cmd = [
+                str(Path(sys.executable).with_name("ray")),
+                "job",
+                "submit",
+                "--address",
+                cluster.dashboard_url,
+                "--submission-id",
+                f"{name}-01",
+                "--runtime-env-json",
+                json.dumps(json.loads(spec["runtimeEnvYAML"])),
+                "--",
+                *shlex.split(spec["entrypoint"]),
+            ]
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=cluster.env())
             for line in proc.stdout:
                 log.write(line.rstrip("\n"))
             ok = proc.wait() == 0
             api.state.pods[(NS, f"{name}-sub01")]["status"]["phase"] = "Succeeded" if ok else "Failed"
-            api.state.rayjobs[(NS, name)]["status"] = {**status, "jobDeploymentStatus": "Complete" if ok else "Failed",
-                                                       "jobStatus": "SUCCEEDED" if ok else "FAILED", "endTime": "2026-12-03T11:01:00Z"}
+            api.state.rayjobs[(NS, name)]["status"] = {
+                **status,
+                "jobDeploymentStatus": "Complete" if ok else "Failed",
+                "jobStatus": "SUCCEEDED" if ok else "FAILED",
+                "endTime": "2026-12-03T11:01:00Z",
+            }
             log.close()
 
         threading.Thread(target=run, daemon=True).start()
@@ -131,8 +153,14 @@ def kuberay_stand_in(api: KubeApi, cluster: LocalCluster):
 
 def test_a_new_users_script_runs_from_s3_and_its_output_comes_back(tmp_path, s3, monkeypatch):
     dev = parse_environment(env_data("dev"), source="test")
-    aws_env = {"AWS_ENDPOINT_URL": s3, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-               "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION, "AWS_EC2_METADATA_DISABLED": "true"}
+    aws_env = {
+        "AWS_ENDPOINT_URL": s3,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": REGION,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
     for k, v in aws_env.items():
         monkeypatch.setenv(k, v)
     bucket = dev.bucket_names()["checkpoints"]
@@ -145,22 +173,57 @@ def test_a_new_users_script_runs_from_s3_and_its_output_comes_back(tmp_path, s3,
 
     # `python` of the entrypoint is the image's Python, which has Ray: here, this venv's.
     path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
-    cluster = LocalCluster(worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1536, object_store_per_node_mib=256,
-                           dashboard=True, env_extra={**aws_env, "PATH": path})
+    cluster = LocalCluster(
+        worker_nodes=1,
+        cpus_per_node=1,
+        memory_per_node_mib=1536,
+        object_store_per_node_mib=256,
+        dashboard=True,
+        env_extra={**aws_env, "PATH": path},
+    )
     with cluster, KubeApi() as api:
         api.state.on_create = kuberay_stand_in(api, cluster)
-        common = dict(load_config=lambda n: dev, aws_factory=lambda c, p: Aws(REGION),
-                      kube_factory=lambda a, c, args: api.client(), prog="hpray")
+        common = {
+            "load_config": lambda n: dev,
+            "aws_factory": lambda c, p: Aws(REGION),
+            "kube_factory": lambda a, c, args: api.client(),
+            "prog": "hpray",
+        }
         out = io.StringIO()
-        code = main(["submit", "job", "--env", "dev", "--working-dir", str(project), "--name", "first-job",
-                     "--poll-seconds", "1", "--timeout-minutes", "5", "--json", "--", "python", "train.py"], out=out, **common)
+        code = main(
+            [
+                "submit",
+                "job",
+                "--env",
+                "dev",
+                "--working-dir",
+                str(project),
+                "--name",
+                "first-job",
+                "--poll-seconds",
+                "1",
+                "--timeout-minutes",
+                "5",
+                "--json",
+                "--",
+                "python",
+                "train.py",
+            ],
+            out=out,
+            **common,
+        )
         events = [json.loads(line) for line in out.getvalue().splitlines()]
         assert code == 0, out.getvalue() + "\n".join(api.state.logs.get((NS, "first-job-sub01"), LogSource()).lines)
 
         uri = next(e["uri"] for e in events if e.get("event") == "uploaded")
         assert uri.startswith(f"s3://{bucket}/jobs/first-job/working-dir-") and uri.endswith(".zip")
         progress = [e for e in events if e.get("event") == "progress"][-1]
-        assert (progress["step"], progress["total_steps"], progress["loss"], progress["last_checkpoint"]) == (3, 3, 0.333, 3)
+        assert (progress["step"], progress["total_steps"], progress["loss"], progress["last_checkpoint"]) == (
+            3,
+            3,
+            0.333,
+            3,
+        )
         assert events[-1]["event"] == "done" and events[-1]["succeeded"] is True
 
         out = io.StringIO()

@@ -40,27 +40,50 @@ def dev():
 
 def test_one_minor_upgrade_of_dev_in_order(dev):
     header, steps = upgrade.plan(dev, on=date(2026, 12, 3))
-    assert header == ("Upgrade plan for dev: Kubernetes 1.33 (extended support) -> 1.34 (extended support), "
-                      "EKS hpray-dev-eks, HyperPod hpray-dev-hyperpod, us-east-1")
+    assert header == (
+        "Upgrade plan for dev: Kubernetes 1.33 (extended support) -> 1.34 (extended support), "
+        "EKS hpray-dev-eks, HyperPod hpray-dev-hyperpod, us-east-1"
+    )
     titles = [s.title for s in steps]
-    order = ["Read-only checks", "Pause running jobs", "Control plane 1.33 -> 1.34", "System nodes", "HyperPod software",
-             "KubeRay CRDs", "Resume the paused jobs"]
+    order = [
+        "Read-only checks",
+        "Pause running jobs",
+        "Control plane 1.33 -> 1.34",
+        "System nodes",
+        "HyperPod software",
+        "KubeRay CRDs",
+        "Resume the paused jobs",
+    ]
     assert [next(i for i, t in enumerate(titles) if t.startswith(o)) for o in order] == list(range(7))
     by = {s.title.split(" ")[0]: s for s in steps}
     assert all(s.disrupts for s in steps)
     # The control plane step is a config edit and one deploy; the add-on pins come from config/versions.py.
     cp = steps[2]
     assert cp.config_edit.startswith('config/dev.yaml: eks.kubernetes_version: "1.34"')
-    assert f"kube-proxy: {versions.ADDON_VERSIONS['1.33']['kube-proxy']} -> {versions.ADDON_VERSIONS['1.34']['kube-proxy']}" in cp.config_edit
+    assert (
+        f"kube-proxy: {versions.ADDON_VERSIONS['1.33']['kube-proxy']} -> {versions.ADDON_VERSIONS['1.34']['kube-proxy']}"
+        in cp.config_edit
+    )
     assert cp.commands[-1] == "npx cdk deploy HprayDevCluster -c env=dev"
-    assert "aws eks update-nodegroup-version --cluster-name hpray-dev-eks --nodegroup-name system --kubernetes-version 1.34" in steps[3].commands[0]
+    assert (
+        "aws eks update-nodegroup-version --cluster-name hpray-dev-eks --nodegroup-name system --kubernetes-version 1.34"
+        in steps[3].commands[0]
+    )
     hp = steps[4].commands[0]
     assert hp.startswith("aws sagemaker update-cluster-software --cluster-name hpray-dev-hyperpod")
     deployment = json.loads(hp.split("--deployment-config ", 1)[1].strip("'"))
-    assert deployment == {"RollingUpdatePolicy": {"MaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1}}, "WaitIntervalInSeconds": 300}
+    assert deployment == {
+        "RollingUpdatePolicy": {"MaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1}},
+        "WaitIntervalInSeconds": 300,
+    }
     # CRDs: a server-side dry run before the apply, both before the operator chart.
     crds = steps[5].commands
-    assert "--server-side" in crds[0] and "--dry-run=server" in crds[0] and "--dry-run" not in crds[1] and "cdk deploy" in crds[2]
+    assert (
+        "--server-side" in crds[0]
+        and "--dry-run=server" in crds[0]
+        and "--dry-run" not in crds[1]
+        and "cdk deploy" in crds[2]
+    )
     assert [s.number for s in steps if s.automatic] == [1, 6]
     assert by["Read-only"].disrupts == "nothing"
 
@@ -73,15 +96,20 @@ def test_the_deployment_config_is_what_the_sagemaker_api_takes(dev):
     _, steps = upgrade.plan(dev)
     deployment = json.loads(steps[4].commands[0].split("--deployment-config ", 1)[1].strip("'"))
     model = botocore.session.get_session().get_service_model("sagemaker").operation_model("UpdateClusterSoftware")
-    report = ParamValidator().validate({"ClusterName": "hpray-dev-hyperpod", "DeploymentConfig": deployment}, model.input_shape)
+    report = ParamValidator().validate(
+        {"ClusterName": "hpray-dev-hyperpod", "DeploymentConfig": deployment}, model.input_shape
+    )
     assert not report.has_errors(), report.generate_report()
 
 
-@pytest.mark.parametrize(("to", "message"), [
-    ("1.33", "--to 1.33: dev is already on Kubernetes 1.33"),
-    ("1.32", "--to 1.32 is older than dev's Kubernetes 1.33; EKS cannot downgrade"),
-    ("1.35", "--to 1.35: EKS upgrades one minor version at a time (1.33 -> 1.34)"),
-])
+@pytest.mark.parametrize(
+    ("to", "message"),
+    [
+        ("1.33", "--to 1.33: dev is already on Kubernetes 1.33"),
+        ("1.32", "--to 1.32 is older than dev's Kubernetes 1.33; EKS cannot downgrade"),
+        ("1.35", "--to 1.35: EKS upgrades one minor version at a time (1.33 -> 1.34)"),
+    ],
+)
 def test_refused_targets(dev, to, message):
     with pytest.raises(OpsError) as err:
         upgrade.plan(dev, to)
@@ -110,7 +138,9 @@ def test_two_minors_at_once_refused():
 
 def test_cli_plan_json(dev):
     out = io.StringIO()
-    code = main(["upgrade", "plan", "--env", "dev", "--json"], load_config=lambda n: dev, aws_factory=lambda c, p: None, out=out)
+    code = main(
+        ["upgrade", "plan", "--env", "dev", "--json"], load_config=lambda n: dev, aws_factory=lambda c, p: None, out=out
+    )
     assert code == 0
     data = json.loads(out.getvalue())
     assert len(data["steps"]) == 7 and data["steps"][0]["automatic"] is True
@@ -131,8 +161,15 @@ class FakeAws:
     def paginate(self, service, method, key, **params):
         self.calls.append((service, method, params))
         assert (service, method, key) == ("eks", "list_insights", "insights")
-        return [{"id": "a1b2", "name": "Deprecated APIs removed in Kubernetes v1.34", "category": "UPGRADE_READINESS",
-                 "kubernetesVersion": "1.34", "insightStatus": {"status": self.insight_status, "reason": "No deprecated API usage detected"}}]
+        return [
+            {
+                "id": "a1b2",
+                "name": "Deprecated APIs removed in Kubernetes v1.34",
+                "category": "UPGRADE_READINESS",
+                "kubernetesVersion": "1.34",
+                "insightStatus": {"status": self.insight_status, "reason": "No deprecated API usage detected"},
+            }
+        ]
 
 
 def test_apply_checks_then_applies_the_crds_after_a_dry_run(dev):
@@ -140,23 +177,39 @@ def test_apply_checks_then_applies_the_crds_after_a_dry_run(dev):
         api.state.rayjobs[("ray-workloads", "hello")] = rayjob("running", name="hello")
         aws = FakeAws()
         out = io.StringIO()
-        code = main(["upgrade", "plan", "--env", "dev", "--apply"], load_config=lambda n: dev, aws_factory=lambda c, p: aws,
-                    kube_factory=lambda a, c, args: api.client(), out=out)
+        code = main(
+            ["upgrade", "plan", "--env", "dev", "--apply"],
+            load_config=lambda n: dev,
+            aws_factory=lambda c, p: aws,
+            kube_factory=lambda a, c, args: api.client(),
+            out=out,
+        )
         text = out.getvalue()
         assert code == 0, text
         names = sorted(d["metadata"]["name"] for d in upgrade.crd_documents())
         assert names == ["rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io"]
         # Every dry run before any real apply; the real CRDs are the ones of the pinned release.
         assert api.state.crd_applies == [(n, True, "hpray") for n in names] + [(n, False, "hpray") for n in names]
-        assert api.state.crds["rayjobs.ray.io"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"] == crd.schema("RayJob")
+        assert api.state.crds["rayjobs.ray.io"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"] == crd.schema(
+            "RayJob"
+        )
         assert "running jobs to pause before step 3: hello" in text
-        assert ("eks", "list_insights", {"clusterName": "hpray-dev-eks", "filter": {"kubernetesVersions": ["1.34"]}}) in aws.calls
+        assert (
+            "eks",
+            "list_insights",
+            {"clusterName": "hpray-dev-eks", "filter": {"kubernetesVersions": ["1.34"]}},
+        ) in aws.calls
 
 
 def test_apply_stops_before_any_change_on_a_blocking_insight(dev, capsys):
     with KubeApi() as api:
-        code = main(["upgrade", "plan", "--env", "dev", "--apply"], load_config=lambda n: dev,
-                    aws_factory=lambda c, p: FakeAws("ERROR"), kube_factory=lambda a, c, args: api.client(), out=io.StringIO())
+        code = main(
+            ["upgrade", "plan", "--env", "dev", "--apply"],
+            load_config=lambda n: dev,
+            aws_factory=lambda c, p: FakeAws("ERROR"),
+            kube_factory=lambda a, c, args: api.client(),
+            out=io.StringIO(),
+        )
         assert code == 1
         assert api.state.crd_applies == []
     assert "error: 1 EKS upgrade insight(s) for 1.34 are ERROR" in capsys.readouterr().err

@@ -10,8 +10,14 @@ from pathlib import Path
 import pytest
 
 
-def write_assembly(directory: Path, stacks: dict[str, dict], *, metadata: dict[str, dict] | None = None,
-                   env: str = "aws://111111111111/us-east-1", tags: dict[str, str] | None = None) -> Path:
+def write_assembly(
+    directory: Path,
+    stacks: dict[str, dict],
+    *,
+    metadata: dict[str, dict] | None = None,
+    env: str = "aws://111111111111/us-east-1",
+    tags: dict[str, str] | None = None,
+) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     artifacts = {}
     for name, template in stacks.items():
@@ -30,56 +36,156 @@ def write_assembly(directory: Path, stacks: dict[str, dict], *, metadata: dict[s
     return directory
 
 
-def cluster_template(*, g5_count: int = 2, nat_gateways: int = 2, bucket_name: str = "ckpt-bucket",
-                     extra: dict | None = None) -> dict:
+def cluster_template(
+    *, g5_count: int = 2, nat_gateways: int = 2, bucket_name: str = "ckpt-bucket", extra: dict | None = None
+) -> dict:
     """VPC, subnets, EKS with a node group and a Helm release, a HyperPod cluster with two
     instance groups, FSx, a bucket, a KMS key, an interface endpoint."""
     res: dict = {
         "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16"}},
-        "PrivateA": {"Type": "AWS::EC2::Subnet", "Properties": {"VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.0.0.0/20", "AvailabilityZoneId": "use1-az4"}},
-        "PrivateB": {"Type": "AWS::EC2::Subnet", "Properties": {"VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.0.16.0/20", "AvailabilityZoneId": "use1-az6"}},
-        "HyperPodSubnet": {"Type": "AWS::EC2::Subnet", "Properties": {"VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.1.0.0/17", "AvailabilityZoneId": "use1-az4"}},
+        "PrivateA": {
+            "Type": "AWS::EC2::Subnet",
+            "Properties": {"VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.0.0.0/20", "AvailabilityZoneId": "use1-az4"},
+        },
+        "PrivateB": {
+            "Type": "AWS::EC2::Subnet",
+            "Properties": {"VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.0.16.0/20", "AvailabilityZoneId": "use1-az6"},
+        },
+        "HyperPodSubnet": {
+            "Type": "AWS::EC2::Subnet",
+            "Properties": {"VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.1.0.0/17", "AvailabilityZoneId": "use1-az4"},
+        },
         "Key": {"Type": "AWS::KMS::Key", "Properties": {"EnableKeyRotation": True}},
-        "Sg": {"Type": "AWS::EC2::SecurityGroup", "Properties": {"GroupDescription": "shared", "VpcId": {"Ref": "Vpc"}}},
-        "Eks": {"Type": "AWS::EKS::Cluster", "Properties": {
-            "Name": "demo-eks", "Version": "1.33", "RoleArn": "arn:aws:iam::111111111111:role/eks",
-            "ResourcesVpcConfig": {"SubnetIds": [{"Ref": "PrivateA"}, {"Ref": "PrivateB"}], "EndpointPublicAccess": True,
-                                   "PublicAccessCidrs": ["203.0.113.0/24"], "SecurityGroupIds": [{"Ref": "Sg"}]},
-            "EncryptionConfig": [{"Resources": ["secrets"], "Provider": {"KeyArn": {"Fn::GetAtt": ["Key", "Arn"]}}}]}},
-        "SystemNodes": {"Type": "AWS::EKS::Nodegroup", "Properties": {
-            "ClusterName": {"Ref": "Eks"}, "NodegroupName": "system", "InstanceTypes": ["m7i.xlarge"], "DiskSize": 100,
-            "ScalingConfig": {"DesiredSize": 2, "MinSize": 2, "MaxSize": 3}, "NodeRole": "arn:aws:iam::111111111111:role/node",
-            "Subnets": [{"Ref": "PrivateA"}, {"Ref": "PrivateB"}]}},
-        "KubeRay": {"Type": "Custom::AWSCDK-EKS-HelmChart", "Properties": {
-            "ServiceToken": "arn:aws:lambda:us-east-1:111111111111:function:x", "ClusterName": {"Ref": "Eks"},
-            "Release": "kuberay-operator", "Chart": "kuberay-operator", "Version": "1.7.0", "Namespace": "kuberay"}},
-        "HyperPod": {"Type": "AWS::SageMaker::Cluster", "Properties": {
-            "ClusterName": "demo-hyperpod",
-            "Orchestrator": {"Eks": {"ClusterArn": {"Fn::GetAtt": ["Eks", "Arn"]}}},
-            "VpcConfig": {"Subnets": [{"Ref": "HyperPodSubnet"}], "SecurityGroupIds": [{"Ref": "Sg"}]},
-            "InstanceGroups": [
-                {"InstanceGroupName": "gpu-workers", "InstanceType": "ml.g5.12xlarge", "InstanceCount": g5_count,
-                 "ExecutionRole": "arn:aws:iam::111111111111:role/hp", "LifeCycleConfig": {"SourceS3Uri": "s3://x/", "OnCreate": "on_create.sh"},
-                 "InstanceStorageConfigs": [{"EbsVolumeConfig": {"VolumeSizeInGB": 500, "VolumeKmsKeyId": {"Ref": "Key"}}}]},
-                {"InstanceGroupName": "train-p5", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 1,
-                 "ExecutionRole": "arn:aws:iam::111111111111:role/hp", "LifeCycleConfig": {"SourceS3Uri": "s3://x/", "OnCreate": "on_create.sh"}},
-            ]}},
-        "Lustre": {"Type": "AWS::FSx::FileSystem", "Properties": {
-            "FileSystemType": "LUSTRE", "StorageCapacity": 2400, "SubnetIds": [{"Ref": "HyperPodSubnet"}],
-            "SecurityGroupIds": [{"Ref": "Sg"}], "KmsKeyId": {"Ref": "Key"},
-            "LustreConfiguration": {"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250}}},
-        "Checkpoints": {"Type": "AWS::S3::Bucket", "DeletionPolicy": "Retain", "Properties": {
-            "BucketName": bucket_name,
-            "BucketEncryption": {"ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": {"Fn::GetAtt": ["Key", "Arn"]}}}]},
-            "PublicAccessBlockConfiguration": {"BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True}}},
-        "StsEndpoint": {"Type": "AWS::EC2::VPCEndpoint", "Properties": {
-            "VpcId": {"Ref": "Vpc"}, "VpcEndpointType": "Interface", "ServiceName": "com.amazonaws.us-east-1.sts",
-            "SubnetIds": [{"Ref": "PrivateA"}, {"Ref": "PrivateB"}]}},
-        "NodeTemplate": {"Type": "AWS::EC2::LaunchTemplate", "Properties": {"LaunchTemplateData": {
-            "BlockDeviceMappings": [{"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 100, "VolumeType": "gp3"}}]}}},
+        "Sg": {
+            "Type": "AWS::EC2::SecurityGroup",
+            "Properties": {"GroupDescription": "shared", "VpcId": {"Ref": "Vpc"}},
+        },
+        "Eks": {
+            "Type": "AWS::EKS::Cluster",
+            "Properties": {
+                "Name": "demo-eks",
+                "Version": "1.33",
+                "RoleArn": "arn:aws:iam::111111111111:role/eks",
+                "ResourcesVpcConfig": {
+                    "SubnetIds": [{"Ref": "PrivateA"}, {"Ref": "PrivateB"}],
+                    "EndpointPublicAccess": True,
+                    "PublicAccessCidrs": ["203.0.113.0/24"],
+                    "SecurityGroupIds": [{"Ref": "Sg"}],
+                },
+                "EncryptionConfig": [
+                    {"Resources": ["secrets"], "Provider": {"KeyArn": {"Fn::GetAtt": ["Key", "Arn"]}}}
+                ],
+            },
+        },
+        "SystemNodes": {
+            "Type": "AWS::EKS::Nodegroup",
+            "Properties": {
+                "ClusterName": {"Ref": "Eks"},
+                "NodegroupName": "system",
+                "InstanceTypes": ["m7i.xlarge"],
+                "DiskSize": 100,
+                "ScalingConfig": {"DesiredSize": 2, "MinSize": 2, "MaxSize": 3},
+                "NodeRole": "arn:aws:iam::111111111111:role/node",
+                "Subnets": [{"Ref": "PrivateA"}, {"Ref": "PrivateB"}],
+            },
+        },
+        "KubeRay": {
+            "Type": "Custom::AWSCDK-EKS-HelmChart",
+            "Properties": {
+                "ServiceToken": "arn:aws:lambda:us-east-1:111111111111:function:x",
+                "ClusterName": {"Ref": "Eks"},
+                "Release": "kuberay-operator",
+                "Chart": "kuberay-operator",
+                "Version": "1.7.0",
+                "Namespace": "kuberay",
+            },
+        },
+        "HyperPod": {
+            "Type": "AWS::SageMaker::Cluster",
+            "Properties": {
+                "ClusterName": "demo-hyperpod",
+                "Orchestrator": {"Eks": {"ClusterArn": {"Fn::GetAtt": ["Eks", "Arn"]}}},
+                "VpcConfig": {"Subnets": [{"Ref": "HyperPodSubnet"}], "SecurityGroupIds": [{"Ref": "Sg"}]},
+                "InstanceGroups": [
+                    {
+                        "InstanceGroupName": "gpu-workers",
+                        "InstanceType": "ml.g5.12xlarge",
+                        "InstanceCount": g5_count,
+                        "ExecutionRole": "arn:aws:iam::111111111111:role/hp",
+                        "LifeCycleConfig": {"SourceS3Uri": "s3://x/", "OnCreate": "on_create.sh"},
+                        "InstanceStorageConfigs": [
+                            {"EbsVolumeConfig": {"VolumeSizeInGB": 500, "VolumeKmsKeyId": {"Ref": "Key"}}}
+                        ],
+                    },
+                    {
+                        "InstanceGroupName": "train-p5",
+                        "InstanceType": "ml.p5.48xlarge",
+                        "InstanceCount": 1,
+                        "ExecutionRole": "arn:aws:iam::111111111111:role/hp",
+                        "LifeCycleConfig": {"SourceS3Uri": "s3://x/", "OnCreate": "on_create.sh"},
+                    },
+                ],
+            },
+        },
+        "Lustre": {
+            "Type": "AWS::FSx::FileSystem",
+            "Properties": {
+                "FileSystemType": "LUSTRE",
+                "StorageCapacity": 2400,
+                "SubnetIds": [{"Ref": "HyperPodSubnet"}],
+                "SecurityGroupIds": [{"Ref": "Sg"}],
+                "KmsKeyId": {"Ref": "Key"},
+                "LustreConfiguration": {"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250},
+            },
+        },
+        "Checkpoints": {
+            "Type": "AWS::S3::Bucket",
+            "DeletionPolicy": "Retain",
+            "Properties": {
+                "BucketName": bucket_name,
+                "BucketEncryption": {
+                    "ServerSideEncryptionConfiguration": [
+                        {
+                            "ServerSideEncryptionByDefault": {
+                                "SSEAlgorithm": "aws:kms",
+                                "KMSMasterKeyID": {"Fn::GetAtt": ["Key", "Arn"]},
+                            }
+                        }
+                    ]
+                },
+                "PublicAccessBlockConfiguration": {
+                    "BlockPublicAcls": True,
+                    "BlockPublicPolicy": True,
+                    "IgnorePublicAcls": True,
+                    "RestrictPublicBuckets": True,
+                },
+            },
+        },
+        "StsEndpoint": {
+            "Type": "AWS::EC2::VPCEndpoint",
+            "Properties": {
+                "VpcId": {"Ref": "Vpc"},
+                "VpcEndpointType": "Interface",
+                "ServiceName": "com.amazonaws.us-east-1.sts",
+                "SubnetIds": [{"Ref": "PrivateA"}, {"Ref": "PrivateB"}],
+            },
+        },
+        "NodeTemplate": {
+            "Type": "AWS::EC2::LaunchTemplate",
+            "Properties": {
+                "LaunchTemplateData": {
+                    "BlockDeviceMappings": [
+                        {"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 100, "VolumeType": "gp3"}}
+                    ]
+                }
+            },
+        },
     }
     for i in range(nat_gateways):
-        res[f"Nat{i}"] = {"Type": "AWS::EC2::NatGateway", "Properties": {"SubnetId": {"Ref": "PrivateA"}, "AllocationId": "eipalloc-1"}}
+        res[f"Nat{i}"] = {
+            "Type": "AWS::EC2::NatGateway",
+            "Properties": {"SubnetId": {"Ref": "PrivateA"}, "AllocationId": "eipalloc-1"},
+        }
     res.update(extra or {})
     return {"Resources": res}
 

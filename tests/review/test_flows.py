@@ -50,11 +50,28 @@ def test_the_flow_table_is_complete(synthesized, results, env):
     names = set(results(env))
     # The list: DNS, Ray both ways, operator to heads, kubelet, FSx from both pools and the
     # heads, the EKS API from nodes and the kubectl handler, EFA, Serve.
-    assert {"hyperpod-dns-udp", "worker->head:6379", "head->worker:ray", "operator->head:dashboard",
-            "control-plane->system:kubelet", "control-plane->hyperpod:kubelet", "ray-workers->fsx:988-988",
-            "ray-head->fsx:1018-1023", "hyperpod->eks-api", "system->eks-api", "kubectl->eks-api", "hyperpod-efa",
-            "system->serve", "fsx-slr-platform-key", "execution-role-ebs-grant", "csi-describe-fsx",
-            "flow-logs-write", "logs-flow-log-key", "workloads-ray-auth-secret", "workloads-ray-auth-key"} <= names
+    assert {
+        "hyperpod-dns-udp",
+        "worker->head:6379",
+        "head->worker:ray",
+        "operator->head:dashboard",
+        "control-plane->system:kubelet",
+        "control-plane->hyperpod:kubelet",
+        "ray-workers->fsx:988-988",
+        "ray-head->fsx:1018-1023",
+        "hyperpod->eks-api",
+        "system->eks-api",
+        "kubectl->eks-api",
+        "hyperpod-efa",
+        "system->serve",
+        "fsx-slr-platform-key",
+        "execution-role-ebs-grant",
+        "csi-describe-fsx",
+        "flow-logs-write",
+        "logs-flow-log-key",
+        "workloads-ray-auth-secret",
+        "workloads-ray-auth-key",
+    } <= names
     assert {f"cni-{a.split(':')[1]}" for a in F.ENI_ACTIONS} <= names
     for loc in F.s3_locations(config):
         assert f"workloads-s3:{loc.bucket}/{loc.prefix}" in names
@@ -65,8 +82,19 @@ def test_the_flow_table_is_complete(synthesized, results, env):
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)
 def test_node_pools_are_joined(results, env):
-    _assert_ok(results(env), ["hyperpod-dns-udp", "hyperpod-dns-tcp", "worker->head:6379", "worker->head:ray",
-                              "head->worker:ray", "ray-head->fsx:988-988", "ray-head->fsx:1018-1023", "system->serve"])
+    _assert_ok(
+        results(env),
+        [
+            "hyperpod-dns-udp",
+            "hyperpod-dns-tcp",
+            "worker->head:6379",
+            "worker->head:ray",
+            "head->worker:ray",
+            "ray-head->fsx:988-988",
+            "ray-head->fsx:1018-1023",
+            "system->serve",
+        ],
+    )
 
 
 def test_system_nodes_are_found_by_the_eks_created_group(results):
@@ -110,8 +138,14 @@ def test_prod_llm_weights_are_readable(synthesized, results):
     assert source.startswith("s3://") and "/models/" in source
     loc = next(x for x in F.s3_locations(config) if x.source == "inference.llm.model_source")
     r = results("prod")
-    _assert_ok(r, [f"workloads-s3:{loc.bucket}/{loc.prefix}", f"workloads-list:{loc.bucket}/{loc.prefix}",
-                   f"workloads-key:{loc.bucket}/{loc.prefix}"])
+    _assert_ok(
+        r,
+        [
+            f"workloads-s3:{loc.bucket}/{loc.prefix}",
+            f"workloads-list:{loc.bucket}/{loc.prefix}",
+            f"workloads-key:{loc.bucket}/{loc.prefix}",
+        ],
+    )
 
 
 def test_s3_locations_come_from_config(synthesized):
@@ -154,8 +188,12 @@ def test_review_exits_non_zero_naming_each_broken_flow(synthesized, tmp_path, ca
     shutil.copytree(assembly.directory, copy)
     template = next(copy.glob("*Cluster.template.json"))
     data = json.loads(template.read_text())
-    dropped = [lid for lid, r in data["Resources"].items()
-               if r["Type"] == "AWS::EC2::SecurityGroupIngress" and "DNS from HyperPod" in r["Properties"].get("Description", "")]
+    dropped = [
+        lid
+        for lid, r in data["Resources"].items()
+        if r["Type"] == "AWS::EC2::SecurityGroupIngress"
+        and "DNS from HyperPod" in r["Properties"].get("Description", "")
+    ]
     assert dropped
     for lid in dropped:
         del data["Resources"][lid]
@@ -201,8 +239,9 @@ def test_a_reader_without_the_key_cannot_read_the_token(synthesized):
         for r in (stack.template.get("Resources") or {}).values():
             if r["Type"] == "AWS::IAM::Policy":
                 doc = r["Properties"]["PolicyDocument"]
-                doc["Statement"] = [s for s in doc["Statement"]
-                                    if "secretsmanager" not in json.dumps(s.get("Condition", {}))]
+                doc["Statement"] = [
+                    s for s in doc["Statement"] if "secretsmanager" not in json.dumps(s.get("Condition", {}))
+                ]
     r = {x.name: x for x in check_flows(stacks, config)}
     assert r["workloads-ray-auth-secret"].ok
     assert not r["workloads-ray-auth-key"].ok

@@ -18,8 +18,13 @@ def st(**body) -> Statement:
 
 # KMS default key policy: "Allows access to the AWS account and enables IAM policies"
 # (https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html).
-ROOT_STATEMENT = st(Sid="Enable IAM User Permissions", Effect="Allow", Principal={"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
-                    Action="kms:*", Resource="*")
+ROOT_STATEMENT = st(
+    Sid="Enable IAM User Permissions",
+    Effect="Allow",
+    Principal={"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
+    Action="kms:*",
+    Resource="*",
+)
 IAM_DECRYPT = st(Effect="Allow", Action=["kms:Decrypt"], Resource=KEY)
 
 
@@ -35,7 +40,9 @@ def test_kms_identity_policy_alone_never_grants():
     # "No AWS principal ... has any permissions to a KMS key unless that permission is explicitly
     # allowed in a key policy" (KMS developer guide, key policies).
     other = st(Effect="Allow", Principal={"AWS": f"arn:aws:iam::{ACCOUNT}:role/Other"}, Action="kms:*", Resource="*")
-    assert not evaluate(Request(ME, "kms:Decrypt", KEY), identity=[IAM_DECRYPT], resource_policy=[other], kms=True).allowed
+    assert not evaluate(
+        Request(ME, "kms:Decrypt", KEY), identity=[IAM_DECRYPT], resource_policy=[other], kms=True
+    ).allowed
 
 
 def test_kms_key_policy_naming_the_principal_is_enough():
@@ -46,8 +53,17 @@ def test_kms_key_policy_naming_the_principal_is_enough():
 def test_kms_account_principal_with_principal_arn_condition_is_still_delegation():
     # The shape fault 5 had: account root + aws:PrincipalArn does not name the role itself.
     slr = f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_fs-1"
-    stmt = st(Effect="Allow", Principal={"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, Action="kms:Decrypt", Resource="*",
-              Condition={"ArnLike": {"aws:PrincipalArn": f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"}})
+    stmt = st(
+        Effect="Allow",
+        Principal={"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
+        Action="kms:Decrypt",
+        Resource="*",
+        Condition={
+            "ArnLike": {
+                "aws:PrincipalArn": f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
+            }
+        },
+    )
     assert not evaluate(Request(Principal(slr, ACCOUNT), "kms:Decrypt", KEY), resource_policy=[stmt], kms=True).allowed
     star = st(**{**stmt.body, "Principal": {"AWS": "*"}})
     assert evaluate(Request(Principal(slr, ACCOUNT), "kms:Decrypt", KEY), resource_policy=[star], kms=True).allowed
@@ -57,22 +73,48 @@ def test_kms_account_principal_with_principal_arn_condition_is_still_delegation(
 
 def test_kms_via_service_condition():
     # kms:ViaService example (KMS developer guide, condition keys): only through the named service.
-    stmt = st(Effect="Allow", Principal={"AWS": ROLE}, Action="kms:Decrypt", Resource="*",
-              Condition={"StringEquals": {"kms:ViaService": ["ec2.us-west-2.amazonaws.com", "rds.us-west-2.amazonaws.com"]}})
-    assert evaluate(Request(ME, "kms:Decrypt", KEY, {"kms:ViaService": "rds.us-west-2.amazonaws.com"}), resource_policy=[stmt], kms=True).allowed
-    assert not evaluate(Request(ME, "kms:Decrypt", KEY, {"kms:ViaService": "s3.us-west-2.amazonaws.com"}), resource_policy=[stmt], kms=True).allowed
+    stmt = st(
+        Effect="Allow",
+        Principal={"AWS": ROLE},
+        Action="kms:Decrypt",
+        Resource="*",
+        Condition={"StringEquals": {"kms:ViaService": ["ec2.us-west-2.amazonaws.com", "rds.us-west-2.amazonaws.com"]}},
+    )
+    assert evaluate(
+        Request(ME, "kms:Decrypt", KEY, {"kms:ViaService": "rds.us-west-2.amazonaws.com"}),
+        resource_policy=[stmt],
+        kms=True,
+    ).allowed
+    assert not evaluate(
+        Request(ME, "kms:Decrypt", KEY, {"kms:ViaService": "s3.us-west-2.amazonaws.com"}),
+        resource_policy=[stmt],
+        kms=True,
+    ).allowed
     assert not evaluate(Request(ME, "kms:Decrypt", KEY), resource_policy=[stmt], kms=True).allowed
 
 
 def test_explicit_deny_wins_over_allow():
     # S3 "Enforce encryption in transit" bucket policy (aws:SecureTransport false -> Deny).
     bucket = "arn:aws:s3:::amzn-s3-demo-bucket"
-    deny = st(Effect="Deny", Principal={"AWS": "*"}, Action="s3:*", Resource=[bucket, f"{bucket}/*"],
-              Condition={"Bool": {"aws:SecureTransport": "false"}})
+    deny = st(
+        Effect="Deny",
+        Principal={"AWS": "*"},
+        Action="s3:*",
+        Resource=[bucket, f"{bucket}/*"],
+        Condition={"Bool": {"aws:SecureTransport": "false"}},
+    )
     allow = st(Effect="Allow", Action="s3:GetObject", Resource=f"{bucket}/*")
-    insecure = evaluate(Request(ME, "s3:GetObject", f"{bucket}/a", {"aws:SecureTransport": "false"}), identity=[allow], resource_policy=[deny])
+    insecure = evaluate(
+        Request(ME, "s3:GetObject", f"{bucket}/a", {"aws:SecureTransport": "false"}),
+        identity=[allow],
+        resource_policy=[deny],
+    )
     assert insecure.decision == "deny" and insecure.denied_by == ("test",)
-    assert evaluate(Request(ME, "s3:GetObject", f"{bucket}/a", {"aws:SecureTransport": "true"}), identity=[allow], resource_policy=[deny]).allowed
+    assert evaluate(
+        Request(ME, "s3:GetObject", f"{bucket}/a", {"aws:SecureTransport": "true"}),
+        identity=[allow],
+        resource_policy=[deny],
+    ).allowed
 
 
 def test_same_account_s3_identity_or_bucket_policy():
@@ -84,9 +126,16 @@ def test_same_account_s3_identity_or_bucket_policy():
 
 def test_s3_prefix_condition_on_list_bucket():
     # "Limit listing to a folder" (S3 user guide, bucket policy examples: s3:prefix with StringLike).
-    stmt = st(Effect="Allow", Action="s3:ListBucket", Resource="arn:aws:s3:::b", Condition={"StringLike": {"s3:prefix": ["home/", "home/*"]}})
+    stmt = st(
+        Effect="Allow",
+        Action="s3:ListBucket",
+        Resource="arn:aws:s3:::b",
+        Condition={"StringLike": {"s3:prefix": ["home/", "home/*"]}},
+    )
     assert evaluate(Request(ME, "s3:ListBucket", "arn:aws:s3:::b", {"s3:prefix": "home/x/"}), identity=[stmt]).allowed
-    assert not evaluate(Request(ME, "s3:ListBucket", "arn:aws:s3:::b", {"s3:prefix": "models/"}), identity=[stmt]).allowed
+    assert not evaluate(
+        Request(ME, "s3:ListBucket", "arn:aws:s3:::b", {"s3:prefix": "models/"}), identity=[stmt]
+    ).allowed
     assert not evaluate(Request(ME, "s3:ListBucket", "arn:aws:s3:::b"), identity=[stmt]).allowed
 
 
@@ -105,10 +154,22 @@ def test_s3_prefix_condition_on_list_bucket():
         ({"ForAllValues:StringEquals": {"aws:TagKeys": ["a", "b"]}}, {"aws:TagKeys": ["b", "c"]}, False),
         ({"ForAllValues:StringEquals": {"aws:TagKeys": ["a", "b"]}}, {"aws:TagKeys": ["a"]}, True),
         # Keys are case-insensitive, String values case-sensitive; ArnLike matches per ARN field.
-        ({"StringEquals": {"KMS:VIASERVICE": "s3.us-east-1.amazonaws.com"}}, {"kms:ViaService": "s3.us-east-1.amazonaws.com"}, True),
-        ({"StringEquals": {"kms:ViaService": "S3.us-east-1.amazonaws.com"}}, {"kms:ViaService": "s3.us-east-1.amazonaws.com"}, False),
+        (
+            {"StringEquals": {"KMS:VIASERVICE": "s3.us-east-1.amazonaws.com"}},
+            {"kms:ViaService": "s3.us-east-1.amazonaws.com"},
+            True,
+        ),
+        (
+            {"StringEquals": {"kms:ViaService": "S3.us-east-1.amazonaws.com"}},
+            {"kms:ViaService": "s3.us-east-1.amazonaws.com"},
+            False,
+        ),
         ({"ArnLike": {"aws:SourceArn": "arn:aws:s3:::b*"}}, {"aws:SourceArn": "arn:aws:s3:::bucket"}, True),
-        ({"ArnEquals": {"ec2:Subnet": ["arn:aws:ec2:r:1:subnet/a"]}}, {"ec2:Subnet": "arn:aws:ec2:r:1:subnet/b"}, False),
+        (
+            {"ArnEquals": {"ec2:Subnet": ["arn:aws:ec2:r:1:subnet/a"]}},
+            {"ec2:Subnet": "arn:aws:ec2:r:1:subnet/b"},
+            False,
+        ),
         ({"Bool": {"kms:GrantIsForAWSResource": "true"}}, {"kms:GrantIsForAWSResource": True}, True),
         # Two operators and two keys: all must hold.
         ({"StringEquals": {"a": "1"}, "StringLike": {"b": "x*"}}, {"a": "1", "b": "y"}, False),
@@ -119,7 +180,9 @@ def test_condition_operators(condition, context, expected):
 
 
 def test_service_principal_trust_policy():
-    trust = [st(Effect="Allow", Principal={"Service": "pods.eks.amazonaws.com"}, Action=["sts:AssumeRole", "sts:TagSession"])]
+    trust = [
+        st(Effect="Allow", Principal={"Service": "pods.eks.amazonaws.com"}, Action=["sts:AssumeRole", "sts:TagSession"])
+    ]
     pods = Principal("pods.eks.amazonaws.com", ACCOUNT, service=True)
     assert evaluate(Request(pods, "sts:TagSession", ROLE), resource_policy=trust).allowed
     ec2 = Principal("ec2.amazonaws.com", ACCOUNT, service=True)

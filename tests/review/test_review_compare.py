@@ -16,10 +16,25 @@ def old_and_new(assembly_dir, cluster_tpl):
     old = cluster_tpl(nat_gateways=1, bucket_name="ckpt-old")
     old["Resources"]["Scratch"] = {"Type": "AWS::S3::Bucket", "Properties": {}}
     new = copy.deepcopy(cluster_tpl(nat_gateways=2, bucket_name="ckpt-new"))  # Nat1 added, bucket renamed
-    new["Resources"]["Role"] = {"Type": "AWS::IAM::Role", "Properties": {
-        "AssumeRolePolicyDocument": {"Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]},
-        "Policies": [{"PolicyName": "p", "PolicyDocument": {"Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}}]}}
-    new["Resources"]["Sg"]["Properties"]["SecurityGroupIngress"] = [{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "CidrIp": "0.0.0.0/0"}]
+    new["Resources"]["Role"] = {
+        "Type": "AWS::IAM::Role",
+        "Properties": {
+            "AssumeRolePolicyDocument": {
+                "Statement": [
+                    {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+                ]
+            },
+            "Policies": [
+                {
+                    "PolicyName": "p",
+                    "PolicyDocument": {"Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]},
+                }
+            ],
+        },
+    }
+    new["Resources"]["Sg"]["Properties"]["SecurityGroupIngress"] = [
+        {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "CidrIp": "0.0.0.0/0"}
+    ]
     new["Resources"]["Key"]["Properties"]["Description"] = "now described"  # in-place change
     return assembly_dir("old", {"Cluster": old}), assembly_dir("new", {"Cluster": new})
 
@@ -27,7 +42,10 @@ def old_and_new(assembly_dir, cluster_tpl):
 def test_compare_detects_added_removed_replaced(old_and_new, test_prices):
     old_dir, new_dir = old_and_new
     c = compare(load_assembly(old_dir).stacks, load_assembly(new_dir).stacks, old_label="old", prices=test_prices)
-    assert {(r.logical_id, r.type) for r in c.of("added")} == {("Nat1", "AWS::EC2::NatGateway"), ("Role", "AWS::IAM::Role")}
+    assert {(r.logical_id, r.type) for r in c.of("added")} == {
+        ("Nat1", "AWS::EC2::NatGateway"),
+        ("Role", "AWS::IAM::Role"),
+    }
     assert [(r.logical_id, r.stateful) for r in c.of("removed")] == [("Scratch", True)]
     replaced = c.of("replaced")
     assert [(r.logical_id, r.stateful) for r in replaced] == [("Checkpoints", True)]

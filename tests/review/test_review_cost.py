@@ -24,9 +24,16 @@ def test_cost_of_synthetic_cluster_matches_hand_computed_figure(assembly_dir, cl
     #   KMS key                                      =      1.00
     assert est.total == pytest.approx(52_149.60)
     assert est.by_item() == {
-        "HyperPod ml.g5.12xlarge": 14_600.0, "HyperPod EBS": 100.0, "HyperPod ml.p5.48xlarge": 36_500.0,
-        "FSx for Lustre": 480.0, "NAT gateway": 73.0, "EKS control plane": 73.0, "EKS nodes m7i.xlarge": 292.0,
-        "EKS node EBS": 16.0, "Interface endpoint": 14.6, "KMS key": 1.0,
+        "HyperPod ml.g5.12xlarge": 14_600.0,
+        "HyperPod EBS": 100.0,
+        "HyperPod ml.p5.48xlarge": 36_500.0,
+        "FSx for Lustre": 480.0,
+        "NAT gateway": 73.0,
+        "EKS control plane": 73.0,
+        "EKS nodes m7i.xlarge": 292.0,
+        "EKS node EBS": 16.0,
+        "Interface endpoint": 14.6,
+        "KMS key": 1.0,
     }
     assert est.unpriced == []
 
@@ -42,7 +49,10 @@ def test_control_plane_priced_by_support_status_on_the_reports_date(assembly_dir
     [cp_before] = [i for i in before.items if i.item == "EKS control plane"]
     [cp_after] = [i for i in after.items if i.item == "EKS control plane"]
     assert (cp_before.monthly, cp_before.quantity) == (73.0, "Kubernetes 1.33, standard support on 2026-07-28")
-    assert (cp_after.monthly, cp_after.quantity) == (438.0, "Kubernetes 1.33, extended support on 2026-07-29")  # $0.60 x 730
+    assert (cp_after.monthly, cp_after.quantity) == (
+        438.0,
+        "Kubernetes 1.33, extended support on 2026-07-29",
+    )  # $0.60 x 730
     assert cp_after.section == "eks_cluster_extended_hourly"
     assert after.total - before.total == pytest.approx(365.0)
 

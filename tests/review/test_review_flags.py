@@ -22,15 +22,27 @@ def bad_assembly(tmp_path_factory):
     stack = cdk.Stack(app, "Deliberate", env=cdk.Environment(account="111111111111", region="us-east-1"))
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
     role.add_to_policy(iam.PolicyStatement(actions=["s3:*"], resources=["*"]))
-    role.add_to_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=["arn:aws:sqs:us-east-1:111111111111:one"]))
-    vpc = ec2.Vpc(stack, "Vpc", max_azs=2, nat_gateways=0,
-                  subnet_configuration=[ec2.SubnetConfiguration(name="Isolated", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)])
+    role.add_to_policy(
+        iam.PolicyStatement(actions=["sqs:SendMessage"], resources=["arn:aws:sqs:us-east-1:111111111111:one"])
+    )
+    vpc = ec2.Vpc(
+        stack,
+        "Vpc",
+        max_azs=2,
+        nat_gateways=0,
+        subnet_configuration=[ec2.SubnetConfiguration(name="Isolated", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)],
+    )
     open_sg = ec2.SecurityGroup(stack, "OpenSg", vpc=vpc, description="deliberately open")
     open_sg.add_ingress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(22), "ssh from anywhere")
     open_sg.add_ingress_rule(ec2.Peer.ipv4("10.0.0.0/8"), ec2.Port.tcp(443), "internal https")
     bucket = s3.Bucket(stack, "Plain")
     bucket.node.default_child.add_property_deletion_override("BucketEncryption")  # type: ignore[union-attr]
-    s3.Bucket(stack, "Encrypted", encryption=s3.BucketEncryption.KMS_MANAGED, block_public_access=s3.BlockPublicAccess.BLOCK_ALL)
+    s3.Bucket(
+        stack,
+        "Encrypted",
+        encryption=s3.BucketEncryption.KMS_MANAGED,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+    )
     app.synth()
     return out
 

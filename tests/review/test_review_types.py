@@ -15,7 +15,9 @@ def test_eks_secrets_encryption_and_public_endpoint(assembly_dir, cluster_tpl):
     tpl = cluster_tpl()
     stack = _stack(assembly_dir, tpl)
     eks = next(e for e in analysis.encryption_status(stack) if e.type == "AWS::EKS::Cluster")
-    assert eks.status == "Kubernetes secrets envelope-encrypted with KMS" and eks.key == "${Key.Arn}" and eks.flags == ()
+    assert (
+        eks.status == "Kubernetes secrets envelope-encrypted with KMS" and eks.key == "${Key.Arn}" and eks.flags == ()
+    )
     exposure = [x for x in analysis.internet_exposure(stack) if x.type == "AWS::EKS::Cluster"]
     assert exposure[0].what == "public Kubernetes API endpoint from 203.0.113.0/24" and not exposure[0].flagged
 
@@ -60,12 +62,18 @@ def test_hyperpod_cluster_create_only_properties_are_listed(assembly_dir, cluste
 
 def test_acknowledgements_and_checkov_skips_are_read_from_the_assembly(assembly_dir, cluster_tpl):
     tpl = cluster_tpl()
-    tpl["Resources"]["Checkpoints"]["Metadata"] = {"checkov": {"skip": [{"id": "CKV_AWS_18", "comment": "because reasons that matter"}]}}
-    metadata = {"Cluster": {
-        "/Cluster/Storage/Checkpoints": [{"type": "aws:cdk:acknowledged-rules", "data": {"Annotation::AwsSolutions-S1": "why it is fine"}}],
-        "/Cluster/Storage/Checkpoints/Resource": [{"type": "aws:cdk:logicalId", "data": "Checkpoints"}],
-        "/Cluster/Other/Resource": [{"type": "aws:cdk:logicalId", "data": "Key"}],
-    }}
+    tpl["Resources"]["Checkpoints"]["Metadata"] = {
+        "checkov": {"skip": [{"id": "CKV_AWS_18", "comment": "because reasons that matter"}]}
+    }
+    metadata = {
+        "Cluster": {
+            "/Cluster/Storage/Checkpoints": [
+                {"type": "aws:cdk:acknowledged-rules", "data": {"Annotation::AwsSolutions-S1": "why it is fine"}}
+            ],
+            "/Cluster/Storage/Checkpoints/Resource": [{"type": "aws:cdk:logicalId", "data": "Checkpoints"}],
+            "/Cluster/Other/Resource": [{"type": "aws:cdk:logicalId", "data": "Key"}],
+        }
+    }
     stack = load_assembly(assembly_dir("a", {"Cluster": tpl}, metadata=metadata)).stacks[0]
     acks = stack.acknowledgements()
     assert [(a.path, a.rule, a.reason, a.resources) for a in acks] == [

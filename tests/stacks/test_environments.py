@@ -56,9 +56,7 @@ def test_cfn_lint_clean(env, synthesized):
     out = assembly_dir(synthesized, env)
     templates = sorted(str(p) for p in out.glob("*.template.json"))
     assert len(templates) >= 2
-    proc = subprocess.run(
-        [str(VENV_BIN / "cfn-lint"), *templates], cwd=ROOT, capture_output=True, text=True
-    )
+    proc = subprocess.run([str(VENV_BIN / "cfn-lint"), *templates], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -66,9 +64,22 @@ def test_cfn_lint_clean(env, synthesized):
 def test_checkov_clean(env, synthesized):
     out = assembly_dir(synthesized, env)
     proc = subprocess.run(
-        [str(CHECKOV), "--directory", str(out), "--framework", "cloudformation", "--quiet",
-         "--compact", "--skip-download", "--output", "json"],
-        capture_output=True, text=True, env={**os.environ, "BC_SKIP_MAPPING": "TRUE"}, timeout=600,
+        [
+            str(CHECKOV),
+            "--directory",
+            str(out),
+            "--framework",
+            "cloudformation",
+            "--quiet",
+            "--compact",
+            "--skip-download",
+            "--output",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "BC_SKIP_MAPPING": "TRUE"},
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     result = json.loads(proc.stdout)
@@ -97,7 +108,9 @@ def _synth_with_cli_app(outdir: Path, env: str) -> None:
         [sys.executable, "app.py"],
         cwd=ROOT,
         env={**os.environ, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps(context)},
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
 

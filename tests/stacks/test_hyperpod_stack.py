@@ -41,9 +41,7 @@ def test_cfn_lint_passes_against_the_sagemaker_cluster_schema(synthesized, tmp_p
     for env in ENVS:
         path, _ = hyperpod_template(synthesized, env)
         files.append(shutil.copy(path, tmp_path / f"{env}.template.json"))
-    result = subprocess.run(
-        [str(VENV_BIN / "cfn-lint"), *map(str, files)], capture_output=True, text=True, cwd=ROOT
-    )
+    result = subprocess.run([str(VENV_BIN / "cfn-lint"), *map(str, files)], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -53,8 +51,20 @@ def test_checkov_passes(synthesized, tmp_path):
         shutil.copy(path, tmp_path / f"{env}.template.json")
     env_vars = {**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false"}
     result = subprocess.run(
-        [str(CHECKOV), "--directory", str(tmp_path), "--framework", "cloudformation", "--compact", "--skip-download", "-o", "json"],
-        capture_output=True, text=True, env=env_vars,
+        [
+            str(CHECKOV),
+            "--directory",
+            str(tmp_path),
+            "--framework",
+            "cloudformation",
+            "--compact",
+            "--skip-download",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env_vars,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     reports = json.loads(result.stdout)
@@ -76,7 +86,10 @@ def test_no_access_entry_for_the_execution_role_anywhere(synthesized, env):
     for artifact in assembly.stacks:
         for logical_id, resource in artifact.template["Resources"].items():
             if resource["Type"] == "AWS::EKS::AccessEntry":
-                assert role_logical not in json.dumps(resource["Properties"]["PrincipalArn"]), (artifact.stack_name, logical_id)
+                assert role_logical not in json.dumps(resource["Properties"]["PrincipalArn"]), (
+                    artifact.stack_name,
+                    logical_id,
+                )
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -84,7 +97,9 @@ def test_stack_order_and_protection(synthesized, env):
     _, config, stacks = synthesized(env)
     hp = stacks.hyperpod
     assert {s.stack_name for s in hp.dependencies} == {
-        stacks.network.stack_name, stacks.storage.stack_name, stacks.cluster.stack_name,
+        stacks.network.stack_name,
+        stacks.storage.stack_name,
+        stacks.cluster.stack_name,
     }
     assert hp.termination_protection is config.production
 

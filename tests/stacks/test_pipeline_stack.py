@@ -23,9 +23,12 @@ def pipeline_app(tmp_path_factory):
     from config.pipeline import load_pipeline
 
     out = tmp_path_factory.mktemp("pipeline-cdk-out")
-    app = cdk.App(context={**APP_PROPS["context"], **cdk_context(), "pipeline": "true"}, outdir=str(out),
-                  stack_traces=APP_PROPS["stack_traces"],
-                  builtin_cloud_formation_validation=APP_PROPS["builtin_cloud_formation_validation"])
+    app = cdk.App(
+        context={**APP_PROPS["context"], **cdk_context(), "pipeline": "true"},
+        outdir=str(out),
+        stack_traces=APP_PROPS["stack_traces"],
+        builtin_cloud_formation_validation=APP_PROPS["builtin_cloud_formation_validation"],
+    )
     stack = build_pipeline_app(app, *load_pipeline())
     assembly = app.synth()  # raises if cdk-nag finds anything unacknowledged, Stages included
     template = json.loads((out / f"{stack.artifact_id}.template.json").read_text())
@@ -57,7 +60,10 @@ def test_same_stage_class_builds_every_environment(pipeline_app):
 
 def _actions(template, stage_name):
     stage = next(s for s in _pipeline_stages(template) if s["Name"] == stage_name)
-    return [(a["Name"], a["ActionTypeId"]["Category"], a["ActionTypeId"]["Provider"], a["RunOrder"]) for a in stage["Actions"]]
+    return [
+        (a["Name"], a["ActionTypeId"]["Category"], a["ActionTypeId"]["Provider"], a["RunOrder"])
+        for a in stage["Actions"]
+    ]
 
 
 def test_production_stage_checks_broadening_then_waits_for_approval_then_deploys(pipeline_app):
@@ -90,8 +96,11 @@ def test_source_connection_and_synth_commands_from_config(pipeline_app):
     assert source["Configuration"]["ConnectionArn"] == pipeline.source.connection_arn
     assert source["Configuration"]["FullRepositoryId"] == pipeline.source.repository
     assert source["Configuration"]["BranchName"] == pipeline.source.branch
-    buildspecs = [r["Properties"]["Source"]["BuildSpec"] for r in template["Resources"].values()
-                  if r["Type"] == "AWS::CodeBuild::Project" and "make pipeline" in r["Properties"]["Source"].get("BuildSpec", "")]
+    buildspecs = [
+        r["Properties"]["Source"]["BuildSpec"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CodeBuild::Project" and "make pipeline" in r["Properties"]["Source"].get("BuildSpec", "")
+    ]
     assert len(buildspecs) == 1
     spec = json.loads(buildspecs[0])
     assert spec["phases"]["build"]["commands"] == ["make test", "make pipeline"]
@@ -102,7 +111,9 @@ def test_cross_account_keys_for_stages_in_other_accounts(pipeline_app):
     keys = [r for r in template["Resources"].values() if r["Type"] == "AWS::KMS::Key"]
     assert len(keys) == 1 and keys[0]["Properties"]["EnableKeyRotation"] is True
     bucket = next(r for r in template["Resources"].values() if r["Type"] == "AWS::S3::Bucket")
-    enc = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+    enc = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0][
+        "ServerSideEncryptionByDefault"
+    ]
     assert enc["SSEAlgorithm"] == "aws:kms"
 
 
@@ -138,8 +149,12 @@ def test_cdk_nag_plugin_reaches_stacks_inside_stages(tmp_path):
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()
     report = json.loads((tmp_path / "validation-report.json").read_text())
-    flagged = {(v["ruleName"], c["constructPath"]) for pr in report["pluginReports"]
-               for v in pr["violations"] for c in v["violatingConstructs"]}
+    flagged = {
+        (v["ruleName"], c["constructPath"])
+        for pr in report["pluginReports"]
+        for v in pr["violations"]
+        for c in v["violatingConstructs"]
+    }
     assert ("AwsSolutions-S1", "Dev/HprayDevStorage/Deliberate/Resource") in flagged
     assert ("NIST.800.53.R5-S3DefaultEncryptionKMS", "Dev/HprayDevStorage/Deliberate/Resource") in flagged
     # Only the deliberate bucket: the real stage stacks are clean.
@@ -156,12 +171,26 @@ def test_cfn_lint_and_checkov_pass_on_every_stage_template(pipeline_app):
     # The pipeline + every platform stack (network, storage, cluster, hyperpod) per environment.
     assert len(templates) == 1 + 3 * len(dataclasses.fields(PlatformStacks))
     # Both gates at once (they are independent): the same commands as `make pipeline`.
-    lint = subprocess.Popen([str(Path(sys.executable).parent / "cfn-lint"), *templates],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lint = subprocess.Popen(
+        [str(Path(sys.executable).parent / "cfn-lint"), *templates],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     checkov = subprocess.Popen(
-        [str(ROOT / ".venv-checkov" / "bin" / "checkov"), "--directory", str(out), "--framework", "cloudformation",
-         "--quiet", "--compact", "--skip-download"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            str(ROOT / ".venv-checkov" / "bin" / "checkov"),
+            "--directory",
+            str(out),
+            "--framework",
+            "cloudformation",
+            "--quiet",
+            "--compact",
+            "--skip-download",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         env={"BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false", "PATH": "/usr/bin:/bin"},
     )
     lint_out, _ = lint.communicate(timeout=300)
@@ -189,8 +218,11 @@ def test_asset_stage_builds_and_pushes_the_workloads_image(pipeline_app):
     _, _, template, out = pipeline_app
     assets = next(s for s in _pipeline_stages(template) if s["Name"] == "Assets")
     assert "workloads_image" in [a["Name"] for a in assets["Actions"]]
-    projects = [r for r in template["Resources"].values() if r["Type"] == "AWS::CodeBuild::Project"
-                and r["Properties"]["Environment"].get("PrivilegedMode")]
+    projects = [
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CodeBuild::Project" and r["Properties"]["Environment"].get("PrivilegedMode")
+    ]
     assert len(projects) == 1
     images = []
     for manifest in out.glob("assembly-*/*.assets.json"):

@@ -22,7 +22,10 @@ def run_fresh(*code: str) -> dict:
     it prints."""
     proc = subprocess.run(
         [sys.executable, "-c", "".join(textwrap.dedent(block) for block in code)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1", "PYTHONPATH": str(ROOT)},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -66,7 +69,9 @@ NEW_SERVICE_MODULES = """
 def test_service_modules_are_the_ones_the_stacks_import():
     """Once the listed modules are imported, importing the stacks pulls in no other service
     module; and every listed one is one the stacks import (none is stale)."""
-    preloaded = run_fresh(NEW_SERVICE_MODULES, f"""
+    preloaded = run_fresh(
+        NEW_SERVICE_MODULES,
+        f"""
         import importlib, json, sys
         import aws_cdk
         for name in {SERVICE_MODULES!r}:
@@ -74,15 +79,19 @@ def test_service_modules_are_the_ones_the_stacks_import():
         before = set(sys.modules)
         import stacks.platform
         print(json.dumps(new_service_modules(before)))
-    """)
+    """,
+    )
     assert preloaded == []
-    by_the_stacks = run_fresh(NEW_SERVICE_MODULES, """
+    by_the_stacks = run_fresh(
+        NEW_SERVICE_MODULES,
+        """
         import json, sys
         import aws_cdk
         before = set(sys.modules)
         import stacks.platform
         print(json.dumps(new_service_modules(before)))
-    """)
+    """,
+    )
     assert set(SERVICE_MODULES) <= set(by_the_stacks)
 
 
