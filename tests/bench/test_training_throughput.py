@@ -82,9 +82,12 @@ def test_check_fails_loudly_when_the_worker_node_inherited_the_head_cgroup():
 
 @needs_cgroup
 @pytest.mark.slow
-def test_local_cluster_starts_worker_nodes_outside_the_head_cgroup_of_its_driver():
+def test_local_cluster_starts_worker_nodes_outside_the_head_cgroup_of_its_driver(monkeypatch):
     """The bench's driver joins the head's cgroup before it starts the cluster (a RayJob's
     driver runs on the head); the worker node it starts must not inherit that."""
+    # The head runs at the low cgroup weight the bench gives it: on a busy machine its raylet
+    # took longer to register than Ray's default 30 s wait, and `ray start` gave up.
+    monkeypatch.setenv("RAY_raylet_start_wait_time_s", "120")
     from workloads.common.local_cluster import LocalCluster
 
     with tt.HeadCgroup() as cg:
