@@ -19,14 +19,22 @@ class NetworkBlocked(RuntimeError):
 
 
 @pytest.fixture(autouse=True, scope="module")
-def no_network():
+def no_network(request):
+    """Every connect raises; a module with ``LOOPBACK_ALLOWED = True`` (its own local API server,
+    moto server or Ray cluster) may still connect to loopback."""
     # Module scope (not session): other test folders run real local Ray clusters on loopback.
-    def refuse(self, address, *args, **kwargs):
+    real = socket.socket.connect
+    loopback = getattr(request.module, "LOOPBACK_ALLOWED", False)
+
+    def guarded(self, address, *args, **kwargs):
+        if loopback and isinstance(address, tuple) and address[0] in ("127.0.0.1", "localhost", "::1"):
+            return real(self, address, *args, **kwargs)
         raise NetworkBlocked(f"test tried to open a network connection to {address!r}")
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(socket.socket, "connect", refuse)
-        mp.setattr(socket.socket, "connect_ex", refuse)
+        mp.setattr(socket.socket, "connect", guarded)
+        if not loopback:
+            mp.setattr(socket.socket, "connect_ex", guarded)
         yield
 
 

@@ -20,7 +20,6 @@ import io
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import threading
@@ -72,19 +71,8 @@ def loss_at(step):
 """
 
 
-@pytest.fixture(autouse=True, scope="module")
-def no_network():
-    """Loopback only: moto's server, the Ray cluster and the local Kubernetes API."""
-    real = socket.socket.connect
-
-    def loopback_only(self, address, *args, **kwargs):
-        if isinstance(address, tuple) and address[0] not in ("127.0.0.1", "localhost", "::1"):
-            raise RuntimeError(f"test tried to open a network connection to {address!r}")
-        return real(self, address, *args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(socket.socket, "connect", loopback_only)
-        yield
+# Loopback connections allowed (tests/ops/conftest.py no_network): moto's server, the Ray cluster and the local Kubernetes API.
+LOOPBACK_ALLOWED = True
 
 
 @pytest.fixture(scope="module")

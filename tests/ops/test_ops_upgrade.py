@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 from datetime import date
 
 import pytest
@@ -18,19 +17,8 @@ from tests.ops.fakes import env_data, rayjob
 from tests.ops.kube_api import KubeApi
 from workloads.common import crd
 
-
-@pytest.fixture(autouse=True, scope="module")
-def no_network():
-    real = socket.socket.connect
-
-    def loopback_only(self, address, *args, **kwargs):
-        if isinstance(address, tuple) and address[0] not in ("127.0.0.1", "localhost", "::1"):
-            raise RuntimeError(f"test tried to open a network connection to {address!r}")
-        return real(self, address, *args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(socket.socket, "connect", loopback_only)
-        yield
+# Loopback connections allowed (tests/ops/conftest.py no_network): the local Kubernetes API.
+LOOPBACK_ALLOWED = True
 
 
 @pytest.fixture
