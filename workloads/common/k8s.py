@@ -48,6 +48,8 @@ def efa_nccl_env(instance_type: str, efa_interfaces: int) -> list[dict[str, str]
             {"name": "FI_PROVIDER", "value": "efa"},
             # Ray forks worker processes; libfabric must be fork-safe.
             {"name": "FI_EFA_FORK_SAFE", "value": "1"},
+            # aws-ofi-nccl (1.12+) renames its network to "OFI" when NCCL_NET asks for it (matched case-
+            # insensitively), so a missing plugin fails loudly instead of falling back to sockets.
             {"name": "NCCL_NET", "value": "ofi"},
         ]
         if catalog.efa_gpudirect_rdma(instance_type):
