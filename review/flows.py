@@ -283,6 +283,14 @@ def attachments(env: Env) -> dict[str, list[Member]]:
         subnets = tuple(subnets)
         return Member(label, tuple(groups), tuple(str(cidr_of.get(x, "{?}")) for x in subnets), subnets)
 
+    def vpc_member(s: Stack, label: str, vpc_config: dict[str, Any], subnets_key: str = "SubnetIds") -> Member:
+        """A member placed by a VPC config's SecurityGroupIds and subnets (their key varies by type)."""
+        return member(
+            label,
+            env.value(s, vpc_config.get("SecurityGroupIds") or []),
+            env.value(s, vpc_config.get(subnets_key) or []),
+        )
+
     out: dict[str, list[Member]] = {
         a: [] for a in ("system-nodes", "hyperpod-nodes", "control-plane", "fsx", "kubectl-handler")
     }
@@ -315,33 +323,15 @@ def attachments(env: Env) -> dict[str, list[Member]]:
         for g in p.get("InstanceGroups") or []:
             cfg = g.get("OverrideVpcConfig") or base
             out["hyperpod-nodes"].append(
-                member(
-                    f"{s.display_name}/{lid} group {g.get('InstanceGroupName')}",
-                    env.value(s, cfg.get("SecurityGroupIds") or []),
-                    env.value(s, cfg.get("Subnets") or []),
-                )
+                vpc_member(s, f"{s.display_name}/{lid} group {g.get('InstanceGroupName')}", cfg, "Subnets")
             )
     for s, lid, r in env.resources("AWS::FSx::FileSystem"):
-        p = env.props(r)
-        out["fsx"].append(
-            member(
-                f"{s.display_name}/{lid}",
-                env.value(s, p.get("SecurityGroupIds") or []),
-                env.value(s, p.get("SubnetIds") or []),
-            )
-        )
+        out["fsx"].append(vpc_member(s, f"{s.display_name}/{lid}", env.props(r)))
     for s, lid, r in env.resources("AWS::Lambda::Function"):
         path = s.paths_by_logical_id().get(lid, "")
         if "KubectlProvider/Handler" not in path:
             continue
-        vpc = env.props(r).get("VpcConfig") or {}
-        out["kubectl-handler"].append(
-            member(
-                f"{s.display_name}/{lid}",
-                env.value(s, vpc.get("SecurityGroupIds") or []),
-                env.value(s, vpc.get("SubnetIds") or []),
-            )
-        )
+        out["kubectl-handler"].append(vpc_member(s, f"{s.display_name}/{lid}", env.props(r).get("VpcConfig") or {}))
     return out
 
 
