@@ -547,14 +547,18 @@ class Iam:
     def bucket(self, name: str) -> tuple[Stack, str, dict[str, Any]] | None:
         return self.env.find_by_attr("AWS::S3::Bucket", "Ref", name)
 
-    def bucket_policy(self, name: str) -> list[Statement]:
+    def _resource_policy(self, type_: str, target_key: str, target: str, document_key: str) -> list[Statement]:
+        """The statements of every ``type_`` policy resource whose ``target_key`` is ``target``."""
         env = self.env
         out = []
-        for s, lid, r in env.resources("AWS::S3::BucketPolicy"):
+        for s, lid, r in env.resources(type_):
             p = env.props(r)
-            if env.value(s, p.get("Bucket")) == name:
-                out += statements_of(env.value(s, p.get("PolicyDocument")), f"{s.display_name}/{lid}")
+            if env.value(s, p.get(target_key)) == target:
+                out += statements_of(env.value(s, p.get(document_key)), f"{s.display_name}/{lid}")
         return out
+
+    def bucket_policy(self, name: str) -> list[Statement]:
+        return self._resource_policy("AWS::S3::BucketPolicy", "Bucket", name, "PolicyDocument")
 
     def key_of_bucket(self, name: str) -> tuple[Stack, str, dict[str, Any]] | None:
         hit = self.bucket(name)
@@ -582,13 +586,7 @@ class Iam:
         return None
 
     def secret_policy(self, arn: str) -> list[Statement]:
-        env = self.env
-        out = []
-        for s, lid, r in env.resources("AWS::SecretsManager::ResourcePolicy"):
-            p = env.props(r)
-            if env.value(s, p.get("SecretId")) == arn:
-                out += statements_of(env.value(s, p.get("ResourcePolicy")), f"{s.display_name}/{lid}")
-        return out
+        return self._resource_policy("AWS::SecretsManager::ResourcePolicy", "SecretId", arn, "ResourcePolicy")
 
     def key_statements(self, key: tuple[Stack, str, dict[str, Any]]) -> list[Statement]:
         s, lid, r = key
