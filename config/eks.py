@@ -8,9 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config import catalog, versions
 from config.base import Frozen
-from config.fields import cidr_block
-
-IAM_PRINCIPAL_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[\w+=,.@/-]{1,512}$")
+from config.fields import cidr_block, iam_principal_arns
 
 
 class SystemNodeGroup(Frozen):
@@ -112,12 +110,7 @@ class Eks(Frozen):
     @field_validator("admin_principal_arns")
     @classmethod
     def _arns(cls, v: list[str]) -> list[str]:
-        for arn in v:
-            if not IAM_PRINCIPAL_ARN_RE.match(arn):
-                raise ValueError(
-                    f"{arn!r} is not an IAM role or user ARN; expected arn:aws:iam::123456789012:role/NAME"
-                )
-        return v
+        return iam_principal_arns(v)
 
     @field_validator("kuberay_chart_version")
     @classmethod

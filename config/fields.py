@@ -26,6 +26,15 @@ AZ_ID_RE = re.compile(r"^[a-z]{2,4}[0-9]-az[0-9]{1,2}$")
 ACCOUNT_RE = re.compile(r"^[0-9]{12}$")
 REGION_RE = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
 PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{1,22}[a-z0-9]$")
+IAM_PRINCIPAL_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[\w+=,.@/-]{1,512}$")
+
+
+def iam_principal_arns(arns: list[str]) -> list[str]:
+    """``arns``, each an IAM role or user ARN (EKS access entries take no other principal)."""
+    for arn in arns:
+        if not IAM_PRINCIPAL_ARN_RE.match(arn):
+            raise ValueError(f"{arn!r} is not an IAM role or user ARN; expected arn:aws:iam::123456789012:role/NAME")
+    return arns
 
 
 def _check(pattern: re.Pattern[str], what: str) -> AfterValidator:
@@ -82,3 +91,19 @@ def k8s_value_problem(value: str) -> str | None:
             "starting and ending with an alphanumeric (or empty)"
         )
     return None
+
+
+def k8s_key(key: str, what: str) -> str:
+    """``key``, or a ValueError naming ``what`` (e.g. "taint key") and why it is not a Kubernetes key."""
+    problem = k8s_key_problem(key)
+    if problem:
+        raise ValueError(f"{what} {key!r} is not a valid Kubernetes key: {problem}")
+    return key
+
+
+def k8s_value(value: str, refusal: str) -> str:
+    """``value``, or a ValueError that starts with ``refusal`` and says why it is not a Kubernetes value."""
+    problem = k8s_value_problem(value)
+    if problem:
+        raise ValueError(f"{refusal}: {problem}")
+    return value

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config import catalog
 from config.base import Frozen
-from config.fields import AzId, k8s_key_problem, k8s_value_problem
+from config.fields import AzId, k8s_key, k8s_value
 
 DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
 # AWS::SageMaker::Cluster schema: InstanceCount 0-6758, VolumeSizeInGB 1-16384.
@@ -33,18 +33,12 @@ class Taint(Frozen):
     @field_validator("key")
     @classmethod
     def _key(cls, v: str) -> str:
-        problem = k8s_key_problem(v)
-        if problem:
-            raise ValueError(f"taint key {v!r} is not a valid Kubernetes key: {problem}")
-        return v
+        return k8s_key(v, "taint key")
 
     @field_validator("value")
     @classmethod
     def _value(cls, v: str) -> str:
-        problem = k8s_value_problem(v)
-        if problem:
-            raise ValueError(f"taint value {v!r} is not valid: {problem}")
-        return v
+        return k8s_value(v, f"taint value {v!r} is not valid")
 
 
 class InstanceGroup(Frozen):
@@ -126,12 +120,8 @@ class InstanceGroup(Frozen):
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
-            problem = k8s_key_problem(key)
-            if problem:
-                raise ValueError(f"label key {key!r} is not a valid Kubernetes key: {problem}")
-            problem = k8s_value_problem(value)
-            if problem:
-                raise ValueError(f"label {key}={value!r} has an invalid value: {problem}")
+            k8s_key(key, "label key")
+            k8s_value(value, f"label {key}={value!r} has an invalid value")
         return v
 
     @field_validator("training_plan_arn")

@@ -35,14 +35,14 @@ APP_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
 UpgradeStrategy = Literal["NewCluster", "NewClusterWithIncrementalUpgrade", "None"]
 
 
-def _storage_problem(v: str) -> str | None:
+def _storage_location(v: str, what: str) -> str:
+    """``v``, or a ValueError saying it is not ``what`` (a path on FSx or an S3 URI) and why."""
     if v.startswith("s3://"):
         if not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$", v):
-            return "an S3 URI must look like s3://bucket/prefix"
-        return None
-    if not re.match(r"^/[A-Za-z0-9_./-]{1,4095}$", v) or v == "/":
-        return "expected an absolute path (FSx: /fsx/...) or an s3://bucket/prefix URI"
-    return None
+            raise ValueError(f"{v!r} is not {what}: an S3 URI must look like s3://bucket/prefix")
+    elif not re.match(r"^/[A-Za-z0-9_./-]{1,4095}$", v) or v == "/":
+        raise ValueError(f"{v!r} is not {what}: expected an absolute path (FSx: /fsx/...) or an s3://bucket/prefix URI")
+    return v
 
 
 class Autoscaling(Frozen):
@@ -117,10 +117,7 @@ class Llm(Frozen):
     @field_validator("model_source")
     @classmethod
     def _source(cls, v: str) -> str:
-        problem = _storage_problem(v)
-        if problem:
-            raise ValueError(f"{v!r} is not a model location: {problem}")
-        return v
+        return _storage_location(v, "a model location")
 
     @field_validator("model_id")
     @classmethod
@@ -241,11 +238,7 @@ class Inference(Frozen):
     @field_validator("storage_path")
     @classmethod
     def _storage(cls, v: str | None) -> str | None:
-        if v is not None:
-            problem = _storage_problem(v)
-            if problem:
-                raise ValueError(f"{v!r} is not a checkpoint storage location: {problem}")
-        return v
+        return v if v is None else _storage_location(v, "a checkpoint storage location")
 
     @model_validator(mode="after")
     def _within(self) -> Inference:

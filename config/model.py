@@ -8,11 +8,12 @@ cross-section rules in config/environment.py; this module re-exports them so tha
 
 from __future__ import annotations
 
-from config.eks import IAM_PRINCIPAL_ARN_RE, Eks, SystemNodeGroup
+from config.eks import Eks, SystemNodeGroup
 from config.environment import CROSS_CHECKS, EnvironmentConfig
 from config.fields import (
     ACCOUNT_RE,
     AZ_ID_RE,
+    IAM_PRINCIPAL_ARN_RE,
     PREFIX_RE,
     REGION_RE,
     AccountId,

@@ -9,6 +9,7 @@ import re
 from pydantic import Field, field_validator
 
 from config.base import Frozen
+from config.fields import iam_principal_arns
 
 TEAM_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$")
 # Namespaces of the platform itself; a team never gets one of these.
@@ -69,14 +70,7 @@ class Team(Frozen):
     @field_validator("principal_arns")
     @classmethod
     def _arns(cls, v: list[str]) -> list[str]:
-        from config.model import IAM_PRINCIPAL_ARN_RE
-
-        for arn in v:
-            if not IAM_PRINCIPAL_ARN_RE.match(arn):
-                raise ValueError(
-                    f"{arn!r} is not an IAM role or user ARN; expected arn:aws:iam::123456789012:role/NAME"
-                )
-        return v
+        return iam_principal_arns(v)
 
     @field_validator("namespace")
     @classmethod

@@ -250,6 +250,17 @@ class PlatformEksCluster(Construct):
         pod_identity = addon("PodIdentityAgent", "eks-pod-identity-agent")
         for early in (vpc_cni, kube_proxy, pod_identity):
             self.system_nodegroup.node.add_dependency(early)
+
+        def addon_with_role(construct_id: str, name: str, role: iam.IRole, service_account: str) -> None:
+            """An add-on whose controller gets ``role`` through Pod Identity: after the nodes and the agent."""
+            addon(
+                construct_id,
+                name,
+                pod_identity_associations=[
+                    eks.CfnAddon.PodIdentityAssociationProperty(role_arn=role.role_arn, service_account=service_account)
+                ],
+            ).node.add_dependency(self.system_nodegroup, pod_identity)
+
         # CoreDNS is a Deployment: it needs the nodes to become ACTIVE.
         coredns = addon("CoreDns", "coredns")
         coredns.node.add_dependency(self.system_nodegroup)
@@ -279,16 +290,7 @@ class PlatformEksCluster(Construct):
                 "The role's statements live beside the add-on that needs them and are scoped to this cluster's one file system.",
             ),
         )
-        fsx = addon(
-            "FsxCsiDriver",
-            "aws-fsx-csi-driver",
-            pod_identity_associations=[
-                eks.CfnAddon.PodIdentityAssociationProperty(
-                    role_arn=self.fsx_csi_role.role_arn, service_account=FSX_CSI_CONTROLLER_SA
-                )
-            ],
-        )
-        fsx.node.add_dependency(self.system_nodegroup, pod_identity)
+        addon_with_role("FsxCsiDriver", "aws-fsx-csi-driver", self.fsx_csi_role, FSX_CSI_CONTROLLER_SA)
 
         if self.eks_config.cloudwatch_observability:
             self.cloudwatch_role = pod_identity_role(
@@ -307,16 +309,9 @@ class PlatformEksCluster(Construct):
                     "AWS documents this managed policy for the CloudWatch Observability add-on; it grants only CloudWatch metric/log writes and read-only describes.",
                 ),
             )
-            observability = addon(
-                "CloudWatchObservability",
-                "amazon-cloudwatch-observability",
-                pod_identity_associations=[
-                    eks.CfnAddon.PodIdentityAssociationProperty(
-                        role_arn=self.cloudwatch_role.role_arn, service_account=CLOUDWATCH_AGENT_SA
-                    )
-                ],
+            addon_with_role(
+                "CloudWatchObservability", "amazon-cloudwatch-observability", self.cloudwatch_role, CLOUDWATCH_AGENT_SA
             )
-            observability.node.add_dependency(self.system_nodegroup, pod_identity)
         return addons
 
     def _admin_access(self) -> list[eks.AccessEntry]:

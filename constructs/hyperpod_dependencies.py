@@ -63,26 +63,21 @@ def efa_device_plugin_values(config: EnvironmentConfig) -> dict[str, Any]:
 
 
 def device_plugin_releases(config: EnvironmentConfig) -> list[ChartRelease]:
-    releases = []
-    if config.gpu_device_plugin_instance_types():
-        releases.append(
-            ChartRelease(
-                release=NVIDIA_RELEASE,
-                pin=versions.NVIDIA_DEVICE_PLUGIN,
-                namespace=DEVICE_PLUGIN_NAMESPACE,
-                values=nvidia_device_plugin_values(config),
-            )
-        )
-    if config.efa_device_plugin_instance_types():
-        releases.append(
-            ChartRelease(
-                release=EFA_RELEASE,
-                pin=versions.EFA_DEVICE_PLUGIN,
-                namespace=DEVICE_PLUGIN_NAMESPACE,
-                values=efa_device_plugin_values(config),
-            )
-        )
-    return releases
+    """A release per device plugin that some HyperPod instance type of the environment needs."""
+    plugins = (
+        (
+            config.gpu_device_plugin_instance_types,
+            NVIDIA_RELEASE,
+            versions.NVIDIA_DEVICE_PLUGIN,
+            nvidia_device_plugin_values,
+        ),
+        (config.efa_device_plugin_instance_types, EFA_RELEASE, versions.EFA_DEVICE_PLUGIN, efa_device_plugin_values),
+    )
+    return [
+        ChartRelease(release=release, pin=pin, namespace=DEVICE_PLUGIN_NAMESPACE, values=values(config))
+        for instance_types, release, pin, values in plugins
+        if instance_types()
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -101,60 +101,50 @@ class PlatformBuckets(Construct):
         checkov_skip(
             self.access_logs, "CKV_AWS_18", "This is the access-log target bucket; logging it to itself would loop."
         )
-        self.checkpoints = s3.Bucket(
-            self,
+
+        def logged_data_bucket(
+            bucket_id: str, *, bucket_name: str, log_prefix: str, rule: s3.LifecycleRule, why_no_replica: str
+        ) -> s3.Bucket:
+            """A hardened SSE-KMS bucket that logs to the access-log bucket, kept in-region."""
+            bucket = s3.Bucket(
+                self,
+                bucket_id,
+                bucket_name=bucket_name,
+                **_kms_encrypted(key),
+                **_HARDENED,
+                server_access_logs_bucket=self.access_logs,
+                server_access_logs_prefix=log_prefix,
+                removal_policy=removal_policy,
+                auto_delete_objects=empty_on_delete,
+                lifecycle_rules=[rule],
+            )
+            acknowledge(bucket, ("NIST.800.53.R5-S3BucketReplicationEnabled", why_no_replica))
+            return bucket
+
+        self.checkpoints = logged_data_bucket(
             "Checkpoints",
             bucket_name=names["checkpoints"],
-            **_kms_encrypted(key),
-            **_HARDENED,
-            server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="checkpoints/",
-            removal_policy=removal_policy,
-            auto_delete_objects=empty_on_delete,
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    id="CheckpointHygiene",
-                    abort_incomplete_multipart_upload_after=Duration.days(
-                        storage.abort_incomplete_multipart_upload_days
-                    ),
-                    noncurrent_version_expiration=Duration.days(storage.checkpoint_noncurrent_version_expiration_days),
-                )
-            ],
-        )
-        acknowledge(
-            self.checkpoints,
-            (
-                "NIST.800.53.R5-S3BucketReplicationEnabled",
-                "Checkpoints are reproducible training state, versioned in-region; cross-region replication doubles cost for no recovery need.",
+            log_prefix="checkpoints/",
+            rule=s3.LifecycleRule(
+                id="CheckpointHygiene",
+                abort_incomplete_multipart_upload_after=Duration.days(storage.abort_incomplete_multipart_upload_days),
+                noncurrent_version_expiration=Duration.days(storage.checkpoint_noncurrent_version_expiration_days),
             ),
+            why_no_replica="Checkpoints are reproducible training state, versioned in-region; cross-region replication doubles cost for no recovery need.",
         )
-        self.lifecycle_scripts = s3.Bucket(
-            self,
+        self.lifecycle_scripts = logged_data_bucket(
             "LifecycleScripts",
             bucket_name=names["lifecycle_scripts"],
-            **_kms_encrypted(key),
-            **_HARDENED,
-            server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="lifecycle-scripts/",
-            removal_policy=removal_policy,
-            auto_delete_objects=empty_on_delete,
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    id="OldScriptVersions",
-                    noncurrent_version_expiration=Duration.days(30),
-                    abort_incomplete_multipart_upload_after=Duration.days(1),
-                )
-            ],
+            log_prefix="lifecycle-scripts/",
+            rule=s3.LifecycleRule(
+                id="OldScriptVersions",
+                noncurrent_version_expiration=Duration.days(30),
+                abort_incomplete_multipart_upload_after=Duration.days(1),
+            ),
+            why_no_replica="Lifecycle scripts are generated from this repository on every deploy; no replica is needed.",
         )
         if empty_on_delete:
             self._auto_delete_provider_findings()
-        acknowledge(
-            self.lifecycle_scripts,
-            (
-                "NIST.800.53.R5-S3BucketReplicationEnabled",
-                "Lifecycle scripts are generated from this repository on every deploy; no replica is needed.",
-            ),
-        )
 
     def _auto_delete_provider_findings(self) -> None:
         """The stack-wide Lambda aws-cdk-lib adds for ``auto_delete_objects`` (deletes objects only

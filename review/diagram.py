@@ -126,6 +126,15 @@ def _graph(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[
                 out.append((stack.key, target))
         return out
 
+    def nodes(stack: Stack, value: Any) -> list[str | None]:
+        """The graph nodes that stand for what ``value`` references (None: no node for it)."""
+        return [proxy.get(k) for k in resolve(stack, value)]
+
+    def joined(stack: Stack, r: Any, source: str, target: str) -> list[tuple[str, str]]:
+        """Every pair of nodes a link resource joins through its ``source`` and ``target`` properties."""
+        ends = nodes(stack, r.properties.get(target))
+        return [(a, b) for a in nodes(stack, r.properties.get(source)) if a for b in ends if b]
+
     # VPCs, secondary blocks, subnets
     for s in stacks:
         for r in s.resources():
@@ -218,7 +227,7 @@ def _graph(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[
                     f"Instance group {show(grp.get('InstanceGroupName'))}\n"
                     f"{show(grp.get('InstanceCount'))} × {show(grp.get('InstanceType'))}"
                 )
-                override = [proxy.get(k) for k in resolve(s, (grp.get("OverrideVpcConfig") or {}).get("Subnets"))]
+                override = nodes(s, (grp.get("OverrideVpcConfig") or {}).get("Subnets"))
                 override = [o for o in override if o in subnet_vpc]
                 g.placement[gid] = override[0] if len(override) == 1 else default_place
                 g.edges[(nid, gid)] = "instance group"
@@ -236,36 +245,24 @@ def _graph(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[
     for s in stacks:
         for r in s.resources():
             if r.type == "AWS::FSx::DataRepositoryAssociation":
-                fs = [proxy.get(k) for k in resolve(s, r.properties.get("FileSystemId"))]
-                bk = [proxy.get(k) for k in resolve(s, r.properties.get("DataRepositoryPath"))]
-                for a in fs:
-                    for b in bk:
-                        if a and b:
-                            g.edges[(a, b)] = "data repository association\n" + show(
-                                r.properties.get("FileSystemPath", "")
-                            )
+                for a, b in joined(s, r, "FileSystemId", "DataRepositoryPath"):
+                    g.edges[(a, b)] = "data repository association\n" + show(r.properties.get("FileSystemPath", ""))
             elif r.type == "AWS::EC2::VPCGatewayAttachment":
-                vpc = [proxy.get(k) for k in resolve(s, r.properties.get("VpcId"))]
-                igw = [proxy.get(k) for k in resolve(s, r.properties.get("InternetGatewayId"))]
+                vpc = nodes(s, r.properties.get("VpcId"))
+                igw = nodes(s, r.properties.get("InternetGatewayId"))
                 for v in vpc:
                     for i in igw:
                         if v in vpcs and i:
                             g.placement[i] = "vpc:" + v
             elif r.type == "AWS::EC2::Route" and show(r.properties.get("DestinationCidrBlock")) == "0.0.0.0/0":
-                target = [
-                    proxy.get(k) for k in resolve(s, r.properties.get("NatGatewayId") or r.properties.get("GatewayId"))
-                ]
+                target = nodes(s, r.properties.get("NatGatewayId") or r.properties.get("GatewayId"))
                 for sn in route_table_subnets.get((s.key, show(r.properties.get("RouteTableId"))), []):
                     for t in target:
                         if t:
                             g.edges[(sn, t)] = "0.0.0.0/0"
             elif r.type == "AWS::EC2::FlowLog":
-                src = [proxy.get(k) for k in resolve(s, r.properties.get("ResourceId"))]
-                dst = [proxy.get(k) for k in resolve(s, r.properties.get("LogGroupName"))]
-                for a in src:
-                    for b in dst:
-                        if a and b:
-                            g.edges[(a + "_vpc" if a in vpcs else a, b)] = "flow logs"
+                for a, b in joined(s, r, "ResourceId", "LogGroupName"):
+                    g.edges[(a + "_vpc" if a in vpcs else a, b)] = "flow logs"
     # Helm releases and add-ons live on their EKS cluster: draw them beside it.
     for (a, b), label in list(g.edges.items()):
         if label == "runs on" and g.placement.get(a) == "region" and g.placement.get(b, "region") != "region":

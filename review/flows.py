@@ -283,6 +283,14 @@ def attachments(env: Env) -> dict[str, list[Member]]:
         subnets = tuple(subnets)
         return Member(label, tuple(groups), tuple(str(cidr_of.get(x, "{?}")) for x in subnets), subnets)
 
+    def vpc_member(s: Stack, label: str, vpc_config: dict[str, Any], subnets_key: str = "SubnetIds") -> Member:
+        """A member placed by a VPC config's SecurityGroupIds and subnets (their key varies by type)."""
+        return member(
+            label,
+            env.value(s, vpc_config.get("SecurityGroupIds") or []),
+            env.value(s, vpc_config.get(subnets_key) or []),
+        )
+
     out: dict[str, list[Member]] = {
         a: [] for a in ("system-nodes", "hyperpod-nodes", "control-plane", "fsx", "kubectl-handler")
     }
@@ -315,33 +323,15 @@ def attachments(env: Env) -> dict[str, list[Member]]:
         for g in p.get("InstanceGroups") or []:
             cfg = g.get("OverrideVpcConfig") or base
             out["hyperpod-nodes"].append(
-                member(
-                    f"{s.display_name}/{lid} group {g.get('InstanceGroupName')}",
-                    env.value(s, cfg.get("SecurityGroupIds") or []),
-                    env.value(s, cfg.get("Subnets") or []),
-                )
+                vpc_member(s, f"{s.display_name}/{lid} group {g.get('InstanceGroupName')}", cfg, "Subnets")
             )
     for s, lid, r in env.resources("AWS::FSx::FileSystem"):
-        p = env.props(r)
-        out["fsx"].append(
-            member(
-                f"{s.display_name}/{lid}",
-                env.value(s, p.get("SecurityGroupIds") or []),
-                env.value(s, p.get("SubnetIds") or []),
-            )
-        )
+        out["fsx"].append(vpc_member(s, f"{s.display_name}/{lid}", env.props(r)))
     for s, lid, r in env.resources("AWS::Lambda::Function"):
         path = s.paths_by_logical_id().get(lid, "")
         if "KubectlProvider/Handler" not in path:
             continue
-        vpc = env.props(r).get("VpcConfig") or {}
-        out["kubectl-handler"].append(
-            member(
-                f"{s.display_name}/{lid}",
-                env.value(s, vpc.get("SecurityGroupIds") or []),
-                env.value(s, vpc.get("SubnetIds") or []),
-            )
-        )
+        out["kubectl-handler"].append(vpc_member(s, f"{s.display_name}/{lid}", env.props(r).get("VpcConfig") or {}))
     return out
 
 
@@ -557,14 +547,18 @@ class Iam:
     def bucket(self, name: str) -> tuple[Stack, str, dict[str, Any]] | None:
         return self.env.find_by_attr("AWS::S3::Bucket", "Ref", name)
 
-    def bucket_policy(self, name: str) -> list[Statement]:
+    def _resource_policy(self, type_: str, target_key: str, target: str, document_key: str) -> list[Statement]:
+        """The statements of every ``type_`` policy resource whose ``target_key`` is ``target``."""
         env = self.env
         out = []
-        for s, lid, r in env.resources("AWS::S3::BucketPolicy"):
+        for s, lid, r in env.resources(type_):
             p = env.props(r)
-            if env.value(s, p.get("Bucket")) == name:
-                out += statements_of(env.value(s, p.get("PolicyDocument")), f"{s.display_name}/{lid}")
+            if env.value(s, p.get(target_key)) == target:
+                out += statements_of(env.value(s, p.get(document_key)), f"{s.display_name}/{lid}")
         return out
+
+    def bucket_policy(self, name: str) -> list[Statement]:
+        return self._resource_policy("AWS::S3::BucketPolicy", "Bucket", name, "PolicyDocument")
 
     def key_of_bucket(self, name: str) -> tuple[Stack, str, dict[str, Any]] | None:
         hit = self.bucket(name)
@@ -592,13 +586,7 @@ class Iam:
         return None
 
     def secret_policy(self, arn: str) -> list[Statement]:
-        env = self.env
-        out = []
-        for s, lid, r in env.resources("AWS::SecretsManager::ResourcePolicy"):
-            p = env.props(r)
-            if env.value(s, p.get("SecretId")) == arn:
-                out += statements_of(env.value(s, p.get("ResourcePolicy")), f"{s.display_name}/{lid}")
-        return out
+        return self._resource_policy("AWS::SecretsManager::ResourcePolicy", "SecretId", arn, "ResourcePolicy")
 
     def key_statements(self, key: tuple[Stack, str, dict[str, Any]]) -> list[Statement]:
         s, lid, r = key

@@ -54,10 +54,44 @@ def synthesized(tmp_path_factory):
     return get
 
 
+CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
+
+
+def checkov_command(directory: Path, *extra: str) -> list[str]:
+    """checkov over the CloudFormation templates in ``directory``, as `make gates` runs it."""
+    return [
+        str(CHECKOV),
+        "--directory",
+        str(directory),
+        "--framework",
+        "cloudformation",
+        "--quiet",
+        "--compact",
+        "--skip-download",
+        *extra,
+    ]
+
+
 def template_of(stack):
     from aws_cdk.assertions import Template
 
     return Template.from_stack(stack)
+
+
+def stack_template_fixtures(stack: str, *envs: str):
+    """Module-scoped fixtures named after ``envs``, each (config, Template) of that environment's
+    ``stack`` (an attribute of stacks.platform.PlatformStacks): ``dev, prod = stack_template_fixtures(
+    "network", "dev", "prod")``."""
+
+    def fixture_for(env: str):
+        @pytest.fixture(scope="module", name=env)
+        def config_and_template(synthesized):
+            _, config, stacks = synthesized(env)
+            return config, template_of(getattr(stacks, stack))
+
+        return config_and_template
+
+    return tuple(fixture_for(env) for env in envs)
 
 
 # A test that needs a chart, the KubeRay CRDs or helm, where neither ../shared nor the network has

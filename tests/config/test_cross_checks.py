@@ -3,26 +3,10 @@ small faults of issue 18 found in the config."""
 
 from __future__ import annotations
 
-import pytest
-import yaml
-
-from config import ConfigError, parse_environment
+from config import parse_environment
 from config.environment import CROSS_CHECKS
-from config.loader import CONFIG_DIR
-
-
-def data_of(env: str) -> dict:
-    data = yaml.safe_load((CONFIG_DIR / f"{env}.yaml").read_text())
-    data["name"] = env
-    return data
-
-
-def errors_of(env: str, mutate) -> list[str]:
-    data = data_of(env)
-    mutate(data)
-    with pytest.raises(ConfigError) as info:
-        parse_environment(data)
-    return info.value.errors
+from tests.config.config_data import config_errors as errors_of
+from tests.config.config_data import env_data as data_of
 
 
 def test_training_group_that_does_not_exist_fails_at_load():

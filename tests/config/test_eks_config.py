@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
-import pytest
-import yaml
-
-from config import ConfigError, catalog, parse_environment, versions
+from config import catalog, parse_environment, versions
+from tests.config.config_data import config_errors, env_data
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def env_data(name: str) -> dict:
-    data = yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())
-    data["name"] = name
-    return data
-
-
 def errors_for(mutate, env: str = "dev") -> list[str]:
-    data = env_data(env)
-    mutate(data)
-    with pytest.raises(ConfigError) as info:
-        parse_environment(copy.deepcopy(data), source="test.yaml")
-    return info.value.errors
+    return config_errors(env, mutate)
 
 
 def valid(mutate, env: str = "dev"):

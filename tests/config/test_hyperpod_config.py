@@ -4,28 +4,17 @@ message (through parse_environment / ConfigError, as `cdk synth` reports them)."
 from __future__ import annotations
 
 import copy
+from functools import partial
 
 import pytest
-import yaml
 from pydantic import ValidationError
 
-from config import ConfigError, load_environment, parse_environment
+from config import load_environment, parse_environment
 from config.catalog import botocore_version, hyperpod_instance_types
-from config.loader import CONFIG_DIR
+from tests.config.config_data import config_errors, env_data
 
-
-def prod_data() -> dict:
-    data = yaml.safe_load((CONFIG_DIR / "prod.yaml").read_text())
-    data["name"] = "prod"
-    return data
-
-
-def errors_of(mutate) -> list[str]:
-    data = prod_data()
-    mutate(data)
-    with pytest.raises(ConfigError) as info:
-        parse_environment(data, source="prod.yaml")
-    return info.value.errors
+prod_data = partial(env_data, "prod")
+errors_of = partial(config_errors, "prod")
 
 
 def groups(data: dict) -> list[dict]:
@@ -77,53 +66,103 @@ def test_threads_per_core_3():
     ]
 
 
-def test_label_key_with_bad_syntax():
-    assert errors_of(lambda d: groups(d)[0].update(labels={"bad key!": "x"})) == [
-        "hyperpod.instance_groups[0].labels: label key 'bad key!' is not a valid Kubernetes key: "
-        "the name must be 1-63 characters, alphanumerics, '-', '_' or '.', starting and ending with "
-        "an alphanumeric"
-    ]
+_NAME_RULE = (
+    "the name must be 1-63 characters, alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+)
+_VALUE_RULE = (
+    "a value must be at most 63 characters, alphanumerics, '-', '_' or '.', starting and ending with an "
+    "alphanumeric (or empty)"
+)
 
 
-def test_label_value_with_bad_syntax():
-    assert errors_of(lambda d: groups(d)[0].update(labels={"workload": "ray train"})) == [
-        "hyperpod.instance_groups[0].labels: label workload='ray train' has an invalid value: a value "
-        "must be at most 63 characters, alphanumerics, '-', '_' or '.', starting and ending with an "
-        "alphanumeric (or empty)"
-    ]
+def _taint(key: str, value: str | None, effect: str) -> list[dict]:
+    return [{"key": key, "effect": effect} if value is None else {"key": key, "value": value, "effect": effect}]
 
 
-def test_label_key_with_bad_prefix():
-    assert errors_of(lambda d: groups(d)[0].update(labels={"Example.COM/team": "a"})) == [
-        "hyperpod.instance_groups[0].labels: label key 'Example.COM/team' is not a valid Kubernetes "
-        "key: the prefix must be a DNS subdomain (lowercase alphanumerics, '-', '.'; <= 253 chars)"
-    ]
-
-
-def test_taint_key_with_bad_syntax():
-    bad = [{"key": "-workload", "value": "ray-serve", "effect": "NoSchedule"}]
-    assert errors_of(lambda d: groups(d)[1].update(taints=bad)) == [
-        "hyperpod.instance_groups[1].taints[0].key: taint key '-workload' is not a valid Kubernetes "
-        "key: the name must be 1-63 characters, alphanumerics, '-', '_' or '.', starting and ending "
-        "with an alphanumeric"
-    ]
-
-
-def test_taint_value_with_bad_syntax():
-    bad = [{"key": "workload", "value": "ray/serve", "effect": "NoSchedule"}]
-    assert errors_of(lambda d: groups(d)[1].update(taints=bad)) == [
-        "hyperpod.instance_groups[1].taints[0].value: taint value 'ray/serve' is not valid: a value "
-        "must be at most 63 characters, alphanumerics, '-', '_' or '.', starting and ending with an "
-        "alphanumeric (or empty)"
-    ]
-
-
-def test_taint_effect_unknown():
-    bad = [{"key": "workload", "value": "ray-serve", "effect": "Sometimes"}]
-    assert errors_of(lambda d: groups(d)[1].update(taints=bad)) == [
-        "hyperpod.instance_groups[1].taints[0].effect: Input should be 'NoSchedule', "
-        "'PreferNoSchedule' or 'NoExecute' (given: 'Sometimes')"
-    ]
+# (environment, group index, field, value, the one error): label and taint keys and values follow
+# Kubernetes' syntax, in every environment's groups.
+@pytest.mark.parametrize(
+    ("env", "group", "field", "value", "error"),
+    [
+        (
+            "prod",
+            0,
+            "labels",
+            {"bad key!": "x"},
+            f"hyperpod.instance_groups[0].labels: label key 'bad key!' is not a valid Kubernetes key: {_NAME_RULE}",
+        ),
+        (
+            "dev",
+            0,
+            "labels",
+            {"bad key!": "x"},
+            f"hyperpod.instance_groups[0].labels: label key 'bad key!' is not a valid Kubernetes key: {_NAME_RULE}",
+        ),
+        (
+            "prod",
+            0,
+            "labels",
+            {"workload": "ray train"},
+            f"hyperpod.instance_groups[0].labels: label workload='ray train' has an invalid value: {_VALUE_RULE}",
+        ),
+        (
+            "dev",
+            0,
+            "labels",
+            {"team": "-x"},
+            f"hyperpod.instance_groups[0].labels: label team='-x' has an invalid value: {_VALUE_RULE}",
+        ),
+        (
+            "prod",
+            0,
+            "labels",
+            {"Example.COM/team": "a"},
+            "hyperpod.instance_groups[0].labels: label key 'Example.COM/team' is not a valid Kubernetes "
+            "key: the prefix must be a DNS subdomain (lowercase alphanumerics, '-', '.'; <= 253 chars)",
+        ),
+        (
+            "prod",
+            1,
+            "taints",
+            _taint("-workload", "ray-serve", "NoSchedule"),
+            "hyperpod.instance_groups[1].taints[0].key: taint key '-workload' is not a valid Kubernetes "
+            f"key: {_NAME_RULE}",
+        ),
+        (
+            "dev",
+            0,
+            "taints",
+            _taint("example.com/", "x", "NoSchedule"),
+            "hyperpod.instance_groups[0].taints[0].key: taint key 'example.com/' is not a valid "
+            f"Kubernetes key: {_NAME_RULE}",
+        ),
+        (
+            "prod",
+            1,
+            "taints",
+            _taint("workload", "ray/serve", "NoSchedule"),
+            f"hyperpod.instance_groups[1].taints[0].value: taint value 'ray/serve' is not valid: {_VALUE_RULE}",
+        ),
+        (
+            "prod",
+            1,
+            "taints",
+            _taint("workload", "ray-serve", "Sometimes"),
+            "hyperpod.instance_groups[1].taints[0].effect: Input should be 'NoSchedule', "
+            "'PreferNoSchedule' or 'NoExecute' (given: 'Sometimes')",
+        ),
+        (
+            "dev",
+            0,
+            "taints",
+            _taint("a", None, "Never"),
+            "hyperpod.instance_groups[0].taints[0].effect: Input should be 'NoSchedule', "
+            "'PreferNoSchedule' or 'NoExecute' (given: 'Never')",
+        ),
+    ],
+)
+def test_label_and_taint_syntax(env, group, field, value, error):
+    assert config_errors(env, lambda d: d["hyperpod"]["instance_groups"][group].update({field: value})) == [error]
 
 
 @pytest.mark.parametrize("gib", [0, 16385])

@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
-import yaml
 
-from config import ConfigError, load_environment, parse_environment
-from config.loader import CONFIG_DIR
-
-
-def _data(env: str) -> dict:
-    data = yaml.safe_load((CONFIG_DIR / f"{env}.yaml").read_text())
-    data.setdefault("name", env)
-    return data
+from config import load_environment, parse_environment
+from tests.config.config_data import config_errors, env_data
 
 
 def _errors(env: str, inference: dict) -> list[str]:
-    data = copy.deepcopy(_data(env))
-    data["inference"] = {**data.get("inference", {}), **inference}
-    with pytest.raises(ConfigError) as info:
-        parse_environment(data, source=f"{env}.yaml")
-    return info.value.errors
+    return config_errors(env, lambda d: d.setdefault("inference", {}).update(inference))
 
 
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])
@@ -61,7 +48,7 @@ def test_new_cluster_upgrade_needs_twice_the_gpus():
         "choose 'None' (in-place Serve updates only) or 'NewClusterWithIncrementalUpgrade'"
     ]
     # The same replicas fit when upgrades do not start a second cluster.
-    data = copy.deepcopy(_data("dev"))
+    data = env_data("dev")
     data["inference"].update(autoscaling={"min_replicas": 1, "max_replicas": 5}, upgrade_strategy="None")
     parse_environment(data)
 

@@ -2,33 +2,23 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
-import yaml
 
 from config import ConfigError, catalog, known_environments, load_environment, parse_environment
+from tests.config.config_data import config_errors, env_data
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def dev_data() -> dict:
-    data = yaml.safe_load((ROOT / "config" / "dev.yaml").read_text())
-    data["name"] = "dev"
-    return data
-
-
-def errors_for(mutate) -> list[str]:
-    data = dev_data()
-    mutate(data)
-    with pytest.raises(ConfigError) as info:
-        parse_environment(copy.deepcopy(data), source="test.yaml")
-    return info.value.errors
+dev_data = partial(env_data, "dev")
+errors_for = partial(config_errors, "dev")
 
 
 @pytest.mark.parametrize("name", ["dev", "staging", "prod"])
@@ -203,45 +193,6 @@ def test_bucket_name_length():
     assert errs == [
         "name_prefix: generated bucket name 'sagemaker-hpray-development-east-lifecycle-"
         "111111111111-us-east-1' is 65 characters; S3 allows at most 63 (shorten name_prefix)"
-    ]
-
-
-def test_label_syntax():
-    errs = errors_for(lambda d: d["hyperpod"]["instance_groups"][0].update(labels={"bad key!": "x"}))
-    assert errs == [
-        "hyperpod.instance_groups[0].labels: label key 'bad key!' is not a valid Kubernetes key: "
-        "the name must be 1-63 characters, alphanumerics, '-', '_' or '.', starting and ending "
-        "with an alphanumeric"
-    ]
-
-
-def test_label_value_syntax():
-    errs = errors_for(lambda d: d["hyperpod"]["instance_groups"][0].update(labels={"team": "-x"}))
-    assert errs == [
-        "hyperpod.instance_groups[0].labels: label team='-x' has an invalid value: a value must be "
-        "at most 63 characters, alphanumerics, '-', '_' or '.', starting and ending with an "
-        "alphanumeric (or empty)"
-    ]
-
-
-def test_taint_syntax():
-    errs = errors_for(
-        lambda d: d["hyperpod"]["instance_groups"][0].update(
-            taints=[{"key": "example.com/", "value": "x", "effect": "NoSchedule"}]
-        )
-    )
-    assert errs == [
-        "hyperpod.instance_groups[0].taints[0].key: taint key 'example.com/' is not a valid "
-        "Kubernetes key: the name must be 1-63 characters, alphanumerics, '-', '_' or '.', "
-        "starting and ending with an alphanumeric"
-    ]
-
-
-def test_taint_effect():
-    errs = errors_for(lambda d: d["hyperpod"]["instance_groups"][0].update(taints=[{"key": "a", "effect": "Never"}]))
-    assert errs == [
-        "hyperpod.instance_groups[0].taints[0].effect: Input should be 'NoSchedule', "
-        "'PreferNoSchedule' or 'NoExecute' (given: 'Never')"
     ]
 
 

@@ -10,27 +10,12 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
-from config import ConfigError, catalog, load_environment, parse_environment, placement
-from config.loader import CONFIG_DIR
+from config import catalog, load_environment, placement
 from config.placement import Pod, Pool, cpu_millis, memory_mib, place, pod_from_spec, selects
+from tests.config.config_data import config_errors as errors_of
 
 ENVS = ("dev", "staging", "prod")
-
-
-def data_of(env: str) -> dict:
-    data = yaml.safe_load((CONFIG_DIR / f"{env}.yaml").read_text())
-    data["name"] = env
-    return data
-
-
-def errors_of(env: str, mutate) -> list[str]:
-    data = data_of(env)
-    mutate(data)
-    with pytest.raises(ConfigError) as info:
-        parse_environment(data, source=f"{env}.yaml")
-    return info.value.errors
 
 
 # --- What a node offers: the EKS AMI's formulas ---------------------------------------------

@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
 from aws_cdk.assertions import Match
 
-from tests.conftest import template_of
+from tests.conftest import stack_template_fixtures
 
-
-@pytest.fixture(scope="module")
-def dev(synthesized):
-    _, config, stacks = synthesized("dev")
-    return config, template_of(stacks.network)
-
-
-@pytest.fixture(scope="module")
-def prod(synthesized):
-    _, config, stacks = synthesized("prod")
-    return config, template_of(stacks.network)
+dev, prod = stack_template_fixtures("network", "dev", "prod")
 
 
 def test_vpc_cidr_and_dns(dev):

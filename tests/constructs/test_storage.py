@@ -7,7 +7,7 @@ import json
 import pytest
 from aws_cdk.assertions import Match
 
-from tests.conftest import template_of
+from tests.conftest import stack_template_fixtures, template_of
 
 STATEFUL_LOGICAL_IDS = {
     "PlatformKey1C4A1A63": "AWS::KMS::Key",
@@ -19,16 +19,7 @@ STATEFUL_LOGICAL_IDS = {
 }
 
 
-@pytest.fixture(scope="module")
-def dev(synthesized):
-    _, config, stacks = synthesized("dev")
-    return config, template_of(stacks.storage)
-
-
-@pytest.fixture(scope="module")
-def prod(synthesized):
-    _, config, stacks = synthesized("prod")
-    return config, template_of(stacks.storage)
+dev, prod = stack_template_fixtures("storage", "dev", "prod")
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import checkov_command
+
 ROOT = Path(__file__).resolve().parents[2]
 ENVIRONMENTS = ["dev", "staging", "prod"]
 VENV_BIN = Path(sys.executable).parent
-CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 
 
 def assembly_dir(synthesized, env: str) -> Path:
@@ -64,18 +65,7 @@ def test_cfn_lint_clean(env, synthesized):
 def test_checkov_clean(env, synthesized):
     out = assembly_dir(synthesized, env)
     proc = subprocess.run(
-        [
-            str(CHECKOV),
-            "--directory",
-            str(out),
-            "--framework",
-            "cloudformation",
-            "--quiet",
-            "--compact",
-            "--skip-download",
-            "--output",
-            "json",
-        ],
+        checkov_command(out, "--output", "json"),
         capture_output=True,
         text=True,
         env={**os.environ, "BC_SKIP_MAPPING": "TRUE"},

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cdk_context
+from tests.conftest import cdk_context, checkov_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -178,16 +178,7 @@ def test_cfn_lint_and_checkov_pass_on_every_stage_template(pipeline_app):
         text=True,
     )
     checkov = subprocess.Popen(
-        [
-            str(ROOT / ".venv-checkov" / "bin" / "checkov"),
-            "--directory",
-            str(out),
-            "--framework",
-            "cloudformation",
-            "--quiet",
-            "--compact",
-            "--skip-download",
-        ],
+        checkov_command(out),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
