@@ -275,7 +275,10 @@ class Generate:
                 e = echo[i // req.n]
                 yield schema.stream_chunk(cid, created, model_id, [s.echo(*(e or (None, None)))])
         await self._admit()
+        ended = False
         async for model_id, step in self._stream(gens):
+            if ended:
+                continue  # every choice stopped: drain the steps the batch still generates for it
             deltas = []
             for j, tok in step:
                 g = gens[j]
@@ -285,8 +288,18 @@ class Generate:
                     deltas.append(delta)
             if deltas:
                 yield schema.stream_chunk(cid, created, model_id, deltas)
-            if all(s.done for s in streams):
-                break  # every choice hit a stop sequence
+            if all(s.done for s in streams):  # every choice hit a stop sequence: the client is done
+                ended = True
+                for chunk in self._sse_tail(req, streams, cid, created, model_id):
+                    yield chunk
+        if not ended:
+            for chunk in self._sse_tail(req, streams, cid, created, model_id):
+                yield chunk
+
+    def _sse_tail(
+        self, req: schema.Completion, streams: list[schema.ChoiceStream], cid: str, created: int, model_id: str
+    ):
+        """The last deltas, the usage chunk (``stream_options.include_usage``) and ``[DONE]``."""
         for s in streams:
             delta = s.finish()
             if delta is not None:
