@@ -234,6 +234,71 @@ def health_monitoring_agent_image(region: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# Where a closed network pulls images from: only ECR
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PullThroughCache:
+    """One ECR pull-through cache rule (AWS::ECR::PullThroughCacheRule): images of ``registry``
+    are pulled as ``<account>.dkr.ecr.<region>.amazonaws.com/<prefix>/<repository>:<tag>``."""
+
+    registry: str  # how image references name the upstream registry
+    upstream_url: str  # the rule's UpstreamRegistryUrl
+    upstream_registry: str  # the rule's UpstreamRegistry
+    prefix: str  # the rule's EcrRepositoryPrefix
+    needs_credentials: bool  # ECR requires a Secrets Manager secret "ecr-pullthroughcache/..."
+
+
+# ECR caches these upstreams: ECR, ECR Public, Docker Hub, GitHub/GitLab container registries,
+# registry.k8s.io, Azure Container Registry and Quay (ECR API reference, CreatePullThroughCacheRule
+# UpstreamRegistryUrl); Docker Hub, GitHub, GitLab and Azure only with credentials. nvcr.io is not
+# one of them.
+PULL_THROUGH_CACHES: tuple[PullThroughCache, ...] = (
+    PullThroughCache("quay.io", "quay.io", "quay", "quay", needs_credentials=False),  # the KubeRay operator
+    PullThroughCache(
+        "docker.io", "registry-1.docker.io", "docker-hub", "docker-hub", needs_credentials=True
+    ),  # ray-llm
+)
+# The NVIDIA device plugin is only published on nvcr.io, which ECR cannot cache: a closed network
+# pulls it from this private repository, into which the pinned tag is copied (docs/security.md).
+NVIDIA_DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin"
+NVIDIA_DEVICE_PLUGIN_MIRROR = "mirror/nvidia/k8s-device-plugin"
+# The EFA device plugin image lives in the EKS add-on registry of every region (the chart's
+# default names us-west-2's, which a VPC's endpoints in another region cannot reach).
+EKS_ADDON_REGISTRY_ACCOUNT = "602401143452"
+EFA_DEVICE_PLUGIN_REPOSITORY = "eks/aws-efa-k8s-device-plugin"
+
+
+def ecr_registry(account: str, region: str) -> str:
+    return f"{account}.dkr.ecr.{region}.amazonaws.com"
+
+
+def efa_device_plugin_repository(region: str) -> str:
+    return f"{ecr_registry(EKS_ADDON_REGISTRY_ACCOUNT, region)}/{EFA_DEVICE_PLUGIN_REPOSITORY}"
+
+
+def closed_network_image(image: str, *, account: str, region: str) -> str:
+    """The ECR reference a closed network pulls ``image`` (``registry/repository[:tag]``) from:
+    through a pull-through cache rule, from the NVIDIA mirror, or unchanged if it is in ECR."""
+    first, _, rest = image.partition("/")
+    registry, path = (first, rest) if "." in first else ("docker.io", image)
+    for cache in PULL_THROUGH_CACHES:
+        if registry == cache.registry:
+            return f"{ecr_registry(account, region)}/{cache.prefix}/{path}"
+    repository, sep, tag = image.partition(":")
+    if repository == NVIDIA_DEVICE_PLUGIN_IMAGE:
+        return f"{ecr_registry(account, region)}/{NVIDIA_DEVICE_PLUGIN_MIRROR}{sep}{tag}"
+    if registry.endswith(".amazonaws.com") and ".dkr.ecr." in registry:
+        return image
+    raise ValueError(
+        f"image {image!r}: a closed network pulls only from ECR, and no pull-through cache rule or "
+        f"mirror covers {registry}; covered: {', '.join(c.registry for c in PULL_THROUGH_CACHES)}, "
+        f"{NVIDIA_DEVICE_PLUGIN_IMAGE}, ECR"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
 

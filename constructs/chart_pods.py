@@ -23,7 +23,7 @@ from config import fixtures
 from config.model import EnvironmentConfig
 from constructs.helm import ChartRelease
 from constructs.hyperpod_dependencies import device_plugin_releases
-from constructs.kuberay import kuberay_operator_release
+from constructs.kuberay import kuberay_operator_release, operator_image_repository
 
 WorkloadKind = Literal["Deployment", "DaemonSet", "StatefulSet"]
 _WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet")
@@ -60,7 +60,10 @@ class ChartPod:
 
 def chart_releases(config: EnvironmentConfig) -> list[ChartRelease]:
     """Every Helm release the app installs for ``config``, as the cluster stack installs them."""
-    return [kuberay_operator_release(config.eks), *device_plugin_releases(config)]
+    return [
+        kuberay_operator_release(config.eks, image_repository=operator_image_repository(config)),
+        *device_plugin_releases(config),
+    ]
 
 
 def _check_chart_version(release: ChartRelease, chart_dir: Path) -> None:

@@ -329,6 +329,14 @@ def egress_flows() -> list[EgressFlow]:
                 f"{source}->ecr", f"{source} to ECR", "Image pulls for add-ons, agents and Ray.", source, "ecr.dkr"
             ),
             EgressFlow(
+                f"{source}->ecr-api",
+                f"{source} to the ECR API",
+                "The kubelet's registry token (GetAuthorizationToken) and, in a closed network, the "
+                "first pull of an image through a pull-through cache rule.",
+                source,
+                "ecr.api",
+            ),
+            EgressFlow(
                 f"{source}->sts", f"{source} to STS", "Pod Identity and IRSA credential exchange.", source, "sts"
             ),
             EgressFlow(

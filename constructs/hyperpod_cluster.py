@@ -28,6 +28,7 @@ from constructs import Construct, IConstruct
 from config.model import HyperPod, InstanceGroup
 from constructs.compliance import acknowledge
 from constructs.flows import ENI_ACTIONS
+from constructs.image_cache import pull_through_acknowledgements, pull_through_import_statement
 from constructs.lifecycle_scripts import LifecycleScripts, nag_env
 
 # ENI actions that IAM's action table says also authorize the instance and security groups.
@@ -115,6 +116,8 @@ class HyperPodExecutionRole(Construct):
             ),
             iam.PolicyStatement(sid="DescribeNetwork", actions=list(EC2_DESCRIBE_ACTIONS), resources=["*"]),
             iam.PolicyStatement(sid="EcrToken", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+            # The Serve LLM image comes through the Docker Hub pull-through cache (constructs/image_cache.py).
+            pull_through_import_statement(stack),
             iam.PolicyStatement(
                 sid="EcrPullInRegion",
                 actions=list(ECR_PULL_ACTIONS),
@@ -173,6 +176,7 @@ class HyperPodExecutionRole(Construct):
         )
         policy = self.role.node.find_child("DefaultPolicy")
         partition, region, account = nag_env(stack)
+        acknowledge(policy, *pull_through_acknowledgements(partition, region, account))
         acknowledge(
             policy,
             (

@@ -42,7 +42,16 @@ HYPERPOD_SERVICE_LINKED_USER = "hyperpod-service-linked-role"
 
 
 def nvidia_device_plugin_values(config: EnvironmentConfig) -> dict[str, Any]:
+    image = {}
+    if config.network.closed_network:
+        # nvcr.io is out of reach and ECR cannot cache it: the mirror repository (the chart's
+        # default tag, v<appVersion>, is what gets copied there).
+        mirror = versions.closed_network_image(
+            versions.NVIDIA_DEVICE_PLUGIN_IMAGE, account=config.account, region=config.region
+        )
+        image = {"image": {"repository": mirror}}
     return {
+        **image,
         # Only the HyperPod GPU types of this environment: on CPU nodes the plugin crash-loops.
         "affinity": instance_type_affinity(config.gpu_device_plugin_instance_types()),
         "tolerations": hyperpod_node_tolerations(),
@@ -52,6 +61,9 @@ def nvidia_device_plugin_values(config: EnvironmentConfig) -> dict[str, Any]:
 
 def efa_device_plugin_values(config: EnvironmentConfig) -> dict[str, Any]:
     return {
+        # This region's EKS add-on registry (reached through the VPC's ECR endpoints), with the
+        # chart's own tag.
+        "image": {"repository": versions.efa_device_plugin_repository(config.region)},
         # The chart builds its node affinity from these keys/values.
         "supportedInstanceLabels": {
             "keys": [INSTANCE_TYPE_LABEL],

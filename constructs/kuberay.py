@@ -7,21 +7,31 @@ from typing import Any
 
 from config import versions
 from config.addons import KUBERAY_RESOURCES
-from config.model import Eks
+from config.model import Eks, EnvironmentConfig
 from config.names import KUBERAY_NAMESPACE, SYSTEM_NODE_SELECTOR, WORKLOADS_NAMESPACE
 from constructs.helm import ChartRelease
 
 KUBERAY_RELEASE = "kuberay-operator"
 
 
+def operator_image_repository(config: EnvironmentConfig) -> str:
+    """quay.io's operator image, or its ECR pull-through cache URI in a closed network."""
+    if not config.network.closed_network:
+        return versions.KUBERAY_OPERATOR_IMAGE
+    return versions.closed_network_image(versions.KUBERAY_OPERATOR_IMAGE, account=config.account, region=config.region)
+
+
 def kuberay_operator_values(
-    eks_config: Eks, *, watch_namespaces: tuple[str, ...] = (WORKLOADS_NAMESPACE,)
+    eks_config: Eks,
+    *,
+    watch_namespaces: tuple[str, ...] = (WORKLOADS_NAMESPACE,),
+    image_repository: str = versions.KUBERAY_OPERATOR_IMAGE,
 ) -> dict[str, Any]:
     """Chart values: a pure function of config."""
     return {
         # The image of exactly the chart's release (the chart's own default would do the same;
         # pinning it here makes the running version visible in the template).
-        "image": {"repository": versions.KUBERAY_OPERATOR_IMAGE, "tag": f"v{eks_config.kuberay_chart_version}"},
+        "image": {"repository": image_repository, "tag": f"v{eks_config.kuberay_chart_version}"},
         # On the EKS managed 'system' nodes, never on HyperPod GPU nodes.
         "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
         "resources": KUBERAY_RESOURCES,
@@ -33,11 +43,13 @@ def kuberay_operator_values(
     }
 
 
-def kuberay_operator_release(eks_config: Eks) -> ChartRelease:
+def kuberay_operator_release(
+    eks_config: Eks, *, image_repository: str = versions.KUBERAY_OPERATOR_IMAGE
+) -> ChartRelease:
     pin = replace(versions.KUBERAY_OPERATOR, version=eks_config.kuberay_chart_version)
     return ChartRelease(
         release=KUBERAY_RELEASE,
         pin=pin,
         namespace=KUBERAY_NAMESPACE,
-        values=kuberay_operator_values(eks_config),
+        values=kuberay_operator_values(eks_config, image_repository=image_repository),
     )

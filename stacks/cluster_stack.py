@@ -16,7 +16,8 @@ from constructs.eks_cluster import PlatformEksCluster
 from constructs.flows import s3_locations
 from constructs.helm import HelmRelease
 from constructs.hyperpod_dependencies import HyperPodDependencies
-from constructs.kuberay import kuberay_operator_release
+from constructs.image_cache import ImageCache
+from constructs.kuberay import kuberay_operator_release, operator_image_repository
 from constructs.network import PlatformNetwork
 from constructs.ray_auth import RayAuthToken
 from constructs.team_access import TeamAccess
@@ -98,14 +99,28 @@ class ClusterStack(PlatformStack):
         if self.teams:
             for manifest in self.teams.manifests.values():
                 manifest.node.add_dependency(*cluster_ready)
+        # A closed network pulls every image from ECR: pull-through caches and the NVIDIA mirror.
+        self.image_cache = (
+            ImageCache(
+                self,
+                "ImageCache",
+                name_prefix=config.name_prefix,
+                pullers=[self.eks.system_nodegroup.role],
+                removal_policy=self.removal_policy,
+            )
+            if config.network.closed_network
+            else None
+        )
         self.kuberay = HelmRelease(
             self,
             "KubeRayOperator",
             cluster=self.cluster,
-            release=kuberay_operator_release(config.eks),
+            release=kuberay_operator_release(config.eks, image_repository=operator_image_repository(config)),
             # The operator's namespaced RBAC goes into the workloads namespace: it must exist first.
             depends_on=[*cluster_ready, self.workloads.namespace],
         )
+        if self.image_cache is not None:  # the operator's first pull goes through the quay.io rule
+            self.kuberay.node.add_dependency(self.image_cache)
 
         # The image every RayJob/RayService runs: built and pushed by `cdk deploy` (and the
         # pipeline's asset stage); the manifests name the same URI (workloads.common.image).

@@ -35,6 +35,7 @@ SERVICE_MODULES = tuple(
         "aws_fsx",
         "aws_s3_deployment",
         "aws_secretsmanager",
+        "aws_ecr",
     )
 )
 

@@ -5,6 +5,7 @@ this app intends, for every environment."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import kubernetes_validate
@@ -144,10 +145,37 @@ def test_operator_runs_once_on_the_system_nodes_with_its_resources(env):
     assert "tolerations" not in operator.pod_spec and "affinity" not in operator.pod_spec
     (container,) = operator.pod_spec["containers"]
     assert container["resources"] == KUBERAY_RESOURCES
-    assert container["image"] == f"{versions.KUBERAY_OPERATOR_IMAGE}:v{config.eks.kuberay_chart_version}"
+    repository = (
+        f"{config.account}.dkr.ecr.{config.region}.amazonaws.com/quay/kuberay/operator"
+        if config.network.closed_network
+        else versions.KUBERAY_OPERATOR_IMAGE
+    )
+    assert container["image"] == f"{repository}:v{config.eks.kuberay_chart_version}"
     # The namespaced RBAC watches the workloads' namespace only.
     assert "--watch-namespace" in container["args"]
     assert container["args"][container["args"].index("--watch-namespace") + 1] == "ray-workloads"
+
+
+def test_closed_networks_pull_every_chart_image_from_ecr(env):
+    """Operator and device plugins as the charts render them: in a closed network every image
+    comes from ECR in the environment's region (pull-through cache, mirror or the EKS registry)."""
+    config, pods = env
+    images = {
+        c["image"] for pod in pods for c in [*pod.pod_spec["containers"], *pod.pod_spec.get("initContainers", [])]
+    }
+    ecr = re.compile(rf"^\d{{12}}\.dkr\.ecr\.{re.escape(config.region)}\.amazonaws\.com/")
+    outside = sorted(i for i in images if not ecr.match(i))
+    if config.network.closed_network:
+        assert outside == []
+        assert {i.split("/", 1)[1].rsplit(":", 1)[0] for i in images} >= {
+            "quay/kuberay/operator",
+            "mirror/nvidia/k8s-device-plugin",
+            "eks/aws-efa-k8s-device-plugin",
+        }
+    else:
+        assert outside  # dev pulls the operator from quay.io and the NVIDIA plugin from nvcr.io
+    efa = [i for i in images if "aws-efa-k8s-device-plugin" in i]
+    assert all(i.startswith(f"602401143452.dkr.ecr.{config.region}.amazonaws.com/") for i in efa), efa
 
 
 def test_nvidia_plugin_only_on_this_environments_gpu_types(env):

@@ -17,7 +17,9 @@ from config import catalog, names, placement
 # Ray image; tests/workloads/test_image.py keeps the Dockerfile's base on this release.
 RAY_VERSION = "2.60.0"
 # Ray Serve LLM (ray.serve.llm with its matching vLLM) of the same Ray release: the LLM RayService.
-RAY_LLM_IMAGE = f"rayproject/ray-llm:{RAY_VERSION}-py311-cu128"
+# Since Ray 2.56 the ray-llm release images are Python 3.12 + CUDA 13.0 only (vLLM publishes no
+# CUDA 12.8 wheels any more); docs/workloads.md "The Ray Serve LLM service" gives the evidence.
+RAY_LLM_IMAGE = f"rayproject/ray-llm:{RAY_VERSION}-py312-cu130"
 
 # The names the EKS stack creates (config/names.py), under the names the manifests use.
 NAMESPACE = names.WORKLOADS_NAMESPACE

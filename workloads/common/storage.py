@@ -3,14 +3,14 @@ in rehearsal) or S3 (``s3://bucket/prefix``), both through ``pyarrow.fs`` as Ray
 
 ``filesystem_for(storage)`` returns ``(pyarrow.fs.FileSystem, path_inside_it)``.
 
-S3 credentials: pyarrow's S3 filesystem (the AWS SDK for C++) does not use EKS Pod Identity
-credentials (ray-project/ray#50823). When the Pod Identity variables are present
-(``AWS_CONTAINER_CREDENTIALS_FULL_URI`` + ``AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE``), the
-credentials are resolved with botocore (which supports Pod Identity) and passed to pyarrow
-explicitly; they are temporary, so jobs longer than their lifetime should use IRSA
-(``AWS_WEB_IDENTITY_TOKEN_FILE``, which the C++ SDK reads itself) or the FSx path, whose data
-repository association exports checkpoints to the S3 bucket. ``AWS_ENDPOINT_URL_S3`` /
-``AWS_ENDPOINT_URL`` point it at an S3-compatible endpoint (the tests' local moto server).
+S3 credentials come from pyarrow's default chain (the AWS SDK for C++'s
+``DefaultAWSCredentialsProviderChain``), nothing is passed explicitly. On EKS that chain reads
+Pod Identity itself (``AWS_CONTAINER_CREDENTIALS_FULL_URI`` + ``AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE``,
+its ``GeneralHTTPCredentialsProvider``) and fetches new credentials 5 s before their
+Expiration, so a filesystem object keeps working for the whole job;
+tests/workloads/common/test_s3_pod_identity.py proves it against rotating credentials.
+``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` point it at an S3-compatible endpoint (the
+tests' local moto server).
 """
 
 from __future__ import annotations
@@ -39,19 +39,11 @@ def _endpoint() -> tuple[str | None, str | None]:
 
 
 def s3_filesystem() -> pafs.S3FileSystem:
-    """An S3 filesystem with credentials that work on EKS (see the module docstring)."""
+    """An S3 filesystem on the default credential chain (see the module docstring)."""
     kwargs: dict = {"region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"}
     endpoint, scheme = _endpoint()
     if endpoint:
         kwargs.update(endpoint_override=endpoint, scheme=scheme)
-    if os.environ.get("AWS_CONTAINER_CREDENTIALS_FULL_URI") and not os.environ.get("AWS_ACCESS_KEY_ID"):
-        import botocore.session
-
-        creds = botocore.session.get_session().get_credentials()
-        if creds is None:
-            raise RuntimeError("EKS Pod Identity variables are set but botocore found no credentials")
-        frozen = creds.get_frozen_credentials()
-        kwargs.update(access_key=frozen.access_key, secret_key=frozen.secret_key, session_token=frozen.token)
     return pafs.S3FileSystem(**kwargs)
 
 

@@ -8,7 +8,9 @@ true`` gets server-sent events, one per token. ``user_config`` carries the batch
 Kubernetes an edit of the RayService's ``serveConfigV2`` (KubeRay applies that to the running
 cluster without a new one).
 
-Routes: ``POST /v1/completions``, ``GET /v1/models``, ``GET /healthz``.
+Routes: ``POST /v1/completions``, ``GET /v1/models``, ``GET /v1/models/{id}``, ``GET /healthz``;
+the request and response follow OpenAI's completions API (the official ``openai`` client works
+unchanged: tests/workloads/inference/test_openai_client.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from typing import Any
 
 from ray import serve
@@ -63,6 +66,7 @@ class Generate:
 
     def _set_model(self, loaded: engine.LoadedModel) -> None:
         self.loaded = loaded
+        self.loaded_at = int(time.time())
         self.limits = schema.Limits(
             block_size=loaded.model.config.block_size,
             max_tokens_limit=self.max_tokens_limit,
@@ -114,22 +118,28 @@ class Generate:
             self._idle.set()
 
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005, max_concurrent_batches=1)
-    async def _generate(self, reqs: list[schema.Completion]) -> list[tuple[str, list[int]]]:
+    async def _generate(self, items: list[list[engine.GenRequest]]) -> list[tuple[str, list[list[int]]]]:
+        # An item is one HTTP request's sequences (prompts x best_of); the batch generates all.
         loaded = self.loaded  # one model for the whole batch, even if a reload swaps it
-        gens = [engine.GenRequest(r.prompt_ids, r.max_tokens, r.temperature, r.seed) for r in reqs]
+        gens = [g for item in items for g in item]
         self.batches += 1
-        self.batched += len(reqs)
+        self.batched += len(items)
         self._busy(True)
         try:
             out = await asyncio.to_thread(engine.generate_batch, loaded.model, gens)
         finally:
             self._busy(False)
-        return [(loaded.model_id, toks) for toks in out]
+        result, start = [], 0
+        for item in items:
+            result.append((loaded.model_id, out[start : start + len(item)]))
+            start += len(item)
+        return result
 
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005, max_concurrent_batches=1)
-    async def _stream(self, reqs: list[schema.Completion]):
+    async def _stream(self, items: list[list[engine.GenRequest]]):
         loaded = self.loaded
-        gens = [engine.GenRequest(r.prompt_ids, r.max_tokens, r.temperature, r.seed) for r in reqs]
+        gens = [g for item in items for g in item]
+        owner = [(i, j) for i, item in enumerate(items) for j in range(len(item))]
         steps = engine.stream_batch(loaded.model, gens)
         self._busy(True)
         try:
@@ -137,13 +147,84 @@ class Generate:
                 step = await asyncio.to_thread(next, steps, None)
                 if step is None:
                     return
-                # StopIteration in a slot ends that caller's stream (its max_tokens are reached).
-                row: list[Any] = [StopIteration] * len(reqs)
-                for i, tok in step:
-                    row[i] = (loaded.model_id, tok)
+                # Every sequence of a request has the same max_tokens, so they end together;
+                # StopIteration in a slot ends that caller's stream.
+                row: list[Any] = [StopIteration] * len(items)
+                for k, tok in step:
+                    i, j = owner[k]
+                    if row[i] is StopIteration:
+                        row[i] = (loaded.model_id, [])
+                    row[i][1].append((j, tok))
                 yield row
         finally:
             self._busy(False)
+
+    def _sequences(self, req: schema.Completion) -> list[engine.GenRequest]:
+        """The sequences to generate: ``best_of`` per prompt. Each gets its own seed derived from
+        ``seed`` (the first one ``seed`` itself), so choices differ and repeat across calls."""
+        record = req.logprobs if req.logprobs is not None else (0 if req.best_of > req.n else None)
+        out = []
+        for p, ids in enumerate(req.all_prompts):
+            for k in range(req.best_of):
+                seed = None if req.seed is None else (req.seed + p * req.best_of + k) % (schema.MAX_SEED + 1)
+                out.append(
+                    engine.GenRequest(
+                        list(ids),
+                        req.max_tokens,
+                        req.temperature,
+                        seed,
+                        top_p=req.top_p,
+                        frequency_penalty=req.frequency_penalty,
+                        presence_penalty=req.presence_penalty,
+                        logit_bias=req.logit_bias,
+                        logprobs=record,
+                    )
+                )
+        return out
+
+    def _model_ids(self) -> tuple[str, str]:
+        """What clients may send as ``model``: the checkpoint's id, or the run name (whatever
+        checkpoint is served now)."""
+        return (self.loaded.model_id, self.run_name)
+
+    def _models(self) -> list[dict]:
+        entry = {"object": "model", "created": self.loaded_at, "owned_by": "hyperpod-ray"}
+        details = {"checkpoint": self.loaded.path, "step": self.loaded.step, "skipped_checkpoints": self.loaded.skipped}
+        return [
+            {"id": self.loaded.model_id, **entry, "root": self.run_name, **details},
+            {"id": self.run_name, **entry, "root": self.loaded.model_id, **details},
+        ]
+
+    async def _prompt_logprobs(self, req: schema.Completion) -> list[tuple[list, list] | None]:
+        if not (req.echo and req.logprobs is not None):
+            return [None] * len(req.all_prompts)
+        model, k = self.loaded.model, req.logprobs
+        return [await asyncio.to_thread(engine.prompt_logprobs, model, list(p), k) for p in req.all_prompts]
+
+    async def _complete(self, req: schema.Completion) -> dict:
+        gens = self._sequences(req)
+        echo = await self._prompt_logprobs(req)
+        await self._admit()
+        model_id, toks = await self._generate(gens)
+        outputs = []
+        for p, _ in enumerate(req.all_prompts):
+            group = []
+            for k in range(req.best_of):
+                g = gens[p * req.best_of + k]
+                e = echo[p]
+                group.append(
+                    schema.Generated(
+                        g.prompt_ids,
+                        toks[p * req.best_of + k],
+                        g.token_logprobs,
+                        g.top_logprobs,
+                        e[0] if e else None,
+                        e[1] if e else None,
+                    )
+                )
+            outputs.append(group)
+        self.served += 1
+        return schema.completion_body(model_id, req, outputs)
 
     # HTTP ----------------------------------------------------------------------------------
 
@@ -154,29 +235,18 @@ class Generate:
             if path.endswith("/v1/completions"):
                 if request.method != "POST":
                     raise schema.RequestError(405, f"{request.method} is not allowed on /v1/completions; use POST")
-                req = schema.validate(schema.parse_body(await request.body()), self.limits)
+                req = schema.validate(schema.parse_body(await request.body()), self.limits, self._model_ids())
                 if req.stream:
                     return StreamingResponse(self._sse(req), media_type="text/event-stream")
-                await self._admit()
-                model_id, toks = await self._generate(req)
-                self.served += 1
-                return JSONResponse(schema.response(model_id, req, toks))
+                return JSONResponse(await self._complete(req))
             if path.endswith("/v1/models"):
-                return JSONResponse(
-                    {
-                        "object": "list",
-                        "data": [
-                            {
-                                "id": self.loaded.model_id,
-                                "object": "model",
-                                "owned_by": "hyperpod-ray",
-                                "checkpoint": self.loaded.path,
-                                "step": self.loaded.step,
-                                "skipped_checkpoints": self.loaded.skipped,
-                            }
-                        ],
-                    }
-                )
+                return JSONResponse({"object": "list", "data": self._models()})
+            if "/v1/models/" in path:
+                wanted = path.rsplit("/v1/models/", 1)[1]
+                for entry in self._models():
+                    if entry["id"] == wanted:
+                        return JSONResponse(entry)
+                raise schema.RequestError(404, f"The model `{wanted}` does not exist", "model", "model_not_found")
             if path.endswith("/healthz"):
                 return JSONResponse(
                     {
@@ -188,22 +258,63 @@ class Generate:
                     }
                 )
             raise schema.RequestError(
-                404, f"no route {request.url.path}; routes: POST /v1/completions, GET /v1/models, GET /healthz"
+                404,
+                f"no route {request.url.path}; routes: POST /v1/completions, GET /v1/models, GET /v1/models/ID, "
+                "GET /healthz",
             )
         except schema.RequestError as err:
             return JSONResponse(err.body(), status_code=err.status)
 
     async def _sse(self, req: schema.Completion):
-        enc = None
+        gens = self._sequences(req)  # best_of == n when streaming: every sequence is a choice
+        streams = [schema.ChoiceStream(req, i, g.prompt_ids) for i, g in enumerate(gens)]
+        cid, created, model_id = schema.completion_id(), int(time.time()), self.loaded.model_id
+        if req.echo:
+            echo = await self._prompt_logprobs(req)
+            for i, s in enumerate(streams):
+                e = echo[i // req.n]
+                yield schema.stream_chunk(cid, created, model_id, [s.echo(*(e or (None, None)))])
         await self._admit()
-        async for model_id, tok in self._stream(req):
-            if enc is None:
-                enc = schema.StreamEncoder(model_id, req)
-            yield enc.token(tok)
-        if enc is None:
-            enc = schema.StreamEncoder(self.loaded.model_id, req)
+        ended = False
+        async for model_id, step in self._stream(gens):
+            if ended:
+                continue  # every choice stopped: drain the steps the batch still generates for it
+            deltas = []
+            for j, tok in step:
+                g = gens[j]
+                lp = (g.token_logprobs[-1], g.top_logprobs[-1]) if g.logprobs is not None else (None, None)
+                delta = streams[j].push(tok, *lp)
+                if delta is not None:
+                    deltas.append(delta)
+            if deltas:
+                yield schema.stream_chunk(cid, created, model_id, deltas)
+            if all(s.done for s in streams):  # every choice hit a stop sequence: the client is done
+                ended = True
+                for chunk in self._sse_tail(req, streams, cid, created, model_id):
+                    yield chunk
+        if not ended:
+            for chunk in self._sse_tail(req, streams, cid, created, model_id):
+                yield chunk
+
+    def _sse_tail(
+        self, req: schema.Completion, streams: list[schema.ChoiceStream], cid: str, created: int, model_id: str
+    ):
+        """The last deltas, the usage chunk (``stream_options.include_usage``) and ``[DONE]``."""
+        for s in streams:
+            delta = s.finish()
+            if delta is not None:
+                yield schema.stream_chunk(cid, created, model_id, [delta])
         self.served += 1
-        yield enc.finish()
+        if req.include_usage:
+            prompt_tokens = sum(len(p) for p in req.all_prompts)
+            completion_tokens = sum(s.completion_tokens for s in streams)
+            usage = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            }
+            yield schema.stream_chunk(cid, created, model_id, [], usage)
+        yield b"data: [DONE]\n\n"
 
     # Lifecycle -----------------------------------------------------------------------------
 

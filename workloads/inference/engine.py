@@ -35,7 +35,16 @@ class GenRequest:
     max_tokens: int
     temperature: float = 1.0
     seed: int | None = None
+    top_p: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    logprobs: int | None = None  # record the sampled token's log-probability and this many alternatives
     _generator: torch.Generator | None = field(default=None, repr=False)
+    # Filled while generating when ``logprobs`` is set: per generated token, the model's
+    # log-probability of it and of the ``logprobs`` most likely tokens.
+    token_logprobs: list[float] = field(default_factory=list, repr=False)
+    top_logprobs: list[dict[int, float]] = field(default_factory=list, repr=False)
 
     def generator(self) -> torch.Generator:
         if self._generator is None:
@@ -162,19 +171,72 @@ def _forward_cached(
     return z
 
 
-def _sample(logits: torch.Tensor, requests: list[GenRequest], active: list[int]) -> list[int]:
+def _adjust(logits: torch.Tensor, req: GenRequest, generated: list[int]) -> torch.Tensor:
+    """OpenAI's logit adjustments: ``logit_bias``, then the frequency and presence penalties
+    over the tokens generated so far (``logit - count * frequency - (count > 0) * presence``)."""
+    if not (req.logit_bias or req.frequency_penalty or req.presence_penalty):
+        return logits
+    logits = logits.clone()
+    for tok, bias in req.logit_bias:
+        logits[0, tok] += bias
+    if generated and (req.frequency_penalty or req.presence_penalty):
+        counts = torch.bincount(torch.tensor(generated), minlength=logits.shape[-1]).to(logits.dtype)
+        logits[0] -= counts * req.frequency_penalty + (counts > 0).to(logits.dtype) * req.presence_penalty
+    return logits
+
+
+def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Nucleus sampling: keep the most likely tokens until their mass reaches ``top_p``."""
+    ordered, order = probs.sort(dim=-1, descending=True)
+    before = ordered.cumsum(dim=-1) - ordered  # mass of the more likely tokens
+    ordered = ordered.masked_fill(before >= top_p, 0.0)
+    ordered[..., 0] = ordered[..., 0].clamp_min(1e-30)  # the most likely token always stays
+    return torch.zeros_like(probs).scatter(-1, order, ordered)
+
+
+def _sample(logits: torch.Tensor, requests: list[GenRequest], active: list[int], seqs: list[list[int]]) -> list[int]:
     """One token per row of ``logits`` (rows, vocab), as ``GPT.generate`` samples: greedy at
-    temperature 0, else softmax and ``torch.multinomial`` with the request's own generator."""
+    temperature 0, else softmax and ``torch.multinomial`` with the request's own generator.
+    With OpenAI's default settings (no bias, no penalty, top_p 1) nothing else touches the logits."""
     out = []
     for row, i in enumerate(active):
         req = requests[i]
         last = logits[row : row + 1]
+        adjusted = _adjust(last, req, seqs[i][len(req.prompt_ids) :])
         if req.temperature == 0:
-            out.append(int(last.argmax(dim=-1)))
+            tok = int(adjusted.argmax(dim=-1))
         else:
-            probs = F.softmax(last / req.temperature, dim=-1)
-            out.append(int(torch.multinomial(probs, num_samples=1, generator=req.generator())))
+            probs = F.softmax(adjusted / req.temperature, dim=-1)
+            if req.top_p < 1.0:
+                probs = _top_p(probs, req.top_p)
+            tok = int(torch.multinomial(probs, num_samples=1, generator=req.generator()))
+        if req.logprobs is not None:
+            lp = F.log_softmax(last[0].float(), dim=-1)
+            req.token_logprobs.append(float(lp[tok]))
+            top = lp.topk(req.logprobs) if req.logprobs else None
+            req.top_logprobs.append(
+                {} if top is None else {int(t): float(v) for v, t in zip(top.values, top.indices, strict=True)}
+            )
+        out.append(tok)
     return out
+
+
+@torch.inference_mode()
+def prompt_logprobs(
+    model: GPT, prompt_ids: list[int], k: int
+) -> tuple[list[float | None], list[dict[int, float] | None]]:
+    """Log-probabilities of each prompt token given the ones before it (``echo`` with
+    ``logprobs``); the first token has none, as in OpenAI's API."""
+    device = next(model.parameters()).device
+    logits, _ = model(torch.tensor([prompt_ids], dtype=torch.long, device=device))
+    lp = F.log_softmax(logits[0].float().cpu(), dim=-1)
+    chosen: list[float | None] = [None]
+    tops: list[dict[int, float] | None] = [None]
+    for pos in range(1, len(prompt_ids)):
+        chosen.append(float(lp[pos - 1, prompt_ids[pos]]))
+        top = lp[pos - 1].topk(k) if k else None
+        tops.append({} if top is None else {int(t): float(v) for v, t in zip(top.values, top.indices, strict=True)})
+    return chosen, tops
 
 
 @torch.inference_mode()
@@ -223,7 +285,7 @@ def stream_batch(model: GPT, requests: list[GenRequest]) -> Iterator[list[tuple[
             logits = model.head(model.ln_f(last))
         # Sampling on the CPU with each request's own seeded generator (as GPT.generate locally).
         logits = logits.float().cpu() if logits.device.type != "cpu" else logits
-        toks = _sample(logits, requests, active)
+        toks = _sample(logits, requests, active, seqs)
         out: list[tuple[int, int]] = []
         for i, nxt in zip(active, toks, strict=True):
             seqs[i].append(nxt)

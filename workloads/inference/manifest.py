@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from config import catalog, placement
+from config import catalog, placement, versions
 from config.model import EnvironmentConfig
 from workloads.common import image as image_mod
 from workloads.common import k8s, security
@@ -206,6 +206,8 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
         )
     group = env.inference.resolved_llm_group(env)
     image = k8s.RAY_LLM_IMAGE
+    if env.network.closed_network:  # Docker Hub through ECR's pull-through cache
+        image = versions.closed_network_image(image, account=env.account, region=env.region)
     shape = placement.llm_worker(env)
     worker = _worker_group(
         shape,

@@ -122,8 +122,22 @@ def test_llm_service_serves_from_s3_in_prod_and_fsx_in_staging():
     assert staging["model_loading_config"]["model_source"] == "/fsx/models/served-llm"
     m = manifest.render_llm(load_environment("prod"))
     c = m["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
-    assert c["image"] == k8s.RAY_LLM_IMAGE
+    # prod is a closed network: Docker Hub's ray-llm through ECR's pull-through cache, on every pod.
+    ecr = "333333333333.dkr.ecr.us-east-1.amazonaws.com/docker-hub/"
+    assert c["image"] == ecr + k8s.RAY_LLM_IMAGE
+    spec = m["spec"]["rayClusterConfig"]
+    pods = [spec["headGroupSpec"], *spec["workerGroupSpecs"]]
+    assert {c["image"] for p in pods for c in p["template"]["spec"]["containers"]} == {ecr + k8s.RAY_LLM_IMAGE}
     assert {"name": "HF_HUB_OFFLINE", "value": "1"} in c["env"]
+
+
+def test_llm_service_pulls_from_docker_hub_only_where_the_network_is_open():
+    dev = load_environment("dev").model_copy(deep=True)
+    assert not dev.network.closed_network
+    llm = dev.inference.llm.model_copy(update={"enabled": True, "model_source": "/fsx/models/m", "model_id": "m"})
+    m = manifest.render_llm(dev.model_copy(update={"inference": dev.inference.model_copy(update={"llm": llm})}))
+    c = m["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    assert c["image"] == k8s.RAY_LLM_IMAGE
 
 
 def test_serve_high_throughput_mode_is_on_every_ray_container():

@@ -1,0 +1,59 @@
+"""constructs/image_cache.py in the synthesized cluster and HyperPod stacks: a closed network
+gets a pull-through cache rule per upstream the charts and manifests name, Docker Hub's with a
+credential secret ECR accepts, the NVIDIA mirror, and the pulling roles may import."""
+
+from __future__ import annotations
+
+import pytest
+
+from config import versions
+from tests.conftest import template_of
+
+
+def _of_type(template: dict, kind: str) -> dict[str, dict]:
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def _statements(template: dict, sid: str) -> list[dict]:
+    return [
+        s
+        for r in _of_type(template, "AWS::IAM::Policy").values()
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Sid") == sid
+    ]
+
+
+@pytest.mark.parametrize("env", ["staging", "prod"])
+def test_closed_networks_get_the_rules_the_images_need(env, synthesized):
+    _, config, stacks = synthesized(env)
+    assert config.network.closed_network
+    t = template_of(stacks.cluster).to_json()
+    rules = {
+        r["Properties"]["EcrRepositoryPrefix"]: r["Properties"]
+        for r in _of_type(t, "AWS::ECR::PullThroughCacheRule").values()
+    }
+    assert set(rules) == {"quay", "docker-hub"}
+    assert (rules["quay"]["UpstreamRegistryUrl"], rules["quay"]["UpstreamRegistry"]) == ("quay.io", "quay")
+    assert "CredentialArn" not in rules["quay"]
+    assert rules["docker-hub"]["UpstreamRegistryUrl"] == "registry-1.docker.io"
+    secrets = _of_type(t, "AWS::SecretsManager::Secret")
+    (secret_id,) = [k for k, s in secrets.items() if s["Properties"]["Name"].startswith("ecr-pullthroughcache/")]
+    assert secrets[secret_id]["Properties"]["Name"] == f"ecr-pullthroughcache/{config.name_prefix}-docker-hub"
+    assert rules["docker-hub"]["CredentialArn"] == {"Ref": secret_id}
+    (mirror,) = [r["Properties"] for r in _of_type(t, "AWS::ECR::Repository").values()]
+    assert mirror["RepositoryName"] == versions.NVIDIA_DEVICE_PLUGIN_MIRROR
+    assert mirror["ImageTagMutability"] == "IMMUTABLE"
+    # The system nodes pull the operator through the quay.io rule; the HyperPod nodes the LLM image.
+    hyperpod = template_of(stacks.hyperpod).to_json()
+    for template in (t, hyperpod):
+        (statement,) = _statements(template, "PullThroughCacheImport")
+        assert sorted(statement["Action"]) == ["ecr:BatchImportUpstreamImage", "ecr:CreateRepository"]
+        assert len(statement["Resource"]) == 2
+
+
+def test_an_open_network_pulls_upstream_without_rules(synthesized):
+    _, config, stacks = synthesized("dev")
+    assert not config.network.closed_network
+    t = template_of(stacks.cluster).to_json()
+    assert _of_type(t, "AWS::ECR::PullThroughCacheRule") == {}
+    assert stacks.cluster.image_cache is None
