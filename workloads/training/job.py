@@ -175,6 +175,38 @@ def shard_model(model, *, sharding: str, device, precision: str, activation_chec
     return fully_shard(model, mp_policy=mp)
 
 
+def build_model(model_config, *, seed: int, sharding: str, device, precision: str, activation_checkpointing: bool):
+    """The job's model on this rank, with the same initial weights on every rank and at every
+    world size (those of ``torch.manual_seed(seed); build(model_config)``).
+
+    FSDP: built on the meta device (no memory), sharded, then each rank allocates and
+    initialises only its own shards (``init_parameters`` draws one whole tensor at a time), so
+    a model larger than one worker's memory never exists whole on any worker. DDP: built whole
+    on every rank, as DDP keeps it."""
+    import torch
+
+    from workloads.common import model as model_lib
+
+    if sharding != "fsdp":
+        torch.manual_seed(seed)
+        model = model_lib.build(model_config)
+        return shard_model(
+            model,
+            sharding=sharding,
+            device=device,
+            precision=precision,
+            activation_checkpointing=activation_checkpointing,
+        )
+    with torch.device("meta"):
+        model = model_lib.build(model_config)
+    model = shard_model(
+        model, sharding=sharding, device=device, precision=precision, activation_checkpointing=activation_checkpointing
+    )
+    model.to_empty(device=device)
+    model_lib.init_parameters(model, seed)
+    return model
+
+
 class ReportPacing:
     """Notices, once, when ``ray.train.report()`` sets the pace of training.
 
@@ -248,19 +280,17 @@ def train_func(config: dict) -> None:
     # Checkpoint collectives run in the background (async save): a group of their own.
     ckpt_group = dist.new_group(backend="gloo")
 
-    # Same initial weights on every rank (FSDP then keeps each rank's slice).
     marks = [("entry", time.time())]  # set-up phases, printed with the start/resume line
-    torch.manual_seed(s.seed)
     model_config = model_lib.config_from_dict(s.model)
-    model = model_lib.build(model_config)
-    data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), model_config.block_size, s.seed)
-    model = shard_model(
-        model,
+    model = build_model(
+        model_config,
+        seed=s.seed,
         sharding=s.sharding,
         device=device,
         precision=s.precision,
         activation_checkpointing=s.activation_checkpointing,
     )
+    data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), model_config.block_size, s.seed)
     optimizer = make_optimizer(
         model, learning_rate=s.learning_rate, weight_decay=s.weight_decay, fused=device.type == "cuda"
     )
