@@ -83,6 +83,7 @@ class LoadedCheckpoint:
     step: int
     meta: dict
     state: dict[str, Any]  # name (without .pt) -> the object torch.save wrote
+    format: str = FORMAT  # the manifest's: FORMAT (single-writer) or SHARDED_FORMAT
 
 
 def dir_name(step: int) -> str:
@@ -283,7 +284,7 @@ def load(
             for name, data in contents.items()
             if name.endswith(".pt") and (keys is None or name[:-3] in keys)
         }
-    return LoadedCheckpoint(path=path, step=int(manifest["step"]), meta=meta, state=state)
+    return LoadedCheckpoint(path=path, step=int(manifest["step"]), meta=meta, state=state, format=manifest["format"])
 
 
 def _fsync_dir(directory: str) -> None:

@@ -307,12 +307,14 @@ def train_func(config: dict) -> None:
     found = [None]
     if rank == 0:
         loaded = ckpt.load_latest_valid(s.storage_path, s.run_name, keys=[])
-        found = [None if loaded is None else (loaded.path, loaded.meta)]
+        found = [None if loaded is None else (loaded.path, loaded.meta, loaded.format)]
     dist.broadcast_object_list(found, src=0)
     marks.append(("checkpoint", time.time()))
     pos, start_step, same_world = DataPosition(), 0, False
     if found[0] is not None:
-        path, meta = found[0]
+        path, meta, fmt = found[0]
+        if fmt != ckpt.SHARDED_FORMAT:
+            raise ValueError(old_format_problem(s.run_name, path, fmt))
         if meta.get("model_config") != model_config.to_dict():
             raise ValueError(
                 f"checkpoint {path} holds model {meta.get('model_config')}, the job "
@@ -447,18 +449,35 @@ def train_func(config: dict) -> None:
         print(f"TRAIN done step={s.steps} t={time.time():.3f}", flush=True)
 
 
+def old_format_problem(run_name: str, path: str, fmt: object) -> str:
+    """The job resumes only the sharded (DCP) checkpoints it writes."""
+    from workloads.common import checkpoint as ckpt
+
+    return (
+        f"training.run_name: run {run_name!r} has a checkpoint in format {fmt!r} ({path}), which this "
+        f"job cannot resume; allowed: {ckpt.SHARDED_FORMAT!r} checkpoints (sharded, written by this job), "
+        "or a new run_name"
+    )
+
+
 def check_resume(s: JobSettings) -> list[str]:
-    """A run resumed with another model shape than its checkpoints hold (before anything starts)."""
+    """A run resumed from checkpoints of another format (the earlier single-writer one) or of
+    another model shape (before anything starts). The newest checkpoint with a readable
+    manifest and meta decides, as the newest intact one is what the job would load."""
     from workloads.common import checkpoint as ckpt
     from workloads.common import model as model_lib
 
     want = model_lib.config_from_dict(s.model).to_dict()
     for _, path in ckpt.list_checkpoints(s.storage_path, s.run_name):
         try:
+            with open(os.path.join(path, ckpt.MANIFEST), "rb") as f:
+                fmt = json.loads(f.read()).get("format")
             with open(os.path.join(path, ckpt.META), "rb") as f:
                 have = json.loads(f.read()).get("model_config") or {}
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):
             continue
+        if fmt != ckpt.SHARDED_FORMAT:
+            return [old_format_problem(s.run_name, path, fmt)]
         if have == want:
             return []
         diff = ", ".join(
