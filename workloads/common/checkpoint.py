@@ -365,18 +365,54 @@ class ShardWriter(_dcp_writer_base()):
                 os.remove(os.path.join(self.directory, name))
 
 
-def save_sharded(directory: str, state: dict[str, Any], meta: dict, *, process_group=None, writer_cls=ShardWriter):
+def staging_buffers(*, for_process: bool = False):
+    """A stager for ``save_sharded`` that keeps its host copy of the state between saves: the
+    buffers are allocated (pinned, on GPUs) at the first save and refilled at the next, instead
+    of allocated and faulted in every time. The next save may start only once the previous one
+    is done (it refills the buffers the previous one writes from); the job waits for it.
+    ``for_process``: in shared memory, for a save in a background process."""
+    from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+
+    return DefaultStager(
+        StagingOptions(
+            use_pinned_memory=torch.cuda.is_available(),
+            use_shared_memory=for_process,
+            use_async_staging=False,
+            use_non_blocking_copy=False,
+        )
+    )
+
+
+def save_sharded(
+    directory: str,
+    state: dict[str, Any],
+    meta: dict,
+    *,
+    process_group=None,
+    writer_cls=ShardWriter,
+    stager=None,
+    in_process: bool = False,
+):
     """Start an asynchronous sharded save of ``state`` into ``directory`` (every rank calls it;
     ``meta`` must hold ``"step"``). ``state`` is staged (copied) before this returns, so training
     may change it; the returned future is done once every shard and then the manifest are
     written. ``process_group``: a group of its own (gloo), so that the save's collectives in the
-    background never interleave with training's."""
+    background never interleave with training's. ``stager``: see ``staging_buffers`` (None: a
+    fresh copy per save). ``in_process``: write from DCP's background process (started at the
+    first save, with a process group of its own) instead of a thread of this one."""
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 
     if "step" not in meta:
         raise ValueError("checkpoint meta must hold 'step'")
     os.makedirs(directory, exist_ok=True)
-    return dcp.async_save(state, storage_writer=writer_cls(directory, meta), process_group=process_group)
+    return dcp.async_save(
+        state,
+        storage_writer=writer_cls(directory, meta),
+        process_group=process_group,
+        async_stager=stager,
+        async_checkpointer_type=AsyncCheckpointerType.PROCESS if in_process else AsyncCheckpointerType.THREAD,
+    )
 
 
 def load_sharded(path: str, state: dict[str, Any], *, process_group=None) -> None:

@@ -354,6 +354,9 @@ def train_func(config: dict) -> None:
     loop_t0 = time.perf_counter()
     storage_dir = ctx.get_storage().experiment_fs_path
     pending = None  # (future, step, directory) of the save in flight
+    # Host copies of this rank's state kept between saves (pinned on GPUs): each save refills
+    # them instead of allocating and faulting in a new copy; a save starts after the last ended.
+    stager = ckpt.staging_buffers()
 
     def paced(t_report: float) -> None:
         warning = pacing.add(time.perf_counter() - t_report, time.perf_counter() - loop_t0, poll_s)
@@ -427,7 +430,11 @@ def train_func(config: dict) -> None:
             state = training_state(
                 {"step": done, "data_position": pos.to_dict(), "rng": rng_states, "scheduler": scheduler.state_dict()}
             )
-            pending = (ckpt.save_sharded(directory, state, meta, process_group=ckpt_group), done, directory)
+            pending = (
+                ckpt.save_sharded(directory, state, meta, process_group=ckpt_group, stager=stager),
+                done,
+                directory,
+            )
             if done == s.steps:
                 finished.append((finish_save(), ckpt.dir_name(done)))
                 pending = None
