@@ -365,24 +365,6 @@ class ShardWriter(_dcp_writer_base()):
                 os.remove(os.path.join(self.directory, name))
 
 
-def staging_buffers(*, for_process: bool = False):
-    """A stager for ``save_sharded`` that keeps its host copy of the state between saves: the
-    buffers are allocated (pinned, on GPUs) at the first save and refilled at the next, instead
-    of allocated and faulted in every time. The next save may start only once the previous one
-    is done (it refills the buffers the previous one writes from); the job waits for it.
-    ``for_process``: in shared memory, for a save in a background process."""
-    from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
-
-    return DefaultStager(
-        StagingOptions(
-            use_pinned_memory=torch.cuda.is_available(),
-            use_shared_memory=for_process,
-            use_async_staging=False,
-            use_non_blocking_copy=False,
-        )
-    )
-
-
 def save_sharded(
     directory: str,
     state: dict[str, Any],
@@ -397,8 +379,9 @@ def save_sharded(
     ``meta`` must hold ``"step"``). ``state`` is staged (copied) before this returns, so training
     may change it; the returned future is done once every shard and then the manifest are
     written. ``process_group``: a group of its own (gloo), so that the save's collectives in the
-    background never interleave with training's. ``stager``: see ``staging_buffers`` (None: a
-    fresh copy per save). ``in_process``: write from DCP's background process (started at the
+    background never interleave with training's. ``stager``: DCP's ``async_stager`` (None: a
+    fresh host copy per save; a stager that keeps its copy must not be refilled while the
+    previous save still writes from it). ``in_process``: write from DCP's background process (started at the
     first save, with a process group of its own) instead of a thread of this one."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType

@@ -175,14 +175,24 @@ def shard_model(model, *, sharding: str, device, precision: str, activation_chec
     return fully_shard(model, mp_policy=mp)
 
 
-def build_model(model_config, *, seed: int, sharding: str, device, precision: str, activation_checkpointing: bool):
+def build_model(
+    model_config,
+    *,
+    seed: int,
+    sharding: str,
+    device,
+    precision: str,
+    activation_checkpointing: bool,
+    initialize: bool = True,
+):
     """The job's model on this rank, with the same initial weights on every rank and at every
     world size (those of ``torch.manual_seed(seed); build(model_config)``).
 
     FSDP: built on the meta device (no memory), sharded, then each rank allocates and
     initialises only its own shards (``init_parameters`` draws one whole tensor at a time), so
     a model larger than one worker's memory never exists whole on any worker. DDP: built whole
-    on every rank, as DDP keeps it."""
+    on every rank, as DDP keeps it. ``initialize=False`` (FSDP, a resume that loads every
+    parameter next): the shards are allocated but not drawn."""
     import torch
 
     from workloads.common import model as model_lib
@@ -203,7 +213,10 @@ def build_model(model_config, *, seed: int, sharding: str, device, precision: st
         model, sharding=sharding, device=device, precision=precision, activation_checkpointing=activation_checkpointing
     )
     model.to_empty(device=device)
-    model_lib.init_parameters(model, seed)
+    if initialize:
+        model_lib.init_parameters(model, seed)
+    elif hasattr(model, "reset_buffers"):
+        model.reset_buffers()  # not in checkpoints
     return model
 
 
@@ -282,6 +295,13 @@ def train_func(config: dict) -> None:
 
     marks = [("entry", time.time())]  # set-up phases, printed with the start/resume line
     model_config = model_lib.config_from_dict(s.model)
+    # Rank 0 finds the newest checkpoint that verifies; every rank then reads its own part.
+    found = [None]
+    if rank == 0:
+        loaded = ckpt.load_latest_valid(s.storage_path, s.run_name, keys=[])
+        found = [None if loaded is None else (loaded.path, loaded.meta, loaded.format)]
+    dist.broadcast_object_list(found, src=0)
+    marks.append(("checkpoint", time.time()))
     model = build_model(
         model_config,
         seed=s.seed,
@@ -289,6 +309,8 @@ def train_func(config: dict) -> None:
         device=device,
         precision=s.precision,
         activation_checkpointing=s.activation_checkpointing,
+        # A resume overwrites every parameter from the checkpoint (minutes saved on a 7B model).
+        initialize=found[0] is None,
     )
     data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), model_config.block_size, s.seed)
     optimizer = make_optimizer(
@@ -303,13 +325,6 @@ def train_func(config: dict) -> None:
         model_sd, optim_sd = get_state_dict(model, optimizer)
         return {"model": model_sd, "optim": optim_sd, "progress": pickle.dumps(progress)}
 
-    # Rank 0 finds the newest checkpoint that verifies; every rank then reads its own part.
-    found = [None]
-    if rank == 0:
-        loaded = ckpt.load_latest_valid(s.storage_path, s.run_name, keys=[])
-        found = [None if loaded is None else (loaded.path, loaded.meta, loaded.format)]
-    dist.broadcast_object_list(found, src=0)
-    marks.append(("checkpoint", time.time()))
     pos, start_step, same_world = DataPosition(), 0, False
     if found[0] is not None:
         path, meta, fmt = found[0]
@@ -354,9 +369,6 @@ def train_func(config: dict) -> None:
     loop_t0 = time.perf_counter()
     storage_dir = ctx.get_storage().experiment_fs_path
     pending = None  # (future, step, directory) of the save in flight
-    # Host copies of this rank's state kept between saves (pinned on GPUs): each save refills
-    # them instead of allocating and faulting in a new copy; a save starts after the last ended.
-    stager = ckpt.staging_buffers()
 
     def paced(t_report: float) -> None:
         warning = pacing.add(time.perf_counter() - t_report, time.perf_counter() - loop_t0, poll_s)
@@ -431,7 +443,7 @@ def train_func(config: dict) -> None:
                 {"step": done, "data_position": pos.to_dict(), "rng": rng_states, "scheduler": scheduler.state_dict()}
             )
             pending = (
-                ckpt.save_sharded(directory, state, meta, process_group=ckpt_group, stager=stager),
+                ckpt.save_sharded(directory, state, meta, process_group=ckpt_group),
                 done,
                 directory,
             )
