@@ -33,6 +33,12 @@ sys.path.insert(0, str(REPO))
 
 MODEL = {"arch": "llama", "n_layer": 4, "n_head": 8, "n_kv_head": 4, "n_embd": 256, "ffn_hidden": 768, "block_size": 64}
 BATCH = 4
+# How the stall's saves stage and write (workloads.common.checkpoint.save_sharded).
+STALL_MODES = {
+    "fresh": "a fresh staging copy per save, written by a thread (the job's)",
+    "cached": "staging buffers kept between saves, written by a thread",
+    "process": "staging buffers in shared memory, written by DCP's background process",
+}
 
 
 def _setup(rank: int, world: int, port: int, sharding: str, model_config: dict):
@@ -44,6 +50,8 @@ def _setup(rank: int, world: int, port: int, sharding: str, model_config: dict):
     from workloads.training.job import lr_schedule, make_optimizer, shard_model
 
     torch.set_num_threads(1)
+    # DCP's background save process (stall mode "process") sets up its group from these.
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if not dist.is_initialized():
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     torch.manual_seed(0)
@@ -87,6 +95,40 @@ def _held_bytes(model, opt) -> int:
     return total
 
 
+def _staging_buffers(*, for_process: bool):
+    """A stager that keeps its host copy of the state between saves (pinned on GPUs), refilled
+    at each save instead of allocated and faulted in anew; in shared memory for DCP's
+    background save process. Each save here starts after the previous one ended."""
+    import torch
+    from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+
+    return DefaultStager(
+        StagingOptions(
+            use_pinned_memory=torch.cuda.is_available(),
+            use_shared_memory=for_process,
+            use_async_staging=False,
+            use_non_blocking_copy=False,
+        )
+    )
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process (every thread) and of its live children (DCP's save
+    process): what training and checkpointing take from the cores, whatever else runs."""
+    import multiprocessing
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    total = r.ru_utime + r.ru_stime
+    for child in multiprocessing.active_children():
+        try:
+            fields = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
 def _state(model, opt, step: int) -> dict:
     import pickle
 
@@ -113,24 +155,44 @@ def worker(rank: int, world: int, port: int, task: dict, out: str) -> None:
         model, opt, sched, cfg = _setup(rank, world, port, "fsdp", task["model"])
         group = dist.new_group(backend="gloo")
         _steps(model, opt, sched, cfg, 3, rank)  # warm-up
-        times = {"none": [], "ckpt": []}
-        order = ["none", "ckpt", "ckpt", "none"] * task["repeats"]
+        modes = task["modes"]
+        stagers = {m: _staging_buffers(for_process=m == "process") for m in modes if m != "fresh"}
+        times: dict = {"none": [], **{m: [] for m in modes}}
+        cpu: dict = {m: [] for m in times}
+        blocked: dict = {m: [] for m in times}
+        # Every variant next to a run without checkpoints, in turn (cancels drift).
+        order = [m for _ in range(task["repeats"]) for v in modes for m in ("none", v, v, "none")]
         for i, mode in enumerate(order):
             dist.barrier()
-            t0 = time.perf_counter()
+            t0, c0, wait = time.perf_counter(), _cpu_s(), 0.0
             pending = None
             for step in range(1, task["steps"] + 1):
                 _steps(model, opt, sched, cfg, 1, rank)
-                if mode == "ckpt" and step % task["every"] == 0:
+                # Saves every K steps, none at the last step: each save has K steps to finish,
+                # as in the job's steady state.
+                if mode != "none" and step % task["every"] == 0 and step < task["steps"]:
+                    w0 = time.perf_counter()
                     if pending is not None:
                         pending.result()
                     path = os.path.join(task["dir"], f"stall{i}", ck.dir_name(step))
-                    pending = ck.save_sharded(path, _state(model, opt, step), {"step": step}, process_group=group)
+                    pending = ck.save_sharded(
+                        path,
+                        _state(model, opt, step),
+                        {"step": step},
+                        process_group=group,
+                        stager=stagers.get(mode),
+                        in_process=mode == "process",
+                    )
+                    wait += time.perf_counter() - w0
+            w0 = time.perf_counter()
             if pending is not None:
                 pending.result()
-            dist.barrier()
+            wait += time.perf_counter() - w0
             times[mode].append(time.perf_counter() - t0)
-        result = times
+            cpu[mode].append(_cpu_s() - c0)
+            blocked[mode].append(wait)
+            dist.barrier()
+        result = {"wall": times, "cpu": cpu, "blocked": blocked}
     elif kind == "save":
         model, opt, sched, cfg = _setup(rank, world, port, "fsdp", task["model"])
         _steps(model, opt, sched, cfg, 1, rank)
@@ -205,6 +267,11 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--every", type=int, default=10)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument(
+        "--stall-modes",
+        default="fresh,cached,process",
+        help="save variants the stall is measured for, the job's first: " + ", ".join(STALL_MODES),
+    )
     p.add_argument("--model", help="overrides of the model shape, e.g. n_layer=8,n_embd=512")
     p.add_argument("--dir", help="where checkpoints are written (default: a temporary directory)")
     args = p.parse_args(argv)
@@ -223,15 +290,25 @@ def main(argv=None) -> int:
             f"{mem_ratio:.3f} of DDP's (goal <= {1.1 / n:.3f} = 1/{n} + 10 %)",
             flush=True,
         )
-        stall = _launch(n, {**base, "kind": "stall", "steps": args.steps, "every": args.every})
-        none_s, ckpt_s = statistics.median(stall["none"]), statistics.median(stall["ckpt"])
-        stall_pct = 100 * (ckpt_s - none_s) / none_s
-        print(
-            f"stall: {args.steps} steps in {none_s:.3f} s without checkpoints, {ckpt_s:.3f} s with an async "
-            f"sharded checkpoint every {args.every} (medians of {len(stall['none'])}): {stall_pct:+.2f} % "
-            "(goal <= 2 %)",
-            flush=True,
-        )
+        modes = args.stall_modes.split(",")
+        stall = _launch(n, {**base, "kind": "stall", "steps": args.steps, "every": args.every, "modes": modes})
+        med = {k: {m: statistics.median(v) for m, v in stall[k].items()} for k in stall}
+        none_s, none_cpu = med["wall"]["none"], med["cpu"]["none"]
+        stall_pcts, cpu_pcts, blocked_pcts = {}, {}, {}
+        saves = (args.steps - 1) // args.every
+        for mode in modes:
+            stall_pcts[mode] = 100 * (med["wall"][mode] - none_s) / none_s
+            cpu_pcts[mode] = 100 * (med["cpu"][mode] - none_cpu) / none_cpu
+            blocked_pcts[mode] = 100 * med["blocked"][mode] / none_s
+            print(
+                f"stall ({STALL_MODES[mode]}): {args.steps} steps, {saves} async sharded checkpoints "
+                f"every {args.every}: wall {med['wall'][mode]:.3f} s vs {none_s:.3f} s without: "
+                f"{stall_pcts[mode]:+.2f} % (goal <= 2 %); CPU {cpu_pcts[mode]:+.2f} % of training's "
+                f"({none_cpu:.3f} s); training blocked in save/wait {blocked_pcts[mode]:.2f} % "
+                f"(medians of {len(stall['wall'][mode])})",
+                flush=True,
+            )
+        stall_pct = stall_pcts[modes[0]]
         save = _launch(n, {**base, "kind": "save"})
         save_s, raw_s = statistics.median(save["save_s"]), statistics.median(save["raw_s"])
         gb = save["checkpoint_bytes"]
@@ -256,6 +333,9 @@ def main(argv=None) -> int:
                 "memory_ratio": round(mem_ratio, 4),
                 "memory_goal": round(1.1 / n, 4),
                 "stall_pct": round(stall_pct, 2),
+                "stall_pct_by_mode": {m: round(v, 2) for m, v in stall_pcts.items()},
+                "stall_cpu_pct_by_mode": {m: round(v, 2) for m, v in cpu_pcts.items()},
+                "stall_blocked_pct_by_mode": {m: round(v, 2) for m, v in blocked_pcts.items()},
                 "save_vs_raw": round(raw_s / save_s, 3),
                 "resharded_resume_ratio": round(fewer_s / same_s, 3),
                 "raw": {"memory": mem, "stall": stall, "save": save, "resume_same": same, "resume_fewer": fewer},

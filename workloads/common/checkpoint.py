@@ -83,6 +83,7 @@ class LoadedCheckpoint:
     step: int
     meta: dict
     state: dict[str, Any]  # name (without .pt) -> the object torch.save wrote
+    format: str = FORMAT  # the manifest's: FORMAT (single-writer) or SHARDED_FORMAT
 
 
 def dir_name(step: int) -> str:
@@ -283,7 +284,7 @@ def load(
             for name, data in contents.items()
             if name.endswith(".pt") and (keys is None or name[:-3] in keys)
         }
-    return LoadedCheckpoint(path=path, step=int(manifest["step"]), meta=meta, state=state)
+    return LoadedCheckpoint(path=path, step=int(manifest["step"]), meta=meta, state=state, format=manifest["format"])
 
 
 def _fsync_dir(directory: str) -> None:
@@ -364,18 +365,37 @@ class ShardWriter(_dcp_writer_base()):
                 os.remove(os.path.join(self.directory, name))
 
 
-def save_sharded(directory: str, state: dict[str, Any], meta: dict, *, process_group=None, writer_cls=ShardWriter):
+def save_sharded(
+    directory: str,
+    state: dict[str, Any],
+    meta: dict,
+    *,
+    process_group=None,
+    writer_cls=ShardWriter,
+    stager=None,
+    in_process: bool = False,
+):
     """Start an asynchronous sharded save of ``state`` into ``directory`` (every rank calls it;
     ``meta`` must hold ``"step"``). ``state`` is staged (copied) before this returns, so training
     may change it; the returned future is done once every shard and then the manifest are
     written. ``process_group``: a group of its own (gloo), so that the save's collectives in the
-    background never interleave with training's."""
+    background never interleave with training's. ``stager``: DCP's ``async_stager`` (None: a
+    fresh host copy per save; a stager that keeps its copy must not be refilled while the
+    previous save still writes from it). ``in_process``: write from DCP's background process (started at the
+    first save, with a process group of its own) instead of a thread of this one."""
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 
     if "step" not in meta:
         raise ValueError("checkpoint meta must hold 'step'")
     os.makedirs(directory, exist_ok=True)
-    return dcp.async_save(state, storage_writer=writer_cls(directory, meta), process_group=process_group)
+    return dcp.async_save(
+        state,
+        storage_writer=writer_cls(directory, meta),
+        process_group=process_group,
+        async_stager=stager,
+        async_checkpointer_type=AsyncCheckpointerType.PROCESS if in_process else AsyncCheckpointerType.THREAD,
+    )
 
 
 def load_sharded(path: str, state: dict[str, Any], *, process_group=None) -> None:

@@ -11,6 +11,9 @@ Shared by the training job (``workloads.training``) and the inference app. The A
 - ``config_from_dict(d)`` / ``build(config)``: the architecture stored in a checkpoint's meta
   (``arch`` key, ``gpt`` when absent) and the module for it.
 - ``count_parameters(config)``: parameters of the architecture, built on the meta device.
+- ``init_parameters(model, seed)``: the initial values ``torch.manual_seed(seed); build(config)``
+  gives, written into a model built on the meta device, sharded with FSDP2 and allocated with
+  ``to_empty``: each rank keeps only its shards, one whole tensor is drawn at a time.
 
 - ``GPTConfig``: the architecture (frozen dataclass); ``GPTConfig.to_dict()`` /
   ``GPTConfig.from_dict(d)`` round-trip it through a checkpoint's ``meta.json``.
@@ -234,6 +237,9 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
 
+    def reset_parameters(self) -> None:
+        nn.init.ones_(self.weight)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Normalised in fp32 (bf16 loses the small variances), returned in the input's dtype.
         xf = x.float()
@@ -318,6 +324,14 @@ class Llama(_Generate, nn.Module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
+    @torch.no_grad()
+    def reset_buffers(self) -> None:
+        """Recompute the rotary tables in place (on the CPU, as ``__init__`` does), e.g. after
+        ``to_empty``."""
+        cos, sin = _rope_tables(self.config)
+        self.rope_cos.copy_(cos)
+        self.rope_sin.copy_(sin)
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
@@ -355,3 +369,62 @@ def count_parameters(config) -> int:
     """Parameters of ``config``'s model, built on the meta device (no memory, no time)."""
     with torch.device("meta"):
         return build(config).num_parameters()
+
+
+def _leaves(module: nn.Module, prefix: str = "", post_order: bool = False):
+    """``(name, module)`` of the modules that hold parameters themselves, in construction order
+    (pre-order) or in ``nn.Module.apply``'s order (post-order)."""
+    if not post_order and next(module.parameters(recurse=False), None) is not None:
+        yield prefix, module
+    for name, child in module.named_children():
+        yield from _leaves(child, f"{prefix}{name}.", post_order)
+    if post_order and next(module.parameters(recurse=False), None) is not None:
+        yield prefix, module
+
+
+@torch.no_grad()
+def init_parameters(model: nn.Module, seed: int) -> None:
+    """Write into ``model`` exactly the initial values ``torch.manual_seed(seed);
+    build(model.config)`` gives, one module's tensors at a time, so a model built on the meta
+    device and sharded with FSDP2 (``fully_shard``, then ``to_empty``) is never whole on a rank.
+
+    The random stream is replayed in the order the full build draws it: every module's
+    ``reset_parameters`` in construction order (the constructors' defaults, drawn and mostly
+    overwritten), then the model's ``_init`` in ``apply`` order. Each value is drawn whole on
+    the CPU (the same bits on every rank and device) and each rank keeps its own shard.
+    Reseeds torch's global generator, as building the model does."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    with torch.device("meta"):
+        shadow = build(model.config)  # shapes only: each module is materialised in turn
+
+    def write(prefix: str, module: nn.Module, only_written: bool) -> None:
+        for name, value in module.named_parameters(recurse=False):
+            if only_written:
+                untouched = value.isnan()
+                if untouched.all():
+                    continue  # not touched by _init: keeps its reset_parameters value
+                if untouched.any():
+                    raise ValueError(f"{prefix}{name}: _init wrote part of it; init_parameters cannot replay that")
+            target = model.get_parameter(prefix + name)
+            if isinstance(target, DTensor):
+                value = distribute_tensor(value, target.device_mesh, target.placements, src_data_rank=None)
+                target.to_local().copy_(value.to_local())
+            else:
+                target.copy_(value)
+
+    torch.manual_seed(seed)
+    for prefix, module in _leaves(shadow):
+        module.to_empty(device="cpu")
+        module.reset_parameters()
+        write(prefix, module, only_written=False)
+        module.to_empty(device="meta")
+    for prefix, module in _leaves(shadow, post_order=True):
+        module.to_empty(device="cpu")
+        for p in module.parameters(recurse=False):
+            p.fill_(math.nan)
+        shadow._init(module)
+        write(prefix, module, only_written=True)
+        module.to_empty(device="meta")
+    if hasattr(model, "reset_buffers"):
+        model.reset_buffers()

@@ -175,6 +175,51 @@ def shard_model(model, *, sharding: str, device, precision: str, activation_chec
     return fully_shard(model, mp_policy=mp)
 
 
+def build_model(
+    model_config,
+    *,
+    seed: int,
+    sharding: str,
+    device,
+    precision: str,
+    activation_checkpointing: bool,
+    initialize: bool = True,
+):
+    """The job's model on this rank, with the same initial weights on every rank and at every
+    world size (those of ``torch.manual_seed(seed); build(model_config)``).
+
+    FSDP: built on the meta device (no memory), sharded, then each rank allocates and
+    initialises only its own shards (``init_parameters`` draws one whole tensor at a time), so
+    a model larger than one worker's memory never exists whole on any worker. DDP: built whole
+    on every rank, as DDP keeps it. ``initialize=False`` (FSDP, a resume that loads every
+    parameter next): the shards are allocated but not drawn."""
+    import torch
+
+    from workloads.common import model as model_lib
+
+    if sharding != "fsdp":
+        torch.manual_seed(seed)
+        model = model_lib.build(model_config)
+        return shard_model(
+            model,
+            sharding=sharding,
+            device=device,
+            precision=precision,
+            activation_checkpointing=activation_checkpointing,
+        )
+    with torch.device("meta"):
+        model = model_lib.build(model_config)
+    model = shard_model(
+        model, sharding=sharding, device=device, precision=precision, activation_checkpointing=activation_checkpointing
+    )
+    model.to_empty(device=device)
+    if initialize:
+        model_lib.init_parameters(model, seed)
+    elif hasattr(model, "reset_buffers"):
+        model.reset_buffers()  # not in checkpoints
+    return model
+
+
 class ReportPacing:
     """Notices, once, when ``ray.train.report()`` sets the pace of training.
 
@@ -248,19 +293,26 @@ def train_func(config: dict) -> None:
     # Checkpoint collectives run in the background (async save): a group of their own.
     ckpt_group = dist.new_group(backend="gloo")
 
-    # Same initial weights on every rank (FSDP then keeps each rank's slice).
     marks = [("entry", time.time())]  # set-up phases, printed with the start/resume line
-    torch.manual_seed(s.seed)
     model_config = model_lib.config_from_dict(s.model)
-    model = model_lib.build(model_config)
-    data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), model_config.block_size, s.seed)
-    model = shard_model(
-        model,
+    # Rank 0 finds the newest checkpoint that verifies; every rank then reads its own part.
+    found = [None]
+    if rank == 0:
+        loaded = ckpt.load_latest_valid(s.storage_path, s.run_name, keys=[])
+        found = [None if loaded is None else (loaded.path, loaded.meta, loaded.format)]
+    dist.broadcast_object_list(found, src=0)
+    marks.append(("checkpoint", time.time()))
+    model = build_model(
+        model_config,
+        seed=s.seed,
         sharding=s.sharding,
         device=device,
         precision=s.precision,
         activation_checkpointing=s.activation_checkpointing,
+        # A resume overwrites every parameter from the checkpoint (minutes saved on a 7B model).
+        initialize=found[0] is None,
     )
+    data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), model_config.block_size, s.seed)
     optimizer = make_optimizer(
         model, learning_rate=s.learning_rate, weight_decay=s.weight_decay, fused=device.type == "cuda"
     )
@@ -273,16 +325,11 @@ def train_func(config: dict) -> None:
         model_sd, optim_sd = get_state_dict(model, optimizer)
         return {"model": model_sd, "optim": optim_sd, "progress": pickle.dumps(progress)}
 
-    # Rank 0 finds the newest checkpoint that verifies; every rank then reads its own part.
-    found = [None]
-    if rank == 0:
-        loaded = ckpt.load_latest_valid(s.storage_path, s.run_name, keys=[])
-        found = [None if loaded is None else (loaded.path, loaded.meta)]
-    dist.broadcast_object_list(found, src=0)
-    marks.append(("checkpoint", time.time()))
     pos, start_step, same_world = DataPosition(), 0, False
     if found[0] is not None:
-        path, meta = found[0]
+        path, meta, fmt = found[0]
+        if fmt != ckpt.SHARDED_FORMAT:
+            raise ValueError(old_format_problem(s.run_name, path, fmt))
         if meta.get("model_config") != model_config.to_dict():
             raise ValueError(
                 f"checkpoint {path} holds model {meta.get('model_config')}, the job "
@@ -395,7 +442,11 @@ def train_func(config: dict) -> None:
             state = training_state(
                 {"step": done, "data_position": pos.to_dict(), "rng": rng_states, "scheduler": scheduler.state_dict()}
             )
-            pending = (ckpt.save_sharded(directory, state, meta, process_group=ckpt_group), done, directory)
+            pending = (
+                ckpt.save_sharded(directory, state, meta, process_group=ckpt_group),
+                done,
+                directory,
+            )
             if done == s.steps:
                 finished.append((finish_save(), ckpt.dir_name(done)))
                 pending = None
@@ -417,18 +468,35 @@ def train_func(config: dict) -> None:
         print(f"TRAIN done step={s.steps} t={time.time():.3f}", flush=True)
 
 
+def old_format_problem(run_name: str, path: str, fmt: object) -> str:
+    """The job resumes only the sharded (DCP) checkpoints it writes."""
+    from workloads.common import checkpoint as ckpt
+
+    return (
+        f"training.run_name: run {run_name!r} has a checkpoint in format {fmt!r} ({path}), which this "
+        f"job cannot resume; allowed: {ckpt.SHARDED_FORMAT!r} checkpoints (sharded, written by this job), "
+        "or a new run_name"
+    )
+
+
 def check_resume(s: JobSettings) -> list[str]:
-    """A run resumed with another model shape than its checkpoints hold (before anything starts)."""
+    """A run resumed from checkpoints of another format (the earlier single-writer one) or of
+    another model shape (before anything starts). The newest checkpoint with a readable
+    manifest and meta decides, as the newest intact one is what the job would load."""
     from workloads.common import checkpoint as ckpt
     from workloads.common import model as model_lib
 
     want = model_lib.config_from_dict(s.model).to_dict()
     for _, path in ckpt.list_checkpoints(s.storage_path, s.run_name):
         try:
+            with open(os.path.join(path, ckpt.MANIFEST), "rb") as f:
+                fmt = json.loads(f.read()).get("format")
             with open(os.path.join(path, ckpt.META), "rb") as f:
                 have = json.loads(f.read()).get("model_config") or {}
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):
             continue
+        if fmt != ckpt.SHARDED_FORMAT:
+            return [old_format_problem(s.run_name, path, fmt)]
         if have == want:
             return []
         diff = ", ".join(

@@ -43,6 +43,17 @@ COMMON = {
 RESHARD_LOSS_TOLERANCE = 0.05
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _fast_controller_poll():
+    """Ray Train's controller polls its workers every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s):
+    every report() waits for a poll and a dead worker is found at the next one. The trainer
+    passes the driver's value on to the controller and the workers; these runs report every
+    few hundred milliseconds, so a shorter poll is what keeps them from waiting on it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.25")
+        yield
+
+
 class LossLog:
     """Step callback: rank 0 appends ``step loss`` to a file."""
 
@@ -147,8 +158,11 @@ def node_loss_run(ray_cluster, ref2, tmp_path_factory):
         t.join(timeout=300)
         assert not t.is_alive(), "the run did not finish after the node loss"
     finally:
-        ray_cluster.add_worker()
-    return storage_path, box["result"]
+        # The replacement node starts while the next tests run (they need at most one node's
+        # CPUs until the 2 -> 4 resume, which waits for it); the module ends once it is up.
+        ray_cluster.add_worker(wait=False)
+    yield storage_path, box["result"]
+    ray_cluster._wait_nodes(ray_cluster.alive_count_expected(), 120)
 
 
 def test_exact_resume_after_node_loss(node_loss_run, ref2):
