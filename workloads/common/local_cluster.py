@@ -114,6 +114,10 @@ class LocalCluster:
     # output; True starts one per worker node anyway, as on a real cluster (benchmarks).
     worker_log_monitor: bool = False
     temp_dir: str | None = None
+    # Environment and `ray start` arguments of the head node only: GCS fault tolerance
+    # (RAY_REDIS_ADDRESS, RAY_external_storage_namespace, --redis-password) is the head's.
+    head_env: dict = field(default_factory=dict)
+    head_args_extra: list[str] = field(default_factory=list)
     # Delete the temp dir (logs, sockets, spilled objects) after stop; False keeps the logs.
     remove_temp_dir: bool = True
     nodes: list[Node] = field(default_factory=list)
@@ -130,6 +134,10 @@ class LocalCluster:
         # RAY_ADDRESS: processes that call ray.init() without an address (Ray Train's
         # placement-group cleaner) must find this cluster, not another one on the machine.
         return {**offline_env(), "RAY_ADDRESS": self.address, **self.env_extra}
+
+    def node_env(self, name: str) -> dict:
+        """Environment of node ``name`` ("head", "worker1", ...)."""
+        return {**self.env(), **(self.head_env if name == "head" else {})}
 
     def _ports(self) -> list[str]:
         p = free_ports(6 + 24)
@@ -179,7 +187,7 @@ class LocalCluster:
             cmd,
             stdout=f,
             stderr=subprocess.STDOUT,
-            env=self.env(),
+            env=self.node_env(name),
             start_new_session=True,
             cwd=str(REPO_ROOT),
             preexec_fn=join,
@@ -220,7 +228,9 @@ class LocalCluster:
             "--dashboard-port",
             str(self.dashboard_port),
             *self._mem(),
+            *self.head_args_extra,
         ]
+        self._head_args = head_args
         try:
             self._start("head", head_args)
             self._wait_nodes(1, timeout_s)
@@ -290,6 +300,25 @@ class LocalCluster:
         for pid in pids:
             _kill(pid, signal.SIGKILL)
         node.proc.wait(timeout=30)
+        return node
+
+    def kill_head(self) -> Node:
+        """SIGKILL every process of the head node (GCS, raylet, dashboard and the actors on it),
+        like a lost head pod. Whoever is connected as a driver through the head must disconnect
+        first: Ray ends a driver whose raylet dies."""
+        return self.kill_node(0)
+
+    def restart_head(self, timeout_s: float = 120) -> Node:
+        """A new head on the same GCS port with the same arguments and environment (KubeRay's
+        replacement head pod behind the same Service), waiting until the surviving worker nodes
+        are registered with it again."""
+        old = self.nodes[0]
+        if old.proc.poll() is None:
+            raise RuntimeError("the head is still running; kill_head() first")
+        node = self._start("head", self._head_args)
+        self.nodes.remove(node)
+        self.nodes[0] = node
+        self._wait_nodes(self.alive_count_expected(), timeout_s)
         return node
 
     def stop(self) -> None:
