@@ -315,6 +315,9 @@ class LocalCluster:
         old = self.nodes[0]
         if old.proc.poll() is None:
             raise RuntimeError("the head is still running; kill_head() first")
+        # A new head pod starts with an empty /tmp: `ray start --head` refuses a port that the
+        # session dir's bootstrap file names while a GCS process with it is still listed.
+        Path(self.temp_dir, "ray_current_cluster").unlink(missing_ok=True)
         node = self._start("head", self._head_args)
         self.nodes.remove(node)
         self.nodes[0] = node

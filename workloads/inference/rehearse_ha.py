@@ -294,6 +294,7 @@ def rehearse(
             serve_whole_t_s=whole_t,
             recovery_s=whole_t - kill_t,
             replicas_kept=pids_before == pids_after,
+            keys_in_store=keys,
             retried_in_flight_at_kill=len(in_flight),
             new_deployment_s=new_deploy_s,
             after_new_deployment_ok=len(after.ok),
