@@ -209,6 +209,7 @@ def rehearse(
     head_down_s: float,
     tail_s: float,
     max_tokens: int,
+    new_deployment: bool = True,
     recover_timeout_s: float = 120,
     log=print,
 ) -> dict:
@@ -311,14 +312,16 @@ def rehearse(
         stop.set()
         th.join()
         res = result["r"]
-        # After the load: a new deployment needs the GCS (a new replica actor).
-        t = time.perf_counter()
-        serve_config.deploy(config(3, reload="after-head-kill"))
-        if not _serve_whole(app, dep, 3):
-            raise RuntimeError(f"the new deployment did not reach 3 RUNNING replicas: {serve.status()}")
-        new_deploy_s = time.perf_counter() - t
+        new_deploy_s = None
+        if new_deployment:
+            # After the load: a new deployment needs the GCS (a new replica actor).
+            t = time.perf_counter()
+            serve_config.deploy(config(3, reload="after-head-kill"))
+            if not _serve_whole(app, dep, 3):
+                raise RuntimeError(f"the new deployment did not reach 3 RUNNING replicas: {serve.status()}")
+            new_deploy_s = time.perf_counter() - t
+            log(f"==> new deployment (3 replicas, new user_config) RUNNING in {new_deploy_s:.1f} s")
         after = loadtest.run(url, requests=20, concurrency=2, time_limit_s=30, max_tokens=max_tokens)
-        log(f"==> new deployment (3 replicas, new user_config) RUNNING in {new_deploy_s:.1f} s")
         s = res.summary()
         in_flight = [r for r in res.records if r.retried and r.start_s <= kill_t <= r.start_s + r.latency_s + 1]
         s.update(
@@ -332,8 +335,8 @@ def rehearse(
             keys_in_store=keys,
             retried_in_flight_at_kill=len(in_flight),
             new_deployment_s=new_deploy_s,
-            after_new_deployment_ok=len(after.ok),
-            after_new_deployment_sent=len(after.records),
+            after_ok=len(after.ok),
+            after_sent=len(after.records),
             concurrency=concurrency,
             max_tokens=max_tokens,
             errors=sorted({r.error for r in res.records if r.error})[:5],
@@ -430,10 +433,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"  new deployment after recovery (3 replicas) RUNNING in {s['new_deployment_s']:.1f} s; "
-        f"{s['after_new_deployment_ok']}/{s['after_new_deployment_sent']} requests ok after it"
+        f"{s['after_ok']}/{s['after_sent']} requests ok after it"
     )
     print(f"  plot {out / 'latency.png'}, summary {out / 'summary.json'}")
-    ok = s["failed"] == 0 and s["after_new_deployment_ok"] == s["after_new_deployment_sent"]
+    ok = s["failed"] == 0 and s["after_ok"] == s["after_sent"]
     print(
         "  goal (no failed requests beyond those retried; whole again; new deployments work): "
         + ("met" if ok else "NOT met")
