@@ -18,11 +18,11 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 # jsii names the Node.js majors whose end-of-life banner is silenced (the machine runs Node 20).
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-APT_PACKAGES := shellcheck bats graphviz prometheus
+APT_PACKAGES := shellcheck bats graphviz prometheus redis-server
 
 TOOLING_DIRS := config constructs stacks ops review
 
-.PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test lint-shell lint-docker bats clean lock rehearse-train rehearse-serve rehearse
+.PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test lint-shell lint-docker bats clean lock rehearse-train rehearse-serve rehearse-serve-ha rehearse
 
 # Two installs into one venv: requirements-synth.lock (the CDK app, cdk-nag, cfn-lint, the review:
 # all `make synth` needs) and requirements.lock (its superset: Ray, torch, test tools, linters) for
@@ -63,7 +63,7 @@ $(STAMPS)/node: package.json package-lock.json
 
 $(STAMPS)/apt:
 	@mkdir -p $(STAMPS)
-	@if ! command -v shellcheck >/dev/null || ! command -v bats >/dev/null || ! command -v dot >/dev/null || ! command -v prometheus >/dev/null; then \
+	@if ! command -v shellcheck >/dev/null || ! command -v bats >/dev/null || ! command -v dot >/dev/null || ! command -v prometheus >/dev/null || ! command -v redis-server >/dev/null; then \
 	  echo "==> Debian packages: $(APT_PACKAGES)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
 	fi
@@ -172,6 +172,12 @@ clean:
 ## load test with one replica killed; summary, out/rehearse-serve/latency.png.
 rehearse-serve: deps
 	$(VENV)/bin/python -m workloads.inference.rehearse $(if $(STORAGE),--storage $(STORAGE)) $(if $(RUN),--run $(RUN))
+
+## rehearse-serve-ha: GCS fault tolerance: the inference app on a local head (GCS in a private
+## redis-server) + 1 worker node under load; every process of the head SIGKILLed, a new head
+## started against the same Redis; summary, out/rehearse-serve-ha/latency.png.
+rehearse-serve-ha: deps
+	$(VENV)/bin/python -m workloads.inference.rehearse_ha $(if $(STORAGE),--storage $(STORAGE)) $(if $(RUN),--run $(RUN))
 
 ## rehearse: the training rehearsal, then serving what it trained.
 rehearse: deps

@@ -145,6 +145,11 @@ class EnvironmentConfig(Frozen):
         }
 
     @property
+    def gcs_fault_tolerance(self) -> bool:
+        """Every RayService has GCS fault tolerance with the platform's Valkey store."""
+        return self.inference.gcs_fault_tolerance_on(secrets_delivered=self.eks.ray_token_auth)
+
+    @property
     def hyperpod_cluster_name(self) -> str:
         return f"{self.name_prefix}-hyperpod"
 
@@ -161,5 +166,8 @@ CROSS_CHECKS: tuple[Callable[[EnvironmentConfig], list[str]], ...] = (
     EnvironmentConfig._eks_errors,
     lambda env: env.training.check_against(env),
     lambda env: env.inference.check_against(env),
+    lambda env: env.inference.gcs_fault_tolerance.errors(
+        production=env.production, secrets_delivered=env.eks.ray_token_auth
+    ),
     lambda env: team_errors(env.teams, env.eks.admin_principal_arns),
 )

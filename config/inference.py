@@ -135,6 +135,70 @@ class Llm(Frozen):
         return self
 
 
+# ElastiCache node families that support encryption in transit and at rest with a customer key
+# for Valkey (ElastiCache user guide, "Supported node types").
+GCS_STORE_NODE_FAMILIES = ("t4g", "t3", "m7g", "m6g", "m5", "r7g", "r6g", "r5")
+_GCS_NODE_RE = re.compile(r"^cache\.([a-z0-9]+)\.(micro|small|medium|large|[0-9]*xlarge)$")
+
+
+class GcsFaultTolerance(Frozen):
+    """GCS fault tolerance of every RayService: the head's cluster metadata in ElastiCache for
+    Valkey (TLS, AUTH token from Secrets Manager), so a lost head pod does not take the service down."""
+
+    enabled: bool | None = Field(
+        default=None,
+        description="GCS fault tolerance with an external ElastiCache for Valkey store on every RayService. Null: on wherever the Secrets Store CSI driver delivers secrets to pods (today: eks.ray_token_auth), since it carries the store's AUTH token to the head.",
+    )
+    node_type: str = Field(
+        default="cache.t4g.small",
+        description="ElastiCache node type (cache.<family>.<size>); the GCS holds metadata only (actors, nodes, Serve's checkpoints), a few MB.",
+    )
+    replicas: int = Field(
+        default=1,
+        ge=0,
+        le=5,
+        description="Read replicas of the primary in other AZs; at least 1 turns on automatic failover and Multi-AZ (required in production).",
+    )
+    snapshot_retention_days: int = Field(
+        default=1,
+        ge=0,
+        le=35,
+        description="Days ElastiCache keeps daily snapshots (0: none; production needs at least 1).",
+    )
+
+    @field_validator("node_type")
+    @classmethod
+    def _node_type(cls, v: str) -> str:
+        m = _GCS_NODE_RE.match(v)
+        if not m or m.group(1) not in GCS_STORE_NODE_FAMILIES:
+            raise ValueError(
+                f"{v!r} is not an ElastiCache node type for the GCS store; allowed: cache.<family>.<size> "
+                f"with family one of {', '.join(GCS_STORE_NODE_FAMILIES)}"
+            )
+        return v
+
+    def errors(self, *, production: bool, secrets_delivered: bool) -> list[str]:
+        """Rules against the rest of the environment, one line each."""
+        out = []
+        if self.enabled and not secrets_delivered:
+            out.append(
+                "inference.gcs_fault_tolerance.enabled: true needs the Secrets Store CSI driver on the "
+                "cluster to deliver the store's AUTH token to the head (eks.ray_token_auth: true); "
+                "set eks.ray_token_auth: true, or enabled: null or false"
+            )
+        if production and self.replicas < 1:
+            out.append(
+                f"inference.gcs_fault_tolerance.replicas: {self.replicas} in a production environment; "
+                "allowed: 1-5 (automatic failover needs a replica)"
+            )
+        if production and self.snapshot_retention_days < 1:
+            out.append(
+                f"inference.gcs_fault_tolerance.snapshot_retention_days: {self.snapshot_retention_days} in a "
+                "production environment; allowed: 1-35"
+            )
+        return out
+
+
 class Inference(Frozen):
     """The generation service that serves the training run's newest valid checkpoint."""
 
@@ -215,6 +279,10 @@ class Inference(Frozen):
         description="KubeRay RayService upgrade: NewCluster (zero downtime, twice the GPUs during an upgrade), NewClusterWithIncrementalUpgrade or None.",
     )
     llm: Llm = Field(default_factory=Llm, description="The optional Ray Serve LLM (vLLM) service.")
+    gcs_fault_tolerance: GcsFaultTolerance = Field(
+        default_factory=GcsFaultTolerance,
+        description="GCS fault tolerance of every RayService (ElastiCache for Valkey).",
+    )
 
     @field_validator("app_name")
     @classmethod
@@ -286,6 +354,11 @@ class Inference(Frozen):
         if gpu:
             return gpu[0]
         raise KeyError("no GPU instance group in hyperpod.instance_groups; set inference.instance_group")
+
+    def gcs_fault_tolerance_on(self, *, secrets_delivered: bool) -> bool:
+        """Whether the RayServices get GCS fault tolerance (and the platform its Valkey store)."""
+        ft = self.gcs_fault_tolerance.enabled
+        return secrets_delivered if ft is None else ft
 
     def resolved_llm_group(self, env: _WithHyperPod) -> InstanceGroup:
         if self.llm.instance_group is not None:

@@ -38,3 +38,17 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 def ray_auth_secret_name(name_prefix: str) -> str:
     """The Secrets Manager secret holding the Ray clusters' auth token (constructs/ray_auth.py)."""
     return f"{name_prefix}/ray-auth-token"
+
+
+# GCS fault tolerance of the RayServices (constructs/gcs_store.py, workloads/inference/manifest.py):
+# the ElastiCache for Valkey endpoint behind a Kubernetes ExternalName Service (the endpoint's
+# host name is known only after deployment; the manifests name this Service), its TLS port, and
+# the Kubernetes Secret the Secrets Store CSI driver syncs its AUTH token into.
+GCS_STORE_SERVICE = "ray-gcs-store"
+GCS_STORE_PORT = 6380
+GCS_STORE_SECRET = "ray-gcs-store-auth"
+
+
+def gcs_store_secret_name(name_prefix: str) -> str:
+    """The Secrets Manager secret holding the GCS store's AUTH token (constructs/gcs_store.py)."""
+    return f"{name_prefix}/ray-gcs-store-auth"

@@ -127,6 +127,11 @@ KUBERAY_OPERATOR_IMAGE = "quay.io/kuberay/operator"
 # notes): with HyperPod replacing unhealthy nodes, an older operator could lose the head for good.
 KUBERAY_MINIMUM = (1, 2, 0)
 
+# ElastiCache for Valkey of the RayServices' GCS fault tolerance (constructs/gcs_store.py); one of
+# the engine versions CloudFormation accepts for Engine: valkey (cfn-lint checks it).
+GCS_STORE_ENGINE = "valkey"
+GCS_STORE_ENGINE_VERSION = "8.1"
+
 # NVIDIA device plugin (https://nvidia.github.io/k8s-device-plugin index, 2026-12-02).
 NVIDIA_DEVICE_PLUGIN = ChartPin("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "0.18.2")
 

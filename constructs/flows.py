@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from config.jobs import JOBS_PREFIX
-from config.names import ray_auth_secret_name
+from config.names import GCS_STORE_PORT, gcs_store_secret_name, ray_auth_secret_name
 from workloads.common import k8s
 from workloads.common.network_policy import POD_FLOWS
 from workloads.inference.manifest import SERVE_PORT
@@ -41,6 +41,7 @@ Attachment = Literal[
     "control-plane",  # EKS control-plane ENIs (cluster security group + the groups given to EKS)
     "fsx",  # FSx for Lustre file system ENIs
     "kubectl-handler",  # the kubectl provider's Lambda handler (VpcConfig)
+    "gcs-store",  # the ElastiCache replication group of GCS fault tolerance (constructs/gcs_store.py)
 ]
 
 
@@ -63,6 +64,7 @@ PARTS: dict[str, Part] = {
         Part("eks-api", "EKS API server (private endpoint ENIs)", "control-plane"),
         Part("fsx", "FSx for Lustre file system", "fsx"),
         Part("kubectl-handler", "kubectl/helm custom-resource handler (Lambda)", "kubectl-handler"),
+        Part("gcs-store", "GCS fault-tolerance store of the RayServices (ElastiCache for Valkey)", "gcs-store"),
     )
 }
 
@@ -284,6 +286,24 @@ def network_flows() -> list[NetworkFlow]:
     return flows
 
 
+def gcs_store_flows(config: EnvironmentConfig) -> list[NetworkFlow]:
+    """The Ray heads to the GCS store, where the environment has GCS fault tolerance."""
+    if not config.gcs_fault_tolerance:
+        return []
+    return [
+        NetworkFlow(
+            "head->gcs-store",
+            f"Ray heads to the GCS store (TLS {GCS_STORE_PORT})",
+            "Each RayService head's GCS keeps the cluster's metadata there (gcsFaultToleranceOptions); "
+            "KubeRay's Redis cleanup job, built from the head pod, deletes it when the cluster goes.",
+            "ray-head",
+            "gcs-store",
+            "tcp",
+            (GCS_STORE_PORT, GCS_STORE_PORT),
+        )
+    ]
+
+
 def pod_flows() -> list[NetworkFlow]:
     """What the workloads' NetworkPolicies allow between parts (workloads/common/network_policy.py):
     the security groups must admit it too, or the policy's rule is void. Rows whose source is
@@ -382,6 +402,8 @@ Resource = Literal[
     "ec2",
     "ray-auth-secret",
     "ray-auth-secret-key",
+    "gcs-store-secret",
+    "gcs-store-secret-key",
 ]
 
 
@@ -557,6 +579,35 @@ def access_flows(
             ),
         ),
     ]
+    if config.gcs_fault_tolerance:
+        # The GCS store's AUTH token reaches the heads the same way (constructs/gcs_store.py).
+        gcs_secret = gcs_store_secret_name(config.name_prefix)
+        flows += [
+            AccessFlow(
+                "workloads-gcs-store-secret",
+                "Ray heads read the GCS store's AUTH token",
+                "The head mounts the store's CSI volume; gcsFaultToleranceOptions.redisPassword names the Secret it syncs.",
+                "workloads-role",
+                ("secretsmanager:GetSecretValue",),
+                "gcs-store-secret",
+                target=gcs_secret,
+                context=(("aws:SecureTransport", "true"),),
+            ),
+            AccessFlow(
+                "workloads-gcs-store-key",
+                "Ray heads decrypt the GCS store's AUTH token through Secrets Manager",
+                "The secret is encrypted with the platform key.",
+                "workloads-role",
+                ("kms:Decrypt",),
+                "gcs-store-secret-key",
+                target=gcs_secret,
+                context=(
+                    ("kms:ViaService", "secretsmanager.{region}.amazonaws.com"),
+                    ("kms:CallerAccount", "{account}"),
+                    ("kms:EncryptionContext:SecretARN", "{secret_arn}"),
+                ),
+            ),
+        ]
     for action in eni_actions:
         flows.append(
             AccessFlow(
@@ -620,4 +671,4 @@ class FlowTable:
 
 
 def flow_table(config: EnvironmentConfig) -> FlowTable:
-    return FlowTable(network_flows(), egress_flows(), access_flows(config))
+    return FlowTable(network_flows() + gcs_store_flows(config), egress_flows(), access_flows(config))

@@ -292,7 +292,7 @@ def attachments(env: Env) -> dict[str, list[Member]]:
         )
 
     out: dict[str, list[Member]] = {
-        a: [] for a in ("system-nodes", "hyperpod-nodes", "control-plane", "fsx", "kubectl-handler")
+        a: [] for a in ("system-nodes", "hyperpod-nodes", "control-plane", "fsx", "kubectl-handler", "gcs-store")
     }
     clusters = {}
     for s, lid, r in env.resources("AWS::EKS::Cluster"):
@@ -332,6 +332,19 @@ def attachments(env: Env) -> dict[str, list[Member]]:
         if "KubectlProvider/Handler" not in path:
             continue
         out["kubectl-handler"].append(vpc_member(s, f"{s.display_name}/{lid}", env.props(r).get("VpcConfig") or {}))
+    subnets_of_group = {
+        env.attr(s, lid, "Ref"): env.value(s, env.props(r).get("SubnetIds") or [])
+        for s, lid, r in env.resources("AWS::ElastiCache::SubnetGroup")
+    }
+    for s, lid, r in env.resources("AWS::ElastiCache::ReplicationGroup"):
+        p = env.props(r)
+        out["gcs-store"].append(
+            member(
+                f"{s.display_name}/{lid}",
+                env.value(s, p.get("SecurityGroupIds") or []),
+                subnets_of_group.get(env.value(s, p.get("CacheSubnetGroupName")), []),
+            )
+        )
     return out
 
 
@@ -627,18 +640,18 @@ class Iam:
         log_group = self.flow_log_group()
         if log_group is not None:
             fill["log_group_arn"] = env.attr(log_group[0], log_group[1], "Arn").removesuffix(":*")
-        secret = self.secret(flow.target) if flow.resource in ("ray-auth-secret", "ray-auth-secret-key") else None
+        secret = self.secret(flow.target) if flow.resource in _SECRETS else None
         if secret is not None:
             fill["secret_arn"] = env.attr(secret[0], secret[1], "Ref")
         context = {k: v.format(**fill) for k, v in flow.context}
 
         requests: list[tuple[Request, list[Statement] | None, bool]] = []
-        if flow.resource in ("ray-auth-secret", "ray-auth-secret-key") and secret is None:
+        if flow.resource in _SECRETS and secret is None:
             return broken(f"no Secrets Manager secret named {flow.target} in the templates")
-        if flow.resource in ("platform-key", "flow-log-key", "ray-auth-secret-key"):
+        if flow.resource in ("platform-key", "flow-log-key", *_SECRET_KEYS):
             if flow.resource == "platform-key":
                 key = self.key_of_bucket(self.config.bucket_names()["checkpoints"])
-            elif flow.resource == "ray-auth-secret-key":
+            elif flow.resource in _SECRET_KEYS:
                 assert secret is not None
                 kid = env.props(secret[2]).get("KmsKeyId")
                 key = env.find_by_attr("AWS::KMS::Key", "Arn", env.value(secret[0], kid)) if kid is not None else None
@@ -659,7 +672,7 @@ class Iam:
             policy = self.bucket_policy(bucket)
             for a in flow.actions:
                 requests.append((Request(principal, a, f"arn:aws:s3:::{flow.target}", context), policy, False))
-        elif flow.resource == "ray-auth-secret":
+        elif flow.resource in _SECRETS_ONLY:
             assert secret is not None
             arn = fill["secret_arn"]
             requests += [(Request(principal, a, arn, context), self.secret_policy(arn), False) for a in flow.actions]
@@ -732,6 +745,12 @@ class Iam:
 # ---------------------------------------------------------------------------------------------
 # Everything
 # ---------------------------------------------------------------------------------------------
+
+
+# Secrets Manager secrets found by name (flow.target), and the KMS keys they name.
+_SECRETS_ONLY = ("ray-auth-secret", "gcs-store-secret")
+_SECRET_KEYS = ("ray-auth-secret-key", "gcs-store-secret-key")
+_SECRETS = _SECRETS_ONLY + _SECRET_KEYS
 
 
 def check_flows(stacks: list[Stack], config: EnvironmentConfig) -> list[FlowResult]:

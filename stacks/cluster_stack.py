@@ -14,6 +14,7 @@ from constructs import Construct, IConstruct
 from config.model import EnvironmentConfig
 from constructs.eks_cluster import PlatformEksCluster
 from constructs.flows import s3_locations
+from constructs.gcs_store import GcsStore
 from constructs.helm import HelmRelease
 from constructs.hyperpod_dependencies import HyperPodDependencies
 from constructs.image_cache import ImageCache
@@ -89,6 +90,25 @@ class ClusterStack(PlatformStack):
             key=storage.platform_key,
             readers=[self.workloads.role],
             removal_policy=self.removal_policy,
+        )
+        # GCS fault tolerance of every RayService (config inference.gcs_fault_tolerance): the
+        # heads keep the cluster's metadata in ElastiCache for Valkey and survive a lost head pod.
+        self.gcs_store = (
+            GcsStore(
+                self,
+                "GcsStore",
+                name_prefix=config.name_prefix,
+                settings=config.inference.gcs_fault_tolerance,
+                vpc=network.vpc,
+                client_security_group_id=self.cluster.cluster_security_group_id,
+                key=storage.platform_key,
+                readers=[self.workloads.role],
+                cluster=self.cluster,
+                service_depends_on=[self.workloads.namespace],
+                removal_policy=self.removal_policy,
+            )
+            if config.gcs_fault_tolerance
+            else None
         )
         # Team namespaces, quotas and namespace-scoped access entries (config `teams`).
         self.teams = (

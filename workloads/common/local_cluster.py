@@ -114,6 +114,10 @@ class LocalCluster:
     # output; True starts one per worker node anyway, as on a real cluster (benchmarks).
     worker_log_monitor: bool = False
     temp_dir: str | None = None
+    # Environment and `ray start` arguments of the head node only: GCS fault tolerance
+    # (RAY_REDIS_ADDRESS, RAY_external_storage_namespace, --redis-password) is the head's.
+    head_env: dict = field(default_factory=dict)
+    head_args_extra: list[str] = field(default_factory=list)
     # Delete the temp dir (logs, sockets, spilled objects) after stop; False keeps the logs.
     remove_temp_dir: bool = True
     nodes: list[Node] = field(default_factory=list)
@@ -130,6 +134,10 @@ class LocalCluster:
         # RAY_ADDRESS: processes that call ray.init() without an address (Ray Train's
         # placement-group cleaner) must find this cluster, not another one on the machine.
         return {**offline_env(), "RAY_ADDRESS": self.address, **self.env_extra}
+
+    def node_env(self, name: str) -> dict:
+        """Environment of node ``name`` ("head", "worker1", ...)."""
+        return {**self.env(), **(self.head_env if name == "head" else {})}
 
     def _ports(self) -> list[str]:
         p = free_ports(6 + 24)
@@ -179,7 +187,7 @@ class LocalCluster:
             cmd,
             stdout=f,
             stderr=subprocess.STDOUT,
-            env=self.env(),
+            env=self.node_env(name),
             start_new_session=True,
             cwd=str(REPO_ROOT),
             preexec_fn=join,
@@ -220,7 +228,9 @@ class LocalCluster:
             "--dashboard-port",
             str(self.dashboard_port),
             *self._mem(),
+            *self.head_args_extra,
         ]
+        self._head_args = head_args
         try:
             self._start("head", head_args)
             self._wait_nodes(1, timeout_s)
@@ -291,6 +301,47 @@ class LocalCluster:
             _kill(pid, signal.SIGKILL)
         node.proc.wait(timeout=30)
         return node
+
+    def kill_head(self) -> Node:
+        """SIGKILL every process of the head node (GCS, raylet, dashboard and the actors on it),
+        like a lost head pod. Whoever is connected as a driver through the head must disconnect
+        first: Ray ends a driver whose raylet dies."""
+        return self.kill_node(0)
+
+    def restart_head(self, timeout_s: float = 120) -> Node:
+        """A new head on the same GCS port with the same arguments and environment (KubeRay's
+        replacement head pod behind the same Service), waiting until the surviving worker nodes
+        are registered with it again."""
+        old = self.nodes[0]
+        if old.proc.poll() is None:
+            raise RuntimeError("the head is still running; kill_head() first")
+        # A new head pod starts with an empty /tmp: `ray start --head` refuses a port that the
+        # session dir's bootstrap file names while a GCS process with it is still listed.
+        Path(self.temp_dir, "ray_current_cluster").unlink(missing_ok=True)
+        since_ms = int(time.time() * 1000)
+        node = self._start("head", self._head_args)
+        self.nodes.remove(node)
+        self.nodes[0] = node
+        # A recovered GCS still lists the lost head as alive until its health checks fail: wait
+        # for the new head's own registration, then for every running worker node.
+        deadline = time.monotonic() + timeout_s
+        while not self._new_head_alive(since_ms):
+            if node.proc.poll() is not None:
+                raise RuntimeError(f"the new ray head exited; log:\n{node.log.read_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the new Ray head did not register in {timeout_s:.0f} s (temp dir {self.temp_dir})")
+            time.sleep(0.5)
+        self._wait_nodes(self.alive_count_expected(), max(1.0, deadline - time.monotonic()))
+        return node
+
+    def _new_head_alive(self, since_ms: int) -> bool:
+        from ray._raylet import GcsClient
+
+        try:
+            infos = GcsClient(address=self.address).get_all_node_info(timeout=5)
+        except Exception:  # the GCS is not up yet
+            return False
+        return any(i.state == 0 and i.is_head_node and i.start_time_ms >= since_ms for i in infos.values())
 
     def stop(self) -> None:
         """End every process this cluster started (workers first, then the head)."""

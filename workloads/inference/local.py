@@ -42,6 +42,11 @@ class LocalCluster(_common.LocalCluster):
     object_store_per_node_mib: int = 128
     # Serve's environment on every node, as on the cluster: ``serve_config.ray_env(env)``.
     serve_env: dict = field(default_factory=dict)
+    # A proxy on the worker nodes too (``proxy_location: EveryNode``, as on the cluster, where
+    # the serve Service excludes the head): each worker's proxy binds this port (Serve's
+    # RAY_SERVE_WORKER_PROXY_HTTP_PORT; the head keeps http_options.port) and, with HAProxy,
+    # gets its own HAProxy files and ports, since every node here shares one address.
+    worker_proxy_port: int | None = None
 
     def start(self, timeout_s: float = 120) -> LocalCluster:
         import ray
@@ -64,6 +69,13 @@ class LocalCluster(_common.LocalCluster):
             self.stop()
             raise
         return self
+
+    def node_env(self, name: str) -> dict:
+        env = super().node_env(name)
+        if name != "head" and self.worker_proxy_port is not None:
+            env["RAY_SERVE_WORKER_PROXY_HTTP_PORT"] = str(self.worker_proxy_port)
+            env.update(_local_haproxy_env(self.serve_env, os.path.join(self.temp_dir, name)))
+        return env
 
     def stop(self) -> None:
         import ray

@@ -35,7 +35,7 @@ from config import catalog, placement, versions
 from config.model import EnvironmentConfig
 from workloads.common import image as image_mod
 from workloads.common import k8s, security
-from workloads.inference import serve_config
+from workloads.inference import ha, serve_config
 
 SERVE_PORT = 8000
 APP = "inference"
@@ -105,7 +105,7 @@ def _head(image: str, app: str, env_vars: dict[str, str] | None = None) -> dict[
 def _rayservice(
     env: EnvironmentConfig, *, name: str, app: str, serve_cfg: dict, head: dict, workers: list[dict]
 ) -> dict[str, Any]:
-    return {
+    service = {
         "apiVersion": "ray.io/v1",
         "kind": "RayService",
         "metadata": k8s.metadata(name, app),
@@ -128,6 +128,12 @@ def _rayservice(
             ),
         },
     }
+    if env.gcs_fault_tolerance:
+        # The head's metadata in the platform's Valkey store: a lost head pod does not take the
+        # service down (workloads/inference/ha.py).
+        spec = service["spec"]
+        spec["rayClusterConfig"] = ha.with_gcs_fault_tolerance(spec["rayClusterConfig"])
+    return service
 
 
 def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, Any]:

@@ -52,7 +52,17 @@ def find_run(storage: Path, run: str | None) -> str | None:
     return max(runs, key=lambda d: d.stat().st_mtime).name if runs else None
 
 
-def plot(records, kill_t: float, replaced_t: float | None, path: Path, title: str) -> None:
+def plot(
+    records,
+    kill_t: float,
+    replaced_t: float | None,
+    path: Path,
+    title: str,
+    *,
+    labels: tuple[str, str] = ("replica SIGKILL", "replacement replica running"),
+    extra: tuple[tuple[float, str, str], ...] = (),
+) -> None:
+    """Latency over time; ``extra``: more (time, colour, label) marks."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -76,9 +86,11 @@ def plot(records, kill_t: float, replaced_t: float | None, path: Path, title: st
                 marker=m,
                 label=f"{name} ({len(rs)})",
             )
-    ax.axvline(kill_t, color="red", ls="--", label="replica SIGKILL")
+    ax.axvline(kill_t, color="red", ls="--", label=labels[0])
+    for t, colour, label in extra:
+        ax.axvline(t, color=colour, ls="--", label=label)
     if replaced_t is not None:
-        ax.axvline(replaced_t, color="green", ls="--", label="replacement replica running")
+        ax.axvline(replaced_t, color="green", ls="--", label=labels[1])
     ax.set_xlabel("request start (s since load began)")
     ax.set_ylabel("latency (ms)")
     ax.set_yscale("log")
