@@ -131,25 +131,21 @@ class LocalCluster:
         # placement-group cleaner) must find this cluster, not another one on the machine.
         return {**offline_env(), "RAY_ADDRESS": self.address, **self.env_extra}
 
+    _PORT_FLAGS = (
+        "--node-manager-port",
+        "--object-manager-port",
+        "--metrics-export-port",
+        "--dashboard-agent-listen-port",
+        "--dashboard-agent-grpc-port",
+        "--runtime-env-agent-port",
+    )
+
     def _ports(self) -> list[str]:
-        p = free_ports(6 + 24)
-        return [
-            "--node-manager-port",
-            str(p[0]),
-            "--object-manager-port",
-            str(p[1]),
-            "--metrics-export-port",
-            str(p[2]),
-            "--dashboard-agent-listen-port",
-            str(p[3]),
-            "--dashboard-agent-grpc-port",
-            str(p[4]),
-            "--runtime-env-agent-port",
-            str(p[5]),
-            # Private worker ports per node, so concurrent clusters never collide.
-            "--worker-port-list",
-            ",".join(str(x) for x in p[6:]),
-        ]
+        # 24 private worker ports per node, so concurrent clusters never collide.
+        ports = free_ports(len(self._PORT_FLAGS) + 24)
+        named, workers = ports[: len(self._PORT_FLAGS)], ports[len(self._PORT_FLAGS) :]
+        args = [arg for flag, port in zip(self._PORT_FLAGS, named, strict=True) for arg in (flag, str(port))]
+        return [*args, "--worker-port-list", ",".join(str(port) for port in workers)]
 
     def _start(self, name: str, args: list[str]) -> Node:
         log = Path(self.temp_dir) / f"{name}.log"
