@@ -73,6 +73,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from workloads.common import procfs  # noqa: E402
+
 MODEL = {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 128}
 BATCH = 8
 CONFIGS = {  # name: (report_every, checkpoint_every or None)
@@ -227,24 +229,13 @@ def _step_s(t: dict, warmup: int) -> list[float]:
 
 def _cpu_seconds(pids: list[int]) -> dict[int, tuple[str, float]]:
     """CPU seconds (user + system) used so far by each of ``pids``, with a short name."""
-    tick = os.sysconf("SC_CLK_TCK")
     out = {}
     for pid in pids:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        out[pid] = (_short_name(cmd), (int(fields[11]) + int(fields[12])) / tick)
+        cpu = procfs.cpu_seconds(pid)
+        cmd = procfs.argv(pid)  # read second: None when the process ended before either read
+        if cmd is not None:
+            out[pid] = (_short_name(cmd), cpu)
     return out
-
-
-def _machine_cpu_s() -> float:
-    """CPU seconds the whole machine has been busy (all cores; /proc/stat: everything but idle
-    and iowait)."""
-    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(f[:8]) - f[3] - f[4]) / os.sysconf("SC_CLK_TCK")
 
 
 class Window:
@@ -255,7 +246,7 @@ class Window:
     def __init__(self, out: str, pids, alive, wakeups: bool = False) -> None:
         while not os.path.exists(out + ".go") and alive():
             time.sleep(0.05)
-        self.t0, self.m0, self.c0 = time.time(), _machine_cpu_s(), _cpu_seconds(pids())
+        self.t0, self.m0, self.c0 = time.time(), procfs.machine_busy_seconds(), _cpu_seconds(pids())
         # --wakeups: every thread of the run at both ends (~0.1 s of one core in a Ray run, at
         # the window's start: it costs Ray's side more than DDP's, so only on request).
         self.s0 = _sched(self.c0) if wakeups else {}
@@ -270,7 +261,7 @@ class Window:
             if time.time() >= next_sample:
                 self._sample()
                 next_sample = time.time() + 0.2
-        self.t1, self.m1, self.c1 = time.time(), _machine_cpu_s(), _cpu_seconds(pids())
+        self.t1, self.m1, self.c1 = time.time(), procfs.machine_busy_seconds(), _cpu_seconds(pids())
         self.s1 = _sched(self.c1) if wakeups else {}
 
     def by_pid(self) -> dict[int, tuple[str, float]]:
@@ -311,7 +302,7 @@ class Window:
             self._t_first = t
             return
         for (pid, tid), (first, _, _) in list(self.tracked.items()):
-            v = _thread_sched(pid, tid)
+            v = procfs.thread_sched(pid, tid)
             if v:
                 self.tracked[(pid, tid)] = (first, time.time(), v)
 
@@ -348,40 +339,15 @@ def _top(d: dict[str, float], group) -> dict[str, float]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def _comm(pid: int, tid) -> str:
-    try:
-        return Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
-    except OSError:
-        return "?"
-
-
-def _thread_sched(pid: int, tid) -> tuple[float, float, int, int] | None:
-    """One thread: seconds on a core and seconds runnable but waiting for one, so far
-    (/proc/<pid>/task/<tid>/schedstat), its involuntary context switches (preemptions) and its
-    voluntary ones (sleeps: each is followed by a wake-up); None once it ended."""
-    try:
-        on_cpu, wait = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[:2]
-        status = {
-            k: v
-            for k, _, v in (
-                line.partition(":") for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines()
-            )
-        }
-        preempt, sleeps = int(status["nonvoluntary_ctxt_switches"]), int(status["voluntary_ctxt_switches"])
-    except (OSError, ValueError, KeyError):
-        return None
-    return int(on_cpu) / 1e9, int(wait) / 1e9, preempt, sleeps
-
-
 def _sched(pids) -> dict[int, dict[int, tuple[float, float, int, int, str]]]:
-    """_thread_sched of every thread of every process in ``pids``, and the thread's name."""
+    """procfs.thread_sched of every thread of every process in ``pids`` that is alive, and the
+    thread's name."""
     out = {}
     for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        out[pid] = {int(tid): (*v, _comm(pid, tid)) for tid in tids if (v := _thread_sched(pid, tid))}
+        if tids := procfs.threads(pid):
+            out[pid] = {
+                tid: (*v, procfs.thread_name(pid, tid) or "?") for tid in tids if (v := procfs.thread_sched(pid, tid))
+            }
     return out
 
 
@@ -404,19 +370,6 @@ def _short_name(cmd: list[bytes]) -> str:
 
 CGROUP_CPU = Path("/sys/fs/cgroup/cpu")  # cgroup v1 `cpu` controller, as mounted on this machine
 HEAD_CPU_SHARES = 2  # the minimum: the head's processes get a core only when the ranks leave it idle
-
-
-def _cpu_cgroup(pid: int) -> str | None:
-    """The cgroup v1 `cpu` hierarchy path of ``pid`` (None once it ended)."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "cpu" in controllers.split(","):
-            return path
-    return None
 
 
 class HeadCgroup:
@@ -443,12 +396,10 @@ class HeadCgroup:
         worker node's is (its ranks are started by its raylet and inherit its cgroup). A worker
         node started by a driver inside this cgroup would inherit it: then nothing is mirrored,
         the ranks run at the head's weight (bench/README.md, "Figures of 2026-12-03")."""
-        from workloads.common.procfs import descendants as _descendants
-
         mine = "/" + self.path.name
         for node in cluster.nodes:
-            for pid in [node.proc.pid, *_descendants(node.proc.pid)]:
-                cg = _cpu_cgroup(pid)
+            for pid in [node.proc.pid, *procfs.descendants(node.proc.pid)]:
+                cg = procfs.cgroup(pid, "cpu")
                 if cg is not None and (cg == mine) != (node.name == "head"):
                     raise RuntimeError(
                         f"--mirror-head: {node.name} node process {pid} is in cpu cgroup {cg}; "
@@ -486,7 +437,6 @@ def ray_run(
     import ray
 
     from workloads.common.local_cluster import LocalCluster
-    from workloads.common.procfs import descendants as _descendants
     from workloads.training import settings as S
     from workloads.training.job import run
 
@@ -527,7 +477,7 @@ def ray_run(
             ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
 
             def pids():
-                return [os.getpid()] + [p for n in cluster.nodes for p in [n.proc.pid, *_descendants(n.proc.pid)]]
+                return [os.getpid()] + [p for n in cluster.nodes for p in [n.proc.pid, *procfs.descendants(n.proc.pid)]]
 
             box = {}
             t = threading.Thread(
@@ -535,7 +485,7 @@ def ray_run(
             )
             t.start()
             w = Window(out, pids, t.is_alive, wakeups)
-            head_pids = set(_descendants(cluster.nodes[0].proc.pid))
+            head_pids = set(procfs.descendants(cluster.nodes[0].proc.pid))
             t.join()
             if box["r"].error:
                 raise RuntimeError(f"Ray Train run failed: {box['r'].error}")
@@ -592,7 +542,6 @@ def _model_config() -> dict:
 
 def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, wakeups: bool = False) -> dict:
     from workloads.common.local_cluster import free_port
-    from workloads.common.procfs import descendants as _descendants
 
     t_start = time.time()
     with tempfile.TemporaryDirectory() as d:
@@ -604,7 +553,10 @@ def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
         )
         try:
             w = Window(
-                out, lambda: [os.getpid(), proc.pid, *_descendants(proc.pid)], lambda: proc.poll() is None, wakeups
+                out,
+                lambda: [os.getpid(), proc.pid, *procfs.descendants(proc.pid)],
+                lambda: proc.poll() is None,
+                wakeups,
             )
         finally:
             rc = proc.wait()

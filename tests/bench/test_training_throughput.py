@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench import training_throughput as tt
+from workloads.common import procfs
 
 needs_cgroup = pytest.mark.skipif(
     not os.access(tt.CGROUP_CPU / "cgroup.procs", os.W_OK),
@@ -49,19 +50,6 @@ def _two_nodes(head: Path, worker: Path):
         for n in nodes:
             n.proc.kill()
             n.proc.wait()
-
-
-def test_cpu_cgroup_of_this_process_is_read_from_proc():
-    expected = next(
-        (
-            line.split(":", 2)[2]
-            for line in Path("/proc/self/cgroup").read_text().splitlines()
-            if "cpu" in line.split(":")[1].split(",")
-        ),
-        None,
-    )  # None under cgroup v2 only
-    assert tt._cpu_cgroup(os.getpid()) == expected
-    assert tt._cpu_cgroup(2**22 + 1) is None  # no such process
 
 
 @needs_cgroup
@@ -104,15 +92,11 @@ def test_local_cluster_starts_worker_nodes_outside_the_head_cgroup_of_its_driver
             cluster.start()
             cg.check(cluster)
             raylets = {
-                n.name: [
-                    p
-                    for p in cluster.worker_processes(n)
-                    if b"raylet" in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]
-                ]
+                n.name: [p for p in cluster.worker_processes(n) if b"raylet" in (procfs.argv(p) or [b""])[0]]
                 for n in cluster.nodes
             }
-            assert [tt._cpu_cgroup(p) for p in raylets["head"]] == [f"/{cg.path.name}"]
-            assert [tt._cpu_cgroup(p) for p in raylets["worker1"]] == [tt._cpu_cgroup(1)]
+            assert [procfs.cgroup(p, "cpu") for p in raylets["head"]] == [f"/{cg.path.name}"]
+            assert [procfs.cgroup(p, "cpu") for p in raylets["worker1"]] == [procfs.cgroup(1, "cpu")]
         finally:
             cg.leave()
             cluster.stop()
