@@ -275,13 +275,17 @@ class LocalCluster:
         raise TimeoutError(f"{n} Ray nodes did not come up in {timeout_s:.0f} s (temp dir {self.temp_dir})")
 
     def worker_processes(self, node: Node) -> list[int]:
-        return _descendants(node.proc.pid)
+        return procfs.descendants(node.proc.pid)
+
+    def processes(self) -> list[int]:
+        """Every live process of the cluster: its nodes' ``ray start`` and their descendants."""
+        return [p for node in self.nodes for p in [node.proc.pid, *procfs.descendants(node.proc.pid)]]
 
     def kill_node(self, index: int = 1) -> Node:
         """SIGKILL every process of worker node ``index`` (1 = first worker), like a lost host."""
         node = self.nodes[index]
         # Ray workers call setsid: they are found as descendants of the node, not by group.
-        pids = _descendants(node.proc.pid)
+        pids = procfs.descendants(node.proc.pid)
         _kill_group(node.proc.pid, signal.SIGKILL)
         for pid in pids:
             _kill(pid, signal.SIGKILL)
@@ -290,7 +294,7 @@ class LocalCluster:
 
     def stop(self) -> None:
         """End every process this cluster started (workers first, then the head)."""
-        tree = {node.proc.pid: _descendants(node.proc.pid) for node in self.nodes}
+        tree = {node.proc.pid: procfs.descendants(node.proc.pid) for node in self.nodes}
         for node in reversed(self.nodes):
             if node.proc.poll() is None:
                 _kill_group(node.proc.pid, signal.SIGTERM)
@@ -318,22 +322,6 @@ class LocalCluster:
         self.stop()
 
 
-def _group_pids(pgid: int) -> list[int]:
-    pids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                if os.getpgid(int(d.name)) == pgid:
-                    pids.append(int(d.name))
-            except (ProcessLookupError, PermissionError):
-                pass
-    return pids
-
-
-# One /proc reader for the project (workloads.common.procfs); the old name stays for callers.
-_descendants = procfs.descendants
-
-
 def _kill(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
@@ -345,15 +333,5 @@ def _kill_group(pgid: int, sig: int) -> None:
 
 
 def _pids_mentioning(text: str) -> list[int]:
-    me = os.getpid()
-    found = []
     needle = text.encode()
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == me:
-            continue
-        try:
-            if needle in (d / "cmdline").read_bytes():
-                found.append(int(d.name))
-        except OSError:
-            pass
-    return found
+    return [p for p in procfs.pids() if p != os.getpid() and needle in (procfs.read(p, "cmdline") or b"")]

@@ -76,6 +76,31 @@ def process_start_time(pid: int | str = "self") -> float:
     return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
 
 
+def listening_ports(among: list[int] | None = None) -> dict[int, int]:
+    """TCP ports (IPv4 and IPv6) in LISTEN state -> the process owning the socket, among the
+    processes ``among`` (every process this user can see when None)."""
+    inodes: dict[str, int] = {}
+    for pid in among if among is not None else pids():
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes[link[8:-1]] = pid
+    ports: dict[int, int] = {}
+    for table in ("net/tcp", "net/tcp6"):
+        for line in (read("self", table) or b"").decode().splitlines()[1:]:
+            f = line.split()
+            if len(f) > 9 and f[3] == "0A" and f[9] in inodes:  # 0A: LISTEN
+                ports[int(f[1].rsplit(":", 1)[1], 16)] = inodes[f[9]]
+    return ports
+
+
 def machine_busy_seconds() -> float:
     """CPU seconds the whole machine has been busy so far, all cores together (``/proc/stat``:
     everything but idle and iowait)."""

@@ -71,8 +71,9 @@ def run(scrape_seconds: float = 25) -> dict:
     if not Path(PROMETHEUS).exists():
         raise SystemExit(f"{PROMETHEUS} not found: apt-get install prometheus (Debian package)")
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_urlsafe(32))
-    from workloads.common.auth_check import http, is_prometheus_text, listening_ports
-    from workloads.common.local_cluster import LocalCluster, _descendants, free_port
+    from workloads.common import procfs
+    from workloads.common.auth_check import http, is_prometheus_text
+    from workloads.common.local_cluster import LocalCluster, free_port
 
     work = Path(tempfile.mkdtemp(prefix="prom"))
     summary: dict = {}
@@ -95,10 +96,9 @@ def run(scrape_seconds: float = 25) -> dict:
 
         counter = Counter.remote()
         ray.get([square.remote(i) for i in range(50)] + [counter.add.remote(i) for i in range(20)])
-        pids = [n.proc.pid for n in cluster.nodes] + [d for n in cluster.nodes for d in _descendants(n.proc.pid)]
         targets = sorted(
             f"127.0.0.1:{port}"
-            for port in listening_ports(pids)
+            for port in procfs.listening_ports(cluster.processes())
             if (r := http(port, "/metrics", None))[0] == 200 and is_prometheus_text(r[1])
         )
         summary["scrape_targets"] = len(targets)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import threading
 import time
@@ -95,3 +96,16 @@ def test_cpu_seconds_of_a_process_and_of_the_machine_grow_with_work():
     assert procfs.cpu_seconds(os.getpid()) - own0 >= 0.25
     assert procfs.machine_busy_seconds() - machine0 >= 0.25
     assert procfs.cpu_seconds(GONE) == 0.0
+
+
+def test_listening_ports_name_the_owner_of_each_listening_socket():
+    with socket.socket() as listening, socket.socket() as bound_only:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        bound_only.bind(("127.0.0.1", 0))
+        port, other = listening.getsockname()[1], bound_only.getsockname()[1]
+        assert procfs.listening_ports([os.getpid()])[port] == os.getpid()
+        assert procfs.listening_ports().get(port) == os.getpid()
+        assert other not in procfs.listening_ports([os.getpid()])  # bound, not listening
+        assert port not in procfs.listening_ports([1])  # among other processes only
+    assert port not in procfs.listening_ports([os.getpid()])
