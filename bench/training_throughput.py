@@ -52,6 +52,10 @@ stops if one is not (before 2026-12-03 the worker node inherited the driver's cg
 was mirrored: bench/README.md). Print both figures, never only this one.
 
 The bf16 benchmark on one GPU (tokens/s and MFU) is bench/training_gpu.py.
+
+The CPU accounting over a run is bench/cpu_window.py and --mirror-head's cgroup
+bench/head_cgroup.py. This module stays one because its two sides (the DDP reference and the Ray
+run) and the pairing that makes them comparable only make sense read together.
 """
 
 from __future__ import annotations
@@ -73,6 +77,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.cpu_window import Window  # noqa: E402
+from bench.head_cgroup import HeadCgroup  # noqa: E402
 from workloads.common import procfs  # noqa: E402
 
 MODEL = {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 128}
@@ -225,198 +231,6 @@ def _step_s(t: dict, warmup: int) -> list[float]:
     """Wall seconds of each measured step (for the JSON: where a slow run lost its time)."""
     times = t["times"][warmup - t["first_step"] :]
     return [round(b - a, 4) for a, b in itertools.pairwise(times)]
-
-
-def _cpu_seconds(pids: list[int]) -> dict[int, tuple[str, float]]:
-    """CPU seconds (user + system) used so far by each of ``pids``, with a short name."""
-    out = {}
-    for pid in pids:
-        cpu = procfs.cpu_seconds(pid)
-        cmd = procfs.argv(pid)  # read second: None when the process ended before either read
-        if cmd is not None:
-            out[pid] = (_short_name(cmd), cpu)
-    return out
-
-
-class Window:
-    """CPU over a run's measured window (from `<out>.go` to `<out>`): per process of the run and
-    for the whole machine. What the machine used besides the run's own processes (other
-    sessions, the kernel) is `foreign_cores`, the disturbance this run saw."""
-
-    def __init__(self, out: str, pids, alive, wakeups: bool = False) -> None:
-        while not os.path.exists(out + ".go") and alive():
-            time.sleep(0.05)
-        self.t0, self.m0, self.c0 = time.time(), procfs.machine_busy_seconds(), _cpu_seconds(pids())
-        # --wakeups: every thread of the run at both ends (~0.1 s of one core in a Ray run, at
-        # the window's start: it costs Ray's side more than DDP's, so only on request).
-        self.s0 = _sched(self.c0) if wakeups else {}
-        # The ranks' training threads: in each of the two processes busiest over the first
-        # second, its busiest thread over the next 0.2 s; then sampled every 0.2 s to the end
-        # (a Ray rank's training thread ends with the run, before the window's end is seen).
-        self.tracked: dict[tuple[int, int], tuple[tuple, float, tuple]] = {}  # (pid, tid): first, t, last
-        self._pending: tuple[float, dict] | None = None
-        next_sample = self.t0 + 1.0
-        while not os.path.exists(out) and alive():
-            time.sleep(0.05)
-            if time.time() >= next_sample:
-                self._sample()
-                next_sample = time.time() + 0.2
-        self.t1, self.m1, self.c1 = time.time(), procfs.machine_busy_seconds(), _cpu_seconds(pids())
-        self.s1 = _sched(self.c1) if wakeups else {}
-
-    def by_pid(self) -> dict[int, tuple[str, float]]:
-        return {pid: (name, c1 - self.c0.get(pid, (name, 0.0))[1]) for pid, (name, c1) in self.c1.items()}
-
-    def wakeups_per_s(self) -> dict[str, float]:
-        """Wake-ups per second of each process of the run other than the ranks' training
-        threads (its threads' voluntary context switches over the window, threads alive at both
-        ends): on two busy cores, every wake-up takes a core from a rank for a moment."""
-        return _top(self.wakeups_by_thread(), lambda k: k.split(" / ")[0])
-
-    def wakeups_by_thread(self) -> dict[str, float]:
-        """The same per process and thread name ("process / thread", summed over same names)."""
-        ranks = set(self.tracked)
-        out: dict[str, float] = {}
-        for pid, threads in self.s1.items():  # empty without --wakeups
-            name = self.c1.get(pid, ("?", 0))[0]
-            for tid, v in threads.items():
-                if tid not in self.s0.get(pid, {}) or (pid, tid) in ranks:
-                    continue
-                key = f"{name} / {v[4]}"
-                out[key] = out.get(key, 0.0) + (v[3] - self.s0[pid][tid][3]) / max(1e-9, self.t1 - self.t0)
-        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
-
-    def _sample(self) -> None:
-        if self._pending is None:  # the two busiest processes so far, all their threads
-            now = _cpu_seconds(list(self.c0))
-            busiest = sorted(now, key=lambda pid: -(now[pid][1] - self.c0[pid][1]))[:2]
-            self._pending = (time.time(), _sched(busiest))
-            return
-        if not self.tracked:  # in each, the thread busiest since: the training thread
-            t, first = self._pending
-            for pid, threads in _sched(list(first)).items():
-                both = [tid for tid in threads if tid in first[pid]]
-                if both:
-                    tid = max(both, key=lambda x: threads[x][0] - first[pid][x][0])
-                    self.tracked[(pid, tid)] = (first[pid][tid], time.time(), threads[tid])
-            self._t_first = t
-            return
-        for (pid, tid), (first, _, _) in list(self.tracked.items()):
-            v = procfs.thread_sched(pid, tid)
-            if v:
-                self.tracked[(pid, tid)] = (first, time.time(), v)
-
-    def ranks_sched(self) -> dict:
-        """The ranks' training threads (see __init__) from about a second into the window to
-        their last sample, averaged over both ranks: % of wall time on a core, runnable but
-        waiting for one (run-queue delay), and neither (sleeping: waiting for the other rank, a
-        reply, I/O), and involuntary context switches (preemptions) per second."""
-        parts = []
-        for first, t, last in self.tracked.values():
-            wall = max(1e-9, t - self._t_first)
-            on, wait = last[0] - first[0], last[1] - first[1]
-            parts.append(
-                {
-                    "on_core_pct": 100 * on / wall,
-                    "waiting_for_core_pct": 100 * wait / wall,
-                    "sleeping_pct": 100 * max(0.0, wall - on - wait) / wall,
-                    "preemptions_per_s": (last[2] - first[2]) / wall,
-                }
-            )
-        if not parts:
-            return {}
-        return {k: statistics.mean(p[k] for p in parts) for k in parts[0]}
-
-    def foreign_cores(self) -> float:
-        own = sum(c for _, c in self.by_pid().values())
-        return max(0.0, (self.m1 - self.m0) - own) / max(1e-9, self.t1 - self.t0)
-
-
-def _top(d: dict[str, float], group) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for k, v in d.items():
-        out[group(k)] = out.get(group(k), 0.0) + v
-    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
-
-
-def _sched(pids) -> dict[int, dict[int, tuple[float, float, int, int, str]]]:
-    """procfs.thread_sched of every thread of every process in ``pids`` that is alive, and the
-    thread's name."""
-    out = {}
-    for pid in pids:
-        if tids := procfs.threads(pid):
-            out[pid] = {
-                tid: (*v, procfs.thread_name(pid, tid) or "?") for tid in tids if (v := procfs.thread_sched(pid, tid))
-            }
-    return out
-
-
-def _short_name(cmd: list[bytes]) -> str:
-    first = cmd[0].decode(errors="replace")
-    if first.startswith("ray::"):  # actors and Ray's own agents
-        name = first[5:].split(".")[0].split(":")[0]
-        return {"RayTrainWorker": "train workers"}.get(name, name)
-    words = [c.decode(errors="replace") for c in cmd if c]
-    for w in words:
-        base = os.path.basename(w)
-        if base in ("gcs_server", "raylet"):
-            return base
-        if base.endswith(".py") and base not in ("setup_worker.py",):
-            return base[:-3]
-        if w in ("ray.util.client.server",):
-            return "client server"
-    return os.path.basename(words[0]) if words else "?"
-
-
-CGROUP_CPU = Path("/sys/fs/cgroup/cpu")  # cgroup v1 `cpu` controller, as mounted on this machine
-HEAD_CPU_SHARES = 2  # the minimum: the head's processes get a core only when the ranks leave it idle
-
-
-class HeadCgroup:
-    """--mirror-head: a cgroup with the lowest CPU weight for the head node, everything it
-    starts, and this driver (in a RayJob the driver runs in the head pod too), so that they do
-    not take CPU from the ranks, as on the cluster, where the head pod runs on the `system`
-    nodes and the GPU nodes run only the workers, their raylet, agents and log monitor."""
-
-    def __init__(self) -> None:
-        if not (CGROUP_CPU / "cpu.shares").exists():
-            raise SystemExit(f"--mirror-head needs the cgroup v1 cpu controller at {CGROUP_CPU}")
-        self.path = CGROUP_CPU / f"hpray-bench-head-{os.getpid()}"
-
-    def __enter__(self) -> HeadCgroup:
-        self.path.mkdir(exist_ok=True)
-        (self.path / "cpu.shares").write_text(str(HEAD_CPU_SHARES))
-        return self
-
-    def join(self) -> None:
-        (self.path / "cgroup.procs").write_text(str(os.getpid()))
-
-    def check(self, cluster) -> None:
-        """Fail loudly unless every process of the head node is in this cgroup and none of a
-        worker node's is (its ranks are started by its raylet and inherit its cgroup). A worker
-        node started by a driver inside this cgroup would inherit it: then nothing is mirrored,
-        the ranks run at the head's weight (bench/README.md, "Figures of 2026-12-03")."""
-        mine = "/" + self.path.name
-        for node in cluster.nodes:
-            for pid in [node.proc.pid, *procfs.descendants(node.proc.pid)]:
-                cg = procfs.cgroup(pid, "cpu")
-                if cg is not None and (cg == mine) != (node.name == "head"):
-                    raise RuntimeError(
-                        f"--mirror-head: {node.name} node process {pid} is in cpu cgroup {cg}; "
-                        f"expected {'' if node.name == 'head' else 'anything but '}{mine}"
-                    )
-
-    def leave(self) -> None:
-        (CGROUP_CPU / "cgroup.procs").write_text(str(os.getpid()))
-
-    def __exit__(self, *exc) -> None:
-        self.leave()
-        for _ in range(50):  # the cluster's processes are gone (stopped) or about to be
-            try:
-                self.path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.1)
 
 
 def ray_run(
