@@ -26,6 +26,14 @@ from pathlib import Path
 from workloads.common import procfs
 
 _CLIENT_PROBE = "import sys, ray; ray.init(sys.argv[1], logging_level='ERROR'); print('ok', ray.get(ray.put(7)))"
+# The first call Ray's client makes (a PING), once: ray.init would retry a refused connection
+# for 30 s and then report only a timeout, not the server's answer.
+_CLIENT_PING_PROBE = (
+    "import sys, grpc; from ray.core.generated import ray_client_pb2 as pb, ray_client_pb2_grpc as rpc; "
+    "stub = rpc.RayletDriverStub(grpc.insecure_channel(sys.argv[1].removeprefix('ray://'))); "
+    "stub.ClusterInfo(pb.ClusterInfoRequest(type=pb.ClusterInfoType.PING), timeout=60, wait_for_ready=True); "
+    "print('ok')"
+)
 _GCS_PROBE = (
     "import sys; from ray._raylet import GcsClient; "
     "GcsClient(address=sys.argv[1]).get_all_node_info(timeout=10); print('ok')"
@@ -135,10 +143,10 @@ def run() -> dict:
             failures.append(f"expected one Ray Client server, found ports {client_ports}")
         else:
 
-            def client(env: dict) -> subprocess.CompletedProcess | None:
+            def client(env: dict, probe: str = _CLIENT_PROBE) -> subprocess.CompletedProcess | None:
                 try:
                     return subprocess.run(
-                        [sys.executable, "-c", _CLIENT_PROBE, f"ray://127.0.0.1:{client_ports[0]}"],
+                        [sys.executable, "-c", probe, f"ray://127.0.0.1:{client_ports[0]}"],
                         env=env,
                         capture_output=True,
                         text=True,
@@ -147,7 +155,7 @@ def run() -> dict:
                 except subprocess.TimeoutExpired:
                     return None
 
-            denied = client({**without, "RAY_AUTH_MODE": "disabled"})
+            denied = client({**without, "RAY_AUTH_MODE": "disabled"}, _CLIENT_PING_PROBE)
             if denied is None or denied.returncode == 0:
                 failures.append(
                     "Ray Client served a client without the token"

@@ -129,7 +129,15 @@ class LocalCluster:
     def env(self) -> dict:
         # RAY_ADDRESS: processes that call ray.init() without an address (Ray Train's
         # placement-group cleaner) must find this cluster, not another one on the machine.
-        return {**offline_env(), "RAY_ADDRESS": self.address, **self.env_extra}
+        # RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S: on SIGTERM (stop()) Ray drains a node for up to
+        # 30 s so that a RayService's proxies can hand over traffic; a local cluster that is being
+        # stopped has none to hand over, and stop() would wait out its grace period instead.
+        return {
+            **offline_env(),
+            "RAY_ADDRESS": self.address,
+            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+            **self.env_extra,
+        }
 
     _PORT_FLAGS = (
         "--node-manager-port",
