@@ -52,6 +52,10 @@ stops if one is not (before 2026-12-03 the worker node inherited the driver's cg
 was mirrored: bench/README.md). Print both figures, never only this one.
 
 The bf16 benchmark on one GPU (tokens/s and MFU) is bench/training_gpu.py.
+
+The CPU accounting over a run is bench/cpu_window.py and --mirror-head's cgroup
+bench/head_cgroup.py. This module stays one because its two sides (the DDP reference and the Ray
+run) and the pairing that makes them comparable only make sense read together.
 """
 
 from __future__ import annotations
@@ -72,6 +76,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench.cpu_window import Window  # noqa: E402
+from bench.head_cgroup import HeadCgroup  # noqa: E402
+from workloads.common import procfs  # noqa: E402
 
 MODEL = {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 128}
 BATCH = 8
@@ -225,249 +233,6 @@ def _step_s(t: dict, warmup: int) -> list[float]:
     return [round(b - a, 4) for a, b in itertools.pairwise(times)]
 
 
-def _cpu_seconds(pids: list[int]) -> dict[int, tuple[str, float]]:
-    """CPU seconds (user + system) used so far by each of ``pids``, with a short name."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out = {}
-    for pid in pids:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        out[pid] = (_short_name(cmd), (int(fields[11]) + int(fields[12])) / tick)
-    return out
-
-
-def _machine_cpu_s() -> float:
-    """CPU seconds the whole machine has been busy (all cores; /proc/stat: everything but idle
-    and iowait)."""
-    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(f[:8]) - f[3] - f[4]) / os.sysconf("SC_CLK_TCK")
-
-
-class Window:
-    """CPU over a run's measured window (from `<out>.go` to `<out>`): per process of the run and
-    for the whole machine. What the machine used besides the run's own processes (other
-    sessions, the kernel) is `foreign_cores`, the disturbance this run saw."""
-
-    def __init__(self, out: str, pids, alive, wakeups: bool = False) -> None:
-        while not os.path.exists(out + ".go") and alive():
-            time.sleep(0.05)
-        self.t0, self.m0, self.c0 = time.time(), _machine_cpu_s(), _cpu_seconds(pids())
-        # --wakeups: every thread of the run at both ends (~0.1 s of one core in a Ray run, at
-        # the window's start: it costs Ray's side more than DDP's, so only on request).
-        self.s0 = _sched(self.c0) if wakeups else {}
-        # The ranks' training threads: in each of the two processes busiest over the first
-        # second, its busiest thread over the next 0.2 s; then sampled every 0.2 s to the end
-        # (a Ray rank's training thread ends with the run, before the window's end is seen).
-        self.tracked: dict[tuple[int, int], tuple[tuple, float, tuple]] = {}  # (pid, tid): first, t, last
-        self._pending: tuple[float, dict] | None = None
-        next_sample = self.t0 + 1.0
-        while not os.path.exists(out) and alive():
-            time.sleep(0.05)
-            if time.time() >= next_sample:
-                self._sample()
-                next_sample = time.time() + 0.2
-        self.t1, self.m1, self.c1 = time.time(), _machine_cpu_s(), _cpu_seconds(pids())
-        self.s1 = _sched(self.c1) if wakeups else {}
-
-    def by_pid(self) -> dict[int, tuple[str, float]]:
-        return {pid: (name, c1 - self.c0.get(pid, (name, 0.0))[1]) for pid, (name, c1) in self.c1.items()}
-
-    def wakeups_per_s(self) -> dict[str, float]:
-        """Wake-ups per second of each process of the run other than the ranks' training
-        threads (its threads' voluntary context switches over the window, threads alive at both
-        ends): on two busy cores, every wake-up takes a core from a rank for a moment."""
-        return _top(self.wakeups_by_thread(), lambda k: k.split(" / ")[0])
-
-    def wakeups_by_thread(self) -> dict[str, float]:
-        """The same per process and thread name ("process / thread", summed over same names)."""
-        ranks = set(self.tracked)
-        out: dict[str, float] = {}
-        for pid, threads in self.s1.items():  # empty without --wakeups
-            name = self.c1.get(pid, ("?", 0))[0]
-            for tid, v in threads.items():
-                if tid not in self.s0.get(pid, {}) or (pid, tid) in ranks:
-                    continue
-                key = f"{name} / {v[4]}"
-                out[key] = out.get(key, 0.0) + (v[3] - self.s0[pid][tid][3]) / max(1e-9, self.t1 - self.t0)
-        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
-
-    def _sample(self) -> None:
-        if self._pending is None:  # the two busiest processes so far, all their threads
-            now = _cpu_seconds(list(self.c0))
-            busiest = sorted(now, key=lambda pid: -(now[pid][1] - self.c0[pid][1]))[:2]
-            self._pending = (time.time(), _sched(busiest))
-            return
-        if not self.tracked:  # in each, the thread busiest since: the training thread
-            t, first = self._pending
-            for pid, threads in _sched(list(first)).items():
-                both = [tid for tid in threads if tid in first[pid]]
-                if both:
-                    tid = max(both, key=lambda x: threads[x][0] - first[pid][x][0])
-                    self.tracked[(pid, tid)] = (first[pid][tid], time.time(), threads[tid])
-            self._t_first = t
-            return
-        for (pid, tid), (first, _, _) in list(self.tracked.items()):
-            v = _thread_sched(pid, tid)
-            if v:
-                self.tracked[(pid, tid)] = (first, time.time(), v)
-
-    def ranks_sched(self) -> dict:
-        """The ranks' training threads (see __init__) from about a second into the window to
-        their last sample, averaged over both ranks: % of wall time on a core, runnable but
-        waiting for one (run-queue delay), and neither (sleeping: waiting for the other rank, a
-        reply, I/O), and involuntary context switches (preemptions) per second."""
-        parts = []
-        for first, t, last in self.tracked.values():
-            wall = max(1e-9, t - self._t_first)
-            on, wait = last[0] - first[0], last[1] - first[1]
-            parts.append(
-                {
-                    "on_core_pct": 100 * on / wall,
-                    "waiting_for_core_pct": 100 * wait / wall,
-                    "sleeping_pct": 100 * max(0.0, wall - on - wait) / wall,
-                    "preemptions_per_s": (last[2] - first[2]) / wall,
-                }
-            )
-        if not parts:
-            return {}
-        return {k: statistics.mean(p[k] for p in parts) for k in parts[0]}
-
-    def foreign_cores(self) -> float:
-        own = sum(c for _, c in self.by_pid().values())
-        return max(0.0, (self.m1 - self.m0) - own) / max(1e-9, self.t1 - self.t0)
-
-
-def _top(d: dict[str, float], group) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for k, v in d.items():
-        out[group(k)] = out.get(group(k), 0.0) + v
-    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
-
-
-def _comm(pid: int, tid) -> str:
-    try:
-        return Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
-    except OSError:
-        return "?"
-
-
-def _thread_sched(pid: int, tid) -> tuple[float, float, int, int] | None:
-    """One thread: seconds on a core and seconds runnable but waiting for one, so far
-    (/proc/<pid>/task/<tid>/schedstat), its involuntary context switches (preemptions) and its
-    voluntary ones (sleeps: each is followed by a wake-up); None once it ended."""
-    try:
-        on_cpu, wait = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[:2]
-        status = {
-            k: v
-            for k, _, v in (
-                line.partition(":") for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines()
-            )
-        }
-        preempt, sleeps = int(status["nonvoluntary_ctxt_switches"]), int(status["voluntary_ctxt_switches"])
-    except (OSError, ValueError, KeyError):
-        return None
-    return int(on_cpu) / 1e9, int(wait) / 1e9, preempt, sleeps
-
-
-def _sched(pids) -> dict[int, dict[int, tuple[float, float, int, int, str]]]:
-    """_thread_sched of every thread of every process in ``pids``, and the thread's name."""
-    out = {}
-    for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        out[pid] = {int(tid): (*v, _comm(pid, tid)) for tid in tids if (v := _thread_sched(pid, tid))}
-    return out
-
-
-def _short_name(cmd: list[bytes]) -> str:
-    first = cmd[0].decode(errors="replace")
-    if first.startswith("ray::"):  # actors and Ray's own agents
-        name = first[5:].split(".")[0].split(":")[0]
-        return {"RayTrainWorker": "train workers"}.get(name, name)
-    words = [c.decode(errors="replace") for c in cmd if c]
-    for w in words:
-        base = os.path.basename(w)
-        if base in ("gcs_server", "raylet"):
-            return base
-        if base.endswith(".py") and base not in ("setup_worker.py",):
-            return base[:-3]
-        if w in ("ray.util.client.server",):
-            return "client server"
-    return os.path.basename(words[0]) if words else "?"
-
-
-CGROUP_CPU = Path("/sys/fs/cgroup/cpu")  # cgroup v1 `cpu` controller, as mounted on this machine
-HEAD_CPU_SHARES = 2  # the minimum: the head's processes get a core only when the ranks leave it idle
-
-
-def _cpu_cgroup(pid: int) -> str | None:
-    """The cgroup v1 `cpu` hierarchy path of ``pid`` (None once it ended)."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "cpu" in controllers.split(","):
-            return path
-    return None
-
-
-class HeadCgroup:
-    """--mirror-head: a cgroup with the lowest CPU weight for the head node, everything it
-    starts, and this driver (in a RayJob the driver runs in the head pod too), so that they do
-    not take CPU from the ranks, as on the cluster, where the head pod runs on the `system`
-    nodes and the GPU nodes run only the workers, their raylet, agents and log monitor."""
-
-    def __init__(self) -> None:
-        if not (CGROUP_CPU / "cpu.shares").exists():
-            raise SystemExit(f"--mirror-head needs the cgroup v1 cpu controller at {CGROUP_CPU}")
-        self.path = CGROUP_CPU / f"hpray-bench-head-{os.getpid()}"
-
-    def __enter__(self) -> HeadCgroup:
-        self.path.mkdir(exist_ok=True)
-        (self.path / "cpu.shares").write_text(str(HEAD_CPU_SHARES))
-        return self
-
-    def join(self) -> None:
-        (self.path / "cgroup.procs").write_text(str(os.getpid()))
-
-    def check(self, cluster) -> None:
-        """Fail loudly unless every process of the head node is in this cgroup and none of a
-        worker node's is (its ranks are started by its raylet and inherit its cgroup). A worker
-        node started by a driver inside this cgroup would inherit it: then nothing is mirrored,
-        the ranks run at the head's weight (bench/README.md, "Figures of 2026-12-03")."""
-        from workloads.common.procfs import descendants as _descendants
-
-        mine = "/" + self.path.name
-        for node in cluster.nodes:
-            for pid in [node.proc.pid, *_descendants(node.proc.pid)]:
-                cg = _cpu_cgroup(pid)
-                if cg is not None and (cg == mine) != (node.name == "head"):
-                    raise RuntimeError(
-                        f"--mirror-head: {node.name} node process {pid} is in cpu cgroup {cg}; "
-                        f"expected {'' if node.name == 'head' else 'anything but '}{mine}"
-                    )
-
-    def leave(self) -> None:
-        (CGROUP_CPU / "cgroup.procs").write_text(str(os.getpid()))
-
-    def __exit__(self, *exc) -> None:
-        self.leave()
-        for _ in range(50):  # the cluster's processes are gone (stopped) or about to be
-            try:
-                self.path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.1)
-
-
 def ray_run(
     steps: int,
     warmup: int,
@@ -486,7 +251,6 @@ def ray_run(
     import ray
 
     from workloads.common.local_cluster import LocalCluster
-    from workloads.common.procfs import descendants as _descendants
     from workloads.training import settings as S
     from workloads.training.job import run
 
@@ -527,7 +291,7 @@ def ray_run(
             ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
 
             def pids():
-                return [os.getpid()] + [p for n in cluster.nodes for p in [n.proc.pid, *_descendants(n.proc.pid)]]
+                return [os.getpid()] + [p for n in cluster.nodes for p in [n.proc.pid, *procfs.descendants(n.proc.pid)]]
 
             box = {}
             t = threading.Thread(
@@ -535,7 +299,7 @@ def ray_run(
             )
             t.start()
             w = Window(out, pids, t.is_alive, wakeups)
-            head_pids = set(_descendants(cluster.nodes[0].proc.pid))
+            head_pids = set(procfs.descendants(cluster.nodes[0].proc.pid))
             t.join()
             if box["r"].error:
                 raise RuntimeError(f"Ray Train run failed: {box['r'].error}")
@@ -592,7 +356,6 @@ def _model_config() -> dict:
 
 def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, wakeups: bool = False) -> dict:
     from workloads.common.local_cluster import free_port
-    from workloads.common.procfs import descendants as _descendants
 
     t_start = time.time()
     with tempfile.TemporaryDirectory() as d:
@@ -604,7 +367,10 @@ def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
         )
         try:
             w = Window(
-                out, lambda: [os.getpid(), proc.pid, *_descendants(proc.pid)], lambda: proc.poll() is None, wakeups
+                out,
+                lambda: [os.getpid(), proc.pid, *procfs.descendants(proc.pid)],
+                lambda: proc.poll() is None,
+                wakeups,
             )
         finally:
             rc = proc.wait()

@@ -14,6 +14,7 @@ import torch
 
 from bench import training_gpu as tg
 from config.loader import load_environment
+from config.training import PRESETS
 from workloads.common.model import GPTConfig, flops_per_token
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,15 +39,8 @@ def test_plan_is_the_environments_training_config(tmp_path, capsys):
     assert plan["env"] == "prod"
     # The largest preset that fits one H200 with prod's batch (bf16, activation checkpointing).
     assert plan["preset"] == "llama-7b" and plan["activation_checkpointing"] is True
-    assert plan["model"] == {
-        "arch": "llama",
-        "n_layer": 32,
-        "n_head": 32,
-        "n_kv_head": 8,
-        "n_embd": 4096,
-        "ffn_hidden": 14336,
-        "block_size": 2048,
-    }
+    shape = {k: v for k, v in PRESETS["llama-7b"].items() if k != "params"}
+    assert plan["model"] == {"arch": "llama", **shape}
     assert (
         plan["batch_size_per_worker"],
         plan["precision"],

@@ -23,34 +23,21 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from workloads.common import procfs
+
 _CLIENT_PROBE = "import sys, ray; ray.init(sys.argv[1], logging_level='ERROR'); print('ok', ray.get(ray.put(7)))"
+# The first call Ray's client makes (a PING), once: ray.init would retry a refused connection
+# for 30 s and then report only a timeout, not the server's answer.
+_CLIENT_PING_PROBE = (
+    "import sys, grpc; from ray.core.generated import ray_client_pb2 as pb, ray_client_pb2_grpc as rpc; "
+    "stub = rpc.RayletDriverStub(grpc.insecure_channel(sys.argv[1].removeprefix('ray://'))); "
+    "stub.ClusterInfo(pb.ClusterInfoRequest(type=pb.ClusterInfoType.PING), timeout=60, wait_for_ready=True); "
+    "print('ok')"
+)
 _GCS_PROBE = (
     "import sys; from ray._raylet import GcsClient; "
     "GcsClient(address=sys.argv[1]).get_all_node_info(timeout=10); print('ok')"
 )
-
-
-def listening_ports(pids: list[int]) -> dict[int, int]:
-    """TCP ports in LISTEN state owned by ``pids`` -> owning pid (from /proc)."""
-    inodes: dict[str, int] = {}
-    for pid in pids:
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                try:
-                    link = os.readlink(f"/proc/{pid}/fd/{fd}")
-                except OSError:
-                    continue
-                if link.startswith("socket:["):
-                    inodes[link[8:-1]] = pid
-        except OSError:
-            continue
-    ports: dict[int, int] = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            f = line.split()
-            if f[3] == "0A" and f[9] in inodes:  # 0A: LISTEN
-                ports[int(f[1].rsplit(":", 1)[1], 16)] = inodes[f[9]]
-    return ports
 
 
 def http(port: int, path: str, token: str | None, method: str = "GET", body: bytes | None = None):
@@ -76,9 +63,8 @@ def is_prometheus_text(body: str) -> bool:
 
 
 def _process_name(pid: int) -> str:
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
+    cmd = procfs.argv(pid)
+    if cmd is None:
         return "?"
     words = [w.decode(errors="replace") for w in cmd if w]
     for w in words:
@@ -92,14 +78,13 @@ def _process_name(pid: int) -> str:
 def run() -> dict:
     token = secrets.token_urlsafe(32)
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
-    from workloads.common.local_cluster import LocalCluster, _descendants
+    from workloads.common.local_cluster import LocalCluster
 
     failures: list[str] = []
     summary: dict = {"http_denied": [], "metrics_only": [], "not_http": []}
     cluster = LocalCluster(worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1024, object_store_per_node_mib=256)
     with cluster:
-        pids = [n.proc.pid for n in cluster.nodes] + [d for n in cluster.nodes for d in _descendants(n.proc.pid)]
-        ports = listening_ports(pids)
+        ports = procfs.listening_ports(cluster.processes())
         dash = cluster.dashboard_port
         if dash not in ports:
             failures.append(f"dashboard port {dash} is not among the cluster's listening ports")
@@ -158,10 +143,10 @@ def run() -> dict:
             failures.append(f"expected one Ray Client server, found ports {client_ports}")
         else:
 
-            def client(env: dict) -> subprocess.CompletedProcess | None:
+            def client(env: dict, probe: str = _CLIENT_PROBE) -> subprocess.CompletedProcess | None:
                 try:
                     return subprocess.run(
-                        [sys.executable, "-c", _CLIENT_PROBE, f"ray://127.0.0.1:{client_ports[0]}"],
+                        [sys.executable, "-c", probe, f"ray://127.0.0.1:{client_ports[0]}"],
                         env=env,
                         capture_output=True,
                         text=True,
@@ -170,7 +155,7 @@ def run() -> dict:
                 except subprocess.TimeoutExpired:
                     return None
 
-            denied = client({**without, "RAY_AUTH_MODE": "disabled"})
+            denied = client({**without, "RAY_AUTH_MODE": "disabled"}, _CLIENT_PING_PROBE)
             if denied is None or denied.returncode == 0:
                 failures.append(
                     "Ray Client served a client without the token"

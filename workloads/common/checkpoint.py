@@ -41,6 +41,10 @@ Stable API (the training job and the inference app both use it):
   none), logging which one it used and every one it skipped.
 
 ``storage`` is a POSIX path (``/fsx/checkpoints``, a local directory) or ``s3://bucket/prefix``.
+
+One module because it is one format: both layouts' writers and the readers share the manifest's
+rules (what is hashed, the order of writes, what makes a checkpoint torn), and a change to one
+side must be read next to the other.
 """
 
 from __future__ import annotations

@@ -133,31 +133,35 @@ class LocalCluster:
     def env(self) -> dict:
         # RAY_ADDRESS: processes that call ray.init() without an address (Ray Train's
         # placement-group cleaner) must find this cluster, not another one on the machine.
-        return {**offline_env(), "RAY_ADDRESS": self.address, **self.env_extra}
+        # RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S: on SIGTERM (stop()) Ray drains a node for up to
+        # 30 s so that a RayService's proxies can hand over traffic; a local cluster that is being
+        # stopped has none to hand over, and stop() would wait out its grace period instead.
+        return {
+            **offline_env(),
+            "RAY_ADDRESS": self.address,
+            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+            **self.env_extra,
+        }
+
+    _PORT_FLAGS = (
+        "--node-manager-port",
+        "--object-manager-port",
+        "--metrics-export-port",
+        "--dashboard-agent-listen-port",
+        "--dashboard-agent-grpc-port",
+        "--runtime-env-agent-port",
+    )
 
     def node_env(self, name: str) -> dict:
         """Environment of node ``name`` ("head", "worker1", ...)."""
         return {**self.env(), **(self.head_env if name == "head" else {})}
 
     def _ports(self) -> list[str]:
-        p = free_ports(6 + 24)
-        return [
-            "--node-manager-port",
-            str(p[0]),
-            "--object-manager-port",
-            str(p[1]),
-            "--metrics-export-port",
-            str(p[2]),
-            "--dashboard-agent-listen-port",
-            str(p[3]),
-            "--dashboard-agent-grpc-port",
-            str(p[4]),
-            "--runtime-env-agent-port",
-            str(p[5]),
-            # Private worker ports per node, so concurrent clusters never collide.
-            "--worker-port-list",
-            ",".join(str(x) for x in p[6:]),
-        ]
+        # 24 private worker ports per node, so concurrent clusters never collide.
+        ports = free_ports(len(self._PORT_FLAGS) + 24)
+        named, workers = ports[: len(self._PORT_FLAGS)], ports[len(self._PORT_FLAGS) :]
+        args = [arg for flag, port in zip(self._PORT_FLAGS, named, strict=True) for arg in (flag, str(port))]
+        return [*args, "--worker-port-list", ",".join(str(port) for port in workers)]
 
     def _start(self, name: str, args: list[str]) -> Node:
         log = Path(self.temp_dir) / f"{name}.log"
@@ -289,13 +293,17 @@ class LocalCluster:
         raise TimeoutError(f"{n} Ray nodes did not come up in {timeout_s:.0f} s (temp dir {self.temp_dir})")
 
     def worker_processes(self, node: Node) -> list[int]:
-        return _descendants(node.proc.pid)
+        return procfs.descendants(node.proc.pid)
+
+    def processes(self) -> list[int]:
+        """Every live process of the cluster: its nodes' ``ray start`` and their descendants."""
+        return [p for node in self.nodes for p in [node.proc.pid, *procfs.descendants(node.proc.pid)]]
 
     def kill_node(self, index: int = 1) -> Node:
         """SIGKILL every process of worker node ``index`` (1 = first worker), like a lost host."""
         node = self.nodes[index]
         # Ray workers call setsid: they are found as descendants of the node, not by group.
-        pids = _descendants(node.proc.pid)
+        pids = procfs.descendants(node.proc.pid)
         _kill_group(node.proc.pid, signal.SIGKILL)
         for pid in pids:
             _kill(pid, signal.SIGKILL)
@@ -345,7 +353,7 @@ class LocalCluster:
 
     def stop(self) -> None:
         """End every process this cluster started (workers first, then the head)."""
-        tree = {node.proc.pid: _descendants(node.proc.pid) for node in self.nodes}
+        tree = {node.proc.pid: procfs.descendants(node.proc.pid) for node in self.nodes}
         for node in reversed(self.nodes):
             if node.proc.poll() is None:
                 _kill_group(node.proc.pid, signal.SIGTERM)
@@ -373,22 +381,6 @@ class LocalCluster:
         self.stop()
 
 
-def _group_pids(pgid: int) -> list[int]:
-    pids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                if os.getpgid(int(d.name)) == pgid:
-                    pids.append(int(d.name))
-            except (ProcessLookupError, PermissionError):
-                pass
-    return pids
-
-
-# One /proc reader for the project (workloads.common.procfs); the old name stays for callers.
-_descendants = procfs.descendants
-
-
 def _kill(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
@@ -400,15 +392,5 @@ def _kill_group(pgid: int, sig: int) -> None:
 
 
 def _pids_mentioning(text: str) -> list[int]:
-    me = os.getpid()
-    found = []
     needle = text.encode()
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == me:
-            continue
-        try:
-            if needle in (d / "cmdline").read_bytes():
-                found.append(int(d.name))
-        except OSError:
-            pass
-    return found
+    return [p for p in procfs.pids() if p != os.getpid() and needle in (procfs.read(p, "cmdline") or b"")]

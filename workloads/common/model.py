@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
+from typing import ClassVar, Self
 
 import torch
 import torch.utils.checkpoint
@@ -51,9 +52,32 @@ def decode(ids) -> str:
     return bytes(int(i) & 0xFF for i in ids).decode("utf-8", errors="replace")
 
 
+class _ArchConfig:
+    """What both architectures' configs share: the head check and the round trip through a
+    checkpoint's ``meta.json`` (the ``arch`` key names the architecture)."""
+
+    ARCH: ClassVar[str]
+    n_embd: int
+    n_head: int
+
+    def __post_init__(self):
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+
+    def to_dict(self) -> dict:
+        return {"arch": self.ARCH, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Self:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
 @dataclass(frozen=True)
-class GPTConfig:
+class GPTConfig(_ArchConfig):
     """Architecture of the model. ``n_embd`` must be divisible by ``n_head``."""
+
+    ARCH: ClassVar[str] = "gpt"
 
     block_size: int = 128
     vocab_size: int = VOCAB_SIZE
@@ -61,18 +85,6 @@ class GPTConfig:
     n_head: int = 4
     n_embd: int = 128
     dropout: float = 0.0
-
-    def __post_init__(self):
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
-
-    def to_dict(self) -> dict:
-        return {"arch": "gpt", **asdict(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> GPTConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 class CausalSelfAttention(nn.Module):
@@ -191,9 +203,11 @@ def flops_per_token(config) -> float:
 
 
 @dataclass(frozen=True)
-class LlamaConfig:
+class LlamaConfig(_ArchConfig):
     """A Llama-style decoder. ``n_head`` must divide ``n_embd`` and ``n_kv_head`` ``n_head``;
     ``ffn_hidden`` is the SwiGLU width."""
+
+    ARCH: ClassVar[str] = "llama"
 
     block_size: int = 128
     vocab_size: int = VOCAB_SIZE
@@ -206,8 +220,7 @@ class LlamaConfig:
     norm_eps: float = 1e-5
 
     def __post_init__(self):
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        super().__post_init__()
         if self.n_head % self.n_kv_head:
             raise ValueError(f"n_head ({self.n_head}) must be divisible by n_kv_head ({self.n_kv_head})")
         if (self.n_embd // self.n_head) % 2:
@@ -221,14 +234,6 @@ class LlamaConfig:
         """Parameters of one decoder block: q/o projections, grouped k/v, SwiGLU, two RMSNorms."""
         d, kv = self.n_embd, self.n_kv_head * self.head_dim
         return 2 * d * d + 2 * d * kv + 3 * d * self.ffn_hidden + 2 * d
-
-    def to_dict(self) -> dict:
-        return {"arch": "llama", **asdict(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> LlamaConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 class RMSNorm(nn.Module):

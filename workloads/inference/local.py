@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from workloads.common import local_cluster as _common
 from workloads.common import procfs
-from workloads.common.local_cluster import REPO_ROOT, _descendants, free_port, free_ports, keep_this_process_on_loopback
+from workloads.common.local_cluster import REPO_ROOT, free_port, free_ports, keep_this_process_on_loopback
 
 # At import, not only in start(): callers import this module before anything else of Ray.
 keep_this_process_on_loopback()
@@ -118,23 +118,8 @@ cpu_seconds = procfs.cpu_seconds
 
 
 def listener_pid(port: int) -> int | None:
-    """The process listening on TCP ``port`` (IPv4), from /proc/net/tcp and /proc/*/fd."""
-    inodes = set()
-    for line in (procfs.read("self", "net/tcp") or b"").decode().splitlines()[1:]:
-        f = line.split()
-        if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
-            inodes.add(f[9])
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            for fd in os.listdir(f"/proc/{d}/fd"):
-                link = os.readlink(f"/proc/{d}/fd/{fd}")
-                if link.startswith("socket:[") and link[8:-1] in inodes:
-                    return int(d)
-        except OSError:
-            continue
-    return None
+    """The process listening on TCP ``port``."""
+    return procfs.listening_ports().get(port)
 
 
 def replica_pids(cluster: LocalCluster, deployment: str = "Generate") -> list[int]:
@@ -142,7 +127,7 @@ def replica_pids(cluster: LocalCluster, deployment: str = "Generate") -> list[in
     node processes whose process title is ``ray::ServeReplica:<app>:<deployment>``)."""
     found = []
     for node in cluster.nodes:
-        for pid in _descendants(node.proc.pid):
+        for pid in procfs.descendants(node.proc.pid):
             cmd = cmdline(pid)
             if cmd.startswith("ray::ServeReplica:") and cmd.endswith(f":{deployment}"):
                 found.append(pid)

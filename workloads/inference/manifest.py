@@ -66,24 +66,24 @@ def _image(env: EnvironmentConfig) -> str:
 
 def _worker_group(
     shape: placement.WorkerShape,
-    *,
-    group_name: str,
     instance_group,
+    role: str,
+    *,
     image: str,
     app: str,
-    cpus: int,
     env_vars: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Replica-sized worker pods on a HyperPod GPU group, sized in config/placement.py."""
+    """Replica-sized worker pods on a HyperPod GPU group, sized in config/placement.py; the Ray
+    group is named after the instance group and the ``role`` the pods play on it."""
     group = k8s.worker_group(
         shape,
-        group_name=group_name,
+        group_name=f"{instance_group.name}-{role}",
         image=image,
         app=app,
         taints=list(instance_group.taints),
         env=k8s.env_list(env_vars or {}),
     )
-    group["rayStartParams"] = {**group.get("rayStartParams", {}), "num-cpus": str(cpus)}
+    group["rayStartParams"] = {**group.get("rayStartParams", {}), "num-cpus": str(shape.cpus)}
     return group
 
 
@@ -149,16 +149,7 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
     # Serve's mode (HAProxy ingress, throughput preset) must be the same in every Ray process:
     # the controller on the head decides the ingress, the workers run HAProxy and the replicas.
     ray_env = serve_config.ray_env(env)
-    shape = placement.serve_worker(env)
-    worker = _worker_group(
-        shape,
-        group_name=f"{group.name}-serve",
-        instance_group=group,
-        image=image,
-        app=APP,
-        cpus=shape.cpus,
-        env_vars=ray_env,
-    )
+    worker = _worker_group(placement.serve_worker(env), group, "serve", image=image, app=APP, env_vars=ray_env)
     return _rayservice(
         env,
         name=f"{env.name_prefix}-{inf.app_name}",
@@ -214,17 +205,9 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
     image = k8s.RAY_LLM_IMAGE
     if env.network.closed_network:  # Docker Hub through ECR's pull-through cache
         image = versions.closed_network_image(image, account=env.account, region=env.region)
-    shape = placement.llm_worker(env)
-    worker = _worker_group(
-        shape,
-        group_name=f"{group.name}-llm",
-        instance_group=group,
-        image=image,
-        app=LLM_APP,
-        cpus=shape.cpus,
-        # Weights come from FSx or S3 only: no Hugging Face Hub traffic from a closed network.
-        env_vars={"HF_HUB_OFFLINE": "1"},
-    )
+    # Weights come from FSx or S3 only: no Hugging Face Hub traffic from a closed network.
+    offline = {"HF_HUB_OFFLINE": "1"}
+    worker = _worker_group(placement.llm_worker(env), group, "llm", image=image, app=LLM_APP, env_vars=offline)
     serve_cfg = {
         "proxy_location": "EveryNode",
         "http_options": {"host": "0.0.0.0", "port": SERVE_PORT},

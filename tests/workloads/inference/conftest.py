@@ -61,8 +61,6 @@ def serve_app(checkpoints):
     cluster = LocalCluster(worker_nodes=1, head_cpus=0, cpus_per_node=2, serve_env=serve_config.ray_env(env))
     cluster.start()
     try:
-        from ray import serve
-
         port = free_port()
 
         def deploy(reload=None):
@@ -81,6 +79,7 @@ def serve_app(checkpoints):
 
         deploy()
         yield f"http://127.0.0.1:{port}", deploy, cluster
-        serve.shutdown()
     finally:
+        # No serve.shutdown(): it drains every replica and proxy gracefully (half a minute here)
+        # for a cluster that stop() ends anyway, HAProxy included (its files are in the temp dir).
         cluster.stop()

@@ -43,7 +43,7 @@ def test_haproxy_is_the_ingress(serve_app):
 
     url, _, cluster = serve_app
     owner = local.listener_pid(int(url.rsplit(":", 1)[1]))
-    ours = {pid for node in cluster.nodes for pid in local._descendants(node.proc.pid)}
+    ours = {pid for node in cluster.nodes for pid in cluster.worker_processes(node)}
     assert owner in ours, (owner, local.cmdline(owner or 0))
     assert local.cmdline(owner).split()[0].endswith("/haproxy")
     assert _complete(url, prompt="via haproxy", max_tokens=2)["usage"]["completion_tokens"] == 2

@@ -171,25 +171,21 @@ def test_render_is_deterministic():
     assert manifest.to_yaml(manifest.render(env)) == manifest.to_yaml(manifest.render(env))
 
 
+def _render_cli(kind: str, env: str) -> subprocess.CompletedProcess:
+    """``python -m workloads render KIND --env ENV``, as a user runs it."""
+    cmd = [sys.executable, "-m", "workloads", "render", kind, "--env", env]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
 def test_cli_renders_inference():
-    out = subprocess.run(
-        [sys.executable, "-m", "workloads", "render", "inference", "--env", "prod"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = _render_cli("inference", "prod")
     assert out.returncode == 0, out.stderr
     m = yaml.safe_load(out.stdout)
     assert m["kind"] == "RayService" and m["metadata"]["name"] == "hpray-prod-generate"
 
 
 def test_cli_llm_disabled_is_a_clear_error():
-    out = subprocess.run(
-        [sys.executable, "-m", "workloads", "render", "inference-llm", "--env", "dev"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = _render_cli("inference-llm", "dev")
     assert out.returncode == 2
     assert "inference.llm.enabled: false in dev.yaml" in out.stderr
     assert "Traceback" not in out.stderr

@@ -18,11 +18,15 @@ import pytest
 
 pytestmark = pytest.mark.timeout(300)
 
+# After step 3 the job waits for the test to cut the follower (the file ``cut`` appears), so that
+# it is certainly running when its log stream drops, however slowly the follower started.
 JOB = (
-    "import time\n"
+    "import os, sys, time\n"
     "for i in range(40):\n"
     "    print(f'step {i}', flush=True)\n"
-    "    time.sleep(0.25)\n"
+    "    while i == 3 and not os.path.exists(sys.argv[1]):\n"
+    "        time.sleep(0.1)\n"
+    "    time.sleep(0.05)\n"
     "print('TRAIN finished', flush=True)\n"
 )
 
@@ -32,14 +36,14 @@ def test_cut_log_follower_does_not_stop_the_job(tmp_path):
 
     from workloads.common.local_cluster import LocalCluster
 
-    script = tmp_path / "job.py"
+    script, cut = tmp_path / "job.py", tmp_path / "cut"
     script.write_text(JOB)
     with LocalCluster(
         worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1024, object_store_per_node_mib=256
     ) as cluster:
         client = JobSubmissionClient(cluster.dashboard_url)
         job_id = client.submit_job(
-            entrypoint=f"{sys.executable} {script}", runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}}
+            entrypoint=f"{sys.executable} {script} {cut}", runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}}
         )
         follower = subprocess.Popen(
             [
@@ -68,6 +72,7 @@ def test_cut_log_follower_does_not_stop_the_job(tmp_path):
         os.killpg(follower.pid, signal.SIGKILL)  # the log stream drops mid-run
         follower.wait(timeout=30)
         assert client.get_job_status(job_id) == JobStatus.RUNNING
+        cut.touch()
         deadline = time.monotonic() + 120
         while client.get_job_status(job_id) not in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
             assert time.monotonic() < deadline, "the job did not finish"

@@ -1,5 +1,5 @@
-"""bench/training_throughput.py --mirror-head: the head node in a low-weight cgroup, the worker
-node (and so the ranks) outside it, and a loud failure when that does not hold. Real cgroups
+"""bench/head_cgroup.py (training_throughput.py --mirror-head): the head node in a low-weight
+cgroup, the worker node (and so the ranks) outside it, and a loud failure when that does not hold. Real cgroups
 (the cgroup v1 `cpu` controller, as on this machine) and real processes; no Ray needed for the
 guard itself, one real local cluster for the wiring."""
 
@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from bench import training_throughput as tt
+from bench import head_cgroup as hc
+from workloads.common import procfs
 
 needs_cgroup = pytest.mark.skipif(
-    not os.access(tt.CGROUP_CPU / "cgroup.procs", os.W_OK),
-    reason=f"needs a writable cgroup v1 cpu controller at {tt.CGROUP_CPU} (bench --mirror-head only)",
+    not os.access(hc.CGROUP_CPU / "cgroup.procs", os.W_OK),
+    reason=f"needs a writable cgroup v1 cpu controller at {hc.CGROUP_CPU} (bench --mirror-head only)",
 )
 
 
@@ -51,28 +52,15 @@ def _two_nodes(head: Path, worker: Path):
             n.proc.wait()
 
 
-def test_cpu_cgroup_of_this_process_is_read_from_proc():
-    expected = next(
-        (
-            line.split(":", 2)[2]
-            for line in Path("/proc/self/cgroup").read_text().splitlines()
-            if "cpu" in line.split(":")[1].split(",")
-        ),
-        None,
-    )  # None under cgroup v2 only
-    assert tt._cpu_cgroup(os.getpid()) == expected
-    assert tt._cpu_cgroup(2**22 + 1) is None  # no such process
-
-
 @needs_cgroup
 def test_check_passes_with_the_head_inside_and_the_worker_node_outside():
-    with tt.HeadCgroup() as cg, _two_nodes(cg.path, tt.CGROUP_CPU) as cluster:
+    with hc.HeadCgroup() as cg, _two_nodes(cg.path, hc.CGROUP_CPU) as cluster:
         cg.check(cluster)
 
 
 @needs_cgroup
 def test_check_fails_loudly_when_the_worker_node_inherited_the_head_cgroup():
-    with tt.HeadCgroup() as cg, _two_nodes(cg.path, cg.path) as cluster, pytest.raises(RuntimeError) as err:
+    with hc.HeadCgroup() as cg, _two_nodes(cg.path, cg.path) as cluster, pytest.raises(RuntimeError) as err:
         cg.check(cluster)
     assert str(err.value) == (
         f"--mirror-head: worker1 node process {cluster.nodes[1].proc.pid} is in cpu cgroup "
@@ -90,7 +78,7 @@ def test_local_cluster_starts_worker_nodes_outside_the_head_cgroup_of_its_driver
     monkeypatch.setenv("RAY_raylet_start_wait_time_s", "120")
     from workloads.common.local_cluster import LocalCluster
 
-    with tt.HeadCgroup() as cg:
+    with hc.HeadCgroup() as cg:
         cluster = LocalCluster(
             worker_nodes=1,
             cpus_per_node=1,
@@ -104,15 +92,11 @@ def test_local_cluster_starts_worker_nodes_outside_the_head_cgroup_of_its_driver
             cluster.start()
             cg.check(cluster)
             raylets = {
-                n.name: [
-                    p
-                    for p in cluster.worker_processes(n)
-                    if b"raylet" in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]
-                ]
+                n.name: [p for p in cluster.worker_processes(n) if b"raylet" in (procfs.argv(p) or [b""])[0]]
                 for n in cluster.nodes
             }
-            assert [tt._cpu_cgroup(p) for p in raylets["head"]] == [f"/{cg.path.name}"]
-            assert [tt._cpu_cgroup(p) for p in raylets["worker1"]] == [tt._cpu_cgroup(1)]
+            assert [procfs.cgroup(p, "cpu") for p in raylets["head"]] == [f"/{cg.path.name}"]
+            assert [procfs.cgroup(p, "cpu") for p in raylets["worker1"]] == [procfs.cgroup(1, "cpu")]
         finally:
             cg.leave()
             cluster.stop()
