@@ -20,6 +20,7 @@ from config.fields import PREFIX_RE, AccountId, RegionName
 from config.hyperpod import HyperPod
 from config.inference import Inference
 from config.network import Network
+from config.observability import Observability
 from config.storage import Fsx, Storage
 from config.tags import REQUIRED_TAGS, Tags
 from config.teams import Team, team_errors
@@ -49,6 +50,10 @@ class EnvironmentConfig(Frozen):
     storage: Storage = Field(default_factory=Storage, description="The checkpoint bucket's lifecycle.")
     training: Training = Field(default_factory=Training, description="The Ray Train job.")
     inference: Inference = Field(default_factory=Inference, description="The Ray Serve services.")
+    observability: Observability = Field(
+        default_factory=Observability,
+        description="Metrics (Amazon Managed Prometheus), container logs (CloudWatch Logs) and alarms.",
+    )
     teams: list[Team] = Field(
         default_factory=list,
         description="Teams with namespace-scoped access (EKS access entries), each with its namespace and resource quota.",

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from config import observability as obs
 from config.jobs import JOBS_PREFIX
 from config.names import GCS_STORE_PORT, gcs_store_secret_name, ray_auth_secret_name
 from workloads.common import k8s
@@ -42,6 +43,7 @@ Attachment = Literal[
     "fsx",  # FSx for Lustre file system ENIs
     "kubectl-handler",  # the kubectl provider's Lambda handler (VpcConfig)
     "gcs-store",  # the ElastiCache replication group of GCS fault tolerance (constructs/gcs_store.py)
+    "amp-scraper",  # the AMP managed collector's ENIs (AWS::APS::Scraper EksConfiguration)
 ]
 
 
@@ -65,6 +67,7 @@ PARTS: dict[str, Part] = {
         Part("fsx", "FSx for Lustre file system", "fsx"),
         Part("kubectl-handler", "kubectl/helm custom-resource handler (Lambda)", "kubectl-handler"),
         Part("gcs-store", "GCS fault-tolerance store of the RayServices (ElastiCache for Valkey)", "gcs-store"),
+        Part("amp-scraper", "Amazon Managed Prometheus collector ENIs (private subnets)", "amp-scraper"),
     )
 }
 
@@ -279,6 +282,7 @@ def network_flows() -> list[NetworkFlow]:
             ALL_PORTS,
             group_rules_only=True,
         ),
+        *metrics_flows(),
         *_lustre("ray-workers", "Workers read data and write checkpoints on /fsx."),
         *_lustre("ray-head", "The head pods mount the same FSx claim (checkpoint listing, Serve's model files)."),
         *pod_flows(),
@@ -301,6 +305,50 @@ def gcs_store_flows(config: EnvironmentConfig) -> list[NetworkFlow]:
             "tcp",
             (GCS_STORE_PORT, GCS_STORE_PORT),
         )
+    ]
+
+
+def metrics_flows() -> list[NetworkFlow]:
+    """The AMP managed collector (constructs/observability.py): pod discovery through the EKS API
+    and scrapes of the metrics ports."""
+    port = (obs.RAY_METRICS_PORT, obs.RAY_METRICS_PORT)
+    return [
+        NetworkFlow(
+            "scraper->eks-api",
+            "AMP collector to the EKS API (443)",
+            "The collector discovers Ray and operator pods through the API server (kubernetes_sd_configs role pod).",
+            "amp-scraper",
+            "eks-api",
+            "tcp",
+            (obs.API_PORT, obs.API_PORT),
+        ),
+        NetworkFlow(
+            "scraper->head:metrics",
+            f"AMP collector to the Ray heads' metrics port ({port[0]})",
+            "Ray Core, Train and Serve metrics of the head node (KubeRay's metrics-export-port).",
+            "amp-scraper",
+            "ray-head",
+            "tcp",
+            port,
+        ),
+        NetworkFlow(
+            "scraper->workers:metrics",
+            f"AMP collector to the Ray workers' metrics port ({port[0]})",
+            "Ray Core, Train and Serve metrics of every worker node.",
+            "amp-scraper",
+            "ray-workers",
+            "tcp",
+            port,
+        ),
+        NetworkFlow(
+            "scraper->operator:metrics",
+            f"AMP collector to the KubeRay operator's metrics port ({obs.OPERATOR_METRICS_PORT})",
+            "RayJob and RayService status metrics behind the RayJobFailed and RayServiceNotReady alerts.",
+            "amp-scraper",
+            "kuberay-operator",
+            "tcp",
+            (obs.OPERATOR_METRICS_PORT, obs.OPERATOR_METRICS_PORT),
+        ),
     ]
 
 
@@ -391,6 +439,9 @@ Principal = Literal[
     "fsx-csi-role",
     "flow-log-role",
     "logs-service",
+    "cloudwatch-agent-role",
+    "aps-service",
+    "events-service",
 ]
 Resource = Literal[
     "platform-key",
@@ -404,6 +455,10 @@ Resource = Literal[
     "ray-auth-secret-key",
     "gcs-store-secret",
     "gcs-store-secret-key",
+    "container-log-group",
+    "container-log-key",
+    "alarm-topic",
+    "alarm-topic-key",
 ]
 
 
@@ -417,7 +472,8 @@ class AccessFlow:
     resource: Resource
     # s3-object: "bucket/key"; s3-bucket: "bucket" with s3:prefix in context; ec2: the resource
     # types to prove for each action (those IAM's action table lists for it); ray-auth-secret and
-    # ray-auth-secret-key (the key that secret names): the secret's name.
+    # ray-auth-secret-key (the key that secret names): the secret's name; container-log-group and
+    # container-log-key: the log group's kind (config.observability.CONTAINER_LOG_KINDS).
     target: str = ""
     resource_types: tuple[str, ...] = ()
     # Request context; "{region}", "{account}", "{bucket_arn}", "{log_group_arn}", "{secret_arn}" are filled in.
@@ -608,6 +664,7 @@ def access_flows(
                 ),
             ),
         ]
+    flows += observability_access_flows()
     for action in eni_actions:
         flows.append(
             AccessFlow(
@@ -660,6 +717,60 @@ def access_flows(
                     target=loc.bucket,
                 )
             )
+    return flows
+
+
+def observability_access_flows() -> list[AccessFlow]:
+    """Container logs (the add-on's Fluent Bit and agent) and alarms (AMP's alert manager and
+    EventBridge to the SNS topic), constructs/observability.py."""
+    flows = []
+    for kind in obs.CONTAINER_LOG_KINDS:
+        flows += [
+            AccessFlow(
+                f"cloudwatch-agent-logs:{kind}",
+                f"CloudWatch Observability add-on writes the {kind} log group",
+                "Fluent Bit (container and node logs) and the agent (performance events) run as the add-on's service account.",
+                "cloudwatch-agent-role",
+                ("logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"),
+                "container-log-group",
+                target=kind,
+            ),
+            AccessFlow(
+                f"logs-container-key:{kind}",
+                f"CloudWatch Logs encrypts the {kind} log group with the platform key",
+                "Container logs are KMS-encrypted (CloudWatch Logs guide, 'Encrypt log data using AWS KMS').",
+                "logs-service",
+                ("kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"),
+                "container-log-key",
+                target=kind,
+                context=(("kms:EncryptionContext:aws:logs:arn", "{log_group_arn}"),),
+            ),
+        ]
+    publishers: tuple[tuple[Principal, str], ...] = (
+        ("aps-service", "AMP's alert manager sends the alerting rules' notifications (sns_configs)."),
+        ("events-service", "EventBridge forwards HyperPod's error-level cluster events."),
+    )
+    for principal, why in publishers:
+        flows += [
+            AccessFlow(
+                f"{principal}-alarm-topic",
+                f"{principal} publishes to the alarm topic",
+                why,
+                principal,
+                ("sns:Publish",),
+                "alarm-topic",
+                context=(("aws:SourceAccount", "{account}"),),
+            ),
+            AccessFlow(
+                f"{principal}-alarm-topic-key",
+                f"{principal} encrypts messages with the alarm topic's key",
+                "The topic is KMS-encrypted; SNS asks KMS on the publisher's behalf.",
+                principal,
+                ("kms:GenerateDataKey", "kms:Decrypt"),
+                "alarm-topic-key",
+                context=(("aws:SourceAccount", "{account}"), ("kms:ViaService", "sns.{region}.amazonaws.com")),
+            ),
+        ]
     return flows
 
 

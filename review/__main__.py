@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             comparison=comparison,
             diagram=diagram,
             flows=flow_results,
+            config=config,
         )
         (out / f"{env}.md").write_text(doc.markdown())
         (out / f"{env}.html").write_text(doc.html())

@@ -42,6 +42,13 @@ TRUST = {
     "workloads-role": ("pods.eks.amazonaws.com", ("sts:AssumeRole", "sts:TagSession")),
     "fsx-csi-role": ("pods.eks.amazonaws.com", ("sts:AssumeRole", "sts:TagSession")),
     "flow-log-role": ("vpc-flow-logs.amazonaws.com", ("sts:AssumeRole",)),
+    "cloudwatch-agent-role": ("pods.eks.amazonaws.com", ("sts:AssumeRole", "sts:TagSession")),
+}
+# Service principals that act on their own behalf (no role of the templates).
+SERVICE_PRINCIPALS = {
+    "logs-service": "logs.{region}.amazonaws.com",
+    "aps-service": "aps.amazonaws.com",
+    "events-service": "events.amazonaws.com",
 }
 
 
@@ -292,7 +299,16 @@ def attachments(env: Env) -> dict[str, list[Member]]:
         )
 
     out: dict[str, list[Member]] = {
-        a: [] for a in ("system-nodes", "hyperpod-nodes", "control-plane", "fsx", "kubectl-handler", "gcs-store")
+        a: []
+        for a in (
+            "system-nodes",
+            "hyperpod-nodes",
+            "control-plane",
+            "fsx",
+            "kubectl-handler",
+            "gcs-store",
+            "amp-scraper",
+        )
     }
     clusters = {}
     for s, lid, r in env.resources("AWS::EKS::Cluster"):
@@ -327,6 +343,9 @@ def attachments(env: Env) -> dict[str, list[Member]]:
             )
     for s, lid, r in env.resources("AWS::FSx::FileSystem"):
         out["fsx"].append(vpc_member(s, f"{s.display_name}/{lid}", env.props(r)))
+    for s, lid, r in env.resources("AWS::APS::Scraper"):
+        eks_source = (env.props(r).get("Source") or {}).get("EksConfiguration") or {}
+        out["amp-scraper"].append(vpc_member(s, f"{s.display_name}/{lid}", eks_source))
     for s, lid, r in env.resources("AWS::Lambda::Function"):
         path = s.paths_by_logical_id().get(lid, "")
         if "KubectlProvider/Handler" not in path:
@@ -517,6 +536,13 @@ class Iam:
                     for a in p.get("PodIdentityAssociations") or []:
                         return self.role_by_arn(env.value(s, a["RoleArn"])), f"{s.display_name}/{lid}"
             return None, "the aws-fsx-csi-driver add-on has no Pod Identity association"
+        if name == "cloudwatch-agent-role":
+            for s, lid, r in env.resources("AWS::EKS::Addon"):
+                p = env.props(r)
+                if p.get("AddonName") == "amazon-cloudwatch-observability":
+                    for a in p.get("PodIdentityAssociations") or []:
+                        return self.role_by_arn(env.value(s, a["RoleArn"])), f"{s.display_name}/{lid}"
+            return None, "no amazon-cloudwatch-observability add-on with a Pod Identity association"
         if name == "flow-log-role":
             for s, lid, r in env.resources("AWS::EC2::FlowLog"):
                 return self.role_by_arn(
@@ -592,6 +618,32 @@ class Iam:
             return self.env.find_by_attr("AWS::Logs::LogGroup", "Arn", self.env.value(s, p.get("LogDestination")))
         return None
 
+    def container_log_group(self, kind: str) -> tuple[Stack, str, dict[str, Any]] | None:
+        from config import observability as obs
+
+        return self.env.find_by_attr(
+            "AWS::Logs::LogGroup", "Ref", obs.container_log_group(self.config.eks_cluster_name, kind)
+        )
+
+    def alarm_topic(self) -> tuple[Stack, str, dict[str, Any]] | None:
+        """The SNS topic that the AMP workspace's alert manager names."""
+        env = self.env
+        for s, _lid, r in env.resources("AWS::APS::Workspace"):
+            definition = str(env.value(s, env.props(r).get("AlertManagerDefinition") or ""))
+            for ts, tlid, tr in env.resources("AWS::SNS::Topic"):
+                if env.attr(ts, tlid, "Ref") in definition:
+                    return ts, tlid, tr
+        return None
+
+    def topic_policy(self, arn: str) -> list[Statement]:
+        env = self.env
+        out = []
+        for s, lid, r in env.resources("AWS::SNS::TopicPolicy"):
+            p = env.props(r)
+            if arn in [env.value(s, t) for t in p.get("Topics") or []]:
+                out += statements_of(env.value(s, p.get("PolicyDocument")), f"{s.display_name}/{lid}")
+        return out
+
     def secret(self, name: str) -> tuple[Stack, str, dict[str, Any]] | None:
         for s, lid, r in self.env.resources("AWS::SecretsManager::Secret"):
             if self.env.value(s, self.env.props(r).get("Name")) == name:
@@ -624,8 +676,8 @@ class Iam:
                 return broken("no FSx file system in the templates")
             # AWS owns the role and its policy, which grants no KMS permission: the key policy must.
             principal = Principal(FSX_S3_SLR.format(account=acct, fs=env.attr(fs[0], fs[1], "Ref")), acct)
-        elif flow.principal == "logs-service":
-            principal = Principal(f"logs.{region}.amazonaws.com", acct, service=True)
+        elif flow.principal in SERVICE_PRINCIPALS:
+            principal = Principal(SERVICE_PRINCIPALS[flow.principal].format(region=region), acct, service=True)
         else:
             role, where = self.principal_role(flow.principal)
             if role is None:
@@ -640,6 +692,14 @@ class Iam:
         log_group = self.flow_log_group()
         if log_group is not None:
             fill["log_group_arn"] = env.attr(log_group[0], log_group[1], "Arn").removesuffix(":*")
+        if flow.resource in ("container-log-group", "container-log-key"):
+            log_group = self.container_log_group(flow.target)
+            if log_group is None:
+                return broken(f"no {flow.target} container log group in the templates")
+            fill["log_group_arn"] = env.attr(log_group[0], log_group[1], "Arn").removesuffix(":*")
+        topic = self.alarm_topic() if flow.resource in ("alarm-topic", "alarm-topic-key") else None
+        if flow.resource in ("alarm-topic", "alarm-topic-key") and topic is None:
+            return broken("no SNS topic named by the AMP workspace's alert manager")
         secret = self.secret(flow.target) if flow.resource in _SECRETS else None
         if secret is not None:
             fill["secret_arn"] = env.attr(secret[0], secret[1], "Ref")
@@ -648,7 +708,7 @@ class Iam:
         requests: list[tuple[Request, list[Statement] | None, bool]] = []
         if flow.resource in _SECRETS and secret is None:
             return broken(f"no Secrets Manager secret named {flow.target} in the templates")
-        if flow.resource in ("platform-key", "flow-log-key", *_SECRET_KEYS):
+        if flow.resource in ("platform-key", "flow-log-key", *_SECRET_KEYS, "container-log-key", "alarm-topic-key"):
             if flow.resource == "platform-key":
                 key = self.key_of_bucket(self.config.bucket_names()["checkpoints"])
             elif flow.resource in _SECRET_KEYS:
@@ -657,6 +717,10 @@ class Iam:
                 key = env.find_by_attr("AWS::KMS::Key", "Arn", env.value(secret[0], kid)) if kid is not None else None
                 if key is None:
                     return broken(f"{flow.target}: not encrypted with a key of the templates")
+            elif flow.resource == "alarm-topic-key":
+                assert topic is not None
+                kid = env.props(topic[2]).get("KmsMasterKeyId")
+                key = env.find_by_attr("AWS::KMS::Key", "Arn", env.value(topic[0], kid)) if kid is not None else None
             else:
                 key = None
                 if log_group is not None:
@@ -672,6 +736,10 @@ class Iam:
             policy = self.bucket_policy(bucket)
             for a in flow.actions:
                 requests.append((Request(principal, a, f"arn:aws:s3:::{flow.target}", context), policy, False))
+        elif flow.resource == "alarm-topic":
+            assert topic is not None
+            arn = env.attr(topic[0], topic[1], "Ref")
+            requests += [(Request(principal, a, arn, context), self.topic_policy(arn), False) for a in flow.actions]
         elif flow.resource in _SECRETS_ONLY:
             assert secret is not None
             arn = fill["secret_arn"]
@@ -682,7 +750,7 @@ class Iam:
                 return broken("no FSx file system in the templates")
             arn = f"arn:aws:fsx:{region}:{acct}:file-system/{env.attr(fs[0], fs[1], 'Ref')}"
             requests += [(Request(principal, a, arn, context), None, False) for a in flow.actions]
-        elif flow.resource == "flow-log-group":
+        elif flow.resource in ("flow-log-group", "container-log-group"):
             if log_group is None:
                 return broken("the flow log's log group is not in the templates")
             # Log events are written to a stream of the group.

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from review import analysis as a
 from review.assembly import Stack
 from review.compare import Comparison
 from review.cost import NOT_ESTIMATED, CostEstimate, PriceTable
 from review.document import Document
 from review.flows import FlowResult
+from review.kubernetes import kubernetes_section
 from review.placement import placement_section
+
+if TYPE_CHECKING:
+    from config.model import EnvironmentConfig
 
 
 def _flags(flags: tuple[str, ...]) -> str:
@@ -28,6 +34,7 @@ def build_report(
     comparison: Comparison | None = None,
     diagram: str | None = None,
     flows: list[FlowResult] | None = None,
+    config: EnvironmentConfig | None = None,
 ) -> Document:
     doc = Document(f"Review report: {env}")
     iam = [s for st in stacks for s in a.iam_statements(st)]
@@ -145,6 +152,8 @@ def build_report(
     )
 
     placement_section(doc, env)
+
+    kubernetes_section(doc, stacks, config)
 
     doc.heading("cdk-nag acknowledgements")
     doc.table(

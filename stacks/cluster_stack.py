@@ -20,6 +20,7 @@ from constructs.hyperpod_dependencies import HyperPodDependencies
 from constructs.image_cache import ImageCache
 from constructs.kuberay import kuberay_operator_release, operator_image_repository
 from constructs.network import PlatformNetwork
+from constructs.observability import PlatformObservability
 from constructs.ray_auth import RayAuthToken
 from constructs.team_access import TeamAccess
 from constructs.workloads_access import WorkloadsAccess
@@ -141,6 +142,32 @@ class ClusterStack(PlatformStack):
         )
         if self.image_cache is not None:  # the operator's first pull goes through the quay.io rule
             self.kuberay.node.add_dependency(self.image_cache)
+
+        # Metrics to Amazon Managed Prometheus, container logs to CloudWatch Logs, alarms to SNS
+        # (config `observability`). The add-on's Fluent Bit must find the log groups already
+        # encrypted and with their retention, so it comes after them.
+        self.observability = PlatformObservability(
+            self,
+            "Observability",
+            config=config,
+            cluster=self.cluster,
+            vpc=network.vpc,
+            hyperpod_security_group=network.security_group,
+            key=storage.platform_key,
+            removal_policy=self.removal_policy,
+            log_writer=getattr(self.eks, "cloudwatch_role", None),
+        )
+        log_agent = self.eks.addons.get("amazon-cloudwatch-observability")
+        if log_agent is not None:
+            log_agent.node.add_dependency(*self.observability.log_groups.values())
+        self.observability.rbac.node.add_dependency(*cluster_ready)
+        CfnOutput(self, "MetricsWorkspaceUrl", value=self.observability.workspace.attr_prometheus_endpoint)
+        CfnOutput(self, "AlarmTopicArn", value=self.observability.topic.topic_arn)
+        CfnOutput(
+            self,
+            "ContainerLogGroup",
+            value=self.observability.log_groups["application"].log_group_name,
+        )
 
         # The image every RayJob/RayService runs: built and pushed by `cdk deploy` (and the
         # pipeline's asset stage); the manifests name the same URI (workloads.common.image).

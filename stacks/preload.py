@@ -36,6 +36,11 @@ SERVICE_MODULES = tuple(
         "aws_s3_deployment",
         "aws_secretsmanager",
         "aws_ecr",
+        "aws_aps",
+        "aws_events",
+        "aws_events_targets",
+        "aws_sns",
+        "aws_sns_subscriptions",
     )
 )
 

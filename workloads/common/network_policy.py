@@ -9,8 +9,13 @@ Ingress only, default deny: a pod of the namespace accepts
   operator's pods in the operator's namespace;
 - for a RayService: Serve (8000) from pods in namespaces labelled ``SERVE_CLIENT_LABEL=true``
   (the Serve ingress path: in-cluster clients or an ingress controller placed there).
+- on Ray's metrics port (8080, KubeRay's metrics-export-port) of every Ray pod: the Amazon Managed
+  Prometheus collector, whose ENIs sit in the VPC's primary CIDR (``ray-metrics-from-collector``).
+  Pods cannot be told apart from the collector by address there: pods on the system nodes draw
+  their IPs from the same subnets and may read the metrics too (read-only text), while HyperPod
+  pods (secondary CIDR) may not.
 Everything else is dropped, the Jobs API and the GCS from any other namespace or workload
-included, as are the unauthenticated Prometheus endpoints (a metrics scraper needs its own rule).
+included.
 ``kubectl port-forward`` reaches pods through the kubelet, which policies do not filter.
 
 A RayService's NewCluster upgrade runs two clusters of one workload side by side; they share
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from config import observability as obs
 from config.model import EnvironmentConfig
 from config.names import KUBERAY_NAMESPACE
 from workloads.common import k8s, security
@@ -96,6 +102,18 @@ def default_deny() -> dict[str, Any]:
     }
 
 
+def metrics_policy(cfg: EnvironmentConfig) -> dict[str, Any]:
+    """Ray's metrics port on every Ray pod from the VPC's primary CIDR, where the managed
+    collector's ENIs are (constructs/observability.py)."""
+    policy = _policy(
+        "ray-metrics-from-collector",
+        {},
+        [{"from": [{"ipBlock": {"cidr": cfg.network.vpc_cidr}}], "ports": _tcp(obs.RAY_METRICS_PORT)}],
+    )
+    policy["spec"]["podSelector"] = {"matchExpressions": [{"key": NODE_TYPE_LABEL, "operator": "Exists"}]}
+    return policy
+
+
 def workloads(cfg: EnvironmentConfig) -> list[tuple[str, bool]]:
     """(workload name, serves) of every RayJob/RayService rendered for ``cfg``."""
     from workloads.inference import manifest as inference
@@ -112,6 +130,7 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     items = [default_deny()]
     for name, serve in workloads(cfg):
         items += workload_policies(name, serve=serve)
+    items.append(metrics_policy(cfg))
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
@@ -165,5 +184,21 @@ POD_FLOWS: tuple[tuple[str, str, str, str, tuple[int, int], str], ...] = (
         "tcp",
         (SERVE_PORT, SERVE_PORT),
         f"Serve ingress from namespaces labelled {SERVE_CLIENT_LABEL}=true.",
+    ),
+    (
+        "netpol:collector->head:metrics",
+        "amp-scraper",
+        "ray-head",
+        "tcp",
+        (obs.RAY_METRICS_PORT, obs.RAY_METRICS_PORT),
+        "The managed Prometheus collector scrapes the heads' metrics port (ipBlock: the VPC's primary CIDR).",
+    ),
+    (
+        "netpol:collector->workers:metrics",
+        "amp-scraper",
+        "ray-workers",
+        "tcp",
+        (obs.RAY_METRICS_PORT, obs.RAY_METRICS_PORT),
+        "The managed Prometheus collector scrapes the workers' metrics port.",
     ),
 )

@@ -34,13 +34,12 @@ _VAR = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
 
 
 def dashboards() -> dict[str, list[tuple[str, str]]]:
-    """Dashboard name -> [(panel title, PromQL expr)] for every dashboard Ray ships."""
-    from ray.dashboard.modules.metrics import grafana_dashboard_factory as factory
+    """Dashboard name -> [(panel title, PromQL expr)] for every dashboard Ray ships (the ones
+    workloads.common.dashboards writes to docs/dashboards/)."""
+    from workloads.common.dashboards import grafana_dashboards
 
     out: dict[str, list[tuple[str, str]]] = {}
-    for fn in sorted(n for n in dir(factory) if n.startswith("generate_") and n.endswith("_grafana_dashboard")):
-        content = getattr(factory, fn)()
-        data = json.loads(content[0] if isinstance(content, tuple) else content)
+    for name, data in grafana_dashboards().items():
         exprs = []
         panels = list(data.get("panels", []))
         while panels:
@@ -49,7 +48,7 @@ def dashboards() -> dict[str, list[tuple[str, str]]]:
             for t in p.get("targets", []):
                 if t.get("expr"):
                     exprs.append((p.get("title", "?"), t["expr"]))
-        out[fn[len("generate_") : -len("_grafana_dashboard")]] = exprs
+        out[name] = exprs
     return out
 
 

@@ -1,0 +1,96 @@
+"""Metrics, logs and alarms of the platform (constructs/observability.py builds them).
+
+Metrics: an Amazon Managed Service for Prometheus workspace fed by an AWS managed collector
+(``AWS::APS::Scraper``) that scrapes Ray's metrics ports and the KubeRay operator. Logs: the
+CloudWatch Observability add-on's Fluent Bit ships every container's log to log groups this app
+creates first, KMS-encrypted with the platform key and kept ``log_retention_days``. Alarms: AMP
+alerting rules and a HyperPod EventBridge rule notify one KMS-encrypted SNS topic.
+
+The pure facts shared by the construct, the NetworkPolicies and the review live here too, so
+that infra and workloads name one port and one log group layout.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, field_validator
+
+from config import catalog
+from config.base import Frozen
+
+# KubeRay adds a container port named "metrics" (8080) to every Ray container and starts Ray with
+# --metrics-export-port=8080 (ray-operator/controllers/ray/common/pod.go and utils/constant.go,
+# DefaultMetricsPort, at the pinned v1.7.0). Serve's and Train's metrics go through the same port.
+RAY_METRICS_PORT = 8080
+RAY_METRICS_PORT_NAME = "metrics"
+# The operator chart's container port "http" (8080) serves /metrics (values.yaml metrics.enabled).
+OPERATOR_METRICS_PORT = 8080
+OPERATOR_METRICS_PORT_NAME = "http"
+# The EKS API's HTTPS port: the collector discovers pods through the API server.
+API_PORT = 443
+
+# Log groups of the amazon-cloudwatch-observability add-on: Fluent Bit writes container logs to
+# "application", node and kubelet logs to "dataplane" and "host"; the agent writes Container
+# Insights performance events to "performance" (CloudWatch user guide, "Send logs to CloudWatch
+# Logs" for Container Insights). Created by this app so that KMS and retention are its own.
+CONTAINER_LOG_KINDS = ("application", "dataplane", "host", "performance")
+
+# The Kubernetes user the managed collector's access entry maps to, and the ClusterRole bound to
+# it (Amazon Managed Service for Prometheus user guide, "Configuring your Amazon EKS cluster").
+SCRAPER_USER = "aps-collector-user"
+SCRAPER_CLUSTER_ROLE = "aps-collector-role"
+
+_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
+
+
+def container_log_group(cluster_name: str, kind: str) -> str:
+    return f"/aws/containerinsights/{cluster_name}/{kind}"
+
+
+def container_log_group_prefix(cluster_name: str) -> str:
+    return f"/aws/containerinsights/{cluster_name}/"
+
+
+class Observability(Frozen):
+    """Where metrics, logs and alarms go."""
+
+    log_retention_days: int = Field(
+        default=30,
+        description="Retention of the container log groups (/aws/containerinsights/<cluster>/*); a CloudWatch Logs retention period.",
+        json_schema_extra={"enum": list(catalog.LOG_RETENTION_DAYS)},
+    )
+    scrape_interval_seconds: int = Field(
+        default=30,
+        ge=10,
+        le=300,
+        description="How often the managed collector scrapes Ray and the KubeRay operator, seconds.",
+    )
+    alarm_emails: list[str] = Field(
+        default_factory=list,
+        description="Email addresses subscribed to the alarm topic (each confirms by mail); empty: subscribe later, the topic exists anyway.",
+    )
+    serve_error_ratio: float = Field(
+        default=0.05,
+        gt=0,
+        lt=1,
+        description="Serve 5xx responses over all responses, per application over 5 minutes, above which the Serve5xxRate alert fires.",
+    )
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, v: int) -> int:
+        if v not in catalog.LOG_RETENTION_DAYS:
+            raise ValueError(
+                f"{v} is not a CloudWatch Logs retention period; allowed: "
+                + ", ".join(str(d) for d in catalog.LOG_RETENTION_DAYS)
+            )
+        return v
+
+    @field_validator("alarm_emails")
+    @classmethod
+    def _emails(cls, v: list[str]) -> list[str]:
+        bad = [e for e in v if not _EMAIL_RE.match(e)]
+        if bad:
+            raise ValueError(f"{', '.join(repr(e) for e in bad)}: not an email address; expected name@example.com")
+        return list(dict.fromkeys(v))

@@ -1,0 +1,40 @@
+"""The shipped Grafana dashboards (docs/dashboards/) are the pinned Ray's own, and the managed
+collector writes the labels their variables filter on."""
+
+from __future__ import annotations
+
+import json
+
+from constructs import observability as co
+
+from config import load_environment
+from workloads.common import dashboards
+
+
+def test_committed_dashboards_are_the_pinned_rays(capsys):
+    assert dashboards.main(["--check"]) == 0, capsys.readouterr().out
+
+
+def test_check_reports_a_stale_or_foreign_file(tmp_path, capsys):
+    assert dashboards.main([str(tmp_path)]) == 0
+    (tmp_path / "ray-default.json").write_text("{}\n")
+    (tmp_path / "ray-old.json").write_text("{}\n")
+    assert dashboards.main(["--check", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "ray-default.json differs from the pinned Ray's" in out
+    assert "ray-old.json is not a dashboard of the pinned Ray; remove it" in out
+
+
+def test_every_dashboard_asks_for_a_prometheus_data_source_and_its_cluster_label_is_scraped():
+    scrape = co.scrape_configuration(load_environment("dev"))
+    ray_job = next(j for j in scrape["scrape_configs"] if j["job_name"] == "ray")
+    written = {r.get("target_label") for r in ray_job["relabel_configs"]}
+    for name in dashboards.grafana_dashboards():
+        data = json.loads((dashboards.DEFAULT_DIR / f"ray-{name}.json").read_text())
+        variables = {v["name"]: v for v in data["templating"]["list"]}
+        assert variables["datasource"]["query"] == "prometheus", name
+        cluster = variables.get("Cluster")
+        if cluster is not None:
+            # KubeRay's pod label ray.io/cluster as ray_io_cluster: the Cluster filter's label.
+            assert "ray_io_cluster" in cluster["definition"]
+            assert "ray_io_cluster" in written
