@@ -41,6 +41,7 @@ SERVICE_MODULES = tuple(
         "aws_events_targets",
         "aws_sns",
         "aws_sns_subscriptions",
+        "aws_elasticache",
     )
 )
 
