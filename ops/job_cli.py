@@ -180,12 +180,13 @@ def run_job_command(
     prog: str,
     sleep: Any = time.sleep,
     clock: Any = time.monotonic,
+    token_fn: Any = None,
 ) -> int:
     from ops import jobs
 
     env = config.name
     if args.command == "submit":
-        return _submit_job(config, aws, args, out, kube_factory, prog=prog, sleep=sleep, clock=clock)
+        return _submit_job(config, aws, args, out, kube_factory, prog=prog, sleep=sleep, clock=clock, token_fn=token_fn)
     kube = kube_factory(aws, config, args)
     if args.command == "jobs":
         rows = jobs.list_jobs(kube, None if args.all_namespaces else args.namespace)
@@ -203,6 +204,7 @@ def run_job_command(
             prog=prog,
             env=env,
             sleep=sleep,
+            token_fn=token_fn,
         )
     if args.command in ("stop", "resume"):
         result = (
@@ -229,6 +231,7 @@ def _submit_job(
     prog: str,
     sleep: Any,
     clock: Any,
+    token_fn: Any = None,
 ) -> int:
     from ops import job_submit as js
     from ops.submit import apply
@@ -245,6 +248,7 @@ def _submit_job(
         "out": out,
         "sleep": sleep,
         "clock": clock,
+        "token_fn": token_fn,
     }
     if args.attach:
         if not args.name:

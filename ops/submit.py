@@ -18,15 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from ops.driver_log import DriverLog, TokenFn
 from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, NotFoundError, OpsError
 from ops.output import to_json
-from ops.progress import JobProgress, LogCursor, ServiceProgress
+from ops.progress import JobProgress, ServiceProgress
 from ops.status import TERMINAL_DEPLOYMENT
-
-# Pods of the RayJob's submitter (K8sJobMode): a Kubernetes Job named after the RayJob, whose pod
-# runs ``ray job submit`` and streams the job's own stdout/stderr into its log.
-SUBMITTER_SELECTOR = "batch.kubernetes.io/job-name={name}"
-FIRST_READ_TAIL_LINES = 2000
 
 
 def reattach_command(workload: str, env: str) -> str:
@@ -117,6 +113,7 @@ class Follower:
         out: TextIO | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        token_fn: TokenFn | None = None,
     ):
         self.kube, self.workload, self.env = kube, workload, env
         self.kind, self.namespace, self.name = kind, namespace, name
@@ -124,8 +121,7 @@ class Follower:
         self.total_steps = total_steps
         self.out = out or sys.stdout
         self.sleep, self.clock = sleep, clock
-        self.cursor = LogCursor()
-        self._read_pods: set[str] = set()
+        self.driver_log = DriverLog(kube, namespace, name, token_fn=token_fn)
         self._last_line = ""
 
     def emit(self, text: str, **event: Any) -> None:
@@ -165,7 +161,7 @@ class Follower:
             for line in progress.observe_status(obj):
                 self.emit(line, event="status", **_status_fields(obj))
             if isinstance(progress, JobProgress):
-                for line in self._read_logs(progress):
+                for line in self._read_logs(progress, obj):
                     self.emit(line, event="log")
             self._show(progress)
             if isinstance(progress, JobProgress) and progress.finished:
@@ -182,30 +178,10 @@ class Follower:
                 return EXIT_FAILED
             self.sleep(self.poll_s)
 
-    def _read_logs(self, progress: JobProgress) -> list[str]:
-        try:
-            pods = self.kube.list_pods(self.namespace, SUBMITTER_SELECTOR.format(name=self.name))
-        except NotFoundError:
-            return []
+    def _read_logs(self, progress: JobProgress, rayjob: dict[str, Any]) -> list[str]:
         notes: list[str] = []
-        for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
-            pod_name = pod["metadata"]["name"]
-            if ((pod.get("status") or {}).get("phase")) == "Pending":
-                continue
-            first = pod_name not in self._read_pods
-            try:
-                text = self.kube.read_log(
-                    self.namespace,
-                    pod_name,
-                    **(
-                        {"tail_lines": FIRST_READ_TAIL_LINES} if first else {"since_seconds": int(self.poll_s * 3) + 10}
-                    ),
-                )
-            except NotFoundError:
-                continue
-            self._read_pods.add(pod_name)
-            for line in self.cursor.new_lines(pod_name, text):
-                notes += progress.observe_log(line, self.clock())
+        for _job_id, line in self.driver_log.poll(rayjob, final=progress.finished):
+            notes += progress.observe_log(line, self.clock())
         return notes
 
     def _show(self, progress: JobProgress | ServiceProgress) -> None:
@@ -234,7 +210,7 @@ class Follower:
             return EXIT_OK
         self.emit(
             f"{where} ended {progress.deployment_status}/{progress.job_status}: {progress.message or 'no message'}. "
-            f"Logs: kubectl -n {self.namespace} logs job/{self.name}",
+            f"Driver log: python -m ops logs {self.name} --env {self.env}",
             event="done",
             succeeded=False,
         )

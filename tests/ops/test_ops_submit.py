@@ -11,7 +11,7 @@ import json
 
 from ops.cli import main
 from ops.errors import NotFoundError
-from tests.ops.fakes import RAYJOB_NAME, rayjob, rayservice, submitter_pod
+from tests.ops.fakes import RAYJOB_NAME, head_pod, rayjob, rayservice
 
 NS = "ray-workloads"
 
@@ -31,7 +31,8 @@ def service_manifest():
 
 
 class ScriptedKube:
-    """A Kubernetes API following a script: ticks of (object, {pod: log lines so far})."""
+    """A Kubernetes API following a script: ticks of (object, {Ray job ID suffix: driver log lines
+    so far}); the driver log is what the head's Jobs API answers through a port-forward."""
 
     def __init__(self, ticks, existing=None, kind="RayJob"):
         self.ticks, self.tick, self.kind = ticks, 0, kind
@@ -70,15 +71,17 @@ class ScriptedKube:
 
     def list_pods(self, namespace, label_selector):
         self.calls.append(("pods", namespace, label_selector))
-        return [submitter_pod(suffix=pod) for pod in self.ticks[self.tick][1]]
+        selector = dict(term.split("=", 1) for term in label_selector.split(","))
+        return [head_pod(selector["ray.io/cluster"], namespace=namespace)]
 
-    def read_log(self, namespace, pod, since_seconds=None, tail_lines=None):
-        # The whole log so far each time (more than since_seconds asks for): the cursor dedupes.
-        suffix = pod.rsplit("-", 1)[1]
-        return "".join(
-            f"2026-12-02T12:{i // 60:02d}:{i % 60:02d}.000Z {line}\n"
-            for i, line in enumerate(self.ticks[self.tick][1][suffix])
-        )
+    def pod_http_get(self, namespace, pod, port, path, headers=None):
+        # The whole log so far each time, as Ray's GET /api/jobs/{id}/logs answers.
+        self.calls.append(("http", namespace, pod, port, path))
+        job_id = path.split("/")[3]
+        lines = self.ticks[self.tick][1].get(job_id.rsplit("-", 1)[1])
+        if lines is None:
+            return 404, f"Job {job_id} does not exist".encode()
+        return 200, json.dumps({"logs": "".join(line + "\n" for line in lines)}).encode()
 
 
 W = "(RayTrainWorker pid=4182, ip=10.11.3.17) "
@@ -97,11 +100,11 @@ LOG_2_END = [*LOG_2, W + "TRAIN step=200 loss=2.7000 t=11.0", W + "TRAIN done st
 
 RUN_WITH_A_FAILURE = [
     (rayjob("initializing"), {}),
-    (rayjob("running"), {"a1": LOG_1[:1]}),
-    (rayjob("running"), {"a1": LOG_1}),
-    (rayjob("retrying"), {"a1": LOG_1_END}),
-    (rayjob("running-again"), {"a1": LOG_1_END, "b2": LOG_2}),
-    (rayjob("complete"), {"a1": LOG_1_END, "b2": LOG_2_END}),
+    (rayjob("running"), {"9vq4s": LOG_1[:1]}),
+    (rayjob("running"), {"9vq4s": LOG_1}),
+    (rayjob("retrying"), {"9vq4s": LOG_1_END}),
+    (rayjob("running-again"), {"9vq4s": LOG_1_END, "b2m8d": LOG_2}),
+    (rayjob("complete"), {"9vq4s": LOG_1_END, "b2m8d": LOG_2_END}),
 ]
 
 
@@ -140,7 +143,9 @@ def test_submit_follows_a_run_through_a_failure_and_resume_to_success():
     code, out = run(kube, "training")
     assert code == 0
     assert ("create", "RayJob", NS, RAYJOB_NAME) in kube.calls
-    assert ("pods", NS, f"batch.kubernetes.io/job-name={RAYJOB_NAME}") in kube.calls
+    # The driver log comes from each attempt's head through a port-forward to its dashboard.
+    assert ("http", NS, f"{RAYJOB_NAME}-x7k2p-head-8xk2q", 8265, f"/api/jobs/{RAYJOB_NAME}-9vq4s/logs") in kube.calls
+    assert ("http", NS, f"{RAYJOB_NAME}-q3w9z-head-8xk2q", 8265, f"/api/jobs/{RAYJOB_NAME}-b2m8d/logs") in kube.calls
     lines = out.splitlines()
     assert lines[0] == f"created RayJob {NS}/{RAYJOB_NAME}"
     assert lines[1] == f"{RAYJOB_NAME}: New/- -> Initializing/-"
@@ -221,17 +226,17 @@ def test_a_finished_job_is_deleted_and_submitted_again():
 
 
 def test_a_failed_job_exits_non_zero_with_its_message():
-    kube = ScriptedKube([(rayjob("running"), {"a1": LOG_1}), (rayjob("failed"), {"a1": LOG_1_END})])
+    kube = ScriptedKube([(rayjob("running"), {"9vq4s": LOG_1}), (rayjob("failed"), {"9vq4s": LOG_1_END})])
     code, out = run(kube, "training")
     assert code == 1
     assert out.splitlines()[-1] == (
         f"RayJob {NS}/{RAYJOB_NAME} ended Failed/FAILED: Job entrypoint command failed with exit code 1. "
-        f"Logs: kubectl -n {NS} logs job/{RAYJOB_NAME}"
+        f"Driver log: python -m ops logs {RAYJOB_NAME} --env dev"
     )
 
 
 def test_timeout_stops_following_only():
-    kube = ScriptedKube([(rayjob("running"), {"a1": LOG_1})] * 5)
+    kube = ScriptedKube([(rayjob("running"), {"9vq4s": LOG_1})] * 5)
     code, out = run(kube, "training", "--timeout-minutes", "2")
     assert code == 1
     assert (

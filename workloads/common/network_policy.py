@@ -97,11 +97,14 @@ def default_deny() -> dict[str, Any]:
 
 
 def workloads(cfg: EnvironmentConfig) -> list[tuple[str, bool]]:
-    """(workload name, serves) of every RayJob/RayService rendered for ``cfg``."""
+    """(workload name, serves) of every RayJob/RayService rendered for ``cfg``, and the one
+    workload all ``hpray submit job`` RayJobs share (config/jobs.py)."""
+    from config.jobs import JOBS_WORKLOAD
     from workloads.inference import manifest as inference
     from workloads.training import manifest as training
 
     out = [(training.render(cfg)["metadata"]["name"], False), (inference.render(cfg)["metadata"]["name"], True)]
+    out.append((JOBS_WORKLOAD, False))
     if cfg.inference.llm.enabled:
         out.append((inference.render_llm(cfg)["metadata"]["name"], True))
     return out
