@@ -337,7 +337,7 @@ def _submit(
     token_fn: Any = None,
 ) -> int:
     from ops import render as renderer
-    from ops.submit import Follower, apply
+    from ops.submit import Follower, apply, is_terminal
 
     manifest = (render_fn or renderer.render)(args.workload, config)
     kind = manifest["kind"]
@@ -356,7 +356,9 @@ def _submit(
         poll_s=args.poll_seconds,
         timeout_s=args.timeout_minutes * 60 if args.timeout_minutes else None,
         total_steps=total_steps if isinstance(total_steps, int) else None,
-        json_mode=args.json,
+        # A terminal gets the live display; a pipe or file gets JSON lines, as --json does.
+        json_mode=args.json or not is_terminal(out),
+        live=is_terminal(out),
         out=out,
         sleep=sleep,
         clock=clock,
@@ -368,12 +370,12 @@ def _submit(
         except KeyboardInterrupt:
             from ops.submit import reattach_command
 
-            print(
-                f"\ninterrupted while applying {kind} {namespace}/{name}; it may or may not exist now.\n"
+            msg = (
+                f"interrupted while applying {kind} {namespace}/{name}; it may or may not exist now.\n"
                 f"  check:     kubectl -n {namespace} get {kind.lower()} {name}\n"
-                f"  reattach:  {reattach_command(args.workload, config.name)}",
-                file=out,
+                f"  reattach:  {reattach_command(args.workload, config.name)}"
             )
+            follower.emit(msg if follower.json_mode else "\n" + msg, event="interrupted")
             return EXIT_INTERRUPTED
     if args.no_follow:
         follower.emit(f"not following; watch it with: {PROG} submit {args.workload} --env {config.name} --attach")

@@ -234,7 +234,7 @@ def _submit_job(
     token_fn: Any = None,
 ) -> int:
     from ops import job_submit as js
-    from ops.submit import apply
+    from ops.submit import apply, is_terminal
     from workloads.common.k8s import NAMESPACE
 
     namespace = args.namespace or NAMESPACE
@@ -244,7 +244,9 @@ def _submit_job(
         "namespace": namespace,
         "poll_s": args.poll_seconds,
         "timeout_s": args.timeout_minutes * 60 if args.timeout_minutes else None,
-        "json_mode": args.json,
+        # A terminal gets the live display; a pipe or file gets JSON lines, as --json does.
+        "json_mode": args.json or not is_terminal(out),
+        "live": is_terminal(out),
         "out": out,
         "sleep": sleep,
         "clock": clock,

@@ -204,6 +204,13 @@ class JobProgress:
             parts.append(f"failed attempts {self.failed_attempts}")
         return "  ".join(parts)
 
+    def bar(self, width: int = 20) -> str:
+        """``[#####---------------]`` for the share of ``total_steps`` done; "" without a total."""
+        if not self.total_steps or self.step is None:
+            return ""
+        done = min(width, round(width * self.step / self.total_steps))
+        return "[" + "#" * done + "-" * (width - done) + "]"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -216,7 +223,7 @@ class JobProgress:
             "last_checkpoint": self.last_checkpoint,
             "resumed_from": list(self.resumed_from),
             "failures_in_log": self.failures,
-            "message": self.message,
+            "status_message": self.message,  # the RayJob's; "message" is the display line
         }
 
 

@@ -13,6 +13,7 @@ Ctrl-C stops following only; the job keeps running and the message says how to r
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -23,6 +24,22 @@ from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, NotFoundError, Op
 from ops.output import to_json
 from ops.progress import JobProgress, ServiceProgress
 from ops.status import TERMINAL_DEPLOYMENT
+
+# Carriage return and "erase the line" (ECMA-48 EL): the status line is redrawn in place.
+CLEAR_LINE = "\r\x1b[K"
+
+
+def is_terminal(out: TextIO) -> bool:
+    isatty = getattr(out, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _columns(out: TextIO) -> int:
+    """The terminal's width (``out``'s own, not this process's stdout); 100 when it has none."""
+    try:
+        return os.get_terminal_size(out.fileno()).columns or 100
+    except (AttributeError, OSError, ValueError):
+        return 100
 
 
 def reattach_command(workload: str, env: str) -> str:
@@ -114,6 +131,7 @@ class Follower:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         token_fn: TokenFn | None = None,
+        live: bool = False,
     ):
         self.kube, self.workload, self.env = kube, workload, env
         self.kind, self.namespace, self.name = kind, namespace, name
@@ -122,19 +140,32 @@ class Follower:
         self.out = out or sys.stdout
         self.sleep, self.clock = sleep, clock
         self.driver_log = DriverLog(kube, namespace, name, token_fn=token_fn)
+        # live: a terminal; events scroll above one status line that is redrawn in place.
+        self.live = live and not json_mode
+        self._status_line = ""
         self._last_line = ""
 
     def emit(self, text: str, **event: Any) -> None:
         if self.json_mode:
             self.out.write(to_json({"event": "message", "message": text, **event}, compact=True) + "\n")
+        elif self.live:
+            # Clear the status line, print the event, draw the status line again below it.
+            self.out.write(f"{CLEAR_LINE}{text}\n{self._status_line}")
         else:
             self.out.write(text + "\n")
         self.out.flush()
+
+    def _end_live(self) -> None:
+        if self.live and self._status_line:
+            self.out.write("\n")
+            self.out.flush()
+            self._status_line = ""
 
     def run(self) -> int:
         try:
             return self._loop()
         except KeyboardInterrupt:
+            self._end_live()
             msg = interrupted_message(self.workload, self.env, self.kind, self.namespace, self.name)
             if self.json_mode:
                 self.emit(msg.strip(), event="detached", reattach=reattach_command(self.workload, self.env))
@@ -167,9 +198,11 @@ class Follower:
             if isinstance(progress, JobProgress) and progress.finished:
                 return self._finish_job(progress)
             if isinstance(progress, ServiceProgress) and progress.ready:
+                self._end_live()
                 self.emit(f"{self.kind} {self.namespace}/{self.name} is ready", event="done", ready=True)
                 return EXIT_OK
             if self.timeout_s is not None and self.clock() - started > self.timeout_s:
+                self._end_live()
                 self.emit(
                     f"gave up following after {int(self.timeout_s)} s; the {self.kind} keeps going. "
                     f"Reattach: {reattach_command(self.workload, self.env)}",
@@ -196,10 +229,18 @@ class Follower:
                 else {"ready": progress.ready, "applications": progress.applications}
             )
             self.emit(line, event="progress", **payload)
+        elif self.live:
+            bar = progress.bar() if isinstance(progress, JobProgress) else ""
+            width = _columns(self.out) - 1
+            # One terminal row: a wrapped line could not be redrawn in place.
+            self._status_line = CLEAR_LINE + (f"{bar} {line}" if bar else line)[:width]
+            self.out.write(self._status_line)
+            self.out.flush()
         else:
             self.emit("  " + line)
 
     def _finish_job(self, progress: JobProgress) -> int:
+        self._end_live()
         where = f"{self.kind} {self.namespace}/{self.name}"
         if progress.succeeded:
             self.emit(

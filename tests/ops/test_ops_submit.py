@@ -123,6 +123,14 @@ def short_run_config(name="dev"):
     return parse_environment(data)
 
 
+def as_text(raw):
+    """A non-terminal gets JSON lines; their messages read as the plain lines, the progress
+    display indented."""
+    return "".join(
+        ("  " if e["event"] == "progress" else "") + e["message"] + "\n" for e in map(json.loads, raw.splitlines())
+    )
+
+
 def run(kube, *args):
     out = io.StringIO()
     code = main(
@@ -135,7 +143,7 @@ def run(kube, *args):
         out=out,
         aws_factory=lambda c, p: None,
     )
-    return code, out.getvalue()
+    return code, out.getvalue() if "--json" in args else as_text(out.getvalue())
 
 
 def test_submit_follows_a_run_through_a_failure_and_resume_to_success():
@@ -189,11 +197,12 @@ def test_ctrl_c_leaves_the_job_running_and_says_how_to_reattach():
     )
     assert code == 130
     assert not [c for c in kube.calls if c[0] in ("delete", "replace")]
-    assert out.getvalue().endswith(
+    assert as_text(out.getvalue()).endswith(
         f"\nStopped following. The RayJob {NS}/{RAYJOB_NAME} keeps running on the cluster.\n"
         "  reattach:  python -m ops submit training --env dev --attach\n"
         f"  or watch:  kubectl -n {NS} get rayjob {RAYJOB_NAME} -w\n"
     )
+    assert json.loads(out.getvalue().splitlines()[-1])["event"] == "detached"
 
 
 def test_attach_follows_without_applying():
@@ -334,7 +343,7 @@ def test_submit_applies_the_workload_renderers_manifest():
     )
     assert code == 0
     assert kube.created == expected
-    assert out.getvalue().splitlines()[0] == f"created RayJob {ns}/{name}"
+    assert as_text(out.getvalue()).splitlines()[0] == f"created RayJob {ns}/{name}"
 
 
 def test_rendering_imports_neither_ray_nor_torch():
@@ -366,7 +375,7 @@ def test_submit_inference_applies_the_rendered_rayservice():
     )
     assert code == 0
     assert kube.created == expected
-    assert out.getvalue().splitlines()[-1] == f"RayService {ns}/{name} is ready"
+    assert as_text(out.getvalue()).splitlines()[-1] == f"RayService {ns}/{name} is ready"
 
 
 def test_ctrl_c_while_applying_says_how_to_check_and_reattach():
@@ -379,7 +388,92 @@ def test_ctrl_c_while_applying_says_how_to_check_and_reattach():
     code, out = run(kube, "training")
     assert code == 130
     assert out.endswith(
-        f"\ninterrupted while applying RayJob {NS}/{RAYJOB_NAME}; it may or may not exist now.\n"
+        f"interrupted while applying RayJob {NS}/{RAYJOB_NAME}; it may or may not exist now.\n"
         f"  check:     kubectl -n {NS} get rayjob {RAYJOB_NAME}\n"
         "  reattach:  python -m ops submit training --env dev --attach\n"
     )
+
+
+def screen(raw: str) -> list[str]:
+    """What a terminal shows: each row is what follows its last carriage-return-and-erase."""
+    rows = raw.replace("\r\n", "\n").split("\n")
+    return [row.rsplit("\r\x1b[K", 1)[-1] for row in rows]
+
+
+def test_a_terminal_gets_the_live_display_and_a_pipe_gets_json_lines():
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+    import threading
+
+    master, slave = pty.openpty()
+    # A 160-column terminal: the status line is cut to the width, so that it never wraps.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    chunks = []
+
+    def drain():
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the slave side closed
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    kube = ScriptedKube(RUN_WITH_A_FAILURE)
+    with os.fdopen(slave, "w") as tty:
+        assert tty.isatty()
+        code = main(
+            ["submit", "training", "--env", "dev"],
+            render_fn=lambda kind, config: manifest(),
+            load_config=short_run_config,
+            kube_factory=lambda aws, config, a: kube,
+            sleep=kube.sleep,
+            clock=kube.clock,
+            out=tty,
+            aws_factory=lambda c, p: None,
+        )
+    reader.join(timeout=10)
+    os.close(master)
+    raw = b"".join(chunks).decode()
+    assert code == 0
+    assert "{" not in raw  # no JSON on a terminal
+    assert max(len(row) for row in screen(raw)) <= 159
+    # The status line is redrawn in place: many draws, one row left on the screen per event.
+    assert raw.count("\r\x1b[K") > len(screen(raw))
+    rows = screen(raw)
+    assert rows[0] == f"created RayJob {NS}/{RAYJOB_NAME}"
+    assert f"{RAYJOB_NAME}: resumed from checkpoint at step 100" in rows
+    assert f"{RAYJOB_NAME}: failure in the job log: {W}TRAIN injected failure after step 130" in rows
+    # The last status line stays, with its bar, above the final message.
+    assert rows[-3].startswith("[####################] [SUCCEEDED]  step 200/200 (100.0%)  loss 2.7000")
+    assert "resumed 1x (last from step 100)" in rows[-3]
+    assert rows[-2:] == [f"RayJob {NS}/{RAYJOB_NAME} succeeded at step 200", ""]
+    # Mid-run the status row showed the fraction, the rate and the ETA.
+    assert "\r\x1b[K[##########----------] [RUNNING]  step 100/200 (50.0%)  loss 3.1000  1.67 steps/s  ETA 1m00s" in raw
+
+    # Not a terminal (a pipe, a file, CI): JSON lines without --json.
+    kube = ScriptedKube(RUN_WITH_A_FAILURE)
+    out = io.StringIO()
+    main(
+        ["submit", "training", "--env", "dev"],
+        render_fn=lambda kind, config: manifest(),
+        load_config=short_run_config,
+        kube_factory=lambda aws, config, a: kube,
+        sleep=kube.sleep,
+        clock=kube.clock,
+        out=out,
+        aws_factory=lambda c, p: None,
+    )
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert {e["event"] for e in events} >= {"message", "status", "progress", "log", "done"}
+    assert events[-1] == {
+        "event": "done",
+        "message": f"RayJob {NS}/{RAYJOB_NAME} succeeded at step 200",
+        "succeeded": True,
+    }

@@ -22,10 +22,12 @@ import os
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import boto3
 import pytest
+import ray
 
 from config import parse_environment
 from ops.aws import Aws
@@ -219,3 +221,24 @@ def test_a_new_users_script_runs_from_s3_and_its_output_comes_back(tmp_path, s3,
         assert lines[-1] == "RayJob ray-workloads/first-job is Complete/SUCCEEDED"
         # Both read the driver's log from the head's Jobs API through the API's pod port-forward.
         assert set(api.state.port_forwards) == {(NS, "first-job-local-head-8xk2q", 8265)}
+
+        # `hpray dashboard`: a local port relayed through the API's port-forward to the real
+        # dashboard; the Jobs API answers through it as on the head.
+        shown = io.StringIO()
+        threading.Thread(
+            target=main,
+            args=(["dashboard", "first-job", "--env", "dev", "--port", "0", "--json"],),
+            kwargs={**common, "out": shown},
+            daemon=True,  # serves until Ctrl-C; its listener goes with the test process
+        ).start()
+        deadline = time.monotonic() + 30
+        while not shown.getvalue().endswith("\n") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        info = json.loads(shown.getvalue())
+        assert (info["pod"], info["auth"]) == ("first-job-local-head-8xk2q", False)
+        with urllib.request.urlopen(f"{info['url']}/api/jobs/first-job-01", timeout=30) as r:
+            job = json.loads(r.read())
+        assert (job["submission_id"], job["status"]) == ("first-job-01", "SUCCEEDED")
+        with urllib.request.urlopen(f"{info['url']}/api/version", timeout=30) as r:
+            assert json.loads(r.read())["ray_version"] == ray.__version__
+        assert api.state.port_forwards.count((NS, "first-job-local-head-8xk2q", 8265)) >= 4
