@@ -188,72 +188,83 @@ def _checkpoints_hint(job: dict[str, Any]) -> str:
     return f"checkpoints stay in {where}" if where else "checkpoints stay on FSx / in the checkpoint bucket"
 
 
+def _result(namespace: str, name: str, action: str, previous_state: str, message: str) -> dict[str, Any]:
+    """What ``stop``/``resume`` did, for the table and ``--json``."""
+    return {
+        "name": name,
+        "namespace": namespace,
+        "action": action,
+        "previous_state": previous_state,
+        "message": message,
+    }
+
+
 def stop_job(kube: Any, namespace: str, name: str, *, delete: bool, prog: str, env: str) -> dict[str, Any]:
     job = get_job(kube, namespace, name, prog=prog, env=env)
     state = (job.get("status") or {}).get("jobDeploymentStatus") or "New"
     keep = _checkpoints_hint(job)
     if delete:
         kube.delete_ray("RayJob", namespace, name)
-        return {
-            "name": name,
-            "namespace": namespace,
-            "action": "deleted",
-            "previous_state": state,
-            "message": f"deleted RayJob {namespace}/{name} (was {state}); its Ray cluster goes with it; {keep}",
-        }
+        return _result(
+            namespace,
+            name,
+            "deleted",
+            state,
+            f"deleted RayJob {namespace}/{name} (was {state}); its Ray cluster goes with it; {keep}",
+        )
     if state in TERMINAL_DEPLOYMENT:
-        return {
-            "name": name,
-            "namespace": namespace,
-            "action": "none",
-            "previous_state": state,
-            "message": f"RayJob {namespace}/{name} already finished ({state}); nothing to stop. "
+        return _result(
+            namespace,
+            name,
+            "none",
+            state,
+            f"RayJob {namespace}/{name} already finished ({state}); nothing to stop. "
             f"Remove it with: {prog} stop {name} --env {env} --delete",
-        }
+        )
     if state in SUSPENDED or (job.get("spec") or {}).get("suspend"):
-        return {
-            "name": name,
-            "namespace": namespace,
-            "action": "none",
-            "previous_state": state,
-            "message": f"RayJob {namespace}/{name} is already stopped ({state}); resume it with: {prog} resume {name} --env {env}",
-        }
+        return _result(
+            namespace,
+            name,
+            "none",
+            state,
+            f"RayJob {namespace}/{name} is already stopped ({state}); resume it with: {prog} resume {name} --env {env}",
+        )
     if not (job.get("spec") or {}).get("shutdownAfterJobFinishes"):
         raise OpsError(
             f"RayJob {namespace}/{name} has shutdownAfterJobFinishes false, and KubeRay suspends only jobs that have it",
             f"delete it instead (checkpoints stay): {prog} stop {name} --env {env} --delete",
         )
     kube.patch_ray("RayJob", namespace, name, {"spec": {"suspend": True}})
-    return {
-        "name": name,
-        "namespace": namespace,
-        "action": "suspended",
-        "previous_state": state,
-        "message": f"stopping RayJob {namespace}/{name} (was {state}): KubeRay deletes its Ray cluster and keeps the job as "
+    return _result(
+        namespace,
+        name,
+        "suspended",
+        state,
+        f"stopping RayJob {namespace}/{name} (was {state}): KubeRay deletes its Ray cluster and keeps the job as "
         f"Suspended; {keep}. Resume it with: {prog} resume {name} --env {env}",
-    }
+    )
 
 
 def resume_job(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> dict[str, Any]:
     job = get_job(kube, namespace, name, prog=prog, env=env)
     state = (job.get("status") or {}).get("jobDeploymentStatus") or "New"
     if not (job.get("spec") or {}).get("suspend"):
-        return {
-            "name": name,
-            "namespace": namespace,
-            "action": "none",
-            "previous_state": state,
-            "message": f"RayJob {namespace}/{name} is not stopped ({state}); nothing to resume",
-        }
+        return _result(
+            namespace,
+            name,
+            "none",
+            state,
+            f"RayJob {namespace}/{name} is not stopped ({state}); nothing to resume",
+        )
     kube.patch_ray("RayJob", namespace, name, {"spec": {"suspend": False}})
-    return {
-        "name": name,
-        "namespace": namespace,
-        "action": "resumed",
-        "previous_state": state,
-        "message": f"resuming RayJob {namespace}/{name}: KubeRay starts a new Ray cluster and submits the job again. "
+    return _result(
+        namespace,
+        name,
+        "resumed",
+        state,
+        f"resuming RayJob {namespace}/{name}: KubeRay starts a new Ray cluster and submits the job again. "
         f"Follow it: {prog} submit job --env {env} --attach --name {name}",
-    }
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -131,18 +131,29 @@ def as_text(raw):
     )
 
 
-def run(kube, *args):
-    out = io.StringIO()
-    code = main(
-        ["submit", *args, "--env", "dev"],
-        render_fn=lambda kind, config: manifest() if kind == "training" else service_manifest(),
-        load_config=short_run_config,
+def submit(kube, argv, out, *, render=True, load_config=short_run_config, sleep=None, **kwargs):
+    """``main`` against the scripted API, on its clock, without AWS; ``render``: the scripted
+    manifests (else the real renderer), ``load_config`` None: the real config/ file."""
+    extra = (
+        {"render_fn": lambda kind, config: manifest() if kind == "training" else service_manifest()} if render else {}
+    )
+    if load_config is not None:
+        extra["load_config"] = load_config
+    return main(
+        argv,
         kube_factory=lambda aws, config, a: kube,
-        sleep=kube.sleep,
+        sleep=sleep or kube.sleep,
         clock=kube.clock,
         out=out,
         aws_factory=lambda c, p: None,
+        **extra,
+        **kwargs,
     )
+
+
+def run(kube, *args):
+    out = io.StringIO()
+    code = submit(kube, ["submit", *args, "--env", "dev"], out)
     return code, out.getvalue() if "--json" in args else as_text(out.getvalue())
 
 
@@ -185,16 +196,7 @@ class CtrlC:
 def test_ctrl_c_leaves_the_job_running_and_says_how_to_reattach():
     kube = ScriptedKube(RUN_WITH_A_FAILURE)
     out = io.StringIO()
-    code = main(
-        ["submit", "training", "--env", "dev"],
-        render_fn=lambda k, c: manifest(),
-        kube_factory=lambda a, c, x: kube,
-        load_config=short_run_config,
-        sleep=CtrlC(kube, after=2),
-        clock=kube.clock,
-        out=out,
-        aws_factory=lambda c, p: None,
-    )
+    code = submit(kube, ["submit", "training", "--env", "dev"], out, sleep=CtrlC(kube, after=2))
     assert code == 130
     assert not [c for c in kube.calls if c[0] in ("delete", "replace")]
     assert as_text(out.getvalue()).endswith(
@@ -285,16 +287,7 @@ def test_inference_updates_an_existing_service_in_place():
 def test_attach_to_a_job_that_does_not_exist():
     kube = ScriptedKube([(rayjob("running"), {})])
     out, err = io.StringIO(), io.StringIO()
-    code = main(
-        ["submit", "training", "--env", "dev", "--attach"],
-        render_fn=lambda k, c: manifest(),
-        kube_factory=lambda a, c, x: kube,
-        sleep=kube.sleep,
-        clock=kube.clock,
-        out=out,
-        err=err,
-        aws_factory=lambda c, p: None,
-    )
+    code = submit(kube, ["submit", "training", "--env", "dev", "--attach"], out, load_config=None, err=err)
     assert code == 1
     assert err.getvalue() == (
         f"error: RayJob {NS}/{RAYJOB_NAME} does not exist (deleted, or never submitted)\n"
@@ -333,14 +326,7 @@ def test_submit_applies_the_workload_renderers_manifest():
     name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]
     kube = ScriptedKube([(rayjob("complete", name=name, namespace=ns), {})])
     out = io.StringIO()
-    code = main(
-        ["submit", "training", "--env", "dev"],
-        kube_factory=lambda a, c, x: kube,
-        sleep=kube.sleep,
-        clock=kube.clock,
-        out=out,
-        aws_factory=lambda c, p: None,
-    )
+    code = submit(kube, ["submit", "training", "--env", "dev"], out, render=False, load_config=None)
     assert code == 0
     assert kube.created == expected
     assert as_text(out.getvalue()).splitlines()[0] == f"created RayJob {ns}/{name}"
@@ -365,14 +351,7 @@ def test_submit_inference_applies_the_rendered_rayservice():
     name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]
     kube = ScriptedKube([(rayservice(True, name=name, namespace=ns), {})], kind="RayService")
     out = io.StringIO()
-    code = main(
-        ["submit", "inference", "--env", "dev"],
-        kube_factory=lambda a, c, x: kube,
-        sleep=kube.sleep,
-        clock=kube.clock,
-        out=out,
-        aws_factory=lambda c, p: None,
-    )
+    code = submit(kube, ["submit", "inference", "--env", "dev"], out, render=False, load_config=None)
     assert code == 0
     assert kube.created == expected
     assert as_text(out.getvalue()).splitlines()[-1] == f"RayService {ns}/{name} is ready"
@@ -428,16 +407,7 @@ def test_a_terminal_gets_the_live_display_and_a_pipe_gets_json_lines():
     kube = ScriptedKube(RUN_WITH_A_FAILURE)
     with os.fdopen(slave, "w") as tty:
         assert tty.isatty()
-        code = main(
-            ["submit", "training", "--env", "dev"],
-            render_fn=lambda kind, config: manifest(),
-            load_config=short_run_config,
-            kube_factory=lambda aws, config, a: kube,
-            sleep=kube.sleep,
-            clock=kube.clock,
-            out=tty,
-            aws_factory=lambda c, p: None,
-        )
+        code = submit(kube, ["submit", "training", "--env", "dev"], tty)
     reader.join(timeout=10)
     os.close(master)
     raw = b"".join(chunks).decode()
@@ -460,16 +430,7 @@ def test_a_terminal_gets_the_live_display_and_a_pipe_gets_json_lines():
     # Not a terminal (a pipe, a file, CI): JSON lines without --json.
     kube = ScriptedKube(RUN_WITH_A_FAILURE)
     out = io.StringIO()
-    main(
-        ["submit", "training", "--env", "dev"],
-        render_fn=lambda kind, config: manifest(),
-        load_config=short_run_config,
-        kube_factory=lambda aws, config, a: kube,
-        sleep=kube.sleep,
-        clock=kube.clock,
-        out=out,
-        aws_factory=lambda c, p: None,
-    )
+    submit(kube, ["submit", "training", "--env", "dev"], out)
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert {e["event"] for e in events} >= {"message", "status", "progress", "log", "done"}
     assert events[-1] == {
