@@ -291,20 +291,10 @@ def render_job(
 
 def _worker_shape(config: EnvironmentConfig, p: JobPlacement) -> WorkerShape:
     """One worker pod per node with all its GPUs and EFA interfaces and what the node has left
-    once its DaemonSets run (config/placement.py: the figures the platform's own pods are sized from)."""
+    once its DaemonSets run (config/placement.py, which also checks that teams' quotas hold one)."""
     from config import placement as pl
 
-    cpu_millis, memory_mib = pl.free_per_node(config, config.hyperpod.group(p.group))
-    return pl.WorkerShape(
-        group=p.group,
-        instance_type=p.instance_type,
-        min_replicas=p.nodes,
-        max_replicas=p.nodes,
-        gpus=p.gpus_per_node,
-        efa=p.efa_interfaces,
-        cpus=max(1, cpu_millis // 1000),
-        memory_gib=max(1, memory_mib // 1024),
-    )
+    return pl.job_worker(config, config.hyperpod.group(p.group), p.nodes)
 
 
 def _json(value: Any) -> str:

@@ -20,7 +20,7 @@ from constructs.kuberay import kuberay_operator_release
 from constructs.network import PlatformNetwork
 from constructs.ray_auth import RayAuthToken
 from constructs.team_access import TeamAccess
-from constructs.workloads_access import WorkloadsAccess
+from constructs.workloads_access import FsxVolume, WorkloadsAccess
 from constructs.workloads_image import WorkloadsImage
 from stacks.base import PlatformStack
 from stacks.storage_stack import StorageStack
@@ -91,13 +91,26 @@ class ClusterStack(PlatformStack):
         )
         # Team namespaces, quotas and namespace-scoped access entries (config `teams`).
         self.teams = (
-            TeamAccess(self, "Teams", cluster=self.cluster, teams=config.teams, workloads_role=self.workloads.role)
+            TeamAccess(
+                self,
+                "Teams",
+                cluster=self.cluster,
+                teams=config.teams,
+                workloads_role=self.workloads.role,
+                fsx=FsxVolume(
+                    file_system_id=storage.lustre.file_system.file_system_id,
+                    dns_name=storage.lustre.dns_name,
+                    mount_name=storage.lustre.mount_name,
+                    storage_capacity_gib=config.fsx.storage_capacity_gib,
+                ),
+            )
             if config.teams
             else None
         )
         if self.teams:
             for manifest in self.teams.manifests.values():
-                manifest.node.add_dependency(*cluster_ready)
+                # The FSx StorageClass (and the CSI add-on) before the teams' volumes.
+                manifest.node.add_dependency(*cluster_ready, self.workloads.fsx)
         self.kuberay = HelmRelease(
             self,
             "KubeRayOperator",
