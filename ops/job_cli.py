@@ -207,7 +207,15 @@ def run_job_command(
     from ops.portforward import serve_dashboard
 
     return serve_dashboard(
-        kube, args.namespace, args.name, local_port=args.port, out=out, json_mode=args.json, prog=prog, env=env
+        kube,
+        args.namespace,
+        args.name,
+        local_port=args.port,
+        out=out,
+        json_mode=args.json,
+        prog=prog,
+        env=env,
+        token_fn=token_fn,
     )
 
 
