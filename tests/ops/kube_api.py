@@ -1,11 +1,7 @@
 """A small Kubernetes API server on 127.0.0.1 for the job commands' tests: real HTTP that the real
 ``kubernetes`` client talks to, with the paths, query parameters and JSON the API server uses
-for the calls the CLI makes (RayJobs, pods, events, pod logs, and the pod ``portforward``
+for the calls the CLI makes (RayJobs, pods, events, CRDs, and the pod ``portforward``
 websocket, relayed to a real loopback port where the pod's port stands).
-
-Pod logs follow as the API server does: ``GET .../pods/NAME/log?follow=true`` answers with a
-chunked response that stays open and sends each line when the container writes it, until the
-container ends. A test writes lines with ``LogSource.write`` and ends them with ``close``.
 """
 
 from __future__ import annotations
@@ -19,60 +15,15 @@ import select
 import socket
 import struct
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
-
-
-class LogSource:
-    """A container's output: lines written over time, then closed."""
-
-    def __init__(self, lines: list[str] | None = None):
-        self.lines: list[str] = []
-        self.times: list[str] = []
-        self.closed = False
-        self._cv = threading.Condition()
-        for line in lines or []:
-            self.write(line)
-
-    def write(self, line: str) -> None:
-        with self._cv:
-            self.lines.append(line)
-            # RFC 3339 with nanoseconds, as the kubelet stamps each line (``timestamps=true``).
-            now = time.time()
-            self.times.append(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e9):09d}Z")
-            self._cv.notify_all()
-
-    def stamped(self, start: int, since_s: float | None) -> list[str]:
-        cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - since_s)) if since_s else ""
-        with self._cv:  # write() appends to both lists under the lock, so they have one length here
-            stamped = zip(self.times[start:], self.lines[start:], strict=True)
-            return [f"{t} {line}" for t, line in stamped if t >= cutoff]
-
-    def close(self) -> None:
-        with self._cv:
-            self.closed = True
-            self._cv.notify_all()
-
-    def follow(self, start: int):
-        i = start
-        while True:
-            with self._cv:
-                while i >= len(self.lines) and not self.closed:
-                    self._cv.wait(timeout=30)
-                if i >= len(self.lines):
-                    return
-                batch = self.lines[i:]
-            i += len(batch)
-            yield from batch
 
 
 class State:
     def __init__(self) -> None:
         self.rayjobs: dict[tuple[str, str], dict[str, Any]] = {}
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
-        self.logs: dict[tuple[str, str], LogSource] = {}
         self.events: list[dict[str, Any]] = []
         self.quota_message: str | None = None
         self.crds: dict[str, dict[str, Any]] = {}
@@ -84,11 +35,8 @@ class State:
         self.port_forwards: list[tuple[str, str, int]] = []
         self.lock = threading.Lock()
 
-    def add_pod(self, pod: dict[str, Any], log: LogSource | None = None) -> LogSource:
-        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
-        self.pods[key] = pod
-        self.logs[key] = log or LogSource()
-        return self.logs[key]
+    def add_pod(self, pod: dict[str, Any]) -> None:
+        self.pods[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = pod
 
 
 def _matches(labels: dict[str, str], selector: str) -> bool:
@@ -114,7 +62,7 @@ def _status(code: int, reason: str, message: str) -> dict[str, Any]:
 RAYJOBS = re.compile(r"^/apis/ray\.io/v1(?:/namespaces/(?P<ns>[^/]+))?/rayjobs(?:/(?P<name>[^/]+))?$")
 # Kept empty here: the job commands also look for RayServices.
 RAYSERVICES = re.compile(r"^/apis/ray\.io/v1(?:/namespaces/(?P<ns>[^/]+))?/rayservices(?:/(?P<name>[^/]+))?$")
-PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods(?:/(?P<name>[^/]+)(?P<log>/log)?)?$")
+PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$")
 PORTFORWARD = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/portforward$")
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")
@@ -165,8 +113,6 @@ def make_handler(state: State):
                     200, {"apiVersion": "ray.io/v1", "kind": "RayServiceList", "metadata": {}, "items": []}
                 )
             if m := PODS.match(url.path):
-                if m["log"]:
-                    return self._log(m["ns"], m["name"], q)
                 items = [
                     p
                     for (ns, _), p in sorted(state.pods.items())
@@ -233,28 +179,6 @@ def make_handler(state: State):
                 upstream.close()
                 with contextlib.suppress(OSError):
                     client.sendall(_ws_frame(b"", opcode=8))
-
-        def _log(self, ns: str, name: str, q: dict[str, str]) -> None:
-            source = state.logs.get((ns, name))
-            if source is None:
-                return self._send(404, _status(404, "NotFound", f'pods "{name}" not found'))
-            start = max(0, len(source.lines) - int(q["tailLines"])) if "tailLines" in q else 0
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            if q.get("follow", "").lower() == "true":
-                lines = source.follow(start)
-            elif q.get("timestamps", "").lower() == "true":
-                lines = iter(source.stamped(start, float(q["sinceSeconds"]) if "sinceSeconds" in q else None))
-            else:
-                lines = iter(source.lines[start:])
-            for line in lines:
-                data = (line + "\n").encode()
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
 
         def do_POST(self) -> None:
             url = urlparse(self.path)
@@ -444,7 +368,5 @@ class KubeApi:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        for source in self.state.logs.values():
-            source.close()
         self.server.shutdown()
         self.server.server_close()
