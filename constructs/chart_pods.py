@@ -60,7 +60,8 @@ class ChartPod:
 
 def chart_releases(config: EnvironmentConfig) -> list[ChartRelease]:
     """Every Helm release the app installs for ``config``, as the cluster stack installs them."""
-    return [kuberay_operator_release(config.eks), *device_plugin_releases(config)]
+    teams = tuple(t.resolved_namespace for t in config.teams)
+    return [kuberay_operator_release(config.eks, team_namespaces=teams), *device_plugin_releases(config)]
 
 
 def _check_chart_version(release: ChartRelease, chart_dir: Path) -> None:

@@ -33,11 +33,13 @@ def kuberay_operator_values(
     }
 
 
-def kuberay_operator_release(eks_config: Eks) -> ChartRelease:
+def kuberay_operator_release(eks_config: Eks, *, team_namespaces: tuple[str, ...] = ()) -> ChartRelease:
+    """The operator watches the workloads' namespace and every team's (config teams): a RayJob in
+    a namespace it does not watch is never reconciled."""
     pin = replace(versions.KUBERAY_OPERATOR, version=eks_config.kuberay_chart_version)
     return ChartRelease(
         release=KUBERAY_RELEASE,
         pin=pin,
         namespace=KUBERAY_NAMESPACE,
-        values=kuberay_operator_values(eks_config),
+        values=kuberay_operator_values(eks_config, watch_namespaces=(WORKLOADS_NAMESPACE, *team_namespaces)),
     )

@@ -115,9 +115,16 @@ class ClusterStack(PlatformStack):
             self,
             "KubeRayOperator",
             cluster=self.cluster,
-            release=kuberay_operator_release(config.eks),
-            # The operator's namespaced RBAC goes into the workloads namespace: it must exist first.
-            depends_on=[*cluster_ready, self.workloads.namespace],
+            release=kuberay_operator_release(
+                config.eks, team_namespaces=tuple(t.resolved_namespace for t in config.teams)
+            ),
+            # The operator's namespaced RBAC goes into the workloads' and the teams' namespaces:
+            # they must exist first.
+            depends_on=[
+                *cluster_ready,
+                self.workloads.namespace,
+                *(self.teams.manifests.values() if self.teams else ()),
+            ],
         )
 
         # The image every RayJob/RayService runs: built and pushed by `cdk deploy` (and the

@@ -147,6 +147,15 @@ def test_dev_with_a_team_synthesizes_scoped_access():
         "PersistentVolume",
         "PersistentVolumeClaim",
     ]
+    # The KubeRay operator watches the team's namespace (its RayJobs are reconciled) and gets its
+    # namespaced RBAC there after the namespace exists.
+    [chart] = [
+        r for r in template.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and "kuberay" in json.dumps(r)
+    ]
+    assert '"watchNamespace":["ray-workloads","team-vision"]' in json.dumps(chart["Properties"]["Values"]).replace(
+        "\\", ""
+    )
+    assert any("Teams" in d for d in chart.get("DependsOn", []))
     # The review proves the team's flows against the synthesized templates: its pods' role (the
     # association of its namespace) reads the job code and decrypts it.
     from review.assembly import load_assembly
