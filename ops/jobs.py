@@ -3,7 +3,7 @@
 They act on RayJobs by name in one namespace (the workloads namespace unless ``--namespace``),
 like ``kubectl ray`` and the Ray Jobs CLI, and say what to run next.
 
-- ``stop`` sets the RayJob's ``spec.suspend``: KubeRay deletes its RayCluster and submitter (the
+- ``stop`` sets the RayJob's ``spec.suspend``: KubeRay deletes its RayCluster (the
   GPUs are free at once) and keeps the RayJob as ``Suspended``; ``resume`` clears it and KubeRay
   starts a new cluster and submits the job again. Checkpoints live on FSx / in S3, outside the
   cluster, so both keep them; a job that saves them resumes from the newest. ``stop --delete``
