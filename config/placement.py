@@ -35,7 +35,7 @@ from config import addons, catalog, names
 from config.eks import Eks
 from config.hyperpod import HyperPod, InstanceGroup
 from config.inference import Inference
-from config.scheduling import (  # noqa: F401  (re-exported: the generic half of placement)
+from config.scheduling import (
     Placement,
     Pod,
     Pool,
@@ -287,6 +287,77 @@ def training_worker(env: _Environment) -> WorkerShape:
     )
 
 
+def job_worker(env: _Environment, group: InstanceGroup, nodes: int) -> WorkerShape:
+    """The worker pod of an ``hpray submit job`` RayJob: one per node on ``nodes`` whole nodes of
+    ``group``, each with all the node's GPUs and EFA interfaces and what it has left once its
+    DaemonSets run."""
+    spec = catalog.instance_spec(group.instance_type)
+    cpus, mem, efa = _share(env, group, spec.gpus)
+    return WorkerShape(
+        group=group.name,
+        instance_type=group.instance_type,
+        min_replicas=nodes,
+        max_replicas=nodes,
+        gpus=spec.gpus,
+        efa=efa,
+        cpus=max(1, cpus),
+        memory_gib=max(1, mem),
+    )
+
+
+def team_problems(env: _Environment) -> list[str]:
+    """Each team's quota (config teams) holds at least one ``hpray submit job`` job: a Ray head
+    (system nodes) and one whole node's worker pod of a GPU instance group (the job commands ask
+    whole nodes), else every job of the team is refused by its ResourceQuota."""
+    gpu_groups = [g for g in env.hyperpod.instance_groups if g.is_gpu and _known(g)]
+    head_cpu, head_mem = cpu_millis(RAY_HEAD["cpu"]), memory_mib(RAY_HEAD["memory"])
+    out = []
+    for i, team in enumerate(getattr(env, "teams", None) or []):
+        q = team.quota
+        if q.gpus == 0 or not gpu_groups:
+            continue
+        fitting = []
+        for g in gpu_groups:
+            w = job_worker(env, g, 1)
+            if (
+                w.gpus <= q.gpus
+                and w.cpus * 1000 + head_cpu <= q.cpus * 1000
+                and (w.memory_gib * 1024 + head_mem <= q.memory_gib * 1024)
+            ):
+                fitting.append(g.name)
+        if not fitting:
+            smallest = min((job_worker(env, g, 1) for g in gpu_groups), key=lambda w: (w.gpus, w.cpus, w.memory_gib))
+            out.append(
+                f"teams[{i}].quota: gpus {q.gpus}, cpus {q.cpus}, memory_gib {q.memory_gib} hold no job of team "
+                f"{team.name!r}: one job is a Ray head ({RAY_HEAD['cpu']} CPU, {RAY_HEAD['memory']}) and at least one "
+                f"whole node's worker pod (smallest: {smallest.instance_type} in {smallest.group!r}, {smallest.gpus} GPUs, "
+                f"{smallest.cpus} CPUs, {smallest.memory_gib} GiB); allowed: gpus 0 (no GPU jobs), or at least "
+                f"gpus {smallest.gpus}, cpus {smallest.cpus + 1}, memory_gib {smallest.memory_gib + 4}"
+            )
+    return out
+
+
+def team_rows(env: _Environment) -> list[str]:
+    """Where each team's job pods run: heads on the system pool, workers on whole GPU nodes, up
+    to the team's quota."""
+    rows = []
+    for team in getattr(env, "teams", None) or []:
+        q = team.quota
+        groups = [
+            f"{g.name} ({g.instance_type}, {catalog.instance_spec(g.instance_type).gpus} GPUs/node: "
+            f"at most {q.gpus // catalog.instance_spec(g.instance_type).gpus} nodes)"
+            for g in env.hyperpod.instance_groups
+            if g.is_gpu and _known(g)
+        ]
+        rows.append(
+            f"  [team {team.name}] namespace {team.resolved_namespace}: Ray heads on {names.SYSTEM_NODEGROUP} "
+            f"({RAY_HEAD['cpu']} CPU, {RAY_HEAD['memory']} each, at most {q.rayjobs} RayJobs); workers on whole nodes of "
+            + (", ".join(groups) or "no GPU instance group")
+            + f"; quota {q.gpus} GPUs, {q.cpus} CPUs, {q.memory_gib} GiB"
+        )
+    return rows
+
+
 def serve_worker(env: _Environment) -> WorkerShape:
     """The generation RayService's worker pod: the GPUs of its replicas, their CPUs plus one for
     Ray, and the node's free memory in proportion to those GPUs."""
@@ -484,7 +555,7 @@ def check_against(env: _Environment, extra_pods: Sequence[Pod] = ()) -> list[str
     seen: list[str] = []
     for p in situations(env, extra_pods):
         seen.extend(m for m in p.misfits if m not in seen)
-    return seen
+    return seen + team_problems(env)
 
 
 def table(env: _Environment) -> list[list[str]]:
@@ -526,4 +597,4 @@ def render_table(env: _Environment) -> str:
     for situation, pool, nodes, pods, cpu, mem, gpus in table(env):
         lines.append(f"  [{situation}] {pool} ({nodes}): cpu {cpu}, memory {mem}, gpus {gpus}")
         lines.append(f"      {pods or '(no pods)'}")
-    return "\n".join(lines)
+    return "\n".join(lines + team_rows(env))

@@ -37,12 +37,23 @@ KUBECTL_LAYERS: dict[str, tuple[str, str]] = {
 }
 
 # EKS managed add-on versions per Kubernetes minor version. kube-proxy and coredns follow the
-# cluster's minor version, so a new Kubernetes version needs a new row here. Sources (2026-12-02):
-# the EKS user guide add-on pages (managing-vpc-cni, managing-kube-proxy, managing-coredns,
-# pod-id-agent-setup) and published 1.33 clusters using these exact builds (vpc-cni, kube-proxy,
-# coredns, eks-pod-identity-agent). NOT cross-checked offline: the aws-fsx-csi-driver and
-# amazon-cloudwatch-observability builds; confirm before a first deploy with
+# cluster's minor version, so a new Kubernetes version needs a new row here. Evidence (searched
+# 2026-12-03; nothing here can call describe-addon-versions):
+# - coredns v1.12.4-eksbuild.1: the EKS user guide's CoreDNS version table lists it for 1.33 and 1.34
+#   (managing-coredns.html).
+# - kube-proxy v1.33.3-eksbuild.10: the build the EKS API lists for 1.33 (awsdocs/amazon-eks-user-guide
+#   PR 1168, versions taken from describe-addon-versions); v1.34.0-eksbuild.2: the 1.34 pin of
+#   awslabs/cdk-eks-blueprints (lib/addons/kube-proxy, 2026-03); later 1.34 builds exist.
+# - eks-pod-identity-agent v1.3.8-eksbuild.2: describe-addon-versions for 1.34 in cdk-eks-blueprints
+#   PR 1224, and its 1.33 pin (2025-09).
+# - amazon-cloudwatch-observability v4.10.1-eksbuild.1: cdk-eks-blueprints' pin for 1.33 and 1.34
+#   (lib/addons/cloud-watch-insights, 2026-02). The earlier pin v4.5.0-eksbuild.1 had no source.
+# - vpc-cni v1.20.3-eksbuild.1: published 1.33 and 1.34 cluster configs only (no AWS table lists it;
+#   EKS offers one vpc-cni build for every supported minor).
+# - aws-fsx-csi-driver v1.7.0-eksbuild.1: the build exists (EKS user guide PR 1215, hybrid nodes),
+#   but no source found states its 1.33/1.34 compatibility. Confirm these two before a first deploy:
 #   aws eks describe-addon-versions --kubernetes-version 1.33 --addon-name NAME
+# `hpray upgrade plan` prints these commands for the target minor.
 ADDON_VERSIONS: dict[str, dict[str, str]] = {
     "1.33": {
         "vpc-cni": "v1.20.3-eksbuild.1",
@@ -50,21 +61,15 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
         "coredns": "v1.12.4-eksbuild.1",
         "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
         "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",
-        "amazon-cloudwatch-observability": "v4.5.0-eksbuild.1",
+        "amazon-cloudwatch-observability": "v4.10.1-eksbuild.1",
     },
-    # 1.34 (added 2026-12-03): kube-proxy v1.34.0-eksbuild.2 is the build EKS 1.34 clusters pull
-    # (public EKS 1.34 reports name it); vpc-cni, eks-pod-identity-agent, the FSx CSI driver and
-    # CloudWatch observability builds are the 1.33 ones, which their add-on pages list for several
-    # minors; coredns v1.12 is the line EKS ships for 1.33 and 1.34. NOT cross-checked offline:
-    # confirm each with `aws eks describe-addon-versions --kubernetes-version 1.34 --addon-name NAME`
-    # before the first upgrade (`hpray upgrade plan` prints these commands).
     "1.34": {
         "vpc-cni": "v1.20.3-eksbuild.1",
         "kube-proxy": "v1.34.0-eksbuild.2",
         "coredns": "v1.12.4-eksbuild.1",
         "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
         "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",
-        "amazon-cloudwatch-observability": "v4.5.0-eksbuild.1",
+        "amazon-cloudwatch-observability": "v4.10.1-eksbuild.1",
     },
 }
 

@@ -60,8 +60,9 @@ class ChartPod:
 
 def chart_releases(config: EnvironmentConfig) -> list[ChartRelease]:
     """Every Helm release the app installs for ``config``, as the cluster stack installs them."""
+    teams = tuple(t.resolved_namespace for t in config.teams)
     return [
-        kuberay_operator_release(config.eks, image_repository=operator_image_repository(config)),
+        kuberay_operator_release(config.eks, team_namespaces=teams, image_repository=operator_image_repository(config)),
         *device_plugin_releases(config),
     ]
 

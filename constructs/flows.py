@@ -478,6 +478,9 @@ class AccessFlow:
     resource_types: tuple[str, ...] = ()
     # Request context; "{region}", "{account}", "{bucket_arn}", "{log_group_arn}", "{secret_arn}" are filled in.
     context: tuple[tuple[str, str], ...] = ()
+    # workloads-role: the namespace whose Pod Identity association (its ray-workloads service
+    # account) gives the pods the role; "" is the workloads' own namespace.
+    namespace: str = ""
 
 
 @dataclass(frozen=True)
@@ -665,6 +668,36 @@ def access_flows(
             ),
         ]
     flows += observability_access_flows()
+    # Team namespaces (config teams, constructs/team_access.py): their `hpray submit job` pods get the
+    # workloads role through their namespace's own Pod Identity association and read their code and
+    # write checkpoints as the workloads' pods do; proven for the role that association names.
+    checkpoints = config.bucket_names()["checkpoints"]
+    for team in config.teams:
+        ns = team.resolved_namespace
+        flows += [
+            AccessFlow(
+                f"team-{team.name}-job-code",
+                f"Team {team.name}'s Ray pods read their job's code",
+                f"`hpray submit job --namespace {ns}` uploads the working directory to s3://{checkpoints}/{JOBS_PREFIX}.",
+                "workloads-role",
+                ("s3:GetObject",),
+                "s3-object",
+                target=f"{checkpoints}/{JOBS_PREFIX}flows-probe",
+                context=(("aws:SecureTransport", "true"),),
+                namespace=ns,
+            ),
+            AccessFlow(
+                f"team-{team.name}-job-code-key",
+                f"Team {team.name}'s Ray pods decrypt their job's code",
+                "The checkpoint bucket is SSE-KMS with the platform key.",
+                "workloads-role",
+                ("kms:Decrypt",),
+                "platform-key",
+                context=(*s3_via, ("kms:EncryptionContext:aws:s3:arn", "{bucket_arn}")),
+                target=checkpoints,
+                namespace=ns,
+            ),
+        ]
     for action in eni_actions:
         flows.append(
             AccessFlow(

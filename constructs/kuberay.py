@@ -44,12 +44,21 @@ def kuberay_operator_values(
 
 
 def kuberay_operator_release(
-    eks_config: Eks, *, image_repository: str = versions.KUBERAY_OPERATOR_IMAGE
+    eks_config: Eks,
+    *,
+    team_namespaces: tuple[str, ...] = (),
+    image_repository: str = versions.KUBERAY_OPERATOR_IMAGE,
 ) -> ChartRelease:
+    """The operator watches the workloads' namespace and every team's (config teams): a RayJob in
+    a namespace it does not watch is never reconciled."""
     pin = replace(versions.KUBERAY_OPERATOR, version=eks_config.kuberay_chart_version)
     return ChartRelease(
         release=KUBERAY_RELEASE,
         pin=pin,
         namespace=KUBERAY_NAMESPACE,
-        values=kuberay_operator_values(eks_config, image_repository=image_repository),
+        values=kuberay_operator_values(
+            eks_config,
+            watch_namespaces=(WORKLOADS_NAMESPACE, *team_namespaces),
+            image_repository=image_repository,
+        ),
     )

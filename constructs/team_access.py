@@ -1,6 +1,7 @@
 """Team access without cluster-admin (config ``teams``): per team a namespace with a ResourceQuota,
 a Role for the Ray resources bound to the team's Kubernetes group, the workloads service account
-(Pod Identity, the workloads role), and one EKS access entry per IAM principal with the
+(Pod Identity, the workloads role), the NetworkPolicies of the workloads' namespace, a claim on
+the FSx file system (/fsx in every Ray pod), and one EKS access entry per IAM principal with the
 AmazonEKSEditPolicy scoped to the team's namespace and that group.
 
 EKS access policies cover Kubernetes' built-in resources only; the Role adds KubeRay's (RayJobs,
@@ -18,6 +19,8 @@ from constructs import Construct
 
 from config.names import WORKLOADS_SERVICE_ACCOUNT
 from config.teams import Team
+from constructs.workloads_access import FsxVolume, fsx_claim_manifests
+from workloads.common import network_policy
 
 _LABELS = {"app.kubernetes.io/part-of": "hyperpod-ray", "app.kubernetes.io/managed-by": "aws-cdk"}
 EDIT_POLICY = "AmazonEKSEditPolicy"
@@ -29,7 +32,10 @@ def team_group(team: Team) -> str:
     return f"hpray:team:{team.name}"
 
 
-def team_manifests(team: Team) -> list[dict[str, Any]]:
+def team_manifests(team: Team, fsx: FsxVolume | None = None) -> list[dict[str, Any]]:
+    """The team's namespace with its quota, RBAC, workloads service account and NetworkPolicies
+    (as the workloads' namespace: default deny, ``hpray submit job`` pods reach each other and the
+    operator reaches their heads) and, with ``fsx``, its /fsx claim on the platform's file system."""
     ns = team.resolved_namespace
     labels = {**_LABELS, "hpray.io/team": team.name}
     q = team.quota
@@ -78,14 +84,28 @@ def team_manifests(team: Team) -> list[dict[str, Any]]:
             "kind": "ServiceAccount",
             "metadata": {"name": WORKLOADS_SERVICE_ACCOUNT, "namespace": ns, "labels": labels},
         },
+        *network_policy.team_policies(ns),
+        *(fsx_claim_manifests(fsx, namespace=ns, volume_name=team_volume_name(team)) if fsx else []),
     ]
+
+
+def team_volume_name(team: Team) -> str:
+    """The team's PersistentVolume of the FSx file system (cluster-scoped, so named per team)."""
+    return f"fsx-pv-{team.resolved_namespace}"
 
 
 class TeamAccess(Construct):
     """Namespaces, quotas, RBAC and EKS access entries for the configured teams."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, cluster: eks.Cluster, teams: list[Team], workloads_role: iam.IRole
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.Cluster,
+        teams: list[Team],
+        workloads_role: iam.IRole,
+        fsx: FsxVolume | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.manifests: dict[str, eks.KubernetesManifest] = {}
@@ -97,7 +117,7 @@ class TeamAccess(Construct):
                 self,
                 f"{team.name}-Namespace",
                 cluster=cluster,  # type: ignore[arg-type]
-                manifest=team_manifests(team),
+                manifest=team_manifests(team, fsx),
             )
             self.manifests[team.name] = manifest
             association = eks.CfnPodIdentityAssociation(

@@ -11,6 +11,7 @@ schemas); the construct applies them and wires IAM.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import Stack
@@ -42,26 +43,25 @@ def workloads_service_account_manifest() -> dict[str, Any]:
     }
 
 
-def fsx_manifests(
-    *, file_system_id: str, dns_name: str, mount_name: str, storage_capacity_gib: int
-) -> list[dict[str, Any]]:
-    """StorageClass, static PersistentVolume for one existing FSx for Lustre file system, and the
-    ReadWriteMany claim bound to exactly that volume."""
-    capacity = f"{storage_capacity_gib}Gi"
-    storage_class = {
-        "apiVersion": "storage.k8s.io/v1",
-        "kind": "StorageClass",
-        "metadata": {"name": FSX_STORAGE_CLASS, "labels": dict(_LABELS)},
-        "provisioner": FSX_CSI_DRIVER,
-        # The file system belongs to the storage stack: Kubernetes never deletes it.
-        "reclaimPolicy": "Retain",
-        "volumeBindingMode": "Immediate",
-        "mountOptions": ["flock"],
-    }
+@dataclass(frozen=True)
+class FsxVolume:
+    """The storage stack's FSx for Lustre file system, as Kubernetes volumes name it."""
+
+    file_system_id: str
+    dns_name: str
+    mount_name: str
+    storage_capacity_gib: int
+
+
+def fsx_claim_manifests(fsx: FsxVolume, *, namespace: str, volume_name: str) -> list[dict[str, Any]]:
+    """A static PersistentVolume for the file system and the ReadWriteMany claim ``FSX_PVC`` in
+    ``namespace`` bound to exactly that volume (a volume binds one claim, so each namespace that
+    mounts /fsx has its own volume of the same file system)."""
+    capacity = f"{fsx.storage_capacity_gib}Gi"
     volume = {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
-        "metadata": {"name": FSX_PV, "labels": dict(_LABELS)},
+        "metadata": {"name": volume_name, "labels": dict(_LABELS)},
         "spec": {
             "capacity": {"storage": capacity},
             "volumeMode": "Filesystem",
@@ -72,25 +72,44 @@ def fsx_manifests(
             "mountOptions": ["flock"],
             "csi": {
                 "driver": FSX_CSI_DRIVER,
-                "volumeHandle": file_system_id,
-                "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name},
+                "volumeHandle": fsx.file_system_id,
+                "volumeAttributes": {"dnsname": fsx.dns_name, "mountname": fsx.mount_name},
             },
-            # Only the workloads' claim may bind it.
-            "claimRef": {"namespace": WORKLOADS_NAMESPACE, "name": FSX_PVC},
+            # Only this namespace's claim may bind it.
+            "claimRef": {"namespace": namespace, "name": FSX_PVC},
         },
     }
     claim = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": FSX_PVC, "namespace": WORKLOADS_NAMESPACE, "labels": dict(_LABELS)},
+        "metadata": {"name": FSX_PVC, "namespace": namespace, "labels": dict(_LABELS)},
         "spec": {
             "accessModes": ["ReadWriteMany"],
             "storageClassName": FSX_STORAGE_CLASS,
-            "volumeName": FSX_PV,
+            "volumeName": volume_name,
             "resources": {"requests": {"storage": capacity}},
         },
     }
-    return [storage_class, volume, claim]
+    return [volume, claim]
+
+
+def fsx_manifests(
+    *, file_system_id: str, dns_name: str, mount_name: str, storage_capacity_gib: int
+) -> list[dict[str, Any]]:
+    """StorageClass, static PersistentVolume for one existing FSx for Lustre file system, and the
+    ReadWriteMany claim of the workloads' namespace bound to exactly that volume."""
+    storage_class = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": FSX_STORAGE_CLASS, "labels": dict(_LABELS)},
+        "provisioner": FSX_CSI_DRIVER,
+        # The file system belongs to the storage stack: Kubernetes never deletes it.
+        "reclaimPolicy": "Retain",
+        "volumeBindingMode": "Immediate",
+        "mountOptions": ["flock"],
+    }
+    fsx = FsxVolume(file_system_id, dns_name, mount_name, storage_capacity_gib)
+    return [storage_class, *fsx_claim_manifests(fsx, namespace=WORKLOADS_NAMESPACE, volume_name=FSX_PV)]
 
 
 READ_ACTIONS = ("s3:GetObject",)

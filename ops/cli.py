@@ -222,7 +222,10 @@ def main(
     out: TextIO | None = None,
     err: TextIO | None = None,
     prog: str = PROG,
+    token_fn: Callable[[Any, str, dict[str, Any]], str | None] | None = None,
 ) -> int:
+    """``token_fn(kube, namespace, head_pod)``: the Ray auth token for a head's dashboard (default:
+    read it from the Secret the head's container takes it from; ops/driver_log.py)."""
     out, err = out or sys.stdout, err or sys.stderr
     from ops.job_cli import JOB_COMMANDS, run_job_command, split_command
 
@@ -240,7 +243,9 @@ def main(
         config = load_config(args.env)
         aws = aws_factory(config, args.profile)
         if args.command in JOB_COMMANDS or (args.command == "submit" and args.workload == "job"):
-            return run_job_command(config, aws, args, out, kube_factory, prog=prog, sleep=sleep, clock=clock)
+            return run_job_command(
+                config, aws, args, out, kube_factory, prog=prog, sleep=sleep, clock=clock, token_fn=token_fn
+            )
         if args.command == "upgrade":
             from ops.upgrade import run_upgrade
 
@@ -249,7 +254,7 @@ def main(
             return _preflight(config, aws, args, out)
         if args.command == "status":
             return _status(config, aws, args, out, kube_factory)
-        return _submit(config, aws, args, out, kube_factory, render_fn, sleep, clock)
+        return _submit(config, aws, args, out, kube_factory, render_fn, sleep, clock, token_fn)
     except ConfigError as e:
         print(e.render(), file=err)
         return EXIT_USAGE
@@ -329,9 +334,10 @@ def _submit(
     render_fn: Any,
     sleep: Any,
     clock: Any,
+    token_fn: Any = None,
 ) -> int:
     from ops import render as renderer
-    from ops.submit import Follower, apply
+    from ops.submit import Follower, apply, is_terminal
 
     manifest = (render_fn or renderer.render)(args.workload, config)
     kind = manifest["kind"]
@@ -350,10 +356,13 @@ def _submit(
         poll_s=args.poll_seconds,
         timeout_s=args.timeout_minutes * 60 if args.timeout_minutes else None,
         total_steps=total_steps if isinstance(total_steps, int) else None,
-        json_mode=args.json,
+        # A terminal gets the live display; a pipe or file gets JSON lines, as --json does.
+        json_mode=args.json or not is_terminal(out),
+        live=is_terminal(out),
         out=out,
         sleep=sleep,
         clock=clock,
+        token_fn=token_fn,
     )
     if not args.attach:
         try:
@@ -361,12 +370,12 @@ def _submit(
         except KeyboardInterrupt:
             from ops.submit import reattach_command
 
-            print(
-                f"\ninterrupted while applying {kind} {namespace}/{name}; it may or may not exist now.\n"
+            msg = (
+                f"interrupted while applying {kind} {namespace}/{name}; it may or may not exist now.\n"
                 f"  check:     kubectl -n {namespace} get {kind.lower()} {name}\n"
-                f"  reattach:  {reattach_command(args.workload, config.name)}",
-                file=out,
+                f"  reattach:  {reattach_command(args.workload, config.name)}"
             )
+            follower.emit(msg if follower.json_mode else "\n" + msg, event="interrupted")
             return EXIT_INTERRUPTED
     if args.no_follow:
         follower.emit(f"not following; watch it with: {PROG} submit {args.workload} --env {config.name} --attach")

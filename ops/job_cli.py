@@ -76,73 +76,63 @@ def add_submit_job_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_job_commands(sub: Any, prog: str, common: Any, formatter: Any) -> None:
-    p = sub.add_parser(
-        "jobs",
-        prog=f"{prog} jobs",
-        help="list RayJobs",
-        formatter_class=formatter,
-        description="List the RayJobs (newest first) with their KubeRay state, the Ray job's state, failed\n"
-        "attempts and start/end times.",
-    )
-    common(p, kube=True)
-    _namespace(p)
-    p.add_argument("--all-namespaces", "-A", action="store_true", help="every namespace")
+    def job_parser(name: str, help_: str, description: str, *, target: str | None) -> Any:
+        """A job command: NAME (``target`` "required"/"optional"/None), the common and --namespace options."""
+        p = sub.add_parser(name, prog=f"{prog} {name}", help=help_, formatter_class=formatter, description=description)
+        if target == "required":
+            p.add_argument("name", metavar="NAME", help="the RayJob")
+        elif target == "optional":
+            p.add_argument(
+                "name", metavar="NAME", nargs="?", help="RayJob or RayService (default: the only running one)"
+            )
+        common(p, kube=True)
+        _namespace(p)
+        return p
 
-    p = sub.add_parser(
-        "logs",
-        prog=f"{prog} logs",
-        help="print or follow a job's driver log",
-        formatter_class=formatter,
-        description="Print the driver's log of a RayJob (what `ray job submit` shows: the job's stdout and\n"
-        "stderr). --follow holds the Kubernetes API's log stream open until the job ends, and\n"
-        "goes on to the next attempt when KubeRay retries the submitter.",
+    p = job_parser(
+        "jobs",
+        "list RayJobs",
+        "List the RayJobs (newest first) with their KubeRay state, the Ray job's state, failed\n"
+        "attempts and start/end times.",
+        target=None,
     )
-    p.add_argument("name", metavar="NAME", help="the RayJob")
-    common(p, kube=True)
-    _namespace(p)
-    p.add_argument("--follow", "-f", action="store_true", help="stream new lines until the job ends")
+    p.add_argument("--all-namespaces", "-A", action="store_true", help="every namespace")
+    p = job_parser(
+        "logs",
+        "print or follow a job's driver log",
+        "Print the driver's log of a RayJob (the job's stdout and stderr), read from its Ray head's\n"
+        "Jobs API through the Kubernetes API's port-forward. --follow prints what it adds until the\n"
+        "job ends, and goes on to the next Ray job when KubeRay retries.",
+        target="required",
+    )
+    p.add_argument("--follow", "-f", action="store_true", help="print new lines until the job ends")
     p.add_argument(
         "--tail", type=int, metavar="N", default=None, help="only the last N lines (of the first attempt shown)"
     )
-
-    p = sub.add_parser(
+    p = job_parser(
         "stop",
-        prog=f"{prog} stop",
-        help="stop a job; checkpoints stay",
-        formatter_class=formatter,
-        description="Stop a RayJob: KubeRay deletes its Ray cluster (the GPUs are free at once) and keeps the\n"
+        "stop a job; checkpoints stay",
+        "Stop a RayJob: KubeRay deletes its Ray cluster (the GPUs are free at once) and keeps the\n"
         "job as Suspended (spec.suspend); `resume` starts it again. --delete deletes the RayJob\n"
         "object instead. Either way the checkpoints on FSx and in S3 stay.",
+        target="required",
     )
-    p.add_argument("name", metavar="NAME", help="the RayJob")
-    common(p, kube=True)
-    _namespace(p)
     p.add_argument("--delete", action="store_true", help="delete the RayJob instead of suspending it")
-
-    p = sub.add_parser(
+    job_parser(
         "resume",
-        prog=f"{prog} resume",
-        help="restart a stopped job",
-        formatter_class=formatter,
-        description="Resume a stopped (suspended) RayJob: KubeRay creates a new Ray cluster and submits the\n"
+        "restart a stopped job",
+        "Resume a stopped (suspended) RayJob: KubeRay creates a new Ray cluster and submits the\n"
         "job again; a job that checkpoints resumes from its newest checkpoint.",
+        target="required",
     )
-    p.add_argument("name", metavar="NAME", help="the RayJob")
-    common(p, kube=True)
-    _namespace(p)
-
-    p = sub.add_parser(
+    p = job_parser(
         "dashboard",
-        prog=f"{prog} dashboard",
-        help="port-forward to a Ray head's dashboard",
-        formatter_class=formatter,
-        description="Port-forward a local port to the Ray dashboard of a job's (or service's) head pod\n"
+        "port-forward to a Ray head's dashboard",
+        "Port-forward a local port to the Ray dashboard of a job's (or service's) head pod\n"
         "through the Kubernetes API and print the local URL (with the token where Ray's token\n"
         "authentication is on). Without NAME: the only running Ray cluster. Ctrl-C ends it.",
+        target="optional",
     )
-    p.add_argument("name", metavar="NAME", nargs="?", help="RayJob or RayService (default: the only running one)")
-    common(p, kube=True)
-    _namespace(p)
     p.add_argument(
         "--port", type=int, default=8265, metavar="PORT", help="local port (default: %(default)s; 0 picks a free one)"
     )
@@ -180,12 +170,13 @@ def run_job_command(
     prog: str,
     sleep: Any = time.sleep,
     clock: Any = time.monotonic,
+    token_fn: Any = None,
 ) -> int:
     from ops import jobs
 
     env = config.name
     if args.command == "submit":
-        return _submit_job(config, aws, args, out, kube_factory, prog=prog, sleep=sleep, clock=clock)
+        return _submit_job(config, aws, args, out, kube_factory, prog=prog, sleep=sleep, clock=clock, token_fn=token_fn)
     kube = kube_factory(aws, config, args)
     if args.command == "jobs":
         rows = jobs.list_jobs(kube, None if args.all_namespaces else args.namespace)
@@ -203,6 +194,7 @@ def run_job_command(
             prog=prog,
             env=env,
             sleep=sleep,
+            token_fn=token_fn,
         )
     if args.command in ("stop", "resume"):
         result = (
@@ -215,7 +207,15 @@ def run_job_command(
     from ops.portforward import serve_dashboard
 
     return serve_dashboard(
-        kube, args.namespace, args.name, local_port=args.port, out=out, json_mode=args.json, prog=prog, env=env
+        kube,
+        args.namespace,
+        args.name,
+        local_port=args.port,
+        out=out,
+        json_mode=args.json,
+        prog=prog,
+        env=env,
+        token_fn=token_fn,
     )
 
 
@@ -229,9 +229,10 @@ def _submit_job(
     prog: str,
     sleep: Any,
     clock: Any,
+    token_fn: Any = None,
 ) -> int:
     from ops import job_submit as js
-    from ops.submit import apply
+    from ops.submit import apply, is_terminal
     from workloads.common.k8s import NAMESPACE
 
     namespace = args.namespace or NAMESPACE
@@ -241,10 +242,13 @@ def _submit_job(
         "namespace": namespace,
         "poll_s": args.poll_seconds,
         "timeout_s": args.timeout_minutes * 60 if args.timeout_minutes else None,
-        "json_mode": args.json,
+        # A terminal gets the live display; a pipe or file gets JSON lines, as --json does.
+        "json_mode": args.json or not is_terminal(out),
+        "live": is_terminal(out),
         "out": out,
         "sleep": sleep,
         "clock": clock,
+        "token_fn": token_fn,
     }
     if args.attach:
         if not args.name:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from config.jobs import JOBS_PREFIX
+from config.jobs import JOBS_PREFIX, JOBS_WORKLOAD
 from config.model import EnvironmentConfig
 from ops.errors import AccessDeniedError, AwsError, NotFoundError, OpsError, UnschedulableError
 from ops.submit import Follower
@@ -233,7 +233,8 @@ def render_job(
 ) -> dict[str, Any]:
     """The ray.io/v1 RayJob for a user's command, on whole nodes of one instance group."""
     from workloads.common import image as image_mod
-    from workloads.common import k8s
+    from workloads.common import k8s, security
+    from workloads.training.manifest import PRE_RUNNING_DEADLINE_S
 
     if not command:
         raise OpsError(
@@ -255,64 +256,45 @@ def render_job(
         "spec": {
             "entrypoint": shlex.join(command),
             "runtimeEnvYAML": _json({"working_dir": working_dir_uri, "env_vars": dict(sorted(job_env.items()))}),
-            "submissionMode": "K8sJobMode",
-            "submitterConfig": {"backoffLimit": config.training.submitter_backoff_limit},
+            # HTTPMode, as the training RayJob (workloads/training/manifest.py): KubeRay submits the
+            # job to the head's Jobs API and polls it; no submitter pod whose end fails the RayJob.
+            "submissionMode": "HTTPMode",
             "backoffLimit": 0,
             "activeDeadlineSeconds": config.training.active_deadline_seconds,
-            # Required for `stop` (suspend): KubeRay refuses to suspend a RayJob without it.
+            "preRunningDeadlineSeconds": PRE_RUNNING_DEADLINE_S,
+            # Required for `stop` (suspend): KubeRay 1.7 refuses to suspend a RayJob without it, and
+            # it excludes the training job's deletionRules (validation.go ValidateRayJobSpec), so
+            # the whole cluster goes after the TTL instead of the workers at once.
             "shutdownAfterJobFinishes": True,
             "ttlSecondsAfterFinished": config.training.ttl_seconds_after_finished,
-            "submitterPodTemplate": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "serviceAccountName": k8s.SERVICE_ACCOUNT,
-                    "nodeSelector": dict(k8s.SYSTEM_NODE_SELECTOR),
-                    "containers": [
-                        {
-                            "name": "ray-job-submitter",
-                            "image": image,
-                            "resources": {
-                                "requests": {"cpu": "500m", "memory": "512Mi"},
-                                "limits": {"cpu": "1", "memory": "1Gi"},
-                            },
-                        }
+            "rayClusterSpec": security.harden(
+                {
+                    "rayVersion": k8s.RAY_VERSION,
+                    "headGroupSpec": k8s.head_group(image, app=APP, env=pod_env),
+                    "workerGroupSpecs": [
+                        k8s.worker_group(
+                            _worker_shape(config, p),
+                            group_name=group.name,
+                            image=image,
+                            app=APP,
+                            taints=group.taints,
+                            env=pod_env,
+                        )
                     ],
-                }
-            },
-            "rayClusterSpec": {
-                "rayVersion": k8s.RAY_VERSION,
-                "headGroupSpec": k8s.head_group(image, app=APP, env=pod_env),
-                "workerGroupSpecs": [
-                    k8s.worker_group(
-                        _worker_shape(config, p),
-                        group_name=group.name,
-                        image=image,
-                        app=APP,
-                        taints=group.taints,
-                        env=pod_env,
-                    )
-                ],
-            },
+                },
+                workload=JOBS_WORKLOAD,
+                token_auth=config.eks.ray_token_auth,
+            ),
         },
     }
 
 
 def _worker_shape(config: EnvironmentConfig, p: JobPlacement) -> WorkerShape:
     """One worker pod per node with all its GPUs and EFA interfaces and what the node has left
-    once its DaemonSets run (config/placement.py: the figures the platform's own pods are sized from)."""
+    once its DaemonSets run (config/placement.py, which also checks that teams' quotas hold one)."""
     from config import placement as pl
 
-    cpu_millis, memory_mib = pl.free_per_node(config, config.hyperpod.group(p.group))
-    return pl.WorkerShape(
-        group=p.group,
-        instance_type=p.instance_type,
-        min_replicas=p.nodes,
-        max_replicas=p.nodes,
-        gpus=p.gpus_per_node,
-        efa=p.efa_interfaces,
-        cpus=max(1, cpu_millis // 1000),
-        memory_gib=max(1, memory_mib // 1024),
-    )
+    return pl.job_worker(config, config.hyperpod.group(p.group), p.nodes)
 
 
 def _json(value: Any) -> str:
@@ -391,17 +373,14 @@ class JobFollower(Follower):
 
             return EXIT_INTERRUPTED
 
-    def _read_logs(self, progress: Any) -> list[str]:
-        notes = self._check_scheduling(progress)
-        return notes + super()._read_logs(progress)
+    def _read_logs(self, progress: Any, rayjob: dict[str, Any]) -> list[str]:
+        notes = self._check_scheduling(progress, rayjob)
+        return notes + super()._read_logs(progress, rayjob)
 
-    def _check_scheduling(self, progress: Any) -> list[str]:
+    def _check_scheduling(self, progress: Any, rayjob: dict[str, Any]) -> list[str]:
         if progress.deployment_status not in ("Initializing", "Running", "Retrying", "New"):
             return []
-        try:
-            cluster = (self.kube.get_ray("RayJob", self.namespace, self.name).get("status") or {}).get("rayClusterName")
-        except NotFoundError:
-            return []
+        cluster = (rayjob.get("status") or {}).get("rayClusterName")
         if not cluster:
             return []
         pods = self.kube.list_pods(self.namespace, f"ray.io/cluster={cluster}")

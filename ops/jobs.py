@@ -3,14 +3,14 @@
 They act on RayJobs by name in one namespace (the workloads namespace unless ``--namespace``),
 like ``kubectl ray`` and the Ray Jobs CLI, and say what to run next.
 
-- ``stop`` sets the RayJob's ``spec.suspend``: KubeRay deletes its RayCluster and submitter (the
+- ``stop`` sets the RayJob's ``spec.suspend``: KubeRay deletes its RayCluster (the
   GPUs are free at once) and keeps the RayJob as ``Suspended``; ``resume`` clears it and KubeRay
   starts a new cluster and submits the job again. Checkpoints live on FSx / in S3, outside the
   cluster, so both keep them; a job that saves them resumes from the newest. ``stop --delete``
   deletes the RayJob object instead (the checkpoints stay too).
-- ``logs`` reads the driver's output from the submitter pod (K8sJobMode: the pod runs
-  ``ray job submit`` and prints the job's stdout/stderr); ``--follow`` holds the API's follow
-  stream open and goes on to the next pod when KubeRay retries the submitter.
+- ``logs`` reads the driver's output from the head's Ray Jobs API (HTTPMode: no submitter pod;
+  ops/driver_log.py); ``--follow`` prints what the log adds until the job ends, and goes on to
+  the next Ray job when KubeRay retries.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Any, TextIO
 from ops.errors import JobNotFoundError, NotFoundError, OpsError
 from ops.output import table, to_json
 from ops.status import TERMINAL_DEPLOYMENT, summarize_rayjob
-from ops.submit import SUBMITTER_SELECTOR
 
 # The states in which KubeRay acts on ``suspend`` (KubeRay's RayJob controller: Running and
 # Initializing may move to Suspending; a finished job has nothing left to stop).
@@ -85,15 +84,6 @@ def render_jobs(rows: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def driver_pods(kube: Any, namespace: str, name: str) -> list[dict[str, Any]]:
-    """The job's submitter pods (one per attempt), oldest first, without the ones not started."""
-    pods = kube.list_pods(namespace, SUBMITTER_SELECTOR.format(name=name))
-    started = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Pending", None)]
-    return sorted(
-        started, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", p["metadata"]["name"])
-    )
-
-
 def show_logs(
     kube: Any,
     namespace: str,
@@ -107,11 +97,18 @@ def show_logs(
     env: str,
     poll_s: float = 2.0,
     sleep: Callable[[float], None] = time.sleep,
+    token_fn: Any = None,
 ) -> int:
-    """Print the driver's log; with ``follow`` stream it until the job ends."""
+    """Print the driver's log (ops/driver_log.py); with ``follow`` print what it adds until the job ends."""
+    from ops.driver_log import DriverLog
 
-    def write(pod: str, line: str) -> None:
-        out.write((to_json({"event": "log", "pod": pod, "line": line}, compact=True) if json_mode else line) + "\n")
+    log = DriverLog(kube, namespace, name, token_fn=token_fn)
+
+    def write(job_id: str, lines: list[str]) -> None:
+        for line in lines:
+            out.write(
+                (to_json({"event": "log", "job_id": job_id, "line": line}, compact=True) if json_mode else line) + "\n"
+            )
         out.flush()
 
     def note(text: str) -> None:
@@ -119,44 +116,47 @@ def show_logs(
         out.flush()
 
     job = get_job(kube, namespace, name, prog=prog, env=env)
+    if (job.get("spec") or {}).get("submissionMode", "K8sJobMode") != "HTTPMode":
+        raise OpsError(
+            f"RayJob {namespace}/{name} runs in {(job.get('spec') or {}).get('submissionMode', 'K8sJobMode')}: its driver's "
+            "output is in its submitter pod's log, not the Jobs API",
+            f"read it with: kubectl -n {namespace} logs job/{name}",
+        )
     if not follow:
-        pods = driver_pods(kube, namespace, name)
-        if not pods:
+        got = log.read(job)
+        if got is None:
             raise OpsError(
                 _no_driver_log(job, namespace, name),
                 f"follow it until it starts: {prog} logs {name} --env {env} --follow",
             )
-        pod = pods[-1]["metadata"]["name"]
-        if len(pods) > 1:
-            note(
-                f"(attempt {len(pods)} of the submitter, pod {pod}; earlier attempts: {', '.join(p['metadata']['name'] for p in pods[:-1])})"
-            )
-        for line in kube.stream_log(namespace, pod, follow=False, tail_lines=tail):
-            write(pod, line)
+        job_id, text = got
+        lines = text.splitlines()
+        write(job_id, lines[-tail:] if tail else lines)
         return 0
-    done: set[str] = set()
     waiting_said = False
+    shown: list[str] = []  # Ray job IDs whose lines were printed, in order
     while True:
-        fresh = [p for p in driver_pods(kube, namespace, name) if p["metadata"]["name"] not in done]
-        if fresh:
-            pod = fresh[0]["metadata"]["name"]
-            if done:
-                note(f"--- next attempt: pod {pod} ---")
-            for line in kube.stream_log(namespace, pod, follow=True, tail_lines=tail if not done else None):
-                write(pod, line)
-            done.add(pod)
-            continue
         job = get_job(kube, namespace, name, prog=prog, env=env)
         state = (job.get("status") or {}).get("jobDeploymentStatus") or "New"
-        if state in TERMINAL_DEPLOYMENT or state in SUSPENDED:
-            if not done:
+        ended = state in TERMINAL_DEPLOYMENT or state in SUSPENDED
+        batch = log.poll(job, final=ended)
+        if tail and not shown and batch:
+            batch = batch[-tail:]
+        for job_id, line in batch:
+            if job_id not in shown:
+                if shown:
+                    note(f"--- next attempt: Ray job {job_id} ---")
+                shown.append(job_id)
+            write(job_id, [line])
+        if ended:
+            if not shown:
                 raise OpsError(_no_driver_log(job, namespace, name), None)
             note(
                 f"RayJob {namespace}/{name} is {state}"
                 + (f"/{job['status'].get('jobStatus')}" if (job.get("status") or {}).get("jobStatus") else "")
             )
             return 0
-        if not waiting_said and not done:
+        if not waiting_said and not shown:
             note(f"waiting for the driver of {namespace}/{name} to start (RayJob {state})...")
             waiting_said = True
         sleep(poll_s)
@@ -166,8 +166,8 @@ def _no_driver_log(job: dict[str, Any], namespace: str, name: str) -> str:
     state = (job.get("status") or {}).get("jobDeploymentStatus") or "New"
     if state in TERMINAL_DEPLOYMENT or state in SUSPENDED:
         return (
-            f"RayJob {namespace}/{name} is {state} and its submitter pod is gone, so is the driver's log "
-            "(KubeRay deletes the submitter with the cluster)"
+            f"RayJob {namespace}/{name} is {state} and its Ray cluster is gone, so is the driver's log "
+            "(it lives on the head; KubeRay deletes the cluster ttlSecondsAfterFinished after the end)"
         )
     return f"RayJob {namespace}/{name} is {state}: its driver has not started yet"
 
@@ -188,72 +188,83 @@ def _checkpoints_hint(job: dict[str, Any]) -> str:
     return f"checkpoints stay in {where}" if where else "checkpoints stay on FSx / in the checkpoint bucket"
 
 
+def _result(namespace: str, name: str, action: str, previous_state: str, message: str) -> dict[str, Any]:
+    """What ``stop``/``resume`` did, for the table and ``--json``."""
+    return {
+        "name": name,
+        "namespace": namespace,
+        "action": action,
+        "previous_state": previous_state,
+        "message": message,
+    }
+
+
 def stop_job(kube: Any, namespace: str, name: str, *, delete: bool, prog: str, env: str) -> dict[str, Any]:
     job = get_job(kube, namespace, name, prog=prog, env=env)
     state = (job.get("status") or {}).get("jobDeploymentStatus") or "New"
     keep = _checkpoints_hint(job)
     if delete:
         kube.delete_ray("RayJob", namespace, name)
-        return {
-            "name": name,
-            "namespace": namespace,
-            "action": "deleted",
-            "previous_state": state,
-            "message": f"deleted RayJob {namespace}/{name} (was {state}); its Ray cluster goes with it; {keep}",
-        }
+        return _result(
+            namespace,
+            name,
+            "deleted",
+            state,
+            f"deleted RayJob {namespace}/{name} (was {state}); its Ray cluster goes with it; {keep}",
+        )
     if state in TERMINAL_DEPLOYMENT:
-        return {
-            "name": name,
-            "namespace": namespace,
-            "action": "none",
-            "previous_state": state,
-            "message": f"RayJob {namespace}/{name} already finished ({state}); nothing to stop. "
+        return _result(
+            namespace,
+            name,
+            "none",
+            state,
+            f"RayJob {namespace}/{name} already finished ({state}); nothing to stop. "
             f"Remove it with: {prog} stop {name} --env {env} --delete",
-        }
+        )
     if state in SUSPENDED or (job.get("spec") or {}).get("suspend"):
-        return {
-            "name": name,
-            "namespace": namespace,
-            "action": "none",
-            "previous_state": state,
-            "message": f"RayJob {namespace}/{name} is already stopped ({state}); resume it with: {prog} resume {name} --env {env}",
-        }
+        return _result(
+            namespace,
+            name,
+            "none",
+            state,
+            f"RayJob {namespace}/{name} is already stopped ({state}); resume it with: {prog} resume {name} --env {env}",
+        )
     if not (job.get("spec") or {}).get("shutdownAfterJobFinishes"):
         raise OpsError(
             f"RayJob {namespace}/{name} has shutdownAfterJobFinishes false, and KubeRay suspends only jobs that have it",
             f"delete it instead (checkpoints stay): {prog} stop {name} --env {env} --delete",
         )
     kube.patch_ray("RayJob", namespace, name, {"spec": {"suspend": True}})
-    return {
-        "name": name,
-        "namespace": namespace,
-        "action": "suspended",
-        "previous_state": state,
-        "message": f"stopping RayJob {namespace}/{name} (was {state}): KubeRay deletes its Ray cluster and keeps the job as "
+    return _result(
+        namespace,
+        name,
+        "suspended",
+        state,
+        f"stopping RayJob {namespace}/{name} (was {state}): KubeRay deletes its Ray cluster and keeps the job as "
         f"Suspended; {keep}. Resume it with: {prog} resume {name} --env {env}",
-    }
+    )
 
 
 def resume_job(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> dict[str, Any]:
     job = get_job(kube, namespace, name, prog=prog, env=env)
     state = (job.get("status") or {}).get("jobDeploymentStatus") or "New"
     if not (job.get("spec") or {}).get("suspend"):
-        return {
-            "name": name,
-            "namespace": namespace,
-            "action": "none",
-            "previous_state": state,
-            "message": f"RayJob {namespace}/{name} is not stopped ({state}); nothing to resume",
-        }
+        return _result(
+            namespace,
+            name,
+            "none",
+            state,
+            f"RayJob {namespace}/{name} is not stopped ({state}); nothing to resume",
+        )
     kube.patch_ray("RayJob", namespace, name, {"spec": {"suspend": False}})
-    return {
-        "name": name,
-        "namespace": namespace,
-        "action": "resumed",
-        "previous_state": state,
-        "message": f"resuming RayJob {namespace}/{name}: KubeRay starts a new Ray cluster and submits the job again. "
+    return _result(
+        namespace,
+        name,
+        "resumed",
+        state,
+        f"resuming RayJob {namespace}/{name}: KubeRay starts a new Ray cluster and submits the job again. "
         f"Follow it: {prog} submit job --env {env} --attach --name {name}",
-    }
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import base64
 import os
 import tempfile
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from ops.aws import Aws
@@ -233,16 +232,6 @@ class Kube:
         )
         return self._plain(result).get("items", [])
 
-    def read_log(
-        self, namespace: str, pod: str, *, since_seconds: int | None = None, tail_lines: int | None = None
-    ) -> str:
-        kwargs: dict[str, Any] = {"timestamps": True}
-        if since_seconds:
-            kwargs["since_seconds"] = since_seconds
-        if tail_lines:
-            kwargs["tail_lines"] = tail_lines
-        return self._do(f"read log of {namespace}/{pod}", self.core.read_namespaced_pod_log, pod, namespace, **kwargs)
-
     # -- calls of the job commands (jobs, logs, stop, dashboard) ---------------------------------
 
     def patch_ray(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
@@ -298,41 +287,39 @@ class Kube:
             _return_http_data_only=True,
         )
 
-    def stream_log(
-        self, namespace: str, pod: str, *, follow: bool = True, tail_lines: int | None = None
-    ) -> Iterator[str]:
-        """The pod's log line by line through the API's ``follow`` stream: the server keeps the
-        response open and sends each line as the container writes it, until the container ends.
-        No read timeout while following (the stream is idle whenever the job is quiet)."""
-        kwargs: dict[str, Any] = {"follow": follow}
-        if tail_lines is not None:
-            kwargs["tail_lines"] = tail_lines
-        what = f"read log of {namespace}/{pod}"
-        response = self._do(
-            what,
-            self.core.read_namespaced_pod_log,
-            pod,
-            namespace,
-            _preload_content=False,
-            _request_timeout=(REQUEST_TIMEOUT[0], None) if follow else REQUEST_TIMEOUT,
-            **kwargs,
-        )
-        return _lines(response, what)
+    def pod_http_get(
+        self, namespace: str, pod: str, port: int, path: str, headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes]:
+        """GET ``path`` from ``port`` of the pod through the API's pod ``portforward`` (a websocket,
+        as ``kubectl port-forward``): the kubelet connects inside the pod's network namespace, so
+        the namespace's NetworkPolicies (ingress to the head only from its own workload and the
+        operator) do not apply. One port-forward per request. Returns (HTTP status, body)."""
+        import http.client
 
+        from kubernetes.stream import portforward
 
-def _lines(response: Any, what: str) -> Iterator[str]:
-    from urllib3.exceptions import HTTPError
-
-    buffer = b""
-    try:
-        for chunk in response.stream(amt=65536, decode_content=True):
-            buffer += chunk
-            *complete, buffer = buffer.split(b"\n")
-            for line in complete:
-                yield line.decode("utf-8", "replace")
-        if buffer:
-            yield buffer.decode("utf-8", "replace")
-    except HTTPError as err:
-        raise ClusterAccessError(f"the log stream of {what} broke: {err}", "rerun the command to reattach") from None
-    finally:
-        response.release_conn()
+        what = f"port-forward to {namespace}/{pod}:{port}"
+        try:
+            pf = portforward(self.core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port))
+        except Exception as err:  # the websocket handshake: ApiException (RBAC, no pod) or a socket error
+            status = getattr(err, "status", None)
+            if status == 404:
+                raise NotFoundError(f"{what}: not found") from None
+            raise ClusterAccessError(
+                f"{what} failed: {status or err}",
+                "your access entry needs create on pods/portforward in this namespace",
+            ) from None
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT[1])
+        conn.sock = pf.socket(port)
+        try:
+            conn.request("GET", path, headers={**(headers or {}), "Connection": "close"})
+            response = conn.getresponse()
+            return response.status, response.read()
+        except (OSError, http.client.HTTPException) as err:
+            raise ClusterAccessError(
+                f"{what}: GET {path} failed: {err or type(err).__name__} {pf.error(port) or ''}".strip(),
+                "check that the pod is running and listens on the port",
+            ) from None
+        finally:
+            conn.close()
+            pf.close()

@@ -53,11 +53,22 @@ def forward(kube: Any, namespace: str, pod: str, remote_port: int, listener: soc
 
 
 def serve_dashboard(
-    kube: Any, namespace: str, name: str | None, *, local_port: int, out: TextIO, json_mode: bool, prog: str, env: str
+    kube: Any,
+    namespace: str,
+    name: str | None,
+    *,
+    local_port: int,
+    out: TextIO,
+    json_mode: bool,
+    prog: str,
+    env: str,
+    token_fn: Any = None,
 ) -> int:
+    """``token_fn(kube, namespace, head_pod)``: the head's Ray token (default: from the Secret its
+    container reads, ops/jobs.auth_token)."""
     target, cluster = pick_head(kube, namespace, name, prog=prog, env=env)
     pod = head_pod(kube, namespace, cluster)
-    token = auth_token(kube, namespace, pod)
+    token = (token_fn or auth_token)(kube, namespace, pod)
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -1,6 +1,6 @@
 """Progress of a RayJob / RayService from its status and the job's own log lines. Pure: no I/O.
 
-The follow loop in ops/submit.py feeds in RayJob objects and log text; this module says what
+The follow loop in ops/submit.py feeds in RayJob objects and driver log lines; this module says what
 changed (lines to print) and renders the one-line progress display.
 
 Log lines recognised (case-insensitive, anywhere in the line, so Ray's ``(RayTrainWorker pid=…)``
@@ -39,8 +39,6 @@ _FAILURE = re.compile(
     r"|\bTRAIN failed\b",
     re.I,
 )
-# ``kubectl logs --timestamps`` / read_namespaced_pod_log(timestamps=True) prefix.
-_TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (.*)$")
 
 
 @dataclass(frozen=True)
@@ -93,42 +91,6 @@ def parse_line(line: str) -> LogEvent | None:
             text=text,
         )
     return None
-
-
-class LogCursor:
-    """New lines of each pod's log since the last read, from timestamped log text.
-
-    Logs are re-read with an overlapping ``sinceSeconds`` window; lines at or before the last
-    timestamp already seen are dropped (lines sharing that exact timestamp are kept apart by
-    content).
-    """
-
-    def __init__(self) -> None:
-        self._last: dict[str, tuple[str, set[str]]] = {}
-
-    def new_lines(self, pod: str, text: str) -> list[str]:
-        last_ts, seen_at_last = self._last.get(pod, ("", set()))
-        fresh: list[str] = []
-        for raw in text.splitlines():
-            m = _TIMESTAMP.match(raw)
-            if not m:
-                continue  # continuation of a line split by the runtime; rare, skipped
-            ts, body = m.groups()
-            key = _sortable(ts)
-            if key < last_ts or (key == last_ts and body in seen_at_last):
-                continue
-            if key > last_ts:
-                last_ts, seen_at_last = key, set()
-            seen_at_last.add(body)
-            fresh.append(body)
-        self._last[pod] = (last_ts, seen_at_last)
-        return fresh
-
-
-def _sortable(ts: str) -> str:
-    # RFC 3339 with nanoseconds; pad the fraction so that string order is time order.
-    head, _, frac = ts.rstrip("Z").partition(".")
-    return f"{head}.{frac.ljust(9, '0')}"
 
 
 @dataclass
@@ -242,6 +204,13 @@ class JobProgress:
             parts.append(f"failed attempts {self.failed_attempts}")
         return "  ".join(parts)
 
+    def bar(self, width: int = 20) -> str:
+        """``[#####---------------]`` for the share of ``total_steps`` done; "" without a total."""
+        if not self.total_steps or self.step is None:
+            return ""
+        done = min(width, round(width * self.step / self.total_steps))
+        return "[" + "#" * done + "-" * (width - done) + "]"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -254,7 +223,7 @@ class JobProgress:
             "last_checkpoint": self.last_checkpoint,
             "resumed_from": list(self.resumed_from),
             "failures_in_log": self.failures,
-            "message": self.message,
+            "status_message": self.message,  # the RayJob's; "message" is the display line
         }
 
 

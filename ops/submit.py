@@ -13,20 +13,33 @@ Ctrl-C stops following only; the job keeps running and the message says how to r
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from ops.driver_log import DriverLog, TokenFn
 from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, NotFoundError, OpsError
 from ops.output import to_json
-from ops.progress import JobProgress, LogCursor, ServiceProgress
+from ops.progress import JobProgress, ServiceProgress
 from ops.status import TERMINAL_DEPLOYMENT
 
-# Pods of the RayJob's submitter (K8sJobMode): a Kubernetes Job named after the RayJob, whose pod
-# runs ``ray job submit`` and streams the job's own stdout/stderr into its log.
-SUBMITTER_SELECTOR = "batch.kubernetes.io/job-name={name}"
-FIRST_READ_TAIL_LINES = 2000
+# Carriage return and "erase the line" (ECMA-48 EL): the status line is redrawn in place.
+CLEAR_LINE = "\r\x1b[K"
+
+
+def is_terminal(out: TextIO) -> bool:
+    isatty = getattr(out, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _columns(out: TextIO) -> int:
+    """The terminal's width (``out``'s own, not this process's stdout); 100 when it has none."""
+    try:
+        return os.get_terminal_size(out.fileno()).columns or 100
+    except (AttributeError, OSError, ValueError):
+        return 100
 
 
 def reattach_command(workload: str, env: str) -> str:
@@ -117,6 +130,8 @@ class Follower:
         out: TextIO | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        token_fn: TokenFn | None = None,
+        live: bool = False,
     ):
         self.kube, self.workload, self.env = kube, workload, env
         self.kind, self.namespace, self.name = kind, namespace, name
@@ -124,21 +139,33 @@ class Follower:
         self.total_steps = total_steps
         self.out = out or sys.stdout
         self.sleep, self.clock = sleep, clock
-        self.cursor = LogCursor()
-        self._read_pods: set[str] = set()
+        self.driver_log = DriverLog(kube, namespace, name, token_fn=token_fn)
+        # live: a terminal; events scroll above one status line that is redrawn in place.
+        self.live = live and not json_mode
+        self._status_line = ""
         self._last_line = ""
 
     def emit(self, text: str, **event: Any) -> None:
         if self.json_mode:
             self.out.write(to_json({"event": "message", "message": text, **event}, compact=True) + "\n")
+        elif self.live:
+            # Clear the status line, print the event, draw the status line again below it.
+            self.out.write(f"{CLEAR_LINE}{text}\n{self._status_line}")
         else:
             self.out.write(text + "\n")
         self.out.flush()
+
+    def _end_live(self) -> None:
+        if self.live and self._status_line:
+            self.out.write("\n")
+            self.out.flush()
+            self._status_line = ""
 
     def run(self) -> int:
         try:
             return self._loop()
         except KeyboardInterrupt:
+            self._end_live()
             msg = interrupted_message(self.workload, self.env, self.kind, self.namespace, self.name)
             if self.json_mode:
                 self.emit(msg.strip(), event="detached", reattach=reattach_command(self.workload, self.env))
@@ -165,15 +192,17 @@ class Follower:
             for line in progress.observe_status(obj):
                 self.emit(line, event="status", **_status_fields(obj))
             if isinstance(progress, JobProgress):
-                for line in self._read_logs(progress):
+                for line in self._read_logs(progress, obj):
                     self.emit(line, event="log")
             self._show(progress)
             if isinstance(progress, JobProgress) and progress.finished:
                 return self._finish_job(progress)
             if isinstance(progress, ServiceProgress) and progress.ready:
+                self._end_live()
                 self.emit(f"{self.kind} {self.namespace}/{self.name} is ready", event="done", ready=True)
                 return EXIT_OK
             if self.timeout_s is not None and self.clock() - started > self.timeout_s:
+                self._end_live()
                 self.emit(
                     f"gave up following after {int(self.timeout_s)} s; the {self.kind} keeps going. "
                     f"Reattach: {reattach_command(self.workload, self.env)}",
@@ -182,30 +211,10 @@ class Follower:
                 return EXIT_FAILED
             self.sleep(self.poll_s)
 
-    def _read_logs(self, progress: JobProgress) -> list[str]:
-        try:
-            pods = self.kube.list_pods(self.namespace, SUBMITTER_SELECTOR.format(name=self.name))
-        except NotFoundError:
-            return []
+    def _read_logs(self, progress: JobProgress, rayjob: dict[str, Any]) -> list[str]:
         notes: list[str] = []
-        for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
-            pod_name = pod["metadata"]["name"]
-            if ((pod.get("status") or {}).get("phase")) == "Pending":
-                continue
-            first = pod_name not in self._read_pods
-            try:
-                text = self.kube.read_log(
-                    self.namespace,
-                    pod_name,
-                    **(
-                        {"tail_lines": FIRST_READ_TAIL_LINES} if first else {"since_seconds": int(self.poll_s * 3) + 10}
-                    ),
-                )
-            except NotFoundError:
-                continue
-            self._read_pods.add(pod_name)
-            for line in self.cursor.new_lines(pod_name, text):
-                notes += progress.observe_log(line, self.clock())
+        for _job_id, line in self.driver_log.poll(rayjob, final=progress.finished):
+            notes += progress.observe_log(line, self.clock())
         return notes
 
     def _show(self, progress: JobProgress | ServiceProgress) -> None:
@@ -220,10 +229,18 @@ class Follower:
                 else {"ready": progress.ready, "applications": progress.applications}
             )
             self.emit(line, event="progress", **payload)
+        elif self.live:
+            bar = progress.bar() if isinstance(progress, JobProgress) else ""
+            width = _columns(self.out) - 1
+            # One terminal row: a wrapped line could not be redrawn in place.
+            self._status_line = CLEAR_LINE + (f"{bar} {line}" if bar else line)[:width]
+            self.out.write(self._status_line)
+            self.out.flush()
         else:
             self.emit("  " + line)
 
     def _finish_job(self, progress: JobProgress) -> int:
+        self._end_live()
         where = f"{self.kind} {self.namespace}/{self.name}"
         if progress.succeeded:
             self.emit(
@@ -234,7 +251,7 @@ class Follower:
             return EXIT_OK
         self.emit(
             f"{where} ended {progress.deployment_status}/{progress.job_status}: {progress.message or 'no message'}. "
-            f"Logs: kubectl -n {self.namespace} logs job/{self.name}",
+            f"Driver log: python -m ops logs {self.name} --env {self.env}",
             event="done",
             succeeded=False,
         )

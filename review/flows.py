@@ -514,7 +514,7 @@ class Iam:
         hit = self.env.find_by_attr("AWS::IAM::Role", "Arn", arn)
         return RoleRef(hit[0], hit[1], arn) if hit else None
 
-    def principal_role(self, name: str) -> tuple[RoleRef | None, str]:
+    def principal_role(self, name: str, namespace: str = "") -> tuple[RoleRef | None, str]:
         env = self.env
         if name == "hyperpod-execution-role":
             for s, lid, r in env.resources("AWS::SageMaker::Cluster"):
@@ -524,11 +524,12 @@ class Iam:
         if name == "workloads-role":
             from workloads.common import k8s
 
+            ns = namespace or k8s.NAMESPACE
             for s, lid, r in env.resources("AWS::EKS::PodIdentityAssociation"):
                 p = env.props(r)
-                if p.get("Namespace") == k8s.NAMESPACE and p.get("ServiceAccount") == k8s.SERVICE_ACCOUNT:
+                if env.value(s, p.get("Namespace")) == ns and p.get("ServiceAccount") == k8s.SERVICE_ACCOUNT:
                     return self.role_by_arn(env.value(s, p["RoleArn"])), f"{s.display_name}/{lid}"
-            return None, f"no Pod Identity association for {k8s.NAMESPACE}/{k8s.SERVICE_ACCOUNT}"
+            return None, f"no Pod Identity association for {ns}/{k8s.SERVICE_ACCOUNT}"
         if name == "fsx-csi-role":
             for s, lid, r in env.resources("AWS::EKS::Addon"):
                 p = env.props(r)
@@ -679,7 +680,7 @@ class Iam:
         elif flow.principal in SERVICE_PRINCIPALS:
             principal = Principal(SERVICE_PRINCIPALS[flow.principal].format(region=region), acct, service=True)
         else:
-            role, where = self.principal_role(flow.principal)
+            role, where = self.principal_role(flow.principal, flow.namespace)
             if role is None:
                 return broken(f"role not found ({where})")
             problem = self.trust_ok(flow.principal, role)

@@ -23,7 +23,7 @@ from constructs.network import PlatformNetwork
 from constructs.observability import PlatformObservability
 from constructs.ray_auth import RayAuthToken
 from constructs.team_access import TeamAccess
-from constructs.workloads_access import WorkloadsAccess
+from constructs.workloads_access import FsxVolume, WorkloadsAccess
 from constructs.workloads_image import WorkloadsImage
 from stacks.base import PlatformStack
 from stacks.storage_stack import StorageStack
@@ -113,13 +113,26 @@ class ClusterStack(PlatformStack):
         )
         # Team namespaces, quotas and namespace-scoped access entries (config `teams`).
         self.teams = (
-            TeamAccess(self, "Teams", cluster=self.cluster, teams=config.teams, workloads_role=self.workloads.role)
+            TeamAccess(
+                self,
+                "Teams",
+                cluster=self.cluster,
+                teams=config.teams,
+                workloads_role=self.workloads.role,
+                fsx=FsxVolume(
+                    file_system_id=storage.lustre.file_system.file_system_id,
+                    dns_name=storage.lustre.dns_name,
+                    mount_name=storage.lustre.mount_name,
+                    storage_capacity_gib=config.fsx.storage_capacity_gib,
+                ),
+            )
             if config.teams
             else None
         )
         if self.teams:
             for manifest in self.teams.manifests.values():
-                manifest.node.add_dependency(*cluster_ready)
+                # The FSx StorageClass (and the CSI add-on) before the teams' volumes.
+                manifest.node.add_dependency(*cluster_ready, self.workloads.fsx)
         # A closed network pulls every image from ECR: pull-through caches and the NVIDIA mirror.
         self.image_cache = (
             ImageCache(
@@ -136,9 +149,18 @@ class ClusterStack(PlatformStack):
             self,
             "KubeRayOperator",
             cluster=self.cluster,
-            release=kuberay_operator_release(config.eks, image_repository=operator_image_repository(config)),
-            # The operator's namespaced RBAC goes into the workloads namespace: it must exist first.
-            depends_on=[*cluster_ready, self.workloads.namespace],
+            release=kuberay_operator_release(
+                config.eks,
+                team_namespaces=tuple(t.resolved_namespace for t in config.teams),
+                image_repository=operator_image_repository(config),
+            ),
+            # The operator's namespaced RBAC goes into the workloads' and the teams' namespaces:
+            # they must exist first.
+            depends_on=[
+                *cluster_ready,
+                self.workloads.namespace,
+                *(self.teams.manifests.values() if self.teams else ()),
+            ],
         )
         if self.image_cache is not None:  # the operator's first pull goes through the quay.io rule
             self.kuberay.node.add_dependency(self.image_cache)

@@ -71,3 +71,29 @@ def test_names_namespaces_and_principals_belong_to_one_team():
         f"teams[0].principal_arns: {admin!r} is in eks.admin_principal_arns; a principal has one access entry" in e
         for e in errors
     ), errors
+
+
+def test_a_quota_that_holds_no_whole_node_job_is_refused_and_the_table_shows_where_team_pods_run():
+    """`hpray submit job` asks whole nodes: a quota below one node's worker pod and a head would
+    refuse every job of the team (config/placement.team_problems)."""
+    from config import placement
+
+    team = {"name": "vision", "principal_arns": [ROLE], "quota": {"gpus": 2}}
+    assert errors_for([team]) == [
+        "teams[0].quota: gpus 2, cpus 192, memory_gib 1536 hold no job of team 'vision': one job is a Ray head "
+        "(1 CPU, 4Gi) and at least one whole node's worker pod (smallest: ml.g5.12xlarge in 'gpu-workers', 4 GPUs, "
+        "23 CPUs, 168 GiB); allowed: gpus 0 (no GPU jobs), or at least gpus 4, cpus 24, memory_gib 172"
+    ]
+    # The figures are the worker pod `submit job` renders for one node of that group.
+    config = parse_environment(with_teams([{**team, "quota": {"gpus": 8}}]), source="test.yaml")
+    worker = placement.job_worker(config, config.hyperpod.group("gpu-workers"), 1)
+    assert (worker.gpus, worker.cpus, worker.memory_gib) == (4, 23, 168)
+    assert errors_for([{**team, "quota": {"gpus": 4, "cpus": 23, "memory_gib": 172}}])[0].startswith(
+        "teams[0].quota: gpus 4, cpus 23, memory_gib 172 hold no job"
+    )
+    assert parse_environment(with_teams([{**team, "quota": {"gpus": 0}}]), source="t").teams[0].quota.gpus == 0
+    assert placement.team_rows(config) == [
+        "  [team vision] namespace team-vision: Ray heads on system (1 CPU, 4Gi each, at most 10 RayJobs); workers "
+        "on whole nodes of gpu-workers (ml.g5.12xlarge, 4 GPUs/node: at most 2 nodes); quota 8 GPUs, 192 CPUs, 1536 GiB"
+    ]
+    assert placement.render_table(config).endswith(placement.team_rows(config)[0])

@@ -38,6 +38,53 @@ def test_manifests_validate_against_kubernetes_schemas():
     assert "*" not in json.dumps(by_kind["Role"]["rules"])
 
 
+def test_a_user_job_in_the_team_namespace_finds_its_claim_account_and_policies():
+    """Cross-part: what ``hpray submit job --namespace team-vision`` renders against what the team's
+    namespace holds: the /fsx claim bound to a volume of the platform's file system, the service
+    account (Pod Identity), and NetworkPolicies that select the job's pods."""
+    from ops import job_submit as js
+    from workloads.common import security
+    from workloads.common.network_policy import NODE_TYPE_LABEL
+
+    dev = parse_environment(env_data("dev"), source="test")
+    fsx = ta.FsxVolume("fs-0123456789abcdef0", "fs-0123.fsx.us-east-1.amazonaws.com", "abcdefgh", 1200)
+    team = Team(**TEAM)
+    manifests = ta.team_manifests(team, fsx)
+    for m in manifests:
+        kubernetes_validate.validate(m, "1.33", strict=True)
+    volume = next(m for m in manifests if m["kind"] == "PersistentVolume")
+    claim = next(m for m in manifests if m["kind"] == "PersistentVolumeClaim")
+    assert (
+        volume["metadata"]["name"] == "fsx-pv-team-vision"
+        and volume["spec"]["csi"]["volumeHandle"] == fsx.file_system_id
+    )
+    assert volume["spec"]["claimRef"] == {"namespace": "team-vision", "name": claim["metadata"]["name"]}
+    assert claim["spec"]["volumeName"] == "fsx-pv-team-vision" and claim["metadata"]["namespace"] == "team-vision"
+
+    p = js.placement(dev, instance_group=None, gpus=None, nodes=1)
+    job = js.render_job(dev, name="vision-sft", command=["python", "t.py"], working_dir_uri="s3://b/k.zip", p=p)
+    policies = [m for m in manifests if m["kind"] == "NetworkPolicy"]
+    accounts = {m["metadata"]["name"] for m in manifests if m["kind"] == "ServiceAccount"}
+    for pod in security.pods_for_review(job):
+        spec = pod["spec"]
+        claims = {v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v}
+        assert claims == {claim["metadata"]["name"]}
+        assert spec["serviceAccountName"] in accounts
+        labels = dict(pod["metadata"]["labels"])
+        if pod["metadata"]["name"].endswith("-head"):
+            labels[NODE_TYPE_LABEL] = "head"
+        selecting = sorted(
+            pol["metadata"]["name"]
+            for pol in policies
+            if all(labels.get(k) == v for k, v in pol["spec"]["podSelector"].get("matchLabels", {}).items())
+        )
+        expected = ["default-deny-ingress", "user-jobs-ray-internal"]
+        if pod["metadata"]["name"].endswith("-head"):
+            expected.insert(1, "user-jobs-from-operator")
+        assert selecting == expected
+        assert all(pol["metadata"]["namespace"] == "team-vision" for pol in policies)
+
+
 @pytest.mark.slow
 def test_dev_with_a_team_synthesizes_scoped_access():
     import aws_cdk as cdk
@@ -74,9 +121,47 @@ def test_dev_with_a_team_synthesizes_scoped_access():
     workloads_role = stacks.cluster.get_logical_id(stacks.cluster.workloads.role.node.default_child)
     assert assoc[0]["RoleArn"] == {"Fn::GetAtt": [workloads_role, "Arn"]}
     manifests = [
-        json.loads(r["Properties"]["Manifest"])
+        r["Properties"]["Manifest"]
         for r in template.values()
         if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
         and "team-vision" in json.dumps(r["Properties"].get("Manifest", ""))
     ]
-    assert [m["kind"] for m in manifests[0]] == ["Namespace", "ResourceQuota", "Role", "RoleBinding", "ServiceAccount"]
+
+    # The manifest names the file system by reference (a Fn::Join of JSON text and references).
+    def resolved(manifest):
+        if isinstance(manifest, str):
+            return json.loads(manifest)
+        sep, parts = manifest["Fn::Join"]
+        return json.loads(sep.join(p if isinstance(p, str) else "REF" for p in parts))
+
+    kinds = [m["kind"] for m in resolved(manifests[0])]
+    assert kinds == [
+        "Namespace",
+        "ResourceQuota",
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+        "NetworkPolicy",
+        "NetworkPolicy",
+        "NetworkPolicy",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+    ]
+    # The KubeRay operator watches the team's namespace (its RayJobs are reconciled) and gets its
+    # namespaced RBAC there after the namespace exists.
+    [chart] = [
+        r for r in template.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and "kuberay" in json.dumps(r)
+    ]
+    assert '"watchNamespace":["ray-workloads","team-vision"]' in json.dumps(chart["Properties"]["Values"]).replace(
+        "\\", ""
+    )
+    assert any("Teams" in d for d in chart.get("DependsOn", []))
+    # The review proves the team's flows against the synthesized templates: its pods' role (the
+    # association of its namespace) reads the job code and decrypts it.
+    from review.assembly import load_assembly
+    from review.flows import check_flows
+
+    assembly = app.synth()
+    results = {r.name: r for r in check_flows(load_assembly(assembly.directory).stacks, config)}
+    for name in ("team-vision-job-code", "team-vision-job-code-key"):
+        assert results[name].ok, results[name].detail

@@ -319,10 +319,10 @@ def rayjob(stage: str, *, name: str = RAYJOB_NAME, namespace: str = "ray-workloa
         },
         "spec": {
             "entrypoint": "python -m workloads.training",
-            "submissionMode": "K8sJobMode",
+            "submissionMode": "HTTPMode",
             "shutdownAfterJobFinishes": True,
             "ttlSecondsAfterFinished": 600,
-            "submitterConfig": {"backoffLimit": 2},
+            "backoffLimit": 2,
         },
     }
     cluster = f"{name}-x7k2p"
@@ -349,6 +349,7 @@ def rayjob(stage: str, *, name: str = RAYJOB_NAME, namespace: str = "ray-workloa
             "failed": 1,
             "reason": "AppFailed",
             "message": "Job entrypoint command failed with exit code 1",
+            "jobId": f"{name}-9vq4s",
             "rayClusterName": cluster,
             "startTime": "2026-12-02T12:00:01Z",
         },
@@ -376,6 +377,7 @@ def rayjob(stage: str, *, name: str = RAYJOB_NAME, namespace: str = "ray-workloa
             "failed": 3,
             "reason": "AppFailed",
             "message": "Job entrypoint command failed with exit code 1",
+            "jobId": f"{name}-9vq4s",
             "rayClusterName": cluster,
             "startTime": "2026-12-02T12:00:01Z",
             "endTime": "2026-12-02T12:30:00Z",
@@ -437,6 +439,31 @@ def submitter_pod(
                 "batch.kubernetes.io/controller-uid": "c0ffee",
             },
         },
+        "status": {"phase": phase},
+    }
+
+
+def head_pod(
+    cluster: str, *, namespace: str = "ray-workloads", phase: str = "Running", token_secret: str | None = None
+) -> dict[str, Any]:
+    """A Ray head pod as KubeRay 1.7 creates it (labels, the Ray container first; with
+    ``token_secret`` the env KubeRay injects for token authentication)."""
+    env: list[dict[str, Any]] = [{"name": "RAY_CLUSTER_NAME", "value": cluster}]
+    if token_secret:
+        env += [
+            {"name": "RAY_AUTH_MODE", "value": "token"},
+            {"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": {"name": token_secret, "key": "auth_token"}}},
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{cluster}-head-8xk2q",
+            "namespace": namespace,
+            "creationTimestamp": "2026-12-02T12:00:05Z",
+            "labels": {"ray.io/cluster": cluster, "ray.io/node-type": "head", "ray.io/is-ray-node": "yes"},
+        },
+        "spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.60.0", "env": env}]},
         "status": {"phase": phase},
     }
 

@@ -1,84 +1,42 @@
 """A small Kubernetes API server on 127.0.0.1 for the job commands' tests: real HTTP that the real
 ``kubernetes`` client talks to, with the paths, query parameters and JSON the API server uses
-for the calls the CLI makes (RayJobs, pods, events, pod logs).
-
-Pod logs follow as the API server does: ``GET .../pods/NAME/log?follow=true`` answers with a
-chunked response that stays open and sends each line when the container writes it, until the
-container ends. A test writes lines with ``LogSource.write`` and ends them with ``close``.
+for the calls the CLI makes (RayJobs, pods, events, CRDs, and the pod ``portforward``
+websocket, relayed to a real loopback port where the pod's port stands).
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hashlib
 import json
 import re
+import select
+import socket
+import struct
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
-
-
-class LogSource:
-    """A container's output: lines written over time, then closed."""
-
-    def __init__(self, lines: list[str] | None = None):
-        self.lines: list[str] = []
-        self.times: list[str] = []
-        self.closed = False
-        self._cv = threading.Condition()
-        for line in lines or []:
-            self.write(line)
-
-    def write(self, line: str) -> None:
-        with self._cv:
-            self.lines.append(line)
-            # RFC 3339 with nanoseconds, as the kubelet stamps each line (``timestamps=true``).
-            now = time.time()
-            self.times.append(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e9):09d}Z")
-            self._cv.notify_all()
-
-    def stamped(self, start: int, since_s: float | None) -> list[str]:
-        cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - since_s)) if since_s else ""
-        with self._cv:  # write() appends to both lists under the lock, so they have one length here
-            stamped = zip(self.times[start:], self.lines[start:], strict=True)
-            return [f"{t} {line}" for t, line in stamped if t >= cutoff]
-
-    def close(self) -> None:
-        with self._cv:
-            self.closed = True
-            self._cv.notify_all()
-
-    def follow(self, start: int):
-        i = start
-        while True:
-            with self._cv:
-                while i >= len(self.lines) and not self.closed:
-                    self._cv.wait(timeout=30)
-                if i >= len(self.lines):
-                    return
-                batch = self.lines[i:]
-            i += len(batch)
-            yield from batch
 
 
 class State:
     def __init__(self) -> None:
         self.rayjobs: dict[tuple[str, str], dict[str, Any]] = {}
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
-        self.logs: dict[tuple[str, str], LogSource] = {}
         self.events: list[dict[str, Any]] = []
         self.quota_message: str | None = None
         self.crds: dict[str, dict[str, Any]] = {}
         self.crd_applies: list[tuple[str, bool, str]] = []  # (name, dry run, field manager)
         self.requests: list[tuple[str, str]] = []
         self.on_create = None  # callable(rayjob) run after a RayJob is created
+        # (namespace, pod) -> {pod port: (host, port) on loopback where that port really listens}
+        self.pod_ports: dict[tuple[str, str], dict[int, tuple[str, int]]] = {}
+        self.port_forwards: list[tuple[str, str, int]] = []
         self.lock = threading.Lock()
 
-    def add_pod(self, pod: dict[str, Any], log: LogSource | None = None) -> LogSource:
-        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
-        self.pods[key] = pod
-        self.logs[key] = log or LogSource()
-        return self.logs[key]
+    def add_pod(self, pod: dict[str, Any]) -> None:
+        self.pods[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = pod
 
 
 def _matches(labels: dict[str, str], selector: str) -> bool:
@@ -104,7 +62,9 @@ def _status(code: int, reason: str, message: str) -> dict[str, Any]:
 RAYJOBS = re.compile(r"^/apis/ray\.io/v1(?:/namespaces/(?P<ns>[^/]+))?/rayjobs(?:/(?P<name>[^/]+))?$")
 # Kept empty here: the job commands also look for RayServices.
 RAYSERVICES = re.compile(r"^/apis/ray\.io/v1(?:/namespaces/(?P<ns>[^/]+))?/rayservices(?:/(?P<name>[^/]+))?$")
-PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods(?:/(?P<name>[^/]+)(?P<log>/log)?)?$")
+PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$")
+PORTFORWARD = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/portforward$")
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")
 CRDS = re.compile(r"^/apis/apiextensions\.k8s\.io/v1/customresourcedefinitions/(?P<name>[^/]+)$")
 
@@ -132,6 +92,8 @@ def make_handler(state: State):
             url = urlparse(self.path)
             q = {k: v[0] for k, v in parse_qs(url.query).items()}
             state.requests.append(("GET", self.path))
+            if m := PORTFORWARD.match(url.path):
+                return self._portforward(m["ns"], m["name"], q)
             if m := RAYJOBS.match(url.path):
                 if m["name"]:
                     obj = state.rayjobs.get((m["ns"], m["name"]))
@@ -151,8 +113,6 @@ def make_handler(state: State):
                     200, {"apiVersion": "ray.io/v1", "kind": "RayServiceList", "metadata": {}, "items": []}
                 )
             if m := PODS.match(url.path):
-                if m["log"]:
-                    return self._log(m["ns"], m["name"], q)
                 items = [
                     p
                     for (ns, _), p in sorted(state.pods.items())
@@ -173,27 +133,52 @@ def make_handler(state: State):
                 return self._send(200, {"apiVersion": "v1", "kind": "EventList", "metadata": {}, "items": items})
             self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
 
-        def _log(self, ns: str, name: str, q: dict[str, str]) -> None:
-            source = state.logs.get((ns, name))
-            if source is None:
+        def _portforward(self, ns: str, name: str, q: dict[str, str]) -> None:
+            """The pod ``portforward`` subresource as the API server serves it to a websocket client
+            (``v4.channel.k8s.io``): per port a data channel (2i) and an error channel (2i+1), each
+            opened by a frame with the port number (little endian); data frames carry the channel
+            byte first. The far end is a real TCP connection to where the pod's port listens."""
+            if self.headers.get("Upgrade", "").lower() != "websocket":
+                return self._send(400, _status(400, "BadRequest", "Upgrade request required"))
+            port = int(q.get("ports", "0"))
+            target = state.pod_ports.get((ns, name), {}).get(port)
+            if target is None:
                 return self._send(404, _status(404, "NotFound", f'pods "{name}" not found'))
-            start = max(0, len(source.lines) - int(q["tailLines"])) if "tailLines" in q else 0
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Transfer-Encoding", "chunked")
+            upstream = socket.create_connection(target, timeout=10)
+            state.port_forwards.append((ns, name, port))
+            accept = base64.b64encode(hashlib.sha1((self.headers["Sec-WebSocket-Key"] + WS_GUID).encode()).digest())
+            self.send_response(101, "Switching Protocols")
+            self.send_header("Upgrade", "websocket")
+            self.send_header("Connection", "Upgrade")
+            self.send_header("Sec-WebSocket-Accept", accept.decode())
+            self.send_header("Sec-WebSocket-Protocol", "v4.channel.k8s.io")
             self.end_headers()
-            if q.get("follow", "").lower() == "true":
-                lines = source.follow(start)
-            elif q.get("timestamps", "").lower() == "true":
-                lines = iter(source.stamped(start, float(q["sinceSeconds"]) if "sinceSeconds" in q else None))
-            else:
-                lines = iter(source.lines[start:])
-            for line in lines:
-                data = (line + "\n").encode()
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
+            self.close_connection = True
+            client = self.connection
+            for channel in (0, 1):
+                client.sendall(_ws_frame(bytes([channel]) + struct.pack("<H", port)))
+            try:
+                while True:
+                    # The client sends frames only after the 101, so nothing waits in rfile's buffer.
+                    readable, _, _ = select.select([client, upstream], [], [], 30)
+                    if not readable:
+                        continue
+                    if upstream in readable:
+                        data = upstream.recv(65536)
+                        if not data:
+                            break
+                        client.sendall(_ws_frame(b"\x00" + data))
+                    if client in readable:
+                        opcode, payload = _ws_read(client)
+                        if opcode == 8 or opcode is None:
+                            break
+                        if opcode == 2 and payload[:1] == b"\x00":
+                            upstream.sendall(payload[1:])
+            finally:
+                upstream.close()
+                with contextlib.suppress(OSError):
+                    client.sendall(_ws_frame(b"", opcode=8))
 
         def do_POST(self) -> None:
             url = urlparse(self.path)
@@ -266,6 +251,90 @@ def make_handler(state: State):
     return Handler
 
 
+def _ws_frame(payload: bytes, *, opcode: int = 2) -> bytes:
+    """One unmasked server frame (RFC 6455 5.2)."""
+    n = len(payload)
+    head = bytes([0x80 | opcode])
+    if n < 126:
+        head += bytes([n])
+    elif n < 1 << 16:
+        head += bytes([126]) + struct.pack("!H", n)
+    else:
+        head += bytes([127]) + struct.pack("!Q", n)
+    return head + payload
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _ws_read(sock: socket.socket) -> tuple[int | None, bytes]:
+    """One client frame (always masked); (None, b"") when the client went away."""
+    head = _recv_exact(sock, 2)
+    if len(head) < 2:
+        return None, b""
+    opcode, n = head[0] & 0x0F, head[1] & 0x7F
+    if n == 126:
+        n = struct.unpack("!H", _recv_exact(sock, 2))[0]
+    elif n == 127:
+        n = struct.unpack("!Q", _recv_exact(sock, 8))[0]
+    mask = _recv_exact(sock, 4) if head[1] & 0x80 else b"\x00\x00\x00\x00"
+    data = _recv_exact(sock, n)
+    return opcode, bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+
+
+class JobsApiStandIn:
+    """The two things of a Ray head's Jobs API that ``hpray logs`` reads, on 127.0.0.1, for tests
+    that need no Ray: ``GET /api/jobs/{id}/logs`` (``{"logs": ...}``, 404 for an unknown job) and
+    Ray's token check (401 without a token, 403 for a wrong one). The end-to-end test uses a real
+    Ray dashboard instead."""
+
+    def __init__(self, token: str | None = None) -> None:
+        self.logs: dict[str, str] = {}
+        self.token = token
+        self.headers: list[dict[str, str]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                outer.headers.append({k.lower(): v for k, v in self.headers.items()})
+                m = re.match(r"^/api/jobs/([^/]+)/logs$", self.path)
+                given = self.headers.get("x-ray-authorization") or self.headers.get("Authorization")
+                if outer.token and not given:
+                    code, body = 401, b"Unauthorized: Missing authentication token"
+                elif outer.token and given != f"Bearer {outer.token}":
+                    code, body = 403, b"Forbidden: Invalid authentication token"
+                elif not m or m[1] not in outer.logs:
+                    code, body = 404, f"Job {m[1] if m else '?'} does not exist".encode()
+                else:
+                    code, body = 200, json.dumps({"logs": outer.logs[m[1]]}).encode()
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.server.server_address[1])
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class KubeApi:
     """``with KubeApi() as api: kube = api.client()``."""
 
@@ -278,6 +347,12 @@ class KubeApi:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def add_head(self, pod: dict[str, Any], dashboard: tuple[str, int]) -> None:
+        """A Ray head pod whose dashboard port (8265) is ``dashboard`` on loopback."""
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        self.state.pods[key] = pod
+        self.state.pod_ports[key] = {8265: dashboard}
 
     def client(self):
         from kubernetes import client
@@ -293,7 +368,5 @@ class KubeApi:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        for source in self.state.logs.values():
-            source.close()
         self.server.shutdown()
         self.server.server_close()

@@ -124,6 +124,53 @@ def test_rendered_job_is_valid_for_kuberay_and_reads_the_uploaded_zip(dev):
     assert manifest["metadata"]["labels"]["hpray.io/job"] == "llama-sft"
 
 
+def test_rendered_job_runs_in_http_mode_and_the_network_policies_select_its_pods(dev):
+    from config.jobs import JOBS_WORKLOAD
+    from workloads.common import network_policy, security
+
+    p = js.placement(dev, instance_group=None, gpus=8, nodes=None)
+    manifest = js.render_job(dev, name="llama-sft", command=["python", "t.py"], working_dir_uri="s3://b/k.zip", p=p)
+    spec = manifest["spec"]
+    # HTTPMode: no submitter pod whose end fails the RayJob; pods that cannot start fail it early.
+    assert spec["submissionMode"] == "HTTPMode"
+    assert "submitterPodTemplate" not in spec and "submitterConfig" not in spec
+    assert spec["preRunningDeadlineSeconds"] == 1800
+    # suspend (stop) needs shutdownAfterJobFinishes, which KubeRay 1.7 does not allow with deletionRules.
+    assert "deletionStrategy" not in spec
+    pods = security.pods_for_review(manifest)
+    assert [pod["metadata"]["name"] for pod in pods] == ["llama-sft-head", "llama-sft-gpu-workers"]
+    policies = {pol["metadata"]["name"]: pol["spec"] for pol in network_policy.render(dev)["items"]}
+
+    def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in selector.items())
+
+    for pod in pods:
+        labels = pod["metadata"]["labels"]
+        assert labels[security.WORKLOAD_LABEL] == JOBS_WORKLOAD
+        selecting = sorted(
+            n for n, pol in policies.items() if selects(pol["podSelector"].get("matchLabels", {}), labels)
+        )
+        # KubeRay adds ray.io/node-type to the pods it creates from the templates.
+        if pod["metadata"]["name"].endswith("-head"):
+            selecting = sorted(
+                n
+                for n, pol in policies.items()
+                if selects(pol["podSelector"].get("matchLabels", {}), {**labels, "ray.io/node-type": "head"})
+            )
+            assert selecting == [
+                "default-deny-ingress",
+                f"{JOBS_WORKLOAD}-from-operator",
+                f"{JOBS_WORKLOAD}-ray-internal",
+            ]
+        else:
+            assert selecting == ["default-deny-ingress", f"{JOBS_WORKLOAD}-ray-internal"]
+        # The internal rule admits exactly the pods of this workload: head and workers reach each other.
+        internal = policies[f"{JOBS_WORKLOAD}-ray-internal"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]
+        assert selects(internal, labels)
+        # Pod security as the platform's own RayJob.
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
 def test_upload_to_s3_once_per_content(dev, moto, code):
     aws = Aws(REGION)
     bucket = dev.bucket_names()["checkpoints"]
@@ -281,9 +328,6 @@ class SchedulingKube:
                 "lastTimestamp": "2026-12-02T12:00:06Z",
             }
         ]
-
-    def read_log(self, *a, **k):
-        return ""
 
 
 def test_unschedulable_pod_is_named_with_the_schedulers_reason_then_exit_7():

@@ -8,7 +8,6 @@ import base64
 import io
 import json
 import socket
-import threading
 
 import pytest
 
@@ -16,8 +15,8 @@ from config import parse_environment
 from ops import jobs
 from ops.cli import main
 from ops.errors import ClusterAccessError, JobNotFoundError, QuotaExceededError
-from tests.ops.fakes import env_data, rayjob, submitter_pod
-from tests.ops.kube_api import KubeApi, LogSource
+from tests.ops.fakes import env_data, head_pod, rayjob
+from tests.ops.kube_api import JobsApiStandIn, KubeApi
 
 NS = "ray-workloads"
 
@@ -58,77 +57,87 @@ def add_job(api, stage: str, name: str = "hello", **spec):
     return obj
 
 
-# -- the follow stream ---------------------------------------------------------------------------
+# -- the driver's log: the head's Jobs API through the API's port-forward ---------------------------
 
 
-def test_stream_log_yields_each_line_as_the_container_writes_it(api):
-    """The second line is written only after the client has the first: a client that re-read or
-    waited for the end would block here (and the gate's timeout would fail the test)."""
-    source = api.state.add_pod(submitter_pod(name="hello", namespace=NS), LogSource(["line 1"]))
-    got_first = threading.Event()
-
-    def container():
-        assert got_first.wait(timeout=20), "the client did not get line 1 while the stream was open"
-        source.write('line 2 {"step": 5}')
-        source.close()
-
-    threading.Thread(target=container, daemon=True).start()
-    lines = []
-    for line in api.client().stream_log(NS, "hello-h5x2l", follow=True):
-        lines.append(line)
-        got_first.set()
-    assert lines == ["line 1", 'line 2 {"step": 5}']
-    # One request, held open: not polling.
-    assert [r for r in api.state.requests if "/log" in r[1]] == [
-        ("GET", "/api/v1/namespaces/ray-workloads/pods/hello-h5x2l/log?follow=True")
-    ]
+@pytest.fixture
+def jobs_api():
+    """The head of hello's Ray cluster: its pod, and its dashboard's Jobs API on loopback."""
+    dashboard = JobsApiStandIn()
+    yield dashboard
+    dashboard.close()
 
 
-def test_logs_follow_goes_on_to_the_next_attempt_and_stops_when_the_job_ends(api, dev):
+def test_logs_follow_prints_what_the_log_adds_goes_on_to_the_next_attempt_and_stops_at_the_end(api, dev, jobs_api):
     add_job(api, "running")
-    first = api.state.add_pod(
-        submitter_pod(name="hello", suffix="aaaaa", created="2026-12-02T12:00:40Z", namespace=NS),
-        LogSource(["attempt 1 starts"]),
-    )
+    api.add_head(head_pod("hello-x7k2p", namespace=NS), jobs_api.address)
+    jobs_api.logs["hello-9vq4s"] = "attempt 1 starts\n"
+    ticks = []
 
-    def cluster():
-        first.write("Traceback: boom")
-        first.close()
-        second = api.state.add_pod(
-            submitter_pod(name="hello", suffix="bbbbb", created="2026-12-02T12:05:00Z", namespace=NS),
-            LogSource(["attempt 2 starts"]),
-        )
-        second.write("TRAIN done step=10")
-        api.state.rayjobs[(NS, "hello")] = rayjob("complete", name="hello", namespace=NS)
-        second.close()
+    def sleep(_s):
+        # The job moves on between two reads, as a cluster does between two polls.
+        ticks.append(1)
+        if len(ticks) == 1:
+            jobs_api.logs["hello-9vq4s"] += "Traceback: boom\npartial"
+        elif len(ticks) == 2:
+            jobs_api.logs["hello-9vq4s"] += " line\n"
+            api.state.rayjobs[(NS, "hello")] = rayjob("running-again", name="hello", namespace=NS)
+            api.add_head(head_pod("hello-q3w9z", namespace=NS), jobs_api.address)
+            jobs_api.logs["hello-b2m8d"] = "attempt 2 starts\nTRAIN done step=10"
+        else:
+            api.state.rayjobs[(NS, "hello")] = rayjob("complete", name="hello", namespace=NS)
 
-    threading.Timer(0.3, cluster).start()
-    code, out = cli(api, dev, "logs", "hello", "--env", "dev", "--follow")
-    assert code == 0
+    code, out = cli(api, dev, "logs", "hello", "--env", "dev", "--follow", sleep=sleep)
+    assert code == 0, out
     assert out.splitlines() == [
         "attempt 1 starts",
         "Traceback: boom",
-        "--- next attempt: pod hello-bbbbb ---",
+        "partial line",
+        "--- next attempt: Ray job hello-b2m8d ---",
         "attempt 2 starts",
         "TRAIN done step=10",
         "RayJob ray-workloads/hello is Complete/SUCCEEDED",
     ]
+    # Every read went through the API's pod port-forward to the head's dashboard port.
+    assert set(api.state.port_forwards) == {(NS, "hello-x7k2p-head-8xk2q", 8265), (NS, "hello-q3w9z-head-8xk2q", 8265)}
+    assert not [h for h in jobs_api.headers if "x-ray-authorization" in h]  # token auth is off here
 
 
-def test_logs_without_follow_prints_the_newest_attempts_tail_as_json_lines(api, dev):
+def test_logs_without_follow_prints_the_tail_as_json_lines(api, dev, jobs_api):
     add_job(api, "running")
-    api.state.add_pod(
-        submitter_pod(name="hello", suffix="aaaaa", created="2026-12-02T12:00:40Z", namespace=NS), LogSource(["old"])
-    )
-    api.state.add_pod(
-        submitter_pod(name="hello", suffix="bbbbb", created="2026-12-02T12:05:00Z", namespace=NS),
-        LogSource(["a", "b", "c"]),
-    )
+    api.add_head(head_pod("hello-x7k2p", namespace=NS), jobs_api.address)
+    jobs_api.logs["hello-9vq4s"] = "a\nb\nc\n"
     code, out = cli(api, dev, "logs", "hello", "--env", "dev", "--tail", "2", "--json")
     assert code == 0
     events = [json.loads(line) for line in out.splitlines()]
-    assert events[0]["message"].startswith("(attempt 2 of the submitter, pod hello-bbbbb")
-    assert [(e["pod"], e["line"]) for e in events[1:]] == [("hello-bbbbb", "b"), ("hello-bbbbb", "c")]
+    assert [(e["job_id"], e["line"]) for e in events] == [("hello-9vq4s", "b"), ("hello-9vq4s", "c")]
+
+
+def test_logs_send_the_heads_ray_token_where_ray_auth_is_on(api, dev, capsys):
+    head = JobsApiStandIn(token="s3cret")
+    try:
+        add_job(api, "running")
+        api.add_head(head_pod("hello-x7k2p", namespace=NS, token_secret="ray-auth-token"), head.address)
+        head.logs["hello-9vq4s"] = "hello\n"
+        # The token is the one the head runs with (KubeRay's env: the Secret synced from Secrets Manager).
+        code, out = cli(api, dev, "logs", "hello", "--env", "dev", token_fn=lambda kube, ns, pod: "s3cret")
+        assert (code, out) == (0, "hello\n")
+        assert head.headers[-1]["x-ray-authorization"] == "Bearer s3cret"
+        code, _ = cli(api, dev, "logs", "hello", "--env", "dev", token_fn=lambda kube, ns, pod: "wrong")
+        assert code == 5
+        assert (
+            "refused the log of job hello-9vq4s: 403 Forbidden: Invalid authentication token" in capsys.readouterr().err
+        )
+    finally:
+        head.close()
+
+
+def test_logs_of_a_k8sjobmode_job_say_where_its_log_is(api, dev, capsys):
+    add_job(api, "running", submissionMode="K8sJobMode")
+    code, _ = cli(api, dev, "logs", "hello", "--env", "dev")
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "runs in K8sJobMode" in err and "kubectl -n ray-workloads logs job/hello" in err
 
 
 def test_logs_of_a_job_whose_driver_has_not_started(api, dev, capsys):

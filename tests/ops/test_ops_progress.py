@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ops.progress import JobProgress, LogCursor, LogEvent, ServiceProgress, parse_line
+from ops.progress import JobProgress, LogEvent, ServiceProgress, parse_line
 from tests.ops.fakes import rayjob, rayservice
 
 WORKER = "(RayTrainWorker pid=4182, ip=10.11.3.17) "
@@ -55,23 +55,6 @@ def test_parse_line(line, event):
 )
 def test_lines_without_progress(line):
     assert parse_line(line) is None
-
-
-def test_log_cursor_returns_each_line_once_across_overlapping_reads():
-    cursor = LogCursor()
-    first = "2026-12-02T12:00:01.000000001Z TRAIN start step=0\n2026-12-02T12:00:05.5Z TRAIN step=10 loss=4.1000\n"
-    second = "2026-12-02T12:00:05.5Z TRAIN step=10 loss=4.1000\n2026-12-02T12:00:05.5Z same-stamp other line\n2026-12-02T12:00:09.25Z TRAIN step=20 loss=3.9000\n"
-    assert cursor.new_lines("pod-a", first) == ["TRAIN start step=0", "TRAIN step=10 loss=4.1000"]
-    assert cursor.new_lines("pod-a", second) == ["same-stamp other line", "TRAIN step=20 loss=3.9000"]
-    assert cursor.new_lines("pod-a", second) == []
-    # A new submitter pod (after a retry) has its own cursor.
-    assert cursor.new_lines("pod-b", first) == ["TRAIN start step=0", "TRAIN step=10 loss=4.1000"]
-
-
-def test_fraction_padding_orders_timestamps():
-    cursor = LogCursor()
-    cursor.new_lines("p", "2026-12-02T12:00:05.9Z a\n")
-    assert cursor.new_lines("p", "2026-12-02T12:00:05.10Z older\n2026-12-02T12:00:06Z newer\n") == ["newer"]
 
 
 def test_a_run_with_a_failure_and_a_resume():

@@ -11,7 +11,7 @@ import json
 
 from ops.cli import main
 from ops.errors import NotFoundError
-from tests.ops.fakes import RAYJOB_NAME, rayjob, rayservice, submitter_pod
+from tests.ops.fakes import RAYJOB_NAME, head_pod, rayjob, rayservice
 
 NS = "ray-workloads"
 
@@ -31,7 +31,8 @@ def service_manifest():
 
 
 class ScriptedKube:
-    """A Kubernetes API following a script: ticks of (object, {pod: log lines so far})."""
+    """A Kubernetes API following a script: ticks of (object, {Ray job ID suffix: driver log lines
+    so far}); the driver log is what the head's Jobs API answers through a port-forward."""
 
     def __init__(self, ticks, existing=None, kind="RayJob"):
         self.ticks, self.tick, self.kind = ticks, 0, kind
@@ -70,15 +71,17 @@ class ScriptedKube:
 
     def list_pods(self, namespace, label_selector):
         self.calls.append(("pods", namespace, label_selector))
-        return [submitter_pod(suffix=pod) for pod in self.ticks[self.tick][1]]
+        selector = dict(term.split("=", 1) for term in label_selector.split(","))
+        return [head_pod(selector["ray.io/cluster"], namespace=namespace)]
 
-    def read_log(self, namespace, pod, since_seconds=None, tail_lines=None):
-        # The whole log so far each time (more than since_seconds asks for): the cursor dedupes.
-        suffix = pod.rsplit("-", 1)[1]
-        return "".join(
-            f"2026-12-02T12:{i // 60:02d}:{i % 60:02d}.000Z {line}\n"
-            for i, line in enumerate(self.ticks[self.tick][1][suffix])
-        )
+    def pod_http_get(self, namespace, pod, port, path, headers=None):
+        # The whole log so far each time, as Ray's GET /api/jobs/{id}/logs answers.
+        self.calls.append(("http", namespace, pod, port, path))
+        job_id = path.split("/")[3]
+        lines = self.ticks[self.tick][1].get(job_id.rsplit("-", 1)[1])
+        if lines is None:
+            return 404, f"Job {job_id} does not exist".encode()
+        return 200, json.dumps({"logs": "".join(line + "\n" for line in lines)}).encode()
 
 
 W = "(RayTrainWorker pid=4182, ip=10.11.3.17) "
@@ -97,11 +100,11 @@ LOG_2_END = [*LOG_2, W + "TRAIN step=200 loss=2.7000 t=11.0", W + "TRAIN done st
 
 RUN_WITH_A_FAILURE = [
     (rayjob("initializing"), {}),
-    (rayjob("running"), {"a1": LOG_1[:1]}),
-    (rayjob("running"), {"a1": LOG_1}),
-    (rayjob("retrying"), {"a1": LOG_1_END}),
-    (rayjob("running-again"), {"a1": LOG_1_END, "b2": LOG_2}),
-    (rayjob("complete"), {"a1": LOG_1_END, "b2": LOG_2_END}),
+    (rayjob("running"), {"9vq4s": LOG_1[:1]}),
+    (rayjob("running"), {"9vq4s": LOG_1}),
+    (rayjob("retrying"), {"9vq4s": LOG_1_END}),
+    (rayjob("running-again"), {"9vq4s": LOG_1_END, "b2m8d": LOG_2}),
+    (rayjob("complete"), {"9vq4s": LOG_1_END, "b2m8d": LOG_2_END}),
 ]
 
 
@@ -120,19 +123,38 @@ def short_run_config(name="dev"):
     return parse_environment(data)
 
 
-def run(kube, *args):
-    out = io.StringIO()
-    code = main(
-        ["submit", *args, "--env", "dev"],
-        render_fn=lambda kind, config: manifest() if kind == "training" else service_manifest(),
-        load_config=short_run_config,
+def as_text(raw):
+    """A non-terminal gets JSON lines; their messages read as the plain lines, the progress
+    display indented."""
+    return "".join(
+        ("  " if e["event"] == "progress" else "") + e["message"] + "\n" for e in map(json.loads, raw.splitlines())
+    )
+
+
+def submit(kube, argv, out, *, render=True, load_config=short_run_config, sleep=None, **kwargs):
+    """``main`` against the scripted API, on its clock, without AWS; ``render``: the scripted
+    manifests (else the real renderer), ``load_config`` None: the real config/ file."""
+    extra = (
+        {"render_fn": lambda kind, config: manifest() if kind == "training" else service_manifest()} if render else {}
+    )
+    if load_config is not None:
+        extra["load_config"] = load_config
+    return main(
+        argv,
         kube_factory=lambda aws, config, a: kube,
-        sleep=kube.sleep,
+        sleep=sleep or kube.sleep,
         clock=kube.clock,
         out=out,
         aws_factory=lambda c, p: None,
+        **extra,
+        **kwargs,
     )
-    return code, out.getvalue()
+
+
+def run(kube, *args):
+    out = io.StringIO()
+    code = submit(kube, ["submit", *args, "--env", "dev"], out)
+    return code, out.getvalue() if "--json" in args else as_text(out.getvalue())
 
 
 def test_submit_follows_a_run_through_a_failure_and_resume_to_success():
@@ -140,7 +162,9 @@ def test_submit_follows_a_run_through_a_failure_and_resume_to_success():
     code, out = run(kube, "training")
     assert code == 0
     assert ("create", "RayJob", NS, RAYJOB_NAME) in kube.calls
-    assert ("pods", NS, f"batch.kubernetes.io/job-name={RAYJOB_NAME}") in kube.calls
+    # The driver log comes from each attempt's head through a port-forward to its dashboard.
+    assert ("http", NS, f"{RAYJOB_NAME}-x7k2p-head-8xk2q", 8265, f"/api/jobs/{RAYJOB_NAME}-9vq4s/logs") in kube.calls
+    assert ("http", NS, f"{RAYJOB_NAME}-q3w9z-head-8xk2q", 8265, f"/api/jobs/{RAYJOB_NAME}-b2m8d/logs") in kube.calls
     lines = out.splitlines()
     assert lines[0] == f"created RayJob {NS}/{RAYJOB_NAME}"
     assert lines[1] == f"{RAYJOB_NAME}: New/- -> Initializing/-"
@@ -172,23 +196,15 @@ class CtrlC:
 def test_ctrl_c_leaves_the_job_running_and_says_how_to_reattach():
     kube = ScriptedKube(RUN_WITH_A_FAILURE)
     out = io.StringIO()
-    code = main(
-        ["submit", "training", "--env", "dev"],
-        render_fn=lambda k, c: manifest(),
-        kube_factory=lambda a, c, x: kube,
-        load_config=short_run_config,
-        sleep=CtrlC(kube, after=2),
-        clock=kube.clock,
-        out=out,
-        aws_factory=lambda c, p: None,
-    )
+    code = submit(kube, ["submit", "training", "--env", "dev"], out, sleep=CtrlC(kube, after=2))
     assert code == 130
     assert not [c for c in kube.calls if c[0] in ("delete", "replace")]
-    assert out.getvalue().endswith(
+    assert as_text(out.getvalue()).endswith(
         f"\nStopped following. The RayJob {NS}/{RAYJOB_NAME} keeps running on the cluster.\n"
         "  reattach:  python -m ops submit training --env dev --attach\n"
         f"  or watch:  kubectl -n {NS} get rayjob {RAYJOB_NAME} -w\n"
     )
+    assert json.loads(out.getvalue().splitlines()[-1])["event"] == "detached"
 
 
 def test_attach_follows_without_applying():
@@ -221,17 +237,17 @@ def test_a_finished_job_is_deleted_and_submitted_again():
 
 
 def test_a_failed_job_exits_non_zero_with_its_message():
-    kube = ScriptedKube([(rayjob("running"), {"a1": LOG_1}), (rayjob("failed"), {"a1": LOG_1_END})])
+    kube = ScriptedKube([(rayjob("running"), {"9vq4s": LOG_1}), (rayjob("failed"), {"9vq4s": LOG_1_END})])
     code, out = run(kube, "training")
     assert code == 1
     assert out.splitlines()[-1] == (
         f"RayJob {NS}/{RAYJOB_NAME} ended Failed/FAILED: Job entrypoint command failed with exit code 1. "
-        f"Logs: kubectl -n {NS} logs job/{RAYJOB_NAME}"
+        f"Driver log: python -m ops logs {RAYJOB_NAME} --env dev"
     )
 
 
 def test_timeout_stops_following_only():
-    kube = ScriptedKube([(rayjob("running"), {"a1": LOG_1})] * 5)
+    kube = ScriptedKube([(rayjob("running"), {"9vq4s": LOG_1})] * 5)
     code, out = run(kube, "training", "--timeout-minutes", "2")
     assert code == 1
     assert (
@@ -271,16 +287,7 @@ def test_inference_updates_an_existing_service_in_place():
 def test_attach_to_a_job_that_does_not_exist():
     kube = ScriptedKube([(rayjob("running"), {})])
     out, err = io.StringIO(), io.StringIO()
-    code = main(
-        ["submit", "training", "--env", "dev", "--attach"],
-        render_fn=lambda k, c: manifest(),
-        kube_factory=lambda a, c, x: kube,
-        sleep=kube.sleep,
-        clock=kube.clock,
-        out=out,
-        err=err,
-        aws_factory=lambda c, p: None,
-    )
+    code = submit(kube, ["submit", "training", "--env", "dev", "--attach"], out, load_config=None, err=err)
     assert code == 1
     assert err.getvalue() == (
         f"error: RayJob {NS}/{RAYJOB_NAME} does not exist (deleted, or never submitted)\n"
@@ -319,17 +326,10 @@ def test_submit_applies_the_workload_renderers_manifest():
     name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]
     kube = ScriptedKube([(rayjob("complete", name=name, namespace=ns), {})])
     out = io.StringIO()
-    code = main(
-        ["submit", "training", "--env", "dev"],
-        kube_factory=lambda a, c, x: kube,
-        sleep=kube.sleep,
-        clock=kube.clock,
-        out=out,
-        aws_factory=lambda c, p: None,
-    )
+    code = submit(kube, ["submit", "training", "--env", "dev"], out, render=False, load_config=None)
     assert code == 0
     assert kube.created == expected
-    assert out.getvalue().splitlines()[0] == f"created RayJob {ns}/{name}"
+    assert as_text(out.getvalue()).splitlines()[0] == f"created RayJob {ns}/{name}"
 
 
 def test_rendering_imports_neither_ray_nor_torch():
@@ -351,17 +351,10 @@ def test_submit_inference_applies_the_rendered_rayservice():
     name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]
     kube = ScriptedKube([(rayservice(True, name=name, namespace=ns), {})], kind="RayService")
     out = io.StringIO()
-    code = main(
-        ["submit", "inference", "--env", "dev"],
-        kube_factory=lambda a, c, x: kube,
-        sleep=kube.sleep,
-        clock=kube.clock,
-        out=out,
-        aws_factory=lambda c, p: None,
-    )
+    code = submit(kube, ["submit", "inference", "--env", "dev"], out, render=False, load_config=None)
     assert code == 0
     assert kube.created == expected
-    assert out.getvalue().splitlines()[-1] == f"RayService {ns}/{name} is ready"
+    assert as_text(out.getvalue()).splitlines()[-1] == f"RayService {ns}/{name} is ready"
 
 
 def test_ctrl_c_while_applying_says_how_to_check_and_reattach():
@@ -374,7 +367,74 @@ def test_ctrl_c_while_applying_says_how_to_check_and_reattach():
     code, out = run(kube, "training")
     assert code == 130
     assert out.endswith(
-        f"\ninterrupted while applying RayJob {NS}/{RAYJOB_NAME}; it may or may not exist now.\n"
+        f"interrupted while applying RayJob {NS}/{RAYJOB_NAME}; it may or may not exist now.\n"
         f"  check:     kubectl -n {NS} get rayjob {RAYJOB_NAME}\n"
         "  reattach:  python -m ops submit training --env dev --attach\n"
     )
+
+
+def screen(raw: str) -> list[str]:
+    """What a terminal shows: each row is what follows its last carriage-return-and-erase."""
+    rows = raw.replace("\r\n", "\n").split("\n")
+    return [row.rsplit("\r\x1b[K", 1)[-1] for row in rows]
+
+
+def test_a_terminal_gets_the_live_display_and_a_pipe_gets_json_lines():
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+    import threading
+
+    master, slave = pty.openpty()
+    # A 160-column terminal: the status line is cut to the width, so that it never wraps.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    chunks = []
+
+    def drain():
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the slave side closed
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    kube = ScriptedKube(RUN_WITH_A_FAILURE)
+    with os.fdopen(slave, "w") as tty:
+        assert tty.isatty()
+        code = submit(kube, ["submit", "training", "--env", "dev"], tty)
+    reader.join(timeout=10)
+    os.close(master)
+    raw = b"".join(chunks).decode()
+    assert code == 0
+    assert "{" not in raw  # no JSON on a terminal
+    assert max(len(row) for row in screen(raw)) <= 159
+    # The status line is redrawn in place: many draws, one row left on the screen per event.
+    assert raw.count("\r\x1b[K") > len(screen(raw))
+    rows = screen(raw)
+    assert rows[0] == f"created RayJob {NS}/{RAYJOB_NAME}"
+    assert f"{RAYJOB_NAME}: resumed from checkpoint at step 100" in rows
+    assert f"{RAYJOB_NAME}: failure in the job log: {W}TRAIN injected failure after step 130" in rows
+    # The last status line stays, with its bar, above the final message.
+    assert rows[-3].startswith("[####################] [SUCCEEDED]  step 200/200 (100.0%)  loss 2.7000")
+    assert "resumed 1x (last from step 100)" in rows[-3]
+    assert rows[-2:] == [f"RayJob {NS}/{RAYJOB_NAME} succeeded at step 200", ""]
+    # Mid-run the status row showed the fraction, the rate and the ETA.
+    assert "\r\x1b[K[##########----------] [RUNNING]  step 100/200 (50.0%)  loss 3.1000  1.67 steps/s  ETA 1m00s" in raw
+
+    # Not a terminal (a pipe, a file, CI): JSON lines without --json.
+    kube = ScriptedKube(RUN_WITH_A_FAILURE)
+    out = io.StringIO()
+    submit(kube, ["submit", "training", "--env", "dev"], out)
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert {e["event"] for e in events} >= {"message", "status", "progress", "log", "done"}
+    assert events[-1] == {
+        "event": "done",
+        "message": f"RayJob {NS}/{RAYJOB_NAME} succeeded at step 200",
+        "succeeded": True,
+    }

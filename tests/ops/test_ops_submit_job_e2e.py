@@ -6,12 +6,12 @@ runs on a real Ray cluster (workloads/common/local_cluster.py) with its code tak
 - Ray: every node's runtime env agent downloads that zip (``working_dir: s3://...``) from the same
   server with boto3, as Ray pods do with their Pod Identity credentials; the script imports a
   module of its own directory on the driver and in a task on a worker node.
-- Kubernetes: tests/ops/kube_api.py, real HTTP. The one stand-in is KubeRay itself: when the
-  RayJob is created, the test does what KubeRay's K8sJobMode submitter does (``ray job submit``
-  with the RayJob's entrypoint and runtime env against the cluster's dashboard), shows its output
-  as the submitter pod's log and moves the RayJob's status along.
-- The CLI follows the job to success from that log (steps, loss, checkpoint), and ``hpray logs``
-  reads the job's output back through the API's follow stream.
+- Kubernetes: tests/ops/kube_api.py, real HTTP, with the pod ``portforward`` websocket relayed to
+  the Ray head's real dashboard port. The one stand-in is KubeRay itself: when the RayJob is
+  created, the test does what KubeRay's HTTPMode does (submit the RayJob's entrypoint and runtime
+  env to the head's Jobs API under ``status.jobId``, poll it, move the RayJob's status along).
+- The CLI follows the job to success from the driver's log, read from the real Jobs API through
+  that port-forward (steps, loss, checkpoint), and ``hpray logs`` reads it back the same way.
 """
 
 from __future__ import annotations
@@ -19,20 +19,21 @@ from __future__ import annotations
 import io
 import json
 import os
-import shlex
-import subprocess
 import sys
 import threading
+import time
+import urllib.request
 from pathlib import Path
 
 import boto3
 import pytest
+import ray
 
 from config import parse_environment
 from ops.aws import Aws
 from ops.cli import main
-from tests.ops.fakes import REGION, env_data, submitter_pod
-from tests.ops.kube_api import KubeApi, LogSource
+from tests.ops.fakes import REGION, env_data, head_pod
+from tests.ops.kube_api import KubeApi
 from workloads.common.local_cluster import LocalCluster, free_port
 
 pytestmark = pytest.mark.slow
@@ -89,50 +90,47 @@ def s3():
 
 
 def kuberay_stand_in(api: KubeApi, cluster: LocalCluster):
-    """What KubeRay does for a K8sJobMode RayJob, on the local cluster."""
+    """What KubeRay does for an HTTPMode RayJob, on the local cluster: the RayCluster's head pod
+    (its dashboard port is the local cluster's), the job submitted to the head's Jobs API under
+    ``status.jobId`` with the RayJob's entrypoint and runtime env, and its status polled there."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
 
     def on_create(rayjob: dict) -> None:
         name = rayjob["metadata"]["name"]
         spec = rayjob["spec"]
+        assert spec["submissionMode"] == "HTTPMode"
+        ray_cluster = f"{name}-local"
+        job_id = f"{name}-01"
 
         def run() -> None:
             status = {
                 "jobDeploymentStatus": "Initializing",
-                "rayClusterName": f"{name}-local",
+                "rayClusterName": ray_cluster,
                 "startTime": "2026-12-03T11:00:01Z",
             }
             api.state.rayjobs[(NS, name)]["status"] = status
-            log = api.state.add_pod(submitter_pod(name=name, suffix="sub01", namespace=NS), LogSource())
+            api.add_head(head_pod(ray_cluster, namespace=NS), ("127.0.0.1", cluster.dashboard_port))
+            client = JobSubmissionClient(cluster.dashboard_url)
+            client.submit_job(
+                entrypoint=spec["entrypoint"],
+                submission_id=job_id,
+                runtime_env=json.loads(spec["runtimeEnvYAML"]),
+            )
+            status = {**status, "jobId": job_id}
             api.state.rayjobs[(NS, name)]["status"] = {
                 **status,
                 "jobDeploymentStatus": "Running",
                 "jobStatus": "RUNNING",
             }
-            cmd = [
-                str(Path(sys.executable).with_name("ray")),
-                "job",
-                "submit",
-                "--address",
-                cluster.dashboard_url,
-                "--submission-id",
-                f"{name}-01",
-                "--runtime-env-json",
-                json.dumps(json.loads(spec["runtimeEnvYAML"])),
-                "--",
-                *shlex.split(spec["entrypoint"]),
-            ]
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=cluster.env())
-            for line in proc.stdout:
-                log.write(line.rstrip("\n"))
-            ok = proc.wait() == 0
-            api.state.pods[(NS, f"{name}-sub01")]["status"]["phase"] = "Succeeded" if ok else "Failed"
+            while not (state := client.get_job_status(job_id)).is_terminal():
+                time.sleep(0.5)
+            ok = state == JobStatus.SUCCEEDED
             api.state.rayjobs[(NS, name)]["status"] = {
                 **status,
                 "jobDeploymentStatus": "Complete" if ok else "Failed",
                 "jobStatus": "SUCCEEDED" if ok else "FAILED",
                 "endTime": "2026-12-03T11:01:00Z",
             }
-            log.close()
 
         threading.Thread(target=run, daemon=True).start()
 
@@ -201,7 +199,7 @@ def test_a_new_users_script_runs_from_s3_and_its_output_comes_back(tmp_path, s3,
             **common,
         )
         events = [json.loads(line) for line in out.getvalue().splitlines()]
-        assert code == 0, out.getvalue() + "\n".join(api.state.logs.get((NS, "first-job-sub01"), LogSource()).lines)
+        assert code == 0, out.getvalue()
 
         uri = next(e["uri"] for e in events if e.get("event") == "uploaded")
         assert uri.startswith(f"s3://{bucket}/jobs/first-job/working-dir-") and uri.endswith(".zip")
@@ -220,4 +218,27 @@ def test_a_new_users_script_runs_from_s3_and_its_output_comes_back(tmp_path, s3,
         assert "driver says hello from my own code" in lines
         assert "worker says hello from my own code" in lines
         assert "checkpoint saved at step 3 in /fsx/checkpoints/jobs/first-job" in lines
-        assert any("Job 'first-job-01' succeeded" in line for line in lines)
+        assert lines[-1] == "RayJob ray-workloads/first-job is Complete/SUCCEEDED"
+        # Both read the driver's log from the head's Jobs API through the API's pod port-forward.
+        assert set(api.state.port_forwards) == {(NS, "first-job-local-head-8xk2q", 8265)}
+
+        # `hpray dashboard`: a local port relayed through the API's port-forward to the real
+        # dashboard; the Jobs API answers through it as on the head.
+        shown = io.StringIO()
+        threading.Thread(
+            target=main,
+            args=(["dashboard", "first-job", "--env", "dev", "--port", "0", "--json"],),
+            kwargs={**common, "out": shown},
+            daemon=True,  # serves until Ctrl-C; its listener goes with the test process
+        ).start()
+        deadline = time.monotonic() + 30
+        while not shown.getvalue().endswith("\n") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        info = json.loads(shown.getvalue())
+        assert (info["pod"], info["auth"]) == ("first-job-local-head-8xk2q", False)
+        with urllib.request.urlopen(f"{info['url']}/api/jobs/first-job-01", timeout=30) as r:
+            job = json.loads(r.read())
+        assert (job["submission_id"], job["status"]) == ("first-job-01", "SUCCEEDED")
+        with urllib.request.urlopen(f"{info['url']}/api/version", timeout=30) as r:
+            assert json.loads(r.read())["ray_version"] == ray.__version__
+        assert api.state.port_forwards.count((NS, "first-job-local-head-8xk2q", 8265)) >= 4

@@ -44,11 +44,13 @@ SERVE_PORT = 8000
 SERVE_CLIENT_LABEL = "hyperpod-ray/serve-client"
 
 
-def _policy(name: str, pod_selector: dict[str, str], ingress: list[dict]) -> dict[str, Any]:
+def _policy(
+    name: str, pod_selector: dict[str, str], ingress: list[dict], namespace: str = k8s.NAMESPACE
+) -> dict[str, Any]:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": name, "namespace": k8s.NAMESPACE, "labels": k8s.labels("ray", "network-policy")},
+        "metadata": {"name": name, "namespace": namespace, "labels": k8s.labels("ray", "network-policy")},
         "spec": {"podSelector": {"matchLabels": pod_selector}, "policyTypes": ["Ingress"], "ingress": ingress},
     }
 
@@ -64,14 +66,19 @@ def _operator_peer() -> dict[str, Any]:
     }
 
 
-def workload_policies(workload: str, *, serve: bool) -> list[dict[str, Any]]:
+def workload_policies(workload: str, *, serve: bool, namespace: str = k8s.NAMESPACE) -> list[dict[str, Any]]:
     """The policies of one RayJob (``serve`` False) or RayService (True) named ``workload``."""
     own = security.workload_labels(workload)
     head = {**own, NODE_TYPE_LABEL: "head"}
     operator_ports = (DASHBOARD_PORT, SERVE_PORT) if serve else (DASHBOARD_PORT,)
     out = [
-        _policy(f"{workload}-ray-internal", own, [{"from": [{"podSelector": {"matchLabels": dict(own)}}]}]),
-        _policy(f"{workload}-from-operator", head, [{"from": [_operator_peer()], "ports": _tcp(*operator_ports)}]),
+        _policy(f"{workload}-ray-internal", own, [{"from": [{"podSelector": {"matchLabels": dict(own)}}]}], namespace),
+        _policy(
+            f"{workload}-from-operator",
+            head,
+            [{"from": [_operator_peer()], "ports": _tcp(*operator_ports)}],
+            namespace,
+        ),
     ]
     if serve:
         out.append(
@@ -89,13 +96,13 @@ def workload_policies(workload: str, *, serve: bool) -> list[dict[str, Any]]:
     return out
 
 
-def default_deny() -> dict[str, Any]:
+def default_deny(namespace: str = k8s.NAMESPACE) -> dict[str, Any]:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {
             "name": "default-deny-ingress",
-            "namespace": k8s.NAMESPACE,
+            "namespace": namespace,
             "labels": k8s.labels("ray", "network-policy"),
         },
         "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
@@ -115,14 +122,25 @@ def metrics_policy(cfg: EnvironmentConfig) -> dict[str, Any]:
 
 
 def workloads(cfg: EnvironmentConfig) -> list[tuple[str, bool]]:
-    """(workload name, serves) of every RayJob/RayService rendered for ``cfg``."""
+    """(workload name, serves) of every RayJob/RayService rendered for ``cfg``, and the one
+    workload all ``hpray submit job`` RayJobs share (config/jobs.py)."""
+    from config.jobs import JOBS_WORKLOAD
     from workloads.inference import manifest as inference
     from workloads.training import manifest as training
 
     out = [(training.render(cfg)["metadata"]["name"], False), (inference.render(cfg)["metadata"]["name"], True)]
+    out.append((JOBS_WORKLOAD, False))
     if cfg.inference.llm.enabled:
         out.append((inference.render_llm(cfg)["metadata"]["name"], True))
     return out
+
+
+def team_policies(namespace: str) -> list[dict[str, Any]]:
+    """A team namespace's policies (constructs/team_access.py): the same default deny, and the
+    rules of the one workload its ``hpray submit job`` RayJobs share (config/jobs.py)."""
+    from config.jobs import JOBS_WORKLOAD
+
+    return [default_deny(namespace), *workload_policies(JOBS_WORKLOAD, serve=False, namespace=namespace)]
 
 
 def render(cfg: EnvironmentConfig) -> dict[str, Any]:
