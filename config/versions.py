@@ -43,6 +43,15 @@ KUBECTL_LAYERS: dict[str, tuple[str, str]] = {
 # coredns, eks-pod-identity-agent). NOT cross-checked offline: the aws-fsx-csi-driver and
 # amazon-cloudwatch-observability builds; confirm before a first deploy with
 #   aws eks describe-addon-versions --kubernetes-version 1.33 --addon-name NAME
+# The Secrets Store CSI driver with the AWS provider (ASCP), one EKS add-on since 2025-11
+# (Secrets Manager user guide, "Install ASCP for Amazon EKS", ascp-eks-installation.html). The
+# add-on packages ASCP's Helm chart, which brings the driver as a subchart: ASCP v3.1.1's chart
+# (aws/secrets-store-csi-driver-provider-aws@5f47771, charts/.../Chart.lock) bundles
+# secrets-store-csi-driver 1.6.0, whose chart needs Kubernetes >= 1.30. v3.1.1-eksbuild.2 is the
+# build published EKS configurations pin; the same build serves 1.33 and 1.34 (add-on builds
+# of ASCP are not per Kubernetes minor). NOT cross-checked offline, like the rows below.
+SECRETS_STORE_ADDON = "v3.1.1-eksbuild.2"
+
 ADDON_VERSIONS: dict[str, dict[str, str]] = {
     "1.33": {
         "vpc-cni": "v1.20.3-eksbuild.1",
@@ -51,6 +60,7 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
         "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
         "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",
         "amazon-cloudwatch-observability": "v4.5.0-eksbuild.1",
+        "aws-secrets-store-csi-driver-provider": SECRETS_STORE_ADDON,
     },
     # 1.34 (added 2026-12-03): kube-proxy v1.34.0-eksbuild.2 is the build EKS 1.34 clusters pull
     # (public EKS 1.34 reports name it); vpc-cni, eks-pod-identity-agent, the FSx CSI driver and
@@ -65,6 +75,7 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
         "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
         "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",
         "amazon-cloudwatch-observability": "v4.5.0-eksbuild.1",
+        "aws-secrets-store-csi-driver-provider": SECRETS_STORE_ADDON,
     },
 }
 

@@ -41,3 +41,16 @@ def kuberay_operator_release(eks_config: Eks) -> ChartRelease:
         namespace=KUBERAY_NAMESPACE,
         values=kuberay_operator_values(eks_config),
     )
+
+
+# What the Ray autoscaler sidecar of an autoscaling head may do: the Role KubeRay 1.7 creates for
+# each such RayCluster, named after it, and binds to the head's service account (the workloads'
+# one here), in the cluster's namespace (ray-operator/controllers/ray/common/rbac.go BuildRole,
+# BuildRoleBinding; raycluster_controller.go reconcileAutoscalerRole/RoleBinding at v1.7.0). The
+# operator creates it, so this app writes no Role of its own; Kubernetes lets the operator grant
+# only rules it holds itself, which tests/constructs/test_kuberay.py checks against the chart.
+AUTOSCALER_ROLE_RULES: tuple[dict[str, list[str]], ...] = (
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "patch"]},
+)

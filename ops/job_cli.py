@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from config.model import EnvironmentConfig
+from config.names import ray_auth_secret_name
 from ops.errors import EXIT_OK, OpsError
 from ops.output import to_json
 
@@ -215,7 +216,16 @@ def run_job_command(
     from ops.portforward import serve_dashboard
 
     return serve_dashboard(
-        kube, args.namespace, args.name, local_port=args.port, out=out, json_mode=args.json, prog=prog, env=env
+        kube,
+        args.namespace,
+        args.name,
+        local_port=args.port,
+        out=out,
+        json_mode=args.json,
+        prog=prog,
+        env=env,
+        aws=aws,
+        token_secret=ray_auth_secret_name(config.name_prefix) if config.eks.ray_token_auth else None,
     )
 
 

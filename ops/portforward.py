@@ -53,11 +53,21 @@ def forward(kube: Any, namespace: str, pod: str, remote_port: int, listener: soc
 
 
 def serve_dashboard(
-    kube: Any, namespace: str, name: str | None, *, local_port: int, out: TextIO, json_mode: bool, prog: str, env: str
+    kube: Any,
+    namespace: str,
+    name: str | None,
+    *,
+    local_port: int,
+    out: TextIO,
+    json_mode: bool,
+    prog: str,
+    env: str,
+    aws: Any = None,
+    token_secret: str | None = None,
 ) -> int:
     target, cluster = pick_head(kube, namespace, name, prog=prog, env=env)
     pod = head_pod(kube, namespace, cluster)
-    token = auth_token(kube, namespace, pod)
+    token = auth_token(kube, namespace, pod, aws=aws, secret_id=token_secret)
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

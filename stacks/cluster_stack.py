@@ -22,6 +22,7 @@ from constructs.ray_auth import RayAuthToken
 from constructs.team_access import TeamAccess
 from constructs.workloads_access import WorkloadsAccess
 from constructs.workloads_image import WorkloadsImage
+from constructs.workloads_security import WorkloadsSecurity
 from stacks.base import PlatformStack
 from stacks.storage_stack import StorageStack
 
@@ -88,6 +89,16 @@ class ClusterStack(PlatformStack):
             key=storage.platform_key,
             readers=[self.workloads.role],
             removal_policy=self.removal_policy,
+        )
+        # The Ray namespace's NetworkPolicies and the SecretProviderClass that syncs the token.
+        self.workloads_security = WorkloadsSecurity(
+            self,
+            "WorkloadsSecurity",
+            cluster=self.cluster,
+            config=config,
+            namespace=self.workloads.namespace,
+            secrets_store=self.eks.addons.get("aws-secrets-store-csi-driver-provider"),
+            secrets_depend_on=[self.ray_auth.secret, self.workloads.pod_identity],
         )
         # Team namespaces, quotas and namespace-scoped access entries (config `teams`).
         self.teams = (
