@@ -211,6 +211,19 @@ KUBERAY_CRDS = SourcePin(
     files=("ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml", "ray.io_rayservices.yaml"),
 )
 
+# The SecretProviderClass CRD of the Secrets Store CSI driver the add-on bundles (driver chart
+# 1.6.0, tag v1.6.0, Apache-2.0), for validating the rendered SecretProviderClass offline. Not in
+# ../shared: fetched once from GitHub into the cache where the network allows, else the test that
+# needs it is skipped with the reason.
+SECRETS_STORE_CRDS = SourcePin(
+    "secrets-store-csi-driver-crds-v1.6.0",
+    "kubernetes-sigs/secrets-store-csi-driver",
+    "4960f9637c51ad9cb9ef264481bc6d9a98bf1f1c",
+    "charts/secrets-store-csi-driver/crds",
+    "bf77bd80f6fe8764d71a9bc1b0fd3646c527653fe4dae501dd5ea8015cdbe709",
+    files=("secrets-store.csi.x-k8s.io_secretproviderclasses.yaml",),
+)
+
 # ---------------------------------------------------------------------------------------------
 # Container images of the manifests this app writes itself
 # ---------------------------------------------------------------------------------------------
