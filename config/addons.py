@@ -45,6 +45,41 @@ EKS_ADDON_DAEMONSETS: dict[str, dict[str, Any]] = {
     "eks-pod-identity-agent": {},
     "fsx-csi-node (aws-fsx-csi-driver)": {},
 }
+# The Secrets Store CSI driver add-on (aws-secrets-store-csi-driver-provider, installed with
+# eks.ray_token_auth): two DaemonSets, the driver and the AWS provider (ASCP). Container requests
+# as their charts set them: driver chart 1.6.0 values.yaml linux.driver/registrar/livenessProbe,
+# ASCP chart 3.1.1 values.yaml resources (config/versions.py SECRETS_STORE_ADDON).
+SECRETS_STORE_DAEMONSETS: dict[str, list[dict[str, Any]]] = {
+    "secrets-store-csi-driver (aws-secrets-store-csi-driver-provider)": [
+        {"requests": {"cpu": "50m", "memory": "100Mi"}, "limits": {"cpu": "200m", "memory": "200Mi"}},
+        {"requests": {"cpu": "10m", "memory": "20Mi"}, "limits": {"cpu": "100m", "memory": "100Mi"}},
+        {"requests": {"cpu": "10m", "memory": "20Mi"}, "limits": {"cpu": "100m", "memory": "100Mi"}},
+    ],
+    "secrets-store-csi-driver-provider-aws (aws-secrets-store-csi-driver-provider)": [
+        {"requests": {"cpu": "50m", "memory": "100Mi"}, "limits": {"cpu": "50m", "memory": "100Mi"}},
+    ],
+}
+
+
+def secrets_store_configuration() -> dict[str, Any]:
+    """The add-on's configuration values: ASCP's chart values, with the driver subchart's under
+    ``secrets-store-csi-driver`` (the add-on validates the provider's keys and passes the
+    driver's through: Secrets Manager user guide, ascp-eks-installation.html)."""
+    return {
+        # A Ray pod's CSI mount needs both DaemonSets on its node, and Ray pods run on tainted
+        # HyperPod nodes. ASCP's chart tolerates nothing by default (tolerations: []); the
+        # driver's chart tolerates every taint (linux.tolerations), stated here so that both
+        # follow this app rather than a chart default.
+        "tolerations": every_node_tolerations(),
+        "secrets-store-csi-driver": {
+            "linux": {"tolerations": every_node_tolerations()},
+            # KubeRay reads the token from a Kubernetes Secret: the driver writes the synced
+            # Secret (SecretProviderClass secretObjects) only with syncSecret on.
+            "syncSecret": {"enabled": True},
+        },
+    }
+
+
 # CoreDNS (EKS add-on): two replicas of 100m / 70Mi (the upstream CoreDNS deployment's
 # requests), on the system nodes (HyperPod nodes carry no label it would select, and
 # the placement check keeps it where the platform expects it).

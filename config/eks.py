@@ -71,11 +71,9 @@ class Eks(Frozen):
     system_nodes: SystemNodeGroup = Field(
         default_factory=SystemNodeGroup, description="The 'system' managed node group."
     )
-    # Off until the app installs the Secrets Store CSI driver: with it on, every Ray pod mounts the
-    # CSI volume that syncs the token's Secret, and a cluster without the driver never starts them.
     ray_token_auth: bool = Field(
-        default=False,
-        description="Ray token authentication on every RayJob and RayService (KubeRay authOptions; the token from the Secrets Manager secret <name_prefix>/ray-auth-token, synced by the Secrets Store CSI driver with the AWS provider and secret sync on). Needs that driver on the cluster, which this app does not install yet.",
+        default=True,
+        description="Ray token authentication on every RayJob and RayService (KubeRay authOptions; the token from the Secrets Manager secret <name_prefix>/ray-auth-token, synced into a Kubernetes Secret by the Secrets Store CSI driver add-on, which this switch also installs). Off: Ray's dashboard and Jobs API accept any caller that reaches them.",
     )
     cloudwatch_observability: bool = Field(
         default=False,

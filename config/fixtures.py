@@ -162,6 +162,11 @@ def kuberay_crd_dir() -> Path:
     return source_dir(versions.KUBERAY_CRDS, shared_dir())
 
 
+def secrets_store_crd_dir() -> Path:
+    """The SecretProviderClass CRD of the driver the Secrets Store CSI add-on bundles."""
+    return source_dir(versions.SECRETS_STORE_CRDS, shared_dir())
+
+
 def missing_summary() -> str | None:
     """One line naming every fixture that cannot be had and how to get them, or None."""
     problems: list[FixtureUnavailable] = []

@@ -81,6 +81,17 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out
 
 
+# Keys that were renamed: (dotted path) -> (new key, why). The old name gets its own message
+# instead of an unknown-key error with an unrelated suggestion.
+RENAMED_KEYS: dict[str, tuple[str, str]] = {
+    "network.closed_network": (
+        "aws_interface_endpoints",
+        "it adds interface endpoints for the AWS APIs and never closed egress to the internet (NAT stays); "
+        "pulling images only from ECR is network.images_from_ecr",
+    ),
+}
+
+
 def format_validation_error(err: ValidationError, root: type[BaseModel] = EnvironmentConfig) -> list[str]:
     lines: list[str] = []
     for e in err.errors(include_url=False):
@@ -89,6 +100,10 @@ def format_validation_error(err: ValidationError, root: type[BaseModel] = Enviro
         kind = e["type"]
         if kind == "extra_forbidden":
             parent, key = loc[:-1], loc[-1]
+            renamed = RENAMED_KEYS.get(_loc(loc))
+            if renamed:
+                lines.append(f"{where}: renamed to {renamed[0]!r}; {renamed[1]}")
+                continue
             model = _model_at(parent, root)
             valid = []
             if model is not None:

@@ -57,8 +57,17 @@ class Network(Frozen):
     hyperpod_subnets: list[HyperPodSubnet] = Field(
         min_length=1, description="One HyperPod subnet per AZ ID, routed through the NAT gateway of its AZ."
     )
-    closed_network: bool = Field(
-        default=False, description="Add interface endpoints for every AWS API the nodes call (no internet path needed)."
+    # Named for what it does: it does not close egress. The NAT gateways stay, because the
+    # kubectl handler fetches Helm charts from their public repositories and nodes pull public
+    # images (KubeRay from quay.io, the NVIDIA device plugin from nvcr.io); constructs/flows.py
+    # lists those internet flows.
+    aws_interface_endpoints: bool = Field(
+        default=False,
+        description="Interface endpoints for every AWS API the nodes and pods call, so those calls stay inside the VPC. Egress to the internet stays open through NAT: Helm charts and public images are fetched from the internet.",
+    )
+    images_from_ecr: bool = Field(
+        default=False,
+        description="Pull every image from ECR in the environment's account and region: ECR pull-through cache rules (quay.io, Docker Hub) and a mirror repository (nvcr.io, which ECR cannot cache) for the operator, device plugins and the LLM image (constructs/image_cache.py).",
     )
     flow_log_retention_days: int = Field(
         default=90,

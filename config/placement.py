@@ -170,13 +170,23 @@ def pools(env: _Environment) -> list[Pool]:
 
 
 def daemonsets(env: _Environment) -> list[Pod]:
-    """Every DaemonSet the platform installs: EKS add-ons, device plugins, health agent."""
+    """Every DaemonSet the platform installs: EKS add-ons (the Secrets Store CSI driver's with
+    token auth), device plugins, health agent."""
     out = [
         pod_from_spec(
             name, {"containers": [{"resources": res}], "tolerations": addons.every_node_tolerations()}, daemonset=True
         )
         for name, res in addons.EKS_ADDON_DAEMONSETS.items()
     ]
+    if env.eks.ray_token_auth:
+        # Every Ray pod mounts the token's CSI volume: the driver and its provider on every node.
+        tolerations = addons.secrets_store_configuration()["tolerations"]
+        out += [
+            pod_from_spec(
+                name, {"containers": [{"resources": r} for r in res], "tolerations": tolerations}, daemonset=True
+            )
+            for name, res in addons.SECRETS_STORE_DAEMONSETS.items()
+        ]
     gpu_types = env.gpu_device_plugin_instance_types()
     efa_types = env.efa_device_plugin_instance_types()
     if gpu_types:

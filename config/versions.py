@@ -54,6 +54,15 @@ KUBECTL_LAYERS: dict[str, tuple[str, str]] = {
 #   but no source found states its 1.33/1.34 compatibility. Confirm these two before a first deploy:
 #   aws eks describe-addon-versions --kubernetes-version 1.33 --addon-name NAME
 # `hpray upgrade plan` prints these commands for the target minor.
+# The Secrets Store CSI driver with the AWS provider (ASCP), one EKS add-on since 2025-11
+# (Secrets Manager user guide, "Install ASCP for Amazon EKS", ascp-eks-installation.html). The
+# add-on packages ASCP's Helm chart, which brings the driver as a subchart: ASCP v3.1.1's chart
+# (aws/secrets-store-csi-driver-provider-aws@5f47771, charts/.../Chart.lock) bundles
+# secrets-store-csi-driver 1.6.0, whose chart needs Kubernetes >= 1.30. v3.1.1-eksbuild.2 is the
+# build published EKS configurations pin; the same build serves 1.33 and 1.34 (add-on builds
+# of ASCP are not per Kubernetes minor). NOT cross-checked offline, like the rows below.
+SECRETS_STORE_ADDON = "v3.1.1-eksbuild.2"
+
 ADDON_VERSIONS: dict[str, dict[str, str]] = {
     "1.33": {
         "vpc-cni": "v1.20.3-eksbuild.1",
@@ -62,6 +71,7 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
         "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
         "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",
         "amazon-cloudwatch-observability": "v4.10.1-eksbuild.1",
+        "aws-secrets-store-csi-driver-provider": SECRETS_STORE_ADDON,
     },
     "1.34": {
         "vpc-cni": "v1.20.3-eksbuild.1",
@@ -70,6 +80,7 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
         "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
         "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",
         "amazon-cloudwatch-observability": "v4.10.1-eksbuild.1",
+        "aws-secrets-store-csi-driver-provider": SECRETS_STORE_ADDON,
     },
 }
 
@@ -210,6 +221,19 @@ KUBERAY_CRDS = SourcePin(
     files=("ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml", "ray.io_rayservices.yaml"),
 )
 
+# The SecretProviderClass CRD of the Secrets Store CSI driver the add-on bundles (driver chart
+# 1.6.0, tag v1.6.0, Apache-2.0), for validating the rendered SecretProviderClass offline. Not in
+# ../shared: fetched once from GitHub into the cache where the network allows, else the test that
+# needs it is skipped with the reason.
+SECRETS_STORE_CRDS = SourcePin(
+    "secrets-store-csi-driver-crds-v1.6.0",
+    "kubernetes-sigs/secrets-store-csi-driver",
+    "4960f9637c51ad9cb9ef264481bc6d9a98bf1f1c",
+    "charts/secrets-store-csi-driver/crds",
+    "bf77bd80f6fe8764d71a9bc1b0fd3646c527653fe4dae501dd5ea8015cdbe709",
+    files=("secrets-store.csi.x-k8s.io_secretproviderclasses.yaml",),
+)
+
 # ---------------------------------------------------------------------------------------------
 # Container images of the manifests this app writes itself
 # ---------------------------------------------------------------------------------------------
@@ -244,7 +268,7 @@ def health_monitoring_agent_image(region: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Where a closed network pulls images from: only ECR
+# Where network.images_from_ecr pulls images from: only ECR
 # ---------------------------------------------------------------------------------------------
 
 
@@ -270,7 +294,7 @@ PULL_THROUGH_CACHES: tuple[PullThroughCache, ...] = (
         "docker.io", "registry-1.docker.io", "docker-hub", "docker-hub", needs_credentials=True
     ),  # ray-llm
 )
-# The NVIDIA device plugin is only published on nvcr.io, which ECR cannot cache: a closed network
+# The NVIDIA device plugin is only published on nvcr.io, which ECR cannot cache: network.images_from_ecr
 # pulls it from this private repository, into which the pinned tag is copied (docs/security.md).
 NVIDIA_DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin"
 NVIDIA_DEVICE_PLUGIN_MIRROR = "mirror/nvidia/k8s-device-plugin"
@@ -288,8 +312,8 @@ def efa_device_plugin_repository(region: str) -> str:
     return f"{ecr_registry(EKS_ADDON_REGISTRY_ACCOUNT, region)}/{EFA_DEVICE_PLUGIN_REPOSITORY}"
 
 
-def closed_network_image(image: str, *, account: str, region: str) -> str:
-    """The ECR reference a closed network pulls ``image`` (``registry/repository[:tag]``) from:
+def ecr_image(image: str, *, account: str, region: str) -> str:
+    """The ECR reference that network.images_from_ecr pulls ``image`` (``registry/repository[:tag]``) from:
     through a pull-through cache rule, from the NVIDIA mirror, or unchanged if it is in ECR."""
     first, _, rest = image.partition("/")
     registry, path = (first, rest) if "." in first else ("docker.io", image)
@@ -302,7 +326,7 @@ def closed_network_image(image: str, *, account: str, region: str) -> str:
     if registry.endswith(".amazonaws.com") and ".dkr.ecr." in registry:
         return image
     raise ValueError(
-        f"image {image!r}: a closed network pulls only from ECR, and no pull-through cache rule or "
+        f"image {image!r}: network.images_from_ecr pulls only from ECR, and no pull-through cache rule or "
         f"mirror covers {registry}; covered: {', '.join(c.registry for c in PULL_THROUGH_CACHES)}, "
         f"{NVIDIA_DEVICE_PLUGIN_IMAGE}, ECR"
     )

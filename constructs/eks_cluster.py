@@ -26,6 +26,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 from constructs import flows as F
 
+from config import addons as addons_config
 from config import versions
 from config.model import Eks
 from config.names import SYSTEM_NODEGROUP
@@ -291,6 +292,17 @@ class PlatformEksCluster(Construct):
             ),
         )
         addon_with_role("FsxCsiDriver", "aws-fsx-csi-driver", self.fsx_csi_role, FSX_CSI_CONTROLLER_SA)
+
+        if self.eks_config.ray_token_auth:
+            # The Secrets Store CSI driver and its AWS provider (ASCP) sync the Ray token into the
+            # Kubernetes Secret KubeRay reads (workloads/common/security.py). No role of its own:
+            # ASCP reads a secret with the Pod Identity of the pod that mounts it.
+            secrets_store = addon(
+                "SecretsStoreCsiDriver",
+                "aws-secrets-store-csi-driver-provider",
+                configuration_values=json.dumps(addons_config.secrets_store_configuration(), sort_keys=True),
+            )
+            secrets_store.node.add_dependency(self.system_nodegroup, pod_identity)
 
         if self.eks_config.cloudwatch_observability:
             self.cloudwatch_role = pod_identity_role(

@@ -382,9 +382,19 @@ class EgressFlow:
     service: str  # the endpoint service name suffix, e.g. "s3", "ecr.dkr"
 
 
-def egress_flows() -> list[EgressFlow]:
+def egress_flows(config: EnvironmentConfig) -> list[EgressFlow]:
     out = []
     for source in ("system-nodes", "hyperpod-nodes"):
+        if config.eks.ray_token_auth:
+            out.append(
+                EgressFlow(
+                    f"{source}->secretsmanager",
+                    f"{source} to Secrets Manager",
+                    "The Secrets Store CSI driver's AWS provider on each node fetches the Ray token for the pods that mount it.",
+                    source,
+                    "secretsmanager",
+                )
+            )
         out += [
             EgressFlow(
                 f"{source}->s3",
@@ -399,7 +409,7 @@ def egress_flows() -> list[EgressFlow]:
             EgressFlow(
                 f"{source}->ecr-api",
                 f"{source} to the ECR API",
-                "The kubelet's registry token (GetAuthorizationToken) and, in a closed network, the "
+                "The kubelet's registry token (GetAuthorizationToken) and, where network.images_from_ecr is on, the "
                 "first pull of an image through a pull-through cache rule.",
                 source,
                 "ecr.api",
@@ -415,6 +425,24 @@ def egress_flows() -> list[EgressFlow]:
                 "eks-auth",
             ),
         ]
+    # Internet egress through NAT, in every environment (network.aws_interface_endpoints does not
+    # close it): no interface endpoint serves these, so the review proves a NAT route.
+    out += [
+        EgressFlow(
+            "system-nodes->internet",
+            "system subnets to the internet (NAT)",
+            "The kubectl handler (in these subnets) fetches Helm charts from their public repositories; the system nodes pull the KubeRay operator image from quay.io.",
+            "system-nodes",
+            "internet",
+        ),
+        EgressFlow(
+            "hyperpod-nodes->internet",
+            "HyperPod nodes to the internet (NAT)",
+            "The NVIDIA device plugin image comes from nvcr.io.",
+            "hyperpod-nodes",
+            "internet",
+        ),
+    ]
     out.append(
         EgressFlow(
             "hyperpod-nodes->sagemaker",
@@ -815,4 +843,4 @@ class FlowTable:
 
 
 def flow_table(config: EnvironmentConfig) -> FlowTable:
-    return FlowTable(network_flows() + gcs_store_flows(config), egress_flows(), access_flows(config))
+    return FlowTable(network_flows() + gcs_store_flows(config), egress_flows(config), access_flows(config))

@@ -43,12 +43,10 @@ HYPERPOD_SERVICE_LINKED_USER = "hyperpod-service-linked-role"
 
 def nvidia_device_plugin_values(config: EnvironmentConfig) -> dict[str, Any]:
     image = {}
-    if config.network.closed_network:
+    if config.network.images_from_ecr:
         # nvcr.io is out of reach and ECR cannot cache it: the mirror repository (the chart's
         # default tag, v<appVersion>, is what gets copied there).
-        mirror = versions.closed_network_image(
-            versions.NVIDIA_DEVICE_PLUGIN_IMAGE, account=config.account, region=config.region
-        )
+        mirror = versions.ecr_image(versions.NVIDIA_DEVICE_PLUGIN_IMAGE, account=config.account, region=config.region)
         image = {"image": {"repository": mirror}}
     return {
         **image,

@@ -1,4 +1,4 @@
-"""ECR as the only image source of a closed network (``network.closed_network``).
+"""ECR as the only image source (``network.images_from_ecr``).
 
 - One pull-through cache rule per upstream in ``config.versions.PULL_THROUGH_CACHES``: quay.io
   (the KubeRay operator) and Docker Hub (the Ray Serve LLM image). The first pull of an image

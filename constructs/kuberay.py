@@ -15,10 +15,10 @@ KUBERAY_RELEASE = "kuberay-operator"
 
 
 def operator_image_repository(config: EnvironmentConfig) -> str:
-    """quay.io's operator image, or its ECR pull-through cache URI in a closed network."""
-    if not config.network.closed_network:
+    """quay.io's operator image, or its ECR pull-through cache URI where network.images_from_ecr is on."""
+    if not config.network.images_from_ecr:
         return versions.KUBERAY_OPERATOR_IMAGE
-    return versions.closed_network_image(versions.KUBERAY_OPERATOR_IMAGE, account=config.account, region=config.region)
+    return versions.ecr_image(versions.KUBERAY_OPERATOR_IMAGE, account=config.account, region=config.region)
 
 
 def kuberay_operator_values(
@@ -62,3 +62,16 @@ def kuberay_operator_release(
             image_repository=image_repository,
         ),
     )
+
+
+# What the Ray autoscaler sidecar of an autoscaling head may do: the Role KubeRay 1.7 creates for
+# each such RayCluster, named after it, and binds to the head's service account (the workloads'
+# one here), in the cluster's namespace (ray-operator/controllers/ray/common/rbac.go BuildRole,
+# BuildRoleBinding; raycluster_controller.go reconcileAutoscalerRole/RoleBinding at v1.7.0). The
+# operator creates it, so this app writes no Role of its own; Kubernetes lets the operator grant
+# only rules it holds itself, which tests/constructs/test_kuberay.py checks against the chart.
+AUTOSCALER_ROLE_RULES: tuple[dict[str, list[str]], ...] = (
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "patch"]},
+)

@@ -14,9 +14,10 @@ from config.model import Network
 from constructs.compliance import acknowledge
 from constructs.flows import LUSTRE_PORTS as FLOW_LUSTRE_PORTS
 
-# Interface endpoints a closed network needs: node bootstrap (ec2, sts, eks-auth), image pulls
+# Interface endpoints of network.aws_interface_endpoints: node bootstrap (ec2, sts, eks-auth), image pulls
 # (ecr.api, ecr.dkr; layers come through the S3 gateway endpoint), logs and metrics, Session
-# Manager (ssm, ssmmessages, ec2messages) and the HyperPod control plane (sagemaker.api).
+# Manager (ssm, ssmmessages, ec2messages), the HyperPod control plane (sagemaker.api) and the
+# secrets the Secrets Store CSI driver's AWS provider fetches for pods (secretsmanager).
 INTERFACE_ENDPOINTS: tuple[str, ...] = (
     "ec2",
     "ecr.api",
@@ -30,6 +31,7 @@ INTERFACE_ENDPOINTS: tuple[str, ...] = (
     "eks",
     "eks-auth",
     "sagemaker.api",
+    "secretsmanager",
 )
 
 # Lustre: 988 for LNet, 1018-1023 for the client's reserved ports (constructs/flows.py).
@@ -182,7 +184,7 @@ class PlatformNetwork(Construct):
             service=ec2.GatewayVpcEndpointAwsService.S3,
             subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS), *subnets],
         )
-        if not network.closed_network:
+        if not network.aws_interface_endpoints:
             return
         region = Stack.of(self).region
         for name in INTERFACE_ENDPOINTS:

@@ -331,14 +331,20 @@ def head_pod(kube: Any, namespace: str, cluster: str) -> dict[str, Any]:
     return running[0]
 
 
-def auth_token(kube: Any, namespace: str, pod: dict[str, Any]) -> str | None:
+def auth_token(
+    kube: Any, namespace: str, pod: dict[str, Any], *, aws: Any = None, secret_id: str | None = None
+) -> str | None:
     """The Ray dashboard token where Ray's token authentication is on for this head (its
     container sets ``RAY_AUTH_MODE=token`` and takes ``RAY_AUTH_TOKEN`` from a Secret); None where
-    it is off, as on this platform today."""
+    it is off. With ``secret_id`` (the platform's token secret, eks.ray_token_auth) it is read
+    from Secrets Manager, where the Kubernetes Secret is synced from: that needs IAM read of one
+    secret rather than Kubernetes read of Secrets in the namespace."""
     container = ((pod.get("spec") or {}).get("containers") or [{}])[0]
     env = {e.get("name"): e for e in container.get("env") or []}
     if (env.get("RAY_AUTH_MODE") or {}).get("value") != "token":
         return None
+    if aws is not None and secret_id:
+        return secrets_manager_token(aws, secret_id)
     source = env.get("RAY_AUTH_TOKEN") or {}
     if "value" in source:
         return source["value"]
@@ -348,6 +354,14 @@ def auth_token(kube: Any, namespace: str, pod: dict[str, Any]) -> str | None:
             "Ray token authentication is on, but the head's RAY_AUTH_TOKEN comes from neither a value nor a Secret"
         )
     return kube.read_secret_value(namespace, ref["name"], ref.get("key", "token"))
+
+
+def secrets_manager_token(aws: Any, secret_id: str) -> str:
+    """The Ray token from the Secrets Manager secret ``secret_id`` (constructs/ray_auth.py)."""
+    value = aws.call("secretsmanager", "get_secret_value", SecretId=secret_id).get("SecretString")
+    if not value:
+        raise OpsError(f"the Secrets Manager secret {secret_id} holds no string value", "redeploy the cluster stack")
+    return str(value)
 
 
 def dashboard_url(local_port: int, token: str | None) -> str:

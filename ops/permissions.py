@@ -28,7 +28,10 @@ SUBMIT = ("eks:DescribeCluster",)
 # HeadObject (allowed by s3:GetObject) skips an upload of identical code; the bucket's SSE-KMS key
 # needs kms:GenerateDataKey for the put. Scope both to that prefix and key.
 SUBMIT_JOB = ("eks:DescribeCluster", "s3:GetObject", "s3:PutObject", "kms:GenerateDataKey")
-# jobs, logs, stop, resume, dashboard: Kubernetes only (see the README for the verbs).
+# jobs, logs, stop, resume: Kubernetes only (see the README for the verbs).
 JOBS = ("eks:DescribeCluster",)
+# dashboard also reads the Ray token (eks.ray_token_auth) from its Secrets Manager secret
+# <name_prefix>/ray-auth-token, encrypted with the platform key: scope both to that secret.
+DASHBOARD = ("eks:DescribeCluster", "secretsmanager:GetSecretValue", "kms:Decrypt")
 # upgrade plan prints only; --apply reads the cluster and its upgrade insights.
 UPGRADE_APPLY = ("eks:DescribeCluster", "eks:ListInsights")

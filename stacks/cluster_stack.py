@@ -25,6 +25,7 @@ from constructs.ray_auth import RayAuthToken
 from constructs.team_access import TeamAccess
 from constructs.workloads_access import FsxVolume, WorkloadsAccess
 from constructs.workloads_image import WorkloadsImage
+from constructs.workloads_security import WorkloadsSecurity
 from stacks.base import PlatformStack
 from stacks.storage_stack import StorageStack
 
@@ -111,6 +112,16 @@ class ClusterStack(PlatformStack):
             if config.gcs_fault_tolerance
             else None
         )
+        # The Ray namespace's NetworkPolicies and the SecretProviderClass that syncs the token.
+        self.workloads_security = WorkloadsSecurity(
+            self,
+            "WorkloadsSecurity",
+            cluster=self.cluster,
+            config=config,
+            namespace=self.workloads.namespace,
+            secrets_store=self.eks.addons.get("aws-secrets-store-csi-driver-provider"),
+            secrets_depend_on=[self.ray_auth.secret, self.workloads.pod_identity],
+        )
         # Team namespaces, quotas and namespace-scoped access entries (config `teams`).
         self.teams = (
             TeamAccess(
@@ -133,7 +144,7 @@ class ClusterStack(PlatformStack):
             for manifest in self.teams.manifests.values():
                 # The FSx StorageClass (and the CSI add-on) before the teams' volumes.
                 manifest.node.add_dependency(*cluster_ready, self.workloads.fsx)
-        # A closed network pulls every image from ECR: pull-through caches and the NVIDIA mirror.
+        # network.images_from_ecr: every image from ECR: pull-through caches and the NVIDIA mirror.
         self.image_cache = (
             ImageCache(
                 self,
@@ -142,7 +153,7 @@ class ClusterStack(PlatformStack):
                 pullers=[self.eks.system_nodegroup.role],
                 removal_policy=self.removal_policy,
             )
-            if config.network.closed_network
+            if config.network.images_from_ecr
             else None
         )
         self.kuberay = HelmRelease(

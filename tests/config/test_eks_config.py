@@ -50,6 +50,7 @@ def test_supported_versions_are_consistent():
             "eks-pod-identity-agent",
             "aws-fsx-csi-driver",
             "amazon-cloudwatch-observability",
+            "aws-secrets-store-csi-driver-provider",
         }
         # kube-proxy follows the cluster's minor version.
         assert versions.ADDON_VERSIONS[v]["kube-proxy"].startswith(f"v{v}.")

@@ -77,7 +77,7 @@ def test_the_shared_copies_are_the_pinned_sources():
 
 
 def test_every_pin_is_a_full_commit():
-    for pin in (*versions.CHART_SOURCES.values(), versions.KUBERAY_CRDS):
+    for pin in (*versions.CHART_SOURCES.values(), versions.KUBERAY_CRDS, versions.SECRETS_STORE_CRDS):
         assert len(pin.commit) == 40 and int(pin.commit, 16) >= 0, pin.folder
         assert len(pin.digest) == 64, pin.folder
 

@@ -45,8 +45,21 @@ def test_config_is_frozen():
 
 
 def test_unknown_key_suggests_the_closest():
-    errs = errors_for(lambda d: d["network"].update(closed_netwrk=True))
-    assert errs == ["network.closed_netwrk: unknown key 'closed_netwrk'; did you mean 'closed_network'?"]
+    errs = errors_for(lambda d: d["network"].update(aws_interface_endpoint=True))
+    assert errs == [
+        "network.aws_interface_endpoint: unknown key 'aws_interface_endpoint'; did you mean 'aws_interface_endpoints'?"
+    ]
+
+
+def test_a_renamed_key_names_its_new_name():
+    def rename(d):
+        d["network"]["closed_network"] = d["network"].pop("aws_interface_endpoints")
+
+    assert errors_for(rename) == [
+        "network.closed_network: renamed to 'aws_interface_endpoints'; it adds interface endpoints for the AWS "
+        "APIs and never closed egress to the internet (NAT stays); pulling images only from ECR is "
+        "network.images_from_ecr"
+    ]
 
 
 def test_unknown_top_level_key_suggests_the_closest():
@@ -248,7 +261,7 @@ def test_cli_with_three_mistakes_prints_all_and_writes_no_template(tmp_path):
     text = (ROOT / "config" / "dev.yaml").read_text()
     text = text.replace("vpc_cidr: 10.10.0.0/16", "vpc_cidr: 10.10.0.0/33")
     text = text.replace("storage_capacity_gib: 1200", "storage_capacity_gib: 1300")
-    text = text.replace("closed_network: false", "closed_netwrk: false")
+    text = text.replace("aws_interface_endpoints: false", "aws_interface_endpoint: false")
     (config_dir / "broken.yaml").write_text(text)
     out = tmp_path / "cdk.out"
     env = {
@@ -266,5 +279,5 @@ def test_cli_with_three_mistakes_prints_all_and_writes_no_template(tmp_path):
     assert proc.stderr.startswith("broken.yaml: 3 configuration errors:")
     assert any("network.vpc_cidr" in line for line in lines)
     assert any("fsx.storage_capacity_gib" in line for line in lines)
-    assert any("did you mean 'closed_network'" in line for line in lines)
+    assert any("did you mean 'aws_interface_endpoints'" in line for line in lines)
     assert not out.exists() or not list(out.glob("*.template.json"))

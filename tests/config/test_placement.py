@@ -249,6 +249,33 @@ def test_the_addon_pods_are_the_ones_the_constructs_write(name):
 
 
 @pytest.mark.parametrize("name", ENVS)
+def test_the_secrets_store_daemonsets_run_wherever_ray_pods_run(name):
+    """Every Ray pod mounts the token's CSI volume: the driver and the AWS provider must run on
+    every pool a Ray pod selects (tainted HyperPod GPU groups included), with the tolerations
+    the add-on is configured with, and their requests are counted there."""
+    from config import addons
+
+    env = load_environment(name)
+    assert env.eks.ray_token_auth
+    config_values = addons.secrets_store_configuration()
+    assert config_values["tolerations"] == config_values["secrets-store-csi-driver"]["linux"]["tolerations"]
+    checked = {p.name: p for p in placement.platform_pods(env)}
+    stores = [checked[n] for n in addons.SECRETS_STORE_DAEMONSETS]
+    assert [(p.cpu_millis, p.memory_mib) for p in stores] == [(70, 140), (50, 100)]
+    ray_pods = [p for n, p in checked.items() if n.startswith(("RayJob ", "RayService "))]
+    pools = placement.pools(env)
+    ray_pools = {pool.name for pool in pools for p in ray_pods if selects(p, pool)}
+    # prod's serving group carries a NoSchedule taint (config/prod.yaml): the case that matters.
+    assert any(pool.taints for pool in pools if pool.name in ray_pools) == (name == "prod")
+    for store in stores:
+        assert store.daemonset
+        assert ray_pools <= {pool.name for pool in pools if selects(store, pool)}, store.name
+    # With the switch off they are not installed, so not counted.
+    off = env.model_copy(update={"eks": env.eks.model_copy(update={"ray_token_auth": False})})
+    assert not set(addons.SECRETS_STORE_DAEMONSETS) & {p.name for p in placement.daemonsets(off)}
+
+
+@pytest.mark.parametrize("name", ENVS)
 def test_every_environment_places_every_pod(name):
     env = load_environment(name)
     assert placement.check_against(env) == []
@@ -296,8 +323,8 @@ def test_training_and_serving_must_fit_their_shared_group_at_once():
         "placement (as configured): pod 'RayService hpray-dev-generate worker' does not fit node pool "
         "'gpu-workers' (2 x ml.g5.12xlarge, 0 of 2 placed): it requests cpu 3, memory 42.0Gi, "
         "nvidia.com/gpu 1; a node's allocatable is cpu 23.87, memory 169.3Gi, pods 737, nvidia.com/gpu 4, "
-        "vpc.amazonaws.com/efa 1; the most left on one node is cpu 0.225, memory 0.8Gi, nvidia.com/gpu 0, "
-        "pods 729"
+        "vpc.amazonaws.com/efa 1; the most left on one node is cpu 0.105, memory 0.5Gi, nvidia.com/gpu 0, "
+        "pods 727"
     )
 
 
@@ -321,7 +348,7 @@ def test_a_rayservice_upgrade_must_fit_the_system_nodes():
     assert errors == [
         "placement (RayService upgrade): pod 'RayJob train-gpt-bytes head' does not fit node pool 'system' "
         "(2 x m7i.xlarge, 0 of 1 placed): it requests cpu 1, memory 4.0Gi; a node's allocatable is cpu 3.92, "
-        "memory 13.8Gi, pods 58; the most left on one node is cpu 0.795, memory 4.8Gi, pods 52"
+        "memory 13.8Gi, pods 58; the most left on one node is cpu 0.675, memory 4.6Gi, pods 50"
     ]
 
 
@@ -339,7 +366,7 @@ def test_make_synth_prints_the_placement_table():
     lines = out.stdout.splitlines()
     assert lines[0] == "Placement of dev: every pod on the node pool it selects (used / allocatable)"
     assert (
-        "  [as configured] gpu-workers (2 x ml.g5.12xlarge): cpu 18.29 / 47.74, memory 169.1Gi / 338.7Gi, gpus 4 / 8"
+        "  [as configured] gpu-workers (2 x ml.g5.12xlarge): cpu 18.53 / 47.74, memory 169.6Gi / 338.7Gi, gpus 4 / 8"
         in lines
     )
     bad = subprocess.run([sys.executable, "-m", "config", "nope"], capture_output=True, text=True)

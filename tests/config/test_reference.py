@@ -72,7 +72,10 @@ def test_every_config_file_has_a_schema():
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (lambda d: d["network"].update(closed_netwrk=True), "Additional properties are not allowed ('closed_netwrk'"),
+        (
+            lambda d: d["network"].update(aws_interface_endpoint=True),
+            "Additional properties are not allowed ('aws_interface_endpoint'",
+        ),
         (lambda d: d["fsx"].update(throughput_mb_s_per_tib=300), "300 is not one of [125, 250, 500, 1000]"),
         (
             lambda d: d["hyperpod"]["instance_groups"][0].update(instance_type="ml.g5.13xlarge"),

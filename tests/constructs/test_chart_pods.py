@@ -147,7 +147,7 @@ def test_operator_runs_once_on_the_system_nodes_with_its_resources(env):
     assert container["resources"] == KUBERAY_RESOURCES
     repository = (
         f"{config.account}.dkr.ecr.{config.region}.amazonaws.com/quay/kuberay/operator"
-        if config.network.closed_network
+        if config.network.images_from_ecr
         else versions.KUBERAY_OPERATOR_IMAGE
     )
     assert container["image"] == f"{repository}:v{config.eks.kuberay_chart_version}"
@@ -165,7 +165,7 @@ def test_closed_networks_pull_every_chart_image_from_ecr(env):
     }
     ecr = re.compile(rf"^\d{{12}}\.dkr\.ecr\.{re.escape(config.region)}\.amazonaws\.com/")
     outside = sorted(i for i in images if not ecr.match(i))
-    if config.network.closed_network:
+    if config.network.images_from_ecr:
         assert outside == []
         assert {i.split("/", 1)[1].rsplit(":", 1)[0] for i in images} >= {
             "quay/kuberay/operator",

@@ -128,6 +128,8 @@ def test_managed_addons_pinned_in_one_place(fixture, request):
     pins = versions.ADDON_VERSIONS[config.eks.kubernetes_version]
     addons = {r["Properties"]["AddonName"]: r["Properties"] for r in resources(template, "AWS::EKS::Addon").values()}
     expected = {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver"}
+    if config.eks.ray_token_auth:
+        expected.add("aws-secrets-store-csi-driver-provider")
     if config.eks.cloudwatch_observability:
         expected.add("amazon-cloudwatch-observability")
     assert set(addons) == expected
@@ -231,6 +233,35 @@ def test_admin_access_entries_from_config(dev):
     others = [e for e in entries if e not in admins]
     assert len(others) == 1
     assert "KubectlProvider" in json.dumps(others[0]["PrincipalArn"])
+
+
+@pytest.mark.parametrize("fixture", ["dev", "prod"])
+def test_secrets_store_csi_driver_addon_serves_token_auth(fixture, request):
+    """Token auth is on in every environment, so the driver and its AWS provider are installed:
+    every node (tainted HyperPod nodes too) runs both, and the driver syncs Kubernetes Secrets."""
+    config, stacks, template = request.getfixturevalue(fixture)
+    assert config.eks.ray_token_auth is True
+    addon = next(
+        r
+        for r in resources(template, "AWS::EKS::Addon").values()
+        if r["Properties"]["AddonName"] == "aws-secrets-store-csi-driver-provider"
+    )
+    props = addon["Properties"]
+    assert props["AddonVersion"] == versions.SECRETS_STORE_ADDON
+    assert json.loads(props["ConfigurationValues"]) == {
+        "tolerations": [{"operator": "Exists"}],
+        "secrets-store-csi-driver": {
+            "linux": {"tolerations": [{"operator": "Exists"}]},
+            "syncSecret": {"enabled": True},
+        },
+    }
+    # ASCP reads secrets with the mounting pod's identity: the add-on has no role of its own.
+    assert "PodIdentityAssociations" not in props and "ServiceAccountRoleArn" not in props
+    cluster = stacks.cluster
+    assert set(addon["DependsOn"]) >= {
+        logical_id(cluster, cluster.eks.system_nodegroup),
+        cluster.get_logical_id(cluster.eks.addons["eks-pod-identity-agent"]),
+    }
 
 
 def test_addon_and_nodegroup_order(dev):

@@ -26,7 +26,7 @@ def _statements(template: dict, sid: str) -> list[dict]:
 @pytest.mark.parametrize("env", ["staging", "prod"])
 def test_closed_networks_get_the_rules_the_images_need(env, synthesized):
     _, config, stacks = synthesized(env)
-    assert config.network.closed_network
+    assert config.network.images_from_ecr
     t = template_of(stacks.cluster).to_json()
     rules = {
         r["Properties"]["EcrRepositoryPrefix"]: r["Properties"]
@@ -53,7 +53,7 @@ def test_closed_networks_get_the_rules_the_images_need(env, synthesized):
 
 def test_an_open_network_pulls_upstream_without_rules(synthesized):
     _, config, stacks = synthesized("dev")
-    assert not config.network.closed_network
+    assert not config.network.images_from_ecr
     t = template_of(stacks.cluster).to_json()
     assert _of_type(t, "AWS::ECR::PullThroughCacheRule") == {}
     assert stacks.cluster.image_cache is None

@@ -83,3 +83,56 @@ def test_chart_in_template_installs_crds_after_nodes_and_addons(synthesized):
     while namespace.node.default_child is not None:
         namespace = namespace.node.default_child
     assert cluster.get_logical_id(namespace) in deps
+
+
+def _grants(rules: list[dict], group: str, resource: str, verb: str) -> bool:
+    return any(
+        group in r.get("apiGroups", [])
+        and (resource in r.get("resources", []) or "*" in r.get("resources", []))
+        and (verb in r.get("verbs", []) or "*" in r.get("verbs", []))
+        for r in rules
+    )
+
+
+def test_the_autoscaler_of_every_autoscaling_head_gets_its_role_from_the_operator():
+    """The RayService heads run KubeRay's autoscaler sidecar as the workloads' service account.
+    KubeRay 1.7 creates a Role with AUTOSCALER_ROLE_RULES per autoscaling RayCluster and binds it
+    to the head's service account; Kubernetes' escalation check lets the operator create that
+    Role only if its own RBAC in the workloads namespace (the real chart, rendered with this
+    app's values) holds every rule, and lets it bind it only with create on rolebindings."""
+    from constructs.chart_pods import render_release
+    from constructs.kuberay import AUTOSCALER_ROLE_RULES
+    from workloads.common import k8s
+    from workloads.inference import manifest as inference
+
+    cfg = load_environment("prod")
+    for svc in [inference.render(cfg)] + ([inference.render_llm(cfg)] if cfg.inference.llm.enabled else []):
+        spec = svc["spec"]["rayClusterConfig"]
+        assert spec["enableInTreeAutoscaling"] is True
+        head = spec["headGroupSpec"]["template"]["spec"]
+        assert head["serviceAccountName"] == k8s.SERVICE_ACCOUNT == "ray-workloads"
+        assert head["automountServiceAccountToken"] is True
+        assert svc["metadata"]["namespace"] == k8s.NAMESPACE
+
+    release = kuberay_operator_release(cfg.eks)
+    objects = render_release(release, kubernetes_version=cfg.eks.kubernetes_version)
+    roles = {(o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in objects if o["kind"] == "Role"}
+    bound = [
+        roles[(b["metadata"].get("namespace"), b["roleRef"]["name"])]
+        for b in objects
+        if b["kind"] == "RoleBinding"
+        and b["metadata"].get("namespace") == k8s.NAMESPACE
+        and b["roleRef"]["kind"] == "Role"
+        and any(s["kind"] == "ServiceAccount" and s["namespace"] == release.namespace for s in b["subjects"])
+    ]
+    operator_rules = [r for role in bound for r in role["rules"]]
+    assert operator_rules, "the operator has no Role in the workloads namespace"
+    for rule in AUTOSCALER_ROLE_RULES:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    assert _grants(operator_rules, group, resource, verb), (group, resource, verb)
+    for resource in ("roles", "rolebindings"):
+        assert _grants(operator_rules, "rbac.authorization.k8s.io", resource, "create"), resource
+    # Nothing cluster-wide: the chart's ClusterRoles stay off with singleNamespaceInstall.
+    assert not [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]

@@ -101,9 +101,9 @@ def test_s3_gateway_endpoint_always(dev):
     assert len(t.find_resources("AWS::EC2::VPCEndpoint", {"Properties": {"VpcEndpointType": "Interface"}})) == 0
 
 
-def test_interface_endpoints_when_closed(prod):
+def test_interface_endpoints_when_configured(prod):
     config, t = prod
-    assert config.network.closed_network
+    assert config.network.aws_interface_endpoints
     endpoints = t.find_resources("AWS::EC2::VPCEndpoint", {"Properties": {"VpcEndpointType": "Interface"}})
     names = {e["Properties"]["ServiceName"].split(f"{config.region}.", 1)[1] for e in endpoints.values()}
     required = {

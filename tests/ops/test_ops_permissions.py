@@ -58,3 +58,45 @@ def test_status_calls_exactly_the_documented_actions(deployed, healthy_config):
 
     gather(healthy_config, aws, no_kube)
     assert tuple(calls) == permissions.STATUS
+
+
+def test_dashboard_reads_the_token_from_its_secret_with_the_documented_actions(shared_moto):
+    """With token auth the dashboard's token comes from the platform's Secrets Manager secret
+    (moto here); the AWS actions it adds are the documented ones (kms:Decrypt is Secrets
+    Manager's own call on the caller's behalf, so no client call records it)."""
+    from config.names import ray_auth_secret_name
+    from ops import jobs
+
+    secret = ray_auth_secret_name("hpray-dashboard-test")
+    boto3.client("secretsmanager", region_name=REGION).create_secret(Name=secret, SecretString="t0ken")
+    head = {
+        "spec": {
+            "containers": [
+                {
+                    "env": [
+                        {"name": "RAY_AUTH_MODE", "value": "token"},
+                        {
+                            "name": "RAY_AUTH_TOKEN",
+                            "valueFrom": {"secretKeyRef": {"name": "ray-auth-token", "key": "auth_token"}},
+                        },
+                    ]
+                }
+            ]
+        }
+    }
+
+    class NoSecretsRead:
+        def read_secret_value(self, *args):
+            raise AssertionError("the Kubernetes Secret is not read when Secrets Manager is")
+
+    aws, calls = recording_aws()
+    assert jobs.auth_token(NoSecretsRead(), "ray-workloads", head, aws=aws, secret_id=secret) == "t0ken"
+    assert calls == ["secretsmanager:GetSecretValue"]
+    assert set(calls) | {"eks:DescribeCluster", "kms:Decrypt"} == set(permissions.DASHBOARD)
+    # Token auth off on the head: nothing is read.
+    aws, calls = recording_aws()
+    assert (
+        jobs.auth_token(NoSecretsRead(), "ray-workloads", {"spec": {"containers": [{}]}}, aws=aws, secret_id=secret)
+        is None
+    )
+    assert calls == []

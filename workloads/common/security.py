@@ -3,8 +3,8 @@
 ``harden(cluster_spec, ...)`` is applied by every RayJob/RayService renderer to its RayCluster
 spec:
 
-- With ``eks.ray_token_auth`` (off by default: the app does not install the Secrets Store CSI
-  driver yet, and a pod mounting a volume of a missing CSI driver never starts): Ray token
+- With ``eks.ray_token_auth`` (on by default; it also installs the Secrets Store CSI driver
+  add-on, without which a pod mounting its volume never starts): Ray token
   authentication (Ray >= 2.52, KubeRay 1.7 ``authOptions``). KubeRay injects
   ``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN`` (a ``secretKeyRef`` to key ``auth_token`` of
   ``secretName``) into the head, the workers, the ``wait-gcs-ready`` init container, the
@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from config.names import ray_auth_secret_name
@@ -187,19 +189,46 @@ def pods_for_review(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+@dataclass(frozen=True)
+class SyncedSecret:
+    """A Secrets Manager secret the SecretProviderClass syncs into key ``key`` of the Kubernetes
+    Secret ``secret_name`` of the Ray namespace (the key doubles as the object's file name)."""
+
+    secrets_manager_name: str
+    secret_name: str
+    key: str
+
+
+def synced_secrets(cfg) -> list[SyncedSecret]:
+    """Every secret the Ray pods' CSI volume syncs for ``cfg``: the Ray token (with
+    ``eks.ray_token_auth``). Another secret for the Ray pods joins this list, and the Pod
+    Identity role of the workloads needs read access to it (constructs/ray_auth.py)."""
+    out = []
+    if cfg.eks.ray_token_auth:
+        out.append(SyncedSecret(secrets_manager_secret_name(cfg.name_prefix), AUTH_SECRET, AUTH_SECRET_KEY))
+    return out
+
+
 def render_secret_provider_class(cfg) -> dict[str, Any]:
     """``python -m workloads render secret-provider-class --env NAME``."""
-    return secret_provider_class(name_prefix=cfg.name_prefix, region=cfg.region)
+    return secret_provider_class(synced_secrets(cfg), region=cfg.region)
 
 
-def secret_provider_class(*, name_prefix: str, region: str) -> dict[str, Any]:
-    """The SecretProviderClass that syncs the Secrets Manager token into ``AUTH_SECRET``.
+def secret_provider_class(secrets: Sequence[SyncedSecret], *, region: str) -> dict[str, Any]:
+    """The SecretProviderClass every Ray pod mounts (``SECRET_PROVIDER_CLASS``): each of
+    ``secrets`` fetched from Secrets Manager and synced into its Kubernetes Secret.
 
     ASCP authenticates with the mounting pod's EKS Pod Identity (the workloads' service account),
-    whose role needs secretsmanager:GetSecretValue/DescribeSecret on this one secret and
-    kms:Decrypt on its key."""
-    sm_name = secrets_manager_secret_name(name_prefix)
-    objects = [{"objectName": sm_name, "objectType": "secretsmanager", "objectAlias": AUTH_SECRET_KEY}]
+    whose role needs secretsmanager:GetSecretValue/DescribeSecret on each secret and kms:Decrypt
+    on its key."""
+    if not secrets:
+        raise ValueError("a SecretProviderClass needs at least one secret to sync")
+    objects = [
+        {"objectName": s.secrets_manager_name, "objectType": "secretsmanager", "objectAlias": s.key} for s in secrets
+    ]
+    by_secret: dict[str, list[dict[str, str]]] = {}
+    for s in secrets:
+        by_secret.setdefault(s.secret_name, []).append({"objectName": s.key, "key": s.key})
     return {
         "apiVersion": "secrets-store.csi.x-k8s.io/v1",
         "kind": "SecretProviderClass",
@@ -207,12 +236,6 @@ def secret_provider_class(*, name_prefix: str, region: str) -> dict[str, Any]:
         "spec": {
             "provider": "aws",
             "parameters": {"objects": json.dumps(objects), "region": region, "usePodIdentity": "true"},
-            "secretObjects": [
-                {
-                    "secretName": AUTH_SECRET,
-                    "type": "Opaque",
-                    "data": [{"objectName": AUTH_SECRET_KEY, "key": AUTH_SECRET_KEY}],
-                }
-            ],
+            "secretObjects": [{"secretName": name, "type": "Opaque", "data": data} for name, data in by_secret.items()],
         },
     }

@@ -203,8 +203,8 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
         )
     group = env.inference.resolved_llm_group(env)
     image = k8s.RAY_LLM_IMAGE
-    if env.network.closed_network:  # Docker Hub through ECR's pull-through cache
-        image = versions.closed_network_image(image, account=env.account, region=env.region)
+    if env.network.images_from_ecr:  # Docker Hub through ECR's pull-through cache
+        image = versions.ecr_image(image, account=env.account, region=env.region)
     # Weights come from FSx or S3 only: no Hugging Face Hub traffic from a closed network.
     offline = {"HF_HUB_OFFLINE": "1"}
     worker = _worker_group(placement.llm_worker(env), group, "llm", image=image, app=LLM_APP, env_vars=offline)

@@ -150,3 +150,25 @@ def test_policies_select_every_pod_of_each_workload_and_nothing_else(env):
                     else:
                         assert ns == {network_policy.SERVE_CLIENT_LABEL: "true"}
                         assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_secret_provider_class_validates_against_the_driver_crd(env):
+    """The applied SecretProviderClass against the v1 schema of the CRD the add-on's driver
+    (1.6.0) installs: types, required fields and no unknown field (config/versions.py
+    SECRETS_STORE_CRDS; skipped with one line where that CRD cannot be had)."""
+    import jsonschema
+
+    from config.fixtures import secrets_store_crd_dir
+    from workloads.common import crd
+
+    path = secrets_store_crd_dir() / "secrets-store.csi.x-k8s.io_secretproviderclasses.yaml"
+    definition = yaml.safe_load(path.read_text())
+    assert definition["spec"]["names"]["kind"] == "SecretProviderClass"
+    schema = next(v for v in definition["spec"]["versions"] if v["name"] == "v1")["schema"]["openAPIV3Schema"]
+    spc = security.render_secret_provider_class(load_environment(env))
+    assert spc["apiVersion"] == f"{definition['spec']['group']}/v1"
+    assert crd.unknown_fields(spc, schema) == []
+    assert list(jsonschema.Draft7Validator(schema).iter_errors(spc)) == []
+    broken = {**spc, "spec": {**spc["spec"], "secretObjects": [{"secretName": 1, "data": "x"}]}}
+    assert list(jsonschema.Draft7Validator(schema).iter_errors(broken))

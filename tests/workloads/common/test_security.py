@@ -69,10 +69,18 @@ def test_every_ray_pod_mounts_the_secret_provider_class(env):
 
 
 @pytest.mark.parametrize("env", ENVS)
+def test_token_auth_is_on_in_every_environment(env):
+    """The cluster stack installs the Secrets Store CSI driver with the switch, so no environment
+    needs it off (tests/constructs/test_workloads_security.py)."""
+    cfg = load_environment(env)
+    assert cfg.eks.ray_token_auth is True
+    assert rendered(env) == rendered(env, token_auth=True)
+
+
+@pytest.mark.parametrize("env", ENVS)
 def test_without_token_auth_no_pod_needs_the_csi_driver(env):
-    """eks.ray_token_auth is off in every environment until the app installs the Secrets Store CSI
-    driver: a pod mounting a CSI volume of a driver the cluster lacks never starts."""
-    assert load_environment(env).eks.ray_token_auth is False
+    """Switched off, no pod mounts a CSI volume: a pod mounting a volume of a driver the cluster
+    lacks never starts, and the switch also removes the driver."""
     for m in rendered(env, token_auth=False):
         assert "authOptions" not in cluster_spec(m)
         for pod in pod_specs(m):
@@ -107,7 +115,7 @@ def test_only_the_autoscaling_head_gets_a_kubernetes_api_token():
 
 
 def test_secret_provider_class_syncs_the_secrets_manager_secret():
-    spc = security.secret_provider_class(name_prefix="hpray-dev", region="us-west-2")
+    spc = security.render_secret_provider_class(load_environment("dev"))
     assert spc["metadata"]["namespace"] == k8s.NAMESPACE
     objects = json.loads(spc["spec"]["parameters"]["objects"])
     assert objects == [
@@ -117,6 +125,31 @@ def test_secret_provider_class_syncs_the_secrets_manager_secret():
     assert spc["spec"]["secretObjects"] == [
         {"secretName": "ray-auth-token", "type": "Opaque", "data": [{"objectName": "auth_token", "key": "auth_token"}]}
     ]
+
+
+def test_secret_provider_class_carries_more_secrets():
+    """Another secret for the Ray pods (a Redis password for GCS fault tolerance, say) joins the
+    same class: one object each, grouped by the Kubernetes Secret it lands in."""
+    spc = security.secret_provider_class(
+        [
+            security.SyncedSecret("p/ray-auth-token", "ray-auth-token", "auth_token"),
+            security.SyncedSecret("p/redis", "ray-redis", "password"),
+            security.SyncedSecret("p/redis-user", "ray-redis", "username"),
+        ],
+        region="us-west-2",
+    )
+    assert [o["objectName"] for o in json.loads(spc["spec"]["parameters"]["objects"])] == [
+        "p/ray-auth-token",
+        "p/redis",
+        "p/redis-user",
+    ]
+    assert spc["spec"]["secretObjects"][1] == {
+        "secretName": "ray-redis",
+        "type": "Opaque",
+        "data": [{"objectName": "password", "key": "password"}, {"objectName": "username", "key": "username"}],
+    }
+    with pytest.raises(ValueError, match=r"^a SecretProviderClass needs at least one secret to sync$"):
+        security.secret_provider_class([], region="us-west-2")
 
 
 def test_harden_keeps_what_the_renderer_set():
@@ -148,7 +181,7 @@ def test_rendered_yaml_names_no_token():
         )
         doc = yaml.safe_load(out.stdout)
         assert "RAY_AUTH_TOKEN" not in out.stdout
-        assert "authOptions" not in cluster_spec(doc)  # eks.ray_token_auth is off in prod
+        assert cluster_spec(doc)["authOptions"] == {"mode": "token", "secretName": "ray-auth-token"}
 
 
 @pytest.mark.slow

@@ -133,7 +133,7 @@ def test_llm_service_serves_from_s3_in_prod_and_fsx_in_staging():
 
 def test_llm_service_pulls_from_docker_hub_only_where_the_network_is_open():
     dev = load_environment("dev").model_copy(deep=True)
-    assert not dev.network.closed_network
+    assert not dev.network.images_from_ecr
     llm = dev.inference.llm.model_copy(update={"enabled": True, "model_source": "/fsx/models/m", "model_id": "m"})
     m = manifest.render_llm(dev.model_copy(update={"inference": dev.inference.model_copy(update={"llm": llm})}))
     c = m["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]

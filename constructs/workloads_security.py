@@ -1,0 +1,58 @@
+"""The Ray workloads' namespace fences, applied by the cluster stack: its NetworkPolicies and,
+with secrets to deliver, the SecretProviderClass every Ray pod mounts.
+
+Both are rendered by the workloads side from the same config as the RayJob and RayServices
+(``python -m workloads render network-policies|secret-provider-class``): what is applied is
+what the workloads' tests validate. Only names travel through the kubectl handler, no secret value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct, IConstruct
+
+from config.model import EnvironmentConfig
+from workloads.common import network_policy, security
+
+
+class WorkloadsSecurity(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.Cluster,
+        config: EnvironmentConfig,
+        namespace: IConstruct,
+        secrets_store: IConstruct | None,
+        secrets_depend_on: Sequence[IConstruct] = (),
+    ) -> None:
+        """``namespace``: the manifest creating the Ray namespace. ``secrets_store``: the Secrets
+        Store CSI driver add-on (it installs the SecretProviderClass CRD); None when nothing is
+        synced. ``secrets_depend_on``: what must exist before a pod mounts the secrets (the
+        secrets themselves, the Pod Identity association reading them)."""
+        super().__init__(scope, construct_id)
+        self.network_policies = eks.KubernetesManifest(
+            self,
+            "NetworkPolicies",
+            cluster=cluster,  # type: ignore[arg-type]  # aws-cdk-lib types ICluster without kubectl_provider_options
+            manifest=network_policy.render(config)["items"],
+        )
+        self.network_policies.node.add_dependency(namespace)
+
+        self.secret_provider_class: eks.KubernetesManifest | None = None
+        secrets = security.synced_secrets(config)
+        if secrets:
+            if secrets_store is None:
+                raise ValueError(
+                    f"{len(secrets)} secret(s) to sync into the Ray namespace but no Secrets Store CSI driver add-on"
+                )
+            self.secret_provider_class = eks.KubernetesManifest(
+                self,
+                "SecretProviderClass",
+                cluster=cluster,  # type: ignore[arg-type]  # as above
+                manifest=[security.secret_provider_class(secrets, region=config.region)],
+            )
+            self.secret_provider_class.node.add_dependency(namespace, secrets_store, *secrets_depend_on)
