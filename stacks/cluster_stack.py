@@ -121,6 +121,7 @@ class ClusterStack(PlatformStack):
             namespace=self.workloads.namespace,
             secrets_store=self.eks.addons.get("aws-secrets-store-csi-driver-provider"),
             secrets_depend_on=[self.ray_auth.secret, self.workloads.pod_identity],
+            gcs_store_secret=self.gcs_store.secret if self.gcs_store else None,
         )
         # Team namespaces, quotas and namespace-scoped access entries (config `teams`).
         self.teams = (
