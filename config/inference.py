@@ -4,6 +4,9 @@ Two services come from it: the app that serves what our training job produced
 (`workloads/inference/`), and an optional Ray Serve LLM service (vLLM engine) for a model stored on
 FSx or S3. Checks that need other sections (the HyperPod instance group, its GPUs) run in
 ``check_against``, one of EnvironmentConfig's cross-section checks (config/environment.py).
+
+One module because it is one config section: its fields and their validators sit next to the values
+they guard.
 """
 
 from __future__ import annotations

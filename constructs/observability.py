@@ -13,6 +13,9 @@
 - Alarms: AMP alerting rules (failed RayJob, RayService not ready, Serve 5xx ratio, a Ray metrics
   target down) through the workspace's alert manager, and HyperPod's EventBridge cluster events
   at error level, to one SNS topic encrypted with the platform key.
+
+One module because metrics, logs and alarms share the platform key's policy, the topic and the
+collector's access, and the flow table proves them together.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ Shared by the training job (``workloads.training``) and the inference app. The A
 - ``encode(text) -> list[int]`` / ``decode(ids) -> str``: the byte-level tokenizer (UTF-8 bytes,
   vocabulary of 256; ``decode`` replaces invalid byte sequences).
 - ``flops_per_token(config)``: model FLOPs per trained token (6N + attention), for MFU figures.
+
+One module because both architectures share the tokenizer, generation, the FLOP count and the
+initialization that replays the same random stream; the checkpoint format names the module.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ Reported: requests sent / succeeded / failed and retried by the client, how long
 down, when Serve was whole again (controller back, every replica RUNNING, the same replica
 processes), and a new deployment after recovery (one more replica: actor creation needs the
 GCS). Plot: out/rehearse-serve-ha/latency.png.
+
+One module because it is one rehearsal script: the Redis, the cluster, the load and the head kill are
+one timeline whose figures depend on each other.
 """
 
 from __future__ import annotations

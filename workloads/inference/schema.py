@@ -3,6 +3,9 @@
 Every check names the field, the value given and what is allowed; the HTTP layers (the Serve
 replica and the FastAPI baselines) turn a ``RequestError`` into its status code and an
 OpenAI-shaped error body, so a bad request never becomes a 500 or kills a replica.
+
+One module because it is one contract: every field's check and the error body it produces must be
+read next to each other against OpenAI's API reference.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ load), resharded by DCP to the current world size. At the same world size the ru
 bitwise as if uninterrupted (tested). On another world size the weights, optimizer state, step,
 schedule and data position carry over; the global batch is ``batch_size_per_worker`` times the
 new world size, so the run continues within a tolerance, not bitwise (tested).
+
+One module because it is the per-worker training function Ray runs: model build, data, step,
+checkpoint and resume are one control flow, read top to bottom as in Ray's examples.
 """
 
 from __future__ import annotations
