@@ -11,16 +11,17 @@ RayServices, RayClusters) and what ``hpray logs``/``dashboard`` read. The manife
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from config.names import WORKLOADS_SERVICE_ACCOUNT
 from config.teams import Team
 from constructs.workloads_access import FsxVolume, fsx_claim_manifests
-from workloads.common import network_policy
+from workloads.common import network_policy, security
 
 _LABELS = {"app.kubernetes.io/part-of": "hyperpod-ray", "app.kubernetes.io/managed-by": "aws-cdk"}
 EDIT_POLICY = "AmazonEKSEditPolicy"
@@ -32,10 +33,18 @@ def team_group(team: Team) -> str:
     return f"hpray:team:{team.name}"
 
 
-def team_manifests(team: Team, fsx: FsxVolume | None = None) -> list[dict[str, Any]]:
+def team_manifests(
+    team: Team,
+    fsx: FsxVolume | None = None,
+    *,
+    secrets: Sequence[security.SyncedSecret] = (),
+    region: str = "",
+) -> list[dict[str, Any]]:
     """The team's namespace with its quota, RBAC, workloads service account and NetworkPolicies
     (as the workloads' namespace: default deny, ``hpray submit job`` pods reach each other and the
-    operator reaches their heads) and, with ``fsx``, its /fsx claim on the platform's file system."""
+    operator reaches their heads); with ``fsx``, its /fsx claim on the platform's file system; with
+    ``secrets`` (Ray token authentication), the SecretProviderClass every Ray pod mounts, as in the
+    workloads' namespace: a pod mounting a missing class never starts."""
     ns = team.resolved_namespace
     labels = {**_LABELS, "hpray.io/team": team.name}
     q = team.quota
@@ -86,6 +95,7 @@ def team_manifests(team: Team, fsx: FsxVolume | None = None) -> list[dict[str, A
         },
         *network_policy.team_policies(ns),
         *(fsx_claim_manifests(fsx, namespace=ns, volume_name=team_volume_name(team)) if fsx else []),
+        *([security.secret_provider_class(secrets, region=region, namespace=ns)] if secrets else []),
     ]
 
 
@@ -106,7 +116,12 @@ class TeamAccess(Construct):
         teams: list[Team],
         workloads_role: iam.IRole,
         fsx: FsxVolume | None = None,
+        secrets: Sequence[security.SyncedSecret] = (),
+        region: str = "",
+        secrets_depend_on: Sequence[IConstruct] = (),
     ) -> None:
+        """``secrets``: what the Ray pods' CSI volume syncs (security.synced_secrets); then
+        ``secrets_depend_on`` (the Secrets Store add-on that brings the CRD, the secrets) come first."""
         super().__init__(scope, construct_id)
         self.manifests: dict[str, eks.KubernetesManifest] = {}
         self.access_entries: list[eks.AccessEntry] = []
@@ -117,8 +132,10 @@ class TeamAccess(Construct):
                 self,
                 f"{team.name}-Namespace",
                 cluster=cluster,  # type: ignore[arg-type]
-                manifest=team_manifests(team, fsx),
+                manifest=team_manifests(team, fsx, secrets=secrets, region=region),
             )
+            if secrets:
+                manifest.node.add_dependency(*secrets_depend_on)
             self.manifests[team.name] = manifest
             association = eks.CfnPodIdentityAssociation(
                 self,

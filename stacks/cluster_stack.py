@@ -28,6 +28,7 @@ from constructs.workloads_image import WorkloadsImage
 from constructs.workloads_security import WorkloadsSecurity
 from stacks.base import PlatformStack
 from stacks.storage_stack import StorageStack
+from workloads.common.security import synced_secrets
 
 
 class ClusterStack(PlatformStack):
@@ -137,6 +138,13 @@ class ClusterStack(PlatformStack):
                     mount_name=storage.lustre.mount_name,
                     storage_capacity_gib=config.fsx.storage_capacity_gib,
                 ),
+                secrets=synced_secrets(config),
+                region=config.region,
+                secrets_depend_on=[
+                    s
+                    for s in (self.eks.addons.get("aws-secrets-store-csi-driver-provider"), self.ray_auth.secret)
+                    if s is not None
+                ],
             )
             if config.teams
             else None

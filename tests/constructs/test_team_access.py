@@ -49,9 +49,12 @@ def test_a_user_job_in_the_team_namespace_finds_its_claim_account_and_policies()
     dev = parse_environment(env_data("dev"), source="test")
     fsx = ta.FsxVolume("fs-0123456789abcdef0", "fs-0123.fsx.us-east-1.amazonaws.com", "abcdefgh", 1200)
     team = Team(**TEAM)
-    manifests = ta.team_manifests(team, fsx)
+    manifests = ta.team_manifests(team, fsx, secrets=security.synced_secrets(dev), region=dev.region)
     for m in manifests:
-        kubernetes_validate.validate(m, "1.33", strict=True)
+        if m["kind"] != "SecretProviderClass":  # a CRD, not in the Kubernetes schemas
+            kubernetes_validate.validate(m, "1.33", strict=True)
+    classes = {m["metadata"]["name"] for m in manifests if m["kind"] == "SecretProviderClass"}
+    assert dev.eks.ray_token_auth and classes == {security.SECRET_PROVIDER_CLASS}
     volume = next(m for m in manifests if m["kind"] == "PersistentVolume")
     claim = next(m for m in manifests if m["kind"] == "PersistentVolumeClaim")
     assert (
@@ -70,6 +73,8 @@ def test_a_user_job_in_the_team_namespace_finds_its_claim_account_and_policies()
         claims = {v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v}
         assert claims == {claim["metadata"]["name"]}
         assert spec["serviceAccountName"] in accounts
+        mounted = {v["csi"]["volumeAttributes"]["secretProviderClass"] for v in spec["volumes"] if "csi" in v}
+        assert mounted and mounted <= classes, (mounted, classes)
         labels = dict(pod["metadata"]["labels"])
         if pod["metadata"]["name"].endswith("-head"):
             labels[NODE_TYPE_LABEL] = "head"
@@ -146,6 +151,7 @@ def test_dev_with_a_team_synthesizes_scoped_access():
         "NetworkPolicy",
         "PersistentVolume",
         "PersistentVolumeClaim",
+        "SecretProviderClass",  # token authentication is on: the team's Ray pods mount it
     ]
     # The KubeRay operator watches the team's namespace (its RayJobs are reconciled) and gets its
     # namespaced RBAC there after the namespace exists.

@@ -214,7 +214,9 @@ def render_secret_provider_class(cfg) -> dict[str, Any]:
     return secret_provider_class(synced_secrets(cfg), region=cfg.region)
 
 
-def secret_provider_class(secrets: Sequence[SyncedSecret], *, region: str) -> dict[str, Any]:
+def secret_provider_class(
+    secrets: Sequence[SyncedSecret], *, region: str, namespace: str = k8s.NAMESPACE
+) -> dict[str, Any]:
     """The SecretProviderClass every Ray pod mounts (``SECRET_PROVIDER_CLASS``): each of
     ``secrets`` fetched from Secrets Manager and synced into its Kubernetes Secret.
 
@@ -232,7 +234,7 @@ def secret_provider_class(secrets: Sequence[SyncedSecret], *, region: str) -> di
     return {
         "apiVersion": "secrets-store.csi.x-k8s.io/v1",
         "kind": "SecretProviderClass",
-        "metadata": {"name": SECRET_PROVIDER_CLASS, "namespace": k8s.NAMESPACE, "labels": k8s.labels("ray", "auth")},
+        "metadata": {"name": SECRET_PROVIDER_CLASS, "namespace": namespace, "labels": k8s.labels("ray", "auth")},
         "spec": {
             "provider": "aws",
             "parameters": {"objects": json.dumps(objects), "region": region, "usePodIdentity": "true"},
