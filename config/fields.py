@@ -9,6 +9,18 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, WithJsonSchema
 
 
+def log_retention_days(value: int) -> int:
+    """A CloudWatch Logs retention period (the values the API accepts, config/catalog.py)."""
+    from config import catalog
+
+    if value not in catalog.LOG_RETENTION_DAYS:
+        raise ValueError(
+            f"{value} is not a CloudWatch Logs retention period; allowed: "
+            + ", ".join(str(d) for d in catalog.LOG_RETENTION_DAYS)
+        )
+    return value
+
+
 def cidr_block(value: str) -> str:
     try:
         net = ipaddress.IPv4Network(value, strict=True)

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config import catalog
 from config.base import Frozen
-from config.fields import AzId, cidr_block
+from config.fields import AzId, cidr_block, log_retention_days
 
 
 class AvailabilityZone(Frozen):
@@ -82,15 +82,7 @@ class Network(Frozen):
     def _blocks(cls, v: list[str]) -> list[str]:
         return [cidr_block(c) for c in v]
 
-    @field_validator("flow_log_retention_days")
-    @classmethod
-    def _retention(cls, v: int) -> int:
-        if v not in catalog.LOG_RETENTION_DAYS:
-            raise ValueError(
-                f"{v} is not a CloudWatch Logs retention period; allowed: "
-                + ", ".join(str(d) for d in catalog.LOG_RETENTION_DAYS)
-            )
-        return v
+    _retention = field_validator("flow_log_retention_days")(classmethod(lambda cls, v: log_retention_days(v)))
 
     @model_validator(mode="after")
     def _layout(self) -> Network:

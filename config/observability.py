@@ -18,6 +18,7 @@ from pydantic import Field, field_validator
 
 from config import catalog
 from config.base import Frozen
+from config.fields import log_retention_days
 
 # KubeRay adds a container port named "metrics" (8080) to every Ray container and starts Ray with
 # --metrics-export-port=8080 (ray-operator/controllers/ray/common/pod.go and utils/constant.go,
@@ -77,15 +78,7 @@ class Observability(Frozen):
         description="Serve 5xx responses over all responses, per application over 5 minutes, above which the Serve5xxRate alert fires.",
     )
 
-    @field_validator("log_retention_days")
-    @classmethod
-    def _retention(cls, v: int) -> int:
-        if v not in catalog.LOG_RETENTION_DAYS:
-            raise ValueError(
-                f"{v} is not a CloudWatch Logs retention period; allowed: "
-                + ", ".join(str(d) for d in catalog.LOG_RETENTION_DAYS)
-            )
-        return v
+    _retention = field_validator("log_retention_days")(classmethod(lambda cls, v: log_retention_days(v)))
 
     @field_validator("alarm_emails")
     @classmethod
