@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import httpx
@@ -144,3 +147,22 @@ def wait_ready(url: str, timeout_s: float = 120) -> None:
             pass
         time.sleep(0.3)
     raise TimeoutError(f"{url} not ready after {timeout_s:.0f} s")
+
+
+def in_background(run_load: Callable[[Callable[[int], None]], Any], *, until: int) -> tuple[threading.Thread, dict]:
+    """Starts ``run_load(on_count)`` in a thread and returns once ``until`` requests have finished, or
+    the load ended first (then the thread is no longer alive): the rehearsals' moment to kill
+    something under load. The load's result lands in the returned dict under ``"r"``."""
+    result: dict = {}
+    reached = threading.Event()
+
+    def load() -> None:
+        try:
+            result["r"] = run_load(lambda n: reached.set() if n >= until else None)
+        finally:
+            reached.set()
+
+    th = threading.Thread(target=load, daemon=True)
+    th.start()
+    reached.wait()
+    return th, result

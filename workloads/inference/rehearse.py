@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -173,29 +172,20 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-        result: dict = {}
         t_start = time.perf_counter()
-
         kill_at = a.kill_after_requests if a.kill_after_requests is not None else a.requests // 3
-        reached = threading.Event()
-
-        def load():
-            try:
-                result["r"] = loadtest.run(
-                    f"{url}/v1/completions",
-                    requests=a.requests,
-                    concurrency=a.concurrency,
-                    time_limit_s=a.time_limit_s,
-                    max_tokens=a.max_tokens,
-                    retry=True,
-                    on_record=lambda n: reached.set() if n >= kill_at else None,
-                )
-            finally:
-                reached.set()
-
-        th = threading.Thread(target=load, daemon=True)
-        th.start()
-        reached.wait()
+        th, result = loadtest.in_background(
+            lambda on_count: loadtest.run(
+                f"{url}/v1/completions",
+                requests=a.requests,
+                concurrency=a.concurrency,
+                time_limit_s=a.time_limit_s,
+                max_tokens=a.max_tokens,
+                retry=True,
+                on_record=on_count,
+            ),
+            until=kill_at,
+        )
         if not th.is_alive():
             print(f"the load ended before {kill_at} requests finished; nothing was killed", file=sys.stderr)
             return 1

@@ -271,26 +271,19 @@ def rehearse(
             f"(at most {time_limit_s:.0f} s)"
         )
 
-        result: dict = {}
-        reached, stop = threading.Event(), threading.Event()
+        stop = threading.Event()
         t0 = time.perf_counter()
-
-        def load() -> None:
-            try:
-                result["r"] = steady_load(
-                    url,
-                    concurrency=concurrency,
-                    max_tokens=max_tokens,
-                    stop=stop,
-                    time_limit_s=time_limit_s,
-                    on_count=lambda n: reached.set() if n >= kill_after else None,
-                )
-            finally:
-                reached.set()
-
-        th = threading.Thread(target=load, daemon=True)
-        th.start()
-        reached.wait()
+        th, result = loadtest.in_background(
+            lambda on_count: steady_load(
+                url,
+                concurrency=concurrency,
+                max_tokens=max_tokens,
+                stop=stop,
+                time_limit_s=time_limit_s,
+                on_count=on_count,
+            ),
+            until=kill_after,
+        )
         if not th.is_alive():
             raise RuntimeError(f"the load ended before {kill_after} requests finished; nothing was killed")
         cluster.kill_head()
