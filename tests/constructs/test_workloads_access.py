@@ -132,8 +132,12 @@ def test_role_reaches_only_the_checkpoint_prefix_and_key(dev):
         "Action": "s3:GetObject",
         "Resource": f"arn:aws:s3:::{bucket}/{JOBS_PREFIX}*",
     }
-    # The Ray auth token (constructs/ray_auth.py, tests/constructs/test_ray_auth.py pins them).
+    # The Ray auth token (constructs/ray_auth.py, tests/constructs/test_ray_auth.py pins them) and,
+    # with GCS fault tolerance, the store's AUTH token (constructs/gcs_store.py, its own tests).
+    assert config.gcs_fault_tolerance
     assert set(by_sid) == {
+        "ReadGcsStoreToken",
+        "DecryptGcsStoreToken",
         "ListCheckpointPrefix",
         "ReadWriteCheckpoints",
         "ListJobsPrefix",

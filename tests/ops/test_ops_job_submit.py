@@ -141,31 +141,26 @@ def test_rendered_job_runs_in_http_mode_and_the_network_policies_select_its_pods
     assert [pod["metadata"]["name"] for pod in pods] == ["llama-sft-head", "llama-sft-gpu-workers"]
     policies = {pol["metadata"]["name"]: pol["spec"] for pol in network_policy.render(dev)["items"]}
 
-    def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
-        return all(labels.get(k) == v for k, v in selector.items())
+    def selects(selector: dict, labels: dict[str, str]) -> bool:
+        exprs = selector.get("matchExpressions", [])
+        assert all(e["operator"] == "Exists" for e in exprs)
+        return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items()) and all(
+            e["key"] in labels for e in exprs
+        )
 
     for pod in pods:
         labels = pod["metadata"]["labels"]
         assert labels[security.WORKLOAD_LABEL] == JOBS_WORKLOAD
-        selecting = sorted(
-            n for n, pol in policies.items() if selects(pol["podSelector"].get("matchLabels", {}), labels)
-        )
         # KubeRay adds ray.io/node-type to the pods it creates from the templates.
-        if pod["metadata"]["name"].endswith("-head"):
-            selecting = sorted(
-                n
-                for n, pol in policies.items()
-                if selects(pol["podSelector"].get("matchLabels", {}), {**labels, "ray.io/node-type": "head"})
-            )
-            assert selecting == [
-                "default-deny-ingress",
-                f"{JOBS_WORKLOAD}-from-operator",
-                f"{JOBS_WORKLOAD}-ray-internal",
-            ]
-        else:
-            assert selecting == ["default-deny-ingress", f"{JOBS_WORKLOAD}-ray-internal"]
+        head = pod["metadata"]["name"].endswith("-head")
+        as_created = {**labels, "ray.io/node-type": "head" if head else "worker"}
+        selecting = sorted(n for n, pol in policies.items() if selects(pol["podSelector"], as_created))
+        expected = ["default-deny-ingress", "ray-metrics-from-collector", f"{JOBS_WORKLOAD}-ray-internal"]
+        if head:
+            expected.insert(2, f"{JOBS_WORKLOAD}-from-operator")
+        assert selecting == expected
         # The internal rule admits exactly the pods of this workload: head and workers reach each other.
-        internal = policies[f"{JOBS_WORKLOAD}-ray-internal"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]
+        internal = policies[f"{JOBS_WORKLOAD}-ray-internal"]["ingress"][0]["from"][0]["podSelector"]
         assert selects(internal, labels)
         # Pod security as the platform's own RayJob.
         assert pod["spec"]["securityContext"]["runAsNonRoot"] is True

@@ -72,9 +72,12 @@ def test_a_reader_without_the_key_cannot_read_the_store_token(assembly):
 
 
 def test_no_gcs_flows_where_the_environment_has_none():
-    from config import load_environment
+    from config import parse_environment
+    from tests.config.config_data import env_data
 
-    cfg = load_environment("dev")
+    data = env_data("dev")
+    data.setdefault("inference", {})["gcs_fault_tolerance"] = {"enabled": False}
+    cfg = parse_environment(data, source="test")
     assert not cfg.gcs_fault_tolerance
     table = F.flow_table(cfg)
     names = {f.name for f in table.network} | {f.name for f in table.access}

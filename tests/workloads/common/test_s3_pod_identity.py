@@ -118,7 +118,9 @@ def test_checkpoints_outlive_credential_rotations(pod_identity, tmp_path):
     assert torch.equal(loaded.state["model"]["w"], torch.full((256,), 4.0))
     assert [step for step, _ in checkpoint.list_checkpoints(f"s3://{BUCKET}/runs", "demo")] == [4, 3, 2, 1]
 
-    # boto3 (botocore) reads what pyarrow wrote, from the same environment, after the rotations.
-    s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL_S3"], region_name="us-east-1")
+    # boto3 (botocore) reads what pyarrow wrote, from the same environment, after the rotations: a
+    # new session, as a pod's process starts with (boto3's default session of this test process
+    # may hold credentials an earlier test resolved).
+    s3 = boto3.session.Session().client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL_S3"], region_name="us-east-1")
     body = s3.get_object(Bucket=BUCKET, Key="runs/long-write.bin")["Body"].read()
     assert len(body) == 4 * PART and body[-1] == 4

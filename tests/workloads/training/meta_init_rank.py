@@ -3,24 +3,46 @@
 model as the job does under FSDP (``build_model``: meta device, ``fully_shard``, ``to_empty``,
 ``init_parameters``), then the whole model the old way (``torch.manual_seed``; ``build``), and
 prints one JSON line: whether every gathered parameter and buffer is bitwise the whole model's,
-the bytes this rank holds, and its resident memory before, at the peak of the sharded
-initialisation, and at the peak after the whole build."""
+the bytes this rank holds, and its anonymous resident memory (``RssAnon``: the tensors, not the
+library code pages a loaded machine may evict and fault in again) before, at the peak of the
+sharded initialisation, and at the peak after the whole build, sampled every millisecond."""
 
 from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
+import threading
+import time
 
 
 def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    """This process's anonymous resident memory (/proc/self/status RssAnon)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no RssAnon in /proc/self/status")
 
 
-def peak_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+class Peak:
+    """The highest ``rss_bytes()`` seen since the last ``reset``, sampled every millisecond."""
+
+    def __init__(self) -> None:
+        self.value = rss_bytes()
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self) -> None:
+        while True:
+            self.value = max(self.value, rss_bytes())
+            time.sleep(0.001)
+
+    def reset(self) -> None:
+        self.value = rss_bytes()
+
+    def read(self) -> int:
+        time.sleep(0.005)  # one more sample after the phase
+        return self.value
 
 
 def main() -> None:
@@ -45,15 +67,17 @@ def main() -> None:
         precision="fp32",
         activation_checkpointing=False,
     )
+    peak = Peak()
     before = rss_bytes()
+    peak.reset()
     sharded = build_model(
         config, seed=1234, sharding="fsdp", device=torch.device("cpu"), precision="fp32", activation_checkpointing=False
     )
-    sharded_peak = peak_bytes()
+    sharded_peak = peak.read()
     held = sum(p.to_local().numel() * p.element_size() for p in sharded.parameters())
     torch.manual_seed(1234)
     whole = build(config)
-    whole_peak = peak_bytes()
+    whole_peak = peak.read()
     same = []
     for name, p in sharded.named_parameters():
         full = p.full_tensor() if isinstance(p, DTensor) else p
