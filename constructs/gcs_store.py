@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_elasticache as elasticache
@@ -30,6 +30,7 @@ from config import versions
 from config.inference import GcsFaultTolerance
 from config.names import GCS_STORE_PORT, GCS_STORE_SERVICE, WORKLOADS_NAMESPACE, gcs_store_secret_name
 from constructs.compliance import acknowledge
+from constructs.ray_auth import grant_secret_read
 
 # ElastiCache AUTH tokens: 16-128 printable characters without spaces, '"', '/' or '@'
 # (ElastiCache user guide, "Authenticating with the Valkey and Redis OSS AUTH command").
@@ -176,26 +177,5 @@ class GcsStore(Construct):
 
     def grant_read(self, grantee: iam.IGrantable) -> None:
         """GetSecretValue on the token's secret and kms:Decrypt of its key only through Secrets
-        Manager for this secret, in the grantee's identity policy (the key belongs to the
-        storage stack, whose policy delegates to the account: see constructs/ray_auth.py)."""
-        principal = grantee.grant_principal
-        principal.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="ReadGcsStoreToken",
-                actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-                resources=[self.secret.secret_arn],
-            )
-        )
-        principal.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="DecryptGcsStoreToken",
-                actions=["kms:Decrypt"],
-                resources=[self.key.key_arn],
-                conditions={
-                    "StringEquals": {
-                        "kms:ViaService": f"secretsmanager.{Stack.of(self).region}.amazonaws.com",
-                        "kms:EncryptionContext:SecretARN": self.secret.secret_arn,
-                    }
-                },
-            )
-        )
+        Manager for this secret (constructs/ray_auth.py ``grant_secret_read``)."""
+        grant_secret_read(grantee, secret=self.secret, key=self.key, sid="GcsStoreToken")

@@ -62,28 +62,34 @@ class RayAuthToken(Construct):
 
     def grant_read(self, grantee: iam.IGrantable) -> None:
         """GetSecretValue on the secret, and kms:Decrypt of its key only through Secrets Manager
-        and only for this secret, both in the grantee's identity policy. ``Secret.grant_read``
-        would name the grantee in the key policy, and the key belongs to the storage stack: the
-        two stacks would then reference each other. The key policy delegates to the account, so
-        an identity policy is enough."""
-        principal = grantee.grant_principal
-        principal.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="ReadRayAuthToken",
-                actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-                resources=[self.secret.secret_arn],
-            )
+        and only for this secret (``grant_secret_read``)."""
+        grant_secret_read(grantee, secret=self.secret, key=self.key, sid="RayAuthToken")
+
+
+def grant_secret_read(grantee: iam.IGrantable, *, secret: secretsmanager.ISecret, key: kms.IKey, sid: str) -> None:
+    """GetSecretValue on ``secret``, and kms:Decrypt of ``key`` only through Secrets Manager and only
+    for this secret, both in the grantee's identity policy (statements ``Read<sid>``,
+    ``Decrypt<sid>``). ``Secret.grant_read`` would name the grantee in the key policy, and the key
+    belongs to the storage stack: the two stacks would then reference each other. The key policy
+    delegates to the account, so an identity policy is enough."""
+    principal = grantee.grant_principal
+    principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid=f"Read{sid}",
+            actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+            resources=[secret.secret_arn],
         )
-        principal.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="DecryptRayAuthToken",
-                actions=["kms:Decrypt"],
-                resources=[self.key.key_arn],
-                conditions={
-                    "StringEquals": {
-                        "kms:ViaService": f"secretsmanager.{Stack.of(self).region}.amazonaws.com",
-                        "kms:EncryptionContext:SecretARN": self.secret.secret_arn,
-                    }
-                },
-            )
+    )
+    principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid=f"Decrypt{sid}",
+            actions=["kms:Decrypt"],
+            resources=[key.key_arn],
+            conditions={
+                "StringEquals": {
+                    "kms:ViaService": f"secretsmanager.{Stack.of(secret).region}.amazonaws.com",
+                    "kms:EncryptionContext:SecretARN": secret.secret_arn,
+                }
+            },
         )
+    )
