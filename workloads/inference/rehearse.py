@@ -100,13 +100,16 @@ def plot(
     fig.savefig(path, dpi=110)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workloads.inference.rehearse", description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--storage", default=None, help="checkpoint storage of the training rehearsal (default: the newest under out/)"
-    )
+def add_model_arguments(p: argparse.ArgumentParser, *, storage_help: str) -> None:
+    """--storage, --run, --env: which trained model a serving rehearsal serves, and how."""
+    p.add_argument("--storage", default=None, help=storage_help)
     p.add_argument("--run", default=None, help="run name (default: the newest run under --storage)")
     p.add_argument("--env", default="dev", help="environment whose inference settings are rehearsed")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m workloads.inference.rehearse", description=__doc__.splitlines()[0])
+    add_model_arguments(p, storage_help="checkpoint storage of the training rehearsal (default: the newest under out/)")
     p.add_argument("--requests", type=int, default=600)
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--time-limit-s", type=float, default=120)

@@ -345,14 +345,10 @@ def rehearse(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from workloads.inference.rehearse import discover, find_run, plot
+    from workloads.inference.rehearse import add_model_arguments, discover, find_run, plot
 
     p = argparse.ArgumentParser(prog="python -m workloads.inference.rehearse_ha", description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--storage", default=None, help="checkpoint storage (default: the newest under out/, else a tiny one)"
-    )
-    p.add_argument("--run", default=None, help="run name (default: the newest run under --storage)")
-    p.add_argument("--env", default="dev", help="environment whose inference settings are rehearsed")
+    add_model_arguments(p, storage_help="checkpoint storage (default: the newest under out/, else a tiny one)")
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--time-limit-s", type=float, default=180, help="longest the load runs")
     p.add_argument("--kill-after-requests", type=int, default=500)
