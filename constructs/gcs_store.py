@@ -23,14 +23,13 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_elasticache as elasticache
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
 from config import versions
 from config.inference import GcsFaultTolerance
 from config.names import GCS_STORE_PORT, GCS_STORE_SERVICE, WORKLOADS_NAMESPACE, gcs_store_secret_name
 from constructs.compliance import acknowledge
-from constructs.ray_auth import grant_secret_read
+from constructs.ray_auth import grant_secret_read, token_secret
 
 # ElastiCache AUTH tokens: 16-128 printable characters without spaces, '"', '/' or '@'
 # (ElastiCache user guide, "Authenticating with the Valkey and Redis OSS AUTH command").
@@ -73,16 +72,14 @@ class GcsStore(Construct):
         super().__init__(scope, construct_id)
         self.key = key
         self.port = GCS_STORE_PORT
-        self.secret = secretsmanager.Secret(
+        self.secret = token_secret(
             self,
             "AuthToken",
-            secret_name=gcs_store_secret_name(name_prefix),
+            name=gcs_store_secret_name(name_prefix),
             description="AUTH token of the Ray GCS fault-tolerance store (ElastiCache for Valkey)",
-            encryption_key=key,
-            generate_secret_string=secretsmanager.SecretStringGenerator(
-                password_length=TOKEN_LENGTH, exclude_punctuation=True, include_space=False
-            ),
+            key=key,
             removal_policy=removal_policy,
+            length=TOKEN_LENGTH,
         )
         acknowledge(
             self.secret,
