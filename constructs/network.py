@@ -209,20 +209,7 @@ class PlatformNetwork(Construct):
             removal_policy=removal_policy,
             pending_window=Duration.days(30),
         )
-        stack = Stack.of(self)
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AllowCloudWatchLogs",
-                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
-                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
-                resources=["*"],
-                conditions={
-                    "ArnLike": {
-                        "kms:EncryptionContext:aws:logs:arn": f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:*"
-                    }
-                },
-            )
-        )
+        allow_log_groups(key, sid="AllowCloudWatchLogs", names="*")
         group = logs.LogGroup(
             self,
             "FlowLogGroup",
@@ -259,3 +246,22 @@ def _pin_to_az_id(subnet: ec2.ISubnet, az_id: str) -> None:
     cfn: ec2.CfnSubnet = subnet.node.default_child  # type: ignore[assignment]
     cfn.add_property_deletion_override("AvailabilityZone")
     cfn.availability_zone_id = az_id
+
+
+def allow_log_groups(key: kms.IKey, *, sid: str, names: str) -> None:
+    """Let CloudWatch Logs of this stack's region use ``key`` for the log groups whose names match
+    ``names`` (a wildcard pattern), through the encryption context CloudWatch Logs sends."""
+    stack = Stack.of(key)
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid=sid,
+            principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+            actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+            resources=["*"],
+            conditions={
+                "ArnLike": {
+                    "kms:EncryptionContext:aws:logs:arn": f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:{names}"
+                }
+            },
+        )
+    )

@@ -41,6 +41,7 @@ from config import names
 from config import observability as obs
 from config.model import EnvironmentConfig
 from constructs.compliance import acknowledge
+from constructs.network import allow_log_groups
 
 # ---------------------------------------------------------------------------------------------
 # Pure functions of config: the scrape configuration, the alerting rules, the alert manager
@@ -293,24 +294,10 @@ class PlatformObservability(Construct):
     def _log_groups(
         self, config: EnvironmentConfig, key: kms.IKey, removal_policy: RemovalPolicy, writer: iam.IRole | None
     ) -> dict[str, logs.LogGroup]:
-        stack = Stack.of(self)
         cluster = config.eks_cluster_name
         # Literal names, not the groups' ARNs: the key belongs to the storage stack, and naming
         # this stack's groups there would make the two stacks reference each other.
-        prefix = obs.container_log_group_prefix(cluster)
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AllowContainerLogGroups",
-                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
-                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
-                resources=["*"],
-                conditions={
-                    "ArnLike": {
-                        "kms:EncryptionContext:aws:logs:arn": f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:{prefix}*"
-                    }
-                },
-            )
-        )
+        allow_log_groups(key, sid="AllowContainerLogGroups", names=f"{obs.container_log_group_prefix(cluster)}*")
         groups: dict[str, logs.LogGroup] = {}
         for kind in obs.CONTAINER_LOG_KINDS:
             group = logs.LogGroup(
