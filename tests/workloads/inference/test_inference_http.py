@@ -42,10 +42,20 @@ def test_haproxy_is_the_ingress(serve_app):
     from workloads.inference import local
 
     url, _, cluster = serve_app
-    owner = local.listener_pid(int(url.rsplit(":", 1)[1]))
+    port = int(url.rsplit(":", 1)[1])
+    # Serve reloads HAProxy gracefully (a new process with -sf takes the listener over and the old
+    # one drains, then exits), so for a moment the socket's holder can be a process on its way
+    # out, with no command line left. Ask again until a live process answers.
+    deadline = time.monotonic() + 30
+    while True:
+        owner = local.listener_pid(port)
+        command = local.cmdline(owner) if owner else ""
+        if command or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     ours = {pid for node in cluster.nodes for pid in cluster.worker_processes(node)}
-    assert owner in ours, (owner, local.cmdline(owner or 0))
-    assert local.cmdline(owner).split()[0].endswith("/haproxy")
+    assert owner in ours, (owner, command)
+    assert command.split()[0].endswith("/haproxy"), (owner, command)
     assert _complete(url, prompt="via haproxy", max_tokens=2)["usage"]["completion_tokens"] == 2
 
 
