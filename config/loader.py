@@ -91,6 +91,14 @@ RENAMED_KEYS: dict[str, tuple[str, str]] = {
     ),
 }
 
+# Keys that are gone -> why, and what does their work now.
+REMOVED_KEYS: dict[str, str] = {
+    "training.submitter_backoff_limit": (
+        "every RayJob runs in HTTPMode, with no submitter pod to retry (backoffLimit 0); "
+        "a training run's retries are training.max_failures"
+    ),
+}
+
 
 def format_validation_error(err: ValidationError, root: type[BaseModel] = EnvironmentConfig) -> list[str]:
     lines: list[str] = []
@@ -103,6 +111,9 @@ def format_validation_error(err: ValidationError, root: type[BaseModel] = Enviro
             renamed = RENAMED_KEYS.get(_loc(loc))
             if renamed:
                 lines.append(f"{where}: renamed to {renamed[0]!r}; {renamed[1]}")
+                continue
+            if _loc(loc) in REMOVED_KEYS:
+                lines.append(f"{where}: removed; {REMOVED_KEYS[_loc(loc)]}")
                 continue
             model = _model_at(parent, root)
             valid = []

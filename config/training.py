@@ -290,15 +290,6 @@ class Training(Frozen):
         ge=60,
         description=("KubeRay stops the job after this long (RayJob activeDeadlineSeconds)."),
     )
-    submitter_backoff_limit: int = Field(
-        default=2,
-        ge=0,
-        le=10,
-        description=(
-            "Submitter-pod retries of jobs submitted with the ops CLI (K8sJobMode) for transient API errors; "
-            "training failures are max_failures'. The training RayJob runs in HTTPMode, without a submitter."
-        ),
-    )
     ttl_seconds_after_finished: int = Field(
         default=3600,
         ge=0,

@@ -62,6 +62,14 @@ def test_a_renamed_key_names_its_new_name():
     ]
 
 
+def test_a_removed_key_says_what_does_its_work_now():
+    errs = errors_for(lambda d: d.setdefault("training", {}).update(submitter_backoff_limit=2))
+    assert errs == [
+        "training.submitter_backoff_limit: removed; every RayJob runs in HTTPMode, with no submitter pod to "
+        "retry (backoffLimit 0); a training run's retries are training.max_failures"
+    ]
+
+
 def test_unknown_top_level_key_suggests_the_closest():
     errs = errors_for(lambda d: d.update(hyperpd={}))
     assert errs == ["hyperpd: unknown key 'hyperpd'; did you mean 'hyperpod'?"]
