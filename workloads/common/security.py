@@ -211,14 +211,30 @@ def synced_secrets(cfg) -> list[SyncedSecret]:
 
 def render_secret_provider_class(cfg) -> dict[str, Any]:
     """``python -m workloads render secret-provider-class --env NAME``."""
-    return secret_provider_class(synced_secrets(cfg), region=cfg.region)
+    secrets = synced_secrets(cfg)
+    if not secrets:
+        from config import ConfigError
+
+        raise ConfigError(
+            f"{cfg.name}.yaml",
+            [
+                f"eks.ray_token_auth: false in {cfg.name}.yaml, so the Ray pods sync no secret and mount no "
+                "SecretProviderClass; set it to true to render one"
+            ],
+        )
+    return secret_provider_class(secrets, region=cfg.region)
 
 
 def secret_provider_class(
-    secrets: Sequence[SyncedSecret], *, region: str, namespace: str = k8s.NAMESPACE
+    secrets: Sequence[SyncedSecret],
+    *,
+    region: str,
+    namespace: str = k8s.NAMESPACE,
+    name: str = SECRET_PROVIDER_CLASS,
+    component: str = "auth",
 ) -> dict[str, Any]:
-    """The SecretProviderClass every Ray pod mounts (``SECRET_PROVIDER_CLASS``): each of
-    ``secrets`` fetched from Secrets Manager and synced into its Kubernetes Secret.
+    """A SecretProviderClass (by default ``SECRET_PROVIDER_CLASS``, which every Ray pod mounts):
+    each of ``secrets`` fetched from Secrets Manager and synced into its Kubernetes Secret.
 
     ASCP authenticates with the mounting pod's EKS Pod Identity (the workloads' service account),
     whose role needs secretsmanager:GetSecretValue/DescribeSecret on each secret and kms:Decrypt
@@ -234,7 +250,7 @@ def secret_provider_class(
     return {
         "apiVersion": "secrets-store.csi.x-k8s.io/v1",
         "kind": "SecretProviderClass",
-        "metadata": {"name": SECRET_PROVIDER_CLASS, "namespace": namespace, "labels": k8s.labels("ray", "auth")},
+        "metadata": {"name": name, "namespace": namespace, "labels": k8s.labels("ray", component)},
         "spec": {
             "provider": "aws",
             "parameters": {"objects": json.dumps(objects), "region": region, "usePodIdentity": "true"},

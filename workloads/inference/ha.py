@@ -79,33 +79,22 @@ def with_gcs_fault_tolerance(cluster_spec: dict[str, Any]) -> dict[str, Any]:
 def render_secret_provider_class(cfg: EnvironmentConfig) -> dict[str, Any]:
     """``python -m workloads render gcs-store-secret-provider-class --env NAME``: syncs the
     Secrets Manager AUTH token into ``GCS_STORE_SECRET`` with the head pod's Pod Identity."""
-    objects = [
-        {
-            "objectName": gcs_store_secret_name(cfg.name_prefix),
-            "objectType": "secretsmanager",
-            "objectAlias": GCS_STORE_SECRET_KEY,
-        }
-    ]
-    return {
-        "apiVersion": "secrets-store.csi.x-k8s.io/v1",
-        "kind": "SecretProviderClass",
-        "metadata": {
-            "name": SECRET_PROVIDER_CLASS,
-            "namespace": k8s.NAMESPACE,
-            "labels": k8s.labels("ray", "gcs-store"),
-        },
-        "spec": {
-            "provider": "aws",
-            "parameters": {"objects": json.dumps(objects), "region": cfg.region, "usePodIdentity": "true"},
-            "secretObjects": [
-                {
-                    "secretName": GCS_STORE_SECRET,
-                    "type": "Opaque",
-                    "data": [{"objectName": GCS_STORE_SECRET_KEY, "key": GCS_STORE_SECRET_KEY}],
-                }
+    if not cfg.gcs_fault_tolerance:
+        from config import ConfigError
+
+        raise ConfigError(
+            f"{cfg.name}.yaml",
+            [
+                f"inference.gcs_fault_tolerance.enabled: {json.dumps(cfg.inference.gcs_fault_tolerance.enabled)} with "
+                f"eks.ray_token_auth: {json.dumps(cfg.eks.ray_token_auth)} in {cfg.name}.yaml leaves GCS fault "
+                "tolerance off, so there is no store token to sync; set enabled: true or null, with "
+                "eks.ray_token_auth: true, to render it"
             ],
-        },
-    }
+        )
+    secret = security.SyncedSecret(gcs_store_secret_name(cfg.name_prefix), GCS_STORE_SECRET, GCS_STORE_SECRET_KEY)
+    return security.secret_provider_class(
+        [secret], region=cfg.region, name=SECRET_PROVIDER_CLASS, component="gcs-store"
+    )
 
 
 def disruption_budgets(manifest: dict[str, Any]) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from config import load_environment
+from config import ConfigError, load_environment
 from workloads.common import crd, k8s, security
 from workloads.inference import manifest as inference
 from workloads.training import manifest as training
@@ -150,6 +150,17 @@ def test_secret_provider_class_carries_more_secrets():
     }
     with pytest.raises(ValueError, match=r"^a SecretProviderClass needs at least one secret to sync$"):
         security.secret_provider_class([], region="us-west-2")
+
+
+def test_without_token_auth_rendering_the_secret_provider_class_is_a_clear_error():
+    cfg = load_environment("staging")
+    cfg = cfg.model_copy(update={"eks": cfg.eks.model_copy(update={"ray_token_auth": False})})
+    with pytest.raises(ConfigError) as err:
+        security.render_secret_provider_class(cfg)
+    assert err.value.errors == [
+        "eks.ray_token_auth: false in staging.yaml, so the Ray pods sync no secret and mount no "
+        "SecretProviderClass; set it to true to render one"
+    ]
 
 
 def test_harden_keeps_what_the_renderer_set():

@@ -8,7 +8,7 @@ import json
 import kubernetes_validate
 import pytest
 
-from config import load_environment
+from config import ConfigError, load_environment
 from config.names import GCS_STORE_SECRET, gcs_store_secret_name
 from workloads.common import crd, security
 from workloads.common.network_policy import NODE_TYPE_LABEL
@@ -25,6 +25,16 @@ def config(env: str, *, csi: bool = True):
 
 def services(cfg) -> list[dict]:
     return [manifest.render(cfg)] + ([manifest.render_llm(cfg)] if cfg.inference.llm.enabled else [])
+
+
+def test_without_the_store_rendering_its_secret_provider_class_is_a_clear_error():
+    with pytest.raises(ConfigError) as err:
+        ha.render_secret_provider_class(config("dev", csi=False))
+    assert err.value.errors == [
+        "inference.gcs_fault_tolerance.enabled: null with eks.ray_token_auth: false in dev.yaml leaves GCS fault "
+        "tolerance off, so there is no store token to sync; set enabled: true or null, with "
+        "eks.ray_token_auth: true, to render it"
+    ]
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -80,6 +90,8 @@ def test_a_misspelled_option_fails_the_crd_check():
 def test_secret_provider_class_syncs_the_token_the_store_uses(env):
     cfg = config(env)
     spc = ha.render_secret_provider_class(cfg)
+    assert spc["metadata"]["name"] == ha.SECRET_PROVIDER_CLASS != security.SECRET_PROVIDER_CLASS
+    assert spc["metadata"]["labels"]["app.kubernetes.io/component"] == "gcs-store"
     (obj,) = json.loads(spc["spec"]["parameters"]["objects"])
     assert obj == {
         "objectName": gcs_store_secret_name(cfg.name_prefix),
