@@ -194,6 +194,15 @@ def test_runs_as_the_non_root_ray_user():
     assert all(c == "--chown=1000:100" for c in re.findall(r"^COPY (--chown=\S+) (?:config|workloads)", final, re.M))
 
 
+def test_the_final_stage_installs_the_trust_store_the_gcs_checks_its_store_against():
+    """GCS fault tolerance: the head's GCS verifies ElastiCache's certificate against the default
+    trust store (tests/workloads/inference/test_gcs_store_tls.py); the image must carry it."""
+    text = DOCKERFILE.read_text()
+    final = text[text.rindex("\nFROM ") :]
+    installs = re.findall(r"apt-get install -y --no-install-recommends ([^\\&]+)", final)
+    assert ["ca-certificates"] in [i.split() for i in installs]
+
+
 def _runtime_closure() -> dict[str, str]:
     roots = [
         ("ray", {"default", "train", "serve"}),

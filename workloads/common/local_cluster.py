@@ -275,6 +275,12 @@ class LocalCluster:
         """Nodes the GCS reports alive."""
         from ray._raylet import GcsClient
 
+        # Until the GCS listens, a GcsClient would block for up to a minute waiting for it, and
+        # a head that exited meanwhile (bad flags, an untrusted store) would go unnoticed.
+        try:
+            socket.create_connection(("127.0.0.1", self.gcs_port or 0), timeout=1).close()
+        except OSError:
+            return 0
         try:
             infos = GcsClient(address=self.address).get_all_node_info(timeout=5)
         except Exception:  # the GCS is not up yet
@@ -345,6 +351,12 @@ class LocalCluster:
     def _new_head_alive(self, since_ms: int) -> bool:
         from ray._raylet import GcsClient
 
+        # Until the GCS listens, a GcsClient would block for up to a minute waiting for it, and
+        # a head that exited meanwhile (bad flags, an untrusted store) would go unnoticed.
+        try:
+            socket.create_connection(("127.0.0.1", self.gcs_port or 0), timeout=1).close()
+        except OSError:
+            return 0
         try:
             infos = GcsClient(address=self.address).get_all_node_info(timeout=5)
         except Exception:  # the GCS is not up yet

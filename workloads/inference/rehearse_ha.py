@@ -3,7 +3,7 @@
     python -m workloads.inference.rehearse_ha [--storage DIR] [--run NAME]
 
 What the RayService does with GCS fault tolerance, on this machine: a private ``redis-server``
-(password-protected, 127.0.0.1) is the head's GCS store (``RAY_REDIS_ADDRESS``,
+(password-protected, TLS only, 127.0.0.1) is the head's GCS store (``RAY_REDIS_ADDRESS``,
 ``RAY_external_storage_namespace`` and ``--redis-password``: what KubeRay 1.7 sets on the head
 from ``gcsFaultToleranceOptions``); one worker node runs the replicas and a Serve proxy, which
 takes the traffic (the RayService's serve Service excludes the head). Under steady load, every
@@ -49,13 +49,36 @@ STORAGE_NAMESPACE = "rehearse-serve-ha"
 
 @dataclass
 class Redis:
-    """A private ``redis-server`` on 127.0.0.1: its own port, password and directory, no
-    persistence to disk (the rehearsal loses the head, not Redis). Stopped by its pid."""
+    """A private ``redis-server`` on 127.0.0.1 that speaks only TLS, as ElastiCache with in-transit
+    encryption does: its own port, password, directory and certificate authority, no persistence to
+    disk (the rehearsal loses the head, not Redis). Stopped by its pid.
+
+    Its certificate names ``TLS_NAME``, never the address the GCS dials: as on the cluster, where
+    the head reaches the store through the ExternalName Service's name while ElastiCache's
+    certificate names the cache's own endpoint. Ray's GCS (hiredis with BoringSSL) checks the
+    chain against the default trust store and not the host name; ``trust_env`` points that store
+    at this CA, as the workloads image's /etc/ssl/certs holds the CA that signs ElastiCache's
+    certificates."""
+
+    TLS_NAME = "gcs-store.example"
 
     port: int
     password: str
     proc: subprocess.Popen
     dir: str
+
+    @property
+    def ca_file(self) -> str:
+        return os.path.join(self.dir, "ca.crt")
+
+    @property
+    def address(self) -> str:
+        """``RAY_REDIS_ADDRESS``: the rediss:// scheme turns on TLS in Ray's client."""
+        return f"rediss://127.0.0.1:{self.port}"
+
+    def trust_env(self) -> dict[str, str]:
+        """The environment in which a process's default trust store is this server's CA."""
+        return {"SSL_CERT_FILE": self.ca_file}
 
     @classmethod
     def start(cls, timeout_s: float = 20) -> Redis:
@@ -63,12 +86,14 @@ class Redis:
         if exe is None:
             raise RuntimeError("redis-server not found: install the Debian package (`apt-get install redis-server`)")
         port, password, d = free_port(), secrets.token_hex(16), tempfile.mkdtemp(prefix="redis", dir="/tmp")
+        _certificates(Path(d), cls.TLS_NAME)
         conf = Path(d) / "redis.conf"
         # The password in a 0600 file, not on a command line other users can read.
         with open(os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
             f.write(
-                f"port {port}\nbind 127.0.0.1\nprotected-mode yes\nrequirepass {password}\n"
-                f'dir {d}\nsave ""\nappendonly no\n'
+                f"port 0\ntls-port {port}\nbind 127.0.0.1\nprotected-mode yes\nrequirepass {password}\n"
+                f"tls-cert-file {d}/server.crt\ntls-key-file {d}/server.key\ntls-ca-cert-file {d}/ca.crt\n"
+                f'tls-auth-clients no\ndir {d}\nsave ""\nappendonly no\n'
             )
         log = open(Path(d) / "redis.log", "ab")  # noqa: SIM115 (redis-server writes to it until it stops)
         proc = subprocess.Popen([exe, str(conf)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -84,10 +109,15 @@ class Redis:
         raise TimeoutError(f"redis-server on 127.0.0.1:{port} did not answer in {timeout_s:.0f} s")
 
     def _command(self, command: str) -> bytes:
-        """The reply line of one command after AUTH (RESP over a plain socket: no client library)."""
+        """The reply line of one command after AUTH (RESP over TLS: no client library)."""
         import socket
+        import ssl
 
-        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+        tls = ssl.create_default_context(cafile=self.ca_file)
+        with (
+            socket.create_connection(("127.0.0.1", self.port), timeout=2) as raw,
+            tls.wrap_socket(raw, server_hostname=self.TLS_NAME) as s,
+        ):
             s.sendall(f"AUTH {self.password}\r\n{command}\r\n".encode())
             data = b""
             while data.count(b"\r\n") < 2:
@@ -116,6 +146,23 @@ class Redis:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _certificates(d: Path, name: str) -> None:
+    """A throwaway CA (``ca.crt``) and, signed by it, a server certificate for ``name``
+    (``server.crt``, ``server.key``), made with the openssl command line."""
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    new_key = ["-newkey", "rsa:2048", "-nodes"]
+    openssl("req", "-x509", *new_key, "-days", "2", "-subj", "/CN=rehearsal CA", "-keyout", "ca.key", "-out", "ca.crt")
+    openssl("req", *new_key, "-subj", f"/CN={name}", "-keyout", "server.key", "-out", "server.csr")
+    (d / "san.cnf").write_text(f"subjectAltName=DNS:{name}\n")
+    openssl(
+        "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+        "-days", "2", "-extfile", "san.cnf", "-out", "server.crt",
+    )  # fmt: skip
 
 
 def tiny_checkpoint(storage: Path, run: str) -> None:
@@ -235,12 +282,13 @@ def rehearse(
         worker_proxy_port=worker_port,
         env_extra={"RAY_gcs_rpc_server_reconnect_timeout_s": WORKER_GCS_RECONNECT_TIMEOUT_S},
         head_env={
-            "RAY_REDIS_ADDRESS": f"127.0.0.1:{redis.port}",
+            "RAY_REDIS_ADDRESS": redis.address,
             "RAY_external_storage_namespace": STORAGE_NAMESPACE,
+            **redis.trust_env(),
         },
         head_args_extra=["--redis-password", redis.password],
     )
-    log(f"==> redis-server 127.0.0.1:{redis.port}; local cluster: head (GCS in Redis) + 1 worker node")
+    log(f"==> redis-server {redis.address} (TLS only); local cluster: head (GCS in Redis) + 1 worker node")
     try:
         cluster.start()
 
