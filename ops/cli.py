@@ -224,8 +224,8 @@ def main(
     prog: str = PROG,
     token_fn: Callable[[Any, str, dict[str, Any]], str | None] | None = None,
 ) -> int:
-    """``token_fn(kube, namespace, head_pod)``: the Ray auth token for a head's dashboard (default:
-    read it from the Secret the head's container takes it from; ops/driver_log.py)."""
+    """``token_fn(kube, namespace, head_pod)``: the Ray auth token for a head's Jobs API and
+    dashboard (default: the platform's token from Secrets Manager, ops/jobs.platform_token_fn)."""
     out, err = out or sys.stdout, err or sys.stderr
     from ops.job_cli import JOB_COMMANDS, run_job_command, split_command
 
@@ -242,6 +242,10 @@ def main(
             raise OpsError("a command after -- is only for `submit job`", f"see {prog} submit --help")
         config = load_config(args.env)
         aws = aws_factory(config, args.profile)
+        if token_fn is None:
+            from ops.jobs import platform_token_fn
+
+            token_fn = platform_token_fn(config, aws)
         if args.command in JOB_COMMANDS or (args.command == "submit" and args.workload == "job"):
             return run_job_command(
                 config, aws, args, out, kube_factory, prog=prog, sleep=sleep, clock=clock, token_fn=token_fn

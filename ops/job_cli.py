@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from config.model import EnvironmentConfig
-from config.names import ray_auth_secret_name
 from ops.errors import EXIT_OK, OpsError
 from ops.output import to_json
 
@@ -176,14 +175,6 @@ def run_job_command(
     from ops import jobs
 
     env = config.name
-    if token_fn is None and config.eks.ray_token_auth:
-        # The platform's token, read from Secrets Manager (where the Kubernetes Secret is synced
-        # from): IAM read of one secret rather than Kubernetes read of Secrets in the namespace.
-        secret_id = ray_auth_secret_name(config.name_prefix)
-
-        def token_fn(kube: Any, namespace: str, pod: dict[str, Any]) -> str | None:
-            return jobs.auth_token(kube, namespace, pod, aws=aws, secret_id=secret_id)
-
     if args.command == "submit":
         return _submit_job(config, aws, args, out, kube_factory, prog=prog, sleep=sleep, clock=clock, token_fn=token_fn)
     kube = kube_factory(aws, config, args)

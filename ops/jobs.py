@@ -356,6 +356,23 @@ def auth_token(
     return kube.read_secret_value(namespace, ref["name"], ref.get("key", "token"))
 
 
+def platform_token_fn(config: Any, aws: Any) -> Callable[[Any, str, dict[str, Any]], str | None] | None:
+    """The ``token_fn(kube, namespace, head_pod)`` of every command that calls a head's Jobs API
+    or dashboard (following a job's log, ``logs``, ``dashboard``): with ``eks.ray_token_auth``, the
+    platform's token from Secrets Manager, where the heads' Kubernetes Secret is synced from; None
+    where it is off."""
+    if not config.eks.ray_token_auth:
+        return None
+    from config.names import ray_auth_secret_name
+
+    secret_id = ray_auth_secret_name(config.name_prefix)
+
+    def token_fn(kube: Any, namespace: str, pod: dict[str, Any]) -> str | None:
+        return auth_token(kube, namespace, pod, aws=aws, secret_id=secret_id)
+
+    return token_fn
+
+
 def secrets_manager_token(aws: Any, secret_id: str) -> str:
     """The Ray token from the Secrets Manager secret ``secret_id`` (constructs/ray_auth.py)."""
     value = aws.call("secretsmanager", "get_secret_value", SecretId=secret_id).get("SecretString")

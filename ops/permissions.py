@@ -23,15 +23,18 @@ STATUS = (
 )
 # status and submit reach Kubernetes with an EKS token (a presigned sts:GetCallerIdentity, which
 # needs no permission) after eks:DescribeCluster; Kubernetes access comes from an EKS access entry.
-SUBMIT = ("eks:DescribeCluster",)
+# Every command that calls a head's Jobs API or dashboard (following a job's driver log: submit,
+# submit job, logs; dashboard) reads the Ray token (eks.ray_token_auth) from its Secrets Manager
+# secret <name_prefix>/ray-auth-token, encrypted with the platform key (kms:Decrypt is Secrets
+# Manager's call on the caller's behalf): scope both to that secret and key.
+RAY_TOKEN = ("secretsmanager:GetSecretValue", "kms:Decrypt")
+SUBMIT = ("eks:DescribeCluster", *RAY_TOKEN)
 # submit job uploads the working directory to jobs/<job>/ of the checkpoint bucket (config/jobs.py):
 # HeadObject (allowed by s3:GetObject) skips an upload of identical code; the bucket's SSE-KMS key
 # needs kms:GenerateDataKey for the put. Scope both to that prefix and key.
-SUBMIT_JOB = ("eks:DescribeCluster", "s3:GetObject", "s3:PutObject", "kms:GenerateDataKey")
-# jobs, logs, stop, resume: Kubernetes only (see the README for the verbs).
-JOBS = ("eks:DescribeCluster",)
-# dashboard also reads the Ray token (eks.ray_token_auth) from its Secrets Manager secret
-# <name_prefix>/ray-auth-token, encrypted with the platform key: scope both to that secret.
-DASHBOARD = ("eks:DescribeCluster", "secretsmanager:GetSecretValue", "kms:Decrypt")
+SUBMIT_JOB = ("eks:DescribeCluster", "s3:GetObject", "s3:PutObject", "kms:GenerateDataKey", *RAY_TOKEN)
+# jobs, stop, resume: Kubernetes only; logs also reads the Ray token (see the README for the verbs).
+JOBS = ("eks:DescribeCluster", *RAY_TOKEN)
+DASHBOARD = ("eks:DescribeCluster", *RAY_TOKEN)
 # upgrade plan prints only; --apply reads the cluster and its upgrade insights.
 UPGRADE_APPLY = ("eks:DescribeCluster", "eks:ListInsights")

@@ -132,6 +132,45 @@ def test_logs_send_the_heads_ray_token_where_ray_auth_is_on(api, dev, capsys):
         head.close()
 
 
+def test_logs_take_the_platforms_ray_token_from_secrets_manager_with_the_documented_actions(
+    api, dev, shared_moto, capsys
+):
+    """Without a token_fn (as a user runs it) the token comes from the platform's Secrets Manager
+    secret, never from a Kubernetes Secret; the AWS calls are the documented ones."""
+    import boto3
+
+    from config.names import ray_auth_secret_name
+    from ops import permissions
+    from tests.ops.fakes import REGION
+    from tests.ops.test_ops_permissions import recording_aws
+
+    name = ray_auth_secret_name(dev.name_prefix)
+    boto3.client("secretsmanager", region_name=REGION).create_secret(Name=name, SecretString="t0ken")
+    head = JobsApiStandIn(token="t0ken")
+    aws, calls = recording_aws()
+    try:
+        add_job(api, "running")
+        # KubeRay's env names the synced Secret, which this API does not hold: reading it would fail.
+        api.add_head(head_pod("hello-x7k2p", namespace=NS, token_secret="ray-auth-token"), head.address)
+        head.logs["hello-9vq4s"] = "hello\n"
+        out = io.StringIO()
+        code = main(
+            ["logs", "hello", "--env", "dev"],
+            load_config=lambda n: dev,
+            aws_factory=lambda c, p: aws,
+            kube_factory=lambda a, c, args: api.client(),
+            out=out,
+            prog="hpray",
+        )
+        assert (code, out.getvalue()) == (0, "hello\n"), capsys.readouterr().err
+        assert head.headers[-1]["x-ray-authorization"] == "Bearer t0ken"
+        assert calls == ["secretsmanager:GetSecretValue"]
+        assert set(calls) <= set(permissions.JOBS) and set(permissions.RAY_TOKEN) <= set(permissions.SUBMIT)
+    finally:
+        head.close()
+        boto3.client("secretsmanager", region_name=REGION).delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
+
+
 def test_logs_of_a_k8sjobmode_job_say_where_its_log_is(api, dev, capsys):
     add_job(api, "running", submissionMode="K8sJobMode")
     code, _ = cli(api, dev, "logs", "hello", "--env", "dev")

@@ -438,3 +438,58 @@ def test_a_terminal_gets_the_live_display_and_a_pipe_gets_json_lines():
         "message": f"RayJob {NS}/{RAYJOB_NAME} succeeded at step 200",
         "succeeded": True,
     }
+
+
+class TokenAuthKube(ScriptedKube):
+    """Heads that run Ray's token authentication (KubeRay's env names the synced Secret, which
+    this API refuses to read) and record the header each log read sends."""
+
+    def __init__(self, ticks):
+        super().__init__(ticks)
+        self.auth_headers = []
+
+    def list_pods(self, namespace, label_selector):
+        selector = dict(term.split("=", 1) for term in label_selector.split(","))
+        return [head_pod(selector["ray.io/cluster"], namespace=namespace, token_secret="ray-auth-token")]
+
+    def pod_http_get(self, namespace, pod, port, path, headers=None):
+        self.auth_headers.append((headers or {}).get("x-ray-authorization"))
+        return super().pod_http_get(namespace, pod, port, path, headers)
+
+    def read_secret_value(self, namespace, name, key):
+        raise AssertionError("the Kubernetes Secret is read where Secrets Manager has the token")
+
+
+def test_following_a_run_sends_the_platforms_token_from_secrets_manager(shared_moto):
+    import boto3
+
+    from config.names import ray_auth_secret_name
+    from ops import permissions
+    from tests.ops.fakes import REGION
+    from tests.ops.test_ops_permissions import recording_aws
+
+    config = short_run_config()
+    assert config.eks.ray_token_auth
+    secret = ray_auth_secret_name(config.name_prefix)
+    boto3.client("secretsmanager", region_name=REGION).create_secret(Name=secret, SecretString="t0ken")
+    aws, calls = recording_aws()
+    kube = TokenAuthKube(RUN_WITH_A_FAILURE)
+    out = io.StringIO()
+    try:
+        code = main(
+            ["submit", "training", "--env", "dev"],
+            kube_factory=lambda aws, config, a: kube,
+            sleep=kube.sleep,
+            clock=kube.clock,
+            out=out,
+            aws_factory=lambda c, p: aws,
+            render_fn=lambda kind, config: manifest(),
+            load_config=lambda name: config,
+        )
+    finally:
+        boto3.client("secretsmanager", region_name=REGION).delete_secret(
+            SecretId=secret, ForceDeleteWithoutRecovery=True
+        )
+    assert code == 0, out.getvalue()
+    assert kube.auth_headers and set(kube.auth_headers) == {"Bearer t0ken"}
+    assert set(calls) == {"secretsmanager:GetSecretValue"} and set(calls) <= set(permissions.SUBMIT)
