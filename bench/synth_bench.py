@@ -36,6 +36,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from workloads.common import procfs  # noqa: E402
+
 BARE = "baseline: 1 bucket"
 GATED = "baseline: 1 bucket + gates"
 
@@ -89,17 +93,8 @@ def _tree_rss_kib(pid: int) -> int:
     total, stack = 0, [pid]
     while stack:
         p = stack.pop()
-        try:
-            with open(f"/proc/{p}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-                        break
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    stack.extend(int(c) for c in f.read().split())
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
+        total += procfs.rss_kib(p)
+        stack.extend(procfs.children(p))
     return total
 
 

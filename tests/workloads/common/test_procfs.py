@@ -109,3 +109,19 @@ def test_listening_ports_name_the_owner_of_each_listening_socket():
         assert other not in procfs.listening_ports([os.getpid()])  # bound, not listening
         assert port not in procfs.listening_ports([1])  # among other processes only
     assert port not in procfs.listening_ports([os.getpid()])
+
+
+def test_children_and_rss_of_a_process_tree():
+    proc = subprocess.Popen(["bash", "-c", "sleep 30 & sleep 30 & wait"])
+    try:
+        deadline = time.time() + 10
+        while len(procfs.children(proc.pid)) < 2 and time.time() < deadline:
+            time.sleep(0.01)
+        kids = procfs.children(proc.pid)
+        assert len(kids) == 2 and all(procfs.parent(k) == proc.pid for k in kids)
+        assert sorted(kids) == sorted(procfs.descendants(proc.pid))
+        assert procfs.rss_kib(proc.pid) > 0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert procfs.children(GONE) == [] and procfs.rss_kib(GONE) == 0
