@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import threading
@@ -122,6 +123,8 @@ def test_children_and_rss_of_a_process_tree():
         assert sorted(kids) == sorted(procfs.descendants(proc.pid))
         assert procfs.rss_kib(proc.pid) > 0
     finally:
+        for kid in procfs.children(proc.pid):
+            os.kill(kid, signal.SIGKILL)
         proc.kill()
         proc.wait()
     assert procfs.children(GONE) == [] and procfs.rss_kib(GONE) == 0
