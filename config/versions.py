@@ -312,14 +312,31 @@ def efa_device_plugin_repository(region: str) -> str:
     return f"{ecr_registry(EKS_ADDON_REGISTRY_ACCOUNT, region)}/{EFA_DEVICE_PLUGIN_REPOSITORY}"
 
 
+def _pull_through(image: str) -> tuple[PullThroughCache, str] | None:
+    """The rule that caches ``image`` (``registry/repository[:tag]``) and the image's path under
+    the rule's prefix; None if no rule covers its registry."""
+    first, _, rest = image.partition("/")
+    registry, path = (first, rest) if "." in first else ("docker.io", image)
+    return next(((cache, path) for cache in PULL_THROUGH_CACHES if registry == cache.registry), None)
+
+
+def pull_through_repository(image: str) -> str:
+    """The repository of this account's registry that a pull-through cache rule imports
+    ``image`` into (``<prefix>/<repository>``, no tag)."""
+    found = _pull_through(image)
+    if found is None:
+        raise ValueError(f"image {image!r}: no pull-through cache rule covers it")
+    cache, path = found
+    return f"{cache.prefix}/{path.partition(':')[0]}"
+
+
 def ecr_image(image: str, *, account: str, region: str) -> str:
     """The ECR reference that network.images_from_ecr pulls ``image`` (``registry/repository[:tag]``) from:
     through a pull-through cache rule, from the NVIDIA mirror, or unchanged if it is in ECR."""
-    first, _, rest = image.partition("/")
-    registry, path = (first, rest) if "." in first else ("docker.io", image)
-    for cache in PULL_THROUGH_CACHES:
-        if registry == cache.registry:
-            return f"{ecr_registry(account, region)}/{cache.prefix}/{path}"
+    found = _pull_through(image)
+    if found is not None:
+        return f"{ecr_registry(account, region)}/{found[0].prefix}/{found[1]}"
+    registry = image.partition("/")[0]
     repository, sep, tag = image.partition(":")
     if repository == NVIDIA_DEVICE_PLUGIN_IMAGE:
         return f"{ecr_registry(account, region)}/{NVIDIA_DEVICE_PLUGIN_MIRROR}{sep}{tag}"

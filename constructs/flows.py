@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from config import observability as obs
+from config import versions
 from config.jobs import JOBS_PREFIX
 from config.names import GCS_STORE_PORT, gcs_store_secret_name, ray_auth_secret_name
 from workloads.common import k8s
@@ -463,6 +464,7 @@ def egress_flows(config: EnvironmentConfig) -> list[EgressFlow]:
 Principal = Literal[
     "fsx-s3-service-linked-role",
     "hyperpod-execution-role",
+    "system-node-role",
     "workloads-role",
     "fsx-csi-role",
     "flow-log-role",
@@ -487,6 +489,7 @@ Resource = Literal[
     "container-log-key",
     "alarm-topic",
     "alarm-topic-key",
+    "ecr-repository",
 ]
 
 
@@ -501,7 +504,8 @@ class AccessFlow:
     # s3-object: "bucket/key"; s3-bucket: "bucket" with s3:prefix in context; ec2: the resource
     # types to prove for each action (those IAM's action table lists for it); ray-auth-secret and
     # ray-auth-secret-key (the key that secret names): the secret's name; container-log-group and
-    # container-log-key: the log group's kind (config.observability.CONTAINER_LOG_KINDS).
+    # container-log-key: the log group's kind (config.observability.CONTAINER_LOG_KINDS);
+    # ecr-repository: the repository's name in this account's registry.
     target: str = ""
     resource_types: tuple[str, ...] = ()
     # Request context; "{region}", "{account}", "{bucket_arn}", "{log_group_arn}", "{secret_arn}" are filled in.
@@ -696,6 +700,7 @@ def access_flows(
             ),
         ]
     flows += observability_access_flows()
+    flows += image_pull_flows(config)
     # Team namespaces (config teams, constructs/team_access.py): their `hpray submit job` pods get the
     # workloads role through their namespace's own Pod Identity association and read their code and
     # write checkpoints as the workloads' pods do; proven for the role that association names.
@@ -778,6 +783,40 @@ def access_flows(
                     target=loc.bucket,
                 )
             )
+    return flows
+
+
+def image_pull_flows(config: EnvironmentConfig) -> list[AccessFlow]:
+    """With network.images_from_ecr, the node roles that pull an image through a pull-through
+    cache rule (constructs/image_cache.py) may import it: the KubeRay operator on the system
+    nodes, and the Serve LLM image on the system nodes (its head) and the HyperPod nodes (its
+    GPU workers)."""
+    if not config.network.images_from_ecr:
+        return []
+    pulls: list[tuple[Principal, str, str]] = [
+        ("system-node-role", versions.KUBERAY_OPERATOR_IMAGE, "the KubeRay operator")
+    ]
+    if config.inference.llm.enabled:
+        pulls += [
+            ("system-node-role", k8s.RAY_LLM_IMAGE, "the Serve LLM service's head"),
+            ("hyperpod-execution-role", k8s.RAY_LLM_IMAGE, "the Serve LLM service's GPU workers"),
+        ]
+    flows = []
+    for principal, image, who in pulls:
+        repository = versions.pull_through_repository(image)
+        flows.append(
+            AccessFlow(
+                f"pull-through:{principal}:{repository}",
+                f"{principal} imports {image} ({who}) through the pull-through cache",
+                "The first pull of an image through a rule, and a pull after the cache's daily check of "
+                "the upstream tag, creates the repository and imports the image as the puller (ECR user "
+                "guide, 'IAM permissions required to sync an upstream registry').",
+                principal,
+                ("ecr:BatchImportUpstreamImage", "ecr:CreateRepository"),
+                "ecr-repository",
+                target=repository,
+            )
+        )
     return flows
 
 

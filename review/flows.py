@@ -39,6 +39,7 @@ FSX_S3_SLR = "arn:aws:iam::{account}:role/aws-service-role/s3.data-source.lustre
 # Who assumes each role, and with which actions (trust policies).
 TRUST = {
     "hyperpod-execution-role": ("sagemaker.amazonaws.com", ("sts:AssumeRole",)),
+    "system-node-role": ("ec2.amazonaws.com", ("sts:AssumeRole",)),
     "workloads-role": ("pods.eks.amazonaws.com", ("sts:AssumeRole", "sts:TagSession")),
     "fsx-csi-role": ("pods.eks.amazonaws.com", ("sts:AssumeRole", "sts:TagSession")),
     "flow-log-role": ("vpc-flow-logs.amazonaws.com", ("sts:AssumeRole",)),
@@ -521,6 +522,12 @@ class Iam:
                 arns = {env.value(s, g.get("ExecutionRole")) for g in env.props(r).get("InstanceGroups") or []}
                 if len(arns) == 1:
                     return self.role_by_arn(arns.pop()), f"{s.display_name}/{lid} ExecutionRole"
+        if name == "system-node-role":
+            for s, lid, r in env.resources("AWS::EKS::Nodegroup"):
+                p = env.props(r)
+                if env.value(s, p.get("NodegroupName")) == SYSTEM_NODEGROUP:
+                    return self.role_by_arn(env.value(s, p.get("NodeRole"))), f"{s.display_name}/{lid} NodeRole"
+            return None, f"no {SYSTEM_NODEGROUP} managed node group"
         if name == "workloads-role":
             from workloads.common import k8s
 
@@ -756,6 +763,10 @@ class Iam:
                 return broken("the flow log's log group is not in the templates")
             # Log events are written to a stream of the group.
             arn = env.attr(log_group[0], log_group[1], "Arn").removesuffix(":*") + ":log-stream:flow-probe"
+            requests += [(Request(principal, a, arn, context), None, False) for a in flow.actions]
+        elif flow.resource == "ecr-repository":
+            # Created by the import itself: no repository policy exists to consult.
+            arn = f"arn:aws:ecr:{region}:{acct}:repository/{flow.target}"
             requests += [(Request(principal, a, arn, context), None, False) for a in flow.actions]
         elif flow.resource == "ec2":
             requests += self._ec2_requests(flow, principal, context)

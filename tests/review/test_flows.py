@@ -256,3 +256,45 @@ def test_pod_flows_of_the_network_policies_are_in_the_table():
     assert {row[0] for row in fitting} <= names
     assert len(fitting) == 7
     assert {row[1] for row in POD_FLOWS if row not in fitting} == {"serve-clients"}
+
+
+# --- images through ECR's pull-through cache (network.images_from_ecr) -------------------------
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_the_node_roles_may_import_what_they_pull_through_the_cache(synthesized, results, env):
+    _, config, _ = synthesized(env)
+    pulls = sorted(n for n in results(env) if n.startswith("pull-through:"))
+    if not config.network.images_from_ecr:
+        assert pulls == []
+        return
+    expected = ["pull-through:system-node-role:quay/kuberay/operator"]
+    if config.inference.llm.enabled:
+        expected += [
+            "pull-through:hyperpod-execution-role:docker-hub/rayproject/ray-llm",
+            "pull-through:system-node-role:docker-hub/rayproject/ray-llm",
+        ]
+    assert pulls == sorted(expected)
+    _assert_ok(results(env), pulls)
+
+
+def test_a_node_role_without_the_import_statement_cannot_pull_through(synthesized):
+    assembly, config, _ = synthesized("prod")
+    stacks = load_assembly(assembly.directory).stacks
+    for stack in stacks:
+        for r in (stack.template.get("Resources") or {}).values():
+            docs = [r["Properties"]["PolicyDocument"]] if r["Type"] == "AWS::IAM::Policy" else []
+            docs += (
+                [p["PolicyDocument"] for p in r["Properties"].get("Policies") or []]
+                if r["Type"] == "AWS::IAM::Role"
+                else []
+            )
+            for doc in docs:
+                doc["Statement"] = [s for s in doc["Statement"] if s.get("Sid") != "PullThroughCacheImport"]
+    r = {x.name: x for x in check_flows(stacks, config)}
+    for name in (
+        "pull-through:system-node-role:quay/kuberay/operator",
+        "pull-through:hyperpod-execution-role:docker-hub/rayproject/ray-llm",
+    ):
+        assert not r[name].ok
+        assert "ecr:BatchImportUpstreamImage" in r[name].detail
