@@ -51,6 +51,18 @@ def find_run(storage: Path, run: str | None) -> str | None:
     return max(runs, key=lambda d: d.stat().st_mtime).name if runs else None
 
 
+def locate(storage: str | None, run: str | None) -> tuple[Path, str | None]:
+    """(storage, run) to serve: ``storage`` or else the newest rehearsal's under out/; ``run`` if
+    it has a checkpoint there, or else that storage's newest run. Run None: nothing to serve."""
+    if storage is not None:
+        where = Path(storage).resolve()
+        return where, find_run(where, run)
+    hit = discover(ROOT / "out")
+    if hit is None:
+        return ROOT / "out", None
+    return hit[0], find_run(hit[0], run) if run else hit[1]
+
+
 def plot(
     records,
     kill_t: float,
@@ -131,13 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         return 2
-    if a.storage is None:
-        hit = discover(ROOT / "out")
-        storage, run = hit if hit else (ROOT / "out", None)
-        run = a.run or run
-    else:
-        storage = Path(a.storage).resolve()
-        run = find_run(storage, a.run)
+    storage, run = locate(a.storage, a.run)
     if run is None:
         print(
             f"no checkpoint of {'run ' + repr(a.run) if a.run else 'any run'} under {storage}: run the "

@@ -393,7 +393,7 @@ def rehearse(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from workloads.inference.rehearse import add_model_arguments, discover, find_run, plot
+    from workloads.inference.rehearse import add_model_arguments, discover, locate, plot
 
     p = argparse.ArgumentParser(prog="python -m workloads.inference.rehearse_ha", description=__doc__.splitlines()[0])
     add_model_arguments(p, storage_help="checkpoint storage (default: the newest under out/, else a tiny one)")
@@ -414,12 +414,8 @@ def main(argv: list[str] | None = None) -> int:
         print(err.render(), file=sys.stderr)
         return 2
     tmp = None
-    if a.storage is None and (hit := discover(ROOT / "out")):
-        storage, run = hit
-        run = a.run or run
-    elif a.storage is not None:
-        storage = Path(a.storage).resolve()
-        run = find_run(storage, a.run)
+    if a.storage is not None or a.run is not None or discover(ROOT / "out"):
+        storage, run = locate(a.storage, a.run)
     else:
         tmp = Path(tempfile.mkdtemp(prefix="ha-ckpt", dir="/tmp"))
         storage, run = tmp, "tiny-run"
