@@ -384,7 +384,7 @@ def test_rendered_chart_pods_take_the_place_of_the_built_ones():
     big = pod_from_spec("nvidia-device-plugin", spec, daemonset=True)
     problems = placement.check_against(env, [big])
     assert problems[0].startswith(
-        "placement (as configured): pod 'RayJob train-gpt-bytes worker' does not fit node pool 'train-p5'"
+        "placement (as configured): pod 'RayJob train-llama-7b-bytes worker' does not fit node pool 'train-p5'"
     )
     assert (
         placement.check_against(
