@@ -17,7 +17,7 @@ def test_placement_section_lists_every_pool_in_every_situation():
     # three pools each.
     assert len(rows) == 4 * 3
     assert rows[0][:3] == ["as configured", "system", "3 x m7i.2xlarge"]
-    assert "RayJob train-gpt-bytes worker x4" in rows[1][3]
+    assert "RayJob train-llama-7b-bytes worker x4" in rows[1][3]
     for row in rows:
         assert "| " + " | ".join(row[:3]) in text
 
