@@ -83,7 +83,8 @@ class DriverLog:
             raise ClusterAccessError(
                 f"the Ray dashboard of {self.namespace}/{pod} refused the log of job {job_id}: {status} "
                 f"{body.decode('utf-8', 'replace').strip()[:200]}",
-                "Ray token authentication is on: your access entry needs get on the token's Secret",
+                "Ray token authentication is on and the head refused the token sent (the platform's, from "
+                "Secrets Manager): a head started before the token changed keeps the old one until it restarts",
             )
         if status != 200:
             raise OpsError(
