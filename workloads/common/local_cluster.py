@@ -271,15 +271,21 @@ class LocalCluster:
     def alive_count_expected(self) -> int:
         return sum(1 for n in self.nodes if n.proc.poll() is None)
 
+    def _gcs_listening(self) -> bool:
+        """Whether the GCS port accepts connections. Until it does, a GcsClient would block for up
+        to a minute waiting for it, and a head that exited meanwhile (bad flags, an untrusted
+        store) would go unnoticed."""
+        try:
+            socket.create_connection(("127.0.0.1", self.gcs_port or 0), timeout=1).close()
+        except OSError:
+            return False
+        return True
+
     def alive_nodes(self) -> int:
         """Nodes the GCS reports alive."""
         from ray._raylet import GcsClient
 
-        # Until the GCS listens, a GcsClient would block for up to a minute waiting for it, and
-        # a head that exited meanwhile (bad flags, an untrusted store) would go unnoticed.
-        try:
-            socket.create_connection(("127.0.0.1", self.gcs_port or 0), timeout=1).close()
-        except OSError:
+        if not self._gcs_listening():
             return 0
         try:
             infos = GcsClient(address=self.address).get_all_node_info(timeout=5)
@@ -351,12 +357,8 @@ class LocalCluster:
     def _new_head_alive(self, since_ms: int) -> bool:
         from ray._raylet import GcsClient
 
-        # Until the GCS listens, a GcsClient would block for up to a minute waiting for it, and
-        # a head that exited meanwhile (bad flags, an untrusted store) would go unnoticed.
-        try:
-            socket.create_connection(("127.0.0.1", self.gcs_port or 0), timeout=1).close()
-        except OSError:
-            return 0
+        if not self._gcs_listening():
+            return False
         try:
             infos = GcsClient(address=self.address).get_all_node_info(timeout=5)
         except Exception:  # the GCS is not up yet
