@@ -63,6 +63,17 @@ def locate(storage: str | None, run: str | None) -> tuple[Path, str | None]:
     return hit[0], find_run(hit[0], run) if run else hit[1]
 
 
+def write_summary(out: Path, s: dict) -> None:
+    """``out/summary.json``, and the summary's first lines: the requests and the client's retries."""
+    (out / "summary.json").write_text(json.dumps(s, indent=1))
+    print("\n==> summary")
+    print(f"  requests sent {s['sent']}, succeeded {s['succeeded']}, failed {s['failed']}")
+    print(
+        f"  retried by the client {s['retried']} (succeeded on retry {s['retried_ok']}; "
+        f"{s['retried_in_flight_at_kill']} were in flight at the kill)"
+    )
+
+
 def plot(
     records,
     kill_t: float,
@@ -240,13 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             out / "latency.png",
             f"rehearse-serve: {s['sent']} requests, concurrency {a.concurrency}, one replica killed",
         )
-    (out / "summary.json").write_text(json.dumps(s, indent=1))
-    print("\n==> summary")
-    print(f"  requests sent {s['sent']}, succeeded {s['succeeded']}, failed {s['failed']}")
-    print(
-        f"  retried by the client {s['retried']} (succeeded on retry {s['retried_ok']}; "
-        f"{s['retried_in_flight_at_kill']} were in flight at the kill)"
-    )
+    write_summary(out, s)
     print(
         f"  latency p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms; {s['req_per_s']:.1f} req/s, "
         f"{s['tokens_per_s']:.0f} tokens/s over {s['wall_s']:.1f} s"

@@ -23,7 +23,6 @@ one timeline whose figures depend on each other.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import shutil
@@ -393,7 +392,7 @@ def rehearse(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from workloads.inference.rehearse import add_model_arguments, discover, locate, plot
+    from workloads.inference.rehearse import add_model_arguments, discover, locate, plot, write_summary
 
     p = argparse.ArgumentParser(prog="python -m workloads.inference.rehearse_ha", description=__doc__.splitlines()[0])
     add_model_arguments(p, storage_help="checkpoint storage (default: the newest under out/, else a tiny one)")
@@ -452,13 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         labels=("head SIGKILL", "Serve whole again"),
         extra=((s["head_up_t_s"], "tab:purple", "new head up"),),
     )
-    (out / "summary.json").write_text(json.dumps(s, indent=1))
-    print("\n==> summary")
-    print(f"  requests sent {s['sent']}, succeeded {s['succeeded']}, failed {s['failed']}")
-    print(
-        f"  retried by the client {s['retried']} (succeeded on retry {s['retried_ok']}; "
-        f"{s['retried_in_flight_at_kill']} were in flight at the kill)"
-    )
+    write_summary(out, s)
     print(
         f"  latency p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms; {s['req_per_s']:.1f} req/s over {s['wall_s']:.1f} s"
     )
