@@ -2,8 +2,9 @@
 
 ``run(url, requests=N, concurrency=C, time_limit_s=T)`` sends at most N requests with C in
 flight and stops at T seconds; each record has its start time, latency, status, tokens and
-whether it was retried (a request that failed with a connection error or 5xx is retried once
-and counted separately).
+whether it was retried (a request that failed with a connection error or 5xx is retried as the
+official OpenAI client retries: up to ``RETRIES`` times, after ``FIRST_RETRY_DELAY_S`` and then
+twice as long each time, and counted separately).
 """
 
 from __future__ import annotations
@@ -18,6 +19,13 @@ from typing import Any
 
 import aiohttp
 import httpx
+
+# The official OpenAI client's retry policy (openai/_constants.py DEFAULT_MAX_RETRIES,
+# INITIAL_RETRY_DELAY, MAX_RETRY_DELAY; a test compares them): right after a replica dies, routing
+# still picks it for a moment, and an immediate retry would meet it again.
+RETRIES = 2
+FIRST_RETRY_DELAY_S = 0.5
+MAX_RETRY_DELAY_S = 8.0
 
 
 @dataclass
@@ -89,7 +97,9 @@ async def _run(
         async def one(body: dict) -> None:
             start = time.perf_counter()
             status, tokens, err, attempt = 0, 0, "", 0
-            for attempt in range(2 if retry else 1):  # noqa: B007 (read after the loop: retried)
+            for attempt in range(1 + RETRIES if retry else 1):
+                if attempt:
+                    await asyncio.sleep(min(FIRST_RETRY_DELAY_S * 2 ** (attempt - 1), MAX_RETRY_DELAY_S))
                 try:
                     async with client.post(url, json=body) as r:
                         status = r.status
