@@ -175,4 +175,5 @@ CROSS_CHECKS: tuple[Callable[[EnvironmentConfig], list[str]], ...] = (
         production=env.production, secrets_delivered=env.eks.ray_token_auth
     ),
     lambda env: team_errors(env.teams, env.eks.admin_principal_arns),
+    lambda env: env.observability.subscriber_errors(production=env.production),
 )

@@ -43,6 +43,7 @@ SCRAPER_USER = "aps-collector-user"
 SCRAPER_CLUSTER_ROLE = "aps-collector-role"
 
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
+_HTTPS_RE = re.compile(r"^https://[A-Za-z0-9.-]+\.[A-Za-z]{2,}(:\d{1,5})?(/\S*)?$")
 
 
 def container_log_group(cluster_name: str, kind: str) -> str:
@@ -63,13 +64,17 @@ class Observability(Frozen):
     )
     scrape_interval_seconds: int = Field(
         default=30,
-        ge=10,
+        ge=30,
         le=300,
-        description="How often the managed collector scrapes Ray and the KubeRay operator, seconds.",
+        description="How often the managed collector scrapes Ray and the KubeRay operator, seconds; AMP's managed collector takes 30 at least.",
     )
     alarm_emails: list[str] = Field(
         default_factory=list,
-        description="Email addresses subscribed to the alarm topic (each confirms by mail); empty: subscribe later, the topic exists anyway.",
+        description="Email addresses subscribed to the alarm topic (each confirms by mail). A production environment needs at least one subscriber here or in alarm_https_endpoints.",
+    )
+    alarm_https_endpoints: list[str] = Field(
+        default_factory=list,
+        description="HTTPS endpoints subscribed to the alarm topic: a paging or incident service's Amazon SNS integration URL (PagerDuty, Opsgenie, ...), which confirms the subscription itself.",
     )
     serve_error_ratio: float = Field(
         default=0.05,
@@ -87,3 +92,23 @@ class Observability(Frozen):
         if bad:
             raise ValueError(f"{', '.join(repr(e) for e in bad)}: not an email address; expected name@example.com")
         return list(dict.fromkeys(v))
+
+    @field_validator("alarm_https_endpoints")
+    @classmethod
+    def _https(cls, v: list[str]) -> list[str]:
+        bad = [u for u in v if not _HTTPS_RE.match(u)]
+        if bad:
+            raise ValueError(
+                f"{', '.join(repr(u) for u in bad)}: not an HTTPS URL; expected https://host/path "
+                "(Amazon SNS delivers to HTTPS endpoints only)"
+            )
+        return list(dict.fromkeys(v))
+
+    def subscriber_errors(self, *, production: bool) -> list[str]:
+        """A production environment's alerts must reach someone: at least one subscriber."""
+        if production and not (self.alarm_emails or self.alarm_https_endpoints):
+            return [
+                "observability.alarm_emails: a production environment needs at least one alarm subscriber; "
+                "list an email address here or an HTTPS endpoint in observability.alarm_https_endpoints"
+            ]
+        return []
