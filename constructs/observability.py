@@ -160,22 +160,27 @@ def alerting_rules(config: EnvironmentConfig) -> dict[str, Any]:
     }
 
 
-def alert_manager_definition(topic_arn: str, region: str) -> dict[str, Any]:
-    """AMP's alert manager: every alert to the SNS topic (AMP user guide, "Alert manager
+def alertmanager_config(topic_arn: str, region: str) -> dict[str, Any]:
+    """The Alertmanager configuration: every alert to the SNS topic (AMP user guide, "Alert manager
     configuration": an sns_configs receiver with sigv4 region)."""
     return {
-        "alertmanager_config": {
-            "route": {"receiver": "sns", "group_by": ["alertname", "namespace"]},
-            "receivers": [
-                {
-                    "name": "sns",
-                    "sns_configs": [
-                        {"topic_arn": topic_arn, "sigv4": {"region": region}, "attributes": {"source": "amp"}}
-                    ],
-                }
-            ],
-        }
+        "route": {"receiver": "sns", "group_by": ["alertname", "namespace"]},
+        "receivers": [
+            {
+                "name": "sns",
+                "sns_configs": [{"topic_arn": topic_arn, "sigv4": {"region": region}, "attributes": {"source": "amp"}}],
+            }
+        ],
     }
+
+
+def alert_manager_definition(topic_arn: str, region: str) -> str:
+    """AMP's alert manager definition: a YAML document whose ``alertmanager_config`` key holds the
+    whole Alertmanager configuration as one string, a literal block (AMP API reference,
+    "AlertManagerDefinitionData YAML structure"; a mapping there makes AMP reject the workspace).
+    The inner configuration is JSON, which is YAML; its lines are indented under the block."""
+    inner = yaml_text(alertmanager_config(topic_arn, region))
+    return "alertmanager_config: |\n" + "".join(f"  {line}\n" for line in inner.splitlines())
 
 
 def scraper_rbac() -> list[dict[str, Any]]:
@@ -246,7 +251,7 @@ class PlatformObservability(Construct):
             self,
             "Workspace",
             alias=f"{config.name_prefix}-metrics",
-            alert_manager_definition=yaml_text(alert_manager_definition(self.topic.topic_arn, stack.region)),
+            alert_manager_definition=alert_manager_definition(self.topic.topic_arn, stack.region),
         )
         self.rules = aps.CfnRuleGroupsNamespace(
             self,
@@ -340,6 +345,8 @@ class PlatformObservability(Construct):
         )
         for email in config.observability.alarm_emails:
             topic.add_subscription(subscriptions.EmailSubscription(email))
+        for url in config.observability.alarm_https_endpoints:
+            topic.add_subscription(subscriptions.UrlSubscription(url, protocol=sns.SubscriptionProtocol.HTTPS))
         # AMP's alert manager and EventBridge publish as services of this account.
         for service in ("aps.amazonaws.com", "events.amazonaws.com"):
             topic.add_to_resource_policy(

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 from constructs import observability as co
 
 from config import load_environment
@@ -110,9 +111,24 @@ def test_alarms_reach_one_encrypted_topic(env, synthesized):
     topic_id, topic = _only(t.find_resources("AWS::SNS::Topic"))
     assert _platform_key_import(topic["Properties"]["KmsMasterKeyId"])
     subs = t.find_resources("AWS::SNS::Subscription")
-    assert sorted(s["Properties"]["Endpoint"] for s in subs.values()) == sorted(config.observability.alarm_emails)
+    assert all(s["Properties"]["TopicArn"] == {"Ref": topic_id} for s in subs.values())
+    assert sorted((s["Properties"]["Protocol"], s["Properties"]["Endpoint"]) for s in subs.values()) == sorted(
+        [("email", e) for e in config.observability.alarm_emails]
+        + [("https", u) for u in config.observability.alarm_https_endpoints]
+    )
+    if config.production:  # a production config without a subscriber does not load (tests/config)
+        assert subs
     _, ws = _only(t.find_resources("AWS::APS::Workspace"))
-    assert {"Ref": topic_id} in ws["Properties"]["AlertManagerDefinition"]["Fn::Join"][1]
+    definition = ws["Properties"]["AlertManagerDefinition"]["Fn::Join"]
+    assert {"Ref": topic_id} in definition[1]
+    # AMP takes the Alertmanager configuration as one string under alertmanager_config (a literal
+    # block), not as a mapping.
+    text = "".join(p if isinstance(p, str) else "TOPIC-ARN" for p in definition[1])
+    wrapper = yaml.safe_load(text)
+    assert list(wrapper) == ["alertmanager_config"] and isinstance(wrapper["alertmanager_config"], str)
+    assert text.startswith("alertmanager_config: |\n")
+    inner = yaml.safe_load(wrapper["alertmanager_config"])
+    assert inner == co.alertmanager_config("TOPIC-ARN", config.region)
     _, rules = _only(t.find_resources("AWS::APS::RuleGroupsNamespace"))
     alerts = {r["alert"] for g in json.loads(rules["Properties"]["Data"])["groups"] for r in g["rules"]}
     assert alerts == {"RayJobFailed", "RayServiceNotReady", "Serve5xxRate", "RayMetricsTargetDown"}
