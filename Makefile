@@ -18,7 +18,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 # jsii names the Node.js majors whose end-of-life banner is silenced (the machine runs Node 20).
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-APT_PACKAGES := shellcheck bats graphviz prometheus redis-server openssl
+APT_PACKAGES := shellcheck bats graphviz prometheus prometheus-alertmanager redis-server openssl
 
 TOOLING_DIRS := config constructs stacks ops review
 
@@ -63,7 +63,7 @@ $(STAMPS)/node: package.json package-lock.json
 
 $(STAMPS)/apt:
 	@mkdir -p $(STAMPS)
-	@if ! command -v shellcheck >/dev/null || ! command -v bats >/dev/null || ! command -v dot >/dev/null || ! command -v prometheus >/dev/null || ! command -v redis-server >/dev/null || ! command -v openssl >/dev/null; then \
+	@if ! command -v shellcheck >/dev/null || ! command -v bats >/dev/null || ! command -v dot >/dev/null || ! command -v prometheus >/dev/null || ! command -v amtool >/dev/null || ! command -v prometheus-alertmanager >/dev/null || ! command -v redis-server >/dev/null || ! command -v openssl >/dev/null; then \
 	  echo "==> Debian packages: $(APT_PACKAGES)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
 	fi

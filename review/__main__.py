@@ -3,7 +3,10 @@
 
 Every flow of ``constructs/flows.py`` is proven against the templates (review/flows.py); the
 report lists each with what allows it, and a flow that nothing allows makes the command exit 4
-after the reports are written, one line per flow on stderr."""
+after the reports are written, one line per flow on stderr. Every document a template carries
+(alert manager definition, alerting rules, the collector's scrape configuration) is checked by
+the engine that reads it (review/engines.py); one that its engine rejects makes the command exit
+5 after the reports are written, one line per document on stderr."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from review.assembly import AssemblyError, load_assembly
 from review.compare import compare
 from review.cost import estimate, load_prices
 from review.diagram import DiagramError, render_diagram
+from review.engines import ToolMissing, check_documents, failed_lines
 from review.flows import broken_lines, check_flows
 from review.report import build_report
 
@@ -63,7 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     groups = assembly.groups()
     old_groups = old.groups() if old else {}
     broken: list[str] = []
+    rejected: list[str] = []
     for env, stacks in groups.items():
+        try:
+            documents = check_documents(stacks)
+        except ToolMissing as err:
+            print(f"review: {err}", file=sys.stderr)
+            return 2
+        rejected += failed_lines(env, documents)
         flow_results = None
         config = config_for(env, stacks)
         if config is not None:
@@ -92,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             diagram=diagram,
             flows=flow_results,
             config=config,
+            documents=documents,
         )
         (out / f"{env}.md").write_text(doc.markdown())
         (out / f"{env}.html").write_text(doc.html())
@@ -105,9 +117,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"~{len(comparison.of('replaced'))} replaced, cost {comparison.cost_delta:+,.2f}/month"
             )
         print(summary)
-    for line in broken:
+    for line in broken + rejected:
         print(line, file=sys.stderr)
-    return 4 if broken else 0
+    return 5 if rejected else 4 if broken else 0
 
 
 def config_for(env: str, stacks: list[Stack]) -> EnvironmentConfig | None:

@@ -9,6 +9,7 @@ from review.assembly import Stack
 from review.compare import Comparison
 from review.cost import NOT_ESTIMATED, CostEstimate, PriceTable
 from review.document import Document
+from review.engines import DocumentCheck
 from review.flows import FlowResult
 from review.kubernetes import kubernetes_section
 from review.placement import placement_section
@@ -35,6 +36,7 @@ def build_report(
     diagram: str | None = None,
     flows: list[FlowResult] | None = None,
     config: EnvironmentConfig | None = None,
+    documents: list[DocumentCheck] | None = None,
 ) -> Document:
     doc = Document(f"Review report: {env}")
     iam = [s for st in stacks for s in a.iam_statements(st)]
@@ -65,6 +67,12 @@ def build_report(
                 if flows is None
                 else f"Flows: {len(flows)}, not allowed: {sum(1 for f in flows if not f.ok)}"
             ),
+            (
+                "Documents checked by their engines: not checked"
+                if documents is None
+                else f"Documents checked by their engines: {len(documents)}, rejected: "
+                f"{sum(1 for d in documents if not d.ok)}"
+            ),
             f"Estimated monthly cost: {_money(cost.total)}"
             + (f" (excluding {len(cost.unpriced)} unpriced item(s))" if cost.unpriced else ""),
         ]
@@ -87,6 +95,20 @@ def build_report(
             [
                 ["" if f.ok else f"{a.FLAG} not allowed", f.kind, f.name, f.what, f.detail]
                 for f in sorted(flows, key=lambda f: (f.ok, f.kind, f.name))
+            ],
+        )
+
+    if documents is not None:
+        doc.heading("Documents checked by their engines")
+        doc.para(
+            "Every document a template carries, read back from the template and checked by the engine "
+            f"that reads it at deploy time (review/engines.py). {a.FLAG} marks a rejected one: synth fails."
+        )
+        doc.table(
+            ["Flags", "Resource", "Document", "Engine", "Verdict"],
+            [
+                ["" if d.ok else f"{a.FLAG} rejected", d.resource, d.document, d.engine, d.message]
+                for d in sorted(documents, key=lambda d: (d.ok, d.resource))
             ],
         )
 
