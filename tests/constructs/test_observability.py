@@ -5,10 +5,18 @@ Prometheus tools (``promtool``, Debian package ``prometheus``)."""
 from __future__ import annotations
 
 import base64
+import http.server
 import json
+import os
 import re
 import shutil
+import socket
 import subprocess
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import yaml
@@ -173,3 +181,154 @@ def test_scraper_rbac_reads_pods_only_for_the_collector_user():
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": obs.SCRAPER_USER}]
     assert binding["roleRef"]["name"] == role["metadata"]["name"] == obs.SCRAPER_CLUSTER_ROLE
+
+
+# --- alert routing, end to end with the real engines ---------------------------------------------
+
+ALERTMANAGER = shutil.which("prometheus-alertmanager")
+PROMETHEUS = shutil.which("prometheus")
+FIRING_SERIES = (
+    "# TYPE kuberay_job_deployment_status gauge\n"
+    'kuberay_job_deployment_status{namespace="ray-workloads",name="train-llm",deployment_status="Failed"} 1\n'
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """A tiny HTTP server: ``/metrics`` serves the firing series; a POST is recorded as an SNS API
+    call and answered as SNS answers Publish (Query API, XML)."""
+
+    requests: ClassVar[list[tuple[dict[str, str], dict[str, list[str]]]]] = []
+
+    def do_GET(self):
+        body = FIRING_SERIES.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+        type(self).requests.append((dict(self.headers), form))
+        action = form.get("Action", ["?"])[0]
+        body = (
+            f'<{action}Response xmlns="http://sns.amazonaws.com/doc/2010-03-31/"><{action}Result>'
+            "<MessageId>00000000-0000-0000-0000-000000000001</MessageId>"
+            f"</{action}Result><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></{action}Response>"
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_firing_rule_reaches_the_alarm_topic_through_the_real_alertmanager(synthesized, tmp_path):
+    """The rules and the alert manager definition exactly as prod's cluster template carries them:
+    a real Prometheus (Debian ``prometheus``) scrapes a series that makes ``RayJobFailed`` fire and
+    sends the alert to a real Alertmanager (Debian ``prometheus-alertmanager``) running the
+    template's configuration. Its SNS receiver is pointed at a local server (``api_url``, with
+    test credentials to sign with) and timed to send at once (``group_wait``); the server must
+    receive a SigV4-signed SNS Publish to the template's topic carrying the alert."""
+    from review.assembly import load_assembly
+    from review.engines import render
+
+    assert PROMETHEUS and ALERTMANAGER, "`make test` installs prometheus and prometheus-alertmanager (APT_PACKAGES)"
+    assembly, config, stacks = synthesized("prod")
+    [stack] = [s for s in load_assembly(assembly.directory).stacks if s.display_name == stacks.cluster.stack_name]
+    resources = stack.template["Resources"]
+    [workspace] = [r for r in resources.values() if r["Type"] == "AWS::APS::Workspace"]
+    [rules] = [r for r in resources.values() if r["Type"] == "AWS::APS::RuleGroupsNamespace"]
+    [topic_id] = [lid for lid, r in resources.items() if r["Type"] == "AWS::SNS::Topic"]
+    topic_arn = render({"Ref": topic_id}, stack)
+    definition = yaml.safe_load(render(workspace["Properties"]["AlertManagerDefinition"], stack))
+    am_config = yaml.safe_load(definition["alertmanager_config"])
+    [sns_config] = am_config["receivers"][0]["sns_configs"]
+    assert sns_config["topic_arn"] == topic_arn and sns_config["sigv4"] == {"region": config.region}
+
+    _Recorder.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    local = f"127.0.0.1:{server.server_address[1]}"
+    # Test-only changes: where SNS is, credentials to sign with, and no waiting to group alerts.
+    sns_config["api_url"] = f"http://{local}"
+    sns_config["sigv4"].update(access_key="AKIDEXAMPLE", secret_key="test-secret")
+    am_config["route"].update(group_wait="1s", group_interval="1s")
+    (tmp_path / "alertmanager.yml").write_text(co.yaml_text(am_config))
+    (tmp_path / "rules.yml").write_text(rules["Properties"]["Data"])
+    am_port, prom_port = _free_port(), _free_port()
+    (tmp_path / "prometheus.yml").write_text(
+        co.yaml_text(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": ["rules.yml"],
+                "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
+                "scrape_configs": [{"job_name": co.OPERATOR_JOB, "static_configs": [{"targets": [local]}]}],
+            }
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    commands = [
+        [
+            ALERTMANAGER,
+            f"--config.file={tmp_path / 'alertmanager.yml'}",
+            f"--storage.path={tmp_path / 'am-data'}",
+            f"--web.listen-address=127.0.0.1:{am_port}",
+            "--cluster.listen-address=",
+        ],
+        [
+            PROMETHEUS,
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'prom-data'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}",
+        ],
+    ]
+    logs = [open(tmp_path / f"{Path(c[0]).name}.log", "wb") for c in commands]  # noqa: SIM115 (written while running)
+    procs = [
+        subprocess.Popen(c, stdout=log, stderr=log, cwd=tmp_path, env=env)
+        for c, log in zip(commands, logs, strict=True)
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(f.get("Action") == ["Publish"] for _, f in _Recorder.requests):
+            assert all(p.poll() is None for p in procs), "a server exited; see its log under " + str(tmp_path)
+            time.sleep(0.5)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for log in logs:
+            log.close()
+        server.shutdown()
+        server.server_close()
+    publishes = [(h, f) for h, f in _Recorder.requests if f.get("Action") == ["Publish"]]
+    assert publishes, "no SNS Publish within 60 s; logs: " + " | ".join(
+        (tmp_path / f"{Path(c[0]).name}.log").read_text()[-800:] for c in commands
+    )
+    headers, form = publishes[0]
+    assert form["TopicArn"] == [topic_arn]
+    assert "RayJobFailed" in form["Message"][0]
+    auth = headers["Authorization"]
+    assert auth.startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+    assert f"/{config.region}/sns/aws4_request" in auth
+    # The configured message attribute reaches SNS too.
+    attrs = {
+        form[k][0]: form[k.replace(".Name", ".Value.StringValue")][0]
+        for k in form
+        if k.startswith("MessageAttributes.entry.") and k.endswith(".Name")
+    }
+    assert attrs == {"source": "amp"}
