@@ -36,6 +36,13 @@ API_PORT = 443
 # Insights performance events to "performance" (CloudWatch user guide, "Send logs to CloudWatch
 # Logs" for Container Insights). Created by this app so that KMS and retention are its own.
 CONTAINER_LOG_KINDS = ("application", "dataplane", "host", "performance")
+# What the add-on's agent and Fluent Bit do on those groups, and all they may do on log groups.
+CONTAINER_LOG_WRITER_ACTIONS = (
+    "logs:CreateLogGroup",
+    "logs:CreateLogStream",
+    "logs:PutLogEvents",
+    "logs:DescribeLogStreams",
+)
 
 # The Kubernetes user the managed collector's access entry maps to, and the ClusterRole bound to
 # it (Amazon Managed Service for Prometheus user guide, "Configuring your Amazon EKS cluster").

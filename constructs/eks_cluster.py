@@ -308,17 +308,28 @@ class PlatformEksCluster(Construct):
             self.cloudwatch_role = pod_identity_role(
                 self, "CloudWatchAgentRole", description="CloudWatch agent of the observability add-on (Pod Identity)"
             )
-            # AWS managed policy, on purpose: it is the policy AWS documents for this add-on and it
-            # tracks the agent's needs (PutMetricData, PutLogEvents, describe calls); it holds no
-            # write access to anything but CloudWatch metrics and logs.
-            self.cloudwatch_role.add_managed_policy(
-                iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy")
+            # Not AWS's CloudWatchAgentServerPolicy: it allows logs writes and CreateLogGroup on
+            # every log group of the account. The add-on's agent and Fluent Bit need metrics and the
+            # describe calls below, which take no resource-level permissions (Service Authorization
+            # Reference), and their own log groups, granted beside those groups
+            # (constructs/observability.py). No X-Ray or SSM: Application Signals instruments no
+            # workload of the platform, and the add-on configures the agent from a ConfigMap.
+            self.cloudwatch_role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="AgentMetricsAndDescribes",
+                    actions=["cloudwatch:PutMetricData", "ec2:DescribeTags", "ec2:DescribeVolumes"],
+                    resources=["*"],
+                )
             )
             acknowledge(
                 self.cloudwatch_role,
                 (
-                    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/CloudWatchAgentServerPolicy]",
-                    "AWS documents this managed policy for the CloudWatch Observability add-on; it grants only CloudWatch metric/log writes and read-only describes.",
+                    "AwsSolutions-IAM5[Resource::*]",
+                    "cloudwatch:PutMetricData, ec2:DescribeTags and ec2:DescribeVolumes support no resource-level permissions (Service Authorization Reference); log writes are scoped to the container log groups.",
+                ),
+                (
+                    "NIST.800.53.R5-IAMNoInlinePolicy",
+                    "The agent's statements live beside the add-on and its log groups; the managed policy would allow every log group.",
                 ),
             )
             addon_with_role(

@@ -831,7 +831,7 @@ def observability_access_flows() -> list[AccessFlow]:
                 f"CloudWatch Observability add-on writes the {kind} log group",
                 "Fluent Bit (container and node logs) and the agent (performance events) run as the add-on's service account.",
                 "cloudwatch-agent-role",
-                ("logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"),
+                obs.CONTAINER_LOG_WRITER_ACTIONS,
                 "container-log-group",
                 target=kind,
             ),

@@ -24,7 +24,7 @@ import base64
 import json
 from typing import Any
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -316,13 +316,27 @@ class PlatformObservability(Construct):
             group.node.default_child.retention_in_days = config.observability.log_retention_days  # type: ignore[union-attr]
             groups[kind] = group
         if writer is not None:
-            # The add-on's Fluent Bit and agent write with this role; CloudWatchAgentServerPolicy
-            # allows it too, stated here for these groups so that the flow table can prove it.
+            # The add-on's Fluent Bit and agent write with this role, to these groups only.
+            # CreateLogGroup: the add-on's Fluent Bit creates its group when missing (here it
+            # exists, so the call answers "already exists").
             writer.add_to_principal_policy(
                 iam.PolicyStatement(
                     sid="WriteContainerLogs",
-                    actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                    resources=[f"{g.log_group_arn}" for g in groups.values()],
+                    actions=list(obs.CONTAINER_LOG_WRITER_ACTIONS),
+                    # The group's ARN with ":*" (its streams) and without (CreateLogGroup).
+                    resources=[
+                        arn
+                        for kind, g in groups.items()
+                        for arn in (
+                            g.log_group_arn,
+                            Stack.of(self).format_arn(
+                                service="logs",
+                                resource="log-group",
+                                resource_name=obs.container_log_group(cluster, kind),
+                                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                            ),
+                        )
+                    ],
                 )
             )
             acknowledge(

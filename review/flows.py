@@ -761,9 +761,21 @@ class Iam:
         elif flow.resource in ("flow-log-group", "container-log-group"):
             if log_group is None:
                 return broken("the flow log's log group is not in the templates")
-            # Log events are written to a stream of the group.
-            arn = env.attr(log_group[0], log_group[1], "Arn").removesuffix(":*") + ":log-stream:flow-probe"
-            requests += [(Request(principal, a, arn, context), None, False) for a in flow.actions]
+            # Log events are written to a stream of the group; CreateLogGroup names the group itself.
+            group_arn = env.attr(log_group[0], log_group[1], "Arn").removesuffix(":*")
+            requests += [
+                (
+                    Request(
+                        principal,
+                        a,
+                        group_arn if a == "logs:CreateLogGroup" else group_arn + ":log-stream:flow-probe",
+                        context,
+                    ),
+                    None,
+                    False,
+                )
+                for a in flow.actions
+            ]
         elif flow.resource == "ecr-repository":
             # Created by the import itself: no repository policy exists to consult.
             arn = f"arn:aws:ecr:{region}:{acct}:repository/{flow.target}"

@@ -316,3 +316,33 @@ def test_node_pools_are_joined(fixture, request):
         (to_shared, to_system, "tcp", 988, 988),
         (to_shared, to_system, "tcp", 1018, 1023),
     }
+
+
+@pytest.mark.parametrize("fixture", ["dev", "prod"])
+def test_cloudwatch_agent_writes_only_its_own_log_groups(fixture, request):
+    """No CloudWatchAgentServerPolicy (logs writes and CreateLogGroup on every group): every logs
+    action of the agent's role names the container log groups; only the actions without
+    resource-level permissions are on '*'."""
+    from config import observability as obs
+
+    config, stacks, template = request.getfixturevalue(fixture)
+    role_id = logical_id(stacks.cluster, stacks.cluster.eks.cloudwatch_role)
+    role = template.to_json()["Resources"][role_id]["Properties"]
+    assert "ManagedPolicyArns" not in role
+    assert "CloudWatchAgentServerPolicy" not in json.dumps(template.to_json())
+    statements = [
+        st
+        for p in resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+        for st in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    actions = lambda st: st["Action"] if isinstance(st["Action"], list) else [st["Action"]]  # noqa: E731
+    on_star = sorted(a for st in statements if st["Resource"] == "*" for a in actions(st))
+    assert on_star == ["cloudwatch:PutMetricData", "ec2:DescribeTags", "ec2:DescribeVolumes"]
+    [logs] = [st for st in statements if any(a.startswith("logs:") for a in actions(st))]
+    assert sorted(actions(logs)) == sorted(obs.CONTAINER_LOG_WRITER_ACTIONS)
+    text = json.dumps(logs["Resource"])
+    for kind in obs.CONTAINER_LOG_KINDS:
+        assert f"log-group:{obs.container_log_group(config.eks_cluster_name, kind)}" in text
+    assert len(logs["Resource"]) == 2 * len(obs.CONTAINER_LOG_KINDS)  # each group, and its streams
+    assert all(st["Effect"] == "Allow" for st in statements)
