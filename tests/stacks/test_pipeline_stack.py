@@ -199,6 +199,10 @@ def test_review_report_per_stage_environment(pipeline_app, tmp_path):
     assert sorted(p.name for p in tmp_path.glob("*.md")) == ["PlatformPipeline.md", "dev.md", "prod.md", "staging.md"]
     prod = (tmp_path / "prod.md").read_text()
     assert "termination protection on" in prod and "Prod/HprayProdStorage" in prod
+    # Every Stage's documents went through their engines (review/engines.py), so `make pipeline`
+    # fails on a document that synth of one environment would fail on.
+    for env in ("dev", "staging", "prod"):
+        assert "Documents checked by their engines: 3, rejected: 0" in (tmp_path / f"{env}.md").read_text(), env
 
 
 def test_asset_stage_builds_and_pushes_the_workloads_image(pipeline_app):
