@@ -28,6 +28,9 @@ RAY_METRICS_PORT_NAME = "metrics"
 # The operator chart's container port "http" (8080) serves /metrics (values.yaml metrics.enabled).
 OPERATOR_METRICS_PORT = 8080
 OPERATOR_METRICS_PORT_NAME = "http"
+# AMP's managed collector scrapes every 30 s at most often (Amazon CloudWatch user guide,
+# "Scraper configuration", Limitations; review/engines.py checks the synthesized configuration).
+MIN_SCRAPE_INTERVAL_SECONDS = 30
 # The EKS API's HTTPS port: the collector discovers pods through the API server.
 API_PORT = 443
 
@@ -70,8 +73,8 @@ class Observability(Frozen):
         json_schema_extra={"enum": list(catalog.LOG_RETENTION_DAYS)},
     )
     scrape_interval_seconds: int = Field(
-        default=30,
-        ge=30,
+        default=MIN_SCRAPE_INTERVAL_SECONDS,
+        ge=MIN_SCRAPE_INTERVAL_SECONDS,
         le=300,
         description="How often the managed collector scrapes Ray and the KubeRay operator, seconds; AMP's managed collector takes 30 at least.",
     )

@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from config.observability import MIN_SCRAPE_INTERVAL_SECONDS
 from review.assembly import Stack
 
 AMTOOL = "amtool"
@@ -42,7 +43,7 @@ ENGINE_TIMEOUT_S = 60
 # Limitations; the same collector as AMP's): scrape interval at least 30 s, no file-based or
 # external service discovery, no remote write or read (the collector writes to its workspace),
 # configuration at most 256 KB. Rules and alerting belong to the workspace, not the collector.
-MIN_SCRAPE_INTERVAL_S = 30
+MIN_SCRAPE_INTERVAL_S = MIN_SCRAPE_INTERVAL_SECONDS
 MAX_COLLECTOR_CONFIG_BYTES = 256 * 1024
 COLLECTOR_TOP_LEVEL = ("global", "scrape_configs")
 UNSUPPORTED_SD = ("file_sd_configs", "consul_sd_configs", "eureka_sd_configs")
