@@ -11,6 +11,9 @@ from pydantic import Field, field_validator
 from config.base import Frozen
 from config.fields import iam_principal_arns
 
+# The team's prefix of the checkpoint bucket: teams/<name>/ (its Pod Identity role reads and
+# writes there only; ``hpray submit job -n NS`` uploads a team's code under it).
+TEAMS_PREFIX = "teams/"
 TEAM_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$")
 # Namespaces of the platform itself; a team never gets one of these.
 RESERVED_NAMESPACES = frozenset(
@@ -86,6 +89,16 @@ class Team(Frozen):
     @property
     def resolved_namespace(self) -> str:
         return self.namespace or f"team-{self.name}"
+
+    @property
+    def s3_prefix(self) -> str:
+        """The team's prefix of the checkpoint bucket, the only one its pods may write."""
+        return f"{TEAMS_PREFIX}{self.name}/"
+
+
+def team_of_namespace(teams: list[Team], namespace: str) -> Team | None:
+    """The team whose namespace ``namespace`` is; None for the platform's."""
+    return next((t for t in teams if t.resolved_namespace == namespace), None)
 
 
 def team_errors(teams: list[Team], admin_arns: list[str]) -> list[str]:

@@ -85,8 +85,10 @@ class Package:
     sha256: str
     files: int
 
-    def key(self, job: str) -> str:
-        return f"{JOBS_PREFIX}{job}/working-dir-{self.sha256[:16]}.zip"
+    def key(self, job: str, prefix: str = "") -> str:
+        """Where the package goes: ``prefix`` (a team's prefix of the bucket, or the bucket's top)
+        then jobs/<job>/."""
+        return f"{prefix}{JOBS_PREFIX}{job}/working-dir-{self.sha256[:16]}.zip"
 
 
 def _excluded(rel: str, patterns: tuple[str, ...]) -> bool:
