@@ -134,7 +134,8 @@ def grants_of(stacks: list[Stack], member: str) -> list[Grant]:
         role = roles.get((ref.get("kind"), ns if ref.get("kind") == "Role" else None, ref.get("name")))
         label = f"{o['kind']} {ns + '/' if ns else ''}{o['metadata']['name']} -> {ref.get('kind')} {ref.get('name')}"
         # A ClusterRole the templates do not define (a built-in one): assume it allows everything.
-        for rule in (role or {}).get("rules") if role else [ANY]:
+        rules: list[dict[str, Any]] = (role.get("rules") or []) if role is not None else [ANY]
+        for rule in rules:
             out.append(Grant(rule, ns, label))
     return out
 

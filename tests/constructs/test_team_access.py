@@ -171,9 +171,7 @@ def test_dev_with_two_teams_synthesizes_fenced_access(two_teams):
     # Each namespace its own role.
     assert roles["ray-workloads"] == workloads_role
     assert len({roles["ray-workloads"], roles["team-vision"], roles["team-speech"]}) == 3
-    secrets = sorted(
-        r["Properties"]["Name"] for r in template.values() if r["Type"] == "AWS::SecretsManager::Secret"
-    )
+    secrets = sorted(r["Properties"]["Name"] for r in template.values() if r["Type"] == "AWS::SecretsManager::Secret")
     from config.names import team_ray_auth_secret_name
 
     assert {team_ray_auth_secret_name(config.name_prefix, t) for t in ("vision", "speech")} <= set(secrets)
