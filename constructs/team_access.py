@@ -16,10 +16,10 @@ from the platform:
   secret's resource policy (``hpray logs``/``dashboard -n NS``) and the key policy statement
   ``team_token_key_statement`` adds in the storage stack; every other team's principals, and
   every team's on the platform's token, are denied there explicitly;
-- a claim on the FSx file system (/fsx in every Ray pod, as ``hpray submit job`` renders it).
-  Lustre has no per-team fence here (no UID mapping or squash per namespace): team pods can read
-  and write the whole file system, every team's and the platform's checkpoints under /fsx
-  included. docs/security.md states this residual risk.
+- no claim on the FSx file system: Lustre cannot be fenced per namespace here (no UID mapping or
+  root squash per team, and a subdirectory per team is not enforceable), and a claim would give
+  the team's pods every file on it, the platform's checkpoints included. ``hpray submit job -n
+  NS`` renders a team's job without /fsx, its checkpoints under the team's S3 prefix.
 
 The manifest builders are pure (tests validate them against the Kubernetes schemas).
 """
@@ -41,7 +41,7 @@ from config.teams import Team
 from constructs.compliance import acknowledge
 from constructs.eks_cluster import pod_identity_role
 from constructs.ray_auth import grant_secret_read, token_secret
-from constructs.workloads_access import FsxVolume, fsx_claim_manifests, prefix_statements
+from constructs.workloads_access import prefix_statements
 from workloads.common import network_policy, security
 
 _LABELS = {"app.kubernetes.io/part-of": "hyperpod-ray", "app.kubernetes.io/managed-by": "aws-cdk"}
@@ -79,7 +79,6 @@ def team_role_rules() -> list[dict[str, Any]]:
 
 def team_manifests(
     team: Team,
-    fsx: FsxVolume | None = None,
     *,
     vpc_cidr: str,
     token_secret_name: str | None = None,
@@ -88,7 +87,7 @@ def team_manifests(
     """The team's namespace with its quota, RBAC, workloads service account and NetworkPolicies
     (as the workloads' namespace: default deny, ``hpray submit job`` pods reach each other, the
     operator reaches their heads, and the metrics collector in ``vpc_cidr`` scrapes Ray's metrics
-    port); with ``fsx``, its /fsx claim on the platform's file system; with ``token_secret_name``
+    port); with ``token_secret_name``
     (Ray token authentication: the team's own token in Secrets Manager), the SecretProviderClass
     every Ray pod mounts, syncing that token into the namespace's ``ray-auth-token``: a pod
     mounting a missing class never starts."""
@@ -134,14 +133,8 @@ def team_manifests(
             "metadata": {"name": WORKLOADS_SERVICE_ACCOUNT, "namespace": ns, "labels": labels},
         },
         *network_policy.team_policies(ns, vpc_cidr=vpc_cidr),
-        *(fsx_claim_manifests(fsx, namespace=ns, volume_name=team_volume_name(team)) if fsx else []),
         *([security.secret_provider_class(secrets, region=region, namespace=ns)] if secrets else []),
     ]
-
-
-def team_volume_name(team: Team) -> str:
-    """The team's PersistentVolume of the FSx file system (cluster-scoped, so named per team)."""
-    return f"fsx-pv-{team.resolved_namespace}"
 
 
 def team_token_key_statement(*, team: Team, name_prefix: str, stack: Stack) -> iam.PolicyStatement:
@@ -195,7 +188,6 @@ class TeamAccess(Construct):
         key: kms.IKey,
         vpc_cidr: str,
         token_auth: bool,
-        fsx: FsxVolume | None = None,
         region: str = "",
         secrets_depend_on: Sequence[IConstruct] = (),
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
@@ -287,7 +279,7 @@ class TeamAccess(Construct):
                 self,
                 f"{team.name}-Namespace",
                 cluster=cluster,  # type: ignore[arg-type]
-                manifest=team_manifests(team, fsx, vpc_cidr=vpc_cidr, token_secret_name=secret_name, region=region),
+                manifest=team_manifests(team, vpc_cidr=vpc_cidr, token_secret_name=secret_name, region=region),
             )
             if token_auth:
                 manifest.node.add_dependency(*secrets_depend_on, self.secrets[team.name])

@@ -282,7 +282,14 @@ def _submit_job(
     key = package.key(name, team.s3_prefix if team else "")
     uri = f"s3://{bucket}/{key}"
     manifest = js.render_job(
-        config, name=name, command=args.job_command, working_dir_uri=uri, p=placement, image=args.image, env=env_vars
+        config,
+        name=name,
+        command=args.job_command,
+        working_dir_uri=uri,
+        p=placement,
+        image=args.image,
+        env=env_vars,
+        team=team,
     )
     manifest["metadata"]["namespace"] = namespace
     kube = kube_factory(aws, config, args)
@@ -297,7 +304,7 @@ def _submit_job(
     )
     follower.emit(
         f"job {name}: {placement.nodes} x {placement.instance_type} ({placement.nodes * placement.gpus_per_node} GPUs) "
-        f"in {namespace}; checkpoints: {js.checkpoint_dir(config, name)} (env HPRAY_CHECKPOINT_DIR)",
+        f"in {namespace}; checkpoints: {js.checkpoint_dir(config, name, team)} (env HPRAY_CHECKPOINT_DIR)",
         event="job",
         name=name,
         nodes=placement.nodes,

@@ -23,7 +23,7 @@ from constructs.network import PlatformNetwork
 from constructs.observability import PlatformObservability
 from constructs.ray_auth import RayAuthToken
 from constructs.team_access import TeamAccess, deny_token_read
-from constructs.workloads_access import FsxVolume, WorkloadsAccess
+from constructs.workloads_access import WorkloadsAccess
 from constructs.workloads_image import WorkloadsImage
 from constructs.workloads_security import WorkloadsSecurity
 from stacks.base import PlatformStack
@@ -137,12 +137,6 @@ class ClusterStack(PlatformStack):
                 key=storage.platform_key,
                 vpc_cidr=config.network.vpc_cidr,
                 token_auth=config.eks.ray_token_auth,
-                fsx=FsxVolume(
-                    file_system_id=storage.lustre.file_system.file_system_id,
-                    dns_name=storage.lustre.dns_name,
-                    mount_name=storage.lustre.mount_name,
-                    storage_capacity_gib=config.fsx.storage_capacity_gib,
-                ),
                 region=config.region,
                 secrets_depend_on=[
                     s for s in (self.eks.addons.get("aws-secrets-store-csi-driver-provider"),) if s is not None
@@ -154,8 +148,7 @@ class ClusterStack(PlatformStack):
         )
         if self.teams:
             for manifest in self.teams.manifests.values():
-                # The FSx StorageClass (and the CSI add-on) before the teams' volumes.
-                manifest.node.add_dependency(*cluster_ready, self.workloads.fsx)
+                manifest.node.add_dependency(*cluster_ready)
         # network.images_from_ecr: every image from ECR: pull-through caches and the NVIDIA mirror.
         self.image_cache = (
             ImageCache(

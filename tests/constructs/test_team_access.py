@@ -68,45 +68,45 @@ def test_the_role_grants_what_every_job_command_needs_and_nothing_on_secrets_or_
         assert not any(_matches(r, forbidden) for r in rules), forbidden
 
 
-def test_a_user_job_in_the_team_namespace_finds_its_claim_account_and_policies():
+def test_a_user_job_in_the_team_namespace_finds_its_account_token_and_policies():
     """Cross-part: what ``hpray submit job --namespace team-vision`` renders against what the team's
-    namespace holds: the /fsx claim bound to a volume of the platform's file system, the service
-    account (Pod Identity), and NetworkPolicies that select the job's pods."""
+    namespace holds: no /fsx claim (the shared file system is not fenced per team) and a job
+    without one, the service account (Pod Identity), the team's token class, and NetworkPolicies
+    that select the job's pods."""
     from ops import job_submit as js
     from workloads.common import security
     from workloads.common.network_policy import NODE_TYPE_LABEL
 
     dev = parse_environment(env_data("dev"), source="test")
-    fsx = ta.FsxVolume("fs-0123456789abcdef0", "fs-0123.fsx.us-east-1.amazonaws.com", "abcdefgh", 1200)
     team = Team(**TEAM)
     secret = "hyperpod-ray-dev/teams/vision/ray-auth-token"
-    manifests = ta.team_manifests(team, fsx, vpc_cidr=CIDR, token_secret_name=secret, region=dev.region)
+    manifests = ta.team_manifests(team, vpc_cidr=CIDR, token_secret_name=secret, region=dev.region)
     for m in manifests:
         if m["kind"] != "SecretProviderClass":  # a CRD, not in the Kubernetes schemas
             kubernetes_validate.validate(m, "1.33", strict=True)
+    assert not [m for m in manifests if m["kind"] in ("PersistentVolume", "PersistentVolumeClaim")]
     classes = {m["metadata"]["name"] for m in manifests if m["kind"] == "SecretProviderClass"}
     assert dev.eks.ray_token_auth and classes == {security.SECRET_PROVIDER_CLASS}
     # The class syncs the team's own token, not the platform's, into the Secret KubeRay reads.
     [spc] = [m for m in manifests if m["kind"] == "SecretProviderClass"]
     assert [o["objectName"] for o in json.loads(spc["spec"]["parameters"]["objects"])] == [secret]
     assert spc["spec"]["secretObjects"][0]["secretName"] == security.AUTH_SECRET
-    volume = next(m for m in manifests if m["kind"] == "PersistentVolume")
-    claim = next(m for m in manifests if m["kind"] == "PersistentVolumeClaim")
-    assert (
-        volume["metadata"]["name"] == "fsx-pv-team-vision"
-        and volume["spec"]["csi"]["volumeHandle"] == fsx.file_system_id
-    )
-    assert volume["spec"]["claimRef"] == {"namespace": "team-vision", "name": claim["metadata"]["name"]}
-    assert claim["spec"]["volumeName"] == "fsx-pv-team-vision" and claim["metadata"]["namespace"] == "team-vision"
 
     p = js.placement(dev, instance_group=None, gpus=None, nodes=1)
-    job = js.render_job(dev, name="vision-sft", command=["python", "t.py"], working_dir_uri="s3://b/k.zip", p=p)
+    job = js.render_job(
+        dev, name="vision-sft", command=["python", "t.py"], working_dir_uri="s3://b/k.zip", p=p, team=team
+    )
+    env_vars = json.loads(job["spec"]["runtimeEnvYAML"])["env_vars"]
+    assert env_vars["HPRAY_CHECKPOINT_DIR"] == (
+        f"s3://{dev.bucket_names()['checkpoints']}/teams/vision/checkpoints/vision-sft"
+    )
     policies = [m for m in manifests if m["kind"] == "NetworkPolicy"]
     accounts = {m["metadata"]["name"] for m in manifests if m["kind"] == "ServiceAccount"}
     for pod in security.pods_for_review(job):
         spec = pod["spec"]
-        claims = {v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v}
-        assert claims == {claim["metadata"]["name"]}
+        assert not [v for v in spec["volumes"] if "persistentVolumeClaim" in v]
+        mounts = {m["name"] for c in spec["containers"] for m in c.get("volumeMounts", [])}
+        assert mounts <= {v["name"] for v in spec["volumes"]}
         assert spec["serviceAccountName"] in accounts
         mounted = {v["csi"]["volumeAttributes"]["secretProviderClass"] for v in spec["volumes"] if "csi" in v}
         assert mounted and mounted <= classes, (mounted, classes)
@@ -200,8 +200,6 @@ def test_dev_with_two_teams_synthesizes_fenced_access(two_teams):
         "NetworkPolicy",
         "NetworkPolicy",
         "NetworkPolicy",  # the metrics collector's
-        "PersistentVolume",
-        "PersistentVolumeClaim",
         "SecretProviderClass",  # token authentication is on: the team's Ray pods mount it
     ]
     # The KubeRay operator watches the team's namespace (its RayJobs are reconciled) and gets its

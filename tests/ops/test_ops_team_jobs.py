@@ -103,3 +103,30 @@ def test_logs_read_the_teams_own_token_from_secrets_manager(api, two_teams, shar
         head.close()
         for name in (team_secret, platform_secret):
             sm.delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
+
+
+def test_submit_job_in_the_team_namespace_uploads_under_the_team_prefix_without_fsx(
+    api, two_teams, shared_moto, tmp_path
+):
+    from ops.aws import Aws
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    s3 = boto3.client("s3", region_name=REGION)
+    bucket = two_teams.bucket_names()["checkpoints"]
+    s3.create_bucket(Bucket=bucket)
+    argv = ["submit", "job", "--env", "dev", "-n", NS, "--working-dir", str(tmp_path), "--name", "hello"]
+    code, out = run(api, two_teams, Aws(REGION), *argv, "--no-follow", "--json", "--", "python", "train.py")
+    assert code == 0, out
+    assert api.state.forbidden == []
+    uri = next(json.loads(line)["uri"] for line in out.splitlines() if '"uploaded"' in line)
+    assert uri.startswith(f"s3://{bucket}/teams/vision/jobs/hello/")
+    job = api.state.rayjobs[(NS, "hello")]
+    env_vars = json.loads(job["spec"]["runtimeEnvYAML"])["env_vars"]
+    assert env_vars["HPRAY_CHECKPOINT_DIR"] == f"s3://{bucket}/teams/vision/checkpoints/hello"
+    spec = job["spec"]["rayClusterSpec"]
+    for template in [spec["headGroupSpec"]["template"], *(g["template"] for g in spec["workerGroupSpecs"])]:
+        assert not [v for v in template["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for obj in page.get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=obj["Key"])
+    s3.delete_bucket(Bucket=bucket)
