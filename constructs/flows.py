@@ -884,16 +884,22 @@ def team_access_flows(config: EnvironmentConfig) -> list[AccessFlow]:
             target=secret,
             context=secret_via,
         )
-        fenced = [(o.name, team_ray_auth_secret_name(config.name_prefix, o.name)) for o in others]
-        fenced.append(("platform", platform_secret))
-        for whose, other_secret in fenced:
+        fenced: list[tuple[str, Resource, str]] = [
+            (o.name, "ray-auth-secret", team_ray_auth_secret_name(config.name_prefix, o.name)) for o in others
+        ]
+        fenced.append(("platform", "ray-auth-secret", platform_secret))
+        if config.gcs_fault_tolerance:
+            fenced.append(("gcs-store", "gcs-store-secret", gcs_store_secret_name(config.name_prefix)))
+        for whose, kind, other_secret in fenced:
             flows += _team_role_flow(
                 team,
                 f"fence-token:{whose}",
-                f"no read of the {whose} Ray token" if whose == "platform" else f"no read of team {whose}'s Ray token",
-                "A token opens every Ray cluster that uses it: the platform's services included.",
+                f"no read of team {whose}'s Ray token"
+                if kind == "ray-auth-secret" and whose != "platform"
+                else f"no read of the {whose} token",
+                "A token opens every Ray cluster (or store) that uses it: the platform's services included.",
                 ("secretsmanager:GetSecretValue",),
-                "ray-auth-secret",
+                kind,
                 target=other_secret,
                 context=tls,
                 allowed=False,
@@ -923,15 +929,15 @@ def team_access_flows(config: EnvironmentConfig) -> list[AccessFlow]:
                     member=member,
                 ),
             ]
-            for whose, other_secret in fenced:
+            for whose, kind, other_secret in fenced:
                 flows.append(
                     AccessFlow(
                         f"team-{t}-member{i}-fence-token:{whose}",
-                        f"Team {t}'s member {member}: no read of the {whose} Ray token, whatever its own IAM policies allow",
+                        f"Team {t}'s member {member}: no read of the {whose} token, whatever its own IAM policies allow",
                         "An explicit deny in the secret's resource policy.",
                         "team-member",
                         ("secretsmanager:GetSecretValue",),
-                        "ray-auth-secret",
+                        kind,
                         target=other_secret,
                         context=tls,
                         member=member,

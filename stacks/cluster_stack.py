@@ -124,8 +124,11 @@ class ClusterStack(PlatformStack):
             gcs_store_secret=self.gcs_store.secret if self.gcs_store else None,
         )
         # Team namespaces, quotas, namespace-scoped access entries, each team's own Pod Identity
-        # role and Ray token (config `teams`); no team member may read the platform's token.
-        deny_token_read(self.ray_auth.secret, [a for t in config.teams for a in t.principal_arns], sid="TeamsDeny")
+        # role and Ray token (config `teams`); no team member may read the platform's tokens.
+        members = [a for t in config.teams for a in t.principal_arns]
+        deny_token_read(self.ray_auth.secret, members, sid="TeamsDeny")
+        if self.gcs_store is not None:
+            deny_token_read(self.gcs_store.secret, members, sid="TeamsDeny")
         self.teams = (
             TeamAccess(
                 self,

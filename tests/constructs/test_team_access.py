@@ -237,6 +237,7 @@ def test_the_flow_checks_pass_for_two_teams(two_teams):
             f"team-{t}-member0-ray-token-key",
             f"team-{t}-member0-fence-token:platform",
             f"team-{t}-member0-fence-token:{other}",
+            f"team-{t}-member0-fence-token:gcs-store",  # dev has GCS fault tolerance
             f"team-{t}-member0-k8s:jobs",
             f"team-{t}-member0-k8s:logs",
             f"team-{t}-member0-k8s:fence-secrets-get",
@@ -301,3 +302,22 @@ def test_the_flow_checks_fail_when_a_team_gets_the_edit_policy(two_teams):
         "team-vision-member0-k8s:fence-serviceaccount-impersonate",
     }, broken
     assert "AmazonEKSEditPolicy" in broken["team-vision-member0-k8s:fence-secrets-get"]
+
+
+@pytest.mark.slow
+def test_without_the_explicit_denies_a_members_own_policies_would_open_every_token(two_teams):
+    """The members' fences are proven against an identity policy that allows everything: only the
+    deny statements of the secrets' resource policies hold them."""
+    config, _, _, stacks = two_teams
+
+    def no_denies(s, lid, r):
+        if r["Type"] == "AWS::SecretsManager::ResourcePolicy":
+            doc = r["Properties"]["ResourcePolicy"]
+            doc["Statement"] = [st for st in doc["Statement"] if st["Effect"] != "Deny"]
+
+    broken = _broken(stacks, config, no_denies)
+    assert set(broken) == {
+        f"team-{t}-member0-fence-token:{whose}"
+        for t, other in (("vision", "speech"), ("speech", "vision"))
+        for whose in (other, "platform", "gcs-store")
+    }, broken
