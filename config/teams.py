@@ -124,3 +124,26 @@ def team_errors(teams: list[Team], admin_arns: list[str]) -> list[str]:
                     f"teams[{i}].principal_arns: {arn!r} is in eks.admin_principal_arns; a principal has one access entry"
                 )
     return errors
+
+
+def team_prefix_errors(teams: list[Team], checkpoint_bucket: str, locations: dict[str, str | None]) -> list[str]:
+    """With teams, no prefix of the platform's in the checkpoint bucket lies under ``TEAMS_PREFIX``
+    (a team's role would read and write it). ``locations``: config field -> its S3 prefix of the
+    checkpoint bucket or its s3:// URI."""
+    if not teams:
+        return []
+    errors = []
+    for field, value in locations.items():
+        if not value:
+            continue
+        key = value
+        if value.startswith("s3://"):
+            bucket, _, key = value.removeprefix("s3://").partition("/")
+            if bucket != checkpoint_bucket:
+                continue
+        if key.startswith(TEAMS_PREFIX):
+            errors.append(
+                f"{field}: {value!r} is under {TEAMS_PREFIX} of the checkpoint bucket, where each team's pods read "
+                f"and write their own prefix; allowed: any prefix outside {TEAMS_PREFIX}"
+            )
+    return errors
