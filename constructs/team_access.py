@@ -159,8 +159,9 @@ def team_token_key_statement(*, team: Team, name_prefix: str, stack: Stack) -> i
 
 
 def deny_token_read(secret: secretsmanager.ISecret, principal_arns: Sequence[str], *, sid: str) -> None:
-    """An explicit deny on ``secret`` for ``principal_arns`` (other teams' members): their own IAM
-    policies, which the platform does not own, cannot open it."""
+    """An explicit deny on ``secret`` for ``principal_arns`` (the other teams' members on a team's
+    token; every team's members on the platform's tokens): their own IAM policies, which the
+    platform does not own, cannot open it."""
     if principal_arns:
         secret.add_to_resource_policy(
             iam.PolicyStatement(
