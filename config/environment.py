@@ -23,7 +23,7 @@ from config.network import Network
 from config.observability import Observability
 from config.storage import Fsx, Storage
 from config.tags import REQUIRED_TAGS, Tags
-from config.teams import Team, team_errors
+from config.teams import Team, team_errors, team_prefix_errors
 from config.training import Training
 
 
@@ -176,4 +176,15 @@ CROSS_CHECKS: tuple[Callable[[EnvironmentConfig], list[str]], ...] = (
     ),
     lambda env: team_errors(env.teams, env.eks.admin_principal_arns),
     lambda env: env.observability.subscriber_errors(production=env.production),
+    lambda env: team_prefix_errors(
+        env.teams,
+        env.bucket_names()["checkpoints"],
+        {
+            "fsx.import_export_prefix": env.fsx.import_export_prefix,
+            "training.storage_path": env.training.storage_path,
+            "training.data_path": env.training.data_path,
+            "inference.storage_path": env.inference.storage_path,
+            "inference.llm.model_source": env.inference.llm.model_source if env.inference.llm.enabled else None,
+        },
+    ),
 )

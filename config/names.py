@@ -40,6 +40,12 @@ def ray_auth_secret_name(name_prefix: str) -> str:
     return f"{name_prefix}/ray-auth-token"
 
 
+def team_ray_auth_secret_name(name_prefix: str, team: str) -> str:
+    """The Secrets Manager secret holding team ``team``'s own Ray token (constructs/team_access.py):
+    the Ray clusters of the team's namespace authenticate with it, and only the team reads it."""
+    return f"{name_prefix}/teams/{team}/ray-auth-token"
+
+
 # GCS fault tolerance of the RayServices (constructs/gcs_store.py, workloads/inference/manifest.py):
 # the ElastiCache for Valkey endpoint behind a Kubernetes ExternalName Service (the endpoint's
 # host name is known only after deployment; the manifests name this Service), its TLS port, and

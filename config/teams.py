@@ -11,6 +11,9 @@ from pydantic import Field, field_validator
 from config.base import Frozen
 from config.fields import iam_principal_arns
 
+# The team's prefix of the checkpoint bucket: teams/<name>/ (its Pod Identity role reads and
+# writes there only; ``hpray submit job -n NS`` uploads a team's code under it).
+TEAMS_PREFIX = "teams/"
 TEAM_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$")
 # Namespaces of the platform itself; a team never gets one of these.
 RESERVED_NAMESPACES = frozenset(
@@ -87,6 +90,16 @@ class Team(Frozen):
     def resolved_namespace(self) -> str:
         return self.namespace or f"team-{self.name}"
 
+    @property
+    def s3_prefix(self) -> str:
+        """The team's prefix of the checkpoint bucket, the only one its pods may write."""
+        return f"{TEAMS_PREFIX}{self.name}/"
+
+
+def team_of_namespace(teams: list[Team], namespace: str) -> Team | None:
+    """The team whose namespace ``namespace`` is; None for the platform's."""
+    return next((t for t in teams if t.resolved_namespace == namespace), None)
+
 
 def team_errors(teams: list[Team], admin_arns: list[str]) -> list[str]:
     """Rules across teams: names, namespaces and principals each belong to one team; an admin is
@@ -110,4 +123,27 @@ def team_errors(teams: list[Team], admin_arns: list[str]) -> list[str]:
                 errors.append(
                     f"teams[{i}].principal_arns: {arn!r} is in eks.admin_principal_arns; a principal has one access entry"
                 )
+    return errors
+
+
+def team_prefix_errors(teams: list[Team], checkpoint_bucket: str, locations: dict[str, str | None]) -> list[str]:
+    """With teams, no prefix of the platform's in the checkpoint bucket lies under ``TEAMS_PREFIX``
+    (a team's role would read and write it). ``locations``: config field -> its S3 prefix of the
+    checkpoint bucket or its s3:// URI."""
+    if not teams:
+        return []
+    errors = []
+    for field, value in locations.items():
+        if not value:
+            continue
+        key = value
+        if value.startswith("s3://"):
+            bucket, _, key = value.removeprefix("s3://").partition("/")
+            if bucket != checkpoint_bucket:
+                continue
+        if key.startswith(TEAMS_PREFIX):
+            errors.append(
+                f"{field}: {value!r} is under {TEAMS_PREFIX} of the checkpoint bucket, where each team's pods read "
+                f"and write their own prefix; allowed: any prefix outside {TEAMS_PREFIX}"
+            )
     return errors

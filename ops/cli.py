@@ -225,7 +225,8 @@ def main(
     token_fn: Callable[[Any, str, dict[str, Any]], str | None] | None = None,
 ) -> int:
     """``token_fn(kube, namespace, head_pod)``: the Ray auth token for a head's Jobs API and
-    dashboard (default: the platform's token from Secrets Manager, ops/jobs.platform_token_fn)."""
+    dashboard (default: the namespace's token from Secrets Manager, a team's own in its namespace:
+    ops/jobs.platform_token_fn)."""
     out, err = out or sys.stdout, err or sys.stderr
     from ops.job_cli import JOB_COMMANDS, run_job_command, split_command
 

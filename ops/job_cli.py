@@ -231,6 +231,7 @@ def _submit_job(
     clock: Any,
     token_fn: Any = None,
 ) -> int:
+    from config.teams import team_of_namespace
     from ops import job_submit as js
     from ops.submit import apply, is_terminal
     from workloads.common.k8s import NAMESPACE
@@ -276,10 +277,19 @@ def _submit_job(
     env_vars = _env_vars(args.env_var)
     package = js.package_working_dir(args.working_dir, excludes=tuple(args.exclude), top=name)
     bucket = config.bucket_names()["checkpoints"]
-    key = package.key(name)
+    # A team's job code goes under the team's prefix: its pods' role reads nothing else.
+    team = team_of_namespace(list(config.teams), namespace)
+    key = package.key(name, team.s3_prefix if team else "")
     uri = f"s3://{bucket}/{key}"
     manifest = js.render_job(
-        config, name=name, command=args.job_command, working_dir_uri=uri, p=placement, image=args.image, env=env_vars
+        config,
+        name=name,
+        command=args.job_command,
+        working_dir_uri=uri,
+        p=placement,
+        image=args.image,
+        env=env_vars,
+        team=team,
     )
     manifest["metadata"]["namespace"] = namespace
     kube = kube_factory(aws, config, args)
@@ -294,7 +304,7 @@ def _submit_job(
     )
     follower.emit(
         f"job {name}: {placement.nodes} x {placement.instance_type} ({placement.nodes * placement.gpus_per_node} GPUs) "
-        f"in {namespace}; checkpoints: {js.checkpoint_dir(config, name)} (env HPRAY_CHECKPOINT_DIR)",
+        f"in {namespace}; checkpoints: {js.checkpoint_dir(config, name, team)} (env HPRAY_CHECKPOINT_DIR)",
         event="job",
         name=name,
         nodes=placement.nodes,

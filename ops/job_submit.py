@@ -34,6 +34,7 @@ from ops.submit import Follower
 
 if TYPE_CHECKING:
     from config.placement import WorkerShape
+    from config.teams import Team
 
 # Left out of every upload: version control, caches and virtual environments are never code the
 # job needs, and they can be large.
@@ -85,8 +86,10 @@ class Package:
     sha256: str
     files: int
 
-    def key(self, job: str) -> str:
-        return f"{JOBS_PREFIX}{job}/working-dir-{self.sha256[:16]}.zip"
+    def key(self, job: str, prefix: str = "") -> str:
+        """Where the package goes: ``prefix`` (a team's prefix of the bucket, or the bucket's top)
+        then jobs/<job>/."""
+        return f"{prefix}{JOBS_PREFIX}{job}/working-dir-{self.sha256[:16]}.zip"
 
 
 def _excluded(rel: str, patterns: tuple[str, ...]) -> bool:
@@ -215,10 +218,23 @@ def placement(
     )
 
 
-def checkpoint_dir(config: EnvironmentConfig, job: str) -> str:
-    """Where the job should keep its checkpoints: FSx (mounted at /fsx in every Ray pod), under the
-    directory linked to the checkpoint bucket, so they outlive the job and `stop`."""
+def checkpoint_dir(config: EnvironmentConfig, job: str, team: Team | None = None) -> str:
+    """Where the job should keep its checkpoints, so they outlive the job and `stop`: FSx (mounted
+    at /fsx in every Ray pod of the workloads' namespace), under the directory linked to the
+    checkpoint bucket; for a team's job, the team's prefix of the checkpoint bucket (team
+    namespaces do not mount the shared file system, constructs/team_access.py)."""
+    if team is not None:
+        return f"s3://{config.bucket_names()['checkpoints']}/{team.s3_prefix}checkpoints/{job}"
     return f"/fsx{config.fsx.file_system_path}/jobs/{job}"
+
+
+def _without_fsx(pod_template: dict[str, Any]) -> None:
+    """Drop the /fsx claim from a pod template (a team's job: its namespace has no such claim)."""
+    spec = pod_template["spec"]
+    spec["volumes"] = [v for v in spec.get("volumes", []) if "persistentVolumeClaim" not in v]
+    kept = {v["name"] for v in spec["volumes"]}
+    for c in spec.get("containers", []):
+        c["volumeMounts"] = [m for m in c.get("volumeMounts", []) if m["name"] in kept]
 
 
 def render_job(
@@ -230,8 +246,10 @@ def render_job(
     p: JobPlacement,
     image: str | None = None,
     env: dict[str, str] | None = None,
+    team: Team | None = None,
 ) -> dict[str, Any]:
-    """The ray.io/v1 RayJob for a user's command, on whole nodes of one instance group."""
+    """The ray.io/v1 RayJob for a user's command, on whole nodes of one instance group; for
+    ``team``'s namespace, without the /fsx claim and with its checkpoints under the team's prefix."""
     from workloads.common import image as image_mod
     from workloads.common import k8s, security
     from workloads.training.manifest import PRE_RUNNING_DEADLINE_S
@@ -243,12 +261,19 @@ def render_job(
     # The workloads image (Ray, torch, this code), as the RayJob/RayService run it; never a bare Ray image.
     image = image or image_mod.resolve(config, config.training.image, "training.image")
     group = config.hyperpod.group(p.group)
-    job_env = {**RAY_ENV, "HPRAY_JOB": name, "HPRAY_CHECKPOINT_DIR": checkpoint_dir(config, name), **(env or {})}
+    job_env = {**RAY_ENV, "HPRAY_JOB": name, "HPRAY_CHECKPOINT_DIR": checkpoint_dir(config, name, team), **(env or {})}
     # The runtime env agent of every pod downloads the working_dir with boto3: it needs the region
     # (Pod Identity gives credentials only).
     pod_env = k8s.env_list({**RAY_ENV, "AWS_REGION": config.region, "AWS_DEFAULT_REGION": config.region})
     meta = k8s.metadata(name, APP)
     meta["labels"] = {**meta["labels"], LABEL_JOB: name, LABEL_KIND: "job"}
+    head = k8s.head_group(image, app=APP, env=pod_env)
+    worker = k8s.worker_group(
+        _worker_shape(config, p), group_name=group.name, image=image, app=APP, taints=group.taints, env=pod_env
+    )
+    if team is not None:
+        _without_fsx(head["template"])
+        _without_fsx(worker["template"])
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
@@ -270,17 +295,8 @@ def render_job(
             "rayClusterSpec": security.harden(
                 {
                     "rayVersion": k8s.RAY_VERSION,
-                    "headGroupSpec": k8s.head_group(image, app=APP, env=pod_env),
-                    "workerGroupSpecs": [
-                        k8s.worker_group(
-                            _worker_shape(config, p),
-                            group_name=group.name,
-                            image=image,
-                            app=APP,
-                            taints=group.taints,
-                            env=pod_env,
-                        )
-                    ],
+                    "headGroupSpec": head,
+                    "workerGroupSpecs": [worker],
                 },
                 workload=JOBS_WORKLOAD,
                 token_auth=config.eks.ray_token_auth,

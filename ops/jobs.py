@@ -47,7 +47,7 @@ def get_job(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> dic
 def list_jobs(kube: Any, namespace: str | None) -> list[dict[str, Any]]:
     """Every RayJob (of ``namespace`` when given), newest first, summarized."""
     rows = []
-    for obj in kube.list_ray("RayJob"):
+    for obj in kube.list_ray("RayJob", namespace) if namespace else kube.list_ray("RayJob"):
         meta = obj.get("metadata") or {}
         if namespace and meta.get("namespace") != namespace:
             continue
@@ -294,7 +294,7 @@ def pick_head(kube: Any, namespace: str, name: str | None, *, prog: str, env: st
         )
     live: list[tuple[str, str]] = []
     for kind in ("RayJob", "RayService"):
-        for obj in kube.list_ray(kind):
+        for obj in kube.list_ray(kind, namespace):
             meta = obj.get("metadata") or {}
             cluster = _cluster_of(obj)
             if meta.get("namespace") == namespace and cluster and _state(obj) not in TERMINAL_DEPLOYMENT | SUSPENDED:
@@ -356,19 +356,28 @@ def auth_token(
     return kube.read_secret_value(namespace, ref["name"], ref.get("key", "token"))
 
 
+def token_secret_id(config: Any, namespace: str) -> str:
+    """The Secrets Manager secret of the Ray token the heads of ``namespace`` use: a team's own
+    (config teams, constructs/team_access.py) in its namespace, else the platform's."""
+    from config.names import ray_auth_secret_name, team_ray_auth_secret_name
+    from config.teams import team_of_namespace
+
+    team = team_of_namespace(list(config.teams), namespace)
+    if team is not None:
+        return team_ray_auth_secret_name(config.name_prefix, team.name)
+    return ray_auth_secret_name(config.name_prefix)
+
+
 def platform_token_fn(config: Any, aws: Any) -> Callable[[Any, str, dict[str, Any]], str | None] | None:
     """The ``token_fn(kube, namespace, head_pod)`` of every command that calls a head's Jobs API
     or dashboard (following a job's log, ``logs``, ``dashboard``): with ``eks.ray_token_auth``, the
-    platform's token from Secrets Manager, where the heads' Kubernetes Secret is synced from; None
-    where it is off."""
+    namespace's token from Secrets Manager (``token_secret_id``: a team's own in its namespace),
+    where the heads' Kubernetes Secret is synced from; None where it is off."""
     if not config.eks.ray_token_auth:
         return None
-    from config.names import ray_auth_secret_name
-
-    secret_id = ray_auth_secret_name(config.name_prefix)
 
     def token_fn(kube: Any, namespace: str, pod: dict[str, Any]) -> str | None:
-        return auth_token(kube, namespace, pod, aws=aws, secret_id=secret_id)
+        return auth_token(kube, namespace, pod, aws=aws, secret_id=token_secret_id(config, namespace))
 
     return token_fn
 

@@ -172,10 +172,22 @@ class Kube:
         )
         return self._plain(result).get("items", [])
 
-    def list_ray(self, kind: str) -> list[dict[str, Any]]:
-        result = self._do(
-            f"list {PLURALS[kind]}", self.custom.list_cluster_custom_object, RAY_GROUP, RAY_VERSION, PLURALS[kind]
-        )
+    def list_ray(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Every object of ``kind``; with ``namespace``, of that namespace only (a namespaced list,
+        which a team's namespaced Role allows)."""
+        if namespace:
+            result = self._do(
+                f"list {PLURALS[kind]} in {namespace}",
+                self.custom.list_namespaced_custom_object,
+                RAY_GROUP,
+                RAY_VERSION,
+                namespace,
+                PLURALS[kind],
+            )
+        else:
+            result = self._do(
+                f"list {PLURALS[kind]}", self.custom.list_cluster_custom_object, RAY_GROUP, RAY_VERSION, PLURALS[kind]
+            )
         return result.get("items", [])
 
     def get_ray(self, kind: str, namespace: str, name: str) -> dict[str, Any]:

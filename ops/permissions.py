@@ -38,3 +38,39 @@ JOBS = ("eks:DescribeCluster", *RAY_TOKEN)
 DASHBOARD = ("eks:DescribeCluster", *RAY_TOKEN)
 # upgrade plan prints only; --apply reads the cluster and its upgrade insights.
 UPGRADE_APPLY = ("eks:DescribeCluster", "eks:ListInsights")
+
+# Kubernetes: what each job command does in the one namespace it acts on (``--namespace``), as
+# (API group, resource, verb). A team's Role (constructs/team_access.py) grants what these need
+# and nothing on Secrets; the flow checks (review/rbac.py) evaluate it for every team. The pod
+# ``portforward`` of the Python client is a websocket GET: Kubernetes authorizes it as ``get``,
+# and from 1.35 (AuthorizePodWebsocketUpgradeCreatePermission) also as ``create``.
+PORT_FORWARD = (("", "pods/portforward", "get"), ("", "pods/portforward", "create"))
+K8S_JOBS = (("ray.io", "rayjobs", "list"),)
+K8S_LOGS = (("ray.io", "rayjobs", "get"), ("", "pods", "list"), *PORT_FORWARD)
+K8S_DASHBOARD = (
+    ("ray.io", "rayjobs", "get"),
+    ("ray.io", "rayjobs", "list"),
+    ("ray.io", "rayservices", "get"),
+    ("ray.io", "rayservices", "list"),
+    ("", "pods", "list"),
+    *PORT_FORWARD,
+)
+K8S_SUBMIT_JOB = (
+    ("ray.io", "rayjobs", "get"),
+    ("ray.io", "rayjobs", "create"),
+    # --name of a finished job: deleted, then created again (ops/submit.py apply).
+    ("ray.io", "rayjobs", "delete"),
+    ("", "pods", "list"),
+    ("", "events", "list"),
+    *PORT_FORWARD,
+)
+K8S_STOP = (("ray.io", "rayjobs", "get"), ("ray.io", "rayjobs", "patch"), ("ray.io", "rayjobs", "delete"))
+K8S_RESUME = (("ray.io", "rayjobs", "get"), ("ray.io", "rayjobs", "patch"))
+K8S_JOB_COMMANDS = {
+    "jobs": K8S_JOBS,
+    "logs": K8S_LOGS,
+    "dashboard": K8S_DASHBOARD,
+    "submit job": K8S_SUBMIT_JOB,
+    "stop": K8S_STOP,
+    "resume": K8S_RESUME,
+}

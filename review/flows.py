@@ -41,6 +41,7 @@ TRUST = {
     "hyperpod-execution-role": ("sagemaker.amazonaws.com", ("sts:AssumeRole",)),
     "system-node-role": ("ec2.amazonaws.com", ("sts:AssumeRole",)),
     "workloads-role": ("pods.eks.amazonaws.com", ("sts:AssumeRole", "sts:TagSession")),
+    "team-role": ("pods.eks.amazonaws.com", ("sts:AssumeRole", "sts:TagSession")),
     "fsx-csi-role": ("pods.eks.amazonaws.com", ("sts:AssumeRole", "sts:TagSession")),
     "flow-log-role": ("vpc-flow-logs.amazonaws.com", ("sts:AssumeRole",)),
     "cloudwatch-agent-role": ("pods.eks.amazonaws.com", ("sts:AssumeRole", "sts:TagSession")),
@@ -528,7 +529,7 @@ class Iam:
                 if env.value(s, p.get("NodegroupName")) == SYSTEM_NODEGROUP:
                     return self.role_by_arn(env.value(s, p.get("NodeRole"))), f"{s.display_name}/{lid} NodeRole"
             return None, f"no {SYSTEM_NODEGROUP} managed node group"
-        if name == "workloads-role":
+        if name in ("workloads-role", "team-role"):
             from workloads.common import k8s
 
             ns = namespace or k8s.NAMESPACE
@@ -672,7 +673,12 @@ class Iam:
     def check(self, flow: F.AccessFlow) -> FlowResult:
         env = self.env
         acct, region = env.account, env.region
-        what = f"{flow.principal}: {', '.join(flow.actions)} on {flow.resource}{(' ' + flow.target) if flow.target else ''}"
+        who = (
+            flow.principal
+            + (f" {flow.namespace}" if flow.namespace else "")
+            + (f" {flow.member}" if flow.member else "")
+        )
+        what = f"{who}: {'' if flow.allowed else 'never '}{', '.join(flow.actions)} on {flow.resource}{(' ' + flow.target) if flow.target else ''}"
 
         def broken(why: str) -> FlowResult:
             return FlowResult("access", flow.name, what, False, why)
@@ -684,6 +690,15 @@ class Iam:
                 return broken("no FSx file system in the templates")
             # AWS owns the role and its policy, which grants no KMS permission: the key policy must.
             principal = Principal(FSX_S3_SLR.format(account=acct, fs=env.attr(fs[0], fs[1], "Ref")), acct)
+        elif flow.principal == "team-member":
+            # The platform does not own a member's role: what the templates grant is all a flow
+            # may rely on, and a fence must hold whatever the member's own policies allow.
+            principal = Principal(flow.member, acct)
+            if not flow.allowed:
+                identity = statements_of(
+                    {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]},
+                    f"{flow.member}'s own IAM policies (assumed to allow everything)",
+                )
         elif flow.principal in SERVICE_PRINCIPALS:
             principal = Principal(SERVICE_PRINCIPALS[flow.principal].format(region=region), acct, service=True)
         else:
@@ -784,6 +799,13 @@ class Iam:
             requests += self._ec2_requests(flow, principal, context)
             if not requests:
                 return broken("no HyperPod subnets or groups found")
+        if not flow.allowed:
+            # A fence: every request denied.
+            for req, resource_policy, kms in requests:
+                result = evaluate(req, identity=identity, resource_policy=resource_policy, kms=kms)
+                if result.allowed:
+                    return broken(f"{req.action} on {req.resource} is allowed by {', '.join(result.allowed_by)}")
+            return FlowResult("access", flow.name, what, True, "denied: " + "; ".join(r.action for r, _, _ in requests))
         for req, resource_policy, kms in requests:
             result = evaluate(req, identity=identity, resource_policy=resource_policy, kms=kms)
             if not result.allowed:
@@ -852,12 +874,20 @@ def check_flows(stacks: list[Stack], config: EnvironmentConfig) -> list[FlowResu
     rules = security_group_rules(env)
     members = attachments(env)
     iam = Iam(env, config)
+    from review.rbac import check_kube, grants_of
+
+    grants = {m: grants_of(stacks, m) for m in {f.member for f in table.kube}}
     return (
         [check_network(env, f, rules, members) for f in table.network]
         + [check_egress(env, f, rules, members) for f in table.egress]
         + [iam.check(f) for f in table.access]
+        + [check_kube(stacks, f, grants[f.member]) for f in table.kube]
     )
 
 
 def broken_lines(env_name: str, results: list[FlowResult]) -> list[str]:
-    return [f"flows: {env_name}: {r.name} ({r.what}) is not allowed: {r.detail}" for r in results if not r.ok]
+    return [
+        f"flows: {env_name}: {r.name} ({r.what}) {'does not hold' if ': never ' in r.what else 'is not allowed'}: {r.detail}"
+        for r in results
+        if not r.ok
+    ]

@@ -22,13 +22,12 @@ from constructs.kuberay import kuberay_operator_release, operator_image_reposito
 from constructs.network import PlatformNetwork
 from constructs.observability import PlatformObservability
 from constructs.ray_auth import RayAuthToken
-from constructs.team_access import TeamAccess
-from constructs.workloads_access import FsxVolume, WorkloadsAccess
+from constructs.team_access import TeamAccess, deny_token_read
+from constructs.workloads_access import WorkloadsAccess
 from constructs.workloads_image import WorkloadsImage
 from constructs.workloads_security import WorkloadsSecurity
 from stacks.base import PlatformStack
 from stacks.storage_stack import StorageStack
-from workloads.common.security import synced_secrets
 
 
 class ClusterStack(PlatformStack):
@@ -124,35 +123,35 @@ class ClusterStack(PlatformStack):
             secrets_depend_on=[self.ray_auth.secret, self.workloads.pod_identity],
             gcs_store_secret=self.gcs_store.secret if self.gcs_store else None,
         )
-        # Team namespaces, quotas and namespace-scoped access entries (config `teams`).
+        # Team namespaces, quotas, namespace-scoped access entries, each team's own Pod Identity
+        # role and Ray token (config `teams`); no team member may read the platform's tokens.
+        members = [a for t in config.teams for a in t.principal_arns]
+        deny_token_read(self.ray_auth.secret, members, sid="TeamsDeny")
+        if self.gcs_store is not None:
+            deny_token_read(self.gcs_store.secret, members, sid="TeamsDeny")
         self.teams = (
             TeamAccess(
                 self,
                 "Teams",
                 cluster=self.cluster,
                 teams=config.teams,
-                workloads_role=self.workloads.role,
-                fsx=FsxVolume(
-                    file_system_id=storage.lustre.file_system.file_system_id,
-                    dns_name=storage.lustre.dns_name,
-                    mount_name=storage.lustre.mount_name,
-                    storage_capacity_gib=config.fsx.storage_capacity_gib,
-                ),
-                secrets=synced_secrets(config),
+                name_prefix=config.name_prefix,
+                checkpoint_bucket_name=config.bucket_names()["checkpoints"],
+                key=storage.platform_key,
+                vpc_cidr=config.network.vpc_cidr,
+                token_auth=config.eks.ray_token_auth,
                 region=config.region,
                 secrets_depend_on=[
-                    s
-                    for s in (self.eks.addons.get("aws-secrets-store-csi-driver-provider"), self.ray_auth.secret)
-                    if s is not None
+                    s for s in (self.eks.addons.get("aws-secrets-store-csi-driver-provider"),) if s is not None
                 ],
+                removal_policy=self.removal_policy,
             )
             if config.teams
             else None
         )
         if self.teams:
             for manifest in self.teams.manifests.values():
-                # The FSx StorageClass (and the CSI add-on) before the teams' volumes.
-                manifest.node.add_dependency(*cluster_ready, self.workloads.fsx)
+                manifest.node.add_dependency(*cluster_ready)
         # network.images_from_ecr: every image from ECR: pull-through caches and the NVIDIA mirror.
         self.image_cache = (
             ImageCache(

@@ -10,6 +10,7 @@ from constructs import Construct
 from config.model import EnvironmentConfig
 from constructs.network import PlatformNetwork
 from constructs.storage import LustreFileSystem, PlatformBuckets, PlatformKey
+from constructs.team_access import team_token_key_statement
 from stacks.base import PlatformStack
 
 
@@ -26,6 +27,12 @@ class StorageStack(PlatformStack):
         super().__init__(scope, construct_id, config=config, description="stateful storage", **kwargs)
         removal = self.removal_policy
         self.platform_key = PlatformKey(self, "PlatformKey", removal_policy=removal).key
+        if config.eks.ray_token_auth:
+            # Each team's members decrypt their own Ray token only (constructs/team_access.py).
+            for team in config.teams:
+                self.platform_key.add_to_resource_policy(
+                    team_token_key_statement(team=team, name_prefix=config.name_prefix, stack=self)
+                )
         self.buckets = PlatformBuckets(
             self,
             "Buckets",

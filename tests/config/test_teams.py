@@ -97,3 +97,17 @@ def test_a_quota_that_holds_no_whole_node_job_is_refused_and_the_table_shows_whe
         "on whole nodes of gpu-workers (ml.g5.12xlarge, 4 GPUs/node: at most 2 nodes); quota 8 GPUs, 192 CPUs, 1536 GiB"
     ]
     assert placement.render_table(config).endswith(placement.team_rows(config)[0])
+
+
+def test_a_platform_prefix_under_the_teams_prefix_is_refused():
+    data = with_teams([{"name": "a", "principal_arns": [ROLE]}])
+    data.setdefault("fsx", {})["import_export_prefix"] = "teams/a/"
+    with pytest.raises(ConfigError) as err:
+        parse_environment(data, source="test.yaml")
+    assert err.value.errors == [
+        "fsx.import_export_prefix: 'teams/a/' is under teams/ of the checkpoint bucket, where each team's pods "
+        "read and write their own prefix; allowed: any prefix outside teams/"
+    ]
+    # Without teams the prefix is the platform's alone.
+    data.pop("teams")
+    parse_environment(data, source="test.yaml")

@@ -33,6 +33,10 @@ class State:
         # (namespace, pod) -> {pod port: (host, port) on loopback where that port really listens}
         self.pod_ports: dict[tuple[str, str], dict[int, tuple[str, int]]] = {}
         self.port_forwards: list[tuple[str, str, int]] = []
+        # (namespace, rules): the caller holds only these Role rules, in that namespace (RBAC as
+        # the API server applies it: every other request is Forbidden).
+        self.rbac: tuple[str, list[dict[str, Any]]] | None = None
+        self.forbidden: list[str] = []
         self.lock = threading.Lock()
 
     def add_pod(self, pod: dict[str, Any]) -> None:
@@ -69,6 +73,59 @@ EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")
 CRDS = re.compile(r"^/apis/apiextensions\.k8s\.io/v1/customresourcedefinitions/(?P<name>[^/]+)$")
 
 
+SECRETS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/secrets(?:/(?P<name>[^/]+))?$")
+
+
+def _rbac_requests(method: str, path: str, q: dict[str, str]) -> list[tuple[str | None, str, str, str]]:
+    """(namespace or None for the cluster scope, API group, resource, verb) the API server
+    authorizes for one request."""
+    named = {"GET": "get", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
+    if m := PORTFORWARD.match(path):
+        # A websocket GET: authorized as get, and from Kubernetes 1.35 also as create.
+        return [(m["ns"], "", "pods/portforward", "get"), (m["ns"], "", "pods/portforward", "create")]
+    for pattern, group, resource in (
+        (RAYJOBS, "ray.io", "rayjobs"),
+        (RAYSERVICES, "ray.io", "rayservices"),
+        (SECRETS, "", "secrets"),
+    ):
+        if m := pattern.match(path):
+            if method == "POST":
+                verb = "create"
+            elif m["name"]:
+                verb = named[method]
+            else:
+                verb = "watch" if q.get("watch") in ("true", "1") else "list"
+            return [(m["ns"], group, resource, verb)]
+    if m := PODS.match(path):
+        return [(m["ns"], "", "pods", "create" if method == "POST" else "list")]
+    if m := EVENTS.match(path):
+        return [(m["ns"], "", "events", "list")]
+    if CRDS.match(path):
+        return [(None, "apiextensions.k8s.io", "customresourcedefinitions", "patch")]
+    return [(None, "", path, method.lower())]
+
+
+def _forbidden(state: State, method: str, url: Any) -> str | None:
+    """The API server's Forbidden message for the request, where ``state.rbac`` does not allow it."""
+    if state.rbac is None:
+        return None
+    from review.rbac import _matches
+
+    namespace, rules = state.rbac
+    q = {k: v[0] for k, v in parse_qs(url.query).items()}
+    for ns, group, resource, verb in _rbac_requests(method, url.path, q):
+        if ns == namespace and any(_matches(rule, (group, resource, verb)) for rule in rules):
+            continue
+        where = f'in the namespace "{ns}"' if ns else "at the cluster scope"
+        message = (
+            f'{resource}{"." + group if group else ""} is forbidden: User "team-member" cannot {verb} '
+            f'resource "{resource}" in API group "{group}" {where}'
+        )
+        state.forbidden.append(message)
+        return message
+    return None
+
+
 def make_handler(state: State):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -90,6 +147,8 @@ def make_handler(state: State):
 
         def do_GET(self) -> None:
             url = urlparse(self.path)
+            if denied := _forbidden(state, "GET", url):
+                return self._send(403, _status(403, "Forbidden", denied))
             q = {k: v[0] for k, v in parse_qs(url.query).items()}
             state.requests.append(("GET", self.path))
             if m := PORTFORWARD.match(url.path):
@@ -182,6 +241,8 @@ def make_handler(state: State):
 
         def do_POST(self) -> None:
             url = urlparse(self.path)
+            if denied := _forbidden(state, "POST", url):
+                return self._send(403, _status(403, "Forbidden", denied))
             state.requests.append(("POST", self.path))
             m = RAYJOBS.match(url.path)
             if not m:
@@ -202,6 +263,8 @@ def make_handler(state: State):
 
         def do_PATCH(self) -> None:
             url = urlparse(self.path)
+            if denied := _forbidden(state, "PATCH", url):
+                return self._send(403, _status(403, "Forbidden", denied))
             state.requests.append(("PATCH", self.path))
             if m := CRDS.match(url.path):
                 return self._apply_crd(m["name"], {k: v[0] for k, v in parse_qs(url.query).items()})
@@ -243,6 +306,8 @@ def make_handler(state: State):
 
         def do_DELETE(self) -> None:
             url = urlparse(self.path)
+            if denied := _forbidden(state, "DELETE", url):
+                return self._send(403, _status(403, "Forbidden", denied))
             state.requests.append(("DELETE", self.path))
             m = RAYJOBS.match(url.path)
             obj = state.rayjobs.pop((m["ns"], m["name"]), None) if m else None

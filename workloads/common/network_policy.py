@@ -109,13 +109,18 @@ def default_deny(namespace: str = k8s.NAMESPACE) -> dict[str, Any]:
     }
 
 
-def metrics_policy(cfg: EnvironmentConfig) -> dict[str, Any]:
+def metrics_policy(cfg: EnvironmentConfig, namespace: str = k8s.NAMESPACE) -> dict[str, Any]:
     """Ray's metrics port on every Ray pod from the VPC's primary CIDR, where the managed
     collector's ENIs are (constructs/observability.py)."""
+    return _metrics_policy(cfg.network.vpc_cidr, namespace)
+
+
+def _metrics_policy(vpc_cidr: str, namespace: str) -> dict[str, Any]:
     policy = _policy(
         "ray-metrics-from-collector",
         {},
-        [{"from": [{"ipBlock": {"cidr": cfg.network.vpc_cidr}}], "ports": _tcp(obs.RAY_METRICS_PORT)}],
+        [{"from": [{"ipBlock": {"cidr": vpc_cidr}}], "ports": _tcp(obs.RAY_METRICS_PORT)}],
+        namespace,
     )
     policy["spec"]["podSelector"] = {"matchExpressions": [{"key": NODE_TYPE_LABEL, "operator": "Exists"}]}
     return policy
@@ -135,12 +140,17 @@ def workloads(cfg: EnvironmentConfig) -> list[tuple[str, bool]]:
     return out
 
 
-def team_policies(namespace: str) -> list[dict[str, Any]]:
-    """A team namespace's policies (constructs/team_access.py): the same default deny, and the
-    rules of the one workload its ``hpray submit job`` RayJobs share (config/jobs.py)."""
+def team_policies(namespace: str, *, vpc_cidr: str) -> list[dict[str, Any]]:
+    """A team namespace's policies (constructs/team_access.py): the same default deny, the
+    rules of the one workload its ``hpray submit job`` RayJobs share (config/jobs.py), and the
+    metrics collector's scrapes (the VPC's primary CIDR ``vpc_cidr``)."""
     from config.jobs import JOBS_WORKLOAD
 
-    return [default_deny(namespace), *workload_policies(JOBS_WORKLOAD, serve=False, namespace=namespace)]
+    return [
+        default_deny(namespace),
+        *workload_policies(JOBS_WORKLOAD, serve=False, namespace=namespace),
+        _metrics_policy(vpc_cidr, namespace),
+    ]
 
 
 def render(cfg: EnvironmentConfig) -> dict[str, Any]:
