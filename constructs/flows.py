@@ -192,6 +192,8 @@ def network_flows() -> list[NetworkFlow]:
             "tcp",
             RAY_NODE_PORTS,
         ),
+        # The only head port KubeRay calls here: the heads are excluded from Serve, so it sends
+        # no proxy health check to 8000 (workloads/common/network_policy.py operator_ports).
         NetworkFlow(
             "operator->head:dashboard",
             "KubeRay operator to the heads' dashboard (8265)",
@@ -202,29 +204,11 @@ def network_flows() -> list[NetworkFlow]:
             (head[1], head[1]),
         ),
         NetworkFlow(
-            "operator->head:serve",
-            f"KubeRay operator to the heads' Serve port ({SERVE_PORT})",
-            "RayService readiness is probed on the head's Serve proxy.",
-            "kuberay-operator",
-            "ray-head",
-            "tcp",
-            (SERVE_PORT, SERVE_PORT),
-        ),
-        NetworkFlow(
             "system->serve",
             f"In-cluster clients on the system nodes to Serve replicas ({SERVE_PORT})",
-            "The RayService's serve Service routes to the proxies on every Ray node, including the HyperPod ones.",
+            "The RayService's serve Service routes to the workers' proxies (the heads are excluded from it).",
             "ray-head",
             "ray-workers",
-            "tcp",
-            (SERVE_PORT, SERVE_PORT),
-        ),
-        NetworkFlow(
-            "hyperpod->serve",
-            f"Clients on HyperPod nodes to the head's Serve proxy ({SERVE_PORT})",
-            "The serve Service also routes to the head's proxy.",
-            "ray-workers",
-            "ray-head",
             "tcp",
             (SERVE_PORT, SERVE_PORT),
         ),

@@ -254,7 +254,7 @@ def test_pod_flows_of_the_network_policies_are_in_the_table():
     names = {f.name for f in F.network_flows()}
     fitting = [row for row in POD_FLOWS if row[1] in F.PARTS and row[2] in F.PARTS]
     assert {row[0] for row in fitting} <= names
-    assert len(fitting) == 7
+    assert len(fitting) == 6
     assert {row[1] for row in POD_FLOWS if row not in fitting} == {"serve-clients"}
 
 
