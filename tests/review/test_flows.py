@@ -98,8 +98,10 @@ def test_node_pools_are_joined(results, env):
 
 
 def test_system_nodes_are_found_by_the_eks_created_group(results):
-    detail = results("dev")["head->worker:ray"].detail
+    # The operator runs on the system nodes with their group; the heads have their own.
+    detail = results("dev")["operator->head:dashboard"].detail
     assert "EKS default rule of the cluster security group" in detail
+    assert "RayHeadsHeadsFromOperator" in detail
 
 
 # --- EFA (found by the flows, beyond the list) -----------------------------------------
