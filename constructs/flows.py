@@ -161,6 +161,24 @@ def network_flows() -> list[NetworkFlow]:
             "udp",
             (DNS_PORT, DNS_PORT),
         ),
+        NetworkFlow(
+            "head-dns-tcp",
+            "DNS (TCP 53) from the Ray heads to CoreDNS",
+            "Large DNS answers fall back to TCP; the heads have their own security group.",
+            "ray-head",
+            "coredns",
+            "tcp",
+            (DNS_PORT, DNS_PORT),
+        ),
+        NetworkFlow(
+            "head->eks-api",
+            "Ray heads to the EKS API (443)",
+            "KubeRay's autoscaler sidecar in the head pod scales the RayCluster through the API server.",
+            "ray-head",
+            "eks-api",
+            "tcp",
+            (HTTPS_PORT, HTTPS_PORT),
+        ),
         *[
             NetworkFlow(
                 f"worker->head:{p}",
