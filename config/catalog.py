@@ -320,6 +320,19 @@ def max_pods(instance_type: str) -> int:
     return enis * (ips - 1) + 2
 
 
+def max_pods_with_trunk(instance_type: str) -> int:
+    """Pods a node can give an address to once the VPC CNI's security groups for pods
+    (``ENABLE_POD_ENI``) attaches its trunk interface: the trunk takes one of the node's ENIs, so
+    ordinary pods have one ENI fewer (the kubelet's maxPods is not lowered by it). Pods with their
+    own security group use branch interfaces of the trunk instead (EKS user guide, security
+    groups for pods)."""
+    ec2_type = instance_type.removeprefix("ml.")
+    if ec2_type not in _eni_limits():
+        raise KeyError(f"no ENI limits for instance type {instance_type!r} in config/eni_limits.json")
+    enis, ips = _eni_limits()[ec2_type]
+    return min(max_pods(instance_type), (enis - 1) * (ips - 1) + 2)
+
+
 def kube_reserved_cpu_millis(vcpus: int) -> int:
     """kubeReserved CPU: 6 % of the first core, 1 % of the second, 0.5 % of cores 3-4 and
     0.25 % of the rest (amazon-eks-ami nodeadm getCPUMillicoresToReserve; integer maths as there)."""

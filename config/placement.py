@@ -26,6 +26,7 @@ node pools; split, the sizes checked could drift from the sizes rendered.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -85,7 +86,11 @@ def _arch(instance_type: str) -> str:
 
 def system_pool(eks: Eks) -> Pool:
     nodes = eks.system_nodes
-    alloc = catalog.node_allocatable(nodes.instance_type)
+    # The trunk interface of security groups for pods (the Ray heads' own group,
+    # constructs/ray_heads.py) takes one of the node's ENIs from the ordinary pods.
+    alloc = dataclasses.replace(
+        catalog.node_allocatable(nodes.instance_type), pods=catalog.max_pods_with_trunk(nodes.instance_type)
+    )
     return Pool(
         name=names.SYSTEM_NODEGROUP,
         instance_type=nodes.instance_type,

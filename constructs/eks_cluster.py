@@ -44,7 +44,16 @@ CONTROL_PLANE_LOGS = (
 FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"
 CLOUDWATCH_AGENT_SA = "cloudwatch-agent"
 # The vpc-cni add-on's configuration values (its schema: `aws eks describe-addon-configuration`).
-VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
+# Security groups for pods give the Ray heads their own group (constructs/ray_heads.py):
+# ENABLE_POD_ENI, in standard mode (strict mode cuts a pod with its own group off the Pod
+# Identity agent on its node); the init container's DISABLE_TCP_EARLY_DEMUX lets the kubelet's
+# TCP probes reach such a pod (EKS user guide, "Configure the Amazon VPC CNI plugin for
+# Kubernetes for security groups for Amazon EKS Pods").
+VPC_CNI_CONFIGURATION = {
+    "enableNetworkPolicy": "true",
+    "env": {"ENABLE_POD_ENI": "true", "POD_SECURITY_GROUP_ENFORCING_MODE": "standard"},
+    "init": {"env": {"DISABLE_TCP_EARLY_DEMUX": "true"}},
+}
 
 
 def kubectl_layer(scope: Construct, kubernetes_version: str) -> lambda_.ILayerVersion:
@@ -120,6 +129,11 @@ class PlatformEksCluster(Construct):
         # aws_eks_v2 writes authenticationMode API; HyperPod accepts API or API_AND_CONFIG_MAP and
         # this platform uses API_AND_CONFIG_MAP (config/versions.py).
         cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", versions.AUTHENTICATION_MODE)
+        # EKS's VPC resource controller manages the trunk and branch interfaces of security
+        # groups for pods with the cluster role (constructs/ray_heads.py).
+        self.cluster.role.add_managed_policy(
+            iam.ManagedPolicy.from_aws_managed_policy_name("AmazonEKSVPCResourceController")
+        )
         self._acknowledge_kubectl_provider()
 
         self.system_nodegroup = self._system_nodegroup(private_subnets)
@@ -363,6 +377,10 @@ class PlatformEksCluster(Construct):
             (
                 "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]",
                 "EKS requires this AWS managed policy on the cluster service role (EKS user guide, cluster IAM role); there is no scoped equivalent.",
+            ),
+            (
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSVPCResourceController]",
+                "Security groups for pods require this AWS managed policy on the cluster role (EKS user guide, security groups for pods); EKS's controller manages the trunk interfaces with it.",
             ),
         )
         provider = self.cluster.node.find_child("KubectlProvider")

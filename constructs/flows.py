@@ -5,10 +5,11 @@ the two node pools with them); ``review/flows.py`` proves each flow against the 
 templates, in tests per environment and in ``make synth``. A flow names what it is, why it is
 needed, and the parts at both ends; the parts are located in the templates by ``review/flows.py``.
 
-Pods use their node's security groups: the VPC CNI gives pods the node's ENI groups unless
-security groups for pods is turned on, which this platform does not do
-(https://docs.aws.amazon.com/eks/latest/userguide/security-groups-for-pods.html). So a pod part
-names the node pool it runs on.
+Pods use their node's security groups: the VPC CNI gives pods the node's ENI groups, so a pod
+part names the node pool it runs on. The exception is the Ray heads: security groups for pods
+(https://docs.aws.amazon.com/eks/latest/userguide/security-groups-for-pods.html) gives them a
+group of their own (constructs/ray_heads.py), so the GCS store can admit them and no other pod
+of the system nodes; ``denied_flows`` lists what must stay closed.
 
 One module because the flow table is one fact: the parts, their ports and every flow between them
 are read together by the constructs and by ``review/flows.py``.
@@ -45,6 +46,7 @@ Attachment = Literal[
     "fsx",  # FSx for Lustre file system ENIs
     "kubectl-handler",  # the kubectl provider's Lambda handler (VpcConfig)
     "gcs-store",  # the ElastiCache replication group of GCS fault tolerance (constructs/gcs_store.py)
+    "ray-head-pods",  # branch interfaces of the Ray head pods (SecurityGroupPolicy, constructs/ray_heads.py)
     "amp-scraper",  # the AMP managed collector's ENIs (AWS::APS::Scraper EksConfiguration)
 ]
 
@@ -62,7 +64,9 @@ PARTS: dict[str, Part] = {
         Part("system-nodes", "EKS managed node group 'system' (kubelet)", "system-nodes"),
         Part("coredns", "CoreDNS pods (managed add-on, system nodes)", "system-nodes"),
         Part("kuberay-operator", "KubeRay operator pod (system nodes)", "system-nodes"),
-        Part("ray-head", "Ray head pods of RayJob/RayService (system nodes)", "system-nodes"),
+        Part(
+            "ray-head", "Ray head pods of RayJob/RayService (system nodes, their own security group)", "ray-head-pods"
+        ),
         Part("hyperpod-nodes", "HyperPod GPU nodes (kubelet, HyperPod agents)", "hyperpod-nodes"),
         Part("ray-workers", "Ray worker pods, Serve replicas and the LLM engines (HyperPod nodes)", "hyperpod-nodes"),
         Part("eks-api", "EKS API server (private endpoint ENIs)", "control-plane"),
@@ -78,6 +82,10 @@ PARTS: dict[str, Part] = {
 # ---------------------------------------------------------------------------------------------
 
 ALL_PORTS = (0, 65535)
+# KubeRay 1.7's liveness and readiness probes of a Ray container: an HTTP GET by the kubelet to
+# the dashboard agent (ray-operator/controllers/ray/common/pod.go:743-749,
+# utils/constant.go:109 DefaultDashboardAgentListenPort at v1.7.0).
+RAY_PROBE_PORT = 52365
 DNS_PORT = 53
 KUBELET_PORT = 10250
 HTTPS_PORT = 443
@@ -154,6 +162,24 @@ def network_flows() -> list[NetworkFlow]:
             "udp",
             (DNS_PORT, DNS_PORT),
         ),
+        NetworkFlow(
+            "head-dns-tcp",
+            "DNS (TCP 53) from the Ray heads to CoreDNS",
+            "Large DNS answers fall back to TCP; the heads have their own security group.",
+            "ray-head",
+            "coredns",
+            "tcp",
+            (DNS_PORT, DNS_PORT),
+        ),
+        NetworkFlow(
+            "head->eks-api",
+            "Ray heads to the EKS API (443)",
+            "KubeRay's autoscaler sidecar in the head pod scales the RayCluster through the API server.",
+            "ray-head",
+            "eks-api",
+            "tcp",
+            (HTTPS_PORT, HTTPS_PORT),
+        ),
         *[
             NetworkFlow(
                 f"worker->head:{p}",
@@ -193,6 +219,8 @@ def network_flows() -> list[NetworkFlow]:
             "tcp",
             RAY_NODE_PORTS,
         ),
+        # The only head port KubeRay calls here: the heads are excluded from Serve, so it sends
+        # no proxy health check to 8000 (workloads/common/network_policy.py operator_ports).
         NetworkFlow(
             "operator->head:dashboard",
             "KubeRay operator to the heads' dashboard (8265)",
@@ -203,29 +231,20 @@ def network_flows() -> list[NetworkFlow]:
             (head[1], head[1]),
         ),
         NetworkFlow(
-            "operator->head:serve",
-            f"KubeRay operator to the heads' Serve port ({SERVE_PORT})",
-            "RayService readiness is probed on the head's Serve proxy.",
-            "kuberay-operator",
+            "kubelet->head:probe",
+            f"System nodes' kubelet to the heads' health endpoint ({RAY_PROBE_PORT})",
+            "KubeRay's liveness and readiness probes; the heads have their own security group.",
+            "system-nodes",
             "ray-head",
             "tcp",
-            (SERVE_PORT, SERVE_PORT),
+            (RAY_PROBE_PORT, RAY_PROBE_PORT),
         ),
         NetworkFlow(
             "system->serve",
             f"In-cluster clients on the system nodes to Serve replicas ({SERVE_PORT})",
-            "The RayService's serve Service routes to the proxies on every Ray node, including the HyperPod ones.",
+            "The RayService's serve Service routes to the workers' proxies (the heads are excluded from it).",
             "ray-head",
             "ray-workers",
-            "tcp",
-            (SERVE_PORT, SERVE_PORT),
-        ),
-        NetworkFlow(
-            "hyperpod->serve",
-            f"Clients on HyperPod nodes to the head's Serve proxy ({SERVE_PORT})",
-            "The serve Service also routes to the head's proxy.",
-            "ray-workers",
-            "ray-head",
             "tcp",
             (SERVE_PORT, SERVE_PORT),
         ),
@@ -1134,9 +1153,36 @@ class FlowTable:
     egress: list[EgressFlow] = field(default_factory=list)
     access: list[AccessFlow] = field(default_factory=list)
     kube: list[KubeFlow] = field(default_factory=list)
+    # Network flows that the security groups must refuse.
+    denied: list[NetworkFlow] = field(default_factory=list)
+
+
+def denied_flows(config: EnvironmentConfig) -> list[NetworkFlow]:
+    """What must not be allowed: the GCS store holds every RayService's cluster metadata, and its
+    AUTH token is the only other fence, so only the heads' own group reaches it. The other pods
+    of the system nodes (the KubeRay operator and CoreDNS stand for them: they share the nodes'
+    group) and the control plane's interfaces do not."""
+    if not config.gcs_fault_tolerance:
+        return []
+    return [
+        NetworkFlow(
+            f"{source}-x->gcs-store",
+            f"{source} to the GCS store (TLS {GCS_STORE_PORT}) is refused",
+            "Only the Ray heads and KubeRay's cleanup Job (their own group) reach the store.",
+            source,
+            "gcs-store",
+            "tcp",
+            (GCS_STORE_PORT, GCS_STORE_PORT),
+        )
+        for source in ("kuberay-operator", "coredns", "eks-api", "ray-workers")
+    ]
 
 
 def flow_table(config: EnvironmentConfig) -> FlowTable:
     return FlowTable(
-        network_flows() + gcs_store_flows(config), egress_flows(config), access_flows(config), kube_flows(config)
+        network_flows() + gcs_store_flows(config),
+        egress_flows(config),
+        access_flows(config),
+        kube_flows(config),
+        denied_flows(config),
     )

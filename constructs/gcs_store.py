@@ -9,8 +9,10 @@ RayService head at it: ``redisAddress`` names the Kubernetes ExternalName Servic
 syncs from the Secrets Manager secret. CloudFormation sees the token only as a dynamic
 reference (``{{resolve:secretsmanager:...}}``); neither a template nor a manifest holds it.
 
-Only the Ray heads (system nodes: the EKS cluster security group) reach the store, on its one
-TLS port; the store opens no connection of its own. The flows are rows of constructs/flows.py.
+Only the Ray heads reach the store, on its one TLS port: it admits the heads' own security group
+(constructs/ray_heads.py, EKS security groups for pods), not the system nodes' group that every
+other pod there and the control plane's interfaces share. The store opens no connection of its
+own. The flows are rows of constructs/flows.py.
 """
 
 from __future__ import annotations
@@ -59,15 +61,15 @@ class GcsStore(Construct):
         name_prefix: str,
         settings: GcsFaultTolerance,
         vpc: ec2.IVpc,
-        client_security_group_id: str,
+        client_security_group: ec2.ISecurityGroup,
         key: kms.IKey,
         readers: list[iam.IGrantable],
         cluster: eks.ICluster,
         service_depends_on: list[IConstruct],
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
-        """``client_security_group_id``: the group of the Ray heads' nodes (the EKS cluster
-        security group of the ``system`` node group); ``readers``: who reads the AUTH token (the
+        """``client_security_group``: the Ray head pods' own group (constructs/ray_heads.py);
+        ``readers``: who reads the AUTH token (the
         Ray pods' Pod Identity role, through the Secrets Store CSI driver)."""
         super().__init__(scope, construct_id)
         self.key = key
@@ -107,11 +109,11 @@ class GcsStore(Construct):
             self,
             "FromRayHeads",
             group_id=self.security_group.security_group_id,
-            source_security_group_id=client_security_group_id,
+            source_security_group_id=client_security_group.security_group_id,
             ip_protocol="tcp",
             from_port=self.port,
             to_port=self.port,
-            description="Ray heads (GCS) and KubeRay's Redis cleanup job on the system nodes",
+            description="Ray head pods (GCS) and KubeRay's Redis cleanup job (their own group)",
         )
         self.subnet_group = elasticache.CfnSubnetGroup(
             self,

@@ -7,6 +7,10 @@ the template JSON; no CDK, no AWS calls).
   launch template and to the control plane) is not in any template: its default rules are
   modelled as EKS documents them
   (https://docs.aws.amazon.com/eks/latest/userguide/sec-group-reqs.html).
+- Denied flows (``constructs/flows.py`` ``denied_flows``): no egress/ingress pair of rules lets
+  the source reach the destination. Pods with their own security group (EKS security groups for
+  pods) are found through the SecurityGroupPolicy a template applies, in the subnets of the
+  nodes they run on.
 - Flows that leave the VPC: a gateway endpoint or a NAT default route in the source subnets'
   route tables, or an interface endpoint with private DNS whose group admits the source on 443.
 - IAM/KMS flows: identity policies with key policies, bucket policies and trust policies,
@@ -19,6 +23,7 @@ One module because it is one evaluator: the network, egress and IAM checks all r
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from constructs import flows as F
 
-from config.names import SYSTEM_NODEGROUP
+from config.names import SYSTEM_NODEGROUP, WORKLOADS_NAMESPACE
 from review.assembly import Stack
 from review.policy import Principal, Request, Statement, evaluate, resource_types, statements_of
 
@@ -310,6 +315,7 @@ def attachments(env: Env) -> dict[str, list[Member]]:
             "kubectl-handler",
             "gcs-store",
             "amp-scraper",
+            "ray-head-pods",
         )
     }
     clusters = {}
@@ -353,6 +359,20 @@ def attachments(env: Env) -> dict[str, list[Member]]:
         if "KubectlProvider/Handler" not in path:
             continue
         out["kubectl-handler"].append(vpc_member(s, f"{s.display_name}/{lid}", env.props(r).get("VpcConfig") or {}))
+    # The Ray heads' branch interfaces: the groups of the SecurityGroupPolicy that selects the
+    # head pods of the Ray namespace, in the subnets of the system nodes they run on.
+    system_subnets = [x for m in out["system-nodes"] for x in m.subnets]
+    for s, lid, r in env.resources("Custom::AWSCDK-EKS-KubernetesResource"):
+        text = env.value(s, env.props(r).get("Manifest"))
+        try:
+            objects = json.loads(text) if isinstance(text, str) else []
+        except json.JSONDecodeError:
+            continue
+        for o in objects:
+            if isinstance(o, dict) and _selects_ray_heads(o):
+                out["ray-head-pods"].append(
+                    member(f"{s.display_name}/{lid}", o["spec"]["securityGroups"]["groupIds"], system_subnets)
+                )
     subnets_of_group = {
         env.attr(s, lid, "Ref"): env.value(s, env.props(r).get("SubnetIds") or [])
         for s, lid, r in env.resources("AWS::ElastiCache::SubnetGroup")
@@ -367,6 +387,22 @@ def attachments(env: Env) -> dict[str, list[Member]]:
             )
         )
     return out
+
+
+def _selects_ray_heads(obj: dict[str, Any]) -> bool:
+    """A SecurityGroupPolicy of the Ray namespace whose pod selector takes KubeRay's head pods
+    (``ray.io/node-type: head``) and nothing keyed otherwise."""
+    if obj.get("kind") != "SecurityGroupPolicy" or (obj.get("metadata") or {}).get("namespace") != WORKLOADS_NAMESPACE:
+        return False
+    selector = (obj.get("spec") or {}).get("podSelector") or {}
+    labels = selector.get("matchLabels") or {}
+    exprs = selector.get("matchExpressions") or []
+    keys = set(labels) | {e.get("key") for e in exprs}
+    if keys != {"ray.io/node-type"}:
+        return False
+    return labels.get("ray.io/node-type") == "head" or any(
+        e.get("operator") == "In" and "head" in (e.get("values") or []) for e in exprs
+    )
 
 
 def _covers(rule: Rule, protocol: str, ports: tuple[int, int]) -> bool:
@@ -433,6 +469,26 @@ def check_network(env: Env, flow: F.NetworkFlow, rules: list[Rule], members: dic
     if problems:
         return FlowResult("network", flow.name, what, False, "; ".join(problems))
     return FlowResult("network", flow.name, what, True, " | ".join(sorted(set(allowed))))
+
+
+def check_denied(flow: F.NetworkFlow, rules: list[Rule], members: dict[str, list[Member]]) -> FlowResult:
+    """``flow`` must be refused: no member of the source reaches a member of the destination."""
+    src = members.get(F.PARTS[flow.source].on) or []
+    dst = members.get(F.PARTS[flow.destination].on) or []
+    what = f"{flow.source} -> {flow.destination} {flow.protocol} {flow.ports[0]}-{flow.ports[1]}"
+    if not src or not dst:
+        missing = flow.source if not src else flow.destination
+        return FlowResult("denied", flow.name, what, False, f"{missing}: not found in the templates")
+    allowed = []
+    for a in src:
+        for b in dst:
+            out = _allowing(rules, "egress", a, b, flow.protocol, flow.ports, False)
+            inn = _allowing(rules, "ingress", b, a, flow.protocol, flow.ports, False)
+            if out and inn:
+                allowed.append(f"{a.label} -> {b.label}: egress {out.source}; ingress {inn.source}")
+    if allowed:
+        return FlowResult("denied", flow.name, what, False, " | ".join(sorted(set(allowed))))
+    return FlowResult("denied", flow.name, what, True, "no rule pair admits it")
 
 
 def check_egress(env: Env, flow: F.EgressFlow, rules: list[Rule], members: dict[str, list[Member]]) -> FlowResult:
@@ -882,12 +938,21 @@ def check_flows(stacks: list[Stack], config: EnvironmentConfig) -> list[FlowResu
         + [check_egress(env, f, rules, members) for f in table.egress]
         + [iam.check(f) for f in table.access]
         + [check_kube(stacks, f, grants[f.member]) for f in table.kube]
+        + [check_denied(f, rules, members) for f in table.denied]
     )
 
 
 def broken_lines(env_name: str, results: list[FlowResult]) -> list[str]:
     return [
-        f"flows: {env_name}: {r.name} ({r.what}) {'does not hold' if ': never ' in r.what else 'is not allowed'}: {r.detail}"
+        f"flows: {env_name}: {r.name} ({r.what}) "
+        + (
+            "is allowed but must not be"
+            if r.kind == "denied"
+            else "does not hold"
+            if ": never " in r.what
+            else "is not allowed"
+        )
+        + f": {r.detail}"
         for r in results
         if not r.ok
     ]

@@ -11,6 +11,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
+from config import observability as obs
 from config.model import EnvironmentConfig
 from constructs.eks_cluster import PlatformEksCluster
 from constructs.flows import s3_locations
@@ -22,6 +23,7 @@ from constructs.kuberay import kuberay_operator_release, operator_image_reposito
 from constructs.network import PlatformNetwork
 from constructs.observability import PlatformObservability
 from constructs.ray_auth import RayAuthToken
+from constructs.ray_heads import RayHeadSecurity
 from constructs.team_access import TeamAccess, deny_token_read
 from constructs.workloads_access import WorkloadsAccess
 from constructs.workloads_image import WorkloadsImage
@@ -93,6 +95,17 @@ class ClusterStack(PlatformStack):
             readers=[self.workloads.role],
             removal_policy=self.removal_policy,
         )
+        # The Ray heads' own security group (EKS security groups for pods): what admits the heads
+        # (the GCS store) admits no other pod of the system nodes.
+        self.ray_heads = RayHeadSecurity(
+            self,
+            "RayHeads",
+            vpc=network.vpc,
+            cluster=self.cluster,
+            shared_security_group=network.security_group,
+            namespace=self.workloads.namespace,
+            depends_on=[self.eks.addons["vpc-cni"], self.eks.system_nodegroup],
+        )
         # GCS fault tolerance of every RayService (config inference.gcs_fault_tolerance): the
         # heads keep the cluster's metadata in ElastiCache for Valkey and survive a lost head pod.
         self.gcs_store = (
@@ -102,7 +115,7 @@ class ClusterStack(PlatformStack):
                 name_prefix=config.name_prefix,
                 settings=config.inference.gcs_fault_tolerance,
                 vpc=network.vpc,
-                client_security_group_id=self.cluster.cluster_security_group_id,
+                client_security_group=self.ray_heads.security_group,
                 key=storage.platform_key,
                 readers=[self.workloads.role],
                 cluster=self.cluster,
@@ -198,6 +211,7 @@ class ClusterStack(PlatformStack):
             removal_policy=self.removal_policy,
             log_writer=getattr(self.eks, "cloudwatch_role", None),
         )
+        self.ray_heads.admit_scraper(self.observability.scraper_security_group, obs.RAY_METRICS_PORT)
         log_agent = self.eks.addons.get("amazon-cloudwatch-observability")
         if log_agent is not None:
             log_agent.node.add_dependency(*self.observability.log_groups.values())

@@ -26,6 +26,17 @@ def test_kube_reserved_cpu_follows_the_eks_ami_bands():
     assert [catalog.kube_reserved_cpu_millis(n) for n in (1, 2, 4, 8, 48, 192)] == [60, 70, 80, 90, 190, 550]
 
 
+def test_the_trunk_interface_takes_one_eni_from_the_system_pods():
+    """Security groups for pods (the Ray heads' group) attach a trunk ENI to every system node:
+    ordinary pods keep the other ENIs' addresses."""
+    assert catalog.max_pods_with_trunk("m7i.xlarge") == 3 * 14 + 2 < catalog.max_pods("m7i.xlarge")
+    from config import load_environment
+    from config.placement import system_pool
+
+    cfg = load_environment("dev")
+    assert system_pool(cfg.eks).allocatable.pods == catalog.max_pods_with_trunk(cfg.eks.system_nodes.instance_type)
+
+
 def test_kube_reserved_memory_and_max_pods():
     # m7i.xlarge: 4 ENIs x 15 IPv4 -> 4 x 14 + 2 = 58 pods; 11 MiB each + 255 MiB.
     assert catalog.max_pods("m7i.xlarge") == 58
@@ -348,7 +359,7 @@ def test_a_rayservice_upgrade_must_fit_the_system_nodes():
     assert errors == [
         "placement (RayService upgrade): pod 'RayJob train-gpt-bytes head' does not fit node pool 'system' "
         "(2 x m7i.xlarge, 0 of 1 placed): it requests cpu 1, memory 4.0Gi; a node's allocatable is cpu 3.92, "
-        "memory 13.8Gi, pods 58; the most left on one node is cpu 0.675, memory 4.6Gi, pods 50"
+        "memory 13.8Gi, pods 44; the most left on one node is cpu 0.675, memory 4.6Gi, pods 36"
     ]
 
 

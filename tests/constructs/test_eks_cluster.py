@@ -147,9 +147,30 @@ def test_vpc_cni_enforces_network_policies(fixture, request):
         for r in resources(template, "AWS::EKS::Addon").values()
         if r["Properties"]["AddonName"] == "vpc-cni"
     )
-    assert json.loads(cni["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
+    assert json.loads(cni["ConfigurationValues"]) == {
+        "enableNetworkPolicy": "true",
+        # Security groups for pods (the Ray heads' own group, constructs/ray_heads.py), in the
+        # mode that keeps the Pod Identity agent reachable.
+        "env": {"ENABLE_POD_ENI": "true", "POD_SECURITY_GROUP_ENFORCING_MODE": "standard"},
+        "init": {"env": {"DISABLE_TCP_EARLY_DEMUX": "true"}},
+    }
     # The network policy agent ships with the VPC CNI from 1.14.
     assert versions.semver(cni["AddonVersion"]) >= (1, 14, 0)
+
+
+@pytest.mark.parametrize("fixture", ["dev", "prod"])
+def test_the_cluster_role_may_manage_trunk_interfaces(fixture, request):
+    """EKS's VPC resource controller attaches the trunk and branch interfaces of security groups
+    for pods with the cluster role."""
+    _, _, template = request.getfixturevalue(fixture)
+    roles = [
+        r["Properties"]
+        for r in resources(template, "AWS::IAM::Role").values()
+        if "eks.amazonaws.com" in json.dumps(r["Properties"].get("AssumeRolePolicyDocument"))
+    ]
+    arns = [json.dumps(a) for r in roles for a in r.get("ManagedPolicyArns", [])]
+    assert any("AmazonEKSVPCResourceController" in a for a in arns), arns
+    assert any("AmazonEKSClusterPolicy" in a for a in arns)
 
 
 def test_cloudwatch_observability_behind_the_switch(dev, prod):
@@ -304,9 +325,10 @@ def test_node_pools_are_joined(fixture, request):
             r["Properties"]["ToPort"],
         )
         for lid, r in resources(t, "AWS::EC2::SecurityGroupIngress").items()
-        # The metrics collector's and the GCS store's rules belong to constructs/observability.py
-        # and constructs/gcs_store.py (their own tests; the review proves every flow).
-        if not lid.startswith(("Observability", "GcsStore"))
+        # The metrics collector's, the GCS store's and the Ray heads' rules belong to
+        # constructs/observability.py, gcs_store.py and ray_heads.py (their own tests; the
+        # review proves every flow).
+        if not lid.startswith(("Observability", "GcsStore", "RayHeads"))
     }
     to_system, to_shared = json.dumps(cluster_group), json.dumps(shared)
     assert rules == {

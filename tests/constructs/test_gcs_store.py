@@ -40,7 +40,7 @@ def synth(env_name: str, **settings):
         name_prefix=cfg.name_prefix,
         settings=gcs,
         vpc=vpc,
-        client_security_group_id=heads.security_group_id,
+        client_security_group=heads,
         key=key,
         readers=[role],
         cluster=cluster,
@@ -124,7 +124,7 @@ def test_only_the_heads_reach_it_on_its_tls_port_and_it_opens_nothing():
             "IpProtocol": "tcp",
             "FromPort": GCS_STORE_PORT,
             "ToPort": GCS_STORE_PORT,
-            "Description": "Ray heads (GCS) and KubeRay's Redis cleanup job on the system nodes",
+            "Description": "Ray head pods (GCS) and KubeRay's Redis cleanup job (their own group)",
         }
     ]
     assert store.port == GCS_STORE_PORT

@@ -111,7 +111,7 @@ def test_the_autoscaler_of_every_autoscaling_head_gets_its_role_from_the_operato
         assert spec["enableInTreeAutoscaling"] is True
         head = spec["headGroupSpec"]["template"]["spec"]
         assert head["serviceAccountName"] == k8s.SERVICE_ACCOUNT == "ray-workloads"
-        assert head["automountServiceAccountToken"] is True
+        assert head["automountServiceAccountToken"] is False  # only the autoscaler sidecar mounts a token
         assert svc["metadata"]["namespace"] == k8s.NAMESPACE
 
     release = kuberay_operator_release(cfg.eks)

@@ -58,6 +58,65 @@ def test_the_store_without_its_ingress_rule_is_a_broken_flow(assembly):
     assert not r.ok and "no ingress rule" in r.detail
 
 
+def test_no_other_pod_of_the_system_nodes_reaches_the_store(assembly):
+    """The store admits the heads' own group (security groups for pods), not the system nodes'
+    group that the operator, CoreDNS and the control plane's interfaces share."""
+    asm, cfg = assembly
+    results = {r.name: r for r in check_flows(load_assembly(asm.directory).stacks, cfg)}
+    denied = [r for r in results.values() if r.kind == "denied"]
+    assert {r.name for r in denied} == {
+        "kuberay-operator-x->gcs-store",
+        "coredns-x->gcs-store",
+        "eks-api-x->gcs-store",
+        "ray-workers-x->gcs-store",
+    }
+    assert all(r.ok for r in denied), [(r.name, r.detail) for r in denied if not r.ok]
+    head = results["head->gcs-store"]
+    assert head.ok and "RayHeadsSecurityGroup" in head.detail and "GcsStoreFromRayHeads" in head.detail
+
+
+def test_the_store_admitting_the_system_nodes_group_is_a_broken_denied_flow(assembly):
+    """The store as it was: its ingress rule names the EKS cluster security group, so every pod
+    of the system nodes reaches it."""
+    asm, cfg = assembly
+    stacks = load_assembly(asm.directory).stacks
+    (cluster_stack,) = [
+        s for s in stacks if "AWS::EKS::Cluster" in {r["Type"] for r in s.template["Resources"].values()}
+    ]
+    res = cluster_stack.template["Resources"]
+    (cluster_lid,) = [lid for lid, r in res.items() if r["Type"] == "AWS::EKS::Cluster"]
+    (rule,) = [r for lid, r in res.items() if r["Type"] == "AWS::EC2::SecurityGroupIngress" and "GcsStore" in lid]
+    rule["Properties"]["SourceSecurityGroupId"] = {"Fn::GetAtt": [cluster_lid, "ClusterSecurityGroupId"]}
+    r = {x.name: x for x in check_flows(stacks, cfg)}
+    for name in ("kuberay-operator-x->gcs-store", "coredns-x->gcs-store", "eks-api-x->gcs-store"):
+        assert not r[name].ok and "GcsStoreFromRayHeads" in r[name].detail, (name, r[name].detail)
+    assert r["ray-workers-x->gcs-store"].ok
+    assert not r["head->gcs-store"].ok
+    from review.flows import broken_lines
+
+    assert any(
+        "kuberay-operator-x->gcs-store" in line and "is allowed but must not be" in line
+        for line in broken_lines("prod", list(r.values()))
+    )
+
+
+def test_without_the_security_group_policy_the_heads_are_not_found(assembly):
+    """The heads' group reaches them only through the SecurityGroupPolicy; without it every head
+    flow is broken, naming the missing part."""
+    asm, cfg = assembly
+    stacks = load_assembly(asm.directory).stacks
+    dropped = 0
+    for stack in stacks:
+        res = stack.template["Resources"]
+        for lid in [lid for lid in res if lid.startswith("RayHeadsSecurityGroupPolicy")]:
+            del res[lid]
+            dropped += 1
+    assert dropped == 1
+    r = {x.name: x for x in check_flows(stacks, cfg)}
+    assert not r["head->gcs-store"].ok and r["head->gcs-store"].detail == "ray-head: not found in the templates"
+    assert not r["worker->head:6379"].ok
+
+
 def test_a_reader_without_the_key_cannot_read_the_store_token(assembly):
     asm, cfg = assembly
     stacks = load_assembly(asm.directory).stacks

@@ -5,10 +5,12 @@ Ingress only, default deny: a pod of the namespace accepts
 - any TCP from the pods of its own workload (one RayJob or RayService: head and workers; the
   HTTPMode RayJob has no submitter pod). Ray's raylets, object managers, agents and worker processes listen on
   ports Ray picks at start-up, so within one workload every port is open, and nothing else is;
-- on the head: the dashboard/Jobs API (8265) and, for a RayService, Serve (8000) from the KubeRay
-  operator's pods in the operator's namespace;
+- on the head: the ports the KubeRay operator's pods (in the operator's namespace) call,
+  ``operator_ports``: the dashboard/Jobs API (8265), and Serve (8000) only for a RayService whose
+  head serves traffic (none here: ``excludeHeadPodFromServeSvc``);
 - for a RayService: Serve (8000) from pods in namespaces labelled ``SERVE_CLIENT_LABEL=true``
-  (the Serve ingress path: in-cluster clients or an ingress controller placed there).
+  (the Serve ingress path: in-cluster clients or an ingress controller placed there), on the pods
+  the Serve Service routes to (the workers where the head is excluded from it).
 - on Ray's metrics port (8080, KubeRay's metrics-export-port) of every Ray pod: the Amazon Managed
   Prometheus collector, whose ENIs sit in the VPC's primary CIDR (``ray-metrics-from-collector``).
   Pods cannot be told apart from the collector by address there: pods on the system nodes draw
@@ -37,8 +39,10 @@ from workloads.common import k8s, security
 # The chart's app.kubernetes.io/name (kuberay-operator, no nameOverride in constructs/kuberay.py);
 # tests check it against the rendered chart.
 OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "kuberay-operator"}
-# KubeRay labels every Ray pod with its node type.
+# KubeRay labels every Ray pod with its node type: head or worker.
 NODE_TYPE_LABEL = "ray.io/node-type"
+# KubeRay's defaults, and the ports the head template names "dashboard" and "serve"
+# (ray-operator/controllers/ray/utils/constant.go:107 and :110 at v1.7.0).
 DASHBOARD_PORT = 8265
 SERVE_PORT = 8000
 SERVE_CLIENT_LABEL = "hyperpod-ray/serve-client"
@@ -66,17 +70,32 @@ def _operator_peer() -> dict[str, Any]:
     }
 
 
-def workload_policies(workload: str, *, serve: bool, namespace: str = k8s.NAMESPACE) -> list[dict[str, Any]]:
-    """The policies of one RayJob (``serve`` False) or RayService (True) named ``workload``."""
+def operator_ports(*, serve: bool, head_serves: bool) -> tuple[int, ...]:
+    """The head ports KubeRay 1.7's operator calls (ray-operator/controllers/ray/ at v1.7.0):
+    - the dashboard, through the head Service's ``dashboard`` port (utils/util.go:1022
+      FetchHeadServiceURL): HTTPMode RayJob submission and status (rayjob_controller.go:218, :296),
+      RayService Serve applications (rayservice_controller.go:2014, :2018);
+    - Serve's proxy health (``-/healthz``, utils/httpproxy_httpclient.go:28) on the head pod's
+      ``serve`` port, only for a RayService whose head serves: rayservice_controller.go:2104-2106
+      skips the check with ``excludeHeadPodFromServeSvc``."""
+    return (DASHBOARD_PORT, SERVE_PORT) if serve and head_serves else (DASHBOARD_PORT,)
+
+
+def workload_policies(
+    workload: str, *, serve: bool, head_serves: bool = False, namespace: str = k8s.NAMESPACE
+) -> list[dict[str, Any]]:
+    """The policies of one RayJob (``serve`` False) or RayService (True) named ``workload``;
+    ``head_serves``: the RayService's head is in its Serve Service (``excludeHeadPodFromServeSvc``
+    false, KubeRay's default)."""
     own = security.workload_labels(workload)
     head = {**own, NODE_TYPE_LABEL: "head"}
-    operator_ports = (DASHBOARD_PORT, SERVE_PORT) if serve else (DASHBOARD_PORT,)
+    serving = own if head_serves else {**own, NODE_TYPE_LABEL: "worker"}
     out = [
         _policy(f"{workload}-ray-internal", own, [{"from": [{"podSelector": {"matchLabels": dict(own)}}]}], namespace),
         _policy(
             f"{workload}-from-operator",
             head,
-            [{"from": [_operator_peer()], "ports": _tcp(*operator_ports)}],
+            [{"from": [_operator_peer()], "ports": _tcp(*operator_ports(serve=serve, head_serves=head_serves))}],
             namespace,
         ),
     ]
@@ -84,7 +103,7 @@ def workload_policies(workload: str, *, serve: bool, namespace: str = k8s.NAMESP
         out.append(
             _policy(
                 f"{workload}-serve-ingress",
-                own,
+                serving,
                 [
                     {
                         "from": [{"namespaceSelector": {"matchLabels": {SERVE_CLIENT_LABEL: "true"}}}],
@@ -126,18 +145,21 @@ def _metrics_policy(vpc_cidr: str, namespace: str) -> dict[str, Any]:
     return policy
 
 
-def workloads(cfg: EnvironmentConfig) -> list[tuple[str, bool]]:
-    """(workload name, serves) of every RayJob/RayService rendered for ``cfg``, and the one
-    workload all ``hpray submit job`` RayJobs share (config/jobs.py)."""
+def head_serves(manifest: dict[str, Any]) -> bool:
+    """Whether KubeRay puts the head of ``manifest`` (a RayService) in its Serve Service."""
+    return manifest["kind"] == "RayService" and not manifest["spec"].get("excludeHeadPodFromServeSvc", False)
+
+
+def workloads(cfg: EnvironmentConfig) -> list[tuple[str, bool, bool]]:
+    """(workload name, serves, head serves) of every RayJob/RayService rendered for ``cfg``, and
+    the one workload all ``hpray submit job`` RayJobs share (config/jobs.py)."""
     from config.jobs import JOBS_WORKLOAD
     from workloads.inference import manifest as inference
     from workloads.training import manifest as training
 
-    out = [(training.render(cfg)["metadata"]["name"], False), (inference.render(cfg)["metadata"]["name"], True)]
-    out.append((JOBS_WORKLOAD, False))
-    if cfg.inference.llm.enabled:
-        out.append((inference.render_llm(cfg)["metadata"]["name"], True))
-    return out
+    services = [inference.render(cfg)] + ([inference.render_llm(cfg)] if cfg.inference.llm.enabled else [])
+    out = [(training.render(cfg)["metadata"]["name"], False, False), (JOBS_WORKLOAD, False, False)]
+    return out + [(m["metadata"]["name"], True, head_serves(m)) for m in services]
 
 
 def team_policies(namespace: str, *, vpc_cidr: str) -> list[dict[str, Any]]:
@@ -156,8 +178,8 @@ def team_policies(namespace: str, *, vpc_cidr: str) -> list[dict[str, Any]]:
 def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     """A v1 List of the namespace's NetworkPolicies for ``cfg``."""
     items = [default_deny()]
-    for name, serve in workloads(cfg):
-        items += workload_policies(name, serve=serve)
+    for name, serve, head in workloads(cfg):
+        items += workload_policies(name, serve=serve, head_serves=head)
     items.append(metrics_policy(cfg))
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
@@ -195,15 +217,7 @@ POD_FLOWS: tuple[tuple[str, str, str, str, tuple[int, int], str], ...] = (
         "ray-head",
         "tcp",
         (DASHBOARD_PORT, DASHBOARD_PORT),
-        "KubeRay submits jobs and reads job and Serve status through the dashboard.",
-    ),
-    (
-        "netpol:operator->head:serve",
-        "kuberay-operator",
-        "ray-head",
-        "tcp",
-        (SERVE_PORT, SERVE_PORT),
-        "RayService Serve health through the head's proxy.",
+        "KubeRay submits jobs and reads job and Serve status through the dashboard (operator_ports).",
     ),
     (
         "netpol:serve-clients->serve",
@@ -211,7 +225,7 @@ POD_FLOWS: tuple[tuple[str, str, str, str, tuple[int, int], str], ...] = (
         "ray-workers",
         "tcp",
         (SERVE_PORT, SERVE_PORT),
-        f"Serve ingress from namespaces labelled {SERVE_CLIENT_LABEL}=true.",
+        f"Serve ingress from namespaces labelled {SERVE_CLIENT_LABEL}=true (the heads are excluded from Serve).",
     ),
     (
         "netpol:collector->head:metrics",

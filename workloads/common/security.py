@@ -17,6 +17,13 @@ spec:
   ``secret_provider_class``. The CSI driver keeps a synced Secret only while a pod mounts the
   volume, so every Ray pod mounts it (read-only, nothing reads the files). The token is in no
   manifest: only names are.
+- Kubernetes API tokens: no Ray container holds one. Every Ray pod has
+  ``automountServiceAccountToken: false``; the head of an autoscaling cluster gets a projected
+  service-account token (``API_TOKEN_VOLUME``) that only KubeRay's ``autoscaler`` sidecar mounts,
+  through ``autoscalerOptions.volumeMounts`` (KubeRay v1.7.0 ray-operator/controllers/ray/common/
+  pod.go:275 merges the options into the sidecar it builds, pod.go:1021-1023 appends the mounts).
+  The Role KubeRay binds to that service account may patch every pod and RayCluster of the
+  namespace; the ``ray-head`` container runs the Serve controller and every submitted job.
 - Pod security: non-root (the image's ``ray`` user), no privilege escalation, no capabilities,
   RuntimeDefault seccomp, read-only root filesystem with emptyDirs where Ray writes (``/tmp``:
   Ray's session dir, logs, spilled objects and runtime_env downloads; ``~/.cache``: torch,
@@ -40,6 +47,14 @@ AUTH_SECRET_KEY = "auth_token"
 SECRET_PROVIDER_CLASS = "ray-auth-token"
 _AUTH_VOLUME = "ray-auth-token"
 _AUTH_MOUNT = "/var/run/secrets/ray-auth"
+# Where a pod's containers find the Kubernetes API credentials; Ray's autoscaler reads the token
+# and the CA there (ray/autoscaler/_private/kuberay/node_provider.py IN_CLUSTER_TOKEN_PATH,
+# IN_CLUSTER_CA_CERT_PATH) and rereads the token every minute (TOKEN_REFRESH_PERIOD), so the
+# kubelet's rotation of a projected token reaches it.
+API_TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+API_TOKEN_VOLUME = "kube-api-access-autoscaler"
+# What the kubelet gives the default kube-api-access volume (it rotates the token at 80% of it).
+API_TOKEN_EXPIRATION_S = 3607
 # The rayproject/ray images run as ray (uid 1000) in group users (gid 100); workloads/Dockerfile keeps it.
 RAY_UID = 1000
 RAY_GID = 100
@@ -125,14 +140,39 @@ def _mounts() -> list[dict[str, Any]]:
     ]
 
 
-def harden_pod(pod_spec: dict[str, Any], *, mount_auth: bool = True, api_token: bool = False) -> dict[str, Any]:
+def api_token_volume() -> dict[str, Any]:
+    """The projected volume the default ``kube-api-access-*`` volume would be (token, the
+    cluster's CA from ``kube-root-ca.crt``, the namespace), for the autoscaler sidecar alone."""
+    return {
+        "name": API_TOKEN_VOLUME,
+        "projected": {
+            "defaultMode": 0o644,
+            "sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": API_TOKEN_EXPIRATION_S}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {
+                    "downwardAPI": {
+                        "items": [
+                            {"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}
+                        ]
+                    }
+                },
+            ],
+        },
+    }
+
+
+def api_token_mount() -> dict[str, Any]:
+    return {"name": API_TOKEN_VOLUME, "mountPath": API_TOKEN_MOUNT, "readOnly": True}
+
+
+def harden_pod(pod_spec: dict[str, Any], *, mount_auth: bool = True) -> dict[str, Any]:
     """``pod_spec`` with the security context, the writable dirs and (``mount_auth``) the CSI
-    volume that keeps the token's Secret synced. ``api_token``: the pod talks to the Kubernetes
-    API (the head of an autoscaling cluster: KubeRay's autoscaler sidecar runs in it); no other
-    Ray pod gets a service account token (EKS Pod Identity mounts its own)."""
+    volume that keeps the token's Secret synced. No container gets the service account's token
+    (EKS Pod Identity mounts its own, for AWS only)."""
     spec = copy.deepcopy(pod_spec)
     spec["securityContext"] = {**pod_security_context(), **spec.get("securityContext", {})}
-    spec["automountServiceAccountToken"] = api_token
+    spec["automountServiceAccountToken"] = False
     volumes = _volumes() if mount_auth else _volumes()[1:]
     mounts = _mounts() if mount_auth else _mounts()[1:]
     have = {v["name"] for v in spec.get("volumes", [])}
@@ -158,12 +198,13 @@ def harden(cluster_spec: dict[str, Any], *, workload: str, token_auth: bool) -> 
         meta.setdefault("annotations", {}).update(checkov_annotations())
     head = spec["headGroupSpec"]["template"]
     autoscaling = bool(spec.get("enableInTreeAutoscaling"))
-    head["spec"] = harden_pod(head["spec"], api_token=autoscaling, mount_auth=token_auth)
+    head["spec"] = harden_pod(head["spec"], mount_auth=token_auth)
     if autoscaling:
-        head["metadata"]["annotations"][f"checkov.io/skip{len(CHECKOV_SKIPS) + 1}"] = (
-            "CKV_K8S_38=KubeRay runs the Ray autoscaler as a sidecar of this head; it scales the "
-            "RayCluster through the Kubernetes API with the pod's service account token."
-        )
+        # KubeRay's autoscaler sidecar scales the RayCluster through the Kubernetes API: the
+        # head pod carries its token volume, and only the sidecar mounts it.
+        head["spec"]["volumes"].append(api_token_volume())
+        options = spec.setdefault("autoscalerOptions", {})
+        options["volumeMounts"] = [*options.get("volumeMounts", []), api_token_mount()]
     for group in spec.get("workerGroupSpecs", []):
         group["template"]["spec"] = harden_pod(group["template"]["spec"], mount_auth=token_auth)
     return spec

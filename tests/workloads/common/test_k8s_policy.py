@@ -100,9 +100,7 @@ def test_every_checkov_skip_has_a_reason_in_place(checkov_results):
     skipped = checkov_results["results"]["skipped_checks"]
     assert skipped
     for c in skipped:
-        assert c["check_id"] in security.CHECKOV_SKIPS or (
-            c["check_id"] == "CKV_K8S_38" and c["resource"].endswith("-head")
-        )
+        assert c["check_id"] in security.CHECKOV_SKIPS
         assert len(c["check_result"]["suppress_comment"]) > 40
 
 
@@ -137,8 +135,15 @@ def test_policies_select_every_pod_of_each_workload_and_nothing_else(env):
         op = by_name[f"{name}-from-operator"]["spec"]
         assert op["podSelector"]["matchLabels"] == {**own, "ray.io/node-type": "head"}
         ports = [p["port"] for p in op["ingress"][0]["ports"]]
-        assert ports == ([8265, 8000] if serve else [8265])
+        # KubeRay 1.7 calls the dashboard only: every RayService excludes its head from Serve,
+        # and then the operator sends no proxy health check to 8000 (network_policy.operator_ports).
+        assert m["spec"].get("excludeHeadPodFromServeSvc") is (True if serve else None)
+        assert ports == [8265]
         assert (f"{name}-serve-ingress" in by_name) is serve
+        if serve:
+            # Serve clients reach the pods the Serve Service routes to: the workers.
+            selector = by_name[f"{name}-serve-ingress"]["spec"]["podSelector"]["matchLabels"]
+            assert selector == {**own, "ray.io/node-type": "worker"}
     # No rule admits another namespace except the operator's and labelled Serve clients on 8000.
     for p in policies:
         for rule in p["spec"].get("ingress", []):
@@ -150,6 +155,38 @@ def test_policies_select_every_pod_of_each_workload_and_nothing_else(env):
                     else:
                         assert ns == {network_policy.SERVE_CLIENT_LABEL: "true"}
                         assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
+
+
+def test_the_operator_reaches_serve_on_the_head_only_where_the_head_serves():
+    """KubeRay 1.7 probes a RayService head's Serve proxy only when the head is in the Serve
+    Service (rayservice_controller.go:2104-2106 at v1.7.0); the dashboard it calls always."""
+    assert network_policy.operator_ports(serve=False, head_serves=False) == (8265,)
+    assert network_policy.operator_ports(serve=True, head_serves=False) == (8265,)
+    assert network_policy.operator_ports(serve=True, head_serves=True) == (8265, 8000)
+    (rule,) = network_policy.workload_policies("w", serve=True, head_serves=True)[1]["spec"]["ingress"]
+    assert [p["port"] for p in rule["ports"]] == [8265, 8000]
+    svc = inference.render(load_environment("dev"))
+    assert network_policy.head_serves(svc) is False
+    assert network_policy.head_serves({**svc, "spec": {**svc["spec"], "excludeHeadPodFromServeSvc": False}}) is True
+    assert network_policy.head_serves(training.render(load_environment("dev"))) is False
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_port_the_policies_open_between_parts_is_a_row_of_the_flow_table(env):
+    """The flow table holds what the policies allow, no more: each operator->head port of the
+    rendered policies is a POD_FLOWS row, and each row's port is opened by some policy."""
+    policies = network_policy.render(load_environment(env))["items"]
+    opened = {
+        p["port"]
+        for pol in policies
+        if pol["metadata"]["name"].endswith("-from-operator")
+        for rule in pol["spec"]["ingress"]
+        for p in rule["ports"]
+    }
+    rows = {
+        lo for _, src, dst, _, (lo, hi), _ in network_policy.POD_FLOWS if (src, dst) == ("kuberay-operator", "ray-head")
+    }
+    assert opened == rows == {8265}
 
 
 @pytest.mark.parametrize("env", ENVS)

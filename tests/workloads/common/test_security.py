@@ -3,6 +3,7 @@ that a token-authenticated Ray cluster denies callers without the token."""
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -105,13 +106,87 @@ def test_pods_run_non_root_read_only_without_escalation(env):
                 assert mounts["/tmp"] in vols and mounts["/home/ray/.cache"] in vols
 
 
-def test_only_the_autoscaling_head_gets_a_kubernetes_api_token():
-    cfg = load_environment("dev")
-    job, svc = training.render(cfg), inference.render(cfg)
-    assert all(p["automountServiceAccountToken"] is False for p in pod_specs(job))
-    head, *workers = pod_specs(svc)
-    assert head["automountServiceAccountToken"] is True  # KubeRay's autoscaler sidecar
-    assert all(p["automountServiceAccountToken"] is False for p in workers)
+def _every_workload(env: str) -> list[dict]:
+    """Every RayJob and RayService rendered for ``env``: the training RayJob, the RayServices
+    and an ``hpray submit job`` RayJob."""
+    from ops import job_submit
+
+    cfg = load_environment(env)
+    p = job_submit.placement(cfg, instance_group=None, gpus=None, nodes=1)
+    job = job_submit.render_job(cfg, name="probe", command=["python", "t.py"], working_dir_uri="s3://b/k.zip", p=p)
+    return [*rendered(env), job]
+
+
+def _as_kuberay_builds(m: dict) -> list[dict]:
+    """The pod specs KubeRay 1.7 creates from ``m``'s templates, with the one container it adds
+    here: with ``enableInTreeAutoscaling`` the ``autoscaler`` sidecar of the head, built by
+    BuildAutoscalerContainer (no volume mounts of its own) and given ``autoscalerOptions.volumeMounts``
+    (ray-operator/controllers/ray/common/pod.go:252-276 and mergeAutoscalerOverrides, pod.go:1021-1023,
+    at v1.7.0)."""
+    spec = cluster_spec(m)
+    pods = [copy.deepcopy(p) for p in pod_specs(m)]
+    if spec.get("enableInTreeAutoscaling"):
+        mounts = (spec.get("autoscalerOptions") or {}).get("volumeMounts", [])
+        pods[0]["containers"].append({"name": "autoscaler", "volumeMounts": copy.deepcopy(mounts)})
+    return pods
+
+
+def _token_volumes(pod: dict) -> set[str]:
+    return {
+        v["name"]
+        for v in pod["volumes"]
+        if any("serviceAccountToken" in src for src in (v.get("projected") or {}).get("sources", []))
+    }
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_only_the_autoscaler_container_holds_a_kubernetes_api_token(env):
+    """The Role KubeRay binds to the head's service account patches every pod and RayCluster of
+    the namespace: the Ray containers (Serve controller, submitted jobs) must not hold its token.
+    No pod mounts the default token; the autoscaling heads carry a projected token volume that
+    only the autoscaler sidecar mounts, at the path Ray's autoscaler reads."""
+    from ray.autoscaler._private.kuberay import node_provider
+
+    assert f"{security.API_TOKEN_MOUNT}/token" == node_provider.IN_CLUSTER_TOKEN_PATH
+    assert f"{security.API_TOKEN_MOUNT}/ca.crt" == node_provider.IN_CLUSTER_CA_CERT_PATH
+    assert security.api_token_mount() == {
+        "name": security.API_TOKEN_VOLUME,
+        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+        "readOnly": True,
+    }
+    manifests = _every_workload(env)
+    assert {m["kind"] for m in manifests} == {"RayJob", "RayService"}
+    autoscalers = 0
+    for m in manifests:
+        assert crd.validate(m) == [], m["metadata"]["name"]
+        for pod in _as_kuberay_builds(m):
+            assert pod["automountServiceAccountToken"] is False
+            volumes = {v["name"] for v in pod["volumes"]}
+            for c in pod["containers"]:
+                mounts = c.get("volumeMounts", [])
+                assert {mt["name"] for mt in mounts} <= volumes, (m["metadata"]["name"], c["name"])
+                at_api_path = [mt for mt in mounts if mt["mountPath"].startswith("/var/run/secrets/kubernetes.io")]
+                tokens = [mt for mt in mounts if mt["name"] in _token_volumes(pod)]
+                if c["name"] == "autoscaler":
+                    autoscalers += 1
+                    assert at_api_path == tokens == [security.api_token_mount()]
+                else:
+                    assert at_api_path == [] and tokens == [], (m["metadata"]["name"], c["name"])
+            if not any(c["name"] == "autoscaler" for c in pod["containers"]):
+                assert _token_volumes(pod) == set()
+    # Every RayService autoscales (the Serve replicas' workers); none of the RayJobs does.
+    assert autoscalers == sum(m["kind"] == "RayService" for m in manifests) > 0
+
+
+def test_the_autoscaler_token_volume_is_what_the_kubelet_would_mount():
+    """Token, CA and namespace, as the default kube-api-access volume, with a rotated token."""
+    head = cluster_spec(inference.render(load_environment("prod")))["headGroupSpec"]["template"]["spec"]
+    (vol,) = [v for v in head["volumes"] if v["name"] == security.API_TOKEN_VOLUME]
+    sources = vol["projected"]["sources"]
+    assert sources[0] == {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}
+    assert sources[1] == {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+    assert sources[2]["downwardAPI"]["items"][0]["path"] == "namespace"
+    assert head["serviceAccountName"] == k8s.SERVICE_ACCOUNT
 
 
 def test_secret_provider_class_syncs_the_secrets_manager_secret():
