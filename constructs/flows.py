@@ -439,7 +439,10 @@ def egress_flows(config: EnvironmentConfig) -> list[EgressFlow]:
         EgressFlow(
             "hyperpod-nodes->internet",
             "HyperPod nodes to the internet (NAT)",
-            "The NVIDIA device plugin image comes from nvcr.io.",
+            (
+                "HyperPod's own node setup; with network.images_from_ecr off, the NVIDIA device plugin image "
+                "from nvcr.io (with it on, that image is a CDK asset in this account's ECR)."
+            ),
             "hyperpod-nodes",
             "internet",
         ),

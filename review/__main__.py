@@ -3,7 +3,10 @@
 
 Every flow of ``constructs/flows.py`` is proven against the templates (review/flows.py); the
 report lists each with what allows it, and a flow that nothing allows makes the command exit 4
-after the reports are written, one line per flow on stderr."""
+after the reports are written, one line per flow on stderr. The images table (review/images.py)
+lists every image a pod runs with its source; in a ``network.images_from_ecr`` environment a pod
+whose image nothing makes present (or images that cannot be rendered) makes it exit 5, one line
+per pod."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from review.compare import compare
 from review.cost import estimate, load_prices
 from review.diagram import DiagramError, render_diagram
 from review.flows import broken_lines, check_flows
+from review.images import ImageRow, ImagesUnavailable, image_rows, unfilled
 from review.report import build_report
 
 if TYPE_CHECKING:
@@ -63,12 +67,22 @@ def main(argv: list[str] | None = None) -> int:
     groups = assembly.groups()
     old_groups = old.groups() if old else {}
     broken: list[str] = []
+    missing_images: list[str] = []
     for env, stacks in groups.items():
         flow_results = None
+        images: list[ImageRow] | None = None
+        images_unavailable = None
         config = config_for(env, stacks)
         if config is not None:
             flow_results = check_flows(stacks, config)
             broken += broken_lines(env, flow_results)
+            try:
+                images = image_rows(stacks, config)
+                missing_images += unfilled(env, images)
+            except ImagesUnavailable as err:
+                images_unavailable = str(err)
+                if config.network.images_from_ecr:
+                    missing_images.append(f"images: {env}: {err}")
         comparison = None
         if old is not None:
             old_stacks = old_groups.get(env)
@@ -92,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             diagram=diagram,
             flows=flow_results,
             config=config,
+            images=images,
+            images_unavailable=images_unavailable,
         )
         (out / f"{env}.md").write_text(doc.markdown())
         (out / f"{env}.html").write_text(doc.html())
@@ -105,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"~{len(comparison.of('replaced'))} replaced, cost {comparison.cost_delta:+,.2f}/month"
             )
         print(summary)
-    for line in broken:
+    for line in broken + missing_images:
         print(line, file=sys.stderr)
-    return 4 if broken else 0
+    return 4 if broken else 5 if missing_images else 0
 
 
 def config_for(env: str, stacks: list[Stack]) -> EnvironmentConfig | None:

@@ -10,6 +10,7 @@ from review.compare import Comparison
 from review.cost import NOT_ESTIMATED, CostEstimate, PriceTable
 from review.document import Document
 from review.flows import FlowResult
+from review.images import ImageRow, images_section
 from review.kubernetes import kubernetes_section
 from review.placement import placement_section
 
@@ -35,6 +36,8 @@ def build_report(
     diagram: str | None = None,
     flows: list[FlowResult] | None = None,
     config: EnvironmentConfig | None = None,
+    images: list[ImageRow] | None = None,
+    images_unavailable: str | None = None,
 ) -> Document:
     doc = Document(f"Review report: {env}")
     iam = [s for st in stacks for s in a.iam_statements(st)]
@@ -154,6 +157,8 @@ def build_report(
     placement_section(doc, env)
 
     kubernetes_section(doc, stacks, config)
+
+    images_section(doc, images, unavailable=images_unavailable)
 
     doc.heading("cdk-nag acknowledgements")
     doc.table(
