@@ -56,3 +56,12 @@ def test_an_open_network_pulls_upstream_without_rules(synthesized):
     t = template_of(stacks.cluster).to_json()
     assert _of_type(t, "AWS::ECR::PullThroughCacheRule") == {}
     assert stacks.cluster.image_cache is None
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_no_stack_holds_an_ecr_repository(env, synthesized):
+    """Images come from CDK assets (the bootstrap's repository) and pull-through rules (ECR creates
+    their repositories): no repository of these stacks can hold images that stop `cdk destroy`."""
+    _, _, stacks = synthesized(env)
+    for stack in (stacks.network, stacks.storage, stacks.cluster, stacks.hyperpod):
+        assert _of_type(template_of(stack).to_json(), "AWS::ECR::Repository") == {}, stack.stack_name
