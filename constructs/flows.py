@@ -704,6 +704,7 @@ def access_flows(
         ]
     flows += observability_access_flows()
     flows += image_pull_flows(config)
+    flows += asset_pull_flows(config)
     # Team namespaces (config teams, constructs/team_access.py): their `hpray submit job` pods get the
     # workloads role through their namespace's own Pod Identity association and read their code and
     # write checkpoints as the workloads' pods do; proven for the role that association names.
@@ -821,6 +822,29 @@ def image_pull_flows(config: EnvironmentConfig) -> list[AccessFlow]:
             )
         )
     return flows
+
+
+def asset_pull_flows(config: EnvironmentConfig) -> list[AccessFlow]:
+    """The HyperPod nodes pull the CDK image assets from the CDK assets repository (review/images.py
+    lists them): the workloads image (the Ray workers), and with network.images_from_ecr the NVIDIA
+    device plugin, which nothing else puts in ECR."""
+    from workloads.common import image
+
+    images = ["the workloads image (Ray workers)"]
+    if config.network.images_from_ecr and config.gpu_device_plugin_instance_types():
+        images.append("the NVIDIA device plugin")
+    return [
+        AccessFlow(
+            "asset-pull:hyperpod-execution-role",
+            "hyperpod-execution-role pulls the CDK image assets: " + ", ".join(images),
+            "`cdk deploy` publishes them into the CDK assets repository before the cluster stack; the "
+            "kubelet of a HyperPod node pulls them with the node's execution role.",
+            "hyperpod-execution-role",
+            ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"),
+            "ecr-repository",
+            target=image.repository_name(config.account, config.region),
+        )
+    ]
 
 
 def observability_access_flows() -> list[AccessFlow]:
