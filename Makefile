@@ -140,10 +140,10 @@ lint-shell:
 	@echo "==> shellcheck"
 	shellcheck -x $$(git ls-files '*.sh' '*.bash' .ci/run)
 
-## lint-docker: hadolint (pinned in requirements.lock) on the workloads image's Dockerfile.
+## lint-docker: hadolint (pinned in requirements.lock) on the Dockerfiles of the CDK image assets.
 lint-docker:
 	@echo "==> hadolint"
-	$(VENV)/bin/hadolint workloads/Dockerfile
+	$(VENV)/bin/hadolint workloads/Dockerfile images/nvidia-device-plugin/Dockerfile
 
 bats:
 	@if ls tests/lifecycle_scripts/*.bats >/dev/null 2>&1; then echo "==> bats"; bats tests/lifecycle_scripts; fi

@@ -19,7 +19,7 @@ from config.eks import Eks
 from config.fields import PREFIX_RE, AccountId, RegionName
 from config.hyperpod import HyperPod
 from config.inference import Inference
-from config.network import Network
+from config.network import PULL_THROUGH_SECRET_ARN_RE, Network
 from config.observability import Observability
 from config.storage import Fsx, Storage
 from config.tags import REQUIRED_TAGS, Tags
@@ -97,6 +97,7 @@ class EnvironmentConfig(Frozen):
         for z in self.network.availability_zones:
             if not z.name.startswith(self.region):
                 errors.append(f"network.availability_zones: {z.name!r} is not an AZ of region {self.region}")
+        errors.extend(self._docker_hub_credential_errors())
         hp_az_ids = {s.az_id for s in self.network.hyperpod_subnets}
         for i, g in enumerate(self.hyperpod.instance_groups):
             if g.subnet_az_id is not None and g.subnet_az_id not in hp_az_ids:
@@ -105,6 +106,31 @@ class EnvironmentConfig(Frozen):
                     f"subnet; configured AZ IDs: {', '.join(sorted(hp_az_ids))}"
                 )
         return errors
+
+    def _docker_hub_credential_errors(self) -> list[str]:
+        """network.docker_hub_credential_secret_arn: present where a Docker Hub image is pulled
+        through ECR (the LLM service), and in this environment's account and region."""
+        arn = self.network.docker_hub_credential_secret_arn
+        field = "network.docker_hub_credential_secret_arn"
+        if arn is None:
+            if self.network.images_from_ecr and self.inference.llm.enabled:
+                return [
+                    f"{field}: required with network.images_from_ecr and inference.llm.enabled: the Serve "
+                    "LLM image (rayproject/ray-llm) comes through ECR's Docker Hub pull-through cache, which "
+                    "signs in with a secret named ecr-pullthroughcache/... holding "
+                    '{"username": ..., "accessToken": ...}; create it (docs/security.md) and put its ARN here'
+                ]
+            return []
+        m = PULL_THROUGH_SECRET_ARN_RE.match(arn)
+        assert m is not None  # the field's own validator
+        if (m["account"], m["region"]) != (self.account, self.region):
+            return [
+                f"{field}: {arn!r} is in account {m['account']}, region {m['region']}; ECR's pull-through "
+                f"cache reads only a secret of its own account and region ({self.account}, {self.region})"
+            ]
+        if not self.network.images_from_ecr:
+            return [f"{field}: set, but network.images_from_ecr is false: nothing pulls through ECR; remove it"]
+        return []
 
     def _eks_errors(self) -> list[str]:
         """Rules that tie the EKS section to the rest of the environment."""

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 
 from pydantic import Field, field_validator, model_validator
 
 from config import catalog
 from config.base import Frozen
 from config.fields import AzId, cidr_block, log_retention_days
+
+# A complete Secrets Manager ARN (the 6-character suffix Secrets Manager appends) of a secret that
+# ECR's pull-through cache accepts: its name must start with ecr-pullthroughcache/.
+PULL_THROUGH_SECRET_ARN_RE = re.compile(
+    r"^arn:aws(-cn|-us-gov)?:secretsmanager:(?P<region>[a-z]{2}(-[a-z]+)+-\d):(?P<account>\d{12}):secret:"
+    r"ecr-pullthroughcache/[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$"
+)
 
 
 class AvailabilityZone(Frozen):
@@ -67,7 +75,11 @@ class Network(Frozen):
     )
     images_from_ecr: bool = Field(
         default=False,
-        description="Pull every image from ECR in the environment's account and region: ECR pull-through cache rules (quay.io, Docker Hub) and a mirror repository (nvcr.io, which ECR cannot cache) for the operator, device plugins and the LLM image (constructs/image_cache.py).",
+        description="Pull every image from ECR in the environment's account and region: ECR pull-through cache rules (quay.io, Docker Hub) for the operator and the LLM image (constructs/image_cache.py), and the NVIDIA device plugin (nvcr.io, which ECR cannot cache) as a CDK image asset that `cdk deploy` publishes (constructs/device_plugin_image.py).",
+    )
+    docker_hub_credential_secret_arn: str | None = Field(
+        default=None,
+        description='Complete ARN (with its 6-character suffix) of the Secrets Manager secret the Docker Hub pull-through cache rule signs in with: its name starts with ecr-pullthroughcache/ (ECR requires the prefix), its value is {"username": ..., "accessToken": ...}, in the environment\'s account and region. The operator creates it (docs/security.md); `hpray preflight` checks it. Required with images_from_ecr when the LLM service is on (rayproject/ray-llm is on Docker Hub).',
     )
     flow_log_retention_days: int = Field(
         default=90,
@@ -76,6 +88,17 @@ class Network(Frozen):
     )
 
     _check_vpc = field_validator("vpc_cidr")(classmethod(lambda cls, v: cidr_block(v)))
+
+    @field_validator("docker_hub_credential_secret_arn")
+    @classmethod
+    def _credential_arn(cls, v: str | None) -> str | None:
+        if v is not None and not PULL_THROUGH_SECRET_ARN_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not the complete ARN of a Secrets Manager secret whose name starts with "
+                "ecr-pullthroughcache/; expected arn:aws:secretsmanager:REGION:ACCOUNT:secret:"
+                "ecr-pullthroughcache/NAME-XXXXXX (the ARN `aws secretsmanager describe-secret` prints)"
+            )
+        return v
 
     @field_validator("hyperpod_cidr_blocks")
     @classmethod

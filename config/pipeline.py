@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from config.base import Frozen
 from config.loader import CONFIG_DIR, ConfigError, format_validation_error, known_environments, load_environment
@@ -19,6 +19,11 @@ CONNECTION_ARN_RE = re.compile(
     r"^arn:aws[a-z-]*:(codeconnections|codestar-connections):[a-z]{2}(-gov)?-[a-z]+-[0-9]:[0-9]{12}:connection/[0-9a-f-]{36}$"
 )
 REPOSITORY_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+# A complete Secrets Manager secret ARN (with the 6-character suffix Secrets Manager appends).
+SECRET_ARN_RE = re.compile(
+    r"^arn:aws(-cn|-us-gov)?:secretsmanager:(?P<region>[a-z]{2}(-[a-z]+)+-\d):(?P<account>\d{12}):secret:"
+    r"[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$"
+)
 
 
 class Source(Frozen):
@@ -59,6 +64,31 @@ class PipelineConfig(Frozen):
         min_length=1,
         description="Environments (config/NAME.yaml) deployed in order, each once; production ones after all others.",
     )
+    docker_hub_credential_secret_arn: str = Field(
+        description='Complete ARN of a Secrets Manager secret in the pipeline\'s account and region holding {"username": ..., "accessToken": ...} of a Docker Hub account: the asset stage signs in with it to build the workloads image (FROM rayproject/ray), instead of pulling anonymously from CodeBuild\'s shared addresses.',
+    )
+
+    @field_validator("docker_hub_credential_secret_arn")
+    @classmethod
+    def _docker_hub_secret(cls, v: str) -> str:
+        if not SECRET_ARN_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not the complete ARN of a Secrets Manager secret; expected "
+                "arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME-XXXXXX (the ARN `aws secretsmanager describe-secret` prints)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _docker_hub_secret_here(self) -> PipelineConfig:
+        m = SECRET_ARN_RE.match(self.docker_hub_credential_secret_arn)
+        assert m is not None  # the field's own validator
+        if (m["account"], m["region"]) != (self.account, self.region):
+            raise ValueError(
+                f"docker_hub_credential_secret_arn: {self.docker_hub_credential_secret_arn!r} is in account "
+                f"{m['account']}, region {m['region']}; the asset stage reads a secret of the pipeline's own "
+                f"account and region ({self.account}, {self.region})"
+            )
+        return self
 
 
 def pipeline_selected(value: object) -> bool:

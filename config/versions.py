@@ -294,10 +294,25 @@ PULL_THROUGH_CACHES: tuple[PullThroughCache, ...] = (
         "docker.io", "registry-1.docker.io", "docker-hub", "docker-hub", needs_credentials=True
     ),  # ray-llm
 )
-# The NVIDIA device plugin is only published on nvcr.io, which ECR cannot cache: network.images_from_ecr
-# pulls it from this private repository, into which the pinned tag is copied (docs/security.md).
+# The NVIDIA device plugin is only published on nvcr.io, which ECR cannot cache. Where
+# network.images_from_ecr is on, `cdk deploy` builds it as a CDK Docker image asset whose
+# Dockerfile is only `FROM` this reference (images/nvidia-device-plugin/Dockerfile,
+# constructs/device_plugin_image.py) and publishes it into the CDK assets repository before the
+# cluster stack deploys: the image is in ECR before the first HyperPod node comes up. The tag is the
+# chart's appVersion (NVIDIA_DEVICE_PLUGIN above). The digest is the one two independent public
+# deployments pin for nvcr.io/nvidia/k8s-device-plugin:v0.18.2 (NVIDIA publishes no digest list);
+# the build pulls by digest, so a wrong digest fails `cdk deploy` before anything is created. Check it
+# with `docker buildx imagetools inspect nvcr.io/nvidia/k8s-device-plugin:v0.18.2` when bumping.
 NVIDIA_DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin"
-NVIDIA_DEVICE_PLUGIN_MIRROR = "mirror/nvidia/k8s-device-plugin"
+NVIDIA_DEVICE_PLUGIN_TAG = f"v{NVIDIA_DEVICE_PLUGIN.version}"
+NVIDIA_DEVICE_PLUGIN_DIGEST = "sha256:b5788e29e7ae5272de8de863ebe386d6611e608421a6ecc5b4e7d5952aba637f"
+
+
+def nvidia_device_plugin_upstream() -> str:
+    """The pinned upstream reference (``repository:tag@digest``) the asset is built FROM."""
+    return f"{NVIDIA_DEVICE_PLUGIN_IMAGE}:{NVIDIA_DEVICE_PLUGIN_TAG}@{NVIDIA_DEVICE_PLUGIN_DIGEST}"
+
+
 # The EFA device plugin image lives in the EKS add-on registry of every region (the chart's
 # default names us-west-2's, which a VPC's endpoints in another region cannot reach).
 EKS_ADDON_REGISTRY_ACCOUNT = "602401143452"
@@ -332,20 +347,17 @@ def pull_through_repository(image: str) -> str:
 
 def ecr_image(image: str, *, account: str, region: str) -> str:
     """The ECR reference that network.images_from_ecr pulls ``image`` (``registry/repository[:tag]``) from:
-    through a pull-through cache rule, from the NVIDIA mirror, or unchanged if it is in ECR."""
+    through a pull-through cache rule, or unchanged if it is in ECR. (The NVIDIA device plugin is a
+    CDK asset instead: constructs/device_plugin_image.py.)"""
     found = _pull_through(image)
     if found is not None:
         return f"{ecr_registry(account, region)}/{found[0].prefix}/{found[1]}"
     registry = image.partition("/")[0]
-    repository, sep, tag = image.partition(":")
-    if repository == NVIDIA_DEVICE_PLUGIN_IMAGE:
-        return f"{ecr_registry(account, region)}/{NVIDIA_DEVICE_PLUGIN_MIRROR}{sep}{tag}"
     if registry.endswith(".amazonaws.com") and ".dkr.ecr." in registry:
         return image
     raise ValueError(
-        f"image {image!r}: network.images_from_ecr pulls only from ECR, and no pull-through cache rule or "
-        f"mirror covers {registry}; covered: {', '.join(c.registry for c in PULL_THROUGH_CACHES)}, "
-        f"{NVIDIA_DEVICE_PLUGIN_IMAGE}, ECR"
+        f"image {image!r}: network.images_from_ecr pulls only from ECR, and no pull-through cache rule "
+        f"covers {registry}; covered: {', '.join(c.registry for c in PULL_THROUGH_CACHES)}, ECR"
     )
 
 

@@ -14,6 +14,7 @@ from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
 from constructs.compliance import acknowledge, cfn_lint_ignore, checkov_skip
@@ -107,6 +108,16 @@ _ASSET_ROLE_POLICIES = {
 }
 
 
+def docker_hub_credential_for_assets(secret: secretsmanager.ISecret) -> pipelines.DockerCredential:
+    """Docker Hub sign-in for the asset stage only, from a {"username", "accessToken"} secret."""
+    return pipelines.DockerCredential.docker_hub(
+        secret,
+        secret_username_field="username",
+        secret_password_field="accessToken",
+        usages=[pipelines.DockerCredentialUsage.ASSET_PUBLISHING],
+    )
+
+
 class DeliveryPipeline(Construct):
     """``CodePipeline`` plus the gates every production stage gets."""
 
@@ -121,6 +132,7 @@ class DeliveryPipeline(Construct):
         connection_arn: str,
         synth_commands: Sequence[str],
         cross_account_keys: bool,
+        docker_hub_credential: secretsmanager.ISecret,
     ) -> None:
         super().__init__(scope, construct_id)
         source = pipelines.CodePipelineSource.connection(repository, branch, connection_arn=connection_arn)
@@ -136,6 +148,9 @@ class DeliveryPipeline(Construct):
             # The synth builds no container image; the workloads image is built and pushed by the
             # pipeline's asset stage (CDK Pipelines gives that CodeBuild project Docker).
             docker_enabled_for_synth=False,
+            # The asset stage pulls the workloads image's base from Docker Hub signed in, not
+            # anonymously from CodeBuild's shared addresses (config/pipeline.yaml).
+            docker_credentials=[docker_hub_credential_for_assets(docker_hub_credential)],
         )
 
     def add_environment(self, stage: Stage, *, production: bool, description: str) -> pipelines.StageDeployment:

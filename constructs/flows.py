@@ -459,7 +459,10 @@ def egress_flows(config: EnvironmentConfig) -> list[EgressFlow]:
         EgressFlow(
             "hyperpod-nodes->internet",
             "HyperPod nodes to the internet (NAT)",
-            "The NVIDIA device plugin image comes from nvcr.io.",
+            (
+                "HyperPod's own node setup; with network.images_from_ecr off, the NVIDIA device plugin image "
+                "from nvcr.io (with it on, that image is a CDK asset in this account's ECR)."
+            ),
             "hyperpod-nodes",
             "internet",
         ),
@@ -728,6 +731,7 @@ def access_flows(
     flows += observability_access_flows()
     flows += image_pull_flows(config)
     flows += team_access_flows(config)
+    flows += asset_pull_flows(config)
     for action in eni_actions:
         flows.append(
             AccessFlow(
@@ -998,6 +1002,29 @@ def image_pull_flows(config: EnvironmentConfig) -> list[AccessFlow]:
             )
         )
     return flows
+
+
+def asset_pull_flows(config: EnvironmentConfig) -> list[AccessFlow]:
+    """The HyperPod nodes pull the CDK image assets from the CDK assets repository (review/images.py
+    lists them): the workloads image (the Ray workers), and with network.images_from_ecr the NVIDIA
+    device plugin, which nothing else puts in ECR."""
+    from workloads.common import image
+
+    images = ["the workloads image (Ray workers)"]
+    if config.network.images_from_ecr and config.gpu_device_plugin_instance_types():
+        images.append("the NVIDIA device plugin")
+    return [
+        AccessFlow(
+            "asset-pull:hyperpod-execution-role",
+            "hyperpod-execution-role pulls the CDK image assets: " + ", ".join(images),
+            "`cdk deploy` publishes them into the CDK assets repository before the cluster stack; the "
+            "kubelet of a HyperPod node pulls them with the node's execution role.",
+            "hyperpod-execution-role",
+            ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"),
+            "ecr-repository",
+            target=image.repository_name(config.account, config.region),
+        )
+    ]
 
 
 def observability_access_flows() -> list[AccessFlow]:

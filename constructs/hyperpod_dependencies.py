@@ -28,6 +28,8 @@ from config.addons import (
 )
 from config.model import EnvironmentConfig
 from config.names import HYPERPOD_NAMESPACE, INSTANCE_TYPE_LABEL
+from constructs.device_plugin_image import asset_hash as device_plugin_tag
+from constructs.device_plugin_image import repository as device_plugin_repository
 from constructs.helm import ChartRelease, HelmRelease
 
 NVIDIA_RELEASE = "nvidia-device-plugin"
@@ -44,10 +46,14 @@ HYPERPOD_SERVICE_LINKED_USER = "hyperpod-service-linked-role"
 def nvidia_device_plugin_values(config: EnvironmentConfig) -> dict[str, Any]:
     image = {}
     if config.network.images_from_ecr:
-        # nvcr.io is out of reach and ECR cannot cache it: the mirror repository (the chart's
-        # default tag, v<appVersion>, is what gets copied there).
-        mirror = versions.ecr_image(versions.NVIDIA_DEVICE_PLUGIN_IMAGE, account=config.account, region=config.region)
-        image = {"image": {"repository": mirror}}
+        # nvcr.io is out of reach and ECR cannot cache it: the CDK asset built FROM the pinned
+        # upstream digest, published before the cluster stack deploys (constructs/device_plugin_image.py).
+        image = {
+            "image": {
+                "repository": device_plugin_repository(config.account, config.region),
+                "tag": device_plugin_tag(),
+            }
+        }
     return {
         **image,
         # Only the HyperPod GPU types of this environment: on CPU nodes the plugin crash-loops.

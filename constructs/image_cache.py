@@ -3,12 +3,14 @@
 - One pull-through cache rule per upstream in ``config.versions.PULL_THROUGH_CACHES``: quay.io
   (the KubeRay operator) and Docker Hub (the Ray Serve LLM image). The first pull of an image
   through a rule creates its repository and imports the image; later pulls come from ECR.
-- Docker Hub requires credentials: a Secrets Manager secret named ``ecr-pullthroughcache/...``
-  (the prefix ECR requires) that this construct creates with a placeholder; operators put the
-  Docker Hub user name and access token into it (docs/security.md), so no credential is ever in a
-  template.
-- The NVIDIA device plugin is only on nvcr.io, which ECR cannot cache: a private repository that
-  the pinned tag is copied into.
+- Docker Hub requires credentials: the Secrets Manager secret the operator names in
+  ``network.docker_hub_credential_secret_arn`` (its name starts with ``ecr-pullthroughcache/``, the
+  prefix ECR requires; its value is ``{"username": ..., "accessToken": ...}``). It is imported,
+  never created here, so no placeholder and no credential is ever in a template; ``ops preflight``
+  checks it and the rule before the HyperPod stack. Without that secret (no Docker Hub image is
+  used: the LLM service is off) there is no Docker Hub rule.
+- The NVIDIA device plugin is only on nvcr.io, which ECR cannot cache: it is a CDK image asset
+  instead (constructs/device_plugin_image.py), not a repository here.
 - The node roles that pull through a rule get ``ecr:BatchImportUpstreamImage`` and
   ``ecr:CreateRepository`` on the rule's repositories (ECR user guide, "IAM permissions required
   to sync an upstream registry").
@@ -16,14 +18,14 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from config import versions
-from constructs.compliance import acknowledge, checkov_skip
+from constructs.compliance import acknowledge
 from constructs.lifecycle_scripts import nag_env
 
 
@@ -33,42 +35,20 @@ class ImageCache(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        name_prefix: str,
         pullers: list[iam.IGrantable],
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        docker_hub_credential: secretsmanager.ISecret | None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.rules: dict[str, ecr.CfnPullThroughCacheRule] = {}
-        self.credentials: dict[str, secretsmanager.Secret] = {}
+        self.credentials: dict[str, secretsmanager.ISecret] = {}
         for cache in versions.PULL_THROUGH_CACHES:
             credential_arn = None
             if cache.needs_credentials:
-                secret = secretsmanager.Secret(
-                    self,
-                    f"{cache.prefix}-credentials",
-                    secret_name=f"ecr-pullthroughcache/{name_prefix}-{cache.prefix}",
-                    description=f"{cache.upstream_url} credentials of the ECR pull-through cache "
-                    '({"username": ..., "accessToken": ...}); set by operators, never in a template',
-                    removal_policy=removal_policy,
-                )
-                acknowledge(
-                    secret,
-                    ("AwsSolutions-SMG4", "A registry access token is rotated at the registry, then put here."),
-                    ("NIST.800.53.R5-SecretsManagerRotationEnabled", "Rotated at the registry, then put here."),
-                    (
-                        "NIST.800.53.R5-SecretsManagerUsingKMSKey",
-                        "ECR's pull-through cache reads it with its service-linked role, which decrypts "
-                        "with the AWS managed key only.",
-                    ),
-                )
-                checkov_skip(
-                    secret,
-                    "CKV_AWS_149",
-                    "ECR's pull-through cache service-linked role decrypts with the AWS managed key only.",
-                )
-                self.credentials[cache.prefix] = secret
-                credential_arn = secret.secret_arn
+                if docker_hub_credential is None:
+                    continue  # no image of this environment comes from that registry
+                self.credentials[cache.prefix] = docker_hub_credential
+                credential_arn = docker_hub_credential.secret_arn
             self.rules[cache.prefix] = ecr.CfnPullThroughCacheRule(
                 self,
                 f"{cache.prefix}-rule",
@@ -77,15 +57,6 @@ class ImageCache(Construct):
                 upstream_registry=cache.upstream_registry,
                 credential_arn=credential_arn,
             )
-        self.nvidia_mirror = ecr.Repository(
-            self,
-            "NvidiaDevicePluginMirror",
-            repository_name=versions.NVIDIA_DEVICE_PLUGIN_MIRROR,
-            image_scan_on_push=True,
-            image_tag_mutability=ecr.TagMutability.IMMUTABLE,
-            encryption=ecr.RepositoryEncryption.KMS,  # the AWS managed key: nodes need no key grant
-            removal_policy=removal_policy,
-        )
         partition, region, account = nag_env(stack)
         for puller in pullers:
             puller.grant_principal.add_to_principal_policy(pull_through_import_statement(stack))

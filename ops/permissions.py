@@ -13,6 +13,14 @@ PREFLIGHT = (
     "cloudformation:DescribeStacks",
     "ec2:DescribeVpcs",
 )
+# With network.images_from_ecr, preflight and status also check the Docker Hub credential (the
+# secret network.docker_hub_credential_secret_arn names: scope GetSecretValue to it) and the
+# pull-through cache rules (ops/images.py).
+IMAGES = (
+    "secretsmanager:GetSecretValue",
+    "ecr:DescribePullThroughCacheRules",
+    "ecr:ValidatePullThroughCacheRule",
+)
 STATUS = (
     "sts:GetCallerIdentity",
     "sagemaker:DescribeCluster",

@@ -1,5 +1,9 @@
 """``preflight``: is this account and region ready for ``cdk deploy`` of the environment?
 
+With ``network.images_from_ecr`` it also checks the Docker Hub credential and every pull-through
+cache rule (ops/images.py): run it before the first deploy, and again after the cluster stack and
+before the HyperPod stack.
+
 Gathering (a handful of read-only AWS calls) is kept apart from judging: every ``evaluate_*``
 function is pure, takes the API responses and the config, and returns :class:`Check` rows.
 
@@ -9,16 +13,18 @@ One module because it is one command whose checks share the gathered API respons
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from config.model import EnvironmentConfig
 from ops.aws import Aws
-from ops.errors import CredentialsError, NotFoundError, OpsError
+from ops.checks import FAIL as FAIL
+from ops.checks import PASS as PASS
+from ops.checks import WARN as WARN
+from ops.checks import Check as Check
+from ops.checks import guarded as _guarded
+from ops.errors import NotFoundError
+from ops.images import image_checks
 from ops.names import stack_names
-
-PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 
 # The CDK bootstrap stack's default name (``cdk bootstrap`` without --toolkit-stack-name).
 DEFAULT_TOOLKIT_STACK = "CDKToolkit"
@@ -29,17 +35,6 @@ MIN_BOOTSTRAP_VERSION = 8
 USABLE_STACK_STATES = frozenset(
     {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE", "IMPORT_ROLLBACK_COMPLETE"}
 )
-
-
-@dataclass(frozen=True)
-class Check:
-    check: str
-    status: str  # PASS, WARN or FAIL
-    detail: str
-    fix: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def quota_name(instance_type: str) -> str:
@@ -331,17 +326,6 @@ def evaluate_vpc_overlap(config: EnvironmentConfig, vpcs: list[dict[str, Any]]) 
 # ---------------------------------------------------------------------------------------------
 
 
-def _guarded(label: str, fn: Callable[[], list[Check] | Check]) -> list[Check]:
-    """Run one check; an AWS error becomes that check's FAIL row (missing credentials stop all)."""
-    try:
-        result = fn()
-    except CredentialsError:
-        raise
-    except OpsError as err:
-        return [Check(label, FAIL, err.message, err.fix)]
-    return result if isinstance(result, list) else [result]
-
-
 def _quotas_by_name(aws: Aws, method: str) -> dict[str, dict[str, Any]]:
     quotas = aws.paginate("service-quotas", method, "Quotas", ServiceCode="sagemaker")
     return {q["QuotaName"]: q for q in quotas if "QuotaName" in q}
@@ -399,6 +383,10 @@ def run_preflight(
     checks += _guarded(f"eks {config.eks.kubernetes_version}", kubernetes)
     checks += _guarded("cdk bootstrap", bootstrap)
     checks += _guarded("vpc cidr overlap", vpcs)
+    # network.images_from_ecr: the Docker Hub credential and each pull-through cache rule. Before
+    # the first deploy the rules do not exist yet (WARN); run preflight again after the cluster
+    # stack and before the HyperPod stack, when every rule must validate.
+    checks += image_checks(config, aws, missing_rule_is=WARN)
     return checks
 
 

@@ -15,7 +15,9 @@ from typing import Any
 from config import names
 from config.model import EnvironmentConfig
 from ops.aws import Aws
+from ops.checks import FAIL
 from ops.errors import CredentialsError, NotFoundError, OpsError
+from ops.images import image_checks
 from ops.names import FILE_SYSTEM_OUTPUT, stack_names
 from ops.output import table
 
@@ -255,6 +257,9 @@ def problems_of(report: dict[str, Any]) -> list[str]:
         out += (report.get(key) or {}).get("problems", [])
     if report.get("kubernetes_error"):
         out.append(f"Kubernetes: {report['kubernetes_error']}")
+    out += [
+        f"{c['check']}: {c['detail']}; fix: {c['fix']}" for c in report.get("images") or [] if c["status"] != "PASS"
+    ]
     return out
 
 
@@ -419,5 +424,7 @@ def gather(config: EnvironmentConfig, aws: Aws, connect_kube: Any) -> dict[str, 
     report["hyperpod"] = summarize_hyperpod(hp_name, hp_cluster, hp_nodes, k8s_nodes)
     report["eks"] = summarize_eks(eks_name, eks_cluster)
     report["fsx"] = summarize_fsx(fs_id, fs)
+    # network.images_from_ecr: after the deploy every rule must exist and validate (ops/images.py).
+    report["images"] = [c.as_dict() for c in image_checks(config, aws, missing_rule_is=FAIL)]
     report["problems"] = problems_of(report)
     return report

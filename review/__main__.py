@@ -5,8 +5,11 @@ Every flow of ``constructs/flows.py`` is proven against the templates (review/fl
 report lists each with what allows it, and a flow that nothing allows makes the command exit 4
 after the reports are written, one line per flow on stderr. Every document a template carries
 (alert manager definition, alerting rules, the collector's scrape configuration) is checked by
-the engine that reads it (review/engines.py); one that its engine rejects makes the command exit
-5 after the reports are written, one line per document on stderr."""
+the engine that reads it (review/engines.py). The images table (review/images.py) lists every
+image a pod runs with its source. A document that its engine rejects, or in a
+``network.images_from_ecr`` environment a pod whose image nothing makes present (or images that
+cannot be rendered), makes the command exit 5 after the reports are written, one line each on
+stderr."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from review.cost import estimate, load_prices
 from review.diagram import DiagramError, render_diagram
 from review.engines import ToolMissing, check_documents, failed_lines
 from review.flows import broken_lines, check_flows
+from review.images import ImageRow, ImagesUnavailable, image_rows, unfilled
 from review.report import build_report
 
 if TYPE_CHECKING:
@@ -68,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     old_groups = old.groups() if old else {}
     broken: list[str] = []
     rejected: list[str] = []
+    missing_images: list[str] = []
     for env, stacks in groups.items():
         try:
             documents = check_documents(stacks)
@@ -76,10 +81,19 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         rejected += failed_lines(env, documents)
         flow_results = None
+        images: list[ImageRow] | None = None
+        images_unavailable = None
         config = config_for(env, stacks)
         if config is not None:
             flow_results = check_flows(stacks, config)
             broken += broken_lines(env, flow_results)
+            try:
+                images = image_rows(stacks, config)
+                missing_images += unfilled(env, images)
+            except ImagesUnavailable as err:
+                images_unavailable = str(err)
+                if config.network.images_from_ecr:
+                    missing_images.append(f"images: {env}: {err}")
         comparison = None
         if old is not None:
             old_stacks = old_groups.get(env)
@@ -104,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             flows=flow_results,
             config=config,
             documents=documents,
+            images=images,
+            images_unavailable=images_unavailable,
         )
         (out / f"{env}.md").write_text(doc.markdown())
         (out / f"{env}.html").write_text(doc.html())
@@ -117,9 +133,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"~{len(comparison.of('replaced'))} replaced, cost {comparison.cost_delta:+,.2f}/month"
             )
         print(summary)
-    for line in broken + rejected:
+    for line in broken + rejected + missing_images:
         print(line, file=sys.stderr)
-    return 5 if rejected else 4 if broken else 0
+    return 5 if rejected or missing_images else 4 if broken else 0
 
 
 def config_for(env: str, stacks: list[Stack]) -> EnvironmentConfig | None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+ASSET_MANIFEST = "cdk:asset-manifest"
 STACK_ARTIFACT = "aws:cloudformation:stack"
 NESTED_ASSEMBLY = "cdk:cloud-assembly"
 LOGICAL_ID = "aws:cdk:logicalId"
@@ -57,6 +58,9 @@ class Stack:
     tags: dict[str, str]
     template: dict[str, Any]
     metadata: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # The Docker image assets `cdk deploy` publishes before this stack (its asset manifest's
+    # ``dockerImages``): asset hash -> {"source": ..., "destinations": ...}.
+    docker_images: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -145,7 +149,8 @@ def load_assembly(directory: str | Path) -> Assembly:
 
 def _collect(directory: Path, stage: str | None, out: list[Stack]) -> None:
     manifest = _read_json(directory / "manifest.json")
-    for artifact_id, art in sorted((manifest.get("artifacts") or {}).items()):
+    artifacts = manifest.get("artifacts") or {}
+    for artifact_id, art in sorted(artifacts.items()):
         kind = art.get("type")
         props = art.get("properties") or {}
         if kind == NESTED_ASSEMBLY:
@@ -173,5 +178,16 @@ def _collect(directory: Path, stage: str | None, out: list[Stack]) -> None:
                     tags=tags,
                     template=template,
                     metadata=metadata,
+                    docker_images=_docker_images(directory, artifacts, art),
                 )
             )
+
+
+def _docker_images(directory: Path, artifacts: dict[str, Any], stack: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ``dockerImages`` of the asset manifests ``stack`` depends on (CDK publishes them first)."""
+    out: dict[str, dict[str, Any]] = {}
+    for dep in stack.get("dependencies") or []:
+        art = artifacts.get(dep) or {}
+        if art.get("type") == ASSET_MANIFEST:
+            out.update(_read_json(directory / art["properties"]["file"]).get("dockerImages") or {})
+    return out

@@ -11,6 +11,7 @@ from review.cost import NOT_ESTIMATED, CostEstimate, PriceTable
 from review.document import Document
 from review.engines import DocumentCheck
 from review.flows import FlowResult
+from review.images import ImageRow, images_section
 from review.kubernetes import kubernetes_section
 from review.placement import placement_section
 
@@ -37,6 +38,8 @@ def build_report(
     flows: list[FlowResult] | None = None,
     config: EnvironmentConfig | None = None,
     documents: list[DocumentCheck] | None = None,
+    images: list[ImageRow] | None = None,
+    images_unavailable: str | None = None,
 ) -> Document:
     doc = Document(f"Review report: {env}")
     iam = [s for st in stacks for s in a.iam_statements(st)]
@@ -176,6 +179,8 @@ def build_report(
     placement_section(doc, env)
 
     kubernetes_section(doc, stacks, config)
+
+    images_section(doc, images, unavailable=images_unavailable)
 
     doc.heading("cdk-nag acknowledgements")
     doc.table(

@@ -9,10 +9,12 @@ from typing import Any
 from aws_cdk import ArnFormat, CfnOutput
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
 from config import observability as obs
 from config.model import EnvironmentConfig
+from constructs.device_plugin_image import NvidiaDevicePluginImage
 from constructs.eks_cluster import PlatformEksCluster
 from constructs.flows import s3_locations
 from constructs.gcs_store import GcsStore
@@ -165,16 +167,27 @@ class ClusterStack(PlatformStack):
         if self.teams:
             for manifest in self.teams.manifests.values():
                 manifest.node.add_dependency(*cluster_ready)
-        # network.images_from_ecr: every image from ECR: pull-through caches and the NVIDIA mirror.
+        # network.images_from_ecr: every image from ECR: pull-through caches, and the NVIDIA device
+        # plugin as a CDK image asset (published before this stack deploys).
         self.image_cache = (
             ImageCache(
                 self,
                 "ImageCache",
-                name_prefix=config.name_prefix,
                 pullers=[self.eks.system_nodegroup.role],
-                removal_policy=self.removal_policy,
+                docker_hub_credential=(
+                    secretsmanager.Secret.from_secret_complete_arn(
+                        self, "DockerHubCredential", config.network.docker_hub_credential_secret_arn
+                    )
+                    if config.network.docker_hub_credential_secret_arn
+                    else None
+                ),
             )
             if config.network.images_from_ecr
+            else None
+        )
+        self.device_plugin_image = (
+            NvidiaDevicePluginImage(self, "NvidiaDevicePluginImage", account=config.account, region=config.region)
+            if config.network.images_from_ecr and config.gpu_device_plugin_instance_types()
             else None
         )
         self.kuberay = HelmRelease(

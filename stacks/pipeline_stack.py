@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import Environment, Stack, Stage
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from config.model import EnvironmentConfig
@@ -63,6 +64,9 @@ class PipelineStack(Stack):
             # Cross-account KMS keys on the artifact bucket whenever a stage deploys into another
             # account than the pipeline's (otherwise the stage accounts cannot read artifacts).
             cross_account_keys=any(e.account != pipeline_config.account for e in environments),
+            docker_hub_credential=secretsmanager.Secret.from_secret_complete_arn(
+                self, "DockerHubCredential", pipeline_config.docker_hub_credential_secret_arn
+            ),
         )
         self.stages: list[PlatformStage] = []
         for env in environments:

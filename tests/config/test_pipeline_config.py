@@ -110,3 +110,25 @@ def test_bad_pipeline_config_exits_cleanly_without_templates(tmp_path):
     assert "pipeline.yaml: 1 configuration error:" in proc.stderr
     assert "production environment 'prod' comes before non-production 'dev'" in proc.stderr
     assert not list(out.glob("**/*.template.json")) and not (out / "manifest.json").exists()
+
+
+def test_docker_hub_credential_must_be_a_complete_secret_arn():
+    assert errors_of(docker_hub_credential_secret_arn="nope") == [
+        "docker_hub_credential_secret_arn: 'nope' is not the complete ARN of a Secrets Manager secret; expected "
+        "arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME-XXXXXX (the ARN `aws secretsmanager describe-secret` prints)"
+    ]
+
+
+def test_docker_hub_credential_must_be_in_the_pipelines_account_and_region():
+    arn = "arn:aws:secretsmanager:us-west-2:444444444444:secret:hub-Xy12Zw"
+    assert errors_of(docker_hub_credential_secret_arn=arn) == [
+        f"docker_hub_credential_secret_arn: {arn!r} is in account 444444444444, region us-west-2; the asset stage "
+        "reads a secret of the pipeline's own account and region (444444444444, us-east-1)"
+    ]
+
+
+def test_docker_hub_credential_is_required():
+    data = {k: v for k, v in VALID.items() if k != "docker_hub_credential_secret_arn"}
+    with pytest.raises(ConfigError) as info:
+        parse_pipeline(data)
+    assert [e for e in info.value.errors if e.startswith("docker_hub_credential_secret_arn")]

@@ -158,7 +158,8 @@ def test_operator_runs_once_on_the_system_nodes_with_its_resources(env):
 
 def test_closed_networks_pull_every_chart_image_from_ecr(env):
     """Operator and device plugins as the charts render them: in a closed network every image
-    comes from ECR in the environment's region (pull-through cache, mirror or the EKS registry)."""
+    comes from ECR in the environment's region (pull-through cache, the CDK assets repository or
+    the EKS registry)."""
     config, pods = env
     images = {
         c["image"] for pod in pods for c in [*pod.pod_spec["containers"], *pod.pod_spec.get("initContainers", [])]
@@ -169,7 +170,7 @@ def test_closed_networks_pull_every_chart_image_from_ecr(env):
         assert outside == []
         assert {i.split("/", 1)[1].rsplit(":", 1)[0] for i in images} >= {
             "quay/kuberay/operator",
-            "mirror/nvidia/k8s-device-plugin",
+            f"cdk-hnb659fds-container-assets-{config.account}-{config.region}",
             "eks/aws-efa-k8s-device-plugin",
         }
     else:

@@ -1,12 +1,12 @@
 """constructs/image_cache.py in the synthesized cluster and HyperPod stacks: a closed network
-gets a pull-through cache rule per upstream the charts and manifests name, Docker Hub's with a
-credential secret ECR accepts, the NVIDIA mirror, and the pulling roles may import."""
+gets a pull-through cache rule per upstream the charts and manifests name, Docker Hub's with the
+credential secret the operator names in config (never one created with a placeholder), no ECR
+repository that nothing fills, and the pulling roles may import."""
 
 from __future__ import annotations
 
 import pytest
 
-from config import versions
 from tests.conftest import template_of
 
 
@@ -36,13 +36,12 @@ def test_closed_networks_get_the_rules_the_images_need(env, synthesized):
     assert (rules["quay"]["UpstreamRegistryUrl"], rules["quay"]["UpstreamRegistry"]) == ("quay.io", "quay")
     assert "CredentialArn" not in rules["quay"]
     assert rules["docker-hub"]["UpstreamRegistryUrl"] == "registry-1.docker.io"
-    secrets = _of_type(t, "AWS::SecretsManager::Secret")
-    (secret_id,) = [k for k, s in secrets.items() if s["Properties"]["Name"].startswith("ecr-pullthroughcache/")]
-    assert secrets[secret_id]["Properties"]["Name"] == f"ecr-pullthroughcache/{config.name_prefix}-docker-hub"
-    assert rules["docker-hub"]["CredentialArn"] == {"Ref": secret_id}
-    (mirror,) = [r["Properties"] for r in _of_type(t, "AWS::ECR::Repository").values()]
-    assert mirror["RepositoryName"] == versions.NVIDIA_DEVICE_PLUGIN_MIRROR
-    assert mirror["ImageTagMutability"] == "IMMUTABLE"
+    # The operator's secret, imported: no secret and no repository in the template.
+    assert rules["docker-hub"]["CredentialArn"] == config.network.docker_hub_credential_secret_arn
+    assert not [s for s in _of_type(t, "AWS::SecretsManager::Secret").values() if "ecr-pullthroughcache" in str(s)]
+    # The NVIDIA device plugin is a CDK asset (constructs/device_plugin_image.py); the mirror
+    # repository (logical ID ImageCacheNvidiaDevicePluginMirror...) that nothing filled is gone.
+    assert _of_type(t, "AWS::ECR::Repository") == {}
     # The system nodes pull the operator through the quay.io rule; the HyperPod nodes the LLM image.
     hyperpod = template_of(stacks.hyperpod).to_json()
     for template in (t, hyperpod):
@@ -57,3 +56,12 @@ def test_an_open_network_pulls_upstream_without_rules(synthesized):
     t = template_of(stacks.cluster).to_json()
     assert _of_type(t, "AWS::ECR::PullThroughCacheRule") == {}
     assert stacks.cluster.image_cache is None
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_no_stack_holds_an_ecr_repository(env, synthesized):
+    """Images come from CDK assets (the bootstrap's repository) and pull-through rules (ECR creates
+    their repositories): no repository of these stacks can hold images that stop `cdk destroy`."""
+    _, _, stacks = synthesized(env)
+    for stack in (stacks.network, stacks.storage, stacks.cluster, stacks.hyperpod):
+        assert _of_type(template_of(stack).to_json(), "AWS::ECR::Repository") == {}, stack.stack_name

@@ -300,3 +300,30 @@ def test_a_node_role_without_the_import_statement_cannot_pull_through(synthesize
     ):
         assert not r[name].ok
         assert "ecr:BatchImportUpstreamImage" in r[name].detail
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_hyperpod_nodes_may_pull_the_cdk_image_assets(synthesized, results, env):
+    """The workloads image, and in closed networks the NVIDIA device plugin, are CDK assets in the
+    CDK assets repository (review/images.py): the HyperPod execution role may pull from it."""
+    _, config, _ = synthesized(env)
+    flow = results(env)["asset-pull:hyperpod-execution-role"]
+    assert flow.ok, flow.detail
+    assert "EcrPullInRegion" in flow.detail
+    from constructs.flows import asset_pull_flows
+
+    (declared,) = asset_pull_flows(config)
+    assert ("NVIDIA device plugin" in declared.what) == config.network.images_from_ecr
+
+
+def test_a_hyperpod_role_without_ecr_read_cannot_pull_the_assets(synthesized):
+    assembly, config, _ = synthesized("prod")
+    stacks = load_assembly(assembly.directory).stacks
+    for stack in stacks:
+        for r in (stack.template.get("Resources") or {}).values():
+            if r["Type"] == "AWS::IAM::Policy":
+                doc = r["Properties"]["PolicyDocument"]
+                doc["Statement"] = [s for s in doc["Statement"] if s.get("Sid") != "EcrPullInRegion"]
+    flow = {x.name: x for x in check_flows(stacks, config)}["asset-pull:hyperpod-execution-role"]
+    assert not flow.ok
+    assert "ecr:BatchCheckLayerAvailability" in flow.detail

@@ -218,10 +218,52 @@ def test_asset_stage_builds_and_pushes_the_workloads_image(pipeline_app):
         for r in template["Resources"].values()
         if r["Type"] == "AWS::CodeBuild::Project" and r["Properties"]["Environment"].get("PrivilegedMode")
     ]
-    assert len(projects) == 1
+    assert len(projects) == 2  # one per image: the workloads image and the NVIDIA device plugin
     images = []
     for manifest in out.glob("assembly-*/*.assets.json"):
         images += json.loads(manifest.read_text()).get("dockerImages", {}).values()
-    assert {i["source"]["dockerFile"] for i in images} == {image.DOCKERFILE}
-    assert len({next(iter(i["destinations"].values()))["imageTag"] for i in images}) == 1
-    assert len(images) == 3  # one per environment (each into its own account's repository)
+    workloads = [i for i in images if i["source"].get("dockerFile") == image.DOCKERFILE]
+    assert len({next(iter(i["destinations"].values()))["imageTag"] for i in workloads}) == 1
+    assert len(workloads) == 3  # one per environment (each into its own account's repository)
+    # The NVIDIA device plugin of the two closed networks (staging, prod): constructs/device_plugin_image.py.
+    assert sorted(i["displayName"] for i in images if i not in workloads) == ["NVIDIA device plugin"] * 2
+
+
+def test_the_asset_stage_signs_in_to_docker_hub_with_the_named_secret(pipeline_app):
+    """The image-publishing project pulls from Docker Hub signed in with the operator's
+    {"username", "accessToken"} secret (config/pipeline.yaml), and may read only that secret;
+    synth and self-mutation get no credential."""
+    from config.pipeline import load_pipeline
+
+    _, _, template, _ = pipeline_app
+    arn = load_pipeline()[0].docker_hub_credential_secret_arn
+    projects = {lid: r for lid, r in template["Resources"].items() if r["Type"] == "AWS::CodeBuild::Project"}
+    with_creds = [lid for lid, r in projects.items() if arn in json.dumps(r["Properties"]["Source"])]
+    docker = [lid for lid, r in projects.items() if r["Properties"]["Environment"].get("PrivilegedMode")]
+    # CDK Pipelines writes the asset-publishing credential into every asset project, and no other.
+    assert set(docker) <= set(with_creds) and len(docker) == 2
+    assert all("Assets" in lid for lid in with_creds)
+    assert not [lid for lid in with_creds if "Synth" in lid or "SelfMutat" in lid or "UpdatePipeline" in lid]
+    for lid in docker:
+        spec = json.loads(projects[lid]["Properties"]["Source"]["BuildSpec"])
+        creds = next(c for c in spec["phases"]["pre_build"]["commands"] if "cdk-docker-creds.json" in c)
+        config = json.loads(creds.split("'")[1])["domainCredentials"]
+        assert config == {
+            "https://index.docker.io/v1/": {
+                "secretsManagerSecretId": arn,
+                "secretsUsernameField": "username",
+                "secretsPasswordField": "accessToken",
+            }
+        }
+    readers = [
+        s
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy"
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+        if arn in json.dumps(s.get("Resource"))
+    ]
+    assert readers and all(
+        set([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        <= {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
+        for s in readers
+    )

@@ -125,8 +125,8 @@ def test_synth_render_and_ops_name_the_same_uri(env, synthesized):
     # What cdk deploy pushes: the asset manifest's destination for the workloads image.
     stack = assembly.get_stack_by_name(stacks.cluster.stack_name)
     manifest = json.loads(Path(assembly.directory, f"{stack.stack_name}.assets.json").read_text())
-    (asset,) = manifest["dockerImages"].values()
-    assert asset["source"]["dockerFile"] == image.DOCKERFILE
+    # The workloads image (closed networks also publish the NVIDIA device plugin as an asset).
+    (asset,) = [a for a in manifest["dockerImages"].values() if a["source"].get("dockerFile") == image.DOCKERFILE]
     assert asset["source"]["platform"] == image.PLATFORM
     (dest,) = asset["destinations"].values()
     pushed = f"{image.registry(config.account, config.region)}/{dest['repositoryName']}:{dest['imageTag']}"
@@ -337,3 +337,73 @@ def test_rendered_yaml_has_no_anchors_or_aliases(kind):
         events = list(yaml.parse(out.getvalue()))
         assert not [e for e in events if isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None)]
         assert "VLLM_USE_V1" not in out.getvalue()
+
+
+def test_the_efa_installer_is_verified_against_awss_signing_key_before_use():
+    """The installer tarball is checked, unconditionally, against AWS's detached signature, and the
+    signature must come from the key whose fingerprint the EC2 user guide publishes."""
+    text = DOCKERFILE.read_text()
+    assert _args()["EFA_INSTALLER_GPG_FINGERPRINT"] == "4E9091BCBB97A96B26B15E59A05480B1DD2D3CCC"
+    run = text[text.index("RUN apt-get update") : text.index("WORKDIR /tmp/efa/aws-efa-installer")]
+    verify = run.index('gpg --batch --status-fd 1 --verify "aws-efa-installer-${EFA_INSTALLER_VERSION}.tar.gz.sig"')
+    assert run.index('| grep -q "^\\[GNUPG:\\] VALIDSIG .*${EFA_INSTALLER_GPG_FINGERPRINT}"') > verify
+    assert verify < run.index('tar -xzf "aws-efa-installer-${EFA_INSTALLER_VERSION}.tar.gz"')
+    # Not behind a condition: only the optional sha256 is.
+    line = next(li for li in run.splitlines() if "--verify" in li)
+    assert not line.lstrip(" &").startswith("if ")
+
+
+def test_the_signature_check_fails_closed(tmp_path):
+    """The Dockerfile's check, run with a real gpg on a throwaway key: a good signature by the pinned
+    key passes; the same tarball changed, or signed by another key, fails."""
+    import shutil
+
+    gpg = shutil.which("gpg")
+    if gpg is None:
+        pytest.skip("gpg is not installed")
+    text = DOCKERFILE.read_text()
+    run = text[text.index("RUN apt-get update") : text.index("WORKDIR /tmp/efa/aws-efa-installer")]
+    start = run.index("gpg --batch --status-fd 1 --verify")
+    check = run[start : run.index("\n && if [ -n", start)].replace("\\\n", " ").strip().rstrip("\\")
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    env = {"GNUPGHOME": str(home), "PATH": "/usr/bin:/bin"}
+
+    def key(name: str) -> str:
+        subprocess.run(
+            [gpg, "--batch", "--passphrase", "", "--quick-gen-key", name, "rsa2048", "sign", "never"],
+            env=env,
+            capture_output=True,
+            check=True,
+        )
+        out = subprocess.run(
+            [gpg, "--batch", "--with-colons", "--fingerprint", name], env=env, capture_output=True, text=True
+        )
+        return next(li.split(":")[9] for li in out.stdout.splitlines() if li.startswith("fpr:"))
+
+    pinned, other = key("pinned <p@example.com>"), key("other <o@example.com>")
+    tarball = tmp_path / "aws-efa-installer-9.9.9.tar.gz"
+    tarball.write_bytes(b"installer")
+
+    def sign(uid: str) -> None:
+        sig = tmp_path / f"{tarball.name}.sig"
+        sig.unlink(missing_ok=True)
+        subprocess.run(
+            [gpg, "--batch", "-u", uid, "--detach-sign", "-o", str(sig), str(tarball)],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+
+    def verify() -> int:
+        script = f"set -o pipefail; {check}"
+        run_env = {**env, "EFA_INSTALLER_VERSION": "9.9.9", "EFA_INSTALLER_GPG_FINGERPRINT": pinned}
+        return subprocess.run(["bash", "-c", script], cwd=tmp_path, env=run_env, capture_output=True).returncode
+
+    sign(pinned)
+    assert verify() == 0
+    tarball.write_bytes(b"installer, changed")
+    assert verify() != 0
+    tarball.write_bytes(b"installer")
+    sign(other)
+    assert other != pinned and verify() != 0

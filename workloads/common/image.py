@@ -29,7 +29,7 @@ PLATFORM = "linux/amd64"
 CDK_QUALIFIER = "hnb659fds"
 # The aws-ecr-assets invalidation version aws-cdk-lib 2.275.0 mixes into every image hash
 # (`extraHash.version` in aws-ecr-assets/lib/image-asset.js); the synth check catches a change.
-_ECR_ASSETS_HASH_VERSION = "1.21.0"
+ECR_ASSETS_HASH_VERSION = "1.21.0"
 
 
 class ImageError(Exception):
@@ -48,7 +48,7 @@ def registry(account: str, region: str) -> str:
 def extra_hash() -> str:
     """The JSON aws-ecr-assets hashes beside the files for our props (file, platform)."""
     return json.dumps(
-        {"file": DOCKERFILE, "platform": {"platform": PLATFORM}, "version": _ECR_ASSETS_HASH_VERSION},
+        {"file": DOCKERFILE, "platform": {"platform": PLATFORM}, "version": ECR_ASSETS_HASH_VERSION},
         separators=(",", ":"),
     )
 

@@ -1,0 +1,41 @@
+"""review/images_page.py: docs/reference/images.md is the images table generated now."""
+
+from __future__ import annotations
+
+from config import known_environments
+from review import images_page
+from review.assembly import load_assembly
+from review.images import image_rows
+
+
+def test_committed_page_is_what_the_assemblies_generate(synthesized):
+    from constructs.chart_pods import chart_pods
+
+    environments = []
+    for name in known_environments():
+        assembly, config, _ = synthesized(name)
+        chart_pods(config)  # a missing chart or helm skips (tests/conftest.py)
+        environments.append((config, image_rows(load_assembly(assembly.directory).stacks, config)))
+    page = images_page.PAGE
+    assert page.exists(), "docs/reference/images.md is missing: run `python -m review.images_page`"
+    assert page.read_text() == images_page.page_text(environments), (
+        "docs/reference/images.md is stale: run `python -m review.images_page` and commit the result"
+    )
+
+
+def test_every_environment_has_a_source_and_presence_for_every_image():
+    text = images_page.PAGE.read_text()
+    for name in known_environments():
+        assert f"\n## {name}\n" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| Pod |")]
+    assert rows
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        assert len(cells) == 5 and cells[3] and cells[4] and not cells[4].startswith("NOTHING"), row
+
+
+def test_asset_tags_are_shown_as_a_placeholder():
+    cell = images_page._cell(
+        "1.dkr.ecr.r.amazonaws.com/cdk-hnb659fds-container-assets-111111111111-us-east-1:" + "a" * 64
+    )
+    assert cell.endswith("cdk-hnb659fds-container-assets-111111111111-us-east-1:<asset hash>")
