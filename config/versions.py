@@ -7,9 +7,11 @@ here; tests in ``tests/config/test_versions.py`` keep the tables consistent with
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import date
+from pathlib import Path
 
 # ---------------------------------------------------------------------------------------------
 # Kubernetes
@@ -347,6 +349,69 @@ def ecr_image(image: str, *, account: str, region: str) -> str:
         f"mirror covers {registry}; covered: {', '.join(c.registry for c in PULL_THROUGH_CACHES)}, "
         f"{NVIDIA_DEVICE_PLUGIN_IMAGE}, ECR"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# The delivery pipeline's CodeBuild projects
+# ---------------------------------------------------------------------------------------------
+
+PACKAGE_JSON = Path(__file__).resolve().parents[1] / "package.json"
+
+
+def cdk_cli_version() -> str:
+    """The AWS CDK CLI version package.json pins (``npm ci`` installs it for ``make synth``); the
+    pipeline's generated projects (self-mutation, security check) install the same one."""
+    return str(json.loads(PACKAGE_JSON.read_text())["devDependencies"]["aws-cdk"])
+
+
+# cdk-assets, which the pipeline's asset-publishing projects install (npm package cdk-assets,
+# versioned apart from the CLI): the registry's `latest` dist-tag when pinned (`npm view
+# cdk-assets dist-tags`), i.e. what CDK Pipelines' unpinned default installed then.
+CDK_ASSETS_VERSION = "4.7.3"
+
+# The image of every CodeBuild project of the pipeline (CDK Pipelines' default, named here):
+# Ubuntu 22.04. Its own Python 3.11 runtime matches the version the locks are resolved with.
+PIPELINE_BUILD_IMAGE = "aws/codebuild/standard:7.0"
+PIPELINE_PYTHON_RUNTIME = "3.11"
+PIPELINE_NODEJS_RUNTIME = "20"  # runs npm ci, which installs the pinned Node 22 (package.json)
+
+
+@dataclass(frozen=True)
+class ReleaseTarball:
+    """An upstream release archive, checked by SHA-256 before anything in it is used."""
+
+    url: str
+    sha256: str
+    binaries: tuple[str, ...]  # paths inside the archive installed into /usr/local/bin
+
+
+# promtool and amtool for the document checks of `make synth`/`make pipeline`, from the upstream
+# releases: Ubuntu 22.04's packages (prometheus 2.31, prometheus-alertmanager 0.23) are older than
+# the Debian 12 ones the checks are run with in development (2.42.0, 0.25.0). Checksums: the
+# releases' sha256sums.txt as quoted by public build files (alertmanager 0.25.0 by two
+# independent ones; prometheus 2.43.0 by one; no public copy of 2.42.0's was found, so the
+# pipeline runs the next minor).
+PROMETHEUS_RELEASE = ReleaseTarball(
+    "https://github.com/prometheus/prometheus/releases/download/v2.43.0/prometheus-2.43.0.linux-amd64.tar.gz",
+    "cfea92d07dfd9a9536d91dff6366d897f752b1068b9540b3e2669b0281bb8ebf",
+    ("prometheus-2.43.0.linux-amd64/promtool",),
+)
+ALERTMANAGER_RELEASE = ReleaseTarball(
+    "https://github.com/prometheus/alertmanager/releases/download/v0.25.0/alertmanager-0.25.0.linux-amd64.tar.gz",
+    "206cf787c01921574ca171220bb9b48b043c3ad6e744017030fed586eb48e04b",
+    ("alertmanager-0.25.0.linux-amd64/amtool",),
+)
+
+
+def release_install_commands(release: ReleaseTarball) -> list[str]:
+    """Shell commands that download ``release``, refuse it unless its SHA-256 matches, and put
+    its binaries into /usr/local/bin."""
+    archive = "/tmp/" + release.url.rsplit("/", 1)[-1]
+    return [
+        f"curl -fsSL --retry 3 -o {archive} {release.url}",
+        f'echo "{release.sha256}  {archive}" | sha256sum -c -',
+        f"tar -xzf {archive} -C /usr/local/bin --strip-components=1 {' '.join(release.binaries)}",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
