@@ -1,8 +1,10 @@
-"""Every version the EKS side of the platform pins: ONE place, each with its source and date.
+"""Every version the platform pins: ONE place, each with its source and date.
 
-Kubernetes versions, EKS managed add-on versions, the kubectl Lambda layer, Helm charts and the
-container images that this app installs on the cluster. Changing a version is a one-line edit
-here; tests in ``tests/config/test_versions.py`` keep the tables consistent with each other.
+Kubernetes versions and EKS's support calendar, EKS managed add-on versions, the kubectl Lambda
+layer, Helm charts, the container images that this app installs on the cluster, and the tools of
+the delivery pipeline's build projects. It stays one module on purpose, however long: "which
+version, from where" has exactly one place to look. Changing a version is a one-line edit here;
+tests in ``tests/config/test_eks_config.py`` keep the tables consistent with each other.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from pathlib import Path
 
 # SageMaker HyperPod (EKS orchestrator) supports these Kubernetes versions. Source: "Getting
 # started with Amazon EKS support in SageMaker HyperPod" (sagemaker-hyperpod-eks-prerequisites),
-# checked 2026-12-02: 1.28, 1.29, 1.30, 1.31, 1.32, 1.33 and 1.34.
+# checked 2026-12-04: 1.28, 1.29, 1.30, 1.31, 1.32, 1.33 and 1.34. No AWS page found lists 1.35
+# for HyperPod, although EKS offers it and its kubectl layer (aws-cdk.lambda-layer-kubectl-v35)
+# is on PyPI: HyperPod's list decides.
 HYPERPOD_KUBERNETES_VERSIONS: tuple[str, ...] = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
 
 # HyperPod's authentication-mode requirement (same page): API or API_AND_CONFIG_MAP.
@@ -99,6 +103,19 @@ EKS_CALENDAR: dict[str, tuple[date, date, date]] = {
 }
 STANDARD, EXTENDED, END_OF_LIFE = "standard", "extended", "end-of-life"
 
+# The day on which config validation, synth and the review evaluate the calendar above. Pinned,
+# never the clock: the same commit synthesizes the same assembly on any day. Move it forward
+# whenever the calendar or HYPERPOD_KUBERNETES_VERSIONS is re-checked (`hpray preflight` and
+# `hpray upgrade plan` read EKS's own status and today's date instead).
+SUPPORT_STATUS_AS_OF = date(2026, 12, 4)
+
+# What an EKS cluster does at the end of its version's standard support
+# (AWS::EKS::Cluster UpgradePolicy.SupportType): EXTENDED keeps the version (extended-support
+# price); STANDARD lets EKS upgrade the control plane by itself, to a minor that HyperPod may not
+# support yet and past the add-on, node and HyperPod AMI upgrades of `hpray upgrade plan`. This
+# platform always writes EXTENDED and upgrades on its own schedule.
+EKS_SUPPORT_TYPE = "EXTENDED"
+
 
 def eks_support_status(version: str, on: date) -> str | None:
     """``standard``, ``extended`` or ``end-of-life`` for Kubernetes ``version`` on EKS on the day
@@ -110,6 +127,16 @@ def eks_support_status(version: str, on: date) -> str | None:
     if on < end_standard:
         return STANDARD
     return EXTENDED if on < end_extended else END_OF_LIFE
+
+
+def in_extended_support(version: str, on: date = SUPPORT_STATUS_AS_OF) -> bool:
+    """``version`` is past EKS's end of standard support on ``on`` (extended support or later)."""
+    return eks_support_status(version, on) in (EXTENDED, END_OF_LIFE)
+
+
+def newest_kubernetes_version() -> str:
+    """The newest minor that HyperPod supports and this file pins add-ons and kubectl for."""
+    return max(supported_kubernetes_versions(), key=lambda v: tuple(int(p) for p in v.split(".")))
 
 
 def next_minor(version: str) -> str:

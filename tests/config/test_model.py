@@ -238,6 +238,7 @@ def test_duplicate_group_names():
 def test_production_requires_tags():
     def mutate(d):
         d["production"] = True
+        d["eks"]["extended_support_acknowledged"] = True
         del d["tags"]["Owner"], d["tags"]["CostCenter"]
 
     assert errors_for(mutate) == ["tags: production environments require Owner, CostCenter"]
