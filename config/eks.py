@@ -52,9 +52,13 @@ class Eks(Frozen):
     """The EKS cluster HyperPod attaches to: version, endpoint, access, system nodes, add-ons."""
 
     kubernetes_version: str = Field(
-        default="1.33",
+        default=versions.newest_kubernetes_version(),
         description="Kubernetes minor version; one that HyperPod supports and config/versions.py pins add-ons and kubectl for.",
         json_schema_extra={"enum": list(versions.supported_kubernetes_versions())},
+    )
+    extended_support_acknowledged: bool = Field(
+        default=False,
+        description="Accept EKS extended support for kubernetes_version once it is past its end of standard support (config/versions.py EKS_CALENDAR): six times the per-cluster-hour price. Required in production then; elsewhere synth warns with the monthly extra cost. The cluster's upgrade policy is always EXTENDED: EKS never upgrades it by itself.",
     )
     endpoint_public_access: bool = Field(
         default=False,

@@ -142,6 +142,19 @@ class EnvironmentConfig(Frozen):
                         f"eks.public_access_cidrs: {cidr} opens the production EKS endpoint to the "
                         "whole internet; list the operators' CIDR blocks instead"
                     )
+        version = self.eks.kubernetes_version
+        if self.production and versions.in_extended_support(version) and not self.eks.extended_support_acknowledged:
+            from review.cost import extended_support_cost_text
+
+            _, end_standard, end_extended = versions.EKS_CALENDAR[version]
+            standard = [v for v in versions.supported_kubernetes_versions() if not versions.in_extended_support(v)]
+            errors.append(
+                f"eks.extended_support_acknowledged: Kubernetes {version} left EKS standard support on "
+                f"{end_standard.isoformat()} and is in extended support until {end_extended.isoformat()}, "
+                f"at {extended_support_cost_text()}; a production environment must acknowledge that "
+                f"(eks.extended_support_acknowledged: true) or use a version in standard support "
+                f"({', '.join(standard) or 'none that HyperPod supports yet'})"
+            )
         if self.region not in versions.HEALTH_MONITORING_AGENT_REGISTRIES:
             errors.append(
                 f"region: AWS publishes the HyperPod health monitoring agent image in "

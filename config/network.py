@@ -63,7 +63,8 @@ class Network(Frozen):
         description="Secondary CIDR blocks for the HyperPod subnets; none may overlap vpc_cidr or each other.",
     )
     hyperpod_subnets: list[HyperPodSubnet] = Field(
-        min_length=1, description="One HyperPod subnet per AZ ID, routed through the NAT gateway of its AZ."
+        min_length=1,
+        description="One HyperPod subnet per AZ ID, each in one of availability_zones and routed through the NAT gateway of its AZ.",
     )
     # Named for what it does: it does not close egress. The NAT gateways stay, because the
     # kubectl handler fetches Helm charts from their public repositories and nodes pull public
@@ -148,6 +149,13 @@ class Network(Frozen):
                 if net.overlaps(other):
                     errors.append(f"{field} {net} overlaps {other_field} {other}")
             seen.append((field, net))
+        for i, s in enumerate(self.hyperpod_subnets):
+            if s.az_id not in az_ids:
+                errors.append(
+                    f"network.hyperpod_subnets[{i}].az_id: {s.az_id!r} is not one of the VPC's AZs "
+                    f"(network.availability_zones: {', '.join(az_ids)}); a HyperPod subnet routes "
+                    "through the NAT gateway of its own AZ, so its AZ must be one of them"
+                )
         hp_ids = [s.az_id for s in self.hyperpod_subnets]
         if len(set(hp_ids)) != len(hp_ids):
             errors.append(f"network.hyperpod_subnets must have one subnet per AZ ID; got {hp_ids}")

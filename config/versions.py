@@ -1,15 +1,19 @@
-"""Every version the EKS side of the platform pins: ONE place, each with its source and date.
+"""Every version the platform pins: ONE place, each with its source and date.
 
-Kubernetes versions, EKS managed add-on versions, the kubectl Lambda layer, Helm charts and the
-container images that this app installs on the cluster. Changing a version is a one-line edit
-here; tests in ``tests/config/test_versions.py`` keep the tables consistent with each other.
+Kubernetes versions and EKS's support calendar, EKS managed add-on versions, the kubectl Lambda
+layer, Helm charts, the container images that this app installs on the cluster, and the tools of
+the delivery pipeline's build projects. It stays one module on purpose, however long: "which
+version, from where" has exactly one place to look. Changing a version is a one-line edit here;
+tests in ``tests/config/test_eks_config.py`` keep the tables consistent with each other.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import date
+from pathlib import Path
 
 # ---------------------------------------------------------------------------------------------
 # Kubernetes
@@ -17,7 +21,9 @@ from datetime import date
 
 # SageMaker HyperPod (EKS orchestrator) supports these Kubernetes versions. Source: "Getting
 # started with Amazon EKS support in SageMaker HyperPod" (sagemaker-hyperpod-eks-prerequisites),
-# checked 2026-12-02: 1.28, 1.29, 1.30, 1.31, 1.32, 1.33 and 1.34.
+# checked 2026-12-04: 1.28, 1.29, 1.30, 1.31, 1.32, 1.33 and 1.34. No AWS page found lists 1.35
+# for HyperPod, although EKS offers it and its kubectl layer (aws-cdk.lambda-layer-kubectl-v35)
+# is on PyPI: HyperPod's list decides.
 HYPERPOD_KUBERNETES_VERSIONS: tuple[str, ...] = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
 
 # HyperPod's authentication-mode requirement (same page): API or API_AND_CONFIG_MAP.
@@ -97,6 +103,19 @@ EKS_CALENDAR: dict[str, tuple[date, date, date]] = {
 }
 STANDARD, EXTENDED, END_OF_LIFE = "standard", "extended", "end-of-life"
 
+# The day on which config validation, synth and the review evaluate the calendar above. Pinned,
+# never the clock: the same commit synthesizes the same assembly on any day. Move it forward
+# whenever the calendar or HYPERPOD_KUBERNETES_VERSIONS is re-checked (`hpray preflight` and
+# `hpray upgrade plan` read EKS's own status and today's date instead).
+SUPPORT_STATUS_AS_OF = date(2026, 12, 4)
+
+# What an EKS cluster does at the end of its version's standard support
+# (AWS::EKS::Cluster UpgradePolicy.SupportType): EXTENDED keeps the version (extended-support
+# price); STANDARD lets EKS upgrade the control plane by itself, to a minor that HyperPod may not
+# support yet and past the add-on, node and HyperPod AMI upgrades of `hpray upgrade plan`. This
+# platform always writes EXTENDED and upgrades on its own schedule.
+EKS_SUPPORT_TYPE = "EXTENDED"
+
 
 def eks_support_status(version: str, on: date) -> str | None:
     """``standard``, ``extended`` or ``end-of-life`` for Kubernetes ``version`` on EKS on the day
@@ -108,6 +127,16 @@ def eks_support_status(version: str, on: date) -> str | None:
     if on < end_standard:
         return STANDARD
     return EXTENDED if on < end_extended else END_OF_LIFE
+
+
+def in_extended_support(version: str, on: date = SUPPORT_STATUS_AS_OF) -> bool:
+    """``version`` is past EKS's end of standard support on ``on`` (extended support or later)."""
+    return eks_support_status(version, on) in (EXTENDED, END_OF_LIFE)
+
+
+def newest_kubernetes_version() -> str:
+    """The newest minor that HyperPod supports and this file pins add-ons and kubectl for."""
+    return max(supported_kubernetes_versions(), key=lambda v: tuple(int(p) for p in v.split(".")))
 
 
 def next_minor(version: str) -> str:
@@ -359,6 +388,69 @@ def ecr_image(image: str, *, account: str, region: str) -> str:
         f"image {image!r}: network.images_from_ecr pulls only from ECR, and no pull-through cache rule "
         f"covers {registry}; covered: {', '.join(c.registry for c in PULL_THROUGH_CACHES)}, ECR"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# The delivery pipeline's CodeBuild projects
+# ---------------------------------------------------------------------------------------------
+
+PACKAGE_JSON = Path(__file__).resolve().parents[1] / "package.json"
+
+
+def cdk_cli_version() -> str:
+    """The AWS CDK CLI version package.json pins (``npm ci`` installs it for ``make synth``); the
+    pipeline's generated projects (self-mutation, security check) install the same one."""
+    return str(json.loads(PACKAGE_JSON.read_text())["devDependencies"]["aws-cdk"])
+
+
+# cdk-assets, which the pipeline's asset-publishing projects install (npm package cdk-assets,
+# versioned apart from the CLI): the registry's `latest` dist-tag when pinned (`npm view
+# cdk-assets dist-tags`), i.e. what CDK Pipelines' unpinned default installed then.
+CDK_ASSETS_VERSION = "4.7.3"
+
+# The image of every CodeBuild project of the pipeline (CDK Pipelines' default, named here):
+# Ubuntu 22.04. Its own Python 3.11 runtime matches the version the locks are resolved with.
+PIPELINE_BUILD_IMAGE = "aws/codebuild/standard:7.0"
+PIPELINE_PYTHON_RUNTIME = "3.11"
+PIPELINE_NODEJS_RUNTIME = "20"  # runs npm ci, which installs the pinned Node 22 (package.json)
+
+
+@dataclass(frozen=True)
+class ReleaseTarball:
+    """An upstream release archive, checked by SHA-256 before anything in it is used."""
+
+    url: str
+    sha256: str
+    binaries: tuple[str, ...]  # paths inside the archive installed into /usr/local/bin
+
+
+# promtool and amtool for the document checks of `make synth`/`make pipeline`, from the upstream
+# releases: Ubuntu 22.04's packages (prometheus 2.31, prometheus-alertmanager 0.23) are older than
+# the Debian 12 ones the checks are run with in development (2.42.0, 0.25.0). Checksums: the
+# releases' sha256sums.txt as quoted by public build files (alertmanager 0.25.0 by two
+# independent ones; prometheus 2.43.0 by one; no public copy of 2.42.0's was found, so the
+# pipeline runs the next minor).
+PROMETHEUS_RELEASE = ReleaseTarball(
+    "https://github.com/prometheus/prometheus/releases/download/v2.43.0/prometheus-2.43.0.linux-amd64.tar.gz",
+    "cfea92d07dfd9a9536d91dff6366d897f752b1068b9540b3e2669b0281bb8ebf",
+    ("prometheus-2.43.0.linux-amd64/promtool",),
+)
+ALERTMANAGER_RELEASE = ReleaseTarball(
+    "https://github.com/prometheus/alertmanager/releases/download/v0.25.0/alertmanager-0.25.0.linux-amd64.tar.gz",
+    "206cf787c01921574ca171220bb9b48b043c3ad6e744017030fed586eb48e04b",
+    ("alertmanager-0.25.0.linux-amd64/amtool",),
+)
+
+
+def release_install_commands(release: ReleaseTarball) -> list[str]:
+    """Shell commands that download ``release``, refuse it unless its SHA-256 matches, and put
+    its binaries into /usr/local/bin."""
+    archive = "/tmp/" + release.url.rsplit("/", 1)[-1]
+    return [
+        f"curl -fsSL --retry 3 -o {archive} {release.url}",
+        f'echo "{release.sha256}  {archive}" | sha256sum -c -',
+        f"tar -xzf {archive} -C /usr/local/bin --strip-components=1 {' '.join(release.binaries)}",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

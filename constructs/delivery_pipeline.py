@@ -5,11 +5,13 @@ checked against the statement it covers, so an unknown new finding still fails s
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import Stack, Stage, pipelines
+from aws_cdk import Duration, Stack, Stage, pipelines
+from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -17,6 +19,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
+from config import versions
 from constructs.compliance import acknowledge, cfn_lint_ignore, checkov_skip
 
 _ARTIFACTS = (
@@ -131,6 +134,9 @@ class DeliveryPipeline(Construct):
         branch: str,
         connection_arn: str,
         synth_commands: Sequence[str],
+        synth_install_commands: Sequence[str],
+        synth_compute_type: codebuild.ComputeType,
+        synth_timeout: Duration,
         cross_account_keys: bool,
         docker_hub_credential: secretsmanager.ISecret,
     ) -> None:
@@ -142,7 +148,35 @@ class DeliveryPipeline(Construct):
             pipeline_name=pipeline_name,
             # V2: the current pipeline type (V1 is the implicit legacy default).
             pipeline_type=codepipeline.PipelineType.V2,
-            synth=pipelines.ShellStep("Synth", input=source, commands=list(synth_commands)),
+            synth=pipelines.ShellStep(
+                "Synth", input=source, install_commands=list(synth_install_commands), commands=list(synth_commands)
+            ),
+            synth_code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(compute_type=synth_compute_type),
+                timeout=synth_timeout,
+                partial_build_spec=codebuild.BuildSpec.from_object(
+                    {
+                        "phases": {
+                            "install": {
+                                "runtime-versions": {
+                                    "python": versions.PIPELINE_PYTHON_RUNTIME,
+                                    "nodejs": versions.PIPELINE_NODEJS_RUNTIME,
+                                }
+                            }
+                        }
+                    }
+                ),
+            ),
+            # Every project of the pipeline on the same named image.
+            code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(
+                    build_image=codebuild.LinuxBuildImage.from_code_build_image_id(versions.PIPELINE_BUILD_IMAGE)
+                )
+            ),
+            # The CLI and cdk-assets the generated projects install (self-mutation, the security
+            # check, asset publishing): pinned, as for the synth itself (package.json).
+            cli_version=versions.cdk_cli_version(),
+            cdk_assets_cli_version=versions.CDK_ASSETS_VERSION,
             cross_account_keys=cross_account_keys,
             enable_key_rotation=cross_account_keys,
             # The synth builds no container image; the workloads image is built and pushed by the
@@ -171,7 +205,36 @@ class DeliveryPipeline(Construct):
         """Generate the pipeline now, then acknowledge what CDK Pipelines' own resources raise."""
         self.pipeline.build_pipeline()
         for node in self.node.find_all():
+            self._pin_security_check_cli(node)
             self._acknowledge(node)
+
+    @staticmethod
+    def _pin_security_check_cli(node: IConstruct) -> None:
+        """CDK Pipelines' security check project installs ``aws-cdk`` unpinned (no option reaches
+        it); its buildspec gets the pinned CLI instead. Fails synth if the generated command changes."""
+        if not (isinstance(node, codebuild.CfnProject) and node.node.path.endswith("CDKSecurityCheck/Resource")):
+            return
+        # The buildspec is JSON text, joined with the pipeline's name (an Fn::Join of fragments).
+        spec = Stack.of(node).resolve(node.source)["buildSpec"]
+        unpinned = json.dumps("npm install -g aws-cdk")
+        pinned = json.dumps(f"npm install -g aws-cdk@{versions.cdk_cli_version()}")
+        found = 0
+
+        def pin(value: Any) -> Any:
+            nonlocal found
+            if isinstance(value, str):
+                found += value.count(unpinned)
+                return value.replace(unpinned, pinned)
+            if isinstance(value, list):
+                return [pin(v) for v in value]
+            if isinstance(value, dict):
+                return {k: pin(v) for k, v in value.items()}
+            return value
+
+        spec = pin(spec)
+        if found != 1:
+            raise ValueError(f"{node.node.path}: CDK Pipelines no longer runs {unpinned}; pin its CLI another way")
+        node.add_property_override("Source.BuildSpec", spec)
 
     def _acknowledge(self, node: IConstruct) -> None:
         if isinstance(node, codepipeline.CfnPipeline):

@@ -17,7 +17,7 @@ import importlib
 import json
 from typing import Any
 
-from aws_cdk import Stack
+from aws_cdk import Annotations, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -134,12 +134,33 @@ class PlatformEksCluster(Construct):
         self.cluster.role.add_managed_policy(
             iam.ManagedPolicy.from_aws_managed_policy_name("AmazonEKSVPCResourceController")
         )
+        # Explicit (EKS's API default, not the console's): EKS never upgrades the control plane on
+        # its own at the end of standard support (config/versions.py EKS_SUPPORT_TYPE).
+        cfn_cluster.add_property_override("UpgradePolicy.SupportType", versions.EKS_SUPPORT_TYPE)
+        self._warn_extended_support()
         self._acknowledge_kubectl_provider()
 
         self.system_nodegroup = self._system_nodegroup(private_subnets)
         self.pool_rules = self._join_node_pools(security_group)
         self.addons = self._addons(file_system_arn)
         self.admin_access_entries = self._admin_access()
+
+    def _warn_extended_support(self) -> None:
+        """A synth warning with the monthly extra cost where the version is in extended support
+        and the config has not acknowledged it (production cannot get here: a config error)."""
+        version = self.eks_config.kubernetes_version
+        if self.eks_config.extended_support_acknowledged or not versions.in_extended_support(version):
+            return
+        from review.cost import extended_support_cost_text
+
+        _, end_standard, end_extended = versions.EKS_CALENDAR[version]
+        Annotations.of(self.cluster).add_warning_v2(
+            "hpray:eks-extended-support",
+            f"Kubernetes {version} left EKS standard support on {end_standard.isoformat()} "
+            f"(extended support until {end_extended.isoformat()}): this cluster costs "
+            f"{extended_support_cost_text()}. Set eks.extended_support_acknowledged: true to "
+            "accept it, or plan an upgrade (hpray upgrade plan).",
+        )
 
     # -----------------------------------------------------------------------------------------
 

@@ -147,7 +147,7 @@ class PlatformNetwork(Construct):
         az_name_by_id = {z.id: z.name for z in network.availability_zones}
         subnets: dict[str, ec2.Subnet] = {}
         for s in network.hyperpod_subnets:
-            az_name = az_name_by_id.get(s.az_id)
+            az_name = az_name_by_id[s.az_id]  # one of the VPC's AZs (config/network.py)
             suffix = s.az_id.replace("-", "").capitalize()
             subnet = ec2.Subnet(
                 self,
@@ -155,13 +155,14 @@ class PlatformNetwork(Construct):
                 vpc_id=self.vpc.vpc_id,
                 cidr_block=s.cidr,
                 # The L2 wants an AZ name; CloudFormation is given the AZ ID instead (below).
-                availability_zone=az_name or s.az_id,
+                availability_zone=az_name,
                 map_public_ip_on_launch=False,
             )
             _pin_to_az_id(subnet, s.az_id)
             for block in blocks:
                 subnet.node.add_dependency(block)
-            nat = gateways.get(az_name) if az_name else None
+            # Its own AZ's NAT gateway; with fewer gateways than AZs (outside production), the first.
+            nat = gateways.get(az_name)
             if nat is None and gateways:
                 nat = next(iter(gateways.values()))
             if nat is not None:

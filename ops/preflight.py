@@ -139,15 +139,7 @@ def evaluate_availability_zones(config: EnvironmentConfig, zones: list[dict[str,
             )
         else:
             checks.append(Check(label, PASS, f"{az.id} is {az.name}, available"))
-    vpc_ids = {az.id for az in config.network.availability_zones}
-    for i, subnet in enumerate(config.network.hyperpod_subnets):
-        if subnet.az_id in vpc_ids:
-            continue  # reported above
-        label = f"az {subnet.az_id}"
-        if subnet.az_id not in by_id:
-            checks.append(_missing_az(label, subnet.az_id, f"network.hyperpod_subnets[{i}].az_id", config, by_id))
-        else:
-            checks.append(Check(label, PASS, f"{subnet.az_id} (HyperPod subnet) is {by_id[subnet.az_id]['ZoneName']}"))
+    # Every HyperPod subnet is in one of these AZs (config/network.py), so checked above.
     return checks
 
 
@@ -170,15 +162,10 @@ def _version_status(entry: dict[str, Any]) -> str:
 
 def extended_support_monthly_extra() -> float | None:
     """What extended support adds to one control plane per month, from the review's price table
-    (the same figures as the cost report); None without a price table."""
-    try:
-        from review.cost import load_prices
+    (the same figure as the cost report); None without a price table."""
+    from review.cost import extended_support_monthly_extra as from_prices
 
-        prices = load_prices()
-        extended, standard = prices.price("eks_cluster_extended_hourly"), prices.price("eks_cluster_hourly")
-    except (OSError, KeyError, ValueError):
-        return None
-    return None if extended is None or standard is None else (extended - standard) * prices.hours
+    return from_prices()
 
 
 def evaluate_kubernetes_version(

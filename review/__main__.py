@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         type=_date,
         default=None,
         help="price the EKS control plane by its Kubernetes version's support status on this day "
-        "(default: the price table's recorded date)",
+        "(default: config/versions.py SUPPORT_STATUS_AS_OF)",
     )
     args = parser.parse_args(argv)
     try:

@@ -31,6 +31,75 @@ class ResourceChange:
     stateful: bool
 
 
+# What AWS documents as changeable on an existing HyperPod instance group. SageMaker developer
+# guide, "Updating SageMaker HyperPod cluster configuration" (update-cluster): "For each instance
+# group, you can change the instance type, the number of instances, the lifecycle configuration
+# entrypoint script, and the path to the script". The API reference (ClusterInstanceGroupSpecification)
+# adds: MinInstanceCount rolls back to "previous settings for existing instance groups",
+# OnStartDeepHealthChecks run when a group "is created or updated", and KubernetesConfig labels and
+# taints are reconciled to the declared state. Every other field of an existing group (execution
+# role, threads per core, storage, subnets, training plan, image...) is documented nowhere as
+# changeable: HyperPod may refuse it, which fails the stack update and rolls it back.
+HYPERPOD_GROUP_IN_PLACE = frozenset(
+    {
+        "InstanceType",
+        "InstanceCount",
+        "LifeCycleConfig",
+        "MinInstanceCount",
+        "OnStartDeepHealthChecks",
+        "KubernetesConfig",
+    }
+)
+MAY_BE_REFUSED = "may be refused in place"
+
+
+@dataclass(frozen=True)
+class GroupChange:
+    """One change of one HyperPod instance group between two synths."""
+
+    stack: str
+    logical_id: str
+    group: str
+    change: str  # added | removed | in place | may be refused in place
+    fields: tuple[str, ...]
+    detail: str
+
+    @property
+    def risky(self) -> bool:
+        return self.change in ("removed", MAY_BE_REFUSED)
+
+
+def hyperpod_group_changes(stack: str, logical_id: str, old: dict[str, Any], new: dict[str, Any]) -> list[GroupChange]:
+    """The instance-group changes of one ``AWS::SageMaker::Cluster``, by group name: a renamed
+    group is one removed (its nodes are terminated) and one added."""
+    old_groups = {show(g.get("InstanceGroupName")): g for g in old.get("InstanceGroups") or []}
+    new_groups = {show(g.get("InstanceGroupName")): g for g in new.get("InstanceGroups") or []}
+    out: list[GroupChange] = []
+    for name in sorted(set(new_groups) - set(old_groups)):
+        out.append(GroupChange(stack, logical_id, name, "added", (), "new nodes"))
+    for name in sorted(set(old_groups) - set(new_groups)):
+        out.append(GroupChange(stack, logical_id, name, "removed", (), "its nodes are terminated"))
+    for name in sorted(set(old_groups) & set(new_groups)):
+        a, b = old_groups[name], new_groups[name]
+        changed = tuple(sorted(k for k in set(a) | set(b) if _canon(a.get(k)) != _canon(b.get(k))))
+        if not changed:
+            continue
+        refused = tuple(k for k in changed if k not in HYPERPOD_GROUP_IN_PLACE)
+        detail = "; ".join(
+            f"{k}: {show(a[k], 40) if k in a else '(not set)'} → {show(b[k], 40) if k in b else '(not set)'}"
+            for k in changed
+        )
+        if refused:
+            detail += (
+                f". AWS documents no in-place change of {', '.join(refused)} on an existing group: add a "
+                "group with a new name, move the work, then remove this one"
+            )
+            out.append(GroupChange(stack, logical_id, name, MAY_BE_REFUSED, changed, detail))
+        else:
+            out.append(GroupChange(stack, logical_id, name, "in place", changed, detail))
+    return out
+
+
 @dataclass
 class Comparison:
     old_label: str
@@ -41,6 +110,7 @@ class Comparison:
     iam_removed: list[IamStatement] = field(default_factory=list)
     sg_added: list[SgRule] = field(default_factory=list)
     sg_removed: list[SgRule] = field(default_factory=list)
+    groups: list[GroupChange] = field(default_factory=list)
     old_cost: CostEstimate | None = None
     new_cost: CostEstimate | None = None
 
@@ -103,6 +173,8 @@ def compare(
         for lid in sorted(set(old_res) & set(new_res)):
             a, b = old_res[lid], new_res[lid]
             reasons = _replacement_reasons(a, b, region)
+            if b.type == "AWS::SageMaker::Cluster" and a.type == b.type:
+                cmp.groups += hyperpod_group_changes(key, lid, a.properties, b.properties)
             if reasons:
                 cmp.resources.append(
                     ResourceChange(key, lid, b.type, "replaced", "; ".join(reasons), is_stateful(a) or is_stateful(b))

@@ -105,12 +105,37 @@ def control_plane_section(version: str, on: date) -> tuple[str, str]:
     ), status
 
 
-def estimate(stacks: list[Stack], prices: PriceTable | None = None, *, on: date | None = None) -> CostEstimate:
-    """Monthly cost of ``stacks``; the EKS control plane is priced by its Kubernetes version's
-    support status on ``on`` (default: the price table's ``recorded`` date, so a report is the
-    same for the same inputs)."""
+def extended_support_monthly_extra(prices: PriceTable | None = None) -> float | None:
+    """What EKS extended support adds to one control plane per month (extended minus standard
+    per-cluster-hour price, times the table's hours); None where the table lacks either price."""
+    try:
+        prices = prices or load_prices()
+        extended, standard = prices.price("eks_cluster_extended_hourly"), prices.price("eks_cluster_hourly")
+    except (OSError, KeyError, ValueError):
+        return None
+    return None if extended is None or standard is None else round((extended - standard) * prices.hours, 2)
+
+
+def extended_support_cost_text(prices: PriceTable | None = None) -> str:
+    """The monthly extended-support surcharge of one cluster in words, with how it is computed."""
     prices = prices or load_prices()
-    on = on or date.fromisoformat(str(prices.data["recorded"]))
+    extra = extended_support_monthly_extra(prices)
+    if extra is None:
+        return "a higher per-cluster-hour price (no price in review/prices.yaml)"
+    extended, standard = prices.price("eks_cluster_extended_hourly"), prices.price("eks_cluster_hourly")
+    return (
+        f"${extra:,.2f} a month more than standard support ({prices.hours:g} h x "
+        f"${extended:.2f} instead of ${standard:.2f} per cluster-hour, review/prices.yaml)"
+    )
+
+
+def estimate(stacks: list[Stack], prices: PriceTable | None = None, *, on: date | None = None) -> CostEstimate:
+    """Monthly cost of ``stacks``; the EKS control plane is priced at the standard rate, plus an
+    extended-support surcharge line where its Kubernetes version is past standard support on
+    ``on`` (default: config/versions.py SUPPORT_STATUS_AS_OF, so a report is the same for the
+    same inputs)."""
+    prices = prices or load_prices()
+    on = on or versions.SUPPORT_STATUS_AS_OF
     h = prices.hours
     est = CostEstimate()
 
@@ -195,7 +220,7 @@ def estimate(stacks: list[Stack], prices: PriceTable | None = None, *, on: date 
             elif r.type == "AWS::EKS::Cluster":
                 version = show(p.get("Version"))
                 section, status = control_plane_section(version, on)
-                unit = prices.price(section)
+                unit = prices.price("eks_cluster_hourly")
                 add(
                     stack,
                     r.logical_id,
@@ -204,8 +229,23 @@ def estimate(stacks: list[Stack], prices: PriceTable | None = None, *, on: date 
                     unit,
                     f"${unit}/h",
                     None if unit is None else unit * h,
-                    section,
+                    "eks_cluster_hourly",
                 )
+                if section == "eks_cluster_extended_hourly":
+                    extended = prices.price(section)
+                    surcharge = None if extended is None or unit is None else round(extended - unit, 4)
+                    _, end_standard, end_extended = versions.EKS_CALENDAR[version]
+                    add(
+                        stack,
+                        r.logical_id,
+                        "EKS extended support",
+                        f"Kubernetes {version}, past standard support since {end_standard.isoformat()} "
+                        f"(extended until {end_extended.isoformat()})",
+                        surcharge,
+                        f"+${surcharge}/h",
+                        None if surcharge is None else surcharge * h,
+                        section,
+                    )
             elif r.type == "AWS::EKS::Nodegroup":
                 count = _int((p.get("ScalingConfig") or {}).get("DesiredSize")) or 0
                 types = [show(t) for t in as_list(p.get("InstanceTypes"))]

@@ -239,6 +239,15 @@ def _comparison(doc: Document, c: Comparison) -> None:
         danger = ch.change in ("removed", "replaced") and ch.stateful
         rows.append([f"{a.FLAG} stateful" if danger else "", ch.change, ch.stack, ch.logical_id, ch.type, ch.detail])
     doc.table(["Flags", "Change", "Stack", "Resource", "Type", "Detail"], rows, empty="No resource changes.")
+    doc.heading("HyperPod instance-group changes", 3)
+    doc.table(
+        ["Flags", "Change", "Stack", "Cluster", "Group", "Detail"],
+        [
+            [f"{a.FLAG} {g.change}" if g.risky else "", g.change, g.stack, g.logical_id, g.group, g.detail]
+            for g in c.groups
+        ],
+        empty="No instance-group changes.",
+    )
     doc.heading("IAM changes", 3)
     doc.table(
         ["Change", "Flags", "Stack", "Resource", "Effect", "Actions", "Resources"],

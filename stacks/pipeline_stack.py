@@ -6,20 +6,40 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Environment, Stack, Stage
+from aws_cdk import Duration, Environment, Stack, Stage
+from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from config import versions
 from config.model import EnvironmentConfig
 from config.pipeline import PipelineConfig
 from constructs.delivery_pipeline import DeliveryPipeline
 from stacks.platform import PlatformStacks, build_platform
 
-# What the synth step runs on a fresh checkout: the README's test command (which installs the
-# pinned dependencies: venv from requirements.lock, npm ci, Debian packages), then the pipeline
-# synth with every gate (cdk-nag inside synth; cfn-lint, checkov and the review report over the
-# templates of every Stage).
-SYNTH_COMMANDS = ("make test", "make pipeline")
+# What the synth step runs on a fresh checkout: the pipeline synth with every gate (cdk-nag
+# inside synth; cfn-lint, checkov, the document checks and the review report over the templates
+# of every Stage). `make pipeline` installs only what synth needs (requirements-synth.lock, checkov,
+# npm ci): no torch, no Ray. The test suite runs in the repository's CI (.ci/run, `make test`) on
+# every commit, before the pipeline sees it; repeating it here would need a larger host for 13
+# minutes of tests that the pipeline cannot fix.
+SYNTH_COMMANDS = ("make pipeline",)
+# Debian tools the gates need, installed before `make pipeline`: graphviz (the review's diagram)
+# from the image's Ubuntu, promtool and amtool from their upstream releases (config/versions.py).
+# The apt stamp then stops the Makefile from installing the test suite's Debian packages.
+SYNTH_INSTALL_COMMANDS = (
+    "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz",
+    *versions.release_install_commands(versions.PROMETHEUS_RELEASE),
+    *versions.release_install_commands(versions.ALERTMANAGER_RELEASE),
+    "promtool --version && amtool --version && dot -V",
+    "mkdir -p .stamps && touch .stamps/apt",
+)
+# Sized from `make pipeline` measured on a fresh checkout (docs/benchmarks.md, "Pipeline synth"):
+# peak memory of the whole process tree under 1 GiB and about a minute and a half of wall time
+# with the installs. BUILD_GENERAL1_SMALL (2 vCPUs, 3 GB) leaves three times that memory; the
+# timeout leaves ten times the time for a slower host and slower downloads.
+SYNTH_COMPUTE_TYPE = codebuild.ComputeType.SMALL
+SYNTH_TIMEOUT = Duration.minutes(20)
 
 
 def stage_id(env: EnvironmentConfig) -> str:
@@ -61,6 +81,9 @@ class PipelineStack(Stack):
             branch=src.branch,
             connection_arn=src.connection_arn,
             synth_commands=SYNTH_COMMANDS,
+            synth_install_commands=SYNTH_INSTALL_COMMANDS,
+            synth_compute_type=SYNTH_COMPUTE_TYPE,
+            synth_timeout=SYNTH_TIMEOUT,
             # Cross-account KMS keys on the artifact bucket whenever a stage deploys into another
             # account than the pipeline's (otherwise the stage accounts cannot read artifacts).
             cross_account_keys=any(e.account != pipeline_config.account for e in environments),

@@ -81,6 +81,48 @@ def test_support_status_follows_the_eks_calendar():
     assert versions.eks_support_status("9.99", today) is None
 
 
+def test_every_environment_runs_the_newest_kubernetes_that_hyperpod_supports():
+    from config import load_environment
+
+    newest = versions.newest_kubernetes_version()
+    assert newest == max(versions.supported_kubernetes_versions(), key=lambda v: int(v.split(".")[1]))
+    for name in ("dev", "staging", "prod"):
+        assert load_environment(name).eks.kubernetes_version == newest, name
+    assert versions.EKS_CALENDAR[newest][1] <= versions.SUPPORT_STATUS_AS_OF  # hence the acknowledgement
+
+
+def test_production_on_extended_support_must_acknowledge_it():
+    errors = errors_for(lambda d: d["eks"].pop("extended_support_acknowledged"), env="prod")
+    assert errors == [
+        "eks.extended_support_acknowledged: Kubernetes 1.34 left EKS standard support on 2026-12-02 and is in "
+        "extended support until 2027-12-02, at $365.00 a month more than standard support (730 h x $0.60 "
+        "instead of $0.10 per cluster-hour, review/prices.yaml); a production environment must acknowledge "
+        "that (eks.extended_support_acknowledged: true) or use a version in standard support (none that "
+        "HyperPod supports yet)"
+    ]
+
+
+def test_extended_support_needs_no_acknowledgement_outside_production():
+    assert valid(lambda d: d["eks"].update(extended_support_acknowledged=False)).eks.kubernetes_version == "1.34"
+
+
+def test_synth_never_reads_the_clock():
+    """Support status (and so the acknowledgement, the warning and the cost) is evaluated on
+    config/versions.py SUPPORT_STATUS_AS_OF: nothing that synth or the review runs asks for today."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    clock = re.compile(r"\b(date|datetime)\.(today|now|utcnow)\(|\btime\.time\(")
+    offenders = [
+        str(p.relative_to(root))
+        for package in ("config", "constructs", "stacks", "review")
+        for p in sorted((root / package).rglob("*.py"))
+        if clock.search(p.read_text())
+    ]
+    assert offenders == []
+
+
 def test_malformed_admin_arn():
     errors = errors_for(lambda d: d["eks"].update(admin_principal_arns=["arn:aws:iam::1234:role/Admin"]))
     assert errors == [

@@ -117,6 +117,14 @@ def test_subnets_do_not_fit_in_the_vpc():
     ]
 
 
+def test_hyperpod_subnet_in_an_az_outside_the_vpc():
+    errs = errors_for(lambda d: d["network"]["hyperpod_subnets"][0].update(az_id="use1-az1"))
+    assert errs == [
+        "network.hyperpod_subnets[0].az_id: 'use1-az1' is not one of the VPC's AZs (network.availability_zones: "
+        "use1-az4, use1-az6); a HyperPod subnet routes through the NAT gateway of its own AZ, so its AZ must be one of them"
+    ]
+
+
 def test_az_id_format():
     errs = errors_for(lambda d: d["network"]["hyperpod_subnets"][0].update(az_id="us-east-1a"))
     assert errs == ["network.hyperpod_subnets[0].az_id: 'us-east-1a' is not an AZ ID; expected the form use1-az4"]
@@ -231,6 +239,7 @@ def test_production_requires_tags():
     def mutate(d):
         d["production"] = True
         d["observability"]["alarm_emails"] = ["oncall@example.com"]
+        d["eks"]["extended_support_acknowledged"] = True
         del d["tags"]["Owner"], d["tags"]["CostCenter"]
 
     assert errors_for(mutate) == ["tags: production environments require Owner, CostCenter"]

@@ -55,6 +55,52 @@ def test_native_cluster_with_config_version_and_api_and_config_map(fixture, requ
 
 
 @pytest.mark.parametrize("fixture", ["dev", "prod"])
+def test_upgrade_policy_is_explicitly_extended(fixture, request):
+    """EKS never upgrades the control plane by itself at the end of standard support."""
+    _, _, template = request.getfixturevalue(fixture)
+    cluster = only(template, "AWS::EKS::Cluster")["Properties"]
+    assert cluster["UpgradePolicy"] == {"SupportType": "EXTENDED"}
+
+
+def _warnings(synthesized, env: str) -> list[str]:
+    """The warnings synth records on the cluster stack (its assembly metadata)."""
+    from pathlib import Path
+
+    assembly, _, stacks = synthesized(env)
+    meta = json.loads((Path(assembly.directory) / f"{stacks.cluster.artifact_id}.metadata.json").read_text())
+    return [e["data"] for entries in meta.values() for e in entries if e["type"] == "aws:cdk:warning"]
+
+
+def test_unacknowledged_extended_support_warns_with_the_monthly_extra_cost(dev, synthesized):
+    """dev runs the newest HyperPod version, past standard support on the pinned status date and
+    not acknowledged: synth warns (templates unchanged), naming the cost from the price table."""
+    from review.cost import load_prices
+
+    config, _, _ = dev
+    version = config.eks.kubernetes_version
+    assert version == versions.newest_kubernetes_version()
+    assert versions.in_extended_support(version) and not config.eks.extended_support_acknowledged
+    prices = load_prices()
+    extended, standard = prices.price("eks_cluster_extended_hourly"), prices.price("eks_cluster_hourly")
+    extra = (extended - standard) * prices.hours
+    _, end_standard, end_extended = versions.EKS_CALENDAR[version]
+    assert _warnings(synthesized, "dev") == [
+        f"Kubernetes {version} left EKS standard support on {end_standard.isoformat()} (extended support until "
+        f"{end_extended.isoformat()}): this cluster costs ${extra:,.2f} a month more than standard support "
+        f"({prices.hours:g} h x ${extended:.2f} instead of ${standard:.2f} per cluster-hour, review/prices.yaml). "
+        "Set eks.extended_support_acknowledged: true to accept it, or plan an upgrade (hpray upgrade plan). "
+        "[ack: hpray:eks-extended-support]"
+    ]
+    assert f"${extra:,.2f}" == "$365.00"  # 730 h x ($0.60 - $0.10)
+
+
+def test_acknowledged_extended_support_does_not_warn(prod, synthesized):
+    config, _, _ = prod
+    assert config.eks.extended_support_acknowledged and versions.in_extended_support(config.eks.kubernetes_version)
+    assert _warnings(synthesized, "prod") == []
+
+
+@pytest.mark.parametrize("fixture", ["dev", "prod"])
 def test_all_five_control_plane_log_types(fixture, request):
     _, _, template = request.getfixturevalue(fixture)
     logging = only(template, "AWS::EKS::Cluster")["Properties"]["Logging"]["ClusterLogging"]["EnabledTypes"]

@@ -13,7 +13,8 @@ from kubernetes.client import ApiClient, V1Affinity, V1Toleration
 from config import catalog, load_environment, versions
 from tests.conftest import template_of
 
-K8S_SCHEMA_VERSION = "1.33"
+# The schema of the Kubernetes version the environments run (config/versions.py).
+K8S_SCHEMA_VERSION = versions.newest_kubernetes_version()
 
 
 def _deserialize(data, klass):

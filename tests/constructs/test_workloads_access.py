@@ -8,11 +8,13 @@ import kubernetes_validate
 import pytest
 from constructs import workloads_access as wa
 
+from config import versions
 from config.jobs import JOBS_PREFIX
 from config.names import FSX_PVC, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
 from tests.conftest import template_of
 
-K8S_SCHEMA_VERSION = "1.33"
+# The schema of the Kubernetes version the environments run (config/versions.py).
+K8S_SCHEMA_VERSION = versions.newest_kubernetes_version()
 
 
 def cfn_id(stack, construct) -> str:

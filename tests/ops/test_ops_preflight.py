@@ -88,7 +88,7 @@ def test_healthy_environment_passes_every_check(account, healthy_config):
         f"quota {G5}",
         "az use1-az4",
         "az use1-az6",
-        "eks 1.33",
+        f"eks {healthy_config.eks.kubernetes_version}",
         "cdk bootstrap",
         "vpc cidr overlap",
     ]
@@ -152,15 +152,6 @@ def test_missing_az_id_fails_and_lists_the_regions_ids(account):
     assert exit_status(checks) == 1
 
 
-def test_missing_hyperpod_subnet_az_id_fails(account):
-    data = healthy_data()
-    data["network"]["hyperpod_subnets"].append({"az_id": "use1-az7", "cidr": "10.11.128.0/17"})
-    config = parse_environment(data)
-    aws, _ = prepare(config)
-    row = by_check(run_preflight(config, aws))["az use1-az7"]
-    assert row.status == FAIL and "network.hyperpod_subnets[1].az_id" in row.detail
-
-
 def test_az_name_that_maps_to_another_id_in_this_account_fails(account):
     # config/dev.yaml as shipped names use1-az4 "us-east-1a"; in this (moto) account it is us-east-1d.
     config = parse_environment(env_data("dev"))
@@ -174,10 +165,11 @@ def test_az_name_that_maps_to_another_id_in_this_account_fails(account):
 def test_kubernetes_version_not_offered_fails(account, healthy_config):
     aws, _ = prepare(
         healthy_config,
-        versions=[eks_version("1.34", "STANDARD_SUPPORT", "1.34.1"), eks_version("1.33", "UNSUPPORTED", "1.33.9")],
+        versions=[eks_version("1.33", "STANDARD_SUPPORT", "1.33.5"), eks_version("1.34", "UNSUPPORTED", "1.34.9")],
     )
-    row = by_check(run_preflight(healthy_config, aws))["eks 1.33"]
-    assert (row.status, row.detail) == (FAIL, "EKS does not offer Kubernetes 1.33 in us-east-1; offered: 1.34")
+    assert healthy_config.eks.kubernetes_version == "1.34"
+    row = by_check(run_preflight(healthy_config, aws))["eks 1.34"]
+    assert (row.status, row.detail) == (FAIL, "EKS does not offer Kubernetes 1.34 in us-east-1; offered: 1.33")
 
 
 def test_extended_support_warning_says_the_monthly_difference_and_the_upgrade():

@@ -23,7 +23,11 @@ LOOPBACK_ALLOWED = True
 
 @pytest.fixture
 def dev():
-    return parse_environment(env_data("dev"), source="test")
+    """dev one minor behind the newest version this app pins (the upgrade these tests plan)."""
+    data = env_data("dev")
+    assert data["eks"]["kubernetes_version"] == versions.newest_kubernetes_version() == "1.34"
+    data["eks"]["kubernetes_version"] = "1.33"
+    return parse_environment(data, source="test")
 
 
 def test_one_minor_upgrade_of_dev_in_order(dev):

@@ -86,3 +86,55 @@ def test_cli_bad_assembly_is_a_clear_error(tmp_path, capsys):
     assert main([str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("review: ") and "no manifest.json" in err and "Traceback" not in err
+
+
+def _groups_changed(assembly_dir, cluster_tpl, change):
+    old = cluster_tpl()
+    new = copy.deepcopy(old)
+    change({g["InstanceGroupName"]: g for g in new["Resources"]["HyperPod"]["Properties"]["InstanceGroups"]}, new)
+    return assembly_dir("old", {"Cluster": old}), assembly_dir("new", {"Cluster": new})
+
+
+def test_instance_group_changes_hyperpod_documents_are_in_place(assembly_dir, cluster_tpl, test_prices):
+    """Instance type, count and lifecycle script are what AWS's update-cluster guide says an
+    existing group can change: reported, not flagged."""
+
+    def change(groups, _):
+        groups["gpu-workers"]["InstanceType"] = "ml.g6e.12xlarge"
+        groups["train-p5"]["InstanceCount"] = 2
+        groups["train-p5"]["LifeCycleConfig"] = {"SourceS3Uri": "s3://y/", "OnCreate": "on_create.sh"}
+
+    old_dir, new_dir = _groups_changed(assembly_dir, cluster_tpl, change)
+    c = compare(load_assembly(old_dir).stacks, load_assembly(new_dir).stacks, old_label="old", prices=test_prices)
+    assert [(g.group, g.change, g.fields, g.risky) for g in c.groups] == [
+        ("gpu-workers", "in place", ("InstanceType",), False),
+        ("train-p5", "in place", ("InstanceCount", "LifeCycleConfig"), False),
+    ]
+    assert c.groups[0].detail == "InstanceType: ml.g5.12xlarge → ml.g6e.12xlarge"
+
+
+def test_instance_group_changes_hyperpod_may_refuse_are_flagged(assembly_dir, cluster_tpl, test_prices, tmp_path):
+    """Execution role, threads per core, storage (anything AWS does not document as changeable
+    in place) are flagged with what to do instead; a renamed group is a removal and an addition."""
+
+    def change(groups, _):
+        groups["gpu-workers"]["ThreadsPerCore"] = 2
+        groups["gpu-workers"]["InstanceCount"] = 3
+        groups["train-p5"]["ExecutionRole"] = "arn:aws:iam::111111111111:role/other"
+        groups["train-p5"]["InstanceGroupName"] = "train-p5-b"
+
+    old_dir, new_dir = _groups_changed(assembly_dir, cluster_tpl, change)
+    c = compare(load_assembly(old_dir).stacks, load_assembly(new_dir).stacks, old_label="old", prices=test_prices)
+    assert [(g.group, g.change, g.fields, g.risky) for g in c.groups] == [
+        ("train-p5-b", "added", (), False),
+        ("train-p5", "removed", (), True),
+        ("gpu-workers", "may be refused in place", ("InstanceCount", "ThreadsPerCore"), True),
+    ]
+    assert c.groups[2].detail == (
+        "InstanceCount: 2 → 3; ThreadsPerCore: (not set) → 2. AWS documents no in-place change of "
+        "ThreadsPerCore on an existing group: add a group with a new name, move the work, then remove this one"
+    )
+    assert main([str(new_dir), "--compare", str(old_dir), "--out", str(tmp_path / "r"), "--no-diagram"]) == 0
+    md = (tmp_path / "r" / "test.md").read_text()
+    assert "| ⚠ may be refused in place | may be refused in place | Cluster | HyperPod | gpu-workers |" in md
+    assert "| ⚠ removed | removed | Cluster | HyperPod | train-p5 | its nodes are terminated |" in md

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
 
+from config import versions
 from review.assembly import load_assembly
 from review.cost import estimate, load_prices
+
+# A day on which the synthetic cluster's Kubernetes 1.33 is still in standard support.
+STANDARD_DAY = date(2026, 7, 28)
 
 
 def test_cost_of_synthetic_cluster_matches_hand_computed_figure(assembly_dir, cluster_tpl, test_prices):
     stacks = load_assembly(assembly_dir("a", {"Cluster": cluster_tpl()})).stacks
-    est = estimate(stacks, test_prices)
+    est = estimate(stacks, test_prices, on=STANDARD_DAY)
     # By hand, 730 h/month, prices from the test table:
     #   HyperPod 2 x ml.g5.12xlarge x $10/h          = 14,600.00
     #   HyperPod EBS 2 x 500 GB x $0.10              =    100.00
@@ -39,8 +45,8 @@ def test_cost_of_synthetic_cluster_matches_hand_computed_figure(assembly_dir, cl
 
 
 def test_control_plane_priced_by_support_status_on_the_reports_date(assembly_dir, cluster_tpl, test_prices):
-    from datetime import date
-
+    """Past the end of standard support the control plane gets a separate surcharge line: the
+    extended-support price minus the standard one, for every hour of the month."""
     stacks = load_assembly(assembly_dir("a", {"Cluster": cluster_tpl()})).stacks
     version = next(r.properties["Version"] for s in stacks for r in s.resources() if r.type == "AWS::EKS::Cluster")
     assert version == "1.33"  # standard support until 2026-07-29 (config/versions.py EKS_CALENDAR)
@@ -49,18 +55,24 @@ def test_control_plane_priced_by_support_status_on_the_reports_date(assembly_dir
     [cp_before] = [i for i in before.items if i.item == "EKS control plane"]
     [cp_after] = [i for i in after.items if i.item == "EKS control plane"]
     assert (cp_before.monthly, cp_before.quantity) == (73.0, "Kubernetes 1.33, standard support on 2026-07-28")
-    assert (cp_after.monthly, cp_after.quantity) == (
-        438.0,
-        "Kubernetes 1.33, extended support on 2026-07-29",
-    )  # $0.60 x 730
-    assert cp_after.section == "eks_cluster_extended_hourly"
+    assert (cp_after.monthly, cp_after.quantity) == (73.0, "Kubernetes 1.33, extended support on 2026-07-29")
+    assert [i for i in before.items if i.item == "EKS extended support"] == []
+    [surcharge] = [i for i in after.items if i.item == "EKS extended support"]
+    assert (surcharge.monthly, surcharge.unit_price, surcharge.section) == (
+        365.0,  # ($0.60 - $0.10) x 730
+        "+$0.5/h",
+        "eks_cluster_extended_hourly",
+    )
+    assert surcharge.quantity == "Kubernetes 1.33, past standard support since 2026-07-29 (extended until 2027-07-29)"
     assert after.total - before.total == pytest.approx(365.0)
+    # Without a date: the pinned status day of config/versions.py, never the clock.
+    assert estimate(stacks, test_prices).items == estimate(stacks, test_prices, on=versions.SUPPORT_STATUS_AS_OF).items
 
 
 def test_instance_type_without_price_is_named_not_guessed(assembly_dir, cluster_tpl, test_prices):
     tpl = cluster_tpl()
     tpl["Resources"]["HyperPod"]["Properties"]["InstanceGroups"][1]["InstanceType"] = "ml.trn2.48xlarge"
-    est = estimate(load_assembly(assembly_dir("a", {"Cluster": tpl})).stacks, test_prices)
+    est = estimate(load_assembly(assembly_dir("a", {"Cluster": tpl})).stacks, test_prices, on=STANDARD_DAY)
     assert [i.item for i in est.unpriced] == ["HyperPod ml.trn2.48xlarge"]
     assert est.total == pytest.approx(52_149.60 - 36_500.0)
 

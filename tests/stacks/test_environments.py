@@ -27,15 +27,32 @@ def assembly_dir(synthesized, env: str) -> Path:
 @pytest.mark.parametrize("env", ENVIRONMENTS)
 def test_synth_has_no_unacknowledged_findings(env, synthesized):
     """cdk-nag AwsSolutions and NIST 800-53 R5 ran (synth raises on any error finding) and
-    left no warning either; no construct annotation warnings or errors remain."""
+    left no warning either; no construct annotation warnings or errors remain, except the
+    extended-support cost warning where the config has not acknowledged it."""
+    from config import versions
+
     out = assembly_dir(synthesized, env)
+    _, config, _ = synthesized(env)
+    cost_warning = versions.in_extended_support(config.eks.kubernetes_version) and not (
+        config.eks.extended_support_acknowledged
+    )
+    expected = ["hpray:eks-extended-support"] if cost_warning else []
     report = json.loads((out / "validation-report.json").read_text())
     violations = [v for p in report["pluginReports"] for v in p.get("violations", [])]
-    assert violations == []
+    seen = [v["ruleName"].removeprefix("Annotation::") for v in violations]
+    assert seen == expected, violations
+    seen_meta: list[str] = []
     for meta_file in out.glob("*.metadata.json"):
         for path, entries in json.loads(meta_file.read_text()).items():
             bad = [e for e in entries if e["type"] in ("aws:cdk:warning", "aws:cdk:error")]
+            seen_meta += [
+                "hpray:eks-extended-support"
+                for e in bad
+                if e["type"] == "aws:cdk:warning" and e["data"].endswith("[ack: hpray:eks-extended-support]")
+            ]
+            bad = [e for e in bad if not e["data"].endswith("[ack: hpray:eks-extended-support]")]
             assert bad == [], f"{meta_file.name} {path}: {bad}"
+    assert seen_meta == expected
 
 
 def test_compliance_plugins_fail_synth_on_a_violation():

@@ -32,7 +32,11 @@ def test_synth_passes_cdk_nag_with_no_open_findings(synthesized, env):
     # unacknowledged finding makes synth raise, so reaching here means none is open.
     assembly, _, stacks = synthesized(env)
     report = json.loads((Path(assembly.directory) / "validation-report.json").read_text())
-    assert report["pluginReports"] == []
+    # The one annotation allowed: the extended-support cost warning of an environment that has
+    # not acknowledged it (tests/stacks/test_environments.py checks when it is expected).
+    rules = [v["ruleName"] for p in report["pluginReports"] for v in p["violations"]]
+    assert rules in ([], ["Annotation::hpray:eks-extended-support"])
+    assert not any(p["pluginName"] != "Construct Annotations" for p in report["pluginReports"])
     assert assembly.get_stack_by_name(stacks.hyperpod.stack_name).template["Resources"]
 
 

@@ -103,7 +103,66 @@ def test_source_connection_and_synth_commands_from_config(pipeline_app):
     ]
     assert len(buildspecs) == 1
     spec = json.loads(buildspecs[0])
-    assert spec["phases"]["build"]["commands"] == ["make test", "make pipeline"]
+    assert spec["phases"]["build"]["commands"] == ["make pipeline"]
+
+
+def _codebuild_projects(template):
+    return {lid: r["Properties"] for lid, r in template["Resources"].items() if r["Type"] == "AWS::CodeBuild::Project"}
+
+
+def test_synth_step_synthesizes_only_on_a_sized_host(pipeline_app):
+    """The synth project runs `make pipeline` and no test suite, on the compute type and with the
+    timeout stacks/pipeline_stack.py sizes from the measurement, on the named image and runtimes,
+    after installing the document checkers by checksum."""
+    from config import versions
+
+    _, _, template, _ = pipeline_app
+    projects = _codebuild_projects(template)
+    synth = [p for p in projects.values() if "make pipeline" in json.dumps(p["Source"].get("BuildSpec", ""))]
+    assert len(synth) == 1
+    props = synth[0]
+    spec = json.loads(props["Source"]["BuildSpec"])
+    commands = spec["phases"]["build"]["commands"]
+    assert commands == ["make pipeline"] and not any("make test" in c for c in commands)
+    assert props["Environment"]["ComputeType"] == "BUILD_GENERAL1_SMALL"
+    assert props["TimeoutInMinutes"] == 20
+    assert spec["phases"]["install"]["runtime-versions"] == {
+        "python": versions.PIPELINE_PYTHON_RUNTIME,
+        "nodejs": versions.PIPELINE_NODEJS_RUNTIME,
+    }
+    install = spec["phases"]["install"]["commands"]
+    for release in (versions.PROMETHEUS_RELEASE, versions.ALERTMANAGER_RELEASE):
+        archive = "/tmp/" + release.url.rsplit("/", 1)[-1]
+        # Downloaded, checked, then unpacked: in that order.
+        assert install.index(f"curl -fsSL --retry 3 -o {archive} {release.url}") < install.index(
+            f'echo "{release.sha256}  {archive}" | sha256sum -c -'
+        )
+        assert len(release.sha256) == 64 and int(release.sha256, 16) >= 0
+    assert {p["Environment"]["Image"] for p in projects.values()} == {versions.PIPELINE_BUILD_IMAGE}
+
+
+def test_every_pipeline_project_installs_the_pinned_cdk_cli(pipeline_app):
+    """Self-mutation, the security check and asset publishing install the CLI package.json pins
+    and a pinned cdk-assets: no unpinned or @latest install in any buildspec."""
+    import re
+
+    from config import versions
+
+    cli = json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
+    assert versions.cdk_cli_version() == cli
+    _, _, template, _ = pipeline_app
+    installs: dict[str, list[str]] = {}
+    for lid, props in _codebuild_projects(template).items():
+        spec = json.dumps(props["Source"].get("BuildSpec", ""))
+        installs[lid] = re.findall(r"npm (?:install|i) -g ([^\\\"]+)", spec)
+    flat = [pkg for pkgs in installs.values() for pkg in pkgs]
+    assert flat and "@latest" not in " ".join(flat)
+    assert all(re.fullmatch(r"(aws-cdk@\d+\.\d+\.\d+|cdk-assets@\d+\.\d+\.\d+)", p) for p in flat), installs
+    by_kind = {kind: {p for p in flat if p.startswith(kind + "@")} for kind in ("aws-cdk", "cdk-assets")}
+    assert by_kind == {"aws-cdk": {f"aws-cdk@{cli}"}, "cdk-assets": {f"cdk-assets@{versions.CDK_ASSETS_VERSION}"}}
+    kinds = {lid: pkgs for lid, pkgs in installs.items() if pkgs}
+    assert any("SelfMutation" in lid for lid in kinds) and any("SecurityCheck" in lid for lid in kinds)
+    assert any("Asset" in lid for lid in kinds)
 
 
 def test_cross_account_keys_for_stages_in_other_accounts(pipeline_app):
@@ -157,8 +216,11 @@ def test_cdk_nag_plugin_reaches_stacks_inside_stages(tmp_path):
     }
     assert ("AwsSolutions-S1", "Dev/HprayDevStorage/Deliberate/Resource") in flagged
     assert ("NIST.800.53.R5-S3DefaultEncryptionKMS", "Dev/HprayDevStorage/Deliberate/Resource") in flagged
-    # Only the deliberate bucket: the real stage stacks are clean.
-    assert {p for _, p in flagged} == {"Dev/HprayDevStorage/Deliberate/Resource"}
+    # Only the deliberate bucket: the real stage stacks are clean (dev's extended-support cost
+    # warning is an annotation, not a finding).
+    findings = {p for rule, p in flagged if not rule.startswith("Annotation::")}
+    assert findings == {"Dev/HprayDevStorage/Deliberate/Resource"}
+    assert {r for r, _ in flagged if r.startswith("Annotation::")} == {"Annotation::hpray:eks-extended-support"}
 
 
 def test_cfn_lint_and_checkov_pass_on_every_stage_template(pipeline_app):

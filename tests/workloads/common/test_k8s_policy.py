@@ -18,7 +18,6 @@ from workloads.inference import manifest as inference
 from workloads.training import manifest as training
 
 ENVS = ("dev", "staging", "prod")
-K8S_SCHEMA_VERSION = "1.33"
 CHECKOV = Path(__file__).resolve().parents[3] / ".venv-checkov" / "bin" / "checkov"
 
 
@@ -106,9 +105,11 @@ def test_every_checkov_skip_has_a_reason_in_place(checkov_results):
 
 @pytest.mark.parametrize("env", ENVS)
 def test_objects_validate_against_the_kubernetes_schema(env):
+    """Against the schema of the Kubernetes version the environment runs."""
+    version = load_environment(env).eks.kubernetes_version
     for obj in rendered_objects(env):
         if obj["kind"] in ("NetworkPolicy", "Pod"):
-            kubernetes_validate.validate(obj, K8S_SCHEMA_VERSION, strict=True)
+            kubernetes_validate.validate(obj, version, strict=True)
 
 
 def test_network_policy_names_match_the_infrastructure():

@@ -15,7 +15,6 @@ from workloads.common.network_policy import NODE_TYPE_LABEL
 from workloads.inference import ha, manifest
 
 ENVS = ("dev", "staging", "prod")
-K8S_SCHEMA_VERSION = "1.33"
 
 
 def config(env: str, *, csi: bool = True):
@@ -109,7 +108,7 @@ def test_disruption_budgets_validate_and_select_each_services_pods(env):
     cfg = config(env)
     budgets = ha.render_disruption_budgets(cfg)["items"]
     for b in budgets:
-        kubernetes_validate.validate(b, K8S_SCHEMA_VERSION, strict=True)
+        kubernetes_validate.validate(b, cfg.eks.kubernetes_version, strict=True)
     by_name = {b["metadata"]["name"]: b for b in budgets}
     for m in services(cfg):
         name = m["metadata"]["name"]
