@@ -104,7 +104,18 @@ def _fetch(pin: SourcePin, target: Path) -> None:
                 raise
 
 
+# Pinned sources that the shared fixtures folder does not carry: only the fetch can give them.
+NOT_IN_SHARED = frozenset({versions.SECRETS_STORE_CRDS.folder})
+
+
 def _missing(pin: SourcePin, reason: str) -> FixtureUnavailable:
+    if pin.folder in NOT_IN_SHARED:
+        return FixtureUnavailable(
+            pin.folder,
+            f"not in the cache {cache_dir() / 'sources'} and {reason}",
+            f"allow https to codeload.github.com once: it fetches {pin.repository}@{pin.commit[:7]} {pin.path} "
+            "(not part of the shared fixtures folder; source and digest: config/versions.py)",
+        )
     return FixtureUnavailable(
         pin.folder,
         f"not under {shared_dir()} and {reason}",

@@ -102,6 +102,8 @@ def pytest_runtest_makereport(item, call):
     report = yield
     if call.excinfo is not None and call.excinfo.errisinstance(FixtureUnavailable):
         report.outcome = "skipped"
-        reason = missing_summary() or str(call.excinfo.value)
+        # The summary when it names this test's fixture, else this fixture's own line.
+        summary, error = missing_summary(), call.excinfo.value
+        reason = summary if summary and error.what in summary else str(error)
         report.longrepr = (__file__, pytest_runtest_makereport.__code__.co_firstlineno, f"Skipped: {reason}")
     return report
