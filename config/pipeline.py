@@ -7,11 +7,19 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from config.base import Frozen
-from config.loader import CONFIG_DIR, ConfigError, format_validation_error, known_environments, load_environment
+from config.loader import (
+    CONFIG_DIR,
+    ConfigError,
+    Place,
+    format_validation_error,
+    known_environments,
+    load_environment,
+    places_of,
+    read_yaml,
+)
 from config.model import AccountId, EnvironmentConfig, RegionName
 
 PIPELINE_FILE = "pipeline.yaml"
@@ -99,7 +107,7 @@ def stage_order_errors(stages: list[tuple[int, str]], environments: dict[str, En
 
 
 def parse_pipeline(
-    data: Any, *, source: str = PIPELINE_FILE, config_dir: Path = CONFIG_DIR
+    data: Any, *, source: str = PIPELINE_FILE, config_dir: Path = CONFIG_DIR, place: Place | None = None
 ) -> tuple[PipelineConfig, list[EnvironmentConfig]]:
     """Validate the pipeline config and load every environment it names, in its order.
 
@@ -110,7 +118,7 @@ def parse_pipeline(
     try:
         pipeline = PipelineConfig.model_validate(data)
     except ValidationError as err:
-        errors += format_validation_error(err, PipelineConfig)
+        errors += format_validation_error(err, PipelineConfig, place)
         pipeline = None
     stages = data.get("stages") if isinstance(data.get("stages"), list) else []
     known = known_environments(config_dir)
@@ -139,9 +147,7 @@ def parse_pipeline(
 def load_pipeline(config_dir: Path = CONFIG_DIR) -> tuple[PipelineConfig, list[EnvironmentConfig]]:
     path = config_dir / PIPELINE_FILE
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
         raise ConfigError(PIPELINE_FILE, [f"{path} is missing; the pipeline needs it"]) from None
-    except yaml.YAMLError as err:
-        raise ConfigError(PIPELINE_FILE, [f"not valid YAML: {err}"]) from None
-    return parse_pipeline(data, config_dir=config_dir)
+    return parse_pipeline(read_yaml(text, path), config_dir=config_dir, place=places_of(text, path))
