@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from config.fixtures import FixtureUnavailable, missing_summary
+from config.fixtures import SHARED_ENV, FixtureUnavailable, missing_summary
 
 ROOT = Path(__file__).resolve().parent.parent
+# The shared test fixtures (real charts and CRDs) beside the checkout, unless HYPERPOD_RAY_SHARED
+# names another folder (or an empty one, to test a clone without them). Only tests read it.
+os.environ.setdefault(SHARED_ENV, str(ROOT.parent / "shared"))
 # jsii runs on the project's pinned Node 22 (package.json), as under `make`.
 os.environ["PATH"] = f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
