@@ -176,3 +176,32 @@ def test_installed_hpray_takes_the_users_config_dir(installed_hpray, tmp_path):
         2,
         f"error: --config-dir {empty}: no environment file (NAME.yaml) in it\n",
     )
+
+
+def test_version_from_the_checkout(capsys):
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    with pytest.raises(SystemExit) as info:
+        main(["--version"], prog="hpray")
+    assert info.value.code == 0
+    assert capsys.readouterr().out == f"hpray {version} (environments: {ROOT / 'config'})\n"
+
+
+def test_the_config_dir_from_the_environment_and_its_errors(tmp_path, monkeypatch, capsys):
+    from ops.cli import CONFIG_DIR_ENV, config_dir_of
+
+    mine = tmp_path / "envs"
+    mine.mkdir()
+    (mine / "team.yaml").write_text((ROOT / "config" / "dev.yaml").read_text())
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(mine))
+    assert config_dir_of(["status", "--env", "team"]) == mine
+    # --config-dir wins over the variable.
+    assert config_dir_of(["status", "--env", "dev", "--config-dir", str(ROOT / "config")]) == ROOT / "config"
+    with pytest.raises(SystemExit) as info:
+        config_dir_of(["status", "--env", "dev", "--config-dir", str(mine / "team.yaml")])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == f"error: --config-dir {mine / 'team.yaml'}: not a directory\n"
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(SystemExit) as info:
+        config_dir_of(["status", "--env", "dev"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == f"error: $HPRAY_CONFIG_DIR {tmp_path / 'nowhere'}: not a directory\n"
