@@ -147,6 +147,8 @@ def places_of(text: str, path: Path) -> Place:
             if (*found, key) in marks:
                 found = (*found, key)
             # Parts that are not keys (a union member's tag) are skipped.
+        if loc and not found:
+            return None  # not a key path of this file
         mark = marks.get((*found, "<key>")) if at_key else None
         mark = mark or marks.get(found)
         return f"{shown}:{mark.line + 1}:{mark.column + 1}" if mark else None
@@ -165,11 +167,13 @@ def _parse_dotted(text: str) -> tuple[Any, ...] | None:
     return tuple(int(p) if p.isdigit() else p for p in re.findall(r"[A-Za-z_]\w*|\d+", m.group(1)))
 
 
-def _with_place(line: str, loc: tuple[Any, ...], place: Place | None, at_key: bool) -> str:
+def with_place(line: str, loc: tuple[Any, ...], place: Place | None, at_key: bool = False) -> str:
+    """``line`` with ``file:line:column`` of the key path it starts with (else of ``loc``) in front."""
     if place is None:
         return line
     # A model-level message names its own key path at the start of the line.
-    where = place(_parse_dotted(line) or loc, at_key)
+    dotted = _parse_dotted(line)
+    where = (place(dotted, at_key) if dotted else None) or place(loc, at_key)
     return f"{where}: {line}" if where else line
 
 
@@ -184,7 +188,7 @@ def format_validation_error(
         start = len(lines)
         _describe(e, loc, root, lines)
         at_key = e["type"] == "extra_forbidden"
-        lines[start:] = [_with_place(line, loc, place, at_key) for line in lines[start:]]
+        lines[start:] = [with_place(line, loc, place, at_key) for line in lines[start:]]
     return lines
 
 

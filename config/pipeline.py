@@ -19,6 +19,7 @@ from config.loader import (
     load_environment,
     places_of,
     read_yaml,
+    with_place,
 )
 from config.model import AccountId, EnvironmentConfig, RegionName
 
@@ -128,17 +129,27 @@ def parse_pipeline(
         if not isinstance(name, str):
             continue
         if name in seen:
-            errors.append(f"stages[{i}]: {name!r} is already stages[{seen[name]}]; each environment is deployed once")
+            errors.append(
+                with_place(
+                    f"stages[{i}]: {name!r} is already stages[{seen[name]}]; each environment is deployed once",
+                    (),
+                    place,
+                )
+            )
             continue
         seen[name] = i
         if name not in known:
-            errors.append(f"stages[{i}]: unknown environment {name!r}; known environments: {', '.join(known)}")
+            errors.append(
+                with_place(
+                    f"stages[{i}]: unknown environment {name!r}; known environments: {', '.join(known)}", (), place
+                )
+            )
             continue
         try:
             environments[name] = load_environment(name, config_dir)
         except ConfigError as err:
             errors += [f"stages[{i}] ({name}): {e}" for e in err.errors]
-    errors += stage_order_errors([(i, n) for n, i in seen.items()], environments)
+    errors += [with_place(e, (), place) for e in stage_order_errors([(i, n) for n, i in seen.items()], environments)]
     if errors or pipeline is None:
         raise ConfigError(source, errors)
     return pipeline, [environments[n] for n in pipeline.stages]

@@ -95,3 +95,23 @@ def test_a_check_across_keys_is_placed_at_the_key_its_message_names(config_dir):
     errors = errors_of(config_dir, text)
     tags_value = int(place(text, "tags:").split(":")[0]) + 1  # the mapping starts on its first key
     assert f"my-config/broken.yaml:{tags_value}:3: tags: production environments require Owner" in errors
+
+
+def test_the_pipeline_file_errors_are_placed_too(config_dir):
+    from config.pipeline import load_pipeline
+
+    for name in ("dev.yaml", "pipeline.yaml"):
+        (config_dir / name).write_text((ROOT / "config" / name).read_text())
+    text = (config_dir / "pipeline.yaml").read_text()
+    stages_line = next(line for line in text.splitlines() if line.startswith("stages:"))
+    text = text.replace(stages_line, "stages: [dev, qa]")
+    text = text.replace('account: "444444444444"', 'account: "4444"', 1)
+    (config_dir / "pipeline.yaml").write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_pipeline(config_dir)
+    qa = place(text, "stages: [dev, qa]", "qa")
+    account = place(text, 'account: "4444"', '"4444"')
+    assert info.value.errors[-1] == (
+        f"my-config/pipeline.yaml:{qa}: stages[1]: unknown environment 'qa'; known environments: dev"
+    )
+    assert info.value.errors[0].startswith(f"my-config/pipeline.yaml:{account}: account: ")
