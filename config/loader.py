@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import os
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,44 +103,129 @@ REMOVED_KEYS: dict[str, str] = {
 }
 
 
-def format_validation_error(err: ValidationError, root: type[BaseModel] = EnvironmentConfig) -> list[str]:
+# ---------------------------------------------------------------------------------------------
+# Places: file:line:column of a key path, from the YAML node marks
+# ---------------------------------------------------------------------------------------------
+
+# (key path, at the key itself rather than its value) -> "file:line:column", or None
+Place = Callable[[tuple[Any, ...], bool], str | None]
+
+
+def display_path(path: Path) -> str:
+    """``path`` relative to the working directory when under it (what an editor or terminal opens)."""
+    try:
+        return os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd()) else str(path)
+    except ValueError:
+        return str(path)
+
+
+def _node_marks(node: yaml.Node, prefix: tuple[Any, ...], marks: dict[tuple[Any, ...], yaml.Mark]) -> None:
+    marks[prefix] = node.start_mark
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                marks[(*prefix, key.value, "<key>")] = key.start_mark
+                _node_marks(value, (*prefix, key.value), marks)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _node_marks(item, (*prefix, i), marks)
+
+
+def places_of(text: str, path: Path) -> Place:
+    """A lookup from a key path (pydantic ``loc`` or a dotted ``a.b[0].c``) to ``file:line:column``
+    of the value there; a key that is not in the file (a missing one) gets its nearest parent."""
+    marks: dict[tuple[Any, ...], yaml.Mark] = {}
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if root is not None:
+        _node_marks(root, (), marks)
+    shown = display_path(path)
+
+    def place(loc: tuple[Any, ...], at_key: bool = False) -> str | None:
+        found: tuple[Any, ...] = ()
+        for part in loc:
+            key = part if isinstance(part, int) else str(part)
+            if (*found, key) in marks:
+                found = (*found, key)
+            # Parts that are not keys (a union member's tag) are skipped.
+        if loc and not found:
+            return None  # not a key path of this file
+        mark = marks.get((*found, "<key>")) if at_key else None
+        mark = mark or marks.get(found)
+        return f"{shown}:{mark.line + 1}:{mark.column + 1}" if mark else None
+
+    return place
+
+
+_DOTTED = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*|\[\d+\])*)(?=: )")
+
+
+def _parse_dotted(text: str) -> tuple[Any, ...] | None:
+    """``a.b[0].c: ...`` -> ("a", "b", 0, "c"); None when the line starts with no key path."""
+    m = _DOTTED.match(text)
+    if not m:
+        return None
+    return tuple(int(p) if p.isdigit() else p for p in re.findall(r"[A-Za-z_]\w*|\d+", m.group(1)))
+
+
+def with_place(line: str, loc: tuple[Any, ...], place: Place | None, at_key: bool = False) -> str:
+    """``line`` with ``file:line:column`` of the key path it starts with (else of ``loc``) in front."""
+    if place is None:
+        return line
+    # A model-level message names its own key path at the start of the line.
+    dotted = _parse_dotted(line)
+    where = (place(dotted, at_key) if dotted else None) or place(loc, at_key)
+    return f"{where}: {line}" if where else line
+
+
+def format_validation_error(
+    err: ValidationError, root: type[BaseModel] = EnvironmentConfig, place: Place | None = None
+) -> list[str]:
+    """One line per problem: the key path, what is wrong, the value and what is allowed; with
+    ``place`` (from :func:`places_of`), each line starts with ``file:line:column`` of the value."""
     lines: list[str] = []
     for e in err.errors(include_url=False):
         loc = tuple(p for p in e["loc"] if p not in ("function-after[_layout()]",))
-        where = _loc(loc)
-        kind = e["type"]
-        if kind == "extra_forbidden":
-            parent, key = loc[:-1], loc[-1]
-            renamed = RENAMED_KEYS.get(_loc(loc))
-            if renamed:
-                lines.append(f"{where}: renamed to {renamed[0]!r}; {renamed[1]}")
-                continue
-            if _loc(loc) in REMOVED_KEYS:
-                lines.append(f"{where}: removed; {REMOVED_KEYS[_loc(loc)]}")
-                continue
-            model = _model_at(parent, root)
-            valid = []
-            if model is not None:
-                valid = [f.alias or n for n, f in model.model_fields.items()]
-            close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            allowed = f" (allowed: {', '.join(sorted(valid))})" if valid and not close else ""
-            lines.append(f"{where}: unknown key {key!r}{hint}{allowed}")
-            continue
-        msg = e["msg"]
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, ") :]
-        given = e.get("input")
-        if kind == "missing":
-            lines.append(f"{where}: required key is missing")
-        elif kind in ("value_error", "assertion_error"):
-            for part in msg.split("\n"):
-                # Model-level messages already name their fields.
-                lines.append(part if part.startswith(where.split(".")[0] + ".") or not where else f"{where}: {part}")
-        else:
-            shown = repr(given) if not isinstance(given, (dict, list)) else type(given).__name__
-            lines.append(f"{where}: {msg} (given: {shown})")
+        start = len(lines)
+        _describe(e, loc, root, lines)
+        at_key = e["type"] == "extra_forbidden"
+        lines[start:] = [with_place(line, loc, place, at_key) for line in lines[start:]]
     return lines
+
+
+def _describe(e: Any, loc: tuple[Any, ...], root: type[BaseModel], lines: list[str]) -> None:
+    where = _loc(loc)
+    kind = e["type"]
+    if kind == "extra_forbidden":
+        parent, key = loc[:-1], loc[-1]
+        renamed = RENAMED_KEYS.get(_loc(loc))
+        if renamed:
+            lines.append(f"{where}: renamed to {renamed[0]!r}; {renamed[1]}")
+            return
+        if _loc(loc) in REMOVED_KEYS:
+            lines.append(f"{where}: removed; {REMOVED_KEYS[_loc(loc)]}")
+            return
+        model = _model_at(parent, root)
+        valid = []
+        if model is not None:
+            valid = [f.alias or n for n, f in model.model_fields.items()]
+        close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        allowed = f" (allowed: {', '.join(sorted(valid))})" if valid and not close else ""
+        lines.append(f"{where}: unknown key {key!r}{hint}{allowed}")
+        return
+    msg = e["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    given = e.get("input")
+    if kind == "missing":
+        lines.append(f"{where}: required key is missing")
+    elif kind in ("value_error", "assertion_error"):
+        for part in msg.split("\n"):
+            # Model-level messages already name their fields.
+            lines.append(part if part.startswith(where.split(".")[0] + ".") or not where else f"{where}: {part}")
+    else:
+        shown = repr(given) if not isinstance(given, (dict, list)) else type(given).__name__
+        lines.append(f"{where}: {msg} (given: {shown})")
 
 
 def load_environment(name: str, config_dir: Path = CONFIG_DIR) -> EnvironmentConfig:
@@ -149,18 +237,32 @@ def load_environment(name: str, config_dir: Path = CONFIG_DIR) -> EnvironmentCon
             f"-c env={name}",
             [f"unknown environment {name!r}; known environments: {', '.join(known)}"],
         )
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(str(path.name), [f"not valid YAML: {err}"]) from None
+    text = path.read_text()
+    data = read_yaml(text, path)
     if not isinstance(data, dict):
-        raise ConfigError(path.name, ["the file must hold a mapping of keys to values"])
+        raise ConfigError(path.name, [f"{display_path(path)}:1:1: the file must hold a mapping of keys to values"])
     data.setdefault("name", name)
-    return parse_environment(data, source=path.name)
+    return parse_environment(data, source=path.name, place=places_of(text, path))
 
 
-def parse_environment(data: dict[str, Any], *, source: str = "<config>") -> EnvironmentConfig:
+def read_yaml(text: str, path: Path) -> Any:
+    """The YAML document of ``path``; a syntax error is one ConfigError line with its place."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{display_path(path)}:{mark.line + 1}:{mark.column + 1}" if mark else display_path(path)
+        problem = getattr(err, "problem", None) or str(err)
+        context = getattr(err, "context", None)
+        raise ConfigError(
+            path.name, [f"{where}: not valid YAML: {problem}" + (f" ({context})" if context else "")]
+        ) from None
+
+
+def parse_environment(
+    data: dict[str, Any], *, source: str = "<config>", place: Place | None = None
+) -> EnvironmentConfig:
     try:
         return EnvironmentConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(source, format_validation_error(err)) from None
+        raise ConfigError(source, format_validation_error(err, place=place)) from None

@@ -7,11 +7,20 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from config.base import Frozen
-from config.loader import CONFIG_DIR, ConfigError, format_validation_error, known_environments, load_environment
+from config.loader import (
+    CONFIG_DIR,
+    ConfigError,
+    Place,
+    format_validation_error,
+    known_environments,
+    load_environment,
+    places_of,
+    read_yaml,
+    with_place,
+)
 from config.model import AccountId, EnvironmentConfig, RegionName
 
 PIPELINE_FILE = "pipeline.yaml"
@@ -129,7 +138,7 @@ def stage_order_errors(stages: list[tuple[int, str]], environments: dict[str, En
 
 
 def parse_pipeline(
-    data: Any, *, source: str = PIPELINE_FILE, config_dir: Path = CONFIG_DIR
+    data: Any, *, source: str = PIPELINE_FILE, config_dir: Path = CONFIG_DIR, place: Place | None = None
 ) -> tuple[PipelineConfig, list[EnvironmentConfig]]:
     """Validate the pipeline config and load every environment it names, in its order.
 
@@ -140,7 +149,7 @@ def parse_pipeline(
     try:
         pipeline = PipelineConfig.model_validate(data)
     except ValidationError as err:
-        errors += format_validation_error(err, PipelineConfig)
+        errors += format_validation_error(err, PipelineConfig, place)
         pipeline = None
     stages = data.get("stages") if isinstance(data.get("stages"), list) else []
     known = known_environments(config_dir)
@@ -150,17 +159,27 @@ def parse_pipeline(
         if not isinstance(name, str):
             continue
         if name in seen:
-            errors.append(f"stages[{i}]: {name!r} is already stages[{seen[name]}]; each environment is deployed once")
+            errors.append(
+                with_place(
+                    f"stages[{i}]: {name!r} is already stages[{seen[name]}]; each environment is deployed once",
+                    (),
+                    place,
+                )
+            )
             continue
         seen[name] = i
         if name not in known:
-            errors.append(f"stages[{i}]: unknown environment {name!r}; known environments: {', '.join(known)}")
+            errors.append(
+                with_place(
+                    f"stages[{i}]: unknown environment {name!r}; known environments: {', '.join(known)}", (), place
+                )
+            )
             continue
         try:
             environments[name] = load_environment(name, config_dir)
         except ConfigError as err:
             errors += [f"stages[{i}] ({name}): {e}" for e in err.errors]
-    errors += stage_order_errors([(i, n) for n, i in seen.items()], environments)
+    errors += [with_place(e, (), place) for e in stage_order_errors([(i, n) for n, i in seen.items()], environments)]
     if errors or pipeline is None:
         raise ConfigError(source, errors)
     return pipeline, [environments[n] for n in pipeline.stages]
@@ -169,9 +188,7 @@ def parse_pipeline(
 def load_pipeline(config_dir: Path = CONFIG_DIR) -> tuple[PipelineConfig, list[EnvironmentConfig]]:
     path = config_dir / PIPELINE_FILE
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
         raise ConfigError(PIPELINE_FILE, [f"{path} is missing; the pipeline needs it"]) from None
-    except yaml.YAMLError as err:
-        raise ConfigError(PIPELINE_FILE, [f"not valid YAML: {err}"]) from None
-    return parse_pipeline(data, config_dir=config_dir)
+    return parse_pipeline(read_yaml(text, path), config_dir=config_dir, place=places_of(text, path))

@@ -29,6 +29,12 @@ FILLED_BY_LOADER = ("name",)
 # Long enumerations (instance types) are summarised in the page; the schema keeps every value.
 MAX_LISTED_VALUES = 25
 TOP = "Top-level keys"
+# The files each schema describes, as the page names them: a pattern, so that the page depends on
+# the model only, never on which environment files a checkout has.
+PAGE_FILES = {
+    "environment.schema.json": "`config/ENV.yaml`, one per environment (`ENV` is the name `-c env=` and `--env` take)",
+    "pipeline.schema.json": "`config/pipeline.yaml`",
+}
 
 
 def schema_line(schema_file: str) -> str:
@@ -153,9 +159,9 @@ def reference_markdown() -> str:
         "[Configuration](../configuration.md) for how files are chosen and errors reported.",
         "",
     ]
-    for schema_file, (schema, files) in schemas().items():
+    for schema_file, (schema, _) in schemas().items():
         defs = schema.get("$defs", {})
-        listed = ", ".join(f"`config/{f}`" for f in files)
+        listed = PAGE_FILES[schema_file]
         out += [f"## {schema['title']}", "", f"Files: {listed}; JSON Schema: `config/schema/{schema_file}`.", ""]
         _section(TOP, schema, defs, out)
     return "\n".join(out).rstrip() + "\n"

@@ -1,17 +1,20 @@
-"""Command line: ``hpray COMMAND --env NAME [--json]`` (installed by ``pip install -e .``), or
-``python -m ops`` from the checkout."""
+"""Command line: ``hpray COMMAND --env NAME [--json]`` (installed by ``pip install .``, ``pipx install .``
+or ``pip install -e .``), or ``python -m ops`` from the checkout."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from config import ConfigError, known_environments, load_environment
+from config.loader import CONFIG_DIR
 from config.model import EnvironmentConfig
 from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, OpsError
 from ops.output import table, to_json
@@ -32,6 +35,8 @@ Operations for the HyperPod Ray platform, one environment at a time (config/<env
   upgrade     plan a Kubernetes upgrade step by step (`upgrade plan`); --apply does the safe steps
   completion  print the shell completion script (bash; zsh with bashcompinit)
 
+Environments are the NAME.yaml files of --config-dir DIR (default: $HPRAY_CONFIG_DIR, else the
+config/ folder this command was installed or run from).
 Uses your AWS credentials (--profile or the usual AWS_* variables / SSO). Read-only except
 `submit` (creates or updates one RayJob or RayService; `submit job` also uploads your working
 directory), `stop`/`resume` (suspend or resume one RayJob) and `dashboard` (a local port-forward).
@@ -66,15 +71,45 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, max_help_position=32, width=100)
 
 
-def _common(parser: argparse.ArgumentParser, *, kube: bool) -> None:
-    envs = known_environments()
+CONFIG_DIR_ENV = "HPRAY_CONFIG_DIR"
+
+
+def _config_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config-dir",
+        metavar="DIR",
+        type=Path,
+        help=f"folder of the environment files NAME.yaml (default: ${CONFIG_DIR_ENV}, else {CONFIG_DIR})",
+    )
+
+
+def config_dir_of(argv: Sequence[str]) -> Path:
+    """The environments' folder: --config-dir anywhere on the command line, else $HPRAY_CONFIG_DIR,
+    else the config/ package this command runs from. Exits 2 when it holds no environment."""
+    pre = argparse.ArgumentParser(add_help=False)
+    _config_dir_option(pre)
+    given = pre.parse_known_args([a for a in argv if a != "--help" and a != "-h"])[0].config_dir
+    chosen = given or (Path(os.environ[CONFIG_DIR_ENV]) if os.environ.get(CONFIG_DIR_ENV) else None)
+    if chosen is None:
+        return CONFIG_DIR
+    flag = "--config-dir" if given else f"${CONFIG_DIR_ENV}"
+    if not chosen.is_dir():
+        pre.exit(EXIT_USAGE, f"error: {flag} {chosen}: not a directory\n")
+    if not known_environments(chosen):
+        pre.exit(EXIT_USAGE, f"error: {flag} {chosen}: no environment file (NAME.yaml) in it\n")
+    return chosen
+
+
+def _common(parser: argparse.ArgumentParser, *, kube: bool, config_dir: Path = CONFIG_DIR) -> None:
+    envs = known_environments(config_dir)
     parser.add_argument(
         "--env",
         required=True,
         metavar="NAME",
         choices=envs,
-        help=f"environment to act on: config/NAME.yaml ({', '.join(envs)})",
+        help=f"environment to act on: NAME.yaml in {config_dir} ({', '.join(envs)})",
     )
+    _config_dir_option(parser)
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
     parser.add_argument(
         "--profile", metavar="PROFILE", help="AWS profile from ~/.aws/config (default: AWS_PROFILE / default chain)"
@@ -90,7 +125,9 @@ def _common(parser: argparse.ArgumentParser, *, kube: bool) -> None:
         )
 
 
-def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+def build_parser(prog: str = PROG, config_dir: Path = CONFIG_DIR) -> argparse.ArgumentParser:
+    from ops.version import version
+
     parser = argparse.ArgumentParser(
         prog=prog,
         usage="%(prog)s COMMAND --env NAME [options]",
@@ -98,6 +135,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=_Formatter,
     )
+    parser.add_argument("--version", action="version", version=f"{prog} {version()} (environments: {config_dir})")
+    _config_dir_option(parser)
+    common = functools.partial(_common, config_dir=config_dir)
     # The commands are listed in DESCRIPTION (argparse mis-aligns its own list of subcommands).
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, help=argparse.SUPPRESS)
 
@@ -118,7 +158,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         ),
         formatter_class=_Formatter,
     )
-    _common(p, kube=False)
+    common(p, kube=False)
     p.add_argument(
         "--toolkit-stack-name",
         metavar="NAME",
@@ -138,7 +178,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         ),
         formatter_class=_Formatter,
     )
-    _common(p, kube=True)
+    common(p, kube=True)
 
     p = sub.add_parser(
         "submit",
@@ -159,7 +199,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         choices=["training", "inference", "job"],
         help="training (RayJob), inference (RayService) or job (your own command)",
     )
-    _common(p, kube=True)
+    common(p, kube=True)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
         "--attach", action="store_true", help="do not apply anything; follow the workload already submitted"
@@ -178,10 +218,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     from ops.job_cli import add_job_commands, add_submit_job_options
 
     add_submit_job_options(p)
-    add_job_commands(sub, prog, _common, _Formatter)
+    add_job_commands(sub, prog, common, _Formatter)
     from ops.upgrade import add_upgrade_command
 
-    add_upgrade_command(sub, prog, _common, _Formatter)
+    add_upgrade_command(sub, prog, common, _Formatter)
     return parser
 
 
@@ -231,12 +271,15 @@ def main(
     from ops.job_cli import JOB_COMMANDS, run_job_command, split_command
 
     argv, job_command = split_command(list(sys.argv[1:] if argv is None else argv))
-    args = build_parser(prog).parse_args(argv)
+    config_dir = config_dir_of(argv)
+    if config_dir != CONFIG_DIR and load_config is load_environment:
+        load_config = functools.partial(load_environment, config_dir=config_dir)
+    args = build_parser(prog, config_dir).parse_args(argv)
     args.job_command = job_command
     if args.command == "completion":
         from ops.completion import bash_script
 
-        print(bash_script(build_parser(prog), prog), file=out)
+        print(bash_script(build_parser(prog, config_dir), prog), file=out)
         return EXIT_OK
     try:
         if job_command and not (args.command == "submit" and args.workload == "job"):

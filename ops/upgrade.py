@@ -22,10 +22,10 @@ import yaml
 
 from config import versions
 from config.model import EnvironmentConfig
+from ops import kuberay_crds
 from ops.errors import OpsError
 from ops.names import stack_prefix
 
-CRD_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "kuberay-crds"
 FIELD_MANAGER = "hpray"
 
 
@@ -91,6 +91,7 @@ def plan(config: EnvironmentConfig, to: str | None = None, *, on: Any = None) ->
     addon_changes = [
         f"{name}: {old.get(name, '-')} -> {new[name]}" for name in sorted(new) if old.get(name) != new[name]
     ]
+    crd_files = " ".join(f"-f {path}" for path in kuberay_crds.manual_paths())
     status = {v: versions.eks_support_status(v, on or _today()) or "unknown" for v in (current, target)}
     steps = [
         Step(
@@ -155,8 +156,9 @@ def plan(config: EnvironmentConfig, to: str | None = None, *, on: Any = None) ->
             "nothing for running Ray clusters: the CRDs are applied before the operator that reads them (Helm never "
             "upgrades CRDs itself)",
             [
-                f"kubectl apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} --dry-run=server -f ../shared/kuberay-crds/",
-                f"kubectl apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} -f ../shared/kuberay-crds/",
+                f"{kuberay_crds.pull_command()}    # the pinned chart; its crds/ hold the CRDs",
+                f"kubectl apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} --dry-run=server {crd_files}",
+                f"kubectl apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} {crd_files}",
                 f"npx cdk deploy {cluster_stack} -c env={env}    # the operator chart, when its version changed",
             ],
             automatic=True,
@@ -202,11 +204,9 @@ def as_dict(header: str, steps: list[Step]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 
-def crd_documents(crd_dir: Path = CRD_DIR) -> list[dict[str, Any]]:
-    if not crd_dir.is_dir():
-        raise OpsError(
-            f"KubeRay CRDs not found at {crd_dir}", "check out the shared CRDs of the pinned KubeRay release there"
-        )
+def crd_documents(crd_dir: Path | None = None) -> list[dict[str, Any]]:
+    """The CRDs of the pinned KubeRay release (default: from its chart, verified and cached: ops/kuberay_crds.py)."""
+    crd_dir = crd_dir or kuberay_crds.crd_dir()
     docs = []
     for path in sorted(crd_dir.glob("*.yaml")):
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -219,7 +219,7 @@ def crd_documents(crd_dir: Path = CRD_DIR) -> list[dict[str, Any]]:
 
 
 def apply_safe_steps(
-    config: EnvironmentConfig, aws: Any, kube: Any, target: str, *, emit: Any, crd_dir: Path = CRD_DIR
+    config: EnvironmentConfig, aws: Any, kube: Any, target: str, *, emit: Any, crd_dir: Path | None = None
 ) -> dict[str, Any]:
     """Read-only checks, then the KubeRay CRDs server-side: a dry run of every CRD first, and the
     real apply only when every dry run passed."""

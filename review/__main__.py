@@ -13,6 +13,10 @@ stderr."""
 
 from __future__ import annotations
 
+from review.node import quiet_jsii
+
+quiet_jsii()  # before review.flows starts jsii
+
 import argparse
 import sys
 from datetime import date
@@ -152,8 +156,18 @@ def config_for(env: str, stacks: list[Stack]) -> EnvironmentConfig | None:
             continue
         if env in (name, config.tags.as_dict().get("Environment")) and accounts == {(config.account, config.region)}:
             return config
-    print(f"review: {env}: no environment under config/ matches these stacks; flows not checked", file=sys.stderr)
+    print(no_environment_note(env, accounts))
     return None
+
+
+def no_environment_note(env: str, accounts: set[tuple[str, str]]) -> str:
+    """What it means that no config describes ``env``'s stacks (the delivery pipeline's own stack, or
+    stacks of an environment whose file is not under config/): a note, not an error."""
+    where = ", ".join(f"account {a} in {r}" for a, r in sorted(accounts))
+    return (
+        f"review: {env}: report without the flow checks: no config/NAME.yaml describes these stacks "
+        f"({where}), and flows are checked per environment (each environment's own report has them)"
+    )
 
 
 if __name__ == "__main__":

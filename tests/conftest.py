@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from config.fixtures import FixtureUnavailable, missing_summary
+from config.fixtures import SHARED_ENV, FixtureUnavailable, missing_summary
 
 ROOT = Path(__file__).resolve().parent.parent
+# The shared test fixtures (real charts and CRDs) beside the checkout, unless HYPERPOD_RAY_SHARED
+# names another folder (or an empty one, to test a clone without them). Only tests read it.
+os.environ.setdefault(SHARED_ENV, str(ROOT.parent / "shared"))
 # jsii runs on the project's pinned Node 22 (package.json), as under `make`.
 os.environ["PATH"] = f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
@@ -102,6 +105,8 @@ def pytest_runtest_makereport(item, call):
     report = yield
     if call.excinfo is not None and call.excinfo.errisinstance(FixtureUnavailable):
         report.outcome = "skipped"
-        reason = missing_summary() or str(call.excinfo.value)
+        # The summary when it names this test's fixture, else this fixture's own line.
+        summary, error = missing_summary(), call.excinfo.value
+        reason = summary if summary and error.what in summary else str(error)
         report.longrepr = (__file__, pytest_runtest_makereport.__code__.co_firstlineno, f"Skipped: {reason}")
     return report

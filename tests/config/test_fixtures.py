@@ -215,3 +215,34 @@ def test_a_clone_without_shared_skips_with_one_line_and_no_traceback(tmp_path):
     assert len(skipped) == 1, out
     assert "missing kuberay-operator-1.7.0, nvidia-device-plugin-0.18.2" in skipped[0]
     assert "8 skipped" in out
+
+
+def test_no_code_outside_tests_names_the_shared_fixtures_folder():
+    """A user's checkout has no ../shared: only tests/conftest.py points HYPERPOD_RAY_SHARED at it."""
+    import tokenize
+
+    offenders = []
+    code = [ROOT / "app.py"] + [
+        p
+        for top in ("config", "constructs", "stacks", "ops", "review", "workloads", "bench")
+        for p in sorted((ROOT / top).rglob("*.py"))
+    ]
+    for path in code:
+        with path.open("rb") as f:
+            for token in tokenize.tokenize(f.readline):
+                if token.type == tokenize.STRING:
+                    text = token.string.strip("\"'rbfu")
+                    if text == "shared" or text.startswith(("../shared", "shared/")):
+                        offenders.append(f"{path.relative_to(ROOT)}:{token.start[0]}: {token.string}")
+    assert offenders == []
+
+
+def test_without_the_variable_there_is_no_shared_folder(isolated, monkeypatch):
+    monkeypatch.delenv(fixtures.SHARED_ENV)
+    monkeypatch.setenv(fixtures.OFFLINE_ENV, "1")
+    assert fixtures.shared_dir() is None
+    with pytest.raises(fixtures.FixtureUnavailable) as info:
+        fixtures.kuberay_crd_dir()
+    assert str(info.value).startswith(
+        "missing kuberay-crds: no shared fixtures folder ($HYPERPOD_RAY_SHARED unset) and HYPERPOD_RAY_OFFLINE forbids fetching"
+    )

@@ -92,3 +92,12 @@ def test_the_schema_rejects_what_the_model_rejects(change, expected):
     change(data)
     messages = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(data)]
     assert any(m.startswith(expected) for m in messages), messages
+
+
+def test_the_generated_files_do_not_depend_on_which_environments_exist(monkeypatch, tmp_path):
+    """A user who adds config/mytest.yaml (or removes one) gets the same generated files."""
+    before = generated_files()
+    monkeypatch.setattr("config.reference.known_environments", lambda: ["dev", "mytest", "prod", "staging"])
+    assert generated_files() == before
+    monkeypatch.setattr("config.reference.known_environments", lambda: ["dev"])
+    assert generated_files() == before

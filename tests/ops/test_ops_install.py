@@ -71,3 +71,137 @@ def test_bash_completes_commands_options_and_choices():
     # After --, the words are the job's own command: nothing to complete.
     assert complete(["hpray", "submit", "job", "--", "pyth"]) == []
     assert complete(["hpray", "submit", "job", "--", "python", "--w"]) == []
+
+
+# What a `pip install .` carries: the packages of pyproject.toml, nothing else of the checkout.
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "ops", "config", "workloads", "review")
+
+
+@pytest.fixture(scope="module")
+def installed_hpray(tmp_path_factory):
+    """The wheel built from a copy of the distribution's sources (offline: no build isolation, no
+    dependencies fetched), installed into a fresh venv whose dependencies come from this venv's
+    site-packages through a .pth line (a path, not a site dir: no editable hook of this checkout)."""
+    import site
+    import sys
+    import sysconfig
+    import venv
+
+    work = tmp_path_factory.mktemp("wheel")
+    src = work / "src"
+    src.mkdir()
+    for name in WHEEL_SOURCES:
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
+        copy(
+            ROOT / name,
+            src / name,
+            **({"ignore": shutil.ignore_patterns("__pycache__")} if copy is shutil.copytree else {}),
+        )
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q"]
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(work / "dist"), str(src)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = (work / "dist").glob("hpray-*.whl")
+    env_dir = work / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(env_dir), "platbase": str(env_dir)}))
+    (purelib / "main-venv-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    subprocess.run(
+        [*pip, "--python", str(env_dir / "bin" / "python"), "install", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return env_dir / "bin" / "hpray", purelib, wheel
+
+
+def _run_installed(hpray: Path, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("AWS_", "HPRAY_", "PYTHON"))}
+    env.update(
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+        AWS_EC2_METADATA_DISABLED="true",
+    )
+    # Run from an empty folder: nothing of the checkout is importable from the working directory.
+    return subprocess.run([str(hpray), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_wheel_carries_the_environments_and_the_data_files(installed_hpray):
+    import zipfile
+
+    _, _, wheel = installed_hpray
+    names = set(zipfile.ZipFile(wheel).namelist())
+    tracked = {
+        p.relative_to(ROOT).as_posix()
+        for package in ("config", "review")
+        for p in (ROOT / package).rglob("*")
+        if p.is_file() and p.suffix in (".yaml", ".json")
+    }
+    assert {"config/dev.yaml", "config/staging.yaml", "config/prod.yaml", "review/prices.yaml"} <= tracked
+    assert tracked <= names
+
+
+def test_installed_hpray_has_a_version_and_finds_its_environments(installed_hpray, tmp_path):
+    hpray, purelib, _ = installed_hpray
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    result = _run_installed(hpray, ["--version"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    # The environments of the installed package, not of this checkout.
+    assert result.stdout == f"hpray {version} (environments: {purelib / 'config'})\n"
+
+
+def test_installed_hpray_status_reaches_the_credentials_error(installed_hpray, tmp_path):
+    hpray, _, _ = installed_hpray
+    result = _run_installed(hpray, ["status", "--env", "dev"], tmp_path)
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.startswith("error: no AWS credentials found"), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_installed_hpray_takes_the_users_config_dir(installed_hpray, tmp_path):
+    hpray, _, _ = installed_hpray
+    mine = tmp_path / "my-config"
+    mine.mkdir()
+    shutil.copy2(ROOT / "config" / "dev.yaml", mine / "team.yaml")
+    result = _run_installed(hpray, ["status", "--env", "team", "--config-dir", str(mine)], tmp_path)
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.startswith("error: no AWS credentials found"), result.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = _run_installed(hpray, ["status", "--env", "dev", "--config-dir", str(empty)], tmp_path)
+    assert (result.returncode, result.stderr) == (
+        2,
+        f"error: --config-dir {empty}: no environment file (NAME.yaml) in it\n",
+    )
+
+
+def test_version_from_the_checkout(capsys):
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    with pytest.raises(SystemExit) as info:
+        main(["--version"], prog="hpray")
+    assert info.value.code == 0
+    assert capsys.readouterr().out == f"hpray {version} (environments: {ROOT / 'config'})\n"
+
+
+def test_the_config_dir_from_the_environment_and_its_errors(tmp_path, monkeypatch, capsys):
+    from ops.cli import CONFIG_DIR_ENV, config_dir_of
+
+    mine = tmp_path / "envs"
+    mine.mkdir()
+    (mine / "team.yaml").write_text((ROOT / "config" / "dev.yaml").read_text())
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(mine))
+    assert config_dir_of(["status", "--env", "team"]) == mine
+    # --config-dir wins over the variable.
+    assert config_dir_of(["status", "--env", "dev", "--config-dir", str(ROOT / "config")]) == ROOT / "config"
+    with pytest.raises(SystemExit) as info:
+        config_dir_of(["status", "--env", "dev", "--config-dir", str(mine / "team.yaml")])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == f"error: --config-dir {mine / 'team.yaml'}: not a directory\n"
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(SystemExit) as info:
+        config_dir_of(["status", "--env", "dev"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == f"error: $HPRAY_CONFIG_DIR {tmp_path / 'nowhere'}: not a directory\n"

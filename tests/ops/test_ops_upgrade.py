@@ -3,14 +3,20 @@ checks, then the KubeRay CRDs server-side with a dry run first) against a local 
 
 from __future__ import annotations
 
+import functools
+import http.server
 import io
 import json
+import shutil
+import subprocess
+import threading
 from datetime import date
+from pathlib import Path
 
 import pytest
 
-from config import parse_environment, versions
-from ops import upgrade
+from config import fixtures, parse_environment, versions
+from ops import kuberay_crds, upgrade
 from ops.cli import main
 from ops.errors import OpsError
 from tests.ops.fakes import env_data, rayjob
@@ -68,14 +74,22 @@ def test_one_minor_upgrade_of_dev_in_order(dev):
         "RollingUpdatePolicy": {"MaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1}},
         "WaitIntervalInSeconds": 300,
     }
-    # CRDs: a server-side dry run before the apply, both before the operator chart.
+    # CRDs: from the pinned chart (no path of this checkout), a server-side dry run before the apply,
+    # both before the operator chart.
     crds = steps[5].commands
-    assert (
-        "--server-side" in crds[0]
-        and "--dry-run=server" in crds[0]
-        and "--dry-run" not in crds[1]
-        and "cdk deploy" in crds[2]
+    assert crds[0].startswith(
+        "helm pull kuberay-operator --repo https://ray-project.github.io/kuberay-helm/ --version 1.7.0 "
+        "--untar --untardir kuberay-operator-1.7.0"
     )
+    files = (
+        "-f kuberay-operator-1.7.0/kuberay-operator/crds/ray.io_rayclusters.yaml "
+        "-f kuberay-operator-1.7.0/kuberay-operator/crds/ray.io_rayjobs.yaml "
+        "-f kuberay-operator-1.7.0/kuberay-operator/crds/ray.io_rayservices.yaml"
+    )
+    assert crds[1] == (f"kubectl apply --server-side --force-conflicts --field-manager=hpray --dry-run=server {files}")
+    assert crds[2] == f"kubectl apply --server-side --force-conflicts --field-manager=hpray {files}"
+    assert "cdk deploy" in crds[3]
+    assert not any("shared" in c for s in steps for c in s.commands)
     assert [s.number for s in steps if s.automatic] == [1, 6]
     assert by["Read-only"].disrupts == "nothing"
 
@@ -164,7 +178,96 @@ class FakeAws:
         ]
 
 
-def test_apply_checks_then_applies_the_crds_after_a_dry_run(dev):
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def _chart_repo(tmp_path, monkeypatch, edit=None):
+    """A chart repository on 127.0.0.1 serving the real pinned KubeRay chart (the shared fixture,
+    packaged by the real helm; ``edit`` may change the unpacked copy first), an empty user cache,
+    and KUBERAY_OPERATOR pointing at that repository. Returns (stop, helm)."""
+    chart = fixtures.chart_dir("kuberay-operator")  # skipped with one line where it cannot be had
+    helm = str(fixtures.helm_binary())
+    copy = tmp_path / "src" / "kuberay-operator"
+    shutil.copytree(chart, copy)
+    if edit:
+        edit(copy)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    monkeypatch.setenv(fixtures.CACHE_ENV, str(tmp_path / "user-cache"))
+    subprocess.run([helm, "package", str(copy), "-d", str(repo)], check=True, capture_output=True)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(repo)))
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    subprocess.run([helm, "repo", "index", str(repo), "--url", url], check=True, capture_output=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(versions, "KUBERAY_OPERATOR", versions.ChartPin("kuberay-operator", url, "1.7.0"))
+
+    def stop():
+        server.shutdown()
+        server.server_close()
+
+    return stop, helm
+
+
+def test_the_crds_come_from_the_pinned_chart_verified_and_cached(tmp_path, monkeypatch):
+    stop, helm = _chart_repo(tmp_path, monkeypatch)
+    try:
+        got = kuberay_crds.crd_dir(helm=helm)
+    finally:
+        stop()
+    assert got == tmp_path / "user-cache" / "kuberay-crds" / "kuberay-operator-1.7.0"
+    assert sorted(p.name for p in got.iterdir()) == list(versions.KUBERAY_CRDS.files)
+    assert fixtures.tree_digest(got, versions.KUBERAY_CRDS.files) == versions.KUBERAY_CRDS.digest
+    # The repository is gone: the verified cache answers without helm.
+    assert kuberay_crds.crd_dir(helm="/nonexistent/helm") == got
+    # A changed cache is not trusted: fetched again (here: the repository is gone, so helm fails).
+    (got / "ray.io_rayjobs.yaml").write_text("kind: Tampered\n")
+    with pytest.raises(OpsError) as err:
+        kuberay_crds.crd_dir(helm=helm)
+    assert err.value.message.startswith(
+        f"helm pull of kuberay-operator 1.7.0 from {versions.KUBERAY_OPERATOR.repository} failed: "
+    )
+
+
+def test_a_chart_whose_crds_differ_from_the_pin_is_refused_and_nothing_applied(tmp_path, monkeypatch, dev):
+    def tamper(chart: Path) -> None:
+        crd_file = chart / "crds" / "ray.io_rayjobs.yaml"
+        crd_file.write_text(crd_file.read_text() + "# changed\n")
+
+    stop, helm = _chart_repo(tmp_path, monkeypatch, tamper)
+    monkeypatch.setattr(kuberay_crds.shutil, "which", lambda name: helm)
+    try:
+        with KubeApi() as api, pytest.raises(OpsError) as err:
+            upgrade.apply_safe_steps(dev, FakeAws(), api.client(), "1.34", emit=lambda text: None)
+        assert api.state.crd_applies == []
+    finally:
+        stop()
+    assert err.value.message.startswith(
+        f"the CRDs of the kuberay-operator 1.7.0 chart from {versions.KUBERAY_OPERATOR.repository} have digest "
+    )
+    assert err.value.message.endswith(f"config/versions.py pins {versions.KUBERAY_CRDS.digest} for KubeRay 1.7.0")
+    assert not (tmp_path / "user-cache" / "kuberay-crds" / "kuberay-operator-1.7.0").exists()
+
+
+def test_ops_never_reads_the_test_fixtures_folder():
+    """A user's checkout has no ../shared: no product module of the CLI names it."""
+    ops_dir = Path(upgrade.__file__).parent
+    assert [p.name for p in sorted(ops_dir.rglob("*.py")) if "shared/" in p.read_text()] == []
+
+
+def test_apply_checks_then_applies_the_crds_after_a_dry_run(dev, tmp_path, monkeypatch):
+    stop, helm = _chart_repo(tmp_path, monkeypatch)
+    monkeypatch.setattr(kuberay_crds.shutil, "which", lambda name: helm)
+    try:
+        _apply_checks_then_applies(dev)
+    finally:
+        stop()
+
+
+def _apply_checks_then_applies(dev):
     with KubeApi() as api:
         api.state.rayjobs[("ray-workloads", "hello")] = rayjob("running", name="hello")
         aws = FakeAws()

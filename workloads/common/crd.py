@@ -1,7 +1,7 @@
 """Offline, strict validation of rendered KubeRay manifests against the real KubeRay CRDs.
 
 The schemas are `spec.versions[v1].schema.openAPIV3Schema` of the KubeRay CRDs of the pinned
-operator release (``config.fixtures.kuberay_crd_dir``: ``<repo>/../shared/kuberay-crds/`` or a
+operator release (``config.fixtures.kuberay_crd_dir``: the shared fixtures folder of the tests or a
 verified copy fetched at the pinned commit). jsonschema checks
 types, enums and required fields; because the schemas do not forbid extra keys, unknown fields
 are found by walking the manifest alongside the schema, as kubectl's strict field validation
