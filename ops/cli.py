@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from config import ConfigError, known_environments, load_environment
 from config.loader import CONFIG_DIR
 from config.model import EnvironmentConfig
+from ops.config_dir import config_dir_of, config_dir_option
 from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, OpsError
 from ops.output import table, to_json
 
@@ -71,35 +72,6 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, max_help_position=32, width=100)
 
 
-CONFIG_DIR_ENV = "HPRAY_CONFIG_DIR"
-
-
-def _config_dir_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config-dir",
-        metavar="DIR",
-        type=Path,
-        help=f"folder of the environment files NAME.yaml (default: ${CONFIG_DIR_ENV}, else {CONFIG_DIR})",
-    )
-
-
-def config_dir_of(argv: Sequence[str]) -> Path:
-    """The environments' folder: --config-dir anywhere on the command line, else $HPRAY_CONFIG_DIR,
-    else the config/ package this command runs from. Exits 2 when it holds no environment."""
-    pre = argparse.ArgumentParser(add_help=False)
-    _config_dir_option(pre)
-    given = pre.parse_known_args([a for a in argv if a != "--help" and a != "-h"])[0].config_dir
-    chosen = given or (Path(os.environ[CONFIG_DIR_ENV]) if os.environ.get(CONFIG_DIR_ENV) else None)
-    if chosen is None:
-        return CONFIG_DIR
-    flag = "--config-dir" if given else f"${CONFIG_DIR_ENV}"
-    if not chosen.is_dir():
-        pre.exit(EXIT_USAGE, f"error: {flag} {chosen}: not a directory\n")
-    if not known_environments(chosen):
-        pre.exit(EXIT_USAGE, f"error: {flag} {chosen}: no environment file (NAME.yaml) in it\n")
-    return chosen
-
-
 def _common(parser: argparse.ArgumentParser, *, kube: bool, config_dir: Path = CONFIG_DIR) -> None:
     envs = known_environments(config_dir)
     parser.add_argument(
@@ -109,7 +81,7 @@ def _common(parser: argparse.ArgumentParser, *, kube: bool, config_dir: Path = C
         choices=envs,
         help=f"environment to act on: NAME.yaml in {config_dir} ({', '.join(envs)})",
     )
-    _config_dir_option(parser)
+    config_dir_option(parser)
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
     parser.add_argument(
         "--profile", metavar="PROFILE", help="AWS profile from ~/.aws/config (default: AWS_PROFILE / default chain)"
@@ -136,7 +108,7 @@ def build_parser(prog: str = PROG, config_dir: Path = CONFIG_DIR) -> argparse.Ar
         formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"{prog} {version()} (environments: {config_dir})")
-    _config_dir_option(parser)
+    config_dir_option(parser)
     common = functools.partial(_common, config_dir=config_dir)
     # The commands are listed in DESCRIPTION (argparse mis-aligns its own list of subcommands).
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, help=argparse.SUPPRESS)

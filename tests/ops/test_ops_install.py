@@ -187,7 +187,7 @@ def test_version_from_the_checkout(capsys):
 
 
 def test_the_config_dir_from_the_environment_and_its_errors(tmp_path, monkeypatch, capsys):
-    from ops.cli import CONFIG_DIR_ENV, config_dir_of
+    from ops.config_dir import CONFIG_DIR_ENV, config_dir_of
 
     mine = tmp_path / "envs"
     mine.mkdir()
