@@ -74,13 +74,13 @@ def test_torn_newest_checkpoint_is_skipped_and_logged(tmp_path, make_checkpoint,
     newest = make_checkpoint(tmp_path, 20, seed=2)
     (newest / "manifest.json").unlink()  # torn: the manifest is written last
     with caplog.at_level(logging.WARNING, logger="workloads.inference"):
-        loaded = load_model(str(tmp_path), "tiny-run", device="cpu")
+        loaded = load_model(str(tmp_path), "tiny-run")
     assert loaded.step == 10
     assert "checkpoint_000000020" in loaded.skipped[0] and "no manifest.json" in loaded.skipped[0]
     assert any("newest checkpoint is torn, serving the previous one instead" in r.message for r in caplog.records)
     shutil.rmtree(tmp_path / "tiny-run" / "checkpoint_000000010")
     with pytest.raises(Exception) as info:
-        load_model(str(tmp_path), "tiny-run", device="cpu")
+        load_model(str(tmp_path), "tiny-run")
     assert "none of the 1 checkpoints of run 'tiny-run'" in str(info.value)
 
 
