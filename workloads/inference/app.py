@@ -29,7 +29,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from workloads.inference import engine, schema
+from workloads.inference import engine, loading, schema
 
 log = logging.getLogger("ray.serve")
 
@@ -90,7 +90,7 @@ class Generate:
 
         # Tiny matmuls gain nothing from intra-op threads, and threads fight Ray's own processes.
         torch.set_num_threads(max(1, int(torch_threads)))
-        self.device = engine.Device()
+        self.device = loading.Device()
         self.dtype = self.device.dtype(gpu_dtype)
         self.storage_path = storage_path
         self.run_name = run_name
@@ -100,7 +100,7 @@ class Generate:
         self.served = 0
         self.batches = 0  # batches generated, and the requests in them (mean batch size on /healthz)
         self.batched = 0
-        loaded = engine.load_model(storage_path, run_name, self.dtype)
+        loaded = loading.load_model(storage_path, run_name, self.dtype)
         loaded.model = self.device.place(loaded.model)
         self._set_model(loaded)
         self._gate = _SwapGate()
@@ -110,7 +110,7 @@ class Generate:
         self._idle = asyncio.Event()
         self._idle.set()
 
-    def _set_model(self, loaded: engine.LoadedModel) -> None:
+    def _set_model(self, loaded: loading.LoadedModel) -> None:
         self.loaded = loaded
         self.loaded_at = int(time.time())
         self.limits = schema.Limits(
@@ -134,20 +134,20 @@ class Generate:
         if token != self.reload_token:
             if self.reload_token is not None or token is not None:
                 # Read and verified on the host while the old model keeps serving.
-                fresh = await asyncio.to_thread(engine.load_model, self.storage_path, self.run_name, self.dtype)
+                fresh = await asyncio.to_thread(loading.load_model, self.storage_path, self.run_name, self.dtype)
                 if fresh.step != self.loaded.step or fresh.path != self.loaded.path:
                     await self._swap(fresh)
                 else:
                     log.info("reload %r: %s is already the newest intact checkpoint", token, fresh.model_id)
             self.reload_token = token
 
-    async def _swap(self, fresh: engine.LoadedModel) -> None:
+    async def _swap(self, fresh: loading.LoadedModel) -> None:
         """Serve ``fresh``: new uses of the model wait while the running ones end, the old model
-        is freed on the device and the new one moved there (``engine.swap``)."""
+        is freed on the device and the new one moved there (``loading.swap``)."""
         start = time.perf_counter()
         async with self._gate.closed():
             held = time.perf_counter()
-            await asyncio.to_thread(engine.swap, self.device, self.loaded, fresh)
+            await asyncio.to_thread(loading.swap, self.device, self.loaded, fresh)
             self._set_model(fresh)
         self.last_swap_pause_s = time.perf_counter() - start
         log.info(

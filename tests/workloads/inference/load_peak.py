@@ -1,7 +1,7 @@
 """Peak resident memory of a replica's model load, in a process of its own (no Ray).
 ``python tests/workloads/inference/load_peak.py STORAGE RUN WARMUP_STORAGE``: loads the small
 checkpoint of ``RUN`` under ``WARMUP_STORAGE`` first (torch's and DCP's lazy set-up is not part of
-the measure), then the one under ``STORAGE`` as a replica does (``engine.load_model``), and prints
+the measure), then the one under ``STORAGE`` as a replica does (``loading.load_model``), and prints
 one JSON line: the loaded weights' bytes, and how far the peak resident set (``VmHWM``, reset just
 before the load) rose above the resident set before it."""
 
@@ -16,13 +16,13 @@ def main() -> None:
     import torch
 
     from workloads.common import procfs
-    from workloads.inference import engine
+    from workloads.inference import loading
 
     torch.set_num_threads(1)
-    engine.load_model(warmup, run)
+    loading.load_model(warmup, run)
     before = procfs.rss_kib("self")
     procfs.reset_peak_rss()
-    loaded = engine.load_model(storage, run)
+    loaded = loading.load_model(storage, run)
     peak = procfs.peak_rss_kib()
     weights = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
     print(json.dumps({"weights": weights, "growth": (peak - before) * 1024}), flush=True)

@@ -1,5 +1,5 @@
 """What a replica loads: only the model's tensors of the training job's sharded checkpoint, in the
-serving dtype, with no temporary copy (engine.load_model, checkpoint.load_entry_into)."""
+serving dtype, with no temporary copy (loading.load_model, checkpoint.load_entry_into)."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def test_loaded_weights_equal_the_trained_ones_in_the_serving_dtype(tmp_path, ar
     import torch
 
     from workloads.common.model import GPTConfig, LlamaConfig
-    from workloads.inference import engine
+    from workloads.inference import loading
 
     config = LlamaConfig() if arch == "llama" else GPTConfig(n_layer=2, n_head=2, n_embd=32)
     path = save_job_checkpoint(tmp_path, config, step=3)
@@ -89,7 +89,7 @@ def test_loaded_weights_equal_the_trained_ones_in_the_serving_dtype(tmp_path, ar
 
     trained = ckpt.load(str(path), keys=["model"]).state["model"]
     for dtype in (torch.float32, torch.bfloat16):
-        loaded = engine.load_model(str(tmp_path), RUN, dtype)
+        loaded = loading.load_model(str(tmp_path), RUN, dtype)
         assert loaded.step == 3 and not loaded.model.training
         state = loaded.model.state_dict()
         assert state.keys() == trained.keys()
@@ -106,12 +106,12 @@ def test_non_finite_weights_are_skipped_like_a_torn_checkpoint(tmp_path, caplog)
 
     from workloads.common import checkpoint as ckpt
     from workloads.common.model import LlamaConfig
-    from workloads.inference import engine
+    from workloads.inference import loading
 
     config = LlamaConfig()
     save_job_checkpoint(tmp_path, config, step=1)
     torch.manual_seed(0)
-    model = engine.build(config)
+    model = loading.build(config)
     with torch.no_grad():
         model.head.weight[0, 0] = float("nan")
     ckpt.save(
@@ -119,7 +119,7 @@ def test_non_finite_weights_are_skipped_like_a_torn_checkpoint(tmp_path, caplog)
         {"model": model.state_dict()},
         {"step": 2, "model_config": config.to_dict()},
     )
-    loaded = engine.load_model(str(tmp_path), RUN)
+    loaded = loading.load_model(str(tmp_path), RUN)
     assert loaded.step == 1
     assert loaded.skipped == [
         f"checkpoint {tmp_path / RUN / ckpt.dir_name(2)} holds non-finite weights in ['head.weight']"
@@ -127,12 +127,14 @@ def test_non_finite_weights_are_skipped_like_a_torn_checkpoint(tmp_path, caplog)
 
 
 def test_entry_that_does_not_match_the_model_is_an_error(tmp_path):
+    import torch
+
     from workloads.common import checkpoint as ckpt
     from workloads.common.model import LlamaConfig
-    from workloads.inference import engine
+    from workloads.inference import loading
 
     path = save_job_checkpoint(tmp_path, LlamaConfig(n_layer=2))
-    model = engine._empty_model(LlamaConfig(n_layer=3), engine.torch.float32)
+    model = loading._empty_model(LlamaConfig(n_layer=3), torch.float32)
     with pytest.raises(ckpt.CheckpointError) as info:
         ckpt.load_entry_into(str(path), "model", dict(model.state_dict()))
     assert str(info.value).startswith(f"{path}: entry 'model' does not match the model: missing ['layers.2.")

@@ -1,7 +1,7 @@
-"""Reload within one model's device memory (app.Generate.reconfigure, engine.swap): the new
+"""Reload within one model's device memory (app.Generate.reconfigure, loading.swap): the new
 weights are read and verified on the host while the old model serves, and the old model leaves
 the device before the new one reaches it. The device here is an accountant on the CPU that
-records what the replica places on it and frees there (engine.Device is the replica's only way
+records what the replica places on it and frees there (loading.Device is the replica's only way
 on and off the device)."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import ClassVar
 
 import pytest
 
-from workloads.inference import engine
+from workloads.inference import engine, loading
 
 RUN = "tiny-run"
 
 
-class Accountant(engine.Device):
+class Accountant(loading.Device):
     """The CPU, counting the bytes of the models placed on it, in the order things happened."""
 
     instances: ClassVar[list[Accountant]] = []
@@ -32,14 +32,14 @@ class Accountant(engine.Device):
 
     def place(self, model):
         with self.lock:
-            self.resident += engine.weight_bytes(model)
+            self.resident += loading.weight_bytes(model)
             self.peak = max(self.peak, self.resident)
             self.events.append("place")
         return super().place(model)
 
     def free(self, model):
         with self.lock:
-            self.resident -= engine.weight_bytes(model)
+            self.resident -= loading.weight_bytes(model)
             self.events.append("free")
         super().free(model)
 
@@ -47,7 +47,7 @@ class Accountant(engine.Device):
 @pytest.fixture
 def accountant(monkeypatch):
     Accountant.instances.clear()
-    monkeypatch.setattr(engine, "Device", Accountant)
+    monkeypatch.setattr(loading, "Device", Accountant)
     return Accountant.instances
 
 
@@ -74,15 +74,15 @@ def test_reload_frees_the_old_model_before_the_new_one_reaches_the_device(
     from workloads.inference.app import Generate
 
     make_checkpoint(tmp_path, 10, seed=1)
-    old_model = engine.load_model(str(tmp_path), RUN).model
+    old_model = loading.load_model(str(tmp_path), RUN).model
     make_checkpoint(tmp_path, 20, seed=2)
-    new_model = engine.load_model(str(tmp_path), RUN).model
+    new_model = loading.load_model(str(tmp_path), RUN).model
     (tmp_path / RUN / "checkpoint_000000020").rename(tmp_path / "later")  # not there at start
 
     async def go():
         gen = Generate(str(tmp_path), RUN)
         (device,) = accountant
-        one_model = engine.weight_bytes(gen.loaded.model)
+        one_model = loading.weight_bytes(gen.loaded.model)
         assert device.events == ["place"] and gen.loaded.step == 10
         (tmp_path / "later").rename(tmp_path / RUN / "checkpoint_000000020")
         release = threading.Event()
@@ -124,14 +124,14 @@ def test_work_that_arrives_during_the_swap_runs_on_the_new_model(tmp_path, make_
         gen = Generate(str(tmp_path), RUN)
         make_checkpoint(tmp_path, 20, seed=2)
         entered, release = threading.Event(), threading.Event()
-        real_swap = engine.swap
+        real_swap = loading.swap
 
         def held_swap(device, old, fresh):
             entered.set()
             release.wait(30)
             return real_swap(device, old, fresh)
 
-        monkeypatch.setattr(engine, "swap", held_swap)
+        monkeypatch.setattr(loading, "swap", held_swap)
         reload = asyncio.create_task(gen.reconfigure({"reload": "step-20"}))
         while not entered.is_set():
             await asyncio.sleep(0.01)

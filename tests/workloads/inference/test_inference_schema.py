@@ -101,7 +101,7 @@ def test_torn_newest_checkpoint_is_skipped_and_logged(tmp_path, make_checkpoint,
     import logging
     import shutil
 
-    from workloads.inference.engine import load_model
+    from workloads.inference.loading import load_model
 
     make_checkpoint(tmp_path, 10, seed=1)
     newest = make_checkpoint(tmp_path, 20, seed=2)
