@@ -137,8 +137,10 @@ def measure_cache(config, device: str, dtype, repeats: int) -> dict:
 
 
 def measure_reload(storage: Path, config, tokens: int) -> dict:
+    import torch
+
     from workloads.common.model import encode
-    from workloads.inference import engine
+    from workloads.inference import engine, loading
     from workloads.inference.app import Generate
 
     # The newer checkpoint is written first and moved into the run when the reload starts.
@@ -159,6 +161,8 @@ def measure_reload(storage: Path, config, tokens: int) -> dict:
         task = asyncio.create_task(client())
         await asyncio.sleep(2.0)
         (later / RUN / "checkpoint_000000002").rename(storage / RUN / "checkpoint_000000002")
+        if gen.device.is_gpu:
+            torch.cuda.reset_peak_memory_stats()
         begin = time.perf_counter()
         await gen.reconfigure({"reload": "step-2"})
         end = time.perf_counter()
@@ -167,7 +171,11 @@ def measure_reload(storage: Path, config, tokens: int) -> dict:
         await task
         before = [s for t, s in latencies if t + s < begin]
         around = [s for t, s in latencies if t + s >= begin and t <= end]
+        gpu = {}
+        if gen.device.is_gpu:  # the device's peak during the reload, the client's batches included
+            gpu["gpu_peak_over_model"] = torch.cuda.max_memory_allocated() / loading.weight_bytes(gen.loaded.model)
         return {
+            **gpu,
             "swap_pause_s": gen.last_swap_pause_s,
             "reconfigure_s": end - begin,
             "request_s_before": {"median": statistics.median(before), "max": max(before)},
