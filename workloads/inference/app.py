@@ -143,19 +143,21 @@ class Generate:
 
     async def _swap(self, fresh: loading.LoadedModel) -> None:
         """Serve ``fresh``: new uses of the model wait while the running ones end, the old model
-        is freed on the device and the new one moved there (``loading.swap``)."""
+        is freed on the device and the new one moved there (``loading.swap``). Should placing
+        fail, the replica has no model left: its health check fails and Serve replaces it."""
         start = time.perf_counter()
         async with self._gate.closed():
             held = time.perf_counter()
             await asyncio.to_thread(loading.swap, self.device, self.loaded, fresh)
             self._set_model(fresh)
-        self.last_swap_pause_s = time.perf_counter() - start
+        done = time.perf_counter()
+        self.last_swap_pause_s = done - start
         log.info(
             "swapped to %s: new work held %.3f s (%.3f s for running work to end, %.3f s to swap)",
             fresh.model_id,
-            self.last_swap_pause_s,
+            done - start,
             held - start,
-            time.perf_counter() - held,
+            done - held,
         )
 
     # Batched generation --------------------------------------------------------------------
