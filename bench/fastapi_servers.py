@@ -23,11 +23,11 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from workloads.inference import engine, schema
+from workloads.inference import engine, loading, schema
 
 
 def build(kind: str, storage: str, run: str, max_batch: int, wait_ms: float) -> FastAPI:
-    loaded = engine.load_model(storage, run)
+    loaded = loading.load_model(storage, run)
     limits = schema.Limits(block_size=loaded.model.config.block_size, max_tokens_limit=256, default_max_tokens=16)
     app = FastAPI()
     queue: asyncio.Queue = asyncio.Queue()

@@ -256,6 +256,10 @@ class Inference(Frozen):
         description="Ray Serve's high-throughput mode: HAProxy ingress and Ray's throughput preset on every Ray process of the service.",
     )
     autoscaling: Autoscaling = Field(default_factory=Autoscaling, description="Replica autoscaling.")
+    gpu_dtype: Literal["bfloat16", "float32"] = Field(
+        default="bfloat16",
+        description="Dtype of the served weights and key/value cache on a GPU replica (a CPU replica serves float32): bfloat16 halves the memory and doubles the tensor-core rate.",
+    )
     max_tokens_limit: int = Field(
         default=256, ge=1, le=100_000, description="Largest max_tokens a request may ask for; more is a 400."
     )

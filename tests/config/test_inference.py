@@ -118,3 +118,9 @@ def test_llm_model_source_must_be_fsx_or_s3():
         "inference.llm.model_source: 'meta-llama/Llama-3-8B' is not a model location: "
         "expected an absolute path (FSx: /fsx/...) or an s3://bucket/prefix URI"
     )
+
+
+def test_gpu_dtype_defaults_to_bfloat16_and_lists_the_allowed():
+    assert load_environment("prod").inference.gpu_dtype == "bfloat16"
+    (err,) = _errors("dev", {"gpu_dtype": "float16"})
+    assert err.startswith("inference.gpu_dtype: Input should be 'bfloat16' or 'float32' (given: 'float16')")

@@ -30,6 +30,8 @@ Stable API (the training job and the inference app both use it):
 - ``verify(path, filesystem=None) -> list[str]``: the problems found (empty: intact).
 - ``load(path, filesystem=None, map_location="cpu", keys=None) -> LoadedCheckpoint``: verify and
   load; raises ``CheckpointError`` when torn.
+- ``load_entry_into(path, entry, tensors)``: copy one entry (``"model"``) into preallocated
+  tensors, converting to their dtype, reading nothing else (a serving replica's load).
 - ``save_sharded(directory, state, meta, process_group=None, writer_cls=ShardWriter) -> Future``:
   every rank calls it (collective); ``dcp.async_save`` stages ``state`` and writes in the
   background; the future is done once the manifest is written.
@@ -228,8 +230,11 @@ def _read(fs: pafs.FileSystem, path: str) -> bytes:
         return f.read()
 
 
-def _check(fs: pafs.FileSystem, path: str) -> tuple[list[str], dict | None, dict[str, bytes]]:
-    """(problems, manifest, contents of every listed file)."""
+def _check(
+    fs: pafs.FileSystem, path: str, keep_entries: list[str] | None = None
+) -> tuple[list[str], dict | None, dict[str, bytes]]:
+    """(problems, manifest, contents of ``meta.json`` and of the single-writer ``<entry>.pt``
+    files named in ``keep_entries``, every one when None). Every listed file is hashed."""
     try:
         manifest = json.loads(_read(fs, storage_mod.join(path, MANIFEST)))
     except FileNotFoundError:
@@ -250,7 +255,7 @@ def _check(fs: pafs.FileSystem, path: str) -> tuple[list[str], dict | None, dict
             problems.append(f"{name} is {info.size} bytes, the manifest says {want['size']}")
             continue
         # Shards are hashed in chunks and not kept; the small files are returned for loading.
-        keep = name == META or name.endswith(".pt")
+        keep = name == META or (name.endswith(".pt") and (keep_entries is None or name[:-3] in keep_entries))
         sha, chunks = hashlib.sha256(), []
         with fs.open_input_stream(file_path) as f:
             while chunk := f.read(_CHUNK):
@@ -276,7 +281,7 @@ def load(
     """Verify and load one checkpoint. ``keys`` limits which ``state`` entries are returned
     (e.g. ``["model"]`` for inference); every file is still verified."""
     fs, p = _resolve(path, filesystem)
-    problems, manifest, contents = _check(fs, p)
+    problems, manifest, contents = _check(fs, p, keys)
     if problems:
         raise CheckpointError(f"checkpoint {path} is torn or corrupt: " + "; ".join(problems))
     meta = json.loads(contents[META]) if META in contents else {}
@@ -424,6 +429,59 @@ def _gather_sharded(fs: pafs.FileSystem, path: str, keys: list[str] | None) -> d
         dcp_to_torch_save(path, out)
         full = torch.load(out, map_location="cpu", weights_only=False)
     return {k: v for k, v in full.items() if keys is None or k in keys}
+
+
+def load_entry_into(
+    path: str, entry: str, tensors: dict[str, torch.Tensor], filesystem: pafs.FileSystem | None = None
+) -> None:
+    """Copy the tensors of one ``state`` entry (``"model"``: a module's state dict) into
+    ``tensors`` in place, converted to each target's dtype; nothing else is read into memory.
+    ``tensors`` must name every tensor of the entry and nothing more (``CheckpointError``
+    otherwise). Verify the checkpoint first (``load(path, keys=[])`` verifies and reads meta.json).
+
+    Sharded: DCP loads only the entry's items, one shard file region at a time, straight into the
+    preallocated tensors (the optimizer's items are never read). Single-writer: ``<entry>.pt`` is
+    memory-mapped (local) and copied over tensor by tensor."""
+    fs, p = _resolve(path, filesystem)
+    manifest = json.loads(_read(fs, storage_mod.join(p, MANIFEST)))
+    if manifest.get("format") == SHARDED_FORMAT:
+        import torch.distributed.checkpoint as dcp
+
+        if not isinstance(fs, pafs.LocalFileSystem):
+            raise CheckpointError(f"{path}: sharded checkpoints are read from a POSIX path")
+        reader = dcp.FileSystemReader(p)
+        stored = {
+            k.removeprefix(f"{entry}.") for k in reader.read_metadata().state_dict_metadata if k.startswith(f"{entry}.")
+        }
+        _same_keys(path, entry, stored, tensors)
+        # One process reads the whole entry (a replica, a tool), even where a process group exists.
+        dcp.load({entry: tensors}, storage_reader=reader, no_dist=True)
+        return
+    name = storage_mod.join(p, f"{entry}.pt")
+    if isinstance(fs, pafs.LocalFileSystem):
+        source = torch.load(name, map_location="cpu", mmap=True, weights_only=True)
+    else:
+        source = torch.load(io.BytesIO(_read(fs, name)), map_location="cpu", weights_only=True)
+    # Checkpoints of a torch.compile'd or DDP-wrapped model carry prefixes; strip them.
+    source = {k.removeprefix("_orig_mod.").removeprefix("module."): v for k, v in source.items()}
+    _same_keys(path, entry, set(source), tensors)
+    with torch.no_grad():
+        for key, target in tensors.items():
+            if target.shape != source[key].shape:
+                raise CheckpointError(
+                    f"{path}: {entry}.{key} is {tuple(source[key].shape)} in the checkpoint, "
+                    f"{tuple(target.shape)} in the model"
+                )
+            target.copy_(source[key])
+    del source
+
+
+def _same_keys(path: str, entry: str, stored: set[str], tensors: dict[str, torch.Tensor]) -> None:
+    missing, extra = sorted(set(tensors) - stored), sorted(stored - set(tensors))
+    if missing or extra:
+        raise CheckpointError(
+            f"{path}: entry {entry!r} does not match the model: missing {missing[:5]}, unexpected {extra[:5]}"
+        )
 
 
 def list_checkpoints(storage: str, run_name: str, filesystem: pafs.FileSystem | None = None) -> list[tuple[int, str]]:

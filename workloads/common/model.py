@@ -8,6 +8,8 @@ Shared by the training job (``workloads.training``) and the inference app. The A
   grouped-query attention (``n_kv_head`` key/value heads shared by ``n_head`` query heads);
   ``layers`` is the list of decoder blocks (the units FSDP shards and activation checkpointing
   wraps). Same ``forward``/``generate`` contract as ``GPT``.
+- ``rotate(x, cos, sin)``: the rotary embedding the Llama applies to queries and keys (the
+  inference engine applies it to cached keys).
 - ``config_from_dict(d)`` / ``build(config)``: the architecture stored in a checkpoint's meta
   (``arch`` key, ``gpt`` when absent) and the module for it.
 - ``count_parameters(config)``: parameters of the architecture, built on the meta device.
@@ -260,7 +262,7 @@ def _rope_tables(cfg: LlamaConfig, device=None) -> tuple[torch.Tensor, torch.Ten
     return angles.cos(), angles.sin()
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary embedding on (batch, heads, time, head_dim), pairs (even, odd) rotated together."""
     x1, x2 = x.float()[..., 0::2], x.float()[..., 1::2]
     out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
@@ -281,7 +283,7 @@ class GroupedQueryAttention(nn.Module):
         q = self.wq(x).view(b, t, self.n_head, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(b, t, self.n_kv_head, self.head_dim).transpose(1, 2)
         v = self.wv(x).view(b, t, self.n_kv_head, self.head_dim).transpose(1, 2)
-        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv_head != self.n_head)
         return self.wo(y.transpose(1, 2).reshape(b, t, -1))
 

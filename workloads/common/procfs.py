@@ -126,6 +126,21 @@ def rss_kib(pid: int | str) -> int:
     return 0
 
 
+def peak_rss_kib(pid: int | str = "self") -> int:
+    """Highest resident set size of ``pid`` in KiB (``VmHWM``) since it started or since
+    ``reset_peak_rss``; 0 once it is gone."""
+    for line in (read(pid, "status") or b"").splitlines():
+        if line.startswith(b"VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def reset_peak_rss(pid: int | str = "self") -> None:
+    """Start ``peak_rss_kib`` again from the current resident set (``clear_refs`` 5)."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
+
+
 def threads(pid: int | str) -> list[int]:
     """Thread ids of ``pid`` ([] once it is gone)."""
     try:

@@ -6,7 +6,10 @@ true`` gets server-sent events, one per token. ``user_config`` carries the batch
 ``reload`` token: changing it makes every replica load the newest intact checkpoint in place
 (no restart, no downtime), e.g. ``serve deploy`` of the same config with a new token, or on
 Kubernetes an edit of the RayService's ``serveConfigV2`` (KubeRay applies that to the running
-cluster without a new one).
+cluster without a new one). The new weights are read and verified on the host while the old model
+serves; the swap then holds new work for a moment, frees the old model on the device and moves the
+new one there, so the device never holds two models (a GPU that fits one model and its cache
+reloads without running out of memory).
 
 Routes: ``POST /v1/completions``, ``GET /v1/models``, ``GET /v1/models/{id}``, ``GET /healthz``;
 the request and response follow OpenAI's completions API (the official ``openai`` client works
@@ -26,13 +29,49 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from workloads.inference import engine, schema
+from workloads.inference import engine, loading, schema
 
 log = logging.getLogger("ray.serve")
 
 # Longest a request waits at the admission gate (below) for the running batch to end; a safety
 # bound only (a batch is a 16-256 token generation), past it the request enters the queue anyway.
 ADMIT_WAIT_MAX_S = 30.0
+
+
+class _SwapGate:
+    """Every use of the served model (a batch, prompt log-probabilities, a health check) holds the
+    gate; a swap closes it to new uses, waits for the ones running to end, and opens it again
+    once the new model is in place."""
+
+    def __init__(self) -> None:
+        self._open = asyncio.Event()
+        self._open.set()
+        self._unused = asyncio.Event()
+        self._unused.set()
+        self._users = 0
+
+    @contextlib.asynccontextmanager
+    async def use(self):
+        while not self._open.is_set():  # re-checked: a swap may close it again before we run
+            await self._open.wait()
+        self._users += 1
+        self._unused.clear()
+        try:
+            yield
+        finally:
+            self._users -= 1
+            if not self._users:
+                self._unused.set()
+
+    @contextlib.asynccontextmanager
+    async def closed(self):
+        self._open.clear()
+        try:
+            while self._users:
+                await self._unused.wait()
+            yield
+        finally:
+            self._open.set()
 
 
 class Generate:
@@ -45,11 +84,14 @@ class Generate:
         max_tokens_limit: int = 256,
         default_max_tokens: int = 16,
         torch_threads: int = 1,
+        gpu_dtype: str = "bfloat16",
     ):
         import torch
 
         # Tiny matmuls gain nothing from intra-op threads, and threads fight Ray's own processes.
         torch.set_num_threads(max(1, int(torch_threads)))
+        self.device = loading.Device()
+        self.dtype = self.device.dtype(gpu_dtype)
         self.storage_path = storage_path
         self.run_name = run_name
         self.max_tokens_limit = max_tokens_limit
@@ -58,13 +100,17 @@ class Generate:
         self.served = 0
         self.batches = 0  # batches generated, and the requests in them (mean batch size on /healthz)
         self.batched = 0
-        self._set_model(engine.load_model(storage_path, run_name))
+        loaded = loading.load_model(storage_path, run_name, self.dtype)
+        loaded.model = self.device.place(loaded.model)
+        self._set_model(loaded)
+        self._gate = _SwapGate()
+        self.last_swap_pause_s: float | None = None
         # Set while no batch is generating: the admission gate in front of @serve.batch.
         self._running = 0
         self._idle = asyncio.Event()
         self._idle.set()
 
-    def _set_model(self, loaded: engine.LoadedModel) -> None:
+    def _set_model(self, loaded: loading.LoadedModel) -> None:
         self.loaded = loaded
         self.loaded_at = int(time.time())
         self.limits = schema.Limits(
@@ -87,13 +133,32 @@ class Generate:
         token = user_config.get("reload")
         if token != self.reload_token:
             if self.reload_token is not None or token is not None:
-                # Load beside the running model, then swap: requests keep being served meanwhile.
-                fresh = await asyncio.to_thread(engine.load_model, self.storage_path, self.run_name)
+                # Read and verified on the host while the old model keeps serving.
+                fresh = await asyncio.to_thread(loading.load_model, self.storage_path, self.run_name, self.dtype)
                 if fresh.step != self.loaded.step or fresh.path != self.loaded.path:
-                    self._set_model(fresh)
+                    await self._swap(fresh)
                 else:
                     log.info("reload %r: %s is already the newest intact checkpoint", token, fresh.model_id)
             self.reload_token = token
+
+    async def _swap(self, fresh: loading.LoadedModel) -> None:
+        """Serve ``fresh``: new uses of the model wait while the running ones end, the old model
+        is freed on the device and the new one moved there (``loading.swap``). Should placing
+        fail, the replica has no model left: its health check fails and Serve replaces it."""
+        start = time.perf_counter()
+        async with self._gate.closed():
+            held = time.perf_counter()
+            await asyncio.to_thread(loading.swap, self.device, self.loaded, fresh)
+            self._set_model(fresh)
+        done = time.perf_counter()
+        self.last_swap_pause_s = done - start
+        log.info(
+            "swapped to %s: new work held %.3f s (%.3f s for running work to end, %.3f s to swap)",
+            fresh.model_id,
+            done - start,
+            held - start,
+            done - held,
+        )
 
     # Batched generation --------------------------------------------------------------------
     #
@@ -120,15 +185,16 @@ class Generate:
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005, max_concurrent_batches=1)
     async def _generate(self, items: list[list[engine.GenRequest]]) -> list[tuple[str, list[list[int]]]]:
         # An item is one HTTP request's sequences (prompts x best_of); the batch generates all.
-        loaded = self.loaded  # one model for the whole batch, even if a reload swaps it
         gens = [g for item in items for g in item]
         self.batches += 1
         self.batched += len(items)
-        self._busy(True)
-        try:
-            out = await asyncio.to_thread(engine.generate_batch, loaded.model, gens)
-        finally:
-            self._busy(False)
+        async with self._gate.use():
+            loaded = self.loaded  # one model for the whole batch
+            self._busy(True)
+            try:
+                out = await asyncio.to_thread(engine.generate_batch, loaded.model, gens)
+            finally:
+                self._busy(False)
         result, start = [], 0
         for item in items:
             result.append((loaded.model_id, out[start : start + len(item)]))
@@ -137,27 +203,28 @@ class Generate:
 
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005, max_concurrent_batches=1)
     async def _stream(self, items: list[list[engine.GenRequest]]):
-        loaded = self.loaded
         gens = [g for item in items for g in item]
         owner = [(i, j) for i, item in enumerate(items) for j in range(len(item))]
-        steps = engine.stream_batch(loaded.model, gens)
-        self._busy(True)
-        try:
-            while True:
-                step = await asyncio.to_thread(next, steps, None)
-                if step is None:
-                    return
-                # Every sequence of a request has the same max_tokens, so they end together;
-                # StopIteration in a slot ends that caller's stream.
-                row: list[Any] = [StopIteration] * len(items)
-                for k, tok in step:
-                    i, j = owner[k]
-                    if row[i] is StopIteration:
-                        row[i] = (loaded.model_id, [])
-                    row[i][1].append((j, tok))
-                yield row
-        finally:
-            self._busy(False)
+        async with self._gate.use():
+            loaded = self.loaded
+            steps = engine.stream_batch(loaded.model, gens)
+            self._busy(True)
+            try:
+                while True:
+                    step = await asyncio.to_thread(next, steps, None)
+                    if step is None:
+                        return
+                    # Every sequence of a request has the same max_tokens, so they end together;
+                    # StopIteration in a slot ends that caller's stream.
+                    row: list[Any] = [StopIteration] * len(items)
+                    for k, tok in step:
+                        i, j = owner[k]
+                        if row[i] is StopIteration:
+                            row[i] = (loaded.model_id, [])
+                        row[i][1].append((j, tok))
+                    yield row
+            finally:
+                self._busy(False)
 
     def _sequences(self, req: schema.Completion) -> list[engine.GenRequest]:
         """The sequences to generate: ``best_of`` per prompt. Each gets its own seed derived from
@@ -198,8 +265,9 @@ class Generate:
     async def _prompt_logprobs(self, req: schema.Completion) -> list[tuple[list, list] | None]:
         if not (req.echo and req.logprobs is not None):
             return [None] * len(req.all_prompts)
-        model, k = self.loaded.model, req.logprobs
-        return [await asyncio.to_thread(engine.prompt_logprobs, model, list(p), k) for p in req.all_prompts]
+        async with self._gate.use():
+            model, k = self.loaded.model, req.logprobs
+            return [await asyncio.to_thread(engine.prompt_logprobs, model, list(p), k) for p in req.all_prompts]
 
     async def _complete(self, req: schema.Completion) -> dict:
         gens = self._sequences(req)
@@ -320,7 +388,8 @@ class Generate:
 
     async def check_health(self) -> None:
         """Serve calls this every health_check_period_s: the model must really answer."""
-        await asyncio.to_thread(engine.health_probe, self.loaded.model)
+        async with self._gate.use():
+            await asyncio.to_thread(engine.health_probe, self.loaded.model)
 
     def __del__(self):
         # Serve has drained this replica (graceful_shutdown_wait_loop_s) before it gets here.
@@ -335,7 +404,8 @@ def deployment(options: dict):
 def app_builder(args: dict):
     """Serve app builder (``import_path: workloads.inference.app:app_builder``).
 
-    ``args``: storage_path, run_name, max_tokens_limit, default_max_tokens, torch_threads, and
+    ``args``: storage_path, run_name, max_tokens_limit, default_max_tokens, torch_threads,
+    gpu_dtype (the weights' dtype on a GPU; CPU replicas serve float32), and
     optionally ``deployment`` (Serve options; on Kubernetes they come from serveConfigV2's
     ``deployments`` section instead).
     """

@@ -1,11 +1,13 @@
-"""Batched text generation with the training job's GPT, and loading it from a checkpoint.
+"""Batched text generation with the training job's models (the Llama, and the small GPT); loading
+them is ``workloads.inference.loading``.
 
 Plain PyTorch, no Ray: the Serve replica, the FastAPI baselines in ``bench/`` and the tests all
 call the same code. A batch holds sequences of different lengths, right-padded: with causal
 attention a token never sees the padding after it, so each row's logits are those of the row
-alone. The prompt batch runs once and fills a key/value cache; each further step feeds only the
-newest token of every row (without the cache every step re-ran the whole sequence: ~5x the CPU
-at a batch of 32 here). The math and the sampling are those of ``GPT.generate`` (same cropping
+alone. The prompt batch runs once and fills a key/value cache (the Llama's keys are cached after
+their rotary embedding, at their own positions); each further step feeds only the newest token of
+every row (recomputing the whole sequence instead: ~10x slower at 256 new tokens after a
+128-token prompt, bench/serving_model.py). The math and the sampling are those of ``generate`` (same cropping
 past the context, scaling, softmax and ``torch.multinomial`` with the request's own seeded
 generator), so a request's tokens equal what calling the model directly gives
 (tests/workloads/inference/test_inference_schema.py compares them token for token).
@@ -21,8 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.nn import functional as F
 
-from workloads.common import checkpoint as ckpt
-from workloads.common.model import GPT, GPTConfig, LlamaConfig, build, config_from_dict
+from workloads.common.model import GPT, Llama, LlamaConfig, rotate
 
 log = logging.getLogger("workloads.inference")
 
@@ -56,68 +57,6 @@ class GenRequest:
         return self._generator
 
 
-@dataclass
-class LoadedModel:
-    model: GPT
-    run_name: str
-    step: int
-    path: str
-    skipped: list[str]  # newer checkpoints that were torn and skipped
-
-    @property
-    def model_id(self) -> str:
-        return f"{self.run_name}@step-{self.step}"
-
-
-def model_config_of(meta: dict) -> GPTConfig | LlamaConfig:
-    """The architecture stored in a checkpoint's meta.json."""
-    if isinstance(meta.get("model_config"), dict):  # written by workloads.training.job
-        return config_from_dict(meta["model_config"])
-    raise ckpt.CheckpointError(
-        f"checkpoint meta.json holds no model config (looked for model_config); keys: {sorted(meta)}"
-    )
-
-
-def default_device() -> str:
-    """The replica's GPU when Ray gave it one (CUDA_VISIBLE_DEVICES), else the CPU."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def load_model(storage: str, run_name: str, device: str | None = None) -> LoadedModel:
-    """Load the newest intact checkpoint of ``run_name`` (torn newer ones are skipped and named)."""
-    found = ckpt.list_checkpoints(storage, run_name)
-    if not found:
-        raise ckpt.CheckpointError(
-            f"run {run_name!r} has no checkpoints under {storage}; run the training job "
-            "(make rehearse-train locally) first"
-        )
-    # The training workload's integrity check (checkpoint.load verifies the manifest), newest
-    # first, as checkpoint.load_latest_valid does; here each skipped one is also reported.
-    skipped: list[str] = []
-    loaded = None
-    for _step, path in found:
-        try:
-            loaded = ckpt.load(path, keys=["model"])
-            break
-        except ckpt.CheckpointError as err:
-            skipped.append(str(err))
-    if loaded is None:
-        raise ckpt.CheckpointError(
-            f"none of the {len(found)} checkpoints of run {run_name!r} under {storage} is intact: "
-            + " | ".join(skipped)
-        )
-    for s in skipped:
-        log.warning("newest checkpoint is torn, serving the previous one instead: %s", s)
-    model = build(model_config_of(loaded.meta))
-    state = loaded.state["model"]
-    # Checkpoints of a torch.compile'd or DDP-wrapped model carry prefixes; strip them.
-    state = {k.removeprefix("_orig_mod.").removeprefix("module."): v for k, v in state.items()}
-    model.load_state_dict(state)
-    model.to(device or default_device()).eval()
-    log.info("serving %s step %d from %s", run_name, loaded.step, loaded.path)
-    return LoadedModel(model=model, run_name=run_name, step=loaded.step, path=loaded.path, skipped=skipped)
-
-
 class _KVCache:
     """Keys and values of every layer for a batch of right-padded rows, ``(rows, heads, time, head
     width)`` per layer, allocated once for the longest row the batch can reach."""
@@ -146,29 +85,91 @@ def _attend(
     h = attn.n_head
     q, k, v = attn.qkv(x).split(c, dim=2)
     q, k, v = (z.view(b, t, h, c // h).transpose(1, 2) for z in (q, k, v))
+    return attn.proj(_cached_attention(q, k, v, cache, layer, pos, mask, span).transpose(1, 2).reshape(b, t, c))
+
+
+def _cached_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cache: _KVCache,
+    layer: int,
+    pos: torch.Tensor | None,
+    mask: torch.Tensor | None,
+    span: int,
+) -> torch.Tensor:
+    """Attention of ``q`` (rows, heads, time, width) over the cache after storing ``k``/``v``
+    (rows, key/value heads, time, width) in it; grouped when there are fewer key/value heads."""
+    gqa = k.shape[1] != q.shape[1]
     if pos is None:
+        t = q.shape[2]
         cache.k[layer][:, :, :t] = k
         cache.v[layer][:, :, :t] = v
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    else:
-        rows = torch.arange(b, device=x.device)
-        cache.k[layer][rows, :, pos] = k[:, :, 0]
-        cache.v[layer][rows, :, pos] = v[:, :, 0]
-        y = F.scaled_dot_product_attention(q, cache.k[layer][:, :, :span], cache.v[layer][:, :, :span], attn_mask=mask)
-    y = y.transpose(1, 2).contiguous().view(b, t, c)
-    return attn.proj(y)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    rows = torch.arange(q.shape[0], device=q.device)
+    cache.k[layer][rows, :, pos] = k[:, :, 0]
+    cache.v[layer][rows, :, pos] = v[:, :, 0]
+    keys, values = cache.k[layer][:, :, :span], cache.v[layer][:, :, :span]
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=gqa)
+
+
+def _attend_llama(
+    attn,
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    cache: _KVCache,
+    layer: int,
+    pos: torch.Tensor | None,
+    mask: torch.Tensor | None,
+    span: int,
+) -> torch.Tensor:
+    """``GroupedQueryAttention.forward`` with cached keys and values (rotated at their own
+    positions before they are cached); prefill and decode as in ``_attend``."""
+    b, t, _ = x.shape
+    q = attn.wq(x).view(b, t, attn.n_head, attn.head_dim).transpose(1, 2)
+    k = attn.wk(x).view(b, t, attn.n_kv_head, attn.head_dim).transpose(1, 2)
+    v = attn.wv(x).view(b, t, attn.n_kv_head, attn.head_dim).transpose(1, 2)
+    q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+    return attn.wo(_cached_attention(q, k, v, cache, layer, pos, mask, span).transpose(1, 2).reshape(b, t, -1))
 
 
 def _forward_cached(
-    model: GPT, x: torch.Tensor, cache: _KVCache, pos: torch.Tensor | None, mask: torch.Tensor | None, span: int
+    model: GPT | Llama,
+    x: torch.Tensor,
+    cache: _KVCache,
+    pos: torch.Tensor | None,
+    mask: torch.Tensor | None,
+    span: int,
 ) -> torch.Tensor:
-    """``GPT.forward`` (eval mode) through the cache; hidden states before ``ln_f``."""
+    """The model's ``forward`` (eval mode) through the cache; hidden states before the final norm."""
+    if isinstance(model, Llama):
+        if pos is None:
+            cos, sin = model.rope_cos[: x.shape[1]], model.rope_sin[: x.shape[1]]
+        else:  # one position per row: (rows, 1, 1, width / 2) against (rows, heads, 1, width / 2)
+            cos, sin = model.rope_cos[pos][:, None, None], model.rope_sin[pos][:, None, None]
+        z = model.tok_emb(x)
+        for layer, block in enumerate(model.layers):
+            z = z + _attend_llama(block.attn, block.attn_norm(z), cos, sin, cache, layer, pos, mask, span)
+            z = z + block.mlp(block.mlp_norm(z))
+        return z
     positions = torch.arange(x.shape[1], device=x.device) if pos is None else pos.unsqueeze(1)
     z = model.tok_emb(x) + model.pos_emb(positions)
     for layer, block in enumerate(model.blocks):
         z = z + _attend(block.attn, block.ln1(z), cache, layer, pos, mask, span)
         z = z + block.mlp(block.ln2(z))
     return z
+
+
+def _logits(model: GPT | Llama, z: torch.Tensor) -> torch.Tensor:
+    """The model's final norm and output head over hidden states."""
+    return model.head(model.norm(z) if isinstance(model, Llama) else model.ln_f(z))
+
+
+def _new_cache(model: GPT | Llama, rows: int, length: int) -> _KVCache:
+    cfg = model.config
+    heads = cfg.n_kv_head if isinstance(cfg, LlamaConfig) else cfg.n_head
+    return _KVCache(cfg.n_layer, rows, heads, length, cfg.n_embd // cfg.n_head, next(model.parameters()))
 
 
 def _adjust(logits: torch.Tensor, req: GenRequest, generated: list[int]) -> torch.Tensor:
@@ -240,14 +241,17 @@ def prompt_logprobs(
 
 
 @torch.inference_mode()
-def stream_batch(model: GPT, requests: list[GenRequest]) -> Iterator[list[tuple[int, int]]]:
+def stream_batch(
+    model: GPT | Llama, requests: list[GenRequest], use_cache: bool = True
+) -> Iterator[list[tuple[int, int]]]:
     """Generate for every request at once; yield, per step, ``[(request index, token id)]``.
 
     Requests drop out of the batch when they have their ``max_tokens``. The prompt batch runs
     once (prefill) and fills a key/value cache; every later step runs only the one new token per
     row against it. Once a row outgrows the context, positions shift with every token (the
     context is cropped to ``block_size`` like ``GPT.generate`` does), so the remaining steps
-    recompute the cropped context in full.
+    recompute the cropped context in full. ``use_cache=False`` recomputes the whole context at
+    every step (the reference the cache is measured and tested against).
     """
     block = model.config.block_size
     device = next(model.parameters()).device
@@ -256,17 +260,12 @@ def stream_batch(model: GPT, requests: list[GenRequest]) -> Iterator[list[tuple[
     active = [i for i, n in enumerate(left) if n > 0]
     if not active:
         return
-    cfg = model.config
     lens = [len(seqs[i]) for i in active]
     # The cache is valid while every row fits in the context (absolute positions unchanged).
     reach = min(block, max(len(seqs[i]) + left[i] - 1 for i in active))
     cache = None
-    # The key/value cache follows the GPT's layers; other architectures (the training job's
-    # Llama) recompute the context every step.
-    if max(lens) <= block and isinstance(model, GPT):
-        cache = _KVCache(
-            cfg.n_layer, len(active), cfg.n_head, reach, cfg.n_embd // cfg.n_head, next(model.parameters())
-        )
+    if max(lens) <= block and use_cache:
+        cache = _new_cache(model, len(active), reach)
         x = torch.zeros((len(active), max(lens)), dtype=torch.long)
         for row, i in enumerate(active):
             x[row, : lens[row]] = torch.tensor(seqs[i], dtype=torch.long)
@@ -282,7 +281,7 @@ def stream_batch(model: GPT, requests: list[GenRequest]) -> Iterator[list[tuple[
             logits, _ = model(x.to(device))
             logits = logits[torch.arange(len(active), device=device), torch.tensor(lens, device=device) - 1]
         else:
-            logits = model.head(model.ln_f(last))
+            logits = _logits(model, last)
         # Sampling on the CPU with each request's own seeded generator (as GPT.generate locally).
         logits = logits.float().cpu() if logits.device.type != "cpu" else logits
         toks = _sample(logits, requests, active, seqs)
@@ -312,10 +311,10 @@ def stream_batch(model: GPT, requests: list[GenRequest]) -> Iterator[list[tuple[
             last = _forward_cached(model, x, cache, pos, mask, span)[:, 0]
 
 
-def generate_batch(model: GPT, requests: list[GenRequest]) -> list[list[int]]:
+def generate_batch(model: GPT | Llama, requests: list[GenRequest], use_cache: bool = True) -> list[list[int]]:
     """The generated token ids of every request (prompt excluded)."""
     result: list[list[int]] = [[] for _ in requests]
-    for step in stream_batch(model, requests):
+    for step in stream_batch(model, requests, use_cache):
         for i, tok in step:
             result[i].append(tok)
     return result

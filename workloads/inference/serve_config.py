@@ -93,6 +93,7 @@ def app_args(env: EnvironmentConfig, *, storage: str | None = None, run_name: st
         "max_tokens_limit": inf.max_tokens_limit,
         "default_max_tokens": inf.default_max_tokens,
         "torch_threads": max(1, int(inf.cpus_per_replica)),
+        "gpu_dtype": inf.gpu_dtype,
     }
 
 

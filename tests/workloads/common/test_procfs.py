@@ -6,12 +6,14 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 from workloads.common import procfs
 
+ROOT = Path(__file__).parents[3]
 GONE = 2**22 + 1  # above the kernel's pid_max: no such process
 
 
@@ -128,3 +130,19 @@ def test_children_and_rss_of_a_process_tree():
         proc.kill()
         proc.wait()
     assert procfs.children(GONE) == [] and procfs.rss_kib(GONE) == 0
+
+
+def test_peak_rss_follows_an_allocation_and_resets():
+    script = (
+        "from workloads.common import procfs\n"
+        "block = b'x' * (64 << 20)\n"  # written: every page resident
+        "del block\n"
+        "high = procfs.peak_rss_kib()\n"
+        "procfs.reset_peak_rss()\n"
+        "print(high, procfs.peak_rss_kib(), procfs.rss_kib('self'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
+    high, after_reset, now = (int(x) for x in out.stdout.split())
+    assert high - now >= 60 << 10  # the freed 64 MiB still counts in the peak ...
+    assert after_reset - now < 8 << 10  # ... until it is reset to the current resident set
+    assert procfs.peak_rss_kib(GONE) == 0

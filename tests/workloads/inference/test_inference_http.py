@@ -20,7 +20,7 @@ def _direct(storage, prompt: str, max_tokens: int, temperature: float, seed: int
     import torch
 
     from workloads.common.model import encode
-    from workloads.inference.engine import load_model
+    from workloads.inference.loading import load_model
 
     torch.set_num_threads(1)  # as in the replica: same kernels, same floating-point results
     model = load_model(str(storage), RUN).model

@@ -105,6 +105,7 @@ def test_generation_service_shape_prod():
     assert app["import_path"] == "workloads.inference.app:app_builder"
     assert app["args"]["storage_path"] == "/fsx/checkpoints"
     assert app["args"]["run_name"] == env.training.run_name
+    assert app["args"]["gpu_dtype"] == "bfloat16"
     dep = app["deployments"][0]
     assert dep["user_config"] == {"max_batch_size": 32, "batch_wait_timeout_s": 0.005}
     assert dep["max_ongoing_requests"] == 64
@@ -189,3 +190,16 @@ def test_cli_llm_disabled_is_a_clear_error():
     assert out.returncode == 2
     assert "inference.llm.enabled: false in dev.yaml" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("env_name", ["dev", "staging", "prod"])
+def test_rendered_args_are_the_replicas_arguments(env_name):
+    """Every arg the RayService passes reaches Generate (app_builder binds them to it)."""
+    import inspect
+
+    from workloads.inference.app import Generate
+
+    args = dict(_serve_cfg(manifest.render(load_environment(env_name)))["applications"][0]["args"])
+    args.pop("deployment", None)
+    inspect.signature(Generate).bind(**args)
+    assert args["gpu_dtype"] == load_environment(env_name).inference.gpu_dtype

@@ -64,23 +64,56 @@ def test_batched_generation_equals_one_at_a_time():
         assert together[i] == alone
 
 
+def test_llama_greedy_outputs_are_identical_with_and_without_the_cache():
+    """The training job's Llama (grouped-query attention, rotary positions) through the key/value
+    cache: the prompt runs once, then one token per row, and the tokens equal those of
+    recomputing the whole context at every step (fp32, CPU), batched or alone."""
+    import torch
+
+    from workloads.common.model import Llama, LlamaConfig, encode
+    from workloads.inference.engine import GenRequest, generate_batch
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = Llama(LlamaConfig(block_size=48, n_layer=2, n_head=4, n_kv_head=2, n_embd=64)).eval()
+    full_passes = []
+    model.register_forward_hook(lambda *_: full_passes.append(1))
+    prompts = ["a", "hello there", "x" * 30, "y" * 40]  # the last one slides past the context
+
+    def run(use_cache, temperature=0.0, together=True):
+        reqs = [GenRequest(encode(p), 16, temperature, seed=i) for i, p in enumerate(prompts)]
+        if together:
+            return generate_batch(model, reqs, use_cache)
+        return [generate_batch(model, [r], use_cache)[0] for r in reqs]
+
+    cached = run(True)
+    assert cached == run(False) == run(True, together=False)
+    for p, out in zip(prompts, cached, strict=True):
+        direct = model.generate(torch.tensor([encode(p)]), 16, temperature=0)[0, len(encode(p)) :].tolist()
+        assert out == direct
+    assert run(True, temperature=0.8) == run(False, temperature=0.8)
+    full_passes.clear()
+    generate_batch(model, [GenRequest(encode(p), 8, 0.0) for p in prompts[:3]])
+    assert full_passes == []  # every step ran through the cache
+
+
 def test_torn_newest_checkpoint_is_skipped_and_logged(tmp_path, make_checkpoint, caplog):
     import logging
     import shutil
 
-    from workloads.inference.engine import load_model
+    from workloads.inference.loading import load_model
 
     make_checkpoint(tmp_path, 10, seed=1)
     newest = make_checkpoint(tmp_path, 20, seed=2)
     (newest / "manifest.json").unlink()  # torn: the manifest is written last
     with caplog.at_level(logging.WARNING, logger="workloads.inference"):
-        loaded = load_model(str(tmp_path), "tiny-run", device="cpu")
+        loaded = load_model(str(tmp_path), "tiny-run")
     assert loaded.step == 10
     assert "checkpoint_000000020" in loaded.skipped[0] and "no manifest.json" in loaded.skipped[0]
     assert any("newest checkpoint is torn, serving the previous one instead" in r.message for r in caplog.records)
     shutil.rmtree(tmp_path / "tiny-run" / "checkpoint_000000010")
     with pytest.raises(Exception) as info:
-        load_model(str(tmp_path), "tiny-run", device="cpu")
+        load_model(str(tmp_path), "tiny-run")
     assert "none of the 1 checkpoints of run 'tiny-run'" in str(info.value)
 
 

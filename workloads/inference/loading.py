@@ -1,0 +1,152 @@
+"""The served model: loading it from the training job's checkpoint, and the device it runs on.
+
+A replica reads only the model's tensors of the newest intact checkpoint, straight into a model
+whose parameters are allocated once in the serving dtype (``checkpoint.load_entry_into``), and
+checks them (manifest checksums, every weight finite) on the host. ``Device`` is the replica's
+only way on and off its GPU: ``swap`` frees the old model there before the new one arrives, so a
+reload needs one model's device memory.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from workloads.common import checkpoint as ckpt
+from workloads.common.model import GPT, GPTConfig, Llama, LlamaConfig, build, config_from_dict
+
+log = logging.getLogger("workloads.inference")
+
+
+@dataclass
+class LoadedModel:
+    model: GPT | Llama
+    run_name: str
+    step: int
+    path: str
+    skipped: list[str]  # newer checkpoints that were torn and skipped
+
+    @property
+    def model_id(self) -> str:
+        return f"{self.run_name}@step-{self.step}"
+
+
+def model_config_of(meta: dict) -> GPTConfig | LlamaConfig:
+    """The architecture stored in a checkpoint's meta.json."""
+    if isinstance(meta.get("model_config"), dict):  # written by workloads.training.job
+        return config_from_dict(meta["model_config"])
+    raise ckpt.CheckpointError(
+        f"checkpoint meta.json holds no model config (looked for model_config); keys: {sorted(meta)}"
+    )
+
+
+def default_device() -> str:
+    """The replica's GPU when Ray gave it one (CUDA_VISIBLE_DEVICES), else the CPU."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+class Device:
+    """Where a replica's model runs: its GPU when Ray gave it one, else the CPU.
+
+    A replica moves models on and off the device only through ``place`` and ``free``, so the
+    device holds what these two say (an accountant can count it by overriding them)."""
+
+    def __init__(self, name: str | None = None):
+        self.name = name or default_device()
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.name.startswith("cuda")
+
+    def dtype(self, gpu_dtype: str) -> torch.dtype:
+        """The weights' dtype here: ``gpu_dtype`` (config: inference.gpu_dtype) on a GPU,
+        float32 on the CPU (bf16 matrix products are slow on most CPUs)."""
+        return DTYPES[gpu_dtype] if self.is_gpu else torch.float32
+
+    def place(self, model: nn.Module) -> nn.Module:
+        """``model`` on this device (its host copy is released once moved)."""
+        return model.to(self.name)
+
+    def free(self, model: nn.Module) -> None:
+        """Release ``model``'s memory on this device; it cannot run afterwards."""
+        model.to("meta")
+        if self.is_gpu:
+            torch.cuda.empty_cache()
+
+
+def _empty_model(config: GPTConfig | LlamaConfig, dtype: torch.dtype) -> nn.Module:
+    """``config``'s model in eval mode, its parameters allocated on the CPU in ``dtype`` but not
+    initialised (a checkpoint fills them), tied parameters kept tied, buffers recomputed."""
+    with torch.device("meta"):
+        model = build(config)
+    made: dict[int, nn.Parameter] = {}
+    for module in model.modules():
+        for name, p in module._parameters.items():
+            if p is not None:
+                if id(p) not in made:
+                    made[id(p)] = nn.Parameter(torch.empty(p.shape, dtype=dtype), requires_grad=False)
+                module._parameters[name] = made[id(p)]
+        for name, b in module._buffers.items():
+            if b is not None:
+                module._buffers[name] = torch.empty(b.shape, dtype=b.dtype)
+    if hasattr(model, "reset_buffers"):
+        model.reset_buffers()
+    return model.eval()
+
+
+def _weights(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The model's state dict as checkpoints name it (training saves every key, tied ones too)."""
+    return dict(model.state_dict())
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """Bytes of the model's parameters (tied ones once)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def load_model(storage: str, run_name: str, dtype: torch.dtype = torch.float32) -> LoadedModel:
+    """The newest intact checkpoint of ``run_name`` as a model on the CPU in ``dtype``, verified:
+    the manifest checks out, every weight is read and finite (torn newer ones are skipped and
+    named). Only the model's tensors are read, straight into the model (the optimizer state is
+    never loaded); ``Device.place`` puts it on the GPU."""
+    found = ckpt.list_checkpoints(storage, run_name)
+    if not found:
+        raise ckpt.CheckpointError(
+            f"run {run_name!r} has no checkpoints under {storage}; run the training job "
+            "(make rehearse-train locally) first"
+        )
+    # The training workload's integrity check (checkpoint.load verifies the manifest), newest
+    # first, as checkpoint.load_latest_valid does; here each skipped one is also reported.
+    skipped: list[str] = []
+    for _step, path in found:
+        try:
+            checked = ckpt.load(path, keys=[])
+            model = _empty_model(model_config_of(checked.meta), dtype)
+            ckpt.load_entry_into(path, "model", _weights(model))
+            bad = [name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+            if bad:
+                raise ckpt.CheckpointError(f"checkpoint {path} holds non-finite weights in {bad[:5]}")
+        except ckpt.CheckpointError as err:
+            skipped.append(str(err))
+            continue
+        for s in skipped:
+            log.warning("newest checkpoint is torn, serving the previous one instead: %s", s)
+        log.info("loaded %s step %d from %s in %s", run_name, checked.step, checked.path, dtype)
+        return LoadedModel(model=model, run_name=run_name, step=checked.step, path=checked.path, skipped=skipped)
+    raise ckpt.CheckpointError(
+        f"none of the {len(found)} checkpoints of run {run_name!r} under {storage} is intact: " + " | ".join(skipped)
+    )
+
+
+def swap(device: Device, old: LoadedModel, fresh: LoadedModel) -> LoadedModel:
+    """Serve ``fresh`` instead of ``old`` within one model's device memory: ``old`` is freed
+    before ``fresh`` reaches the device (nothing may be running on ``old``)."""
+    device.free(old.model)
+    fresh.model = device.place(fresh.model)
+    return fresh
