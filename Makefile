@@ -17,6 +17,9 @@ export RAY_USAGE_STATS_ENABLED := 0
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 # jsii names the Node.js majors whose end-of-life banner is silenced (the machine runs Node 20).
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# The shared fixtures folder (real charts and CRDs at the pinned digests) when one lies beside the
+# checkout: the review renders the Helm releases from it instead of fetching them (config/fixtures.py).
+export HYPERPOD_RAY_SHARED ?= $(wildcard $(abspath $(CURDIR)/../shared))
 
 APT_PACKAGES := shellcheck bats graphviz prometheus prometheus-alertmanager redis-server openssl
 
