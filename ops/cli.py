@@ -34,13 +34,15 @@ Operations for the HyperPod Ray platform, one environment at a time (config/<env
   resume      restart a stopped job; it resumes from its checkpoints
   dashboard   port-forward to a Ray head and print the dashboard's local URL
   upgrade     plan a Kubernetes upgrade step by step (`upgrade plan`); --apply does the safe steps
+  images      `images pin-base`: pin the workloads image's base by digest (Docker Hub, no AWS)
   completion  print the shell completion script (bash; zsh with bashcompinit)
 
 Environments are the NAME.yaml files of --config-dir DIR (default: $HPRAY_CONFIG_DIR, else the
 config/ folder this command was installed or run from).
 Uses your AWS credentials (--profile or the usual AWS_* variables / SSO). Read-only except
 `submit` (creates or updates one RayJob or RayService; `submit job` also uploads your working
-directory), `stop`/`resume` (suspend or resume one RayJob) and `dashboard` (a local port-forward).
+directory), `stop`/`resume` (suspend or resume one RayJob), `dashboard` (a local port-forward)
+and `images pin-base` (writes workloads/Dockerfile).
 `%(prog)s COMMAND --help` shows a command's options."""
 
 EPILOG = """\
@@ -126,6 +128,7 @@ def build_parser(prog: str = PROG, config_dir: Path = CONFIG_DIR) -> argparse.Ar
             "  - EKS offers the configured Kubernetes version in the region\n"
             "  - the CDK bootstrap stack exists and is recent enough\n"
             "  - no other VPC overlaps the configured CIDRs (warning only)\n"
+            "  - the workloads image's base is pinned by digest (fix: hpray images pin-base)\n"
             "Exits 1 if any check FAILs."
         ),
         formatter_class=_Formatter,
@@ -194,6 +197,9 @@ def build_parser(prog: str = PROG, config_dir: Path = CONFIG_DIR) -> argparse.Ar
     from ops.upgrade import add_upgrade_command
 
     add_upgrade_command(sub, prog, common, _Formatter)
+    from ops.base_image import add_images_command
+
+    add_images_command(sub, prog, _Formatter)
     return parser
 
 
@@ -254,6 +260,10 @@ def main(
         print(bash_script(build_parser(prog, config_dir), prog), file=out)
         return EXIT_OK
     try:
+        if args.command == "images":  # no environment: the Dockerfile and Docker Hub only
+            from ops.base_image import run_images
+
+            return run_images(args, out)
         if job_command and not (args.command == "submit" and args.workload == "job"):
             raise OpsError("a command after -- is only for `submit job`", f"see {prog} submit --help")
         config = load_config(args.env)

@@ -44,6 +44,7 @@ SUBMIT_JOB = ("eks:DescribeCluster", "s3:GetObject", "s3:PutObject", "kms:Genera
 # jobs, stop, resume: Kubernetes only; logs also reads the Ray token (see the README for the verbs).
 JOBS = ("eks:DescribeCluster", *RAY_TOKEN)
 DASHBOARD = ("eks:DescribeCluster", *RAY_TOKEN)
+# images pin-base makes no AWS call: it asks Docker Hub's registry API and edits workloads/Dockerfile.
 # upgrade plan prints only; --apply reads the cluster and its upgrade insights.
 UPGRADE_APPLY = ("eks:DescribeCluster", "eks:ListInsights")
 

@@ -2,7 +2,8 @@
 
 With ``network.images_from_ecr`` it also checks the Docker Hub credential and every pull-through
 cache rule (ops/images.py): run it before the first deploy, and again after the cluster stack and
-before the HyperPod stack.
+before the HyperPod stack. It also fails while the workloads image's base has no digest in
+workloads/Dockerfile (ops/base_image.py; ``hpray images pin-base`` fills it).
 
 Gathering (a handful of read-only AWS calls) is kept apart from judging: every ``evaluate_*``
 function is pure, takes the API responses and the config, and returns :class:`Check` rows.
@@ -13,10 +14,12 @@ One module because it is one command whose checks share the gathered API respons
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 from typing import Any
 
 from config.model import EnvironmentConfig
 from ops.aws import Aws
+from ops.base_image import base_check
 from ops.checks import FAIL as FAIL
 from ops.checks import PASS as PASS
 from ops.checks import WARN as WARN
@@ -324,9 +327,11 @@ def run_preflight(
     *,
     toolkit_stack: str = DEFAULT_TOOLKIT_STACK,
     pipeline_account: str | None = None,
+    dockerfile: Path | None = None,
 ) -> list[Check]:
     """``pipeline_account``: the account of the delivery pipeline that deploys this environment
-    (config/pipeline.yaml), whose roles the CDK bootstrap must trust when it is another account."""
+    (config/pipeline.yaml), whose roles the CDK bootstrap must trust when it is another account.
+    ``dockerfile``: the workloads Dockerfile whose base digest is checked (default: the checkout's)."""
     # Credentials first: without them nothing else can be checked (CredentialsError propagates).
     checks = [evaluate_identity(aws.call("sts", "get_caller_identity"), config)]
 
@@ -370,6 +375,8 @@ def run_preflight(
     checks += _guarded(f"eks {config.eks.kubernetes_version}", kubernetes)
     checks += _guarded("cdk bootstrap", bootstrap)
     checks += _guarded("vpc cidr overlap", vpcs)
+    # The workloads image's base pinned by digest (read from the file; Docker Hub is not asked).
+    checks.append(base_check(dockerfile))
     # network.images_from_ecr: the Docker Hub credential and each pull-through cache rule. Before
     # the first deploy the rules do not exist yet (WARN); run preflight again after the cluster
     # stack and before the HyperPod stack, when every rule must validate.

@@ -10,11 +10,13 @@ report's shape.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from config import names
 from config.model import EnvironmentConfig
 from ops.aws import Aws
+from ops.base_image import base_check
 from ops.checks import FAIL
 from ops.errors import CredentialsError, NotFoundError, OpsError
 from ops.images import image_checks
@@ -384,8 +386,9 @@ def _file_system_id(aws: Aws, config: EnvironmentConfig) -> str | None:
     return None
 
 
-def gather(config: EnvironmentConfig, aws: Aws, connect_kube: Any) -> dict[str, Any]:
-    """Collect the report. ``connect_kube()`` returns an ops.kube.Kube (or raises KubernetesError)."""
+def gather(config: EnvironmentConfig, aws: Aws, connect_kube: Any, *, dockerfile: Path | None = None) -> dict[str, Any]:
+    """Collect the report. ``connect_kube()`` returns an ops.kube.Kube (or raises KubernetesError).
+    ``dockerfile``: the workloads Dockerfile whose base digest is checked (default: the checkout's)."""
     identity = aws.call("sts", "get_caller_identity")
     hp_name, eks_name = config.hyperpod_cluster_name, config.eks_cluster_name
     hp_cluster = _or_none(lambda: aws.call("sagemaker", "describe_cluster", ClusterName=hp_name))
@@ -425,6 +428,8 @@ def gather(config: EnvironmentConfig, aws: Aws, connect_kube: Any) -> dict[str, 
     report["eks"] = summarize_eks(eks_name, eks_cluster)
     report["fsx"] = summarize_fsx(fs_id, fs)
     # network.images_from_ecr: after the deploy every rule must exist and validate (ops/images.py).
-    report["images"] = [c.as_dict() for c in image_checks(config, aws, missing_rule_is=FAIL)]
+    # The workloads image the deploy built: from a base pinned by digest (ops/base_image.py).
+    images = [base_check(dockerfile, deployed=True), *image_checks(config, aws, missing_rule_is=FAIL)]
+    report["images"] = [c.as_dict() for c in images]
     report["problems"] = problems_of(report)
     return report

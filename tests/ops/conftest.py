@@ -100,3 +100,20 @@ def shared_moto():
 @pytest.fixture
 def healthy_config():
     return parse_environment(healthy_data(), source="test")
+
+
+# A digest for the pinned test copy of workloads/Dockerfile (test data, not Ray's real digest).
+TEST_BASE_DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.fixture(autouse=True)
+def pinned_dockerfile(tmp_path_factory, monkeypatch):
+    """preflight and status check the workloads Dockerfile's base digest: every test reads a copy
+    with the slot filled (tests of the empty slot pass their own copy); the real file is never written."""
+    from ops import base_image
+
+    path = tmp_path_factory.mktemp("dockerfile") / "Dockerfile"
+    path.write_text(base_image.DOCKERFILE.read_text())
+    base_image.write_digest(path, TEST_BASE_DIGEST)
+    monkeypatch.setattr(base_image, "DOCKERFILE", path)
+    return path

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,7 +70,40 @@ def test_preflight_table_for_a_healthy_environment(bootstrapped, healthy_config)
     assert any(
         line.startswith("PASS    quota ml.g5.12xlarge  'ml.g5.12xlarge for cluster usage' is 4") for line in lines
     ), out
-    assert lines[-1] == "7 checks: 0 failed, 0 warning(s): ready to deploy"
+    assert any(re.match(r"PASS +base image digest +rayproject/ray:\S+@sha256:[0-9a-f]{64}$", line) for line in lines), (
+        out
+    )
+    assert lines[-1] == "8 checks: 0 failed, 0 warning(s): ready to deploy"
+
+
+def test_preflight_fails_on_an_unpinned_base_image_with_the_pin_command(
+    bootstrapped, healthy_config, pinned_dockerfile, monkeypatch
+):
+    from ops import base_image
+
+    unpinned = pinned_dockerfile.with_name("Dockerfile.unpinned")
+    text = pinned_dockerfile.read_text()
+    unpinned.write_text(re.sub(r'^ARG RAY_BASE_DIGEST=".*"$', 'ARG RAY_BASE_DIGEST=""', text, flags=re.M))
+    monkeypatch.setattr(base_image, "DOCKERFILE", unpinned)
+    code, out, _ = run_cli(
+        ["preflight", "--env", "dev"], load_config=lambda n: healthy_config, aws_factory=stubbed_aws()
+    )
+    assert code == 1
+    base = base_image.read_base(unpinned)[0]
+    # The table's columns, split where two or more spaces separate them.
+    at = next(i for i, line in enumerate(out.splitlines()) if "base image digest" in line)
+    rows = [re.split(r" {2,}", line.strip()) for line in out.splitlines()[at : at + 2]]
+    assert rows == [
+        [
+            "FAIL",
+            "base image digest",
+            f"the workloads image would be built from {base} by tag alone: RAY_BASE_DIGEST in workloads/Dockerfile is empty",
+        ],
+        [
+            "fix: hpray images pin-base (on a machine that reaches Docker Hub), then commit workloads/Dockerfile and deploy"
+        ],
+    ]
+    assert out.splitlines()[-1] == "8 checks: 1 failed, 0 warning(s): NOT ready to deploy"
 
 
 def test_preflight_failure_shows_the_fix_and_exits_1(bootstrapped, healthy_config):
@@ -81,7 +115,7 @@ def test_preflight_failure_shows_the_fix_and_exits_1(bootstrapped, healthy_confi
         "fix: aws service-quotas request-service-quota-increase --service-code sagemaker --quota-code L-6E1E3A2B --desired-value 2 --region us-east-1"
         in out
     )
-    assert out.splitlines()[-1] == "7 checks: 1 failed, 0 warning(s): NOT ready to deploy"
+    assert out.splitlines()[-1] == "8 checks: 1 failed, 0 warning(s): NOT ready to deploy"
 
 
 def test_preflight_json(bootstrapped, healthy_config):

@@ -91,6 +91,7 @@ def test_healthy_environment_passes_every_check(account, healthy_config):
         f"eks {healthy_config.eks.kubernetes_version}",
         "cdk bootstrap",
         "vpc cidr overlap",
+        "base image digest",
     ]
     assert all(c.status == PASS for c in checks), [c for c in checks if c.status != PASS]
     assert rows[f"quota {G5}"].detail == "'ml.g5.12xlarge for cluster usage' is 4 (applied); configured 2"

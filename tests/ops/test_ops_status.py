@@ -328,6 +328,30 @@ def test_status_when_kubernetes_is_unreachable(deployed, healthy_config):
     assert "RayJobs" not in text  # not shown as "(none)" when they could not be listed
 
 
+def test_status_fails_while_the_base_image_is_unpinned(deployed, healthy_config, pinned_dockerfile, tmp_path):
+    def unreachable():
+        raise KubernetesError("cannot reach the Kubernetes API for list nodes: timed out")
+
+    unpinned = tmp_path / "Dockerfile"
+    text = pinned_dockerfile.read_text()
+    unpinned.write_text(re.sub(r'^ARG RAY_BASE_DIGEST=".*"$', 'ARG RAY_BASE_DIGEST=""', text, flags=re.M))
+    aws = shared_aws()
+    stub_fsx(aws)
+    report = status.gather(healthy_config, aws, unreachable, dockerfile=unpinned)
+    base = re.search(r"^ARG RAY_BASE=(\S+)$", text, re.M).group(1)
+    assert report["problems"] == [
+        "Kubernetes: cannot reach the Kubernetes API for list nodes: timed out",
+        f"base image digest: the workloads image is built from {base} by tag alone: RAY_BASE_DIGEST in "
+        "workloads/Dockerfile is empty; fix: hpray images pin-base (on a machine that reaches Docker Hub), "
+        "then commit workloads/Dockerfile and deploy",
+    ]
+    aws = shared_aws()
+    stub_fsx(aws)
+    pinned = status.gather(healthy_config, aws, unreachable, dockerfile=pinned_dockerfile)
+    assert pinned["problems"] == report["problems"][:1]
+    assert pinned["images"][0]["status"] == "PASS"
+
+
 def test_cli_status_json_and_exit_code(deployed, healthy_config):
     from ops.cli import main
 
