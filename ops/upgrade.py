@@ -22,9 +22,9 @@ import yaml
 
 from config import versions
 from config.model import EnvironmentConfig
+from config.names import stack_prefix
 from ops import kuberay_crds
 from ops.errors import OpsError
-from ops.names import stack_prefix
 
 FIELD_MANAGER = "hpray"
 
@@ -86,7 +86,7 @@ def plan(config: EnvironmentConfig, to: str | None = None, *, on: Any = None) ->
     current = config.eks.kubernetes_version
     env, region = config.name, config.region
     eks_name, hp_name = config.eks_cluster_name, config.hyperpod_cluster_name
-    cluster_stack = f"{stack_prefix(config)}Cluster"
+    cluster_stack = f"{stack_prefix(config.name_prefix)}Cluster"
     old, new = versions.ADDON_VERSIONS[current], versions.ADDON_VERSIONS[target]
     addon_changes = [
         f"{name}: {old.get(name, '-')} -> {new[name]}" for name in sorted(new) if old.get(name) != new[name]

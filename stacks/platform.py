@@ -8,6 +8,7 @@ from aws_cdk import Tags
 from constructs import Construct
 
 from config.model import EnvironmentConfig
+from config.names import stack_prefix
 from stacks.cluster_stack import ClusterStack
 from stacks.hyperpod_stack import HyperPodStack
 from stacks.network_stack import NetworkStack
@@ -22,12 +23,8 @@ class PlatformStacks:
     hyperpod: HyperPodStack
 
 
-def stack_prefix(config: EnvironmentConfig) -> str:
-    return "".join(part.capitalize() for part in config.name_prefix.split("-"))
-
-
 def build_platform(scope: Construct, config: EnvironmentConfig) -> PlatformStacks:
-    prefix = stack_prefix(config)
+    prefix = stack_prefix(config.name_prefix)
     network = NetworkStack(scope, f"{prefix}Network", config=config)
     storage = StorageStack(scope, f"{prefix}Storage", config=config, network=network.network)
     cluster = ClusterStack(scope, f"{prefix}Cluster", config=config, network=network.network, storage=storage)
