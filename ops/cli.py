@@ -357,7 +357,7 @@ def _submit(
     token_fn: Any = None,
 ) -> int:
     from ops import render as renderer
-    from ops.submit import Follower, apply, is_terminal
+    from ops.submit import Follower, FollowOptions, Target, apply
 
     manifest = (render_fn or renderer.render)(args.workload, config)
     kind = manifest["kind"]
@@ -368,21 +368,15 @@ def _submit(
     total_steps = getattr(config.training, "steps", None) if args.workload == "training" else None
     follower = Follower(
         kube,
-        workload=args.workload,
-        env=config.name,
-        kind=kind,
-        namespace=namespace,
-        name=name,
-        poll_s=args.poll_seconds,
-        timeout_s=args.timeout_minutes * 60 if args.timeout_minutes else None,
-        total_steps=total_steps if isinstance(total_steps, int) else None,
-        # A terminal gets the live display; a pipe or file gets JSON lines, as --json does.
-        json_mode=args.json or not is_terminal(out),
-        live=is_terminal(out),
-        out=out,
-        sleep=sleep,
-        clock=clock,
-        token_fn=token_fn,
+        Target(workload=args.workload, env=config.name, kind=kind, namespace=namespace, name=name),
+        FollowOptions.from_args(
+            args,
+            out,
+            total_steps=total_steps if isinstance(total_steps, int) else None,
+            sleep=sleep,
+            clock=clock,
+            token_fn=token_fn,
+        ),
     )
     if not args.attach:
         try:

@@ -233,24 +233,15 @@ def _submit_job(
 ) -> int:
     from config.teams import team_of_namespace
     from ops import job_submit as js
-    from ops.submit import apply, is_terminal
+    from ops.submit import FollowOptions, Target, apply
     from workloads.common.k8s import NAMESPACE
 
     namespace = args.namespace or NAMESPACE
-    follower_args = {
-        "env": config.name,
-        "kind": "RayJob",
-        "namespace": namespace,
-        "poll_s": args.poll_seconds,
-        "timeout_s": args.timeout_minutes * 60 if args.timeout_minutes else None,
-        # A terminal gets the live display; a pipe or file gets JSON lines, as --json does.
-        "json_mode": args.json or not is_terminal(out),
-        "live": is_terminal(out),
-        "out": out,
-        "sleep": sleep,
-        "clock": clock,
-        "token_fn": token_fn,
-    }
+    options = FollowOptions.from_args(args, out, sleep=sleep, clock=clock, token_fn=token_fn)
+
+    def target(name: str) -> Target:
+        return Target(workload="job", env=config.name, kind="RayJob", namespace=namespace, name=name)
+
     if args.attach:
         if not args.name:
             raise OpsError(
@@ -260,7 +251,7 @@ def _submit_job(
         from ops.jobs import get_job
 
         get_job(kube, namespace, args.name, prog=prog, env=config.name)
-        return js.JobFollower(kube, prog=prog, name=args.name, **follower_args).run()
+        return js.JobFollower(kube, target(args.name), options, prog=prog).run()
     if args.working_dir is None:
         raise OpsError(
             "submit job needs --working-dir DIR",
@@ -293,7 +284,7 @@ def _submit_job(
     )
     manifest["metadata"]["namespace"] = namespace
     kube = kube_factory(aws, config, args)
-    follower = js.JobFollower(kube, prog=prog, name=name, **follower_args)
+    follower = js.JobFollower(kube, target(name), options, prog=prog)
     uploaded = js.upload(aws, bucket, key, package)
     follower.emit(
         f"{'uploaded' if uploaded else 'reusing'} {args.working_dir} ({package.files} files, {len(package.data) >> 10} KiB) as {uri}",

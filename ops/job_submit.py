@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from config.jobs import JOBS_PREFIX, JOBS_WORKLOAD
 from config.model import EnvironmentConfig
 from ops.errors import AccessDeniedError, AwsError, NotFoundError, OpsError, UnschedulableError
-from ops.submit import Follower
+from ops.submit import Follower, FollowOptions, Target
 
 if TYPE_CHECKING:
     from config.placement import WorkerShape
@@ -343,8 +343,16 @@ class JobFollower(Follower):
     """``Follower`` for a user's job: reattach and log hints name this job, and pods that stay
     unschedulable are named with the scheduler's reason (exit 7 after ``unschedulable_grace_s``)."""
 
-    def __init__(self, kube: Any, *, prog: str, unschedulable_grace_s: float = UNSCHEDULABLE_GRACE_S, **kwargs: Any):
-        super().__init__(kube, workload="job", **kwargs)
+    def __init__(
+        self,
+        kube: Any,
+        target: Target,
+        options: FollowOptions,
+        *,
+        prog: str,
+        unschedulable_grace_s: float = UNSCHEDULABLE_GRACE_S,
+    ):
+        super().__init__(kube, target, options)
         self.prog = prog
         self.grace_s = unschedulable_grace_s
         self._unschedulable_since: dict[str, float] = {}
