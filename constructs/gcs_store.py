@@ -65,12 +65,13 @@ class GcsStore(Construct):
         key: kms.IKey,
         readers: list[iam.IGrantable],
         cluster: eks.ICluster,
-        service_depends_on: list[IConstruct],
+        namespace: IConstruct | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         """``client_security_group``: the Ray head pods' own group (constructs/ray_heads.py);
         ``readers``: who reads the AUTH token (the
-        Ray pods' Pod Identity role, through the Secrets Store CSI driver)."""
+        Ray pods' Pod Identity role, through the Secrets Store CSI driver); ``namespace``: the
+        manifest creating the Ray namespace the store's Service goes into."""
         super().__init__(scope, construct_id)
         self.key = key
         self.port = GCS_STORE_PORT
@@ -171,8 +172,8 @@ class GcsStore(Construct):
         self.service = eks.KubernetesManifest(
             self, "Service", cluster=cluster, manifest=[gcs_store_service_manifest(self.address)]
         )
-        for dependency in service_depends_on:
-            self.service.node.add_dependency(dependency)
+        if namespace is not None:
+            self.service.node.add_dependency(namespace)
 
     def grant_read(self, grantee: iam.IGrantable) -> None:
         """GetSecretValue on the token's secret and kms:Decrypt of its key only through Secrets

@@ -269,11 +269,3 @@ class LustreFileSystem(Construct):
             "kms:CallerAccount, kms:ViaService S3 and the checkpoint bucket's encryption context; the role's name holds "
             "the file system ID, which this key encrypts, so it cannot be named without a cycle.",
         )
-
-    @property
-    def mount_name(self) -> str:
-        return self.file_system.mount_name
-
-    @property
-    def dns_name(self) -> str:
-        return self.file_system.dns_name

@@ -25,14 +25,15 @@ class PlatformStacks:
 
 def build_platform(scope: Construct, config: EnvironmentConfig) -> PlatformStacks:
     prefix = stack_prefix(config.name_prefix)
-    network = NetworkStack(scope, f"{prefix}Network", config=config)
-    storage = StorageStack(scope, f"{prefix}Storage", config=config, network=network.network)
-    cluster = ClusterStack(scope, f"{prefix}Cluster", config=config, network=network.network, storage=storage)
+    network_stack = NetworkStack(scope, f"{prefix}Network", config=config)
+    network = network_stack.network
+    storage = StorageStack(scope, f"{prefix}Storage", config=config, network=network)
+    cluster = ClusterStack(scope, f"{prefix}Cluster", config=config, network=network, storage=storage)
     hyperpod = HyperPodStack(
         scope,
         f"{prefix}HyperPod",
         config=config,
-        network=network.network,
+        network=network,
         key=storage.platform_key,
         lifecycle_bucket=storage.buckets.lifecycle_scripts,
         eks_cluster=cluster.cluster,
@@ -42,4 +43,4 @@ def build_platform(scope: Construct, config: EnvironmentConfig) -> PlatformStack
     cluster.grant_hyperpod_access(hyperpod.hyperpod.execution_role)
     for key, value in config.tags.as_dict().items():
         Tags.of(scope).add(key, value)
-    return PlatformStacks(network=network, storage=storage, cluster=cluster, hyperpod=hyperpod)
+    return PlatformStacks(network=network_stack, storage=storage, cluster=cluster, hyperpod=hyperpod)

@@ -44,7 +44,6 @@ def synth(env_name: str, **settings):
         key=key,
         readers=[role],
         cluster=cluster,
-        service_depends_on=[],
         removal_policy=RemovalPolicy.RETAIN if cfg.production else RemovalPolicy.DESTROY,
     )
     return cfg, gcs, store, template_of(stack)
