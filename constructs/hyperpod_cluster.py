@@ -23,11 +23,12 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
-from constructs import Construct, IConstruct
+from constructs import Construct
 
 from config.model import HyperPod, InstanceGroup
 from constructs.compliance import acknowledge
 from constructs.flows import ENI_ACTIONS
+from constructs.hyperpod_dependencies import HyperPodDependencies
 from constructs.image_cache import pull_through_acknowledgements, pull_through_import_statement
 from constructs.lifecycle_scripts import LifecycleScripts, nag_env
 
@@ -217,8 +218,9 @@ class HyperPodCluster(Construct):
         security_group: ec2.ISecurityGroup,
         key: kms.IKey,
         scripts: LifecycleScripts,
-        depends_on: Sequence[IConstruct] = (),
+        node_dependencies: HyperPodDependencies | None = None,
     ) -> None:
+        """``node_dependencies``: what HyperPod needs installed on the EKS cluster first."""
         super().__init__(scope, construct_id)
         self.config = hyperpod
         self.cluster_name = cluster_name
@@ -265,8 +267,8 @@ class HyperPodCluster(Construct):
         self.cluster.node.add_dependency(scripts.upload)
         self.cluster.node.add_dependency(self.execution_role.node.find_child("DefaultPolicy"))
         # AWS requires the HyperPod dependency charts on the EKS cluster before cluster creation.
-        if depends_on:
-            self.cluster.node.add_dependency(*depends_on)
+        if node_dependencies is not None:
+            self.cluster.node.add_dependency(*node_dependencies.installed)
 
     @property
     def cluster_arn(self) -> str:

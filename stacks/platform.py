@@ -37,7 +37,7 @@ def build_platform(scope: Construct, config: EnvironmentConfig) -> PlatformStack
         key=storage.platform_key,
         lifecycle_bucket=storage.buckets.lifecycle_scripts,
         eks_cluster=cluster.cluster,
-        dependency_charts=cluster.hyperpod_dependencies,
+        node_dependencies=cluster.hyperpod_node_dependencies,
     )
     # The execution role's access entry: HyperPod creates it (see ClusterStack.grant_hyperpod_access).
     cluster.grant_hyperpod_access(hyperpod.hyperpod.execution_role)
