@@ -181,11 +181,13 @@ class ClusterStack(PlatformStack):
                 image_repository=operator_image_repository(config),
             ),
             # The operator's namespaced RBAC goes into the workloads' and the teams' namespaces:
-            # they must exist first.
-            after=[self.workloads.namespace, *(self.teams.manifests.values() if self.teams else ())],
+            # they must exist first; its first pull goes through the image cache's quay.io rule.
+            after=[
+                self.workloads.namespace,
+                *(self.teams.manifests.values() if self.teams else ()),
+                *((self.image_cache,) if self.image_cache is not None else ()),
+            ],
         )
-        if self.image_cache is not None:  # the operator's first pull goes through the quay.io rule
-            self.kuberay.node.add_dependency(self.image_cache)
 
         # Metrics to Amazon Managed Prometheus, container logs to CloudWatch Logs, alarms to SNS
         # (config `observability`).
