@@ -24,6 +24,7 @@ from config import versions
 from config.model import EnvironmentConfig
 from config.names import stack_prefix
 from ops import kuberay_crds
+from ops.context import Command
 from ops.errors import OpsError
 
 FIELD_MANAGER = "hpray"
@@ -288,8 +289,10 @@ def add_upgrade_command(sub: Any, prog: str, common: Any, formatter: Any) -> Non
     )
 
 
-def run_upgrade(config: EnvironmentConfig, aws: Any, args: Any, out: Any, kube_factory: Any) -> int:
+def run_upgrade(command: Command) -> int:
     from ops.output import to_json
+
+    config, args, out = command.config, command.args, command.out
 
     header, steps = plan(config, args.to)
     if not args.apply:
@@ -304,7 +307,7 @@ def run_upgrade(config: EnvironmentConfig, aws: Any, args: Any, out: Any, kube_f
 
     if not args.json:
         print(render(header, steps) + "\n\n--apply: the safe steps", file=out)
-    result = apply_safe_steps(config, aws, kube_factory(aws, config, args), target_version(config, args.to), emit=emit)
+    result = apply_safe_steps(config, command.aws, command.kube(), target_version(config, args.to), emit=emit)
     if args.json:
         print(to_json({**as_dict(header, steps), "applied": result, "messages": messages}), file=out)
     return 0
