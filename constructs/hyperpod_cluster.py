@@ -211,7 +211,7 @@ class HyperPodCluster(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        hyperpod: HyperPod,
+        hyperpod_config: HyperPod,
         cluster_name: str,
         eks_cluster: eks.ICluster,
         subnets: Mapping[str, ec2.ISubnet],
@@ -222,7 +222,7 @@ class HyperPodCluster(Construct):
     ) -> None:
         """``node_dependencies``: what HyperPod needs installed on the EKS cluster first."""
         super().__init__(scope, construct_id)
-        self.config = hyperpod
+        self.config = hyperpod_config
         self.cluster_name = cluster_name
         self.eks_cluster = eks_cluster
         self.scripts = scripts
@@ -258,9 +258,9 @@ class HyperPodCluster(Construct):
                 security_group_ids=self._security_group_ids,
                 subnets=[s.subnet_id for s in ordered_subnets],
             ),
-            node_recovery=hyperpod.node_recovery,
-            node_provisioning_mode=hyperpod.node_provisioning_mode,
-            instance_groups=[self._instance_group(g) for g in hyperpod.instance_groups],
+            node_recovery=hyperpod_config.node_recovery,
+            node_provisioning_mode=hyperpod_config.node_provisioning_mode,
+            instance_groups=[self._instance_group(g) for g in hyperpod_config.instance_groups],
         )
         # The scripts must be on S3 before a node starts, and the role's policy in place (the role
         # itself is already ordered by the ExecutionRole GetAtt).

@@ -102,7 +102,7 @@ class ClusterStack(PlatformStack):
                 self,
                 "GcsStore",
                 name_prefix=config.name_prefix,
-                settings=config.inference.gcs_fault_tolerance,
+                gcs_config=config.inference.gcs_fault_tolerance,
                 vpc=network.vpc,
                 client_security_group=self.ray_heads.security_group,
                 key=storage.platform_key,

@@ -60,7 +60,7 @@ class HyperPodStack(PlatformStack):
         self.hyperpod = HyperPodCluster(
             self,
             "HyperPod",
-            hyperpod=config.hyperpod,
+            hyperpod_config=config.hyperpod,
             cluster_name=config.hyperpod_cluster_name,
             eks_cluster=eks_cluster,
             subnets=network.hyperpod_subnets,

@@ -37,7 +37,7 @@ class StorageStack(PlatformStack):
             self,
             "Buckets",
             names=config.bucket_names(),
-            storage=config.storage,
+            storage_config=config.storage,
             key=self.platform_key,
             removal_policy=removal,
         )

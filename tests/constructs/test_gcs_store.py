@@ -38,7 +38,7 @@ def synth(env_name: str, **settings):
         stack,
         "GcsStore",
         name_prefix=cfg.name_prefix,
-        settings=gcs,
+        gcs_config=gcs,
         vpc=vpc,
         client_security_group=heads,
         key=key,
