@@ -58,3 +58,8 @@ GCS_STORE_SECRET = "ray-gcs-store-auth"
 def gcs_store_secret_name(name_prefix: str) -> str:
     """The Secrets Manager secret holding the GCS store's AUTH token (constructs/gcs_store.py)."""
     return f"{name_prefix}/ray-gcs-store-auth"
+
+
+def stack_prefix(name_prefix: str) -> str:
+    """The CDK stacks' name prefix of an environment: ``hpray-dev`` -> ``HprayDev``."""
+    return "".join(part.capitalize() for part in name_prefix.split("-"))

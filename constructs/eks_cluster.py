@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import Annotations, Stack
+from aws_cdk import Annotations, ArnFormat, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from constructs import Construct
+from constructs import Construct, IConstruct
 from constructs import flows as F
 
 from config import addons as addons_config
@@ -75,7 +77,11 @@ def pod_identity_role(scope: Construct, construct_id: str, *, description: str) 
 
 
 class PlatformEksCluster(Construct):
-    """EKS cluster, ``system`` node group, managed add-ons, admin access entries."""
+    """EKS cluster, ``system`` node group, managed add-ons, admin access entries.
+
+    It orders what is installed on it: :meth:`install` puts a chart or manifest after the nodes
+    and every add-on, :meth:`requires` after the add-ons it names.
+    """
 
     def __init__(
         self,
@@ -87,8 +93,10 @@ class PlatformEksCluster(Construct):
         vpc: ec2.IVpc,
         security_group: ec2.ISecurityGroup,
         secrets_key: kms.IKey,
-        file_system_arn: str,
+        file_system: fsx.LustreFileSystem,
     ) -> None:
+        """``file_system``: the storage stack's FSx for Lustre file system, which the FSx CSI
+        driver may resize."""
         super().__init__(scope, construct_id)
         self.eks_config = eks_config
         private_subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
@@ -142,8 +150,35 @@ class PlatformEksCluster(Construct):
 
         self.system_nodegroup = self._system_nodegroup(private_subnets)
         self.pool_rules = self._join_node_pools(security_group)
-        self.addons = self._addons(file_system_arn)
+        self.addons = self._addons(
+            Stack.of(self).format_arn(
+                service="fsx",
+                resource="file-system",
+                resource_name=file_system.file_system_id,
+                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+            )
+        )
         self.admin_access_entries = self._admin_access()
+
+    @property
+    def ready(self) -> tuple[IConstruct, ...]:
+        """The system nodes and every add-on (networking, DNS, Pod Identity, the CSI drivers)."""
+        return (self.system_nodegroup, *self.addons.values())
+
+    def install(self, *installed: IConstruct, after: Sequence[IConstruct] = ()) -> None:
+        """Orders charts and manifests installed on this cluster: their pods need the nodes and
+        every add-on, so they come after :attr:`ready`, then after ``after``."""
+        for construct in installed:
+            construct.node.add_dependency(*self.ready, *after)
+
+    def requires(
+        self, construct: IConstruct, *addons: str, nodes: bool = False, after: Sequence[IConstruct] = ()
+    ) -> None:
+        """Orders ``construct`` after the named add-ons only (and the system nodes with ``nodes``),
+        then after ``after``: for what needs one driver, not a running cluster."""
+        construct.node.add_dependency(
+            *after, *(self.addons[name] for name in addons), *((self.system_nodegroup,) if nodes else ())
+        )
 
     def _warn_extended_support(self) -> None:
         """A synth warning with the monthly extra cost where the version is in extended support
@@ -485,3 +520,18 @@ class PlatformEksCluster(Construct):
     @property
     def cluster_arn(self) -> str:
         return self.cluster.cluster_arn
+
+    @property
+    def cluster_name(self) -> str:
+        return self.cluster.cluster_name
+
+    @property
+    def cluster_security_group_id(self) -> str:
+        """The security group EKS creates for the cluster: the system nodes' only group."""
+        return self.cluster.cluster_security_group_id
+
+    def manifest(
+        self, scope: Construct, construct_id: str, manifest: list[dict[str, Any]], **kwargs: Any
+    ) -> eks.KubernetesManifest:
+        """Kubernetes objects applied on this cluster (``eks.KubernetesManifest`` in ``scope``)."""
+        return eks.KubernetesManifest(scope, construct_id, cluster=self.cluster, manifest=manifest, **kwargs)

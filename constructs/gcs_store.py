@@ -59,18 +59,19 @@ class GcsStore(Construct):
         construct_id: str,
         *,
         name_prefix: str,
-        settings: GcsFaultTolerance,
+        gcs_config: GcsFaultTolerance,
         vpc: ec2.IVpc,
         client_security_group: ec2.ISecurityGroup,
         key: kms.IKey,
         readers: list[iam.IGrantable],
         cluster: eks.ICluster,
-        service_depends_on: list[IConstruct],
+        namespace: IConstruct | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         """``client_security_group``: the Ray head pods' own group (constructs/ray_heads.py);
         ``readers``: who reads the AUTH token (the
-        Ray pods' Pod Identity role, through the Secrets Store CSI driver)."""
+        Ray pods' Pod Identity role, through the Secrets Store CSI driver); ``namespace``: the
+        manifest creating the Ray namespace the store's Service goes into."""
         super().__init__(scope, construct_id)
         self.key = key
         self.port = GCS_STORE_PORT
@@ -122,17 +123,17 @@ class GcsStore(Construct):
             subnet_ids=vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnet_ids,
         )
         self.subnet_group.apply_removal_policy(removal_policy)
-        failover = settings.replicas >= 1
+        failover = gcs_config.replicas >= 1
         self.replication_group = elasticache.CfnReplicationGroup(
             self,
             "ReplicationGroup",
             replication_group_description="Ray GCS fault tolerance of the RayServices",
             engine=versions.GCS_STORE_ENGINE,
             engine_version=versions.GCS_STORE_ENGINE_VERSION,
-            cache_node_type=settings.node_type,
+            cache_node_type=gcs_config.node_type,
             # KubeRay supports a standalone (non-cluster) Redis for GCS fault tolerance.
             cluster_mode="disabled",
-            num_cache_clusters=1 + settings.replicas,
+            num_cache_clusters=1 + gcs_config.replicas,
             automatic_failover_enabled=failover,
             multi_az_enabled=failover,
             port=self.port,
@@ -144,7 +145,7 @@ class GcsStore(Construct):
             transit_encryption_mode="required",
             # A dynamic reference: CloudFormation resolves it at deploy time; the template holds the reference only.
             auth_token=self.secret.secret_value.unsafe_unwrap(),
-            snapshot_retention_limit=settings.snapshot_retention_days,
+            snapshot_retention_limit=gcs_config.snapshot_retention_days,
             auto_minor_version_upgrade=True,
         )
         self.replication_group.apply_removal_policy(removal_policy)
@@ -171,8 +172,8 @@ class GcsStore(Construct):
         self.service = eks.KubernetesManifest(
             self, "Service", cluster=cluster, manifest=[gcs_store_service_manifest(self.address)]
         )
-        for dependency in service_depends_on:
-            self.service.node.add_dependency(dependency)
+        if namespace is not None:
+            self.service.node.add_dependency(namespace)
 
     def grant_read(self, grantee: iam.IGrantable) -> None:
         """GetSecretValue on the token's secret and kms:Decrypt of its key only through Secrets

@@ -18,6 +18,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 
 from config.versions import ChartPin, semver
+from constructs.eks_cluster import PlatformEksCluster
 
 # Helm stores a release in a Secret named sh.helm.release.v1.<name>.v<revision>; release names are
 # limited to 53 characters so that it fits a 63-character DNS label (Helm's own check).
@@ -64,23 +65,24 @@ class ChartRelease:
 
 
 class HelmRelease(Construct):
-    """Installs a :class:`ChartRelease` on ``cluster`` after everything in ``depends_on``."""
+    """Installs a :class:`ChartRelease` on ``cluster``: after its nodes and add-ons, then after
+    ``after``."""
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        cluster: eks.ICluster,
+        cluster: PlatformEksCluster,
         release: ChartRelease,
-        depends_on: Sequence[IConstruct] = (),
+        after: Sequence[IConstruct] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.release = release
         self.chart = eks.HelmChart(
             self,
             "Chart",
-            cluster=cluster,
+            cluster=cluster.cluster,  # type: ignore[arg-type]  # aws_eks_v2.Cluster lacks ICluster's kubectl_provider_options
             chart=release.pin.chart,
             repository=release.pin.repository,
             version=release.pin.version,
@@ -95,5 +97,4 @@ class HelmRelease(Construct):
             # Roll back a failed install or upgrade instead of leaving a half-installed release.
             atomic=True,
         )
-        if depends_on:
-            self.chart.node.add_dependency(*depends_on)
+        cluster.install(self.chart, after=after)

@@ -23,11 +23,12 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
-from constructs import Construct, IConstruct
+from constructs import Construct
 
 from config.model import HyperPod, InstanceGroup
 from constructs.compliance import acknowledge
 from constructs.flows import ENI_ACTIONS
+from constructs.hyperpod_dependencies import HyperPodDependencies
 from constructs.image_cache import pull_through_acknowledgements, pull_through_import_statement
 from constructs.lifecycle_scripts import LifecycleScripts, nag_env
 
@@ -210,17 +211,18 @@ class HyperPodCluster(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        hyperpod: HyperPod,
+        hyperpod_config: HyperPod,
         cluster_name: str,
         eks_cluster: eks.ICluster,
         subnets: Mapping[str, ec2.ISubnet],
         security_group: ec2.ISecurityGroup,
         key: kms.IKey,
         scripts: LifecycleScripts,
-        depends_on: Sequence[IConstruct] = (),
+        node_dependencies: HyperPodDependencies | None = None,
     ) -> None:
+        """``node_dependencies``: what HyperPod needs installed on the EKS cluster first."""
         super().__init__(scope, construct_id)
-        self.config = hyperpod
+        self.config = hyperpod_config
         self.cluster_name = cluster_name
         self.eks_cluster = eks_cluster
         self.scripts = scripts
@@ -256,17 +258,17 @@ class HyperPodCluster(Construct):
                 security_group_ids=self._security_group_ids,
                 subnets=[s.subnet_id for s in ordered_subnets],
             ),
-            node_recovery=hyperpod.node_recovery,
-            node_provisioning_mode=hyperpod.node_provisioning_mode,
-            instance_groups=[self._instance_group(g) for g in hyperpod.instance_groups],
+            node_recovery=hyperpod_config.node_recovery,
+            node_provisioning_mode=hyperpod_config.node_provisioning_mode,
+            instance_groups=[self._instance_group(g) for g in hyperpod_config.instance_groups],
         )
         # The scripts must be on S3 before a node starts, and the role's policy in place (the role
         # itself is already ordered by the ExecutionRole GetAtt).
         self.cluster.node.add_dependency(scripts.upload)
         self.cluster.node.add_dependency(self.execution_role.node.find_child("DefaultPolicy"))
         # AWS requires the HyperPod dependency charts on the EKS cluster before cluster creation.
-        if depends_on:
-            self.cluster.node.add_dependency(*depends_on)
+        if node_dependencies is not None:
+            self.cluster.node.add_dependency(*node_dependencies.installed)
 
     @property
     def cluster_arn(self) -> str:

@@ -12,10 +12,8 @@ Every function here is pure: tests validate the objects offline against Kubernet
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 
 from config import versions
@@ -30,6 +28,7 @@ from config.model import EnvironmentConfig
 from config.names import HYPERPOD_NAMESPACE, INSTANCE_TYPE_LABEL
 from constructs.device_plugin_image import asset_hash as device_plugin_tag
 from constructs.device_plugin_image import repository as device_plugin_repository
+from constructs.eks_cluster import PlatformEksCluster
 from constructs.helm import ChartRelease, HelmRelease
 
 NVIDIA_RELEASE = "nvidia-device-plugin"
@@ -287,23 +286,17 @@ class HyperPodDependencies(Construct):
         construct_id: str,
         *,
         config: EnvironmentConfig,
-        cluster: eks.ICluster,
-        depends_on: Sequence[IConstruct],
+        cluster: PlatformEksCluster,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.namespace = eks.KubernetesManifest(
-            self, "Namespace", cluster=cluster, manifest=[hyperpod_namespace_manifest()], overwrite=True
-        )
-        self.manifests = eks.KubernetesManifest(
-            self, "Manifests", cluster=cluster, manifest=hyperpod_dependency_manifests(config), overwrite=True
-        )
+        self.namespace = cluster.manifest(self, "Namespace", [hyperpod_namespace_manifest()], overwrite=True)
+        self.manifests = cluster.manifest(self, "Manifests", hyperpod_dependency_manifests(config), overwrite=True)
         self.manifests.node.add_dependency(self.namespace)
         self.charts = [
-            HelmRelease(self, _construct_id(release.release), cluster=cluster, release=release, depends_on=depends_on)
+            HelmRelease(self, _construct_id(release.release), cluster=cluster, release=release)
             for release in device_plugin_releases(config)
         ]
-        if depends_on:
-            self.namespace.node.add_dependency(*depends_on)
+        cluster.install(self.namespace)
         self.installed: tuple[IConstruct, ...] = (self.namespace, self.manifests, *self.charts)
 
 

@@ -46,33 +46,33 @@ class PlatformNetwork(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        network: Network,
+        network_config: Network,
         production: bool,
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.config = network
+        self.config = network_config
 
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
-            ip_addresses=ec2.IpAddresses.cidr(network.vpc_cidr),
-            availability_zones=[z.name for z in network.availability_zones],
-            nat_gateways=network.nat_gateway_count(production=production),
+            ip_addresses=ec2.IpAddresses.cidr(network_config.vpc_cidr),
+            availability_zones=[z.name for z in network_config.availability_zones],
+            nat_gateways=network_config.nat_gateway_count(production=production),
             subnet_configuration=[
                 ec2.SubnetConfiguration(
-                    name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=network.public_subnet_mask
+                    name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=network_config.public_subnet_mask
                 ),
                 ec2.SubnetConfiguration(
                     name="Private",
                     subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
-                    cidr_mask=network.private_subnet_mask,
+                    cidr_mask=network_config.private_subnet_mask,
                 ),
             ],
             restrict_default_security_group=False,
         )
         # Public subnets hold only NAT gateways: nothing should get a public IP by default.
-        az_id_by_name = {z.name: z.id for z in network.availability_zones}
+        az_id_by_name = {z.name: z.id for z in network_config.availability_zones}
         for subnet in [*self.vpc.public_subnets, *self.vpc.private_subnets]:
             _pin_to_az_id(subnet, az_id_by_name[subnet.availability_zone])
         for subnet in self.vpc.public_subnets:
@@ -92,10 +92,10 @@ class PlatformNetwork(Construct):
             ),
         )
 
-        self.security_group = self._shared_security_group(network)
-        self.hyperpod_subnets = self._hyperpod_subnets(network)
-        self._endpoints(network)
-        self.flow_log_key, self.flow_log_group = self._flow_logs(network, removal_policy)
+        self.security_group = self._shared_security_group(network_config)
+        self.hyperpod_subnets = self._hyperpod_subnets(network_config)
+        self._endpoints(network_config)
+        self.flow_log_key, self.flow_log_group = self._flow_logs(network_config, removal_policy)
 
     # -----------------------------------------------------------------------------------------
 

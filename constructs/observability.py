@@ -27,7 +27,6 @@ from typing import Any
 from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -41,6 +40,7 @@ from config import names
 from config import observability as obs
 from config.model import EnvironmentConfig
 from constructs.compliance import acknowledge
+from constructs.eks_cluster import PlatformEksCluster
 from constructs.network import allow_log_groups
 
 # ---------------------------------------------------------------------------------------------
@@ -234,18 +234,21 @@ class PlatformObservability(Construct):
         construct_id: str,
         *,
         config: EnvironmentConfig,
-        cluster: eks.ICluster,
+        cluster: PlatformEksCluster,
         vpc: ec2.IVpc,
         hyperpod_security_group: ec2.ISecurityGroup,
         key: kms.IKey,
         removal_policy: RemovalPolicy,
-        log_writer: iam.IRole | None,
     ) -> None:
+        """The log groups are written by the cluster's CloudWatch observability add-on (where the
+        environment has it), which comes after them: its Fluent Bit must find them already
+        encrypted and with their retention."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.config = config
         self.key = key
-        self.log_groups = self._log_groups(config, key, removal_policy, log_writer)
+        # The CloudWatch agent's role exists where the environment has the observability add-on.
+        self.log_groups = self._log_groups(config, key, removal_policy, getattr(cluster, "cloudwatch_role", None))
         self.topic = self._topic(config, key)
         self.workspace = aps.CfnWorkspace(
             self,
@@ -279,9 +282,7 @@ class PlatformObservability(Construct):
                 amp_configuration=aps.CfnScraper.AmpConfigurationProperty(workspace_arn=self.workspace.attr_arn)
             ),
         )
-        self.rbac = eks.KubernetesManifest(
-            self, "ScraperRbac", cluster=cluster, manifest=scraper_rbac(), overwrite=True
-        )
+        self.rbac = cluster.manifest(self, "ScraperRbac", scraper_rbac(), overwrite=True)
         self.hyperpod_events = events.Rule(
             self,
             "HyperPodErrors",
@@ -293,6 +294,10 @@ class PlatformObservability(Construct):
             ),
             targets=[targets.SnsTopic(self.topic)],
         )
+        cluster.install(self.rbac)
+        log_agent = cluster.addons.get("amazon-cloudwatch-observability")
+        if log_agent is not None:
+            log_agent.node.add_dependency(*self.log_groups.values())
 
     # -----------------------------------------------------------------------------------------
 
@@ -391,7 +396,7 @@ class PlatformObservability(Construct):
         return topic
 
     def _scraper_network(
-        self, cluster: eks.ICluster, vpc: ec2.IVpc, hyperpod_group: ec2.ISecurityGroup
+        self, cluster: PlatformEksCluster, vpc: ec2.IVpc, hyperpod_group: ec2.ISecurityGroup
     ) -> tuple[ec2.SecurityGroup, list[ec2.CfnSecurityGroupIngress]]:
         """The collector's ENIs: out to the metrics ports of both node pools and to the EKS API,
         nothing else; the pools' groups admit it on exactly those ports (flows in constructs/flows.py)."""

@@ -30,11 +30,11 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 from constructs import flows as F
 
 from config.names import WORKLOADS_NAMESPACE
+from constructs.eks_cluster import PlatformEksCluster
 
 SECURITY_GROUP_POLICY = "ray-heads"
 # KubeRay's ray.io/node-type of the head pods and of the GCS store's cleanup Job.
@@ -67,14 +67,12 @@ class RayHeadSecurity(Construct):
         construct_id: str,
         *,
         vpc: ec2.IVpc,
-        cluster: eks.Cluster,
+        cluster: PlatformEksCluster,
         shared_security_group: ec2.ISecurityGroup,
         namespace: IConstruct,
-        depends_on: list[IConstruct],
     ) -> None:
         """``shared_security_group``: the HyperPod nodes', FSx's and the control plane's group;
-        ``namespace``: the manifest creating the Ray namespace; ``depends_on``: the vpc-cni
-        add-on and the system nodes (the policy takes effect on pods created after it)."""
+        ``namespace``: the manifest creating the Ray namespace."""
         super().__init__(scope, construct_id)
         self.security_group = ec2.SecurityGroup(
             self,
@@ -129,13 +127,9 @@ class RayHeadSecurity(Construct):
             )
             for cid, group, peer, protocol, (lo, hi), description in specs
         ]
-        self.policy = eks.KubernetesManifest(
-            self,
-            "SecurityGroupPolicy",
-            cluster=cluster,  # type: ignore[arg-type]  # aws-cdk-lib types ICluster without kubectl_provider_options
-            manifest=[security_group_policy_manifest(heads)],
-        )
-        self.policy.node.add_dependency(namespace, *depends_on)
+        self.policy = cluster.manifest(self, "SecurityGroupPolicy", [security_group_policy_manifest(heads)])
+        # The policy takes effect on pods created after it, and needs the CNI that enforces it.
+        cluster.requires(self.policy, "vpc-cni", nodes=True, after=[namespace])
 
     def admit_scraper(self, scraper_security_group: ec2.ISecurityGroup, port: int) -> None:
         """The managed Prometheus collector to the heads' metrics ``port`` (both sides: the

@@ -55,7 +55,7 @@ class PlatformBuckets(Construct):
         construct_id: str,
         *,
         names: dict[str, str],
-        storage: Storage,
+        storage_config: Storage,
         key: kms.IKey,
         removal_policy: RemovalPolicy,
     ) -> None:
@@ -127,8 +127,12 @@ class PlatformBuckets(Construct):
             log_prefix="checkpoints/",
             rule=s3.LifecycleRule(
                 id="CheckpointHygiene",
-                abort_incomplete_multipart_upload_after=Duration.days(storage.abort_incomplete_multipart_upload_days),
-                noncurrent_version_expiration=Duration.days(storage.checkpoint_noncurrent_version_expiration_days),
+                abort_incomplete_multipart_upload_after=Duration.days(
+                    storage_config.abort_incomplete_multipart_upload_days
+                ),
+                noncurrent_version_expiration=Duration.days(
+                    storage_config.checkpoint_noncurrent_version_expiration_days
+                ),
             ),
             why_no_replica="Checkpoints are reproducible training state, versioned in-region; cross-region replication doubles cost for no recovery need.",
         )
@@ -269,11 +273,3 @@ class LustreFileSystem(Construct):
             "kms:CallerAccount, kms:ViaService S3 and the checkpoint bucket's encryption context; the role's name holds "
             "the file system ID, which this key encrypts, so it cannot be named without a cycle.",
         )
-
-    @property
-    def mount_name(self) -> str:
-        return self.file_system.mount_name
-
-    @property
-    def dns_name(self) -> str:
-        return self.file_system.dns_name

@@ -34,12 +34,12 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
-from constructs import Construct, IConstruct
+from constructs import Construct
 
 from config.names import WORKLOADS_SERVICE_ACCOUNT, team_ray_auth_secret_name
 from config.teams import Team
 from constructs.compliance import acknowledge
-from constructs.eks_cluster import pod_identity_role
+from constructs.eks_cluster import PlatformEksCluster, pod_identity_role
 from constructs.ray_auth import grant_secret_read, token_secret
 from constructs.workloads_access import prefix_statements
 from workloads.common import network_policy, security
@@ -182,7 +182,7 @@ class TeamAccess(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cluster: eks.Cluster,
+        cluster: PlatformEksCluster,
         teams: list[Team],
         name_prefix: str,
         checkpoint_bucket_name: str,
@@ -190,11 +190,9 @@ class TeamAccess(Construct):
         vpc_cidr: str,
         token_auth: bool,
         region: str = "",
-        secrets_depend_on: Sequence[IConstruct] = (),
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
-        """``token_auth`` (config ``eks.ray_token_auth``): each team gets its own token, and
-        ``secrets_depend_on`` (the Secrets Store add-on that brings the CRD) comes first."""
+        """``token_auth`` (config ``eks.ray_token_auth``): each team gets its own token."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         bucket_arn = f"arn:{stack.partition}:s3:::{checkpoint_bucket_name}"
@@ -275,15 +273,14 @@ class TeamAccess(Construct):
                     "The statements live beside the team's service account and are scoped to its bucket prefix, its token and one key.",
                 ),
             )
-            # aws-cdk-lib's bindings: aws_eks_v2.Cluster lacks ICluster's `kubectl_provider_options` (arg-type).
-            manifest = eks.KubernetesManifest(
+            manifest = cluster.manifest(
                 self,
                 f"{team.name}-Namespace",
-                cluster=cluster,  # type: ignore[arg-type]
-                manifest=team_manifests(team, vpc_cidr=vpc_cidr, token_secret_name=secret_name, region=region),
+                team_manifests(team, vpc_cidr=vpc_cidr, token_secret_name=secret_name, region=region),
             )
-            if token_auth:
-                manifest.node.add_dependency(*secrets_depend_on, self.secrets[team.name])
+            # After the cluster's nodes and add-ons (the Secrets Store driver brings the
+            # SecretProviderClass CRD), and after the team's token.
+            cluster.install(manifest, after=[self.secrets[team.name]] if token_auth else [])
             self.manifests[team.name] = manifest
             association = eks.CfnPodIdentityAssociation(
                 self,
@@ -299,7 +296,7 @@ class TeamAccess(Construct):
                 entry = eks.AccessEntry(
                     self,
                     f"{team.name}-Access{i}",
-                    cluster=cluster,  # type: ignore[arg-type]  # as above
+                    cluster=cluster.cluster,  # type: ignore[arg-type]  # aws_eks_v2.Cluster lacks ICluster's kubectl_provider_options
                     principal=arn,
                     access_policies=[],
                 )

@@ -16,13 +16,15 @@ from typing import Any
 
 from aws_cdk import Stack
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from constructs import Construct, IConstruct
+from constructs import Construct
 
 from config.names import FSX_PVC, FSX_STORAGE_CLASS, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
+from config.storage import Fsx
 from constructs.compliance import acknowledge
-from constructs.eks_cluster import pod_identity_role
+from constructs.eks_cluster import PlatformEksCluster, pod_identity_role
 from constructs.flows import S3Location
 
 FSX_PV = "fsx-pv"
@@ -165,27 +167,21 @@ class WorkloadsAccess(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cluster: eks.Cluster,
+        cluster: PlatformEksCluster,
         checkpoint_bucket_name: str,
         locations: Sequence[S3Location],
         key: kms.IKey,
-        file_system_id: str,
-        dns_name: str,
-        mount_name: str,
-        storage_capacity_gib: int,
-        namespace_depends_on: Sequence[IConstruct],
-        storage_depends_on: Sequence[IConstruct],
+        file_system: fsx.LustreFileSystem,
+        fsx_config: Fsx,
     ) -> None:
+        """``file_system``: the storage stack's FSx for Lustre file system, of ``fsx_config``'s
+        capacity, as the workloads' static volume."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        self.namespace = eks.KubernetesManifest(
-            self, "Namespace", cluster=cluster, manifest=[workloads_namespace_manifest()]
-        )
-        for dependency in namespace_depends_on:
-            self.namespace.node.add_dependency(dependency)
-        self.service_account = eks.KubernetesManifest(
-            self, "ServiceAccount", cluster=cluster, manifest=[workloads_service_account_manifest()]
-        )
+        self.namespace = cluster.manifest(self, "Namespace", [workloads_namespace_manifest()])
+        # The Pod Identity association below needs the agent.
+        cluster.requires(self.namespace, "eks-pod-identity-agent")
+        self.service_account = cluster.manifest(self, "ServiceAccount", [workloads_service_account_manifest()])
         self.service_account.node.add_dependency(self.namespace)
 
         self.role = pod_identity_role(self, "Role", description="Ray workloads: the S3 prefixes they read and write")
@@ -240,17 +236,14 @@ class WorkloadsAccess(Construct):
         )
         self.pod_identity.node.add_dependency(self.service_account)
 
-        self.fsx = eks.KubernetesManifest(
+        self.fsx = cluster.manifest(
             self,
             "FsxVolume",
-            cluster=cluster,
-            manifest=fsx_manifests(
-                file_system_id=file_system_id,
-                dns_name=dns_name,
-                mount_name=mount_name,
-                storage_capacity_gib=storage_capacity_gib,
+            fsx_manifests(
+                file_system_id=file_system.file_system_id,
+                dns_name=file_system.dns_name,
+                mount_name=file_system.mount_name,
+                storage_capacity_gib=fsx_config.storage_capacity_gib,
             ),
         )
-        self.fsx.node.add_dependency(self.namespace)
-        for dependency in storage_depends_on:
-            self.fsx.node.add_dependency(dependency)
+        cluster.requires(self.fsx, "aws-fsx-csi-driver", after=[self.namespace])

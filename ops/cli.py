@@ -17,6 +17,7 @@ from config import ConfigError, known_environments, load_environment
 from config.loader import CONFIG_DIR
 from config.model import EnvironmentConfig
 from ops.config_dir import config_dir_of, config_dir_option
+from ops.context import Command
 from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, OpsError
 from ops.output import table, to_json
 
@@ -272,19 +273,18 @@ def main(
             from ops.jobs import platform_token_fn
 
             token_fn = platform_token_fn(config, aws)
+        command = Command(config, args, out, aws, kube_factory, prog=prog, sleep=sleep, clock=clock, token_fn=token_fn)
         if args.command in JOB_COMMANDS or (args.command == "submit" and args.workload == "job"):
-            return run_job_command(
-                config, aws, args, out, kube_factory, prog=prog, sleep=sleep, clock=clock, token_fn=token_fn
-            )
+            return run_job_command(command)
         if args.command == "upgrade":
             from ops.upgrade import run_upgrade
 
-            return run_upgrade(config, aws, args, out, kube_factory)
+            return run_upgrade(command)
         if args.command == "preflight":
-            return _preflight(config, aws, args, out)
+            return _preflight(command)
         if args.command == "status":
-            return _status(config, aws, args, out, kube_factory)
-        return _submit(config, aws, args, out, kube_factory, render_fn, sleep, clock, token_fn)
+            return _status(command)
+        return _submit(command, render_fn)
     except ConfigError as e:
         print(e.render(), file=err)
         return EXIT_USAGE
@@ -303,8 +303,10 @@ def main(
         return EXIT_FAILED
 
 
-def _preflight(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO) -> int:
+def _preflight(command: Command) -> int:
     from ops.preflight import FAIL, WARN, exit_status, run_preflight
+
+    config, aws, args, out = command.config, command.aws, command.args, command.out
 
     checks = run_preflight(
         config, aws, toolkit_stack=args.toolkit_stack_name, pipeline_account=_pipeline_account(config)
@@ -347,52 +349,31 @@ def _pipeline_account(config: EnvironmentConfig) -> str | None:
     return pipeline.account if any(e.name == config.name for e in environments) else None
 
 
-def _status(config: EnvironmentConfig, aws: Any, args: argparse.Namespace, out: TextIO, kube_factory: Any) -> int:
+def _status(command: Command) -> int:
     from ops import status
 
-    report = status.gather(config, aws, lambda: kube_factory(aws, config, args))
-    print(to_json(report) if args.json else status.render(report), file=out)
+    report = status.gather(command.config, command.aws, command.kube)
+    print(to_json(report) if command.args.json else status.render(report), file=command.out)
     return EXIT_FAILED if report["problems"] else EXIT_OK
 
 
-def _submit(
-    config: EnvironmentConfig,
-    aws: Any,
-    args: argparse.Namespace,
-    out: TextIO,
-    kube_factory: Any,
-    render_fn: Any,
-    sleep: Any,
-    clock: Any,
-    token_fn: Any = None,
-) -> int:
+def _submit(command: Command, render_fn: Any) -> int:
     from ops import render as renderer
-    from ops.submit import Follower, apply, is_terminal
+    from ops.submit import Follower, Target, apply
+
+    config, args = command.config, command.args
 
     manifest = (render_fn or renderer.render)(args.workload, config)
     kind = manifest["kind"]
     namespace = manifest["metadata"].get("namespace", "default")
     name = manifest["metadata"]["name"]
-    kube = kube_factory(aws, config, args)
+    kube = command.kube()
     # The run's step budget (training.steps) makes the display a fraction with an ETA.
     total_steps = getattr(config.training, "steps", None) if args.workload == "training" else None
     follower = Follower(
         kube,
-        workload=args.workload,
-        env=config.name,
-        kind=kind,
-        namespace=namespace,
-        name=name,
-        poll_s=args.poll_seconds,
-        timeout_s=args.timeout_minutes * 60 if args.timeout_minutes else None,
-        total_steps=total_steps if isinstance(total_steps, int) else None,
-        # A terminal gets the live display; a pipe or file gets JSON lines, as --json does.
-        json_mode=args.json or not is_terminal(out),
-        live=is_terminal(out),
-        out=out,
-        sleep=sleep,
-        clock=clock,
-        token_fn=token_fn,
+        Target(workload=args.workload, env=config.name, kind=kind, namespace=namespace, name=name),
+        command.follow_options(total_steps=total_steps if isinstance(total_steps, int) else None),
     )
     if not args.attach:
         try:

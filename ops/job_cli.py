@@ -5,11 +5,10 @@ ops/job_submit.py. ops/cli.py adds them to its parser and routes to ``run_job_co
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from config.model import EnvironmentConfig
+from ops.context import Command
 from ops.errors import EXIT_OK, OpsError
 from ops.output import to_json
 
@@ -160,24 +159,14 @@ def _env_vars(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def run_job_command(
-    config: EnvironmentConfig,
-    aws: Any,
-    args: argparse.Namespace,
-    out: TextIO,
-    kube_factory: Any,
-    *,
-    prog: str,
-    sleep: Any = time.sleep,
-    clock: Any = time.monotonic,
-    token_fn: Any = None,
-) -> int:
+def run_job_command(command: Command) -> int:
     from ops import jobs
 
-    env = config.name
+    args, out, prog, env = command.args, command.out, command.prog, command.env
+    sleep, token_fn = command.sleep, command.token_fn
     if args.command == "submit":
-        return _submit_job(config, aws, args, out, kube_factory, prog=prog, sleep=sleep, clock=clock, token_fn=token_fn)
-    kube = kube_factory(aws, config, args)
+        return _submit_job(command)
+    kube = command.kube()
     if args.command == "jobs":
         rows = jobs.list_jobs(kube, None if args.all_namespaces else args.namespace)
         print(to_json({"environment": env, "jobs": rows}) if args.json else jobs.render_jobs(rows), file=out)
@@ -219,48 +208,29 @@ def run_job_command(
     )
 
 
-def _submit_job(
-    config: EnvironmentConfig,
-    aws: Any,
-    args: argparse.Namespace,
-    out: TextIO,
-    kube_factory: Any,
-    *,
-    prog: str,
-    sleep: Any,
-    clock: Any,
-    token_fn: Any = None,
-) -> int:
+def _submit_job(command: Command) -> int:
     from config.teams import team_of_namespace
     from ops import job_submit as js
-    from ops.submit import apply, is_terminal
+    from ops.submit import Target, apply
     from workloads.common.k8s import NAMESPACE
 
+    config, args, prog = command.config, command.args, command.prog
     namespace = args.namespace or NAMESPACE
-    follower_args = {
-        "env": config.name,
-        "kind": "RayJob",
-        "namespace": namespace,
-        "poll_s": args.poll_seconds,
-        "timeout_s": args.timeout_minutes * 60 if args.timeout_minutes else None,
-        # A terminal gets the live display; a pipe or file gets JSON lines, as --json does.
-        "json_mode": args.json or not is_terminal(out),
-        "live": is_terminal(out),
-        "out": out,
-        "sleep": sleep,
-        "clock": clock,
-        "token_fn": token_fn,
-    }
+    options = command.follow_options()
+
+    def target(name: str) -> Target:
+        return Target(workload="job", env=config.name, kind="RayJob", namespace=namespace, name=name)
+
     if args.attach:
         if not args.name:
             raise OpsError(
                 "--attach needs --name NAME for a job", f"list the jobs with: {prog} jobs --env {config.name}"
             )
-        kube = kube_factory(aws, config, args)
+        kube = command.kube()
         from ops.jobs import get_job
 
         get_job(kube, namespace, args.name, prog=prog, env=config.name)
-        return js.JobFollower(kube, prog=prog, name=args.name, **follower_args).run()
+        return js.JobFollower(kube, target(args.name), options, prog=prog).run()
     if args.working_dir is None:
         raise OpsError(
             "submit job needs --working-dir DIR",
@@ -292,9 +262,9 @@ def _submit_job(
         team=team,
     )
     manifest["metadata"]["namespace"] = namespace
-    kube = kube_factory(aws, config, args)
-    follower = js.JobFollower(kube, prog=prog, name=name, **follower_args)
-    uploaded = js.upload(aws, bucket, key, package)
+    kube = command.kube()
+    follower = js.JobFollower(kube, target(name), options, prog=prog)
+    uploaded = js.upload(command.aws, bucket, key, package)
     follower.emit(
         f"{'uploaded' if uploaded else 'reusing'} {args.working_dir} ({package.files} files, {len(package.data) >> 10} KiB) as {uri}",
         event="uploaded",

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from config.jobs import JOBS_PREFIX, JOBS_WORKLOAD
 from config.model import EnvironmentConfig
 from ops.errors import AccessDeniedError, AwsError, NotFoundError, OpsError, UnschedulableError
-from ops.submit import Follower
+from ops.submit import Follower, FollowOptions, Target
 
 if TYPE_CHECKING:
     from config.placement import WorkerShape
@@ -251,8 +251,7 @@ def render_job(
     """The ray.io/v1 RayJob for a user's command, on whole nodes of one instance group; for
     ``team``'s namespace, without the /fsx claim and with its checkpoints under the team's prefix."""
     from workloads.common import image as image_mod
-    from workloads.common import k8s, security
-    from workloads.training.manifest import PRE_RUNNING_DEADLINE_S
+    from workloads.common import k8s, rayjob
 
     if not command:
         raise OpsError(
@@ -274,35 +273,19 @@ def render_job(
     if team is not None:
         _without_fsx(head["template"])
         _without_fsx(worker["template"])
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayJob",
-        "metadata": meta,
-        "spec": {
-            "entrypoint": shlex.join(command),
-            "runtimeEnvYAML": _json({"working_dir": working_dir_uri, "env_vars": dict(sorted(job_env.items()))}),
-            # HTTPMode, as the training RayJob (workloads/training/manifest.py): KubeRay submits the
-            # job to the head's Jobs API and polls it; no submitter pod whose end fails the RayJob.
-            "submissionMode": "HTTPMode",
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": config.training.active_deadline_seconds,
-            "preRunningDeadlineSeconds": PRE_RUNNING_DEADLINE_S,
-            # Required for `stop` (suspend): KubeRay 1.7 refuses to suspend a RayJob without it, and
-            # it excludes the training job's deletionRules (validation.go ValidateRayJobSpec), so
-            # the whole cluster goes after the TTL instead of the workers at once.
-            "shutdownAfterJobFinishes": True,
-            "ttlSecondsAfterFinished": config.training.ttl_seconds_after_finished,
-            "rayClusterSpec": security.harden(
-                {
-                    "rayVersion": k8s.RAY_VERSION,
-                    "headGroupSpec": head,
-                    "workerGroupSpecs": [worker],
-                },
-                workload=JOBS_WORKLOAD,
-                token_auth=config.eks.ray_token_auth,
-            ),
-        },
-    }
+    return rayjob.ray_job(
+        metadata=meta,
+        entrypoint=shlex.join(command),
+        runtime_env_yaml=_json({"working_dir": working_dir_uri, "env_vars": dict(sorted(job_env.items()))}),
+        head=head,
+        workers=[worker],
+        workload=JOBS_WORKLOAD,
+        token_auth=config.eks.ray_token_auth,
+        active_deadline_s=config.training.active_deadline_seconds,
+        ttl_s=config.training.ttl_seconds_after_finished,
+        # `stop` suspends a user's job.
+        suspendable=True,
+    )
 
 
 def _worker_shape(config: EnvironmentConfig, p: JobPlacement) -> WorkerShape:
@@ -360,8 +343,16 @@ class JobFollower(Follower):
     """``Follower`` for a user's job: reattach and log hints name this job, and pods that stay
     unschedulable are named with the scheduler's reason (exit 7 after ``unschedulable_grace_s``)."""
 
-    def __init__(self, kube: Any, *, prog: str, unschedulable_grace_s: float = UNSCHEDULABLE_GRACE_S, **kwargs: Any):
-        super().__init__(kube, workload="job", **kwargs)
+    def __init__(
+        self,
+        kube: Any,
+        target: Target,
+        options: FollowOptions,
+        *,
+        prog: str,
+        unschedulable_grace_s: float = UNSCHEDULABLE_GRACE_S,
+    ):
+        super().__init__(kube, target, options)
         self.prog = prog
         self.grace_s = unschedulable_grace_s
         self._unschedulable_since: dict[str, float] = {}

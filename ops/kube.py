@@ -17,7 +17,9 @@ from typing import Any
 from ops.aws import Aws
 from ops.errors import ClusterAccessError, KubernetesError, NotFoundError, QuotaExceededError
 
-RAY_GROUP, RAY_VERSION = "ray.io", "v1"
+# The KubeRay CRDs' API group and version (a Kubernetes API version; the Ray release is
+# workloads.common.k8s.RAY_VERSION).
+RAY_GROUP, RAY_CRD_VERSION = "ray.io", "v1"
 PLURALS = {"RayJob": "rayjobs", "RayService": "rayservices", "RayCluster": "rayclusters"}
 # The KubeRay Helm chart labels its operator Deployment with this (chart templates/deployment.yaml).
 KUBERAY_OPERATOR_SELECTOR = "app.kubernetes.io/name=kuberay-operator"
@@ -180,13 +182,17 @@ class Kube:
                 f"list {PLURALS[kind]} in {namespace}",
                 self.custom.list_namespaced_custom_object,
                 RAY_GROUP,
-                RAY_VERSION,
+                RAY_CRD_VERSION,
                 namespace,
                 PLURALS[kind],
             )
         else:
             result = self._do(
-                f"list {PLURALS[kind]}", self.custom.list_cluster_custom_object, RAY_GROUP, RAY_VERSION, PLURALS[kind]
+                f"list {PLURALS[kind]}",
+                self.custom.list_cluster_custom_object,
+                RAY_GROUP,
+                RAY_CRD_VERSION,
+                PLURALS[kind],
             )
         return result.get("items", [])
 
@@ -195,7 +201,7 @@ class Kube:
             f"get {kind} {namespace}/{name}",
             self.custom.get_namespaced_custom_object,
             RAY_GROUP,
-            RAY_VERSION,
+            RAY_CRD_VERSION,
             namespace,
             PLURALS[kind],
             name,
@@ -206,7 +212,7 @@ class Kube:
             f"create {kind} in {namespace}",
             self.custom.create_namespaced_custom_object,
             RAY_GROUP,
-            RAY_VERSION,
+            RAY_CRD_VERSION,
             namespace,
             PLURALS[kind],
             body,
@@ -217,7 +223,7 @@ class Kube:
             f"replace {kind} {namespace}/{name}",
             self.custom.replace_namespaced_custom_object,
             RAY_GROUP,
-            RAY_VERSION,
+            RAY_CRD_VERSION,
             namespace,
             PLURALS[kind],
             name,
@@ -231,7 +237,7 @@ class Kube:
             f"delete {kind} {namespace}/{name}",
             self.custom.delete_namespaced_custom_object,
             RAY_GROUP,
-            RAY_VERSION,
+            RAY_CRD_VERSION,
             namespace,
             PLURALS[kind],
             name,
@@ -252,7 +258,7 @@ class Kube:
             f"patch {kind} {namespace}/{name}",
             self.custom.patch_namespaced_custom_object,
             RAY_GROUP,
-            RAY_VERSION,
+            RAY_CRD_VERSION,
             namespace,
             PLURALS[kind],
             name,

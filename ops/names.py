@@ -1,21 +1,17 @@
 """Names of the deployed resources, derived from the config exactly as the CDK app derives them.
 
-Kept here (not imported from ``stacks/``) so that the CLI never loads aws_cdk / jsii; a test pins
-these against ``stacks.platform``.
+Kept here (not imported from ``stacks/``) so that the CLI never loads aws_cdk / jsii; both sides
+take the prefix from ``config.names.stack_prefix``.
 """
 
 from __future__ import annotations
 
 from config.model import EnvironmentConfig
-
-
-def stack_prefix(config: EnvironmentConfig) -> str:
-    """``hpray-dev`` -> ``HprayDev`` (same rule as stacks.platform.stack_prefix)."""
-    return "".join(part.capitalize() for part in config.name_prefix.split("-"))
+from config.names import stack_prefix
 
 
 def stack_names(config: EnvironmentConfig) -> dict[str, str]:
-    prefix = stack_prefix(config)
+    prefix = stack_prefix(config.name_prefix)
     return {"network": f"{prefix}Network", "storage": f"{prefix}Storage"}
 
 

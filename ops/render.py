@@ -16,21 +16,13 @@ from ops.errors import OpsError
 
 WORKLOADS = ("training", "inference")
 EXPECTED_KIND = {"training": "RayJob", "inference": "RayService"}
-# Used for a kind the registry does not list (yet): the renderer functions the workload
-# packages export.
-KNOWN_RENDERERS = {
-    "training": "workloads.training.manifest:render",
-    "inference": "workloads.inference.manifest:render",
-}
 
 
 def renderers() -> dict[str, str]:
-    """``kind -> "module:function"``: the workloads package's registry over the known defaults."""
-    try:
-        from workloads.__main__ import RENDERERS
-    except ImportError:
-        RENDERERS = {}
-    return {**KNOWN_RENDERERS, **RENDERERS}
+    """``kind -> "module:function"``: the one registry, ``workloads.__main__.RENDERERS``."""
+    from workloads.__main__ import RENDERERS
+
+    return dict(RENDERERS)
 
 
 def render(kind: str, config: EnvironmentConfig) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from ops.driver_log import DriverLog, TokenFn
@@ -111,37 +112,60 @@ def _wait_gone(
     )
 
 
+@dataclass(frozen=True)
+class Target:
+    """What a :class:`Follower` follows: one RayJob or RayService of one environment."""
+
+    workload: str
+    env: str
+    kind: str
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class FollowOptions:
+    """How a :class:`Follower` follows and shows it; ``sleep``, ``clock`` and ``token_fn`` are
+    the seams tests replace."""
+
+    poll_s: float = 5.0
+    timeout_s: float | None = None
+    total_steps: int | None = None
+    json_mode: bool = False
+    # live: a terminal; events scroll above one status line that is redrawn in place.
+    live: bool = False
+    out: TextIO | None = None
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+    token_fn: TokenFn | None = None
+
+    @classmethod
+    def from_args(cls, args: Any, out: TextIO, **kwargs: Any) -> FollowOptions:
+        """The options ``submit`` and ``submit job`` share: --poll-seconds, --timeout-minutes,
+        --json; a terminal gets the live display, a pipe or file gets JSON lines as --json does."""
+        return cls(
+            poll_s=args.poll_seconds,
+            timeout_s=args.timeout_minutes * 60 if args.timeout_minutes else None,
+            json_mode=args.json or not is_terminal(out),
+            live=is_terminal(out),
+            out=out,
+            **kwargs,
+        )
+
+
 class Follower:
     """Poll the object and its logs, print changes and progress, return an exit code."""
 
-    def __init__(
-        self,
-        kube: Any,
-        *,
-        workload: str,
-        env: str,
-        kind: str,
-        namespace: str,
-        name: str,
-        poll_s: float = 5.0,
-        timeout_s: float | None = None,
-        total_steps: int | None = None,
-        json_mode: bool = False,
-        out: TextIO | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        token_fn: TokenFn | None = None,
-        live: bool = False,
-    ):
-        self.kube, self.workload, self.env = kube, workload, env
-        self.kind, self.namespace, self.name = kind, namespace, name
-        self.poll_s, self.timeout_s, self.json_mode = poll_s, timeout_s, json_mode
-        self.total_steps = total_steps
-        self.out = out or sys.stdout
-        self.sleep, self.clock = sleep, clock
-        self.driver_log = DriverLog(kube, namespace, name, token_fn=token_fn)
-        # live: a terminal; events scroll above one status line that is redrawn in place.
-        self.live = live and not json_mode
+    def __init__(self, kube: Any, target: Target, options: FollowOptions = FollowOptions()):
+        self.kube, self.target = kube, target
+        self.workload, self.env = target.workload, target.env
+        self.kind, self.namespace, self.name = target.kind, target.namespace, target.name
+        self.poll_s, self.timeout_s, self.json_mode = options.poll_s, options.timeout_s, options.json_mode
+        self.total_steps = options.total_steps
+        self.out = options.out or sys.stdout
+        self.sleep, self.clock = options.sleep, options.clock
+        self.driver_log = DriverLog(kube, target.namespace, target.name, token_fn=options.token_fn)
+        self.live = options.live and not options.json_mode
         self._status_line = ""
         self._last_line = ""
 

@@ -22,9 +22,10 @@ import yaml
 
 from config import versions
 from config.model import EnvironmentConfig
+from config.names import stack_prefix
 from ops import kuberay_crds
+from ops.context import Command
 from ops.errors import OpsError
-from ops.names import stack_prefix
 
 FIELD_MANAGER = "hpray"
 
@@ -86,7 +87,7 @@ def plan(config: EnvironmentConfig, to: str | None = None, *, on: Any = None) ->
     current = config.eks.kubernetes_version
     env, region = config.name, config.region
     eks_name, hp_name = config.eks_cluster_name, config.hyperpod_cluster_name
-    cluster_stack = f"{stack_prefix(config)}Cluster"
+    cluster_stack = f"{stack_prefix(config.name_prefix)}Cluster"
     old, new = versions.ADDON_VERSIONS[current], versions.ADDON_VERSIONS[target]
     addon_changes = [
         f"{name}: {old.get(name, '-')} -> {new[name]}" for name in sorted(new) if old.get(name) != new[name]
@@ -288,8 +289,10 @@ def add_upgrade_command(sub: Any, prog: str, common: Any, formatter: Any) -> Non
     )
 
 
-def run_upgrade(config: EnvironmentConfig, aws: Any, args: Any, out: Any, kube_factory: Any) -> int:
+def run_upgrade(command: Command) -> int:
     from ops.output import to_json
+
+    config, args, out = command.config, command.args, command.out
 
     header, steps = plan(config, args.to)
     if not args.apply:
@@ -304,7 +307,7 @@ def run_upgrade(config: EnvironmentConfig, aws: Any, args: Any, out: Any, kube_f
 
     if not args.json:
         print(render(header, steps) + "\n\n--apply: the safe steps", file=out)
-    result = apply_safe_steps(config, aws, kube_factory(aws, config, args), target_version(config, args.to), emit=emit)
+    result = apply_safe_steps(config, command.aws, command.kube(), target_version(config, args.to), emit=emit)
     if args.json:
         print(to_json({**as_dict(header, steps), "applied": result, "messages": messages}), file=out)
     return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import ArnFormat, CfnOutput
+from aws_cdk import CfnOutput
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -46,12 +46,6 @@ class ClusterStack(PlatformStack):
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, config=config, description="EKS cluster", **kwargs)
-        file_system_arn = self.format_arn(
-            service="fsx",
-            resource="file-system",
-            resource_name=storage.lustre.file_system.file_system_id,
-            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-        )
         self.eks = PlatformEksCluster(
             self,
             "Eks",
@@ -60,14 +54,12 @@ class ClusterStack(PlatformStack):
             vpc=network.vpc,
             security_group=network.security_group,
             secrets_key=storage.platform_key,
-            file_system_arn=file_system_arn,
+            file_system=storage.file_system,
         )
         self.cluster: eks.Cluster = self.eks.cluster
-        # Charts wait for their pods: nodes and every add-on (networking, DNS, Pod Identity, CSI)
-        # come first.
-        cluster_ready: list[IConstruct] = [self.eks.system_nodegroup, *self.eks.addons.values()]
+        # What is installed on the cluster waits for it: PlatformEksCluster.install and .requires.
         self.hyperpod_node_dependencies = HyperPodDependencies(
-            self, "HyperPodDependencies", config=config, cluster=self.cluster, depends_on=cluster_ready
+            self, "HyperPodDependencies", config=config, cluster=self.eks
         )
         # The HyperPod cluster depends on every one of these (AWS requires them before the
         # HyperPod cluster is created).
@@ -75,17 +67,13 @@ class ClusterStack(PlatformStack):
         self.workloads = WorkloadsAccess(
             self,
             "Workloads",
-            cluster=self.cluster,
+            cluster=self.eks,
             checkpoint_bucket_name=config.bucket_names()["checkpoints"],
             # Every S3 prefix a workload reads or writes, from config (checkpoints, data, weights).
             locations=s3_locations(config),
             key=storage.platform_key,
-            file_system_id=storage.lustre.file_system.file_system_id,
-            dns_name=storage.lustre.dns_name,
-            mount_name=storage.lustre.mount_name,
-            storage_capacity_gib=config.fsx.storage_capacity_gib,
-            namespace_depends_on=[self.eks.addons["eks-pod-identity-agent"]],
-            storage_depends_on=[self.eks.addons["aws-fsx-csi-driver"]],
+            file_system=storage.file_system,
+            fsx_config=config.fsx,
         )
         # The token of Ray's token authentication (workloads.common.security): every Ray pod runs
         # as the workloads' service account and reads it through the Secrets Store CSI driver.
@@ -103,10 +91,9 @@ class ClusterStack(PlatformStack):
             self,
             "RayHeads",
             vpc=network.vpc,
-            cluster=self.cluster,
+            cluster=self.eks,
             shared_security_group=network.security_group,
             namespace=self.workloads.namespace,
-            depends_on=[self.eks.addons["vpc-cni"], self.eks.system_nodegroup],
         )
         # GCS fault tolerance of every RayService (config inference.gcs_fault_tolerance): the
         # heads keep the cluster's metadata in ElastiCache for Valkey and survive a lost head pod.
@@ -115,13 +102,13 @@ class ClusterStack(PlatformStack):
                 self,
                 "GcsStore",
                 name_prefix=config.name_prefix,
-                settings=config.inference.gcs_fault_tolerance,
+                gcs_config=config.inference.gcs_fault_tolerance,
                 vpc=network.vpc,
                 client_security_group=self.ray_heads.security_group,
                 key=storage.platform_key,
                 readers=[self.workloads.role],
                 cluster=self.cluster,
-                service_depends_on=[self.workloads.namespace],
+                namespace=self.workloads.namespace,
                 removal_policy=self.removal_policy,
             )
             if config.gcs_fault_tolerance
@@ -148,7 +135,7 @@ class ClusterStack(PlatformStack):
             TeamAccess(
                 self,
                 "Teams",
-                cluster=self.cluster,
+                cluster=self.eks,
                 teams=config.teams,
                 name_prefix=config.name_prefix,
                 checkpoint_bucket_name=config.bucket_names()["checkpoints"],
@@ -156,17 +143,11 @@ class ClusterStack(PlatformStack):
                 vpc_cidr=config.network.vpc_cidr,
                 token_auth=config.eks.ray_token_auth,
                 region=config.region,
-                secrets_depend_on=[
-                    s for s in (self.eks.addons.get("aws-secrets-store-csi-driver-provider"),) if s is not None
-                ],
                 removal_policy=self.removal_policy,
             )
             if config.teams
             else None
         )
-        if self.teams:
-            for manifest in self.teams.manifests.values():
-                manifest.node.add_dependency(*cluster_ready)
         # network.images_from_ecr: every image from ECR: pull-through caches, and the NVIDIA device
         # plugin as a CDK image asset (published before this stack deploys).
         self.image_cache = (
@@ -193,42 +174,34 @@ class ClusterStack(PlatformStack):
         self.kuberay = HelmRelease(
             self,
             "KubeRayOperator",
-            cluster=self.cluster,
+            cluster=self.eks,
             release=kuberay_operator_release(
                 config.eks,
                 team_namespaces=tuple(t.resolved_namespace for t in config.teams),
                 image_repository=operator_image_repository(config),
             ),
             # The operator's namespaced RBAC goes into the workloads' and the teams' namespaces:
-            # they must exist first.
-            depends_on=[
-                *cluster_ready,
+            # they must exist first; its first pull goes through the image cache's quay.io rule.
+            after=[
                 self.workloads.namespace,
                 *(self.teams.manifests.values() if self.teams else ()),
+                *((self.image_cache,) if self.image_cache is not None else ()),
             ],
         )
-        if self.image_cache is not None:  # the operator's first pull goes through the quay.io rule
-            self.kuberay.node.add_dependency(self.image_cache)
 
         # Metrics to Amazon Managed Prometheus, container logs to CloudWatch Logs, alarms to SNS
-        # (config `observability`). The add-on's Fluent Bit must find the log groups already
-        # encrypted and with their retention, so it comes after them.
+        # (config `observability`).
         self.observability = PlatformObservability(
             self,
             "Observability",
             config=config,
-            cluster=self.cluster,
+            cluster=self.eks,
             vpc=network.vpc,
             hyperpod_security_group=network.security_group,
             key=storage.platform_key,
             removal_policy=self.removal_policy,
-            log_writer=getattr(self.eks, "cloudwatch_role", None),
         )
         self.ray_heads.admit_scraper(self.observability.scraper_security_group, obs.RAY_METRICS_PORT)
-        log_agent = self.eks.addons.get("amazon-cloudwatch-observability")
-        if log_agent is not None:
-            log_agent.node.add_dependency(*self.observability.log_groups.values())
-        self.observability.rbac.node.add_dependency(*cluster_ready)
         CfnOutput(self, "MetricsWorkspaceUrl", value=self.observability.workspace.attr_prometheus_endpoint)
         CfnOutput(self, "AlarmTopicArn", value=self.observability.topic.topic_arn)
         CfnOutput(

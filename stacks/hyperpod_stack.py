@@ -4,17 +4,17 @@ after the EKS stack and its HyperPod dependency charts, and never holds state.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from constructs import Construct, IConstruct
+from constructs import Construct
 
 from config.model import EnvironmentConfig
 from constructs.hyperpod_cluster import HyperPodCluster
+from constructs.hyperpod_dependencies import HyperPodDependencies
 from constructs.lifecycle_scripts import LifecycleScripts
 from constructs.network import PlatformNetwork
 from stacks.base import PlatformStack
@@ -31,7 +31,7 @@ class HyperPodStack(PlatformStack):
         key: kms.IKey,
         lifecycle_bucket: s3.IBucket,
         eks_cluster: eks.ICluster,
-        dependency_charts: Sequence[IConstruct] = (),
+        node_dependencies: HyperPodDependencies | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, config=config, description="HyperPod cluster", **kwargs)
@@ -60,14 +60,14 @@ class HyperPodStack(PlatformStack):
         self.hyperpod = HyperPodCluster(
             self,
             "HyperPod",
-            hyperpod=config.hyperpod,
+            hyperpod_config=config.hyperpod,
             cluster_name=config.hyperpod_cluster_name,
             eks_cluster=eks_cluster,
             subnets=network.hyperpod_subnets,
             security_group=network.security_group,
             key=key,
             scripts=self.scripts,
-            depends_on=dependency_charts,
+            node_dependencies=node_dependencies,
         )
         CfnOutput(self, "ClusterName", value=self.hyperpod.cluster_name, description="HyperPod cluster name")
         CfnOutput(self, "ClusterArn", value=self.hyperpod.cluster_arn, description="HyperPod cluster ARN")

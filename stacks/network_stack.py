@@ -16,7 +16,11 @@ class NetworkStack(PlatformStack):
     def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, config=config, description="network", **kwargs)
         self.network = PlatformNetwork(
-            self, "Network", network=config.network, production=config.production, removal_policy=self.removal_policy
+            self,
+            "Network",
+            network_config=config.network,
+            production=config.production,
+            removal_policy=self.removal_policy,
         )
         CfnOutput(self, "VpcId", value=self.network.vpc.vpc_id)
         CfnOutput(self, "SharedSecurityGroupId", value=self.network.security_group.security_group_id)

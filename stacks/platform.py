@@ -8,6 +8,7 @@ from aws_cdk import Tags
 from constructs import Construct
 
 from config.model import EnvironmentConfig
+from config.names import stack_prefix
 from stacks.cluster_stack import ClusterStack
 from stacks.hyperpod_stack import HyperPodStack
 from stacks.network_stack import NetworkStack
@@ -22,27 +23,24 @@ class PlatformStacks:
     hyperpod: HyperPodStack
 
 
-def stack_prefix(config: EnvironmentConfig) -> str:
-    return "".join(part.capitalize() for part in config.name_prefix.split("-"))
-
-
 def build_platform(scope: Construct, config: EnvironmentConfig) -> PlatformStacks:
-    prefix = stack_prefix(config)
-    network = NetworkStack(scope, f"{prefix}Network", config=config)
-    storage = StorageStack(scope, f"{prefix}Storage", config=config, network=network.network)
-    cluster = ClusterStack(scope, f"{prefix}Cluster", config=config, network=network.network, storage=storage)
+    prefix = stack_prefix(config.name_prefix)
+    network_stack = NetworkStack(scope, f"{prefix}Network", config=config)
+    network = network_stack.network
+    storage = StorageStack(scope, f"{prefix}Storage", config=config, network=network)
+    cluster = ClusterStack(scope, f"{prefix}Cluster", config=config, network=network, storage=storage)
     hyperpod = HyperPodStack(
         scope,
         f"{prefix}HyperPod",
         config=config,
-        network=network.network,
+        network=network,
         key=storage.platform_key,
         lifecycle_bucket=storage.buckets.lifecycle_scripts,
         eks_cluster=cluster.cluster,
-        dependency_charts=cluster.hyperpod_dependencies,
+        node_dependencies=cluster.hyperpod_node_dependencies,
     )
     # The execution role's access entry: HyperPod creates it (see ClusterStack.grant_hyperpod_access).
     cluster.grant_hyperpod_access(hyperpod.hyperpod.execution_role)
     for key, value in config.tags.as_dict().items():
         Tags.of(scope).add(key, value)
-    return PlatformStacks(network=network, storage=storage, cluster=cluster, hyperpod=hyperpod)
+    return PlatformStacks(network=network_stack, storage=storage, cluster=cluster, hyperpod=hyperpod)

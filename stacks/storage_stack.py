@@ -37,7 +37,7 @@ class StorageStack(PlatformStack):
             self,
             "Buckets",
             names=config.bucket_names(),
-            storage=config.storage,
+            storage_config=config.storage,
             key=self.platform_key,
             removal_policy=removal,
         )
@@ -54,9 +54,10 @@ class StorageStack(PlatformStack):
             bucket_name=config.bucket_names()["checkpoints"],
             removal_policy=removal,
         )
+        self.file_system = self.lustre.file_system
         CfnOutput(self, "PlatformKeyArn", value=self.platform_key.key_arn)
         CfnOutput(self, "CheckpointBucketName", value=self.buckets.checkpoints.bucket_name)
         CfnOutput(self, "LifecycleScriptsBucketName", value=self.buckets.lifecycle_scripts.bucket_name)
-        CfnOutput(self, "FileSystemId", value=self.lustre.file_system.file_system_id)
-        CfnOutput(self, "FileSystemDnsName", value=self.lustre.dns_name)
-        CfnOutput(self, "FileSystemMountName", value=self.lustre.mount_name)
+        CfnOutput(self, "FileSystemId", value=self.file_system.file_system_id)
+        CfnOutput(self, "FileSystemDnsName", value=self.file_system.dns_name)
+        CfnOutput(self, "FileSystemMountName", value=self.file_system.mount_name)

@@ -414,3 +414,36 @@ def test_cloudwatch_agent_writes_only_its_own_log_groups(fixture, request):
         assert f"log-group:{obs.container_log_group(config.eks_cluster_name, kind)}" in text
     assert len(logs["Resource"]) == 2 * len(obs.CONTAINER_LOG_KINDS)  # each group, and its streams
     assert all(st["Effect"] == "Allow" for st in statements)
+
+
+def test_what_is_installed_on_the_cluster_waits_for_its_nodes_and_every_addon(dev):
+    """PlatformEksCluster.install: the scraper's RBAC and the HyperPod namespace wait for exactly
+    the system nodes and every add-on; the KubeRay chart for those and the Ray namespace (beside
+    what aws-cdk-lib adds inside the cluster construct: its kubectl barrier, the node role)."""
+    _, stacks, template = dev
+    cluster = stacks.cluster
+    res = template.to_json()["Resources"]
+    ready = {logical_id(cluster, cluster.eks.system_nodegroup)} | {
+        cluster.get_logical_id(a) for a in cluster.eks.addons.values()
+    }
+    assert len(ready) == 1 + len(cluster.eks.addons) >= 5
+    for installed in (cluster.observability.rbac, cluster.hyperpod_node_dependencies.namespace):
+        assert _ours(res[logical_id(cluster, installed)]["DependsOn"]) == ready
+    chart = cluster.kuberay.chart.node.find_child("Resource").node.default_child
+    namespace = logical_id(cluster, cluster.workloads.namespace)
+    assert _ours(res[cluster.get_logical_id(chart)]["DependsOn"]) == ready | {namespace}
+
+
+def test_requires_orders_after_the_named_addons_only(dev):
+    """PlatformEksCluster.requires: the Ray namespace waits for the Pod Identity agent alone."""
+    _, stacks, template = dev
+    cluster = stacks.cluster
+    res = template.to_json()["Resources"]
+    agent = cluster.get_logical_id(cluster.eks.addons["eks-pod-identity-agent"])
+    assert _ours(res[logical_id(cluster, cluster.workloads.namespace)]["DependsOn"]) == {agent}
+
+
+def _ours(depends_on: list[str]) -> set[str]:
+    """DependsOn without what aws-cdk-lib adds itself: the cluster's kubectl barrier, and the
+    node group's role beside the node group."""
+    return {d for d in depends_on if "KubectlReadyBarrier" not in d and "SystemNodesNodeGroupRole" not in d}

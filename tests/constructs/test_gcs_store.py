@@ -38,13 +38,12 @@ def synth(env_name: str, **settings):
         stack,
         "GcsStore",
         name_prefix=cfg.name_prefix,
-        settings=gcs,
+        gcs_config=gcs,
         vpc=vpc,
         client_security_group=heads,
         key=key,
         readers=[role],
         cluster=cluster,
-        service_depends_on=[],
         removal_policy=RemovalPolicy.RETAIN if cfg.production else RemovalPolicy.DESTROY,
     )
     return cfg, gcs, store, template_of(stack)

@@ -17,6 +17,7 @@ from ops import job_submit as js
 from ops.aws import Aws
 from ops.cli import main
 from ops.errors import OpsError, UnschedulableError
+from ops.submit import FollowOptions, Target
 from tests.ops.fakes import REGION, env_data, rayjob, submitter_pod
 from workloads.common import crd
 
@@ -335,15 +336,9 @@ def test_unschedulable_pod_is_named_with_the_schedulers_reason_then_exit_7():
 
     follower = js.JobFollower(
         kube,
+        Target(workload="job", env="dev", kind="RayJob", namespace="ray-workloads", name="hello"),
+        FollowOptions(poll_s=60, out=out, sleep=sleep, clock=lambda: clock["t"]),
         prog="hpray",
-        env="dev",
-        kind="RayJob",
-        namespace="ray-workloads",
-        name="hello",
-        poll_s=60,
-        out=out,
-        sleep=sleep,
-        clock=lambda: clock["t"],
         unschedulable_grace_s=120,
     )
     with pytest.raises(UnschedulableError) as err:

@@ -14,8 +14,8 @@ def test_stack_names_match_the_cdk_app(env):
 
     config = load_environment(env)
     assert stack_names(config) == {
-        "network": f"{stack_prefix(config)}Network",
-        "storage": f"{stack_prefix(config)}Storage",
+        "network": f"{stack_prefix(config.name_prefix)}Network",
+        "storage": f"{stack_prefix(config.name_prefix)}Storage",
     }
 
 

@@ -296,22 +296,15 @@ def test_attach_to_a_job_that_does_not_exist():
 
 
 def test_the_configured_step_budget_makes_a_fraction_and_an_eta():
-    from ops.submit import Follower
+    from ops.submit import Follower, FollowOptions, Target
 
     kube = ScriptedKube(RUN_WITH_A_FAILURE)
     kube.created = manifest()
     out = io.StringIO()
     code = Follower(
         kube,
-        workload="training",
-        env="dev",
-        kind="RayJob",
-        namespace=NS,
-        name=RAYJOB_NAME,
-        total_steps=400,
-        out=out,
-        sleep=kube.sleep,
-        clock=kube.clock,
+        Target(workload="training", env="dev", kind="RayJob", namespace=NS, name=RAYJOB_NAME),
+        FollowOptions(total_steps=400, out=out, sleep=kube.sleep, clock=kube.clock),
     ).run()
     assert code == 0
     assert "  [RUNNING]  step 100/400 (25.0%)  loss 3.1000  1.67 steps/s  ETA 3m00s" in out.getvalue().splitlines()

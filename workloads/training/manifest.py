@@ -12,7 +12,7 @@ from typing import Any
 
 from config import EnvironmentConfig, placement
 from workloads.common import image as image_mod
-from workloads.common import k8s, security
+from workloads.common import k8s, rayjob
 from workloads.training import settings as settings_mod
 
 APP = "ray-train"
@@ -58,21 +58,6 @@ GCS_ENV = {
 }
 
 
-# Time from the RayJob's start to a Running cluster: node scheduling, the image pull (several GB)
-# and Ray start on every worker. 30 min is far above a healthy start and far below a run.
-PRE_RUNNING_DEADLINE_S = 1800
-
-
-def deletion_rules(ttl_s: int) -> list[dict[str, Any]]:
-    """Workers at once, the cluster after ``ttl_s``, for a succeeded or failed Ray job and for a
-    RayJob that failed before or around its Ray job (deadlines, submission)."""
-    rules = []
-    for condition in ({"jobStatus": "SUCCEEDED"}, {"jobStatus": "FAILED"}, {"jobDeploymentStatus": "Failed"}):
-        rules.append({"policy": "DeleteWorkers", "condition": {**condition, "ttlSeconds": 0}})
-        rules.append({"policy": "DeleteCluster", "condition": {**condition, "ttlSeconds": ttl_s}})
-    return rules
-
-
 def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     """The ray.io/v1 RayJob for ``cfg`` (raises ConfigError when the config does not fit)."""
     t = cfg.training
@@ -84,47 +69,23 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     entrypoint = f"python -m workloads.training --settings-json {shlex.quote(settings_json)}"
     env = k8s.env_list(RAY_ENV)
     name = f"train-{t.run_name}"
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayJob",
-        "metadata": k8s.metadata(name, APP),
-        "spec": {
-            "entrypoint": entrypoint,
-            "runtimeEnvYAML": k8s.runtime_env_yaml(RAY_ENV),
-            # HTTPMode: the operator submits the job to the head's dashboard and polls its status
-            # (KubeRay 1.7 rayjob_controller.go). K8sJobMode and SidecarMode tie the RayJob to a
-            # `ray job submit` process that follows the logs: once it ends (a dropped log stream
-            # included) the RayJob is Failed 30 s later (DefaultSubmitterFinishedTimeout), whatever
-            # the Ray job is doing. In HTTPMode a job the head no longer knows (head restarted) is
-            # submitted again with the same ID, and the run resumes from its last checkpoint.
-            "submissionMode": "HTTPMode",
-            # A new RayCluster per retry would only repeat what Ray Train already does.
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": t.active_deadline_seconds,
-            # Pods that cannot be scheduled (no healthy node, no GPUs free) fail the RayJob with
-            # reason PreRunningDeadlineExceeded instead of waiting for activeDeadlineSeconds.
-            "preRunningDeadlineSeconds": PRE_RUNNING_DEADLINE_S,
-            # Staged cleanup (RayJobDeletionPolicy, beta and on by default in KubeRay 1.7): the GPU
-            # workers go as soon as the job ends, the head (system nodes, logs) after the TTL.
-            # Rules exclude shutdownAfterJobFinishes and the global ttlSecondsAfterFinished.
-            "deletionStrategy": {"deletionRules": deletion_rules(t.ttl_seconds_after_finished)},
-            "rayClusterSpec": security.harden(
-                {
-                    "rayVersion": k8s.RAY_VERSION,
-                    "headGroupSpec": k8s.head_group(image, app=APP, env=env + k8s.env_list(GCS_ENV)),
-                    "workerGroupSpecs": [
-                        k8s.worker_group(
-                            placement.training_worker(cfg),
-                            group_name=group.name,
-                            image=image,
-                            app=APP,
-                            taints=group.taints,
-                            env=env,
-                        )
-                    ],
-                },
-                workload=name,
-                token_auth=cfg.eks.ray_token_auth,
-            ),
-        },
-    }
+    return rayjob.ray_job(
+        metadata=k8s.metadata(name, APP),
+        entrypoint=entrypoint,
+        runtime_env_yaml=k8s.runtime_env_yaml(RAY_ENV),
+        head=k8s.head_group(image, app=APP, env=env + k8s.env_list(GCS_ENV)),
+        workers=[
+            k8s.worker_group(
+                placement.training_worker(cfg),
+                group_name=group.name,
+                image=image,
+                app=APP,
+                taints=group.taints,
+                env=env,
+            )
+        ],
+        workload=name,
+        token_auth=cfg.eks.ray_token_auth,
+        active_deadline_s=t.active_deadline_seconds,
+        ttl_s=t.ttl_seconds_after_finished,
+    )

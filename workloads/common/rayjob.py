@@ -1,0 +1,82 @@
+"""The one RayJob builder: the training job (``workloads/training/manifest.py``) and an ML
+engineer's own job (``ops/job_submit.py``) are both rendered through :func:`ray_job`, so the two
+share the submission mode, the deadlines and the pod security of the Ray cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workloads.common import k8s, security
+
+# Time from the RayJob's start to a Running cluster: node scheduling, the image pull (several GB)
+# and Ray start on every worker. 30 min is far above a healthy start and far below a run.
+PRE_RUNNING_DEADLINE_S = 1800
+
+
+def deletion_rules(ttl_s: int) -> list[dict[str, Any]]:
+    """Workers at once, the cluster after ``ttl_s``, for a succeeded or failed Ray job and for a
+    RayJob that failed before or around its Ray job (deadlines, submission)."""
+    rules = []
+    for condition in ({"jobStatus": "SUCCEEDED"}, {"jobStatus": "FAILED"}, {"jobDeploymentStatus": "Failed"}):
+        rules.append({"policy": "DeleteWorkers", "condition": {**condition, "ttlSeconds": 0}})
+        rules.append({"policy": "DeleteCluster", "condition": {**condition, "ttlSeconds": ttl_s}})
+    return rules
+
+
+def ray_job(
+    *,
+    metadata: dict[str, Any],
+    entrypoint: str,
+    runtime_env_yaml: str,
+    head: dict[str, Any],
+    workers: list[dict[str, Any]],
+    workload: str,
+    token_auth: bool,
+    active_deadline_s: int,
+    ttl_s: int,
+    suspendable: bool = False,
+) -> dict[str, Any]:
+    """The ray.io/v1 RayJob running ``entrypoint`` on a Ray cluster of ``head`` and ``workers``,
+    hardened for ``workload`` (``security.harden``).
+
+    The cluster goes ``ttl_s`` after the job ends: in stages (the workers at once) by default; as
+    a whole with ``suspendable``, which ``stop`` (suspend) needs: KubeRay 1.7 refuses to suspend a
+    RayJob without shutdownAfterJobFinishes, and that excludes deletionRules (validation.go
+    ValidateRayJobSpec).
+    """
+    cleanup: dict[str, Any] = (
+        {"shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": ttl_s}
+        if suspendable
+        # Staged cleanup (RayJobDeletionPolicy, beta and on by default in KubeRay 1.7): the GPU
+        # workers go as soon as the job ends, the head (system nodes, logs) after the TTL.
+        # Rules exclude shutdownAfterJobFinishes and the global ttlSecondsAfterFinished.
+        else {"deletionStrategy": {"deletionRules": deletion_rules(ttl_s)}}
+    )
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": metadata,
+        "spec": {
+            "entrypoint": entrypoint,
+            "runtimeEnvYAML": runtime_env_yaml,
+            # HTTPMode: the operator submits the job to the head's dashboard and polls its status
+            # (KubeRay 1.7 rayjob_controller.go). K8sJobMode and SidecarMode tie the RayJob to a
+            # `ray job submit` process that follows the logs: once it ends (a dropped log stream
+            # included) the RayJob is Failed 30 s later (DefaultSubmitterFinishedTimeout), whatever
+            # the Ray job is doing. In HTTPMode a job the head no longer knows (head restarted) is
+            # submitted again with the same ID, and the run resumes from its last checkpoint.
+            "submissionMode": "HTTPMode",
+            # A new RayCluster per retry would only repeat what Ray Train already does.
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": active_deadline_s,
+            # Pods that cannot be scheduled (no healthy node, no GPUs free) fail the RayJob with
+            # reason PreRunningDeadlineExceeded instead of waiting for activeDeadlineSeconds.
+            "preRunningDeadlineSeconds": PRE_RUNNING_DEADLINE_S,
+            **cleanup,
+            "rayClusterSpec": security.harden(
+                {"rayVersion": k8s.RAY_VERSION, "headGroupSpec": head, "workerGroupSpecs": workers},
+                workload=workload,
+                token_auth=token_auth,
+            ),
+        },
+    }
