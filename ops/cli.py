@@ -259,7 +259,7 @@ def main(
         config = load_config(args.env)
         aws = aws_factory(config, args.profile)
         if token_fn is None:
-            from ops.jobs import platform_token_fn
+            from ops.ray_head import platform_token_fn
 
             token_fn = platform_token_fn(config, aws)
         if args.command in JOB_COMMANDS or (args.command == "submit" and args.workload == "job"):

@@ -16,8 +16,8 @@ RENDERERS = {
     "inference-llm": "workloads.inference.manifest:render_llm",
     "network-policies": "workloads.common.network_policy:render",
     "secret-provider-class": "workloads.common.security:render_secret_provider_class",
-    "gcs-store-secret-provider-class": "workloads.inference.ha:render_secret_provider_class",
-    "inference-disruption-budgets": "workloads.inference.ha:render_disruption_budgets",
+    "gcs-store-secret-provider-class": "workloads.common.ha:render_secret_provider_class",
+    "inference-disruption-budgets": "workloads.common.ha:render_disruption_budgets",
 }
 
 

@@ -33,13 +33,19 @@ import yaml
 
 from config import catalog, placement, versions
 from config.model import EnvironmentConfig
+from config.names import (
+    HEAD_IN_SERVE_SERVICE,
+    INFERENCE_APP,
+    LLM_APP,
+    SERVE_PORT,
+    inference_service_name,
+    llm_service_name,
+)
+from workloads.common import ha, k8s, security
 from workloads.common import image as image_mod
-from workloads.common import k8s, security
-from workloads.inference import ha, serve_config
+from workloads.inference import serve_config
 
-SERVE_PORT = 8000
-APP = "inference"
-LLM_APP = "llm"
+APP = INFERENCE_APP
 LLM_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 
 
@@ -111,8 +117,7 @@ def _rayservice(
         "metadata": k8s.metadata(name, app),
         "spec": {
             "upgradeStrategy": {"type": env.inference.upgrade_strategy},
-            # Traffic goes to the worker pods' proxies only; the head (system nodes) stays control.
-            "excludeHeadPodFromServeSvc": True,
+            "excludeHeadPodFromServeSvc": not HEAD_IN_SERVE_SERVICE,
             "serveConfigV2": _dump(serve_cfg),
             "rayClusterConfig": security.harden(
                 {
@@ -130,7 +135,7 @@ def _rayservice(
     }
     if env.gcs_fault_tolerance:
         # The head's metadata in the platform's Valkey store: a lost head pod does not take the
-        # service down (workloads/inference/ha.py).
+        # service down (workloads/common/ha.py).
         spec = service["spec"]
         spec["rayClusterConfig"] = ha.with_gcs_fault_tolerance(spec["rayClusterConfig"])
     return service
@@ -152,7 +157,7 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
     worker = _worker_group(placement.serve_worker(env), group, "serve", image=image, app=APP, env_vars=ray_env)
     return _rayservice(
         env,
-        name=f"{env.name_prefix}-{inf.app_name}",
+        name=inference_service_name(env.name_prefix, inf.app_name),
         app=APP,
         serve_cfg=serve_config.serve_deploy_config(env, reload=reload),
         head=_head(image, APP, ray_env),
@@ -222,7 +227,7 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
     }
     return _rayservice(
         env,
-        name=f"{env.name_prefix}-llm",
+        name=llm_service_name(env.name_prefix),
         app=LLM_APP,
         serve_cfg=serve_cfg,
         head=_head(image, LLM_APP),

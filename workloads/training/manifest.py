@@ -11,11 +11,12 @@ import shlex
 from typing import Any
 
 from config import EnvironmentConfig, placement
+from config.names import TRAINING_APP, training_job_name
 from workloads.common import image as image_mod
 from workloads.common import k8s, security
 from workloads.training import settings as settings_mod
 
-APP = "ray-train"
+APP = TRAINING_APP
 
 # Environment of every Ray process of the job. The Train controller's poll
 # (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S) stays at Ray's default, 2 s: the controller takes one
@@ -83,7 +84,7 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     settings_json = json.dumps(job.to_dict(), sort_keys=True, separators=(",", ":"))
     entrypoint = f"python -m workloads.training --settings-json {shlex.quote(settings_json)}"
     env = k8s.env_list(RAY_ENV)
-    name = f"train-{t.run_name}"
+    name = training_job_name(t.run_name)
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
