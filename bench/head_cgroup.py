@@ -36,7 +36,7 @@ class HeadCgroup:
         """Fail loudly unless every process of the head node is in this cgroup and none of a
         worker node's is (its ranks are started by its raylet and inherit its cgroup). A worker
         node started by a driver inside this cgroup would inherit it: then nothing is mirrored,
-        the ranks run at the head's weight (bench/README.md, "Figures of 2026-12-03")."""
+        the ranks run at the head's weight (docs/benchmarks.md, "Training throughput")."""
         mine = "/" + self.path.name
         for node in cluster.nodes:
             for pid in [node.proc.pid, *procfs.descendants(node.proc.pid)]:
