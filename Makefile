@@ -162,7 +162,7 @@ lock:
 ## training job through the Jobs API, one worker node killed mid-run; prints a summary and
 ## writes out/rehearse-train/loss.png.
 rehearse-train: deps
-	$(VENV)/bin/python -m workloads.training.rehearsal
+	$(VENV)/bin/python -m rigs.rehearse_train
 
 clean:
 	rm -rf cdk.out site $(STAMPS) $(VENV) $(CHECKOV_VENV) node_modules
@@ -171,13 +171,13 @@ clean:
 ## checkpoint a training rehearsal wrote under out/ (or STORAGE=DIR [RUN=NAME]), under a bounded
 ## load test with one replica killed; summary, out/rehearse-serve/latency.png.
 rehearse-serve: deps
-	$(VENV)/bin/python -m workloads.inference.rehearse $(if $(STORAGE),--storage $(STORAGE)) $(if $(RUN),--run $(RUN))
+	$(VENV)/bin/python -m rigs.rehearse_serve $(if $(STORAGE),--storage $(STORAGE)) $(if $(RUN),--run $(RUN))
 
 ## rehearse-serve-ha: GCS fault tolerance: the inference app on a local head (GCS in a private
 ## redis-server) + 1 worker node under load; every process of the head SIGKILLed, a new head
 ## started against the same Redis; summary, out/rehearse-serve-ha/latency.png.
 rehearse-serve-ha: deps
-	$(VENV)/bin/python -m workloads.inference.rehearse_ha $(if $(STORAGE),--storage $(STORAGE)) $(if $(RUN),--run $(RUN))
+	$(VENV)/bin/python -m rigs.rehearse_serve_ha $(if $(STORAGE),--storage $(STORAGE)) $(if $(RUN),--run $(RUN))
 
 ## rehearse: the training rehearsal, then serving what it trained.
 rehearse: deps

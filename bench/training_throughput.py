@@ -249,7 +249,7 @@ def ray_run(
 
     import ray
 
-    from workloads.common.local_cluster import LocalCluster
+    from rigs.local_cluster import LocalCluster
     from workloads.training import settings as S
     from workloads.training.job import run
 
@@ -354,7 +354,7 @@ def _model_config() -> dict:
 
 
 def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, wakeups: bool = False) -> dict:
-    from workloads.common.local_cluster import free_port
+    from rigs.local_cluster import free_port
 
     t_start = time.time()
     with tempfile.TemporaryDirectory() as d:

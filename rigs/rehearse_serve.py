@@ -1,6 +1,6 @@
 """Local rehearsal of the generation service under load and a replica failure (real Ray).
 
-    python -m workloads.inference.rehearse [--storage DIR] [--run NAME]
+    python -m rigs.rehearse_serve [--storage DIR] [--run NAME]
 
 Deploys the app (the same serveConfigV2 as the cluster's, CPU-sized) on a local head + two
 worker nodes, serving the newest intact checkpoint a training rehearsal wrote; runs a bounded
@@ -20,10 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-from workloads.inference import loadtest
-from workloads.inference.local import LocalCluster, free_port, replica_pids  # loopback hooks first
+from rigs import loadtest
+from rigs.serve_local import LocalCluster, free_port, replica_pids  # loopback hooks first
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "rehearse-serve"
 
 
@@ -131,7 +131,7 @@ def add_model_arguments(p: argparse.ArgumentParser, *, storage_help: str) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workloads.inference.rehearse", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m rigs.rehearse_serve", description=__doc__.splitlines()[0])
     add_model_arguments(p, storage_help="checkpoint storage of the training rehearsal (default: the newest under out/)")
     p.add_argument("--requests", type=int, default=600)
     p.add_argument("--concurrency", type=int, default=8)

@@ -1,4 +1,4 @@
-"""``python -m workloads.common.prom_rehearsal``: a real Prometheus server (Debian package
+"""``python -m rigs.prom_rehearsal``: a real Prometheus server (Debian package
 ``prometheus``) scrapes a local token-authenticated Ray cluster, and every PromQL query of the
 Grafana dashboards that ship in the pinned Ray wheel is evaluated against that data.
 
@@ -83,9 +83,9 @@ def run(max_scrape_seconds: float = 90) -> dict:
     if not Path(PROMETHEUS).exists():
         raise SystemExit(f"{PROMETHEUS} not found: apt-get install prometheus (Debian package)")
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_urlsafe(32))
+    from rigs.auth_check import http, is_prometheus_text
+    from rigs.local_cluster import LocalCluster, free_port
     from workloads.common import procfs
-    from workloads.common.auth_check import http, is_prometheus_text
-    from workloads.common.local_cluster import LocalCluster, free_port
 
     work = Path(tempfile.mkdtemp(prefix="prom"))
     summary: dict = {}

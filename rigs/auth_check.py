@@ -1,4 +1,4 @@
-"""``python -m workloads.common.auth_check``: every endpoint of a real token-authenticated Ray
+"""``python -m rigs.auth_check``: every endpoint of a real token-authenticated Ray
 cluster (local, 127.0.0.1) denies a caller without the token and serves one with it.
 
 The cluster runs as the pods do (``RAY_AUTH_MODE=token``, the token in ``RAY_AUTH_TOKEN``, see
@@ -78,7 +78,7 @@ def _process_name(pid: int) -> str:
 def run() -> dict:
     token = secrets.token_urlsafe(32)
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
-    from workloads.common.local_cluster import LocalCluster
+    from rigs.local_cluster import LocalCluster
 
     failures: list[str] = []
     summary: dict = {"http_denied": [], "metrics_only": [], "not_http": []}

@@ -1,6 +1,6 @@
 """Local rehearsal of the generation service losing its Ray head under load (real Ray, real Redis).
 
-    python -m workloads.inference.rehearse_ha [--storage DIR] [--run NAME]
+    python -m rigs.rehearse_serve_ha [--storage DIR] [--run NAME]
 
 What the RayService does with GCS fault tolerance, on this machine: a private ``redis-server``
 (password-protected, TLS only, 127.0.0.1) is the head's GCS store (``RAY_REDIS_ADDRESS``,
@@ -35,10 +35,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from workloads.inference import loadtest
-from workloads.inference.local import LocalCluster, free_port, replica_pids  # loopback hooks first
+from rigs import loadtest
+from rigs.serve_local import LocalCluster, free_port, replica_pids  # loopback hooks first
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "rehearse-serve-ha"
 # KubeRay 1.7 gives GCS-FT worker pods 600 s to reconnect to a restarted GCS
 # (utils.DefaultWorkerRayGcsReconnectTimeoutS); Ray's own default is 60 s.
@@ -392,9 +392,9 @@ def rehearse(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from workloads.inference.rehearse import add_model_arguments, discover, locate, plot, write_summary
+    from rigs.rehearse_serve import add_model_arguments, discover, locate, plot, write_summary
 
-    p = argparse.ArgumentParser(prog="python -m workloads.inference.rehearse_ha", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m rigs.rehearse_serve_ha", description=__doc__.splitlines()[0])
     add_model_arguments(p, storage_help="checkpoint storage (default: the newest under out/, else a tiny one)")
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--time-limit-s", type=float, default=180, help="longest the load runs")

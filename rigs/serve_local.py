@@ -1,5 +1,5 @@
 """The local Ray cluster of the serve tests, rehearsal and benchmarks: the training workload's
-``workloads.common.local_cluster.LocalCluster`` (every node a ``ray start --block`` in its own
+``rigs.local_cluster.LocalCluster`` (every node a ``ray start --block`` in its own
 process group, free ports, private temp dir, 127.0.0.1 only, stopped by group and temp dir, never
 by name) with this process connected as the Ray driver while it runs, which Serve's deploy API
 needs; plus /proc helpers to find the replicas and their CPU time.
@@ -8,7 +8,7 @@ needs; plus /proc helpers to find the replicas and their CPU time.
 does on every container; with HAProxy on, its files and fixed ports are made private to the
 cluster (``_local_haproxy_env``).
 
-Importing this module also loads ``workloads/common/_offline/sitecustomize.py`` into this process
+Importing this module also loads ``rigs/_offline/sitecustomize.py`` into this process
 (the nodes get it through PYTHONPATH): the driver stays on 127.0.0.1 too and Ray never probes
 cloud metadata or reports usage from here.
 """
@@ -20,9 +20,9 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 
-from workloads.common import local_cluster as _common
+from rigs import local_cluster as _common
+from rigs.local_cluster import REPO_ROOT, free_port, free_ports, keep_this_process_on_loopback
 from workloads.common import procfs
-from workloads.common.local_cluster import REPO_ROOT, free_port, free_ports, keep_this_process_on_loopback
 
 # At import, not only in start(): callers import this module before anything else of Ray.
 keep_this_process_on_loopback()

@@ -25,7 +25,7 @@ from pathlib import Path
 from workloads.common import procfs
 
 OFFLINE_HOOK_DIR = Path(__file__).resolve().parent / "_offline"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 _HANDED_OUT: set[int] = set()
