@@ -20,7 +20,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 APT_PACKAGES := shellcheck bats graphviz prometheus prometheus-alertmanager redis-server openssl
 
-TOOLING_DIRS := config constructs stacks ops review
+TOOLING_DIRS := config constructs stacks ops review workloads bench rigs
 
 .PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test lint-shell lint-docker bats clean lock rehearse-train rehearse-serve rehearse-serve-ha rehearse
 
@@ -127,7 +127,7 @@ test: deps
 	$(VENV)/bin/python -m pytest
 	$(MAKE) --no-print-directory lint lint-shell bats docs-site
 
-## lint: ruff (lint and format check) over the tree, mypy over the infra code (pyproject.toml).
+## lint: ruff (lint and format check) over the tree, mypy over the Python packages (pyproject.toml).
 lint:
 	@echo "==> ruff check"
 	$(VENV)/bin/ruff check .

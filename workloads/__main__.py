@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import Any
 
 RENDERERS = {
     "training": "workloads.training.manifest:render",
@@ -21,14 +22,14 @@ RENDERERS = {
 }
 
 
-def _no_alias_dumper():
+def _no_alias_dumper() -> type[Any]:
     import yaml
 
     class NoAliasDumper(yaml.SafeDumper):
         """Objects shared between pod templates are written out in full: kubectl and reviewers
         read plain YAML, and an alias hides which template a value belongs to."""
 
-        def ignore_aliases(self, data) -> bool:
+        def ignore_aliases(self, data: object) -> bool:
             return True
 
     return NoAliasDumper

@@ -57,7 +57,7 @@ SERVE_CLIENT_LABEL = "hyperpod-ray/serve-client"
 
 
 def _policy(
-    name: str, pod_selector: dict[str, str], ingress: list[dict], namespace: str = k8s.NAMESPACE
+    name: str, pod_selector: dict[str, str], ingress: list[dict[str, Any]], namespace: str = k8s.NAMESPACE
 ) -> dict[str, Any]:
     return {
         "apiVersion": "networking.k8s.io/v1",
