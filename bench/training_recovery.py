@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     from rigs.rehearse_train import rehearse
 
     p = argparse.ArgumentParser()

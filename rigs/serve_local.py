@@ -16,9 +16,11 @@ cloud metadata or reports usage from here.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
+from typing import Any
 
 from rigs import local_cluster as _common
 from rigs.local_cluster import REPO_ROOT, free_port, free_ports, keep_this_process_on_loopback
@@ -41,7 +43,7 @@ class LocalCluster(_common.LocalCluster):
     memory_per_node_mib: int = 2048
     object_store_per_node_mib: int = 128
     # Serve's environment on every node, as on the cluster: ``serve_config.ray_env(env)``.
-    serve_env: dict = field(default_factory=dict)
+    serve_env: dict[str, Any] = field(default_factory=dict)
     # A proxy on the worker nodes too (``proxy_location: EveryNode``, as on the cluster, where
     # the serve Service excludes the head): each worker's proxy binds this port (Serve's
     # RAY_SERVE_WORKER_PROXY_HTTP_PORT; the head keeps http_options.port) and, with HAProxy,
@@ -62,7 +64,7 @@ class LocalCluster(_common.LocalCluster):
                 address=self.address,
                 _node_ip_address="127.0.0.1",
                 log_to_driver=False,
-                logging_level="WARNING",
+                logging_level=logging.WARNING,
                 configure_logging=False,
             )
         except BaseException:
@@ -70,10 +72,11 @@ class LocalCluster(_common.LocalCluster):
             raise
         return self
 
-    def node_env(self, name: str) -> dict:
+    def node_env(self, name: str) -> dict[str, Any]:
         env = super().node_env(name)
         if name != "head" and self.worker_proxy_port is not None:
             env["RAY_SERVE_WORKER_PROXY_HTTP_PORT"] = str(self.worker_proxy_port)
+            assert self.temp_dir is not None  # set by start()
             env.update(_local_haproxy_env(self.serve_env, os.path.join(self.temp_dir, name)))
         return env
 
@@ -86,7 +89,7 @@ class LocalCluster(_common.LocalCluster):
         super().stop()
 
 
-def _local_haproxy_env(serve_env: dict, temp_dir: str) -> dict:
+def _local_haproxy_env(serve_env: dict[str, Any], temp_dir: str) -> dict[str, Any]:
     """Local only: HAProxy's files and fixed ports made private to this cluster.
 
     Ray's defaults are one set per machine (/tmp/haproxy-serve/..., stats 8404, metrics 9101,
