@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from workloads.common import procfs
 
@@ -216,7 +216,7 @@ class LocalCluster:
             str(self.object_store_per_node_mib << 20),
         ]
 
-    def start(self, timeout_s: float = 120) -> LocalCluster:
+    def start(self, timeout_s: float = 120) -> Self:
         # Whoever starts a local cluster drives it: keep this process on loopback as well.
         keep_this_process_on_loopback()
         # Short path: Ray's unix sockets live under it (108-byte limit).
@@ -396,7 +396,7 @@ class LocalCluster:
 
                 shutil.rmtree(self.temp_dir, ignore_errors=True)
 
-    def __enter__(self) -> LocalCluster:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

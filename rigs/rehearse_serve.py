@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rigs import loadtest
 from rigs.serve_local import LocalCluster, free_port, replica_pids  # loopback hooks first
@@ -63,7 +64,7 @@ def locate(storage: str | None, run: str | None) -> tuple[Path, str | None]:
     return hit[0], find_run(hit[0], run) if run else hit[1]
 
 
-def write_summary(out: Path, s: dict) -> None:
+def write_summary(out: Path, s: dict[str, Any]) -> None:
     """``out/summary.json``, and the summary's first lines: the requests and the client's retries."""
     (out / "summary.json").write_text(json.dumps(s, indent=1))
     print("\n==> summary")
@@ -75,7 +76,7 @@ def write_summary(out: Path, s: dict) -> None:
 
 
 def plot(
-    records,
+    records: list[loadtest.Record],
     kill_t: float,
     replaced_t: float | None,
     path: Path,
@@ -166,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     from ray import serve
+    from ray.serve._private.common import ReplicaState
 
     from workloads.inference import serve_config
 
@@ -219,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             if replaced_t is None:
                 now = replica_pids(cluster)
                 dep = serve.status().applications[env.inference.app_name].deployments[serve_config.DEPLOYMENT]
-                if len(now) == 2 and victim not in now and dep.replica_states.get("RUNNING", 0) == 2:
+                if len(now) == 2 and victim not in now and dep.replica_states.get(ReplicaState.RUNNING, 0) == 2:
                     replaced_t = time.perf_counter() - t_start
                     print(f"==> t={replaced_t:5.1f} s: replacement replica running (pids {now})", flush=True)
             print(f"    t={time.perf_counter() - t_start:5.1f} s ...", flush=True)
@@ -227,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         while replaced_t is None and time.monotonic() < deadline:
             now = replica_pids(cluster)
             dep = serve.status().applications[env.inference.app_name].deployments[serve_config.DEPLOYMENT]
-            if len(now) == 2 and victim not in now and dep.replica_states.get("RUNNING", 0) == 2:
+            if len(now) == 2 and victim not in now and dep.replica_states.get(ReplicaState.RUNNING, 0) == 2:
                 replaced_t = time.perf_counter() - t_start
                 print(f"==> t={replaced_t:5.1f} s: replacement replica running (pids {now})", flush=True)
             time.sleep(0.5)

@@ -20,7 +20,7 @@ import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from rigs import local_cluster as _common
 from rigs.local_cluster import REPO_ROOT, free_port, free_ports, keep_this_process_on_loopback
@@ -50,7 +50,7 @@ class LocalCluster(_common.LocalCluster):
     # gets its own HAProxy files and ports, since every node here shares one address.
     worker_proxy_port: int | None = None
 
-    def start(self, timeout_s: float = 120) -> LocalCluster:
+    def start(self, timeout_s: float = 120) -> Self:
         import ray
 
         if ray.is_initialized():
