@@ -126,7 +126,7 @@ class LocalCluster:
     remove_temp_dir: bool = True
     nodes: list[Node] = field(default_factory=list)
 
-    def _temp(self) -> Path:
+    def temp_path(self) -> Path:
         assert self.temp_dir is not None, "start() sets temp_dir"
         return Path(self.temp_dir)
 
@@ -172,7 +172,7 @@ class LocalCluster:
         return [*args, "--worker-port-list", ",".join(str(port) for port in workers)]
 
     def _start(self, name: str, args: list[str]) -> Node:
-        log = self._temp() / f"{name}.log"
+        log = self.temp_path() / f"{name}.log"
         cmd = [
             str(Path(sys.executable).with_name("ray")),
             "start",
@@ -345,7 +345,7 @@ class LocalCluster:
             raise RuntimeError("the head is still running; kill_head() first")
         # A new head pod starts with an empty /tmp: `ray start --head` refuses a port that the
         # session dir's bootstrap file names while a GCS process with it is still listed.
-        (self._temp() / "ray_current_cluster").unlink(missing_ok=True)
+        (self.temp_path() / "ray_current_cluster").unlink(missing_ok=True)
         since_ms = int(time.time() * 1000)
         node = self._start("head", self._head_args)
         self.nodes.remove(node)
