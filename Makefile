@@ -23,7 +23,7 @@ export HYPERPOD_RAY_SHARED ?= $(wildcard $(abspath $(CURDIR)/../shared))
 
 APT_PACKAGES := shellcheck bats graphviz prometheus prometheus-alertmanager redis-server openssl
 
-TOOLING_DIRS := config constructs stacks ops review
+TOOLING_DIRS := config constructs stacks ops review workloads bench rigs
 
 .PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test lint-shell lint-docker bats clean lock rehearse-train rehearse-serve rehearse-serve-ha rehearse
 
@@ -130,7 +130,7 @@ test: deps
 	$(VENV)/bin/python -m pytest
 	$(MAKE) --no-print-directory lint lint-shell bats docs-site
 
-## lint: ruff (lint and format check) over the tree, mypy over the infra code (pyproject.toml).
+## lint: ruff (lint and format check) over the tree, mypy over the Python packages (pyproject.toml).
 lint:
 	@echo "==> ruff check"
 	$(VENV)/bin/ruff check .
@@ -165,7 +165,7 @@ lock:
 ## training job through the Jobs API, one worker node killed mid-run; prints a summary and
 ## writes out/rehearse-train/loss.png.
 rehearse-train: deps
-	$(VENV)/bin/python -m workloads.training.rehearsal
+	$(VENV)/bin/python -m rigs.rehearse_train
 
 clean:
 	rm -rf cdk.out site $(STAMPS) $(VENV) $(CHECKOV_VENV) node_modules
@@ -174,13 +174,13 @@ clean:
 ## checkpoint a training rehearsal wrote under out/ (or STORAGE=DIR [RUN=NAME]), under a bounded
 ## load test with one replica killed; summary, out/rehearse-serve/latency.png.
 rehearse-serve: deps
-	$(VENV)/bin/python -m workloads.inference.rehearse $(if $(STORAGE),--storage $(STORAGE)) $(if $(RUN),--run $(RUN))
+	$(VENV)/bin/python -m rigs.rehearse_serve $(if $(STORAGE),--storage $(STORAGE)) $(if $(RUN),--run $(RUN))
 
 ## rehearse-serve-ha: GCS fault tolerance: the inference app on a local head (GCS in a private
 ## redis-server) + 1 worker node under load; every process of the head SIGKILLed, a new head
 ## started against the same Redis; summary, out/rehearse-serve-ha/latency.png.
 rehearse-serve-ha: deps
-	$(VENV)/bin/python -m workloads.inference.rehearse_ha $(if $(STORAGE),--storage $(STORAGE)) $(if $(RUN),--run $(RUN))
+	$(VENV)/bin/python -m rigs.rehearse_serve_ha $(if $(STORAGE),--storage $(STORAGE)) $(if $(RUN),--run $(RUN))
 
 ## rehearse: the training rehearsal, then serving what it trained.
 rehearse: deps

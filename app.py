@@ -1,22 +1,18 @@
 #!/usr/bin/env python3
-"""CDK entry point: pick the environment from context, validate its config once, build the
-stacks, register the compliance checks. `-c pipeline=true` builds the delivery pipeline instead
-(config/pipeline.yaml), whose Stages hold every environment's stacks."""
+"""CDK entry point: load the environment's config (``-c env=NAME``, default dev), build its
+stacks, register the compliance checks, synth. ``-c pipeline=true`` builds the delivery pipeline
+instead (config/pipeline.yaml), whose Stages hold every environment's stacks."""
 
 from __future__ import annotations
 
-import gc
 import sys
 from pathlib import Path
 
-from stacks.preload import CONFIG_MODULES, SERVICE_MODULES, import_in_background
+from stacks import preload
 
-# The pure-Python imports run while the jsii kernel starts and loads aws-cdk-lib and cdk-nag
-# (stacks/preload.py): ~0.2 s of every synth.
-import_in_background(CONFIG_MODULES)
+preload.start()  # synth's pure-Python imports on a second thread while the jsii kernel starts
+
 import aws_cdk as cdk
-
-import_in_background(SERVICE_MODULES)
 
 from config import ConfigError, EnvironmentConfig, load_environment
 from config.pipeline import PipelineConfig, load_pipeline, pipeline_selected
@@ -26,8 +22,7 @@ from stacks.platform import PlatformStacks, build_platform
 DEFAULT_ENVIRONMENT = "dev"
 # No construct stack traces in the assembly: they hold jsii's temp paths and break determinism.
 # CDK's built-in CloudFormation validation is off: cfn-lint checks every template against the same
-# AWS resource schemas (zero errors and warnings) in `make synth` and `make test`, and the
-# built-in pass doubled synth time (5 s of 10 s for dev).
+# AWS resource schemas in `make synth` and `make test` (docs/benchmarks.md, "Synth").
 APP_PROPS = {
     "stack_traces": False,
     "builtin_cloud_formation_validation": False,
@@ -42,7 +37,7 @@ def build_app(app: cdk.App, config: EnvironmentConfig) -> PlatformStacks:
 
 
 def build_pipeline_app(app: cdk.App, pipeline: PipelineConfig, environments: list[EnvironmentConfig]):
-    # Imported here: CDK Pipelines' modules cost ~1 s of every environment synth otherwise.
+    # Imported here: CDK Pipelines' modules would slow every environment's synth.
     from stacks.pipeline_stack import build_pipeline
 
     stack = build_pipeline(app, pipeline, environments)
@@ -63,12 +58,7 @@ def main() -> None:
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         sys.exit(1)
-    app.synth()
-    # The assembly is written and the process ends next. Freezing what Python built (the construct
-    # tree's proxies, aws-cdk-lib's generated modules: ~150k objects for dev) keeps the interpreter's
-    # collections at exit from walking all of it again: 0.3-0.5 s of every synth
-    # (bench/synth_bench.py; the one-bucket baseline does the same and gains nothing).
-    gc.freeze()
+    preload.synth(app)
 
 
 if __name__ == "__main__":

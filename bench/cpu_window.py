@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from typing import Any
 
 from workloads.common import procfs
 
@@ -90,7 +91,7 @@ class Window:
             if v:
                 self.tracked[(pid, tid)] = (first, time.time(), v)
 
-    def ranks_sched(self) -> dict:
+    def ranks_sched(self) -> dict[str, Any]:
         """The ranks' training threads (see __init__) from about a second into the window to
         their last sample, averaged over both ranks: % of wall time on a core, runnable but
         waiting for one (run-queue delay), and neither (sleeping: waiting for the other rank, a

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -30,9 +31,9 @@ def build(kind: str, storage: str, run: str, max_batch: int, wait_ms: float) -> 
     loaded = loading.load_model(storage, run)
     limits = schema.Limits(block_size=loaded.model.config.block_size, max_tokens_limit=256, default_max_tokens=16)
     app = FastAPI()
-    queue: asyncio.Queue = asyncio.Queue()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
 
-    async def batcher():
+    async def batcher() -> None:
         while True:
             first = await queue.get()
             batch = [first]
@@ -56,12 +57,12 @@ def build(kind: str, storage: str, run: str, max_batch: int, wait_ms: float) -> 
                 fut.set_result(toks)
 
     @app.on_event("startup")
-    async def _start():
+    async def _start() -> None:
         if kind == "batched":
             app.state.batcher = asyncio.create_task(batcher())
 
     @app.post("/v1/completions")
-    async def completions(request: Request):
+    async def completions(request: Request) -> JSONResponse:
         try:
             req = schema.validate(schema.parse_body(await request.body()), limits)
         except schema.RequestError as err:

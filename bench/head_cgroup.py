@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from workloads.common import procfs
 
@@ -32,11 +33,11 @@ class HeadCgroup:
     def join(self) -> None:
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
 
-    def check(self, cluster) -> None:
+    def check(self, cluster: Any) -> None:
         """Fail loudly unless every process of the head node is in this cgroup and none of a
         worker node's is (its ranks are started by its raylet and inherit its cgroup). A worker
         node started by a driver inside this cgroup would inherit it: then nothing is mirrored,
-        the ranks run at the head's weight (bench/README.md, "Figures of 2026-12-03")."""
+        the ranks run at the head's weight (docs/benchmarks.md, "Training throughput")."""
         mine = "/" + self.path.name
         for node in cluster.nodes:
             for pid in [node.proc.pid, *procfs.descendants(node.proc.pid)]:
@@ -50,7 +51,7 @@ class HeadCgroup:
     def leave(self) -> None:
         (CGROUP_CPU / "cgroup.procs").write_text(str(os.getpid()))
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.leave()
         for _ in range(50):  # the cluster's processes are gone (stopped) or about to be
             try:

@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from workloads.inference.local import LocalCluster, free_port  # noqa: E402, I001  (loopback hooks first)
-from workloads.inference import loadtest, local  # noqa: E402
+from rigs.serve_local import LocalCluster, free_port  # noqa: E402, I001  (loopback hooks first)
+from rigs import loadtest, local  # noqa: E402
 from workloads.common.procfs import descendants as _descendants  # noqa: E402
 
 # "Tiny GPT": 2 layers, width 64, context 128 (about 0.1 M parameters).

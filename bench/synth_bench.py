@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -79,13 +80,14 @@ GATES = (
 )
 
 
-def app_props() -> dict:
+def app_props() -> dict[str, Any]:
     """app.py's APP_PROPS, read from its source: importing app.py would import the whole platform
     into the baseline."""
     tree = ast.parse((ROOT / "app.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "APP_PROPS" for t in node.targets):
-            return ast.literal_eval(node.value)
+            props: dict[str, Any] = ast.literal_eval(node.value)
+            return props
     raise SystemExit("app.py has no APP_PROPS literal")
 
 
@@ -108,7 +110,8 @@ def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
         time.sleep(0.02)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
-        raise SystemExit(f"synth failed: {' '.join(argv)}\n{proc.stderr.read().decode()[-3000:]}")
+        stderr = proc.stderr.read().decode() if proc.stderr else ""
+        raise SystemExit(f"synth failed: {' '.join(argv)}\n{stderr[-3000:]}")
     return wall, peak / 1024
 
 

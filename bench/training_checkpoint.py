@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     import torch
 
     from workloads.common import checkpoint as ckpt
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
         f"checkpoint of {model.num_parameters() / 1e6:.1f}M parameters: {total / 2**20:.0f} MiB, on {root}", flush=True
     )
 
-    def raw(i):
+    def raw(i: int) -> float:
         d = root / f"raw{i}"
         d.mkdir()
         t = time.perf_counter()
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
                 os.fsync(f.fileno())
         return time.perf_counter() - t
 
-    def real(i):
+    def real(i: int) -> float:
         d = root / f"ckpt{i}"
         t = time.perf_counter()
         ckpt.save(str(d), state, meta={"step": i})

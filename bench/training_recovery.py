@@ -2,7 +2,7 @@
 first training step after the resume, and the steps redone, with Ray's default node-loss
 detection and with the faster detection the rehearsal uses, measured in one run.
 
-Each case is a full rehearsal (workloads/training/rehearsal.py) on free ports, so it never
+Each case is a full rehearsal (rigs/rehearse_train.py) on free ports, so it never
 touches another cluster on the machine.
 
     python bench/training_recovery.py [--cases fast,default] [--steps 200]
@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def main(argv=None) -> int:
-    from workloads.training.rehearsal import rehearse
+def main(argv: list[str] | None = None) -> int:
+    from rigs.rehearse_train import rehearse
 
     p = argparse.ArgumentParser()
     p.add_argument("--cases", default="fast,default")

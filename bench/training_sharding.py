@@ -243,7 +243,7 @@ def worker(rank: int, world: int, port: int, task: dict, out: str) -> None:
 def _launch(world: int, task: dict) -> dict:
     import torch.multiprocessing as mp
 
-    from workloads.common.local_cluster import free_port
+    from rigs.local_cluster import free_port
 
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name

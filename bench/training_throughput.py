@@ -12,11 +12,10 @@ inside `ray.train.report()` is not observable from a step callback and is printe
 
 The runs are sequential and interleaved (DDP, Ray, then Ray, DDP, ...; `--repeats` pairs per
 config, 3 by default: the median is then not just the mean of two, and the lowest and highest
-pair are printed as the spread). An earlier version ran both at the same time so that they
-shared the machine's background noise; on a quiet machine that is the wrong comparison: four
-training processes on two cores, and every CPU-second Ray's own processes use is taken from both
-sides alike instead of from Ray alone (concurrent 0.79 vs sequential 0.93-0.95 on the same quiet
-machine, 2026-12-02; bench/README.md, "Training").
+pair are printed as the spread). Running both at the same time would share the machine's
+background noise, but on a quiet machine it is the wrong comparison: four training processes on
+two cores, and every CPU-second Ray's own processes use is taken from both sides alike instead of
+from Ray alone (docs/benchmarks.md, "Training throughput").
 
 Besides tokens/s it prints, per Ray run, the CPU milliseconds per step of rank 0 on each side
 and of every other Ray process (from /proc, split by head node, worker node and driver), the
@@ -48,8 +47,8 @@ the lowest CPU weight, starts the worker node (and so the ranks) outside it, and
 monitor on the worker node: the topology of the cluster, where the head pod runs on the `system`
 nodes and a GPU node runs only its workers, raylet, agents and log monitor. Right after the
 cluster starts, every node's processes are checked to be in the right cgroup, and the bench
-stops if one is not (before 2026-12-03 the worker node inherited the driver's cgroup and nothing
-was mirrored: bench/README.md). Print both figures, never only this one.
+stops if one is not (a worker node that inherits the driver's cgroup mirrors nothing). Print
+both figures, never only this one.
 
 The bf16 benchmark on one GPU (tokens/s and MFU) is bench/training_gpu.py.
 
@@ -250,7 +249,7 @@ def ray_run(
 
     import ray
 
-    from workloads.common.local_cluster import LocalCluster
+    from rigs.local_cluster import LocalCluster
     from workloads.training import settings as S
     from workloads.training.job import run
 
@@ -355,7 +354,7 @@ def _model_config() -> dict:
 
 
 def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, wakeups: bool = False) -> dict:
-    from workloads.common.local_cluster import free_port
+    from rigs.local_cluster import free_port
 
     t_start = time.time()
     with tempfile.TemporaryDirectory() as d:

@@ -63,3 +63,31 @@ def gcs_store_secret_name(name_prefix: str) -> str:
 def stack_prefix(name_prefix: str) -> str:
     """The CDK stacks' name prefix of an environment: ``hpray-dev`` -> ``HprayDev``."""
     return "".join(part.capitalize() for part in name_prefix.split("-"))
+
+
+# The Ray workloads the platform renders (workloads/*/manifest.py). Their names, app labels and
+# Serve port are facts here, so the NetworkPolicies, disruption budgets and the flow table read
+# them without rendering a manifest.
+SERVE_PORT = 8000
+RAY_DASHBOARD_PORT = 8265
+TRAINING_APP = "ray-train"
+INFERENCE_APP = "inference"
+LLM_APP = "llm"
+# Serve traffic goes to the worker pods' proxies only; the head (system nodes) stays control
+# (a RayService's ``excludeHeadPodFromServeSvc``).
+HEAD_IN_SERVE_SERVICE = False
+
+
+def training_job_name(run_name: str) -> str:
+    """The training RayJob of run ``run_name`` (config ``training.run_name``)."""
+    return f"train-{run_name}"
+
+
+def inference_service_name(name_prefix: str, app_name: str) -> str:
+    """The generation RayService (config ``inference.app_name``)."""
+    return f"{name_prefix}-{app_name}"
+
+
+def llm_service_name(name_prefix: str) -> str:
+    """The LLM RayService (config ``inference.llm``)."""
+    return f"{name_prefix}-{LLM_APP}"

@@ -23,10 +23,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from config import observability as obs
 from config import versions
 from config.jobs import JOBS_PREFIX
-from config.names import GCS_STORE_PORT, gcs_store_secret_name, ray_auth_secret_name, team_ray_auth_secret_name
+from config.names import (
+    GCS_STORE_PORT,
+    SERVE_PORT,
+    gcs_store_secret_name,
+    ray_auth_secret_name,
+    team_ray_auth_secret_name,
+)
 from workloads.common import k8s
 from workloads.common.network_policy import POD_FLOWS
-from workloads.inference.manifest import SERVE_PORT
 
 if TYPE_CHECKING:
     from config.model import EnvironmentConfig

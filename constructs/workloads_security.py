@@ -15,8 +15,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 
 from config.model import EnvironmentConfig
-from workloads.common import network_policy, security
-from workloads.inference import ha
+from workloads.common import ha, network_policy, security
 
 
 class WorkloadsSecurity(Construct):
@@ -61,7 +60,7 @@ class WorkloadsSecurity(Construct):
             )
             self.secret_provider_class.node.add_dependency(namespace, secrets_store, *secrets_depend_on)
 
-        # GCS fault tolerance (workloads/inference/ha.py): without its SecretProviderClass a head
+        # GCS fault tolerance (workloads/common/ha.py): without its SecretProviderClass a head
         # that mounts the store's CSI volume never starts. The budgets select RayService pods by
         # name, so they can exist before the services do.
         self.gcs_store_secret_provider_class: eks.KubernetesManifest | None = None

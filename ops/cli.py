@@ -270,7 +270,7 @@ def main(
         config = load_config(args.env)
         aws = aws_factory(config, args.profile)
         if token_fn is None:
-            from ops.jobs import platform_token_fn
+            from ops.ray_head import platform_token_fn
 
             token_fn = platform_token_fn(config, aws)
         command = Command(config, args, out, aws, kube_factory, prog=prog, sleep=sleep, clock=clock, token_fn=token_fn)

@@ -1,4 +1,5 @@
-"""Everyday job commands: ``jobs``, ``logs``, ``stop``, ``resume``, ``dashboard``.
+"""Everyday job commands: ``jobs``, ``logs``, ``stop``, ``resume`` (the
+Ray head they reach, ``dashboard``'s too: ops/ray_head.py).
 
 They act on RayJobs by name in one namespace (the workloads namespace unless ``--namespace``),
 like ``kubectl ray`` and the Ray Jobs CLI, and say what to run next.
@@ -19,14 +20,14 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from ops.driver_log import DriverLog
 from ops.errors import JobNotFoundError, NotFoundError, OpsError
 from ops.output import table, to_json
-from ops.status import TERMINAL_DEPLOYMENT, summarize_rayjob
+from ops.status import SUSPENDED, TERMINAL_DEPLOYMENT, summarize_rayjob
 
 # The states in which KubeRay acts on ``suspend`` (KubeRay's RayJob controller: Running and
 # Initializing may move to Suspending; a finished job has nothing left to stop).
 SUSPENDABLE = frozenset({"New", "Initializing", "Running", "Waiting", "Retrying"})
-SUSPENDED = frozenset({"Suspending", "Suspended"})
 
 
 def get_job(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> dict[str, Any]:
@@ -100,8 +101,6 @@ def show_logs(
     token_fn: Any = None,
 ) -> int:
     """Print the driver's log (ops/driver_log.py); with ``follow`` print what it adds until the job ends."""
-    from ops.driver_log import DriverLog
-
     log = DriverLog(kube, namespace, name, token_fn=token_fn)
 
     def write(job_id: str, lines: list[str]) -> None:
@@ -265,130 +264,3 @@ def resume_job(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> 
         f"resuming RayJob {namespace}/{name}: KubeRay starts a new Ray cluster and submits the job again. "
         f"Follow it: {prog} submit job --env {env} --attach --name {name}",
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# dashboard
-# ---------------------------------------------------------------------------------------------
-
-DASHBOARD_PORT = 8265
-
-
-def pick_head(kube: Any, namespace: str, name: str | None, *, prog: str, env: str) -> tuple[str, str]:
-    """(job or service name, its RayCluster) whose head to open: NAME, else the only live one."""
-    if name:
-        for kind in ("RayJob", "RayService"):
-            try:
-                obj = kube.get_ray(kind, namespace, name)
-            except NotFoundError:
-                continue
-            cluster = _cluster_of(obj)
-            if not cluster:
-                raise OpsError(
-                    f"{kind} {namespace}/{name} has no running Ray cluster ({_state(obj)})",
-                    f"resume or resubmit it first ({prog} jobs --env {env})",
-                )
-            return name, cluster
-        raise JobNotFoundError(
-            f"no RayJob or RayService {name!r} in namespace {namespace}", f"list them with: {prog} jobs --env {env}"
-        )
-    live: list[tuple[str, str]] = []
-    for kind in ("RayJob", "RayService"):
-        for obj in kube.list_ray(kind, namespace):
-            meta = obj.get("metadata") or {}
-            cluster = _cluster_of(obj)
-            if meta.get("namespace") == namespace and cluster and _state(obj) not in TERMINAL_DEPLOYMENT | SUSPENDED:
-                live.append((meta["name"], cluster))
-    if len(live) == 1:
-        return live[0]
-    if not live:
-        raise JobNotFoundError(
-            f"no running Ray cluster in namespace {namespace}", f"submit a job first: {prog} submit job --env {env} ..."
-        )
-    raise OpsError(
-        f"{len(live)} Ray clusters run in {namespace}: {', '.join(n for n, _ in sorted(live))}",
-        f"name one: {prog} dashboard NAME --env {env}",
-    )
-
-
-def _cluster_of(obj: dict[str, Any]) -> str | None:
-    st = obj.get("status") or {}
-    return st.get("rayClusterName") or (st.get("activeServiceStatus") or {}).get("rayClusterName")
-
-
-def _state(obj: dict[str, Any]) -> str:
-    st = obj.get("status") or {}
-    return st.get("jobDeploymentStatus") or st.get("serviceStatus") or "New"
-
-
-def head_pod(kube: Any, namespace: str, cluster: str) -> dict[str, Any]:
-    pods = kube.list_pods(namespace, f"ray.io/cluster={cluster},ray.io/node-type=head")
-    running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
-    if not running:
-        raise OpsError(
-            f"the head pod of Ray cluster {namespace}/{cluster} is not running yet", "wait a minute and retry"
-        )
-    return running[0]
-
-
-def auth_token(
-    kube: Any, namespace: str, pod: dict[str, Any], *, aws: Any = None, secret_id: str | None = None
-) -> str | None:
-    """The Ray dashboard token where Ray's token authentication is on for this head (its
-    container sets ``RAY_AUTH_MODE=token`` and takes ``RAY_AUTH_TOKEN`` from a Secret); None where
-    it is off. With ``secret_id`` (the platform's token secret, eks.ray_token_auth) it is read
-    from Secrets Manager, where the Kubernetes Secret is synced from: that needs IAM read of one
-    secret rather than Kubernetes read of Secrets in the namespace."""
-    container = ((pod.get("spec") or {}).get("containers") or [{}])[0]
-    env = {e.get("name"): e for e in container.get("env") or []}
-    if (env.get("RAY_AUTH_MODE") or {}).get("value") != "token":
-        return None
-    if aws is not None and secret_id:
-        return secrets_manager_token(aws, secret_id)
-    source = env.get("RAY_AUTH_TOKEN") or {}
-    if "value" in source:
-        return source["value"]
-    ref = ((source.get("valueFrom") or {}).get("secretKeyRef")) or {}
-    if not ref.get("name"):
-        raise OpsError(
-            "Ray token authentication is on, but the head's RAY_AUTH_TOKEN comes from neither a value nor a Secret"
-        )
-    return kube.read_secret_value(namespace, ref["name"], ref.get("key", "token"))
-
-
-def token_secret_id(config: Any, namespace: str) -> str:
-    """The Secrets Manager secret of the Ray token the heads of ``namespace`` use: a team's own
-    (config teams, constructs/team_access.py) in its namespace, else the platform's."""
-    from config.names import ray_auth_secret_name, team_ray_auth_secret_name
-    from config.teams import team_of_namespace
-
-    team = team_of_namespace(list(config.teams), namespace)
-    if team is not None:
-        return team_ray_auth_secret_name(config.name_prefix, team.name)
-    return ray_auth_secret_name(config.name_prefix)
-
-
-def platform_token_fn(config: Any, aws: Any) -> Callable[[Any, str, dict[str, Any]], str | None] | None:
-    """The ``token_fn(kube, namespace, head_pod)`` of every command that calls a head's Jobs API
-    or dashboard (following a job's log, ``logs``, ``dashboard``): with ``eks.ray_token_auth``, the
-    namespace's token from Secrets Manager (``token_secret_id``: a team's own in its namespace),
-    where the heads' Kubernetes Secret is synced from; None where it is off."""
-    if not config.eks.ray_token_auth:
-        return None
-
-    def token_fn(kube: Any, namespace: str, pod: dict[str, Any]) -> str | None:
-        return auth_token(kube, namespace, pod, aws=aws, secret_id=token_secret_id(config, namespace))
-
-    return token_fn
-
-
-def secrets_manager_token(aws: Any, secret_id: str) -> str:
-    """The Ray token from the Secrets Manager secret ``secret_id`` (constructs/ray_auth.py)."""
-    value = aws.call("secretsmanager", "get_secret_value", SecretId=secret_id).get("SecretString")
-    if not value:
-        raise OpsError(f"the Secrets Manager secret {secret_id} holds no string value", "redeploy the cluster stack")
-    return str(value)
-
-
-def dashboard_url(local_port: int, token: str | None) -> str:
-    return f"http://127.0.0.1:{local_port}" + (f"/?token={token}" if token else "")

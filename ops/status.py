@@ -38,6 +38,8 @@ HEALTH_MEANING = {
 
 # KubeRay RayJob status.jobDeploymentStatus values that end the RayJob.
 TERMINAL_DEPLOYMENT = frozenset({"Complete", "Failed", "ValidationFailed"})
+# A stopped RayJob (``spec.suspend``): KubeRay deletes its cluster and keeps the RayJob.
+SUSPENDED = frozenset({"Suspending", "Suspended"})
 
 
 # ---------------------------------------------------------------------------------------------

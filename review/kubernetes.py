@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from review.analysis import FLAG
 from review.document import Document
-from review.flows import Env
+from review.proof import Env
 
 if TYPE_CHECKING:
     from config.model import EnvironmentConfig

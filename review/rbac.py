@@ -15,10 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from review.kubernetes import applied_objects
+from review.proof import Env, FlowResult
+
 if TYPE_CHECKING:
     from constructs.flows import KubeFlow, KubeRequest
     from review.assembly import Stack
-    from review.flows import FlowResult
 
 ANY = {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}
 _READ = ["get", "list", "watch"]
@@ -98,9 +100,6 @@ def _matches(rule: dict[str, Any], request: KubeRequest) -> bool:
 def grants_of(stacks: list[Stack], member: str) -> list[Grant]:
     """What the access entries of ``member`` grant: their access policies (in their scope) and
     the rules of every Role or ClusterRole bound to their Kubernetes groups."""
-    from review.flows import Env
-    from review.kubernetes import applied_objects
-
     env = Env(stacks)
     groups: set[str] = set()
     out: list[Grant] = []
@@ -145,8 +144,6 @@ def allowing(grants: list[Grant], namespace: str, request: KubeRequest) -> list[
 
 
 def check_kube(stacks: list[Stack], flow: KubeFlow, grants: list[Grant] | None = None) -> FlowResult:
-    from review.flows import FlowResult
-
     grants = grants_of(stacks, flow.member) if grants is None else grants
     shown = ", ".join(f"{v} {(g + '/') if g else ''}{r}" for g, r, v in flow.requests)
     what = f"{flow.member} in {flow.namespace}: {'' if flow.allowed else 'never '}{shown}"

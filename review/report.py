@@ -10,10 +10,10 @@ from review.compare import Comparison
 from review.cost import NOT_ESTIMATED, CostEstimate, PriceTable
 from review.document import Document
 from review.engines import DocumentCheck
-from review.flows import FlowResult
 from review.images import ImageRow, images_section
 from review.kubernetes import kubernetes_section
 from review.placement import placement_section
+from review.proof import FlowResult
 
 if TYPE_CHECKING:
     from config.model import EnvironmentConfig

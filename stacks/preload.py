@@ -1,11 +1,13 @@
-"""Import synth's pure-Python modules on a second thread while the jsii kernel is busy.
+"""What makes every synth faster and nothing else: ``start`` imports synth's pure-Python modules
+on a second thread while the jsii kernel is busy, and ``synth`` freezes what Python built once
+the assembly is written.
 
 A synth spends ~0.6 s in which Python only waits on the jsii kernel's pipe: starting the kernel
 and loading aws-cdk-lib's assemblies (``import aws_cdk``), then loading cdk-nag's. The config
 models (pydantic and YAML, ~0.13 s) and the generated Python modules of the AWS services the
 stacks use (~0.3 s of unmarshalling and class creation) are pure Python: importing them sends
 nothing to the kernel, so they can run in those windows. That takes ~0.2 s off every synth
-(bench/synth_bench.py). This module imports nothing itself, so it can run before aws_cdk.
+(bench/synth_bench.py). This module imports nothing at load, so it can run before aws_cdk.
 
 Only modules whose import never talks to the kernel may be listed: the kernel's pipe is not
 thread-safe. tests/stacks/test_preload.py checks that for every module below, and that the list
@@ -15,8 +17,10 @@ imported again, and fails with its own error, where the code needs it.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import threading
+from typing import Any
 
 # Pure Python, independent of aws_cdk: safe to import before the kernel starts.
 CONFIG_MODULES = ("config.loader", "config.pipeline")
@@ -60,3 +64,20 @@ def import_in_background(names: tuple[str, ...]) -> threading.Thread:
     thread = threading.Thread(target=_import_all, args=(names,), name="preload-imports", daemon=True)
     thread.start()
     return thread
+
+
+def start() -> None:
+    """The config models on a second thread while ``import aws_cdk`` starts the kernel, then
+    aws-cdk-lib's service modules while cdk-nag loads (app.py calls this before its imports)."""
+    import_in_background(CONFIG_MODULES)
+    import aws_cdk  # noqa: F401  (starts the kernel; the service modules need it imported)
+
+    import_in_background(SERVICE_MODULES)
+
+
+def synth(app: Any) -> None:
+    """``app.synth()``, then ``gc.freeze()``: the process ends next, and freezing what Python built
+    (the construct tree's proxies, aws-cdk-lib's generated modules) keeps the interpreter's
+    collections at exit from walking all of it again (docs/benchmarks.md, "Synth")."""
+    app.synth()
+    gc.freeze()

@@ -1,5 +1,6 @@
-"""No import cycles among the project's own modules (module-level imports, as Python runs them
-on first import; imports inside functions are deliberate late imports and are not counted)."""
+"""No import cycles among the project's own modules. Every import counts: module level,
+``if TYPE_CHECKING:`` and inside functions. A late import inside a function only hides a cycle
+from Python's first import; the design still has it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("config", "constructs", "stacks", "ops", "review", "workloads", "bench")
+PACKAGES = ("config", "constructs", "stacks", "ops", "review", "workloads", "bench", "rigs")
 
 
 def _module_name(path: Path) -> str:
@@ -26,20 +27,10 @@ def project_modules() -> dict[str, Path]:
     return modules
 
 
-def _top_level(body: list[ast.stmt]):
-    """Statements Python runs at import: the module body, into if/try blocks, not defs."""
-    for node in body:
-        yield node
-        if isinstance(node, ast.If):
-            yield from _top_level(node.body + node.orelse)
-        elif isinstance(node, ast.Try):
-            yield from _top_level(node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body])
-
-
 def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     out: set[str] = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in _top_level(ast.parse(path.read_text()).body):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -95,16 +86,17 @@ def test_the_detector_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_type_checking_imports_count(tmp_path):
+def test_type_checking_and_function_imports_count(tmp_path):
     # `if TYPE_CHECKING:` imports are still a cycle in the design (config/model.py and
-    # config/inference.py had one).
+    # config/inference.py had one), and so are imports inside functions (ops/jobs.py and
+    # ops/driver_log.py had one).
     path = tmp_path / "m.py"
     path.write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from config.model import X\n"
         "def f():\n    from config.loader import Y\n"
     )
     modules = {"config.model": path, "config.loader": path, "m": path}
-    assert imports_of("m", path, modules) == {"config.model"}
+    assert imports_of("m", path, modules) == {"config.model", "config.loader"}
 
 
 def test_no_import_cycles_among_project_modules():
@@ -112,3 +104,19 @@ def test_no_import_cycles_among_project_modules():
     graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
     assert "config.environment" in graph["config.model"]
     assert cycles(graph) == []
+
+
+def test_shared_code_and_infrastructure_never_import_a_specific_workload():
+    """Names and ports both sides need are facts in config/names.py: the config, the constructs,
+    the stacks and workloads/common read them there, never from a workload's manifest or app."""
+    modules = project_modules()
+    shared = ("config", "constructs", "stacks", "workloads.common")
+    specific = ("workloads.inference", "workloads.training")
+    arrows = sorted(
+        f"{name} -> {target}"
+        for name, path in modules.items()
+        if name in shared or name.startswith(tuple(f"{s}." for s in shared))
+        for target in imports_of(name, path, modules)
+        if target.startswith(specific)
+    )
+    assert arrows == []

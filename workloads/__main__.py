@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import Any
 
 RENDERERS = {
     "training": "workloads.training.manifest:render",
@@ -16,19 +17,19 @@ RENDERERS = {
     "inference-llm": "workloads.inference.manifest:render_llm",
     "network-policies": "workloads.common.network_policy:render",
     "secret-provider-class": "workloads.common.security:render_secret_provider_class",
-    "gcs-store-secret-provider-class": "workloads.inference.ha:render_secret_provider_class",
-    "inference-disruption-budgets": "workloads.inference.ha:render_disruption_budgets",
+    "gcs-store-secret-provider-class": "workloads.common.ha:render_secret_provider_class",
+    "inference-disruption-budgets": "workloads.common.ha:render_disruption_budgets",
 }
 
 
-def _no_alias_dumper():
+def _no_alias_dumper() -> type[Any]:
     import yaml
 
     class NoAliasDumper(yaml.SafeDumper):
         """Objects shared between pod templates are written out in full: kubectl and reviewers
         read plain YAML, and an alias hides which template a value belongs to."""
 
-        def ignore_aliases(self, data) -> bool:
+        def ignore_aliases(self, data: object) -> bool:
             return True
 
     return NoAliasDumper

@@ -76,7 +76,7 @@ def test_local_cluster_starts_worker_nodes_outside_the_head_cgroup_of_its_driver
     # The head runs at the low cgroup weight the bench gives it: on a busy machine its raylet
     # took longer to register than Ray's default 30 s wait, and `ray start` gave up.
     monkeypatch.setenv("RAY_raylet_start_wait_time_s", "120")
-    from workloads.common.local_cluster import LocalCluster
+    from rigs.local_cluster import LocalCluster
 
     with hc.HeadCgroup() as cg:
         cluster = LocalCluster(

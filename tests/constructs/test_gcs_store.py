@@ -17,7 +17,7 @@ from config import load_environment, versions
 from config.names import GCS_STORE_PORT, GCS_STORE_SERVICE, WORKLOADS_NAMESPACE, gcs_store_secret_name
 from constructs.gcs_store import GcsStore
 from tests.conftest import template_of
-from workloads.inference import ha
+from workloads.common import ha
 
 ENVS = ("dev", "staging", "prod")
 

@@ -167,7 +167,7 @@ def test_promtool_accepts_the_scrape_config_and_the_rules(env, tmp_path):
 def test_alerts_use_series_that_rays_own_dashboards_plot():
     """The Serve alert's series names come from the pinned Ray's Serve dashboard; a rename in Ray
     fails here, not silently in production."""
-    from workloads.common.prom_rehearsal import dashboards
+    from rigs.prom_rehearsal import dashboards
 
     plotted = {m for exprs in dashboards().values() for _, e in exprs for m in re.findall(r"\bray_[a-z0-9_]+", e)}
     rules = co.alerting_rules(load_environment("dev"))

@@ -12,7 +12,7 @@ import socket
 import pytest
 
 from config import parse_environment
-from ops import jobs
+from ops import ray_head
 from ops.cli import main
 from ops.errors import ClusterAccessError, JobNotFoundError, QuotaExceededError
 from tests.ops.fakes import env_data, head_pod, rayjob
@@ -323,13 +323,13 @@ def test_dashboard_picks_the_only_live_cluster_and_its_head(api):
     add_job(api, "complete", name="old")
     api.state.add_pod({**head(), "metadata": {**head()["metadata"], "namespace": NS}})
     kube = api.client()
-    assert jobs.pick_head(kube, NS, None, prog="hpray", env="dev") == ("hello", "hello-x7k2p")
-    assert jobs.head_pod(kube, NS, "hello-x7k2p")["metadata"]["name"] == "hello-x7k2p-head-abcde"
+    assert ray_head.pick_head(kube, NS, None, prog="hpray", env="dev") == ("hello", "hello-x7k2p")
+    assert ray_head.head_pod(kube, NS, "hello-x7k2p")["metadata"]["name"] == "hello-x7k2p-head-abcde"
     add_job(api, "running", name="other")
     with pytest.raises(Exception, match="2 Ray clusters run in ray-workloads: hello, other"):
-        jobs.pick_head(kube, NS, None, prog="hpray", env="dev")
+        ray_head.pick_head(kube, NS, None, prog="hpray", env="dev")
     with pytest.raises(JobNotFoundError):
-        jobs.pick_head(kube, NS, "nope", prog="hpray", env="dev")
+        ray_head.pick_head(kube, NS, "nope", prog="hpray", env="dev")
 
 
 def test_dashboard_token_only_where_ray_auth_is_on():
@@ -338,14 +338,14 @@ def test_dashboard_token_only_where_ray_auth_is_on():
             assert (namespace, name, key) == (NS, "ray-auth", "token")
             return "s3cr3t"
 
-    assert jobs.auth_token(Secrets(), NS, head()) is None
-    assert jobs.dashboard_url(8265, None) == "http://127.0.0.1:8265"
+    assert ray_head.auth_token(Secrets(), NS, head()) is None
+    assert ray_head.dashboard_url(8265, None) == "http://127.0.0.1:8265"
     on = head(
         [
             {"name": "RAY_AUTH_MODE", "value": "token"},
             {"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": {"name": "ray-auth", "key": "token"}}},
         ]
     )
-    token = jobs.auth_token(Secrets(), NS, on)
-    assert token == "s3cr3t" and jobs.dashboard_url(8265, token) == "http://127.0.0.1:8265/?token=s3cr3t"
+    token = ray_head.auth_token(Secrets(), NS, on)
+    assert token == "s3cr3t" and ray_head.dashboard_url(8265, token) == "http://127.0.0.1:8265/?token=s3cr3t"
     assert base64.b64encode(b"x")  # (the Kube reads Secrets base64-decoded; see Kube.read_secret_value)

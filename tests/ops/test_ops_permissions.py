@@ -65,7 +65,7 @@ def test_dashboard_reads_the_token_from_its_secret_with_the_documented_actions(s
     (moto here); the AWS actions it adds are the documented ones (kms:Decrypt is Secrets
     Manager's own call on the caller's behalf, so no client call records it)."""
     from config.names import ray_auth_secret_name
-    from ops import jobs
+    from ops import ray_head
 
     secret = ray_auth_secret_name("hpray-dashboard-test")
     boto3.client("secretsmanager", region_name=REGION).create_secret(Name=secret, SecretString="t0ken")
@@ -90,13 +90,13 @@ def test_dashboard_reads_the_token_from_its_secret_with_the_documented_actions(s
             raise AssertionError("the Kubernetes Secret is not read when Secrets Manager is")
 
     aws, calls = recording_aws()
-    assert jobs.auth_token(NoSecretsRead(), "ray-workloads", head, aws=aws, secret_id=secret) == "t0ken"
+    assert ray_head.auth_token(NoSecretsRead(), "ray-workloads", head, aws=aws, secret_id=secret) == "t0ken"
     assert calls == ["secretsmanager:GetSecretValue"]
     assert set(calls) | {"eks:DescribeCluster", "kms:Decrypt"} == set(permissions.DASHBOARD)
     # Token auth off on the head: nothing is read.
     aws, calls = recording_aws()
     assert (
-        jobs.auth_token(NoSecretsRead(), "ray-workloads", {"spec": {"containers": [{}]}}, aws=aws, secret_id=secret)
+        ray_head.auth_token(NoSecretsRead(), "ray-workloads", {"spec": {"containers": [{}]}}, aws=aws, secret_id=secret)
         is None
     )
     assert calls == []

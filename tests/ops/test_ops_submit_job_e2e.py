@@ -1,5 +1,5 @@
 """``hpray submit job`` end to end on this machine: a new user's own script, in a directory of its own,
-runs on a real Ray cluster (workloads/common/local_cluster.py) with its code taken from S3.
+runs on a real Ray cluster (rigs/local_cluster.py) with its code taken from S3.
 
 - S3: moto's server on 127.0.0.1; the CLI uploads the working directory there, as it would to the
   checkpoint bucket.
@@ -32,9 +32,9 @@ import ray
 from config import parse_environment
 from ops.aws import Aws
 from ops.cli import main
+from rigs.local_cluster import LocalCluster, free_port
 from tests.ops.fakes import REGION, env_data, head_pod
 from tests.ops.kube_api import KubeApi
-from workloads.common.local_cluster import LocalCluster, free_port
 
 pytestmark = pytest.mark.slow
 NS = "ray-workloads"

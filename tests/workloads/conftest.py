@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from workloads.common.local_cluster import LocalCluster, free_port
+from rigs.local_cluster import LocalCluster, free_port
 
 S3_BUCKET = "hpray-test-checkpoints"
 # Fast node-loss detection for the local cluster (Ray defaults: 3 s x 5 misses). Only the GCS
@@ -29,7 +29,7 @@ FAST_DETECTION = {
 @pytest.fixture(scope="session", autouse=True)
 def _offline_usage_lib():
     """Stub Ray's cloud-metadata probe and usage reporting in the test process itself, and keep
-    its node-IP discovery on loopback (see workloads/common/_offline/sitecustomize.py)."""
+    its node-IP discovery on loopback (see rigs/_offline/sitecustomize.py)."""
     from ray._common.usage import usage_lib
     from ray._private import services
 

@@ -261,16 +261,39 @@ def test_context_holds_only_what_runs_on_the_cluster():
     assert "workloads/Dockerfile" in files and "workloads/image-requirements.txt" in files
     for f in files:
         assert f.startswith(("workloads/", "config/")) or f == ".dockerignore", f
-        assert not f.startswith(("tests/", "bench/", "workloads/common/_offline/")), f
+        assert not f.startswith(("tests/", "bench/", "rigs/_offline/")), f
         assert not f.endswith((".pyc", ".yaml")), f
     for harness in (
-        "workloads/common/local_cluster.py",
-        "workloads/training/rehearsal.py",
-        "workloads/inference/rehearse.py",
-        "workloads/inference/loadtest.py",
-        "workloads/common/_offline/sitecustomize.py",
+        "rigs/local_cluster.py",
+        "rigs/rehearse_train.py",
+        "rigs/rehearse_serve.py",
+        "rigs/rehearse_serve_ha.py",
+        "rigs/loadtest.py",
+        "rigs/_offline/sitecustomize.py",
+        "workloads/training/manifest.py",
+        "workloads/inference/manifest.py",
+        "workloads/common/network_policy.py",
     ):
         assert (ROOT / harness).exists() and harness not in files
+
+
+def test_every_workloads_module_the_image_ships_runs_on_the_cluster():
+    """The renderers run at deploy time (cdk synth, hpray) and stay out of the image: each
+    workloads module it holds is one the RayJob's entrypoint or the Serve app imports."""
+    from workloads.inference import serve_config
+
+    files = set(image.context_files())
+    todo, used = ["workloads.training.__main__", serve_config.IMPORT_PATH.split(":")[0]], set()
+    while todo:
+        m = todo.pop()
+        f = _module_file(m, files)
+        if f is None or f in used:
+            continue
+        used.add(f)
+        todo += sorted(_local_imports(ROOT / f))
+    packages = {f for f in files if f.endswith("__init__.py")}
+    shipped = {f for f in files if f.startswith("workloads/") and f.endswith(".py")}
+    assert shipped - packages == used - packages - {f for f in used if f.startswith("config/")}
 
 
 def _local_imports(path: Path) -> set[str]:

@@ -25,17 +25,18 @@ _OBJECT_META = {"name", "namespace", "labels", "annotations", "generateName", "f
 
 
 @functools.cache
-def schema(kind: str) -> dict:
+def schema(kind: str) -> dict[str, Any]:
     """The v1 openAPIV3Schema of ``kind`` (loaded once; each file takes ~2 s to parse)."""
     from config.fixtures import kuberay_crd_dir
 
     # Raises config.fixtures.FixtureUnavailable (one line: what is missing, how to get it).
     path = kuberay_crd_dir() / _FILES[kind]
     crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    return next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]["openAPIV3Schema"]
+    schema: dict[str, Any] = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]["openAPIV3Schema"]
+    return schema
 
 
-def unknown_fields(value: Any, node: dict, where: str = "") -> list[str]:
+def unknown_fields(value: Any, node: dict[str, Any], where: str = "") -> list[str]:
     """Paths in ``value`` that the schema ``node`` does not declare."""
     out: list[str] = []
     if node.get("x-kubernetes-preserve-unknown-fields"):
@@ -59,7 +60,7 @@ def unknown_fields(value: Any, node: dict, where: str = "") -> list[str]:
     return out
 
 
-def validate(manifest: dict) -> list[str]:
+def validate(manifest: dict[str, Any]) -> list[str]:
     """Every problem with ``manifest`` (empty: valid), each naming the field path."""
     import jsonschema
 

@@ -7,7 +7,7 @@ grafana_dashboard_factory``), exactly as Ray writes them for Grafana, and commit
 asks for a Prometheus data source (the ``datasource`` variable): in Grafana, add the workspace's
 query endpoint as a Prometheus data source with SigV4 (the ``MetricsWorkspaceUrl`` output names
 it) and pick it. The workspace holds exactly the series these panels query: the managed collector
-scrapes Ray's metrics ports (constructs/observability.py), and workloads.common.prom_rehearsal
+scrapes Ray's metrics ports (constructs/observability.py), and rigs.prom_rehearsal
 evaluates every panel's query against a real Prometheus scraping a local Ray cluster.
 
 ``--check`` exits 1 when a committed file differs from what the pinned Ray generates (a Ray

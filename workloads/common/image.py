@@ -18,6 +18,10 @@ import os
 import posixpath
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from config.model import EnvironmentConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The build context is the repository root (the image needs `workloads` and `config`); its
@@ -65,13 +69,13 @@ def asset_hash(root: Path | str = REPO_ROOT) -> str:
 
 
 @functools.cache
-def _asset_hash_cached(root: str, _signature: tuple) -> str:
+def _asset_hash_cached(root: str, _signature: tuple[object, ...]) -> str:
     return fingerprint(root, exclude=docker_excludes(Path(root)), extra_hash=extra_hash())
 
 
-def _context_signature(root: Path) -> tuple:
+def _context_signature(root: Path) -> tuple[object, ...]:
     # Cheap cache key: the .dockerignore and the mtimes of the two copied trees' directories.
-    parts = [(root / ".dockerignore").read_bytes() if (root / ".dockerignore").exists() else b""]
+    parts: list[object] = [(root / ".dockerignore").read_bytes() if (root / ".dockerignore").exists() else b""]
     for top in ("workloads", "config"):
         for d, _, files in os.walk(root / top):
             parts.append((d, tuple(sorted((f, os.stat(os.path.join(d, f)).st_mtime_ns) for f in files))))
@@ -231,7 +235,7 @@ class _DockerIgnoreStrategy:
         return self.ignore.ignores(rel) and self.complete.ignores(rel)
 
 
-def _field(h, header: str, value: str) -> None:
+def _field(h: Any, header: str, value: str) -> None:
     h.update(b"\x01" + header.encode() + b"\x02" + value.encode() + b"\x03")
 
 
@@ -347,7 +351,7 @@ def context_files(root: Path | str = REPO_ROOT) -> list[str]:
     return out
 
 
-def resolve(cfg, override: str | None, field: str) -> str:
+def resolve(cfg: EnvironmentConfig, override: str | None, field: str) -> str:
     """``override`` (``training.image``/``inference.image``) or the environment's workloads image.
 
     Never the bare Ray image: it has neither torch nor this code. Raises ConfigError naming

@@ -78,9 +78,9 @@ def ray_container(
     *,
     cpu: str,
     memory: str,
-    env: list[dict] | None = None,
+    env: list[dict[str, Any]] | None = None,
     extra_resources: dict[str, str] | None = None,
-    ports: list[dict] | None = None,
+    ports: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     limits = {"cpu": cpu, "memory": memory, **(extra_resources or {})}
     container: dict[str, Any] = {
@@ -99,7 +99,7 @@ def ray_container(
 
 
 def head_group(
-    image: str, *, app: str, env: list[dict] | None = None, ports: list[dict] | None = None
+    image: str, *, app: str, env: list[dict[str, Any]] | None = None, ports: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     """The Ray head on the EKS `system` nodes, schedulable for no Ray work (num-cpus 0)."""
     return {
@@ -136,8 +136,8 @@ def worker_group(
     group_name: str,
     image: str,
     app: str,
-    taints: list | None = None,
-    env: list[dict] | None = None,
+    taints: list[Any] | None = None,
+    env: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Worker pods of ``shape`` (sized from the node pool in config/placement.py, which checks
     that they fit) on the HyperPod nodes of its instance type; only nodes HyperPod reports

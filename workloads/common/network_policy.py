@@ -32,8 +32,17 @@ from __future__ import annotations
 from typing import Any
 
 from config import observability as obs
+from config.jobs import JOBS_WORKLOAD
 from config.model import EnvironmentConfig
-from config.names import KUBERAY_NAMESPACE
+from config.names import (
+    HEAD_IN_SERVE_SERVICE,
+    KUBERAY_NAMESPACE,
+    RAY_DASHBOARD_PORT,
+    SERVE_PORT,
+    inference_service_name,
+    llm_service_name,
+    training_job_name,
+)
 from workloads.common import k8s, security
 
 # The chart's app.kubernetes.io/name (kuberay-operator, no nameOverride in constructs/kuberay.py);
@@ -43,13 +52,12 @@ OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "kuberay-operator"}
 NODE_TYPE_LABEL = "ray.io/node-type"
 # KubeRay's defaults, and the ports the head template names "dashboard" and "serve"
 # (ray-operator/controllers/ray/utils/constant.go:107 and :110 at v1.7.0).
-DASHBOARD_PORT = 8265
-SERVE_PORT = 8000
+DASHBOARD_PORT = RAY_DASHBOARD_PORT
 SERVE_CLIENT_LABEL = "hyperpod-ray/serve-client"
 
 
 def _policy(
-    name: str, pod_selector: dict[str, str], ingress: list[dict], namespace: str = k8s.NAMESPACE
+    name: str, pod_selector: dict[str, str], ingress: list[dict[str, Any]], namespace: str = k8s.NAMESPACE
 ) -> dict[str, Any]:
     return {
         "apiVersion": "networking.k8s.io/v1",
@@ -153,21 +161,16 @@ def head_serves(manifest: dict[str, Any]) -> bool:
 def workloads(cfg: EnvironmentConfig) -> list[tuple[str, bool, bool]]:
     """(workload name, serves, head serves) of every RayJob/RayService rendered for ``cfg``, and
     the one workload all ``hpray submit job`` RayJobs share (config/jobs.py)."""
-    from config.jobs import JOBS_WORKLOAD
-    from workloads.inference import manifest as inference
-    from workloads.training import manifest as training
-
-    services = [inference.render(cfg)] + ([inference.render_llm(cfg)] if cfg.inference.llm.enabled else [])
-    out = [(training.render(cfg)["metadata"]["name"], False, False), (JOBS_WORKLOAD, False, False)]
-    return out + [(m["metadata"]["name"], True, head_serves(m)) for m in services]
+    services = [inference_service_name(cfg.name_prefix, cfg.inference.app_name)]
+    services += [llm_service_name(cfg.name_prefix)] if cfg.inference.llm.enabled else []
+    out = [(training_job_name(cfg.training.run_name), False, False), (JOBS_WORKLOAD, False, False)]
+    return out + [(name, True, HEAD_IN_SERVE_SERVICE) for name in services]
 
 
 def team_policies(namespace: str, *, vpc_cidr: str) -> list[dict[str, Any]]:
     """A team namespace's policies (constructs/team_access.py): the same default deny, the
     rules of the one workload its ``hpray submit job`` RayJobs share (config/jobs.py), and the
     metrics collector's scrapes (the VPC's primary CIDR ``vpc_cidr``)."""
-    from config.jobs import JOBS_WORKLOAD
-
     return [
         default_deny(namespace),
         *workload_policies(JOBS_WORKLOAD, serve=False, namespace=namespace),

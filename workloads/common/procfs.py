@@ -67,6 +67,8 @@ def descendants(pid: int) -> list[int]:
 def process_start_time(pid: int | str = "self") -> float:
     """Wall-clock time at which the process started (10 ms; 0.0 when /proc cannot tell)."""
     fields = stat_fields(pid)
+    if fields is None:
+        return 0.0
     try:
         ticks = int(fields[19])
         with open("/proc/uptime") as f:

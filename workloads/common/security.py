@@ -36,10 +36,13 @@ import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from config.names import ray_auth_secret_name
 from workloads.common import k8s
+
+if TYPE_CHECKING:
+    from config.model import EnvironmentConfig
 
 # Kubernetes Secret KubeRay reads the token from, and its key (KubeRay's RAY_AUTH_TOKEN_SECRET_KEY).
 AUTH_SECRET = "ray-auth-token"
@@ -240,7 +243,7 @@ class SyncedSecret:
     key: str
 
 
-def synced_secrets(cfg) -> list[SyncedSecret]:
+def synced_secrets(cfg: EnvironmentConfig) -> list[SyncedSecret]:
     """Every secret the Ray pods' CSI volume syncs for ``cfg``: the Ray token (with
     ``eks.ray_token_auth``). Another secret for the Ray pods joins this list, and the Pod
     Identity role of the workloads needs read access to it (constructs/ray_auth.py)."""
@@ -250,7 +253,7 @@ def synced_secrets(cfg) -> list[SyncedSecret]:
     return out
 
 
-def render_secret_provider_class(cfg) -> dict[str, Any]:
+def render_secret_provider_class(cfg: EnvironmentConfig) -> dict[str, Any]:
     """``python -m workloads render secret-provider-class --env NAME``."""
     secrets = synced_secrets(cfg)
     if not secrets:

@@ -16,6 +16,7 @@ tests' local moto server).
 from __future__ import annotations
 
 import os
+from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
@@ -40,7 +41,9 @@ def _endpoint() -> tuple[str | None, str | None]:
 
 def s3_filesystem() -> pafs.S3FileSystem:
     """An S3 filesystem on the default credential chain (see the module docstring)."""
-    kwargs: dict = {"region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"}
+    kwargs: dict[str, Any] = {
+        "region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    }
     endpoint, scheme = _endpoint()
     if endpoint:
         kwargs.update(endpoint_override=endpoint, scheme=scheme)

@@ -13,7 +13,7 @@ reloads without running out of memory).
 
 Routes: ``POST /v1/completions``, ``GET /v1/models``, ``GET /v1/models/{id}``, ``GET /healthz``;
 the request and response follow OpenAI's completions API (the official ``openai`` client works
-unchanged: tests/workloads/inference/test_openai_client.py).
+unchanged: tests/workloads/inference/test_inference_http.py).
 """
 
 from __future__ import annotations

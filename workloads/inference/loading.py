@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -34,7 +35,7 @@ class LoadedModel:
         return f"{self.run_name}@step-{self.step}"
 
 
-def model_config_of(meta: dict) -> GPTConfig | LlamaConfig:
+def model_config_of(meta: dict[str, Any]) -> GPTConfig | LlamaConfig:
     """The architecture stored in a checkpoint's meta.json."""
     if isinstance(meta.get("model_config"), dict):  # written by workloads.training.job
         return config_from_dict(meta["model_config"])

@@ -27,19 +27,30 @@ from __future__ import annotations
 import ast
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from config import catalog, placement, versions
 from config.model import EnvironmentConfig
+from config.names import (
+    HEAD_IN_SERVE_SERVICE,
+    INFERENCE_APP,
+    LLM_APP,
+    SERVE_PORT,
+    inference_service_name,
+    llm_service_name,
+)
+from workloads.common import ha, k8s, security
 from workloads.common import image as image_mod
-from workloads.common import k8s, security
-from workloads.inference import ha, serve_config
+from workloads.inference import serve_config
 
-SERVE_PORT = 8000
-APP = "inference"
-LLM_APP = "llm"
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from config.hyperpod import InstanceGroup
+
+APP = INFERENCE_APP
 LLM_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 
 
@@ -47,7 +58,7 @@ class _Dumper(yaml.SafeDumper):
     """Multi-line strings (serveConfigV2) as literal blocks, so reviewers can read them; no
     anchors or aliases (objects shared between pod templates are written out in full)."""
 
-    def ignore_aliases(self, data) -> bool:
+    def ignore_aliases(self, data: object) -> bool:
         return True
 
 
@@ -56,7 +67,7 @@ _Dumper.add_representer(
 )
 
 
-def _dump(data: dict) -> str:
+def _dump(data: dict[str, Any]) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100)
 
 
@@ -66,7 +77,7 @@ def _image(env: EnvironmentConfig) -> str:
 
 def _worker_group(
     shape: placement.WorkerShape,
-    instance_group,
+    instance_group: InstanceGroup,
     role: str,
     *,
     image: str,
@@ -103,16 +114,21 @@ def _head(image: str, app: str, env_vars: dict[str, str] | None = None) -> dict[
 
 
 def _rayservice(
-    env: EnvironmentConfig, *, name: str, app: str, serve_cfg: dict, head: dict, workers: list[dict]
+    env: EnvironmentConfig,
+    *,
+    name: str,
+    app: str,
+    serve_cfg: dict[str, Any],
+    head: dict[str, Any],
+    workers: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    service = {
+    service: dict[str, Any] = {
         "apiVersion": "ray.io/v1",
         "kind": "RayService",
         "metadata": k8s.metadata(name, app),
         "spec": {
             "upgradeStrategy": {"type": env.inference.upgrade_strategy},
-            # Traffic goes to the worker pods' proxies only; the head (system nodes) stays control.
-            "excludeHeadPodFromServeSvc": True,
+            "excludeHeadPodFromServeSvc": not HEAD_IN_SERVE_SERVICE,
             "serveConfigV2": _dump(serve_cfg),
             "rayClusterConfig": security.harden(
                 {
@@ -130,7 +146,7 @@ def _rayservice(
     }
     if env.gcs_fault_tolerance:
         # The head's metadata in the platform's Valkey store: a lost head pod does not take the
-        # service down (workloads/inference/ha.py).
+        # service down (workloads/common/ha.py).
         spec = service["spec"]
         spec["rayClusterConfig"] = ha.with_gcs_fault_tolerance(spec["rayClusterConfig"])
     return service
@@ -152,7 +168,7 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
     worker = _worker_group(placement.serve_worker(env), group, "serve", image=image, app=APP, env_vars=ray_env)
     return _rayservice(
         env,
-        name=f"{env.name_prefix}-{inf.app_name}",
+        name=inference_service_name(env.name_prefix, inf.app_name),
         app=APP,
         serve_cfg=serve_config.serve_deploy_config(env, reload=reload),
         head=_head(image, APP, ray_env),
@@ -222,7 +238,7 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
     }
     return _rayservice(
         env,
-        name=f"{env.name_prefix}-llm",
+        name=llm_service_name(env.name_prefix),
         app=LLM_APP,
         serve_cfg=serve_cfg,
         head=_head(image, LLM_APP),
@@ -282,7 +298,7 @@ _LLM_DEPLOYMENT_KEYS = {
 }
 
 
-def serve_config_problems(manifest: dict) -> list[str]:
+def serve_config_problems(manifest: dict[str, Any]) -> list[str]:
     """Validate ``serveConfigV2`` with Ray Serve's own schema (strict for our app's options) and,
     for Serve LLM apps, the LLMConfig keys against the installed Ray's models."""
     from pydantic import ValidationError
@@ -297,7 +313,7 @@ def serve_config_problems(manifest: dict) -> list[str]:
     # Ray's Serve schemas ignore unknown keys; like kubectl's strict mode, we do not.
     from ray.serve.schema import DeploymentSchema, ServeApplicationSchema
 
-    def unknown(d: dict, model, where: str) -> list[str]:
+    def unknown(d: dict[str, Any], model: type[BaseModel], where: str) -> list[str]:
         allowed = set(model.model_fields) | {f.alias for f in model.model_fields.values() if f.alias}
         return [f"{where}.{k}: unknown field (not in Ray's {model.__name__})" for k in sorted(set(d) - allowed)]
 
@@ -340,7 +356,7 @@ def serve_config_problems(manifest: dict) -> list[str]:
     return problems
 
 
-def to_yaml(manifest: dict) -> str:
+def to_yaml(manifest: dict[str, Any]) -> str:
     return _dump(manifest)
 
 

@@ -67,7 +67,7 @@ class RequestError(Exception):
         self.param = param
         self.code = code
 
-    def body(self) -> dict:
+    def body(self) -> dict[str, Any]:
         """OpenAI's error body: ``code`` is a string such as ``model_not_found``, or null."""
         kind = "invalid_request_error" if self.status < 500 else "server_error"
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
@@ -114,7 +114,7 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def parse_body(raw: bytes) -> dict:
+def parse_body(raw: bytes) -> dict[str, Any]:
     if len(raw) > MAX_BODY_BYTES:
         raise RequestError(413, f"request body is {len(raw)} bytes; at most {MAX_BODY_BYTES} allowed")
     try:
@@ -171,7 +171,7 @@ def _prompts(prompt: Any, limits: Limits) -> list[list[int]]:
     return out
 
 
-def _number(data: dict, name: str, default: float, low: float, high: float, note: str = "") -> float:
+def _number(data: dict[str, Any], name: str, default: float, low: float, high: float, note: str = "") -> float:
     v = data.get(name)
     if v is None:
         return default
@@ -182,16 +182,17 @@ def _number(data: dict, name: str, default: float, low: float, high: float, note
     return float(v)
 
 
-def _integer(data: dict, name: str, default: int | None, low: int, high: int, what: str = "") -> int | None:
+def _integer(data: dict[str, Any], name: str, default: int | None, low: int, high: int, what: str = "") -> int | None:
     v = data.get(name)
     if v is None:
         return default
     if not _is_int(v) or not low <= v <= high:
         raise RequestError(400, f"{name}: {v!r} is out of bounds; allowed: an integer from {low} to {high}{what}", name)
-    return v
+    value: int = v
+    return value
 
 
-def validate(data: dict, limits: Limits, model_ids: tuple[str, ...] | None = None) -> Completion:
+def validate(data: dict[str, Any], limits: Limits, model_ids: tuple[str, ...] | None = None) -> Completion:
     """A ``Completion`` from a decoded JSON body, or the first ``RequestError`` found.
 
     ``model_ids``: the names this server answers to; another ``model`` is a 404 as in OpenAI's
@@ -323,7 +324,7 @@ def decode_tokens(ids: list[int]) -> str:
     return bytes(ids).decode("utf-8", errors="replace")
 
 
-def response(model_id: str, req: Completion, token_ids: list[int], cid: str | None = None) -> dict:
+def response(model_id: str, req: Completion, token_ids: list[int], cid: str | None = None) -> dict[str, Any]:
     return {
         "id": cid or completion_id(),
         "object": "text_completion",
@@ -362,7 +363,7 @@ class StreamEncoder:
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.count = 0
 
-    def _event(self, text: str, token_ids: list[int], finish: str | None, usage: dict | None = None) -> bytes:
+    def _event(self, text: str, token_ids: list[int], finish: str | None, usage: dict[str, Any] | None = None) -> bytes:
         chunk = {
             "id": self.cid,
             "object": "text_completion",
@@ -419,7 +420,7 @@ def cut_at_stop(tokens: list[int], stop: tuple[bytes, ...]) -> tuple[list[int], 
     return tokens[: min(hits)], True
 
 
-def _logprobs(ids: list[int], chosen: list, tops: list, text_start: int) -> dict:
+def _logprobs(ids: list[int], chosen: list[Any], tops: list[Any], text_start: int) -> dict[str, Any]:
     offsets, text = [], ""
     for i in range(len(ids)):
         offsets.append(text_start + len(text))
@@ -432,15 +433,15 @@ def _logprobs(ids: list[int], chosen: list, tops: list, text_start: int) -> dict
     }
 
 
-def choice(req: Completion, index: int, out: Generated) -> tuple[dict, int]:
+def choice(req: Completion, index: int, out: Generated) -> tuple[dict[str, Any], int]:
     """One choice of a non-streamed response, and the number of completion tokens in it."""
     tokens, stopped = cut_at_stop(out.tokens, req.stop)
     kept = len(tokens)
     ids = (list(out.prompt_ids) if req.echo else []) + tokens
     logprobs = None
     if req.logprobs is not None:
-        chosen: list = out.token_logprobs[:kept]
-        tops: list = out.top_logprobs[:kept]
+        chosen: list[Any] = out.token_logprobs[:kept]
+        tops: list[Any] = out.top_logprobs[:kept]
         if req.echo:
             chosen = list(out.prompt_logprobs or []) + chosen
             tops = list(out.prompt_top or []) + tops
@@ -461,7 +462,7 @@ def mean_logprob(out: Generated, stop: tuple[bytes, ...]) -> float:
     return sum(out.token_logprobs[:kept]) / kept if kept else 0.0
 
 
-def completion_body(model_id: str, req: Completion, outputs: list[list[Generated]]) -> dict:
+def completion_body(model_id: str, req: Completion, outputs: list[list[Generated]]) -> dict[str, Any]:
     """The response to a non-streamed request: ``outputs[p]`` are prompt ``p``'s ``best_of``
     sequences; the ``n`` best of each become choices ``p * n ... p * n + n - 1``."""
     choices, completion_tokens = [], 0
@@ -502,7 +503,9 @@ class ChoiceStream:
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.text_len = 0
 
-    def _delta(self, upto: int, finish: str | None, prefix: tuple[list[int], list, list] | None = None) -> dict:
+    def _delta(
+        self, upto: int, finish: str | None, prefix: tuple[list[int], list[Any], list[Any]] | None = None
+    ) -> dict[str, Any]:
         ids = self.tokens[self.sent : upto]
         chosen = [lp for lp, _ in self.lps[self.sent : upto]]
         tops = [top for _, top in self.lps[self.sent : upto]]
@@ -521,11 +524,11 @@ class ChoiceStream:
             "finish_reason": finish,
         }
 
-    def echo(self, prompt_logprobs: list | None, prompt_top: list | None) -> dict:
+    def echo(self, prompt_logprobs: list[Any] | None, prompt_top: list[Any] | None) -> dict[str, Any]:
         """The first delta with ``echo``: the prompt itself."""
         return self._delta(0, None, (list(self.prompt_ids), list(prompt_logprobs or []), list(prompt_top or [])))
 
-    def push(self, tok: int, lp: float | None = None, top: dict[int, float] | None = None) -> dict | None:
+    def push(self, tok: int, lp: float | None = None, top: dict[int, float] | None = None) -> dict[str, Any] | None:
         """The delta to send after ``tok``, if any (None while held back or once finished)."""
         if self.done:
             return None
@@ -546,7 +549,7 @@ class ChoiceStream:
         upto = len(self.tokens) - hold
         return self._delta(upto, None) if upto > self.sent else None
 
-    def finish(self) -> dict | None:
+    def finish(self) -> dict[str, Any] | None:
         """The last delta when generation ended at ``max_tokens``."""
         if self.done:
             return None
@@ -558,7 +561,9 @@ class ChoiceStream:
         return len(self.tokens)
 
 
-def stream_chunk(cid: str, created: int, model_id: str, choices: list[dict], usage: dict | None = None) -> bytes:
+def stream_chunk(
+    cid: str, created: int, model_id: str, choices: list[dict[str, Any]], usage: dict[str, Any] | None = None
+) -> bytes:
     chunk = {
         "id": cid,
         "object": "text_completion",

@@ -13,9 +13,13 @@ import argparse
 import json
 import logging
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workloads.training.job import JobSettings
 
 
-def settings_from_args(argv: list[str] | None = None):
+def settings_from_args(argv: list[str] | None = None) -> JobSettings:
     from config import ConfigError, load_environment
     from workloads.training import settings as S
     from workloads.training.job import JobSettings

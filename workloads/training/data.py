@@ -11,6 +11,7 @@ from __future__ import annotations
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -52,8 +53,8 @@ def load_corpus(data_path: str | None, max_bytes: int) -> bytes:
                 for i in fs.get_file_info(pafs.FileSelector(base, recursive=True))
                 if i.type == pafs.FileType.File
             )
-        for path in files:
-            with fs.open_input_stream(path) as f:
+        for name in files:
+            with fs.open_input_stream(name) as f:
                 data = f.read(max_bytes - total)
             chunks.append(data)
             total += len(data)
@@ -72,7 +73,7 @@ class DataPosition:
     epoch: int = 0
     cursor: int = 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "cursor": self.cursor}
 
 

@@ -11,38 +11,21 @@ import shlex
 from typing import Any
 
 from config import EnvironmentConfig, placement
+from config.names import TRAINING_APP, training_job_name
 from workloads.common import image as image_mod
 from workloads.common import k8s, rayjob
 from workloads.training import settings as settings_mod
 
-APP = "ray-train"
+APP = TRAINING_APP
 
-# Environment of every Ray process of the job. The Train controller's poll
-# (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S) stays at Ray's default, 2 s: the controller takes one
-# report per worker per poll and `report()` blocks until the previous one is taken, which
-# paces training only when reports come faster than the polls (every 50 GPU steps here:
-# several seconds; locally, 10 CPU steps in ~1.5 s, it did: settings.LOCAL_RAY_ENV). If that
-# ever happens here, train_func says so once in the job log (job.ReportPacing). A shorter
-# poll costs CPU on every worker all the time to save at most 2 s per node loss (measured in
-# bench/training_throughput.py and bench/training_recovery.py; bench/README.md).
-#
-# RAY_TRAIN_ENABLE_PREEMPTION_WATCHER=0: Ray Train 2.60 starts one more actor per worker group,
-# a PreemptionWatcher that asks the GCS every 5 s for nodes Ray is draining and, if one of ours
-# is, marks the workers so that `ray.train.get_preemption_info()` can see it. Nothing drains Ray
-# nodes here (no Ray autoscaler in this RayJob; HyperPod replaces a failed node, which Ray sees
-# as a node loss, handled by FailureConfig) and train_func never asks; the actor's process costs
-# ~5 ms of CPU per second like any idle Ray worker process, and with no CPU of its own it can land
-# on a GPU node (it did locally).
-# RAY_LOG_MONITOR_MANY_FILES_THRESHOLD=0: every node's log monitor (on the GPU nodes too) looks
-# for new log files with a glob of the logs dir on each 100 ms pass while the dir holds fewer than
-# this many files (Ray's default 1000), else every LOG_NAME_UPDATE_INTERVAL_S (0.5 s); 0 takes
-# the 0.5 s path always. New log files (new worker processes) are picked up up to 0.5 s later;
-# the lines of known files are still forwarded every pass. Measured locally: the log monitor's
-# CPU 10.5 -> 4.5 ms per second. Both in bench/training_throughput.py (bench/README.md).
-# Measured and left at Ray's default: RAY_worker_niceness (15 for every worker process, the ranks
-# too). Starting the workers at nice 0 did not make training faster locally (interleaved A/B,
-# 5 blocks, 2026-12-02: 0.995 of the nice-15 throughput), and nice 15 keeps a node's raylet
-# and agents ahead of busy workers.
+# Environment of every Ray process of the job; figures behind each setting: docs/benchmarks.md,
+# "Ray settings of the training job".
+# - The Train controller's poll stays at Ray's default (2 s): reports here are seconds apart, and
+#   job.ReportPacing says so in the job log if they ever come faster.
+# - No PreemptionWatcher actor per worker group: nothing drains Ray nodes here (HyperPod replaces
+#   a failed node, which FailureConfig handles as a node loss).
+# - The log monitors look for new log files every 0.5 s instead of every pass: less CPU on every node.
+# - Workers keep Ray's nice 15, so a node's raylet and agents stay ahead of busy workers.
 RAY_ENV = {
     "RAY_TRAIN_V2_ENABLED": "1",
     "RAY_USAGE_STATS_ENABLED": "0",
@@ -68,7 +51,7 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     settings_json = json.dumps(job.to_dict(), sort_keys=True, separators=(",", ":"))
     entrypoint = f"python -m workloads.training --settings-json {shlex.quote(settings_json)}"
     env = k8s.env_list(RAY_ENV)
-    name = f"train-{t.run_name}"
+    name = training_job_name(t.run_name)
     return rayjob.ray_job(
         metadata=k8s.metadata(name, APP),
         entrypoint=entrypoint,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.common.local_cluster import free_ports
+from rigs.local_cluster import free_ports
 
 STANDIN = Path(__file__).with_name("pod_identity_standin.py")
 BUCKET = "hpray-pod-identity"

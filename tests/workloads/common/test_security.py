@@ -275,10 +275,8 @@ def test_a_token_authenticated_ray_cluster_denies_callers_without_the_token():
     """A real local Ray cluster started as the pods are (RAY_AUTH_MODE=token, token in the env):
     every HTTP endpoint but the Prometheus exporters answers 401 without the token, 403 with a wrong
     one and serves with it; the Jobs API lists and submits only with it; the GCS refuses a gRPC client
-    without it; no file Ray writes holds the token (workloads/common/auth_check.py)."""
-    out = subprocess.run(
-        [sys.executable, "-m", "workloads.common.auth_check"], capture_output=True, text=True, timeout=600
-    )
+    without it; no file Ray writes holds the token (rigs/auth_check.py)."""
+    out = subprocess.run([sys.executable, "-m", "rigs.auth_check"], capture_output=True, text=True, timeout=600)
     summary = json.loads(out.stdout)
     assert summary["failures"] == [], summary
     assert out.returncode == 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.inference.local import LocalCluster, free_port
+from rigs.serve_local import LocalCluster, free_port
 
 TINY = {"block_size": 64, "n_layer": 2, "n_head": 2, "n_embd": 32}
 RUN = "tiny-run"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from workloads.common.local_cluster import LocalCluster
-from workloads.inference.rehearse_ha import Redis
+from rigs.local_cluster import LocalCluster
+from rigs.rehearse_serve_ha import Redis
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from workloads.inference import rehearse_ha
+from rigs import rehearse_serve_ha as rehearse_ha
 
 
 def test_requests_survive_a_head_kill_and_the_service_is_whole_again(tmp_path):

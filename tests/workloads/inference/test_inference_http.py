@@ -39,7 +39,7 @@ def _complete(url, **body):
 def test_haproxy_is_the_ingress(serve_app):
     """As on the cluster (inference.high_throughput): HAProxy, started by this cluster, owns the
     serve port, and the replicas answer it directly."""
-    from workloads.inference import local
+    from rigs import serve_local as local
 
     url, _, cluster = serve_app
     port = int(url.rsplit(":", 1)[1])

@@ -34,7 +34,7 @@ JOB = (
 def test_cut_log_follower_does_not_stop_the_job(tmp_path):
     from ray.job_submission import JobStatus, JobSubmissionClient
 
-    from workloads.common.local_cluster import LocalCluster
+    from rigs.local_cluster import LocalCluster
 
     script, cut = tmp_path / "job.py", tmp_path / "cut"
     script.write_text(JOB)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.common.local_cluster import REPO_ROOT, free_port
+from rigs.local_cluster import REPO_ROOT, free_port
 
 pytestmark = pytest.mark.slow  # process groups of real processes
 RANK = Path(__file__).with_name("meta_init_rank.py")

@@ -255,7 +255,7 @@ ray.shutdown()
 # watchdog stops the cluster and exits.
 STARTER = """
 import os, subprocess, sys, threading
-from workloads.common.local_cluster import LocalCluster
+from rigs.local_cluster import LocalCluster
 c = LocalCluster(worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1024,
                  object_store_per_node_mib=256, dashboard=False).start()
 threading.Timer(100, lambda: (print("driver hung", flush=True), c.stop(), os._exit(3))).start()
@@ -278,7 +278,7 @@ def test_local_cluster_traffic_stays_on_loopback():
     import subprocess
     import sys
 
-    from workloads.common.local_cluster import REPO_ROOT
+    from rigs.local_cluster import REPO_ROOT
 
     # The test process has the hook applied by conftest; the process we start must not.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from rigs.local_cluster import REPO_ROOT, free_port
 from workloads.common import checkpoint as ck
-from workloads.common.local_cluster import REPO_ROOT, free_port
 
 pytestmark = pytest.mark.slow  # process groups of real processes
 SAVER = Path(__file__).with_name("sharded_saver.py")

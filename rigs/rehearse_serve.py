@@ -1,6 +1,6 @@
 """Local rehearsal of the generation service under load and a replica failure (real Ray).
 
-    python -m workloads.inference.rehearse [--storage DIR] [--run NAME]
+    python -m rigs.rehearse_serve [--storage DIR] [--run NAME]
 
 Deploys the app (the same serveConfigV2 as the cluster's, CPU-sized) on a local head + two
 worker nodes, serving the newest intact checkpoint a training rehearsal wrote; runs a bounded
@@ -19,11 +19,12 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from workloads.inference import loadtest
-from workloads.inference.local import LocalCluster, free_port, replica_pids  # loopback hooks first
+from rigs import loadtest
+from rigs.serve_local import LocalCluster, free_port, replica_pids  # loopback hooks first
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "rehearse-serve"
 
 
@@ -63,7 +64,7 @@ def locate(storage: str | None, run: str | None) -> tuple[Path, str | None]:
     return hit[0], find_run(hit[0], run) if run else hit[1]
 
 
-def write_summary(out: Path, s: dict) -> None:
+def write_summary(out: Path, s: dict[str, Any]) -> None:
     """``out/summary.json``, and the summary's first lines: the requests and the client's retries."""
     (out / "summary.json").write_text(json.dumps(s, indent=1))
     print("\n==> summary")
@@ -75,7 +76,7 @@ def write_summary(out: Path, s: dict) -> None:
 
 
 def plot(
-    records,
+    records: list[loadtest.Record],
     kill_t: float,
     replaced_t: float | None,
     path: Path,
@@ -131,7 +132,7 @@ def add_model_arguments(p: argparse.ArgumentParser, *, storage_help: str) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workloads.inference.rehearse", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m rigs.rehearse_serve", description=__doc__.splitlines()[0])
     add_model_arguments(p, storage_help="checkpoint storage of the training rehearsal (default: the newest under out/)")
     p.add_argument("--requests", type=int, default=600)
     p.add_argument("--concurrency", type=int, default=8)
@@ -166,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     from ray import serve
+    from ray.serve._private.common import ReplicaState
 
     from workloads.inference import serve_config
 
@@ -219,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             if replaced_t is None:
                 now = replica_pids(cluster)
                 dep = serve.status().applications[env.inference.app_name].deployments[serve_config.DEPLOYMENT]
-                if len(now) == 2 and victim not in now and dep.replica_states.get("RUNNING", 0) == 2:
+                if len(now) == 2 and victim not in now and dep.replica_states.get(ReplicaState.RUNNING, 0) == 2:
                     replaced_t = time.perf_counter() - t_start
                     print(f"==> t={replaced_t:5.1f} s: replacement replica running (pids {now})", flush=True)
             print(f"    t={time.perf_counter() - t_start:5.1f} s ...", flush=True)
@@ -227,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         while replaced_t is None and time.monotonic() < deadline:
             now = replica_pids(cluster)
             dep = serve.status().applications[env.inference.app_name].deployments[serve_config.DEPLOYMENT]
-            if len(now) == 2 and victim not in now and dep.replica_states.get("RUNNING", 0) == 2:
+            if len(now) == 2 and victim not in now and dep.replica_states.get(ReplicaState.RUNNING, 0) == 2:
                 replaced_t = time.perf_counter() - t_start
                 print(f"==> t={replaced_t:5.1f} s: replacement replica running (pids {now})", flush=True)
             time.sleep(0.5)

@@ -1,4 +1,4 @@
-"""``python -m workloads.common.auth_check``: every endpoint of a real token-authenticated Ray
+"""``python -m rigs.auth_check``: every endpoint of a real token-authenticated Ray
 cluster (local, 127.0.0.1) denies a caller without the token and serves one with it.
 
 The cluster runs as the pods do (``RAY_AUTH_MODE=token``, the token in ``RAY_AUTH_TOKEN``, see
@@ -22,6 +22,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from workloads.common import procfs
 
@@ -40,7 +41,9 @@ _GCS_PROBE = (
 )
 
 
-def http(port: int, path: str, token: str | None, method: str = "GET", body: bytes | None = None):
+def http(
+    port: int, path: str, token: str | None, method: str = "GET", body: bytes | None = None
+) -> tuple[int | None, str]:
     """(status, body) of one request, or (None, error name) when the port does not speak HTTP."""
     headers = {"Content-Type": "application/json"} if body else {}
     if token is not None:
@@ -75,17 +78,18 @@ def _process_name(pid: int) -> str:
     return " ".join(Path(w).name for w in words[:3])
 
 
-def run() -> dict:
+def run() -> dict[str, Any]:
     token = secrets.token_urlsafe(32)
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
-    from workloads.common.local_cluster import LocalCluster
+    from rigs.local_cluster import LocalCluster
 
     failures: list[str] = []
-    summary: dict = {"http_denied": [], "metrics_only": [], "not_http": []}
+    summary: dict[str, Any] = {"http_denied": [], "metrics_only": [], "not_http": []}
     cluster = LocalCluster(worker_nodes=1, cpus_per_node=1, memory_per_node_mib=1024, object_store_per_node_mib=256)
     with cluster:
         ports = procfs.listening_ports(cluster.processes())
         dash = cluster.dashboard_port
+        assert dash is not None  # start() picks it
         if dash not in ports:
             failures.append(f"dashboard port {dash} is not among the cluster's listening ports")
         for port, pid in sorted(ports.items()):
@@ -107,8 +111,8 @@ def run() -> dict:
 
         # The Jobs API: listing and submitting need the token.
         submit = json.dumps({"entrypoint": "echo authenticated"}).encode()
-        for method, body in (("GET", None), ("POST", submit)):
-            status, _ = http(dash, "/api/jobs/", None, method, body)
+        for method, payload in (("GET", None), ("POST", submit)):
+            status, _ = http(dash, "/api/jobs/", None, method, payload)
             if status != 401:
                 failures.append(f"Jobs API {method} without a token -> {status}, expected 401")
         status, reply = http(dash, "/api/jobs/", token, "POST", submit)
@@ -117,7 +121,7 @@ def run() -> dict:
         summary["job_submitted_with_token"] = status == 200
 
         # The GCS (gRPC): a client with no token is refused, one with it is served.
-        def gcs(env: dict) -> subprocess.CompletedProcess:
+        def gcs(env: dict[str, Any]) -> subprocess.CompletedProcess[str]:
             return subprocess.run(
                 [sys.executable, "-c", _GCS_PROBE, cluster.address],
                 env=env,
@@ -127,13 +131,15 @@ def run() -> dict:
             )
 
         without = {k: v for k, v in cluster.env().items() if k not in ("RAY_AUTH_TOKEN", "RAY_AUTH_MODE")}
-        denied = gcs(without)
+        denied: subprocess.CompletedProcess[str] | None = gcs(without)
+        assert denied is not None
         if denied.returncode == 0:
             failures.append("GCS served a client without the token")
         summary["gcs_without_token"] = (
             "Unauthenticated" if "Unauthenticated" in denied.stderr + denied.stdout else "error"
         )
-        allowed = gcs(cluster.env())
+        allowed: subprocess.CompletedProcess[str] | None = gcs(cluster.env())
+        assert allowed is not None
         if allowed.returncode != 0 or "ok" not in allowed.stdout:
             failures.append(f"GCS refused a client with the token: {allowed.stderr[-500:]}")
 
@@ -143,7 +149,7 @@ def run() -> dict:
             failures.append(f"expected one Ray Client server, found ports {client_ports}")
         else:
 
-            def client(env: dict, probe: str = _CLIENT_PROBE) -> subprocess.CompletedProcess | None:
+            def client(env: dict[str, Any], probe: str = _CLIENT_PROBE) -> subprocess.CompletedProcess[str] | None:
                 try:
                     return subprocess.run(
                         [sys.executable, "-c", probe, f"ray://127.0.0.1:{client_ports[0]}"],
@@ -183,14 +189,15 @@ def run() -> dict:
                 )
             summary["client_with_token_attempts"] = attempts
             if attempts[-1] != "served":
-                server_logs = sorted(Path(cluster.temp_dir).rglob("ray_client_server_*.err"))
+                server_logs = sorted(cluster.temp_path().rglob("ray_client_server_*.err"))
                 tails = {p.name: p.read_text(errors="replace")[-800:] for p in server_logs}
                 failures.append(f"Ray Client refused a client with the token: {attempts}; server logs: {tails}")
 
-        leaks = [str(p) for p in Path(cluster.temp_dir).rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+        temp_dir = cluster.temp_path()
+        leaks = [str(p) for p in temp_dir.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
         if leaks:
             failures.append(f"the token is written in {len(leaks)} file(s): {leaks[:5]}")
-        summary["files_scanned_for_token"] = sum(1 for p in Path(cluster.temp_dir).rglob("*") if p.is_file())
+        summary["files_scanned_for_token"] = sum(1 for p in temp_dir.rglob("*") if p.is_file())
     for key in ("http_denied", "metrics_only", "not_http"):
         summary[key] = sorted(set(summary[key]))
     summary["failures"] = failures

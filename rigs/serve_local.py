@@ -1,5 +1,5 @@
 """The local Ray cluster of the serve tests, rehearsal and benchmarks: the training workload's
-``workloads.common.local_cluster.LocalCluster`` (every node a ``ray start --block`` in its own
+``rigs.local_cluster.LocalCluster`` (every node a ``ray start --block`` in its own
 process group, free ports, private temp dir, 127.0.0.1 only, stopped by group and temp dir, never
 by name) with this process connected as the Ray driver while it runs, which Serve's deploy API
 needs; plus /proc helpers to find the replicas and their CPU time.
@@ -8,7 +8,7 @@ needs; plus /proc helpers to find the replicas and their CPU time.
 does on every container; with HAProxy on, its files and fixed ports are made private to the
 cluster (``_local_haproxy_env``).
 
-Importing this module also loads ``workloads/common/_offline/sitecustomize.py`` into this process
+Importing this module also loads ``rigs/_offline/sitecustomize.py`` into this process
 (the nodes get it through PYTHONPATH): the driver stays on 127.0.0.1 too and Ray never probes
 cloud metadata or reports usage from here.
 """
@@ -16,13 +16,15 @@ cloud metadata or reports usage from here.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
+from typing import Any, Self
 
-from workloads.common import local_cluster as _common
+from rigs import local_cluster as _common
+from rigs.local_cluster import REPO_ROOT, free_port, free_ports, keep_this_process_on_loopback
 from workloads.common import procfs
-from workloads.common.local_cluster import REPO_ROOT, free_port, free_ports, keep_this_process_on_loopback
 
 # At import, not only in start(): callers import this module before anything else of Ray.
 keep_this_process_on_loopback()
@@ -41,14 +43,14 @@ class LocalCluster(_common.LocalCluster):
     memory_per_node_mib: int = 2048
     object_store_per_node_mib: int = 128
     # Serve's environment on every node, as on the cluster: ``serve_config.ray_env(env)``.
-    serve_env: dict = field(default_factory=dict)
+    serve_env: dict[str, Any] = field(default_factory=dict)
     # A proxy on the worker nodes too (``proxy_location: EveryNode``, as on the cluster, where
     # the serve Service excludes the head): each worker's proxy binds this port (Serve's
     # RAY_SERVE_WORKER_PROXY_HTTP_PORT; the head keeps http_options.port) and, with HAProxy,
     # gets its own HAProxy files and ports, since every node here shares one address.
     worker_proxy_port: int | None = None
 
-    def start(self, timeout_s: float = 120) -> LocalCluster:
+    def start(self, timeout_s: float = 120) -> Self:
         import ray
 
         if ray.is_initialized():
@@ -62,7 +64,7 @@ class LocalCluster(_common.LocalCluster):
                 address=self.address,
                 _node_ip_address="127.0.0.1",
                 log_to_driver=False,
-                logging_level="WARNING",
+                logging_level=logging.WARNING,
                 configure_logging=False,
             )
         except BaseException:
@@ -70,10 +72,11 @@ class LocalCluster(_common.LocalCluster):
             raise
         return self
 
-    def node_env(self, name: str) -> dict:
+    def node_env(self, name: str) -> dict[str, Any]:
         env = super().node_env(name)
         if name != "head" and self.worker_proxy_port is not None:
             env["RAY_SERVE_WORKER_PROXY_HTTP_PORT"] = str(self.worker_proxy_port)
+            assert self.temp_dir is not None  # set by start()
             env.update(_local_haproxy_env(self.serve_env, os.path.join(self.temp_dir, name)))
         return env
 
@@ -86,7 +89,7 @@ class LocalCluster(_common.LocalCluster):
         super().stop()
 
 
-def _local_haproxy_env(serve_env: dict, temp_dir: str) -> dict:
+def _local_haproxy_env(serve_env: dict[str, Any], temp_dir: str) -> dict[str, Any]:
     """Local only: HAProxy's files and fixed ports made private to this cluster.
 
     Ray's defaults are one set per machine (/tmp/haproxy-serve/..., stats 8404, metrics 9101,

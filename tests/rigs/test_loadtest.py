@@ -1,11 +1,11 @@
-"""workloads/inference/loadtest.in_background: the rehearsals' "kill once N requests finished"."""
+"""rigs/loadtest.in_background: the rehearsals' "kill once N requests finished"."""
 
 from __future__ import annotations
 
 import itertools
 import threading
 
-from workloads.inference import loadtest
+from rigs import loadtest
 
 
 def test_returns_once_the_count_is_reached_while_the_load_goes_on():

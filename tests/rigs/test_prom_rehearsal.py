@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from workloads.common import prom_rehearsal
+from rigs import prom_rehearsal
 
 
 def test_every_shipped_dashboard_has_queries_and_no_variable_survives():
@@ -27,9 +27,7 @@ def test_grafana_variables_become_match_all_and_intervals():
 
 @pytest.mark.slow
 def test_dashboard_queries_evaluate_against_a_real_prometheus():
-    out = subprocess.run(
-        [sys.executable, "-m", "workloads.common.prom_rehearsal"], capture_output=True, text=True, timeout=900
-    )
+    out = subprocess.run([sys.executable, "-m", "rigs.prom_rehearsal"], capture_output=True, text=True, timeout=900)
     summary = json.loads(out.stdout[out.stdout.index("{") :])
     assert summary["errors"] == [], summary["errors"][:5]
     assert summary["targets_up"] >= 2 and summary["targets_up"] == summary["scrape_targets"]

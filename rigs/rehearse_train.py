@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from workloads.common.local_cluster import REPO_ROOT, LocalCluster
+from rigs.local_cluster import REPO_ROOT, LocalCluster
 
 STEP_RE = re.compile(r"TRAIN step=(\d+) loss=([0-9.]+) t=([0-9.]+)")
 RESUME_RE = re.compile(r"TRAIN resume step=(\d+) from=(\S+) world=(\d+) t=([0-9.]+)")
@@ -304,7 +304,7 @@ def _plot(seen, resumes, kill_t, path: Path) -> Path:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workloads.training.rehearsal")
+    p = argparse.ArgumentParser(prog="python -m rigs.rehearse_train")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--kill-at-step", type=int, default=130)

@@ -1,11 +1,12 @@
-"""The serving rehearsals' choice of checkpoint (workloads/inference/rehearse.py ``locate``): a run
+"""The serving rehearsals' choice of checkpoint (rigs/rehearse_serve.py ``locate``): a run
 without a checkpoint is a one-line error before any Ray process starts."""
 
 from __future__ import annotations
 
 import pytest
 
-from workloads.inference import rehearse, rehearse_ha
+from rigs import rehearse_serve as rehearse
+from rigs import rehearse_serve_ha as rehearse_ha
 
 
 @pytest.fixture

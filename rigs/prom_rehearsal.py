@@ -1,4 +1,4 @@
-"""``python -m workloads.common.prom_rehearsal``: a real Prometheus server (Debian package
+"""``python -m rigs.prom_rehearsal``: a real Prometheus server (Debian package
 ``prometheus``) scrapes a local token-authenticated Ray cluster, and every PromQL query of the
 Grafana dashboards that ship in the pinned Ray wheel is evaluated against that data.
 
@@ -25,6 +25,7 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 PROMETHEUS = "/usr/bin/prometheus"
 _INTERVAL_VARS = re.compile(
@@ -57,11 +58,12 @@ def as_grafana_would(expr: str) -> str:
     return _VAR.sub(".*", expr)
 
 
-def query(base: str, expr: str) -> dict:
+def query(base: str, expr: str) -> dict[str, Any]:
     url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
     try:
         with urllib.request.urlopen(url, timeout=30) as resp:
-            return json.load(resp)
+            result: dict[str, Any] = json.load(resp)
+            return result
     except urllib.error.HTTPError as err:
         return json.loads(err.read() or b"{}") or {"status": "error", "error": str(err)}
 
@@ -79,16 +81,16 @@ def _ready(base: str, targets: int) -> bool:
     return all(query(base, f"count({name})").get("data", {}).get("result") for name in READY_SERIES)
 
 
-def run(max_scrape_seconds: float = 90) -> dict:
+def run(max_scrape_seconds: float = 90) -> dict[str, Any]:
     if not Path(PROMETHEUS).exists():
         raise SystemExit(f"{PROMETHEUS} not found: apt-get install prometheus (Debian package)")
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_urlsafe(32))
+    from rigs.auth_check import http, is_prometheus_text
+    from rigs.local_cluster import LocalCluster, free_port
     from workloads.common import procfs
-    from workloads.common.auth_check import http, is_prometheus_text
-    from workloads.common.local_cluster import LocalCluster, free_port
 
     work = Path(tempfile.mkdtemp(prefix="prom"))
-    summary: dict = {}
+    summary: dict[str, Any] = {}
     prom = None
     cluster = LocalCluster(
         worker_nodes=1,
@@ -114,7 +116,7 @@ def run(max_scrape_seconds: float = 90) -> dict:
             def add(self, n: int) -> int:
                 return n + 1
 
-        counter = Counter.remote()
+        counter = Counter.remote()  # type: ignore[attr-defined]
         ray.get([square.remote(i) for i in range(50)] + [counter.add.remote(i) for i in range(20)])
         targets = sorted(
             f"127.0.0.1:{port}"

@@ -47,7 +47,7 @@ class Result:
     def ok(self) -> list[Record]:
         return [r for r in self.records if r.status == 200]
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         lat = sorted(r.latency_s for r in self.ok)
 
         def q(p: float) -> float:
@@ -68,7 +68,7 @@ class Result:
         }
 
 
-def bodies(n: int, max_tokens: int = 16) -> list[dict]:
+def bodies(n: int, max_tokens: int = 16) -> list[dict[str, Any]]:
     """The same fixed, seeded request set for every server."""
     words = ["ray", "serve", "hyperpod", "train", "batch", "token", "model", "GPU"]
     return [
@@ -83,7 +83,13 @@ def bodies(n: int, max_tokens: int = 16) -> list[dict]:
 
 
 async def _run(
-    url: str, reqs: list[dict], concurrency: int, time_limit_s: float, retry: bool, timeout_s: float, on_record=None
+    url: str,
+    reqs: list[dict[str, Any]],
+    concurrency: int,
+    time_limit_s: float,
+    retry: bool,
+    timeout_s: float,
+    on_record: Callable[[int], None] | None = None,
 ) -> Result:
     res = Result()
     t0 = time.perf_counter()
@@ -94,7 +100,7 @@ async def _run(
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as client:
 
-        async def one(body: dict) -> None:
+        async def one(body: dict[str, Any]) -> None:
             start = time.perf_counter()
             status, tokens, err, attempt = 0, 0, "", 0
             for attempt in range(1 + RETRIES if retry else 1):
@@ -138,7 +144,7 @@ def run(
     retry: bool = False,
     timeout_s: float = 30.0,
     warmup: int = 0,
-    on_record=None,
+    on_record: Callable[[int], None] | None = None,
 ) -> Result:
     """``on_record(n)``, if given, is called after each finished request with the count so far."""
     if warmup:
@@ -159,11 +165,13 @@ def wait_ready(url: str, timeout_s: float = 120) -> None:
     raise TimeoutError(f"{url} not ready after {timeout_s:.0f} s")
 
 
-def in_background(run_load: Callable[[Callable[[int], None]], Any], *, until: int) -> tuple[threading.Thread, dict]:
+def in_background(
+    run_load: Callable[[Callable[[int], None]], Any], *, until: int
+) -> tuple[threading.Thread, dict[str, Any]]:
     """Starts ``run_load(on_count)`` in a thread and returns once ``until`` requests have finished, or
     the load ended first (then the thread is no longer alive): the rehearsals' moment to kill
     something under load. The load's result lands in the returned dict under ``"r"``."""
-    result: dict = {}
+    result: dict[str, Any] = {}
     reached = threading.Event()
 
     def load() -> None:

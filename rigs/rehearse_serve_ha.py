@@ -1,6 +1,6 @@
 """Local rehearsal of the generation service losing its Ray head under load (real Ray, real Redis).
 
-    python -m workloads.inference.rehearse_ha [--storage DIR] [--run NAME]
+    python -m rigs.rehearse_serve_ha [--storage DIR] [--run NAME]
 
 What the RayService does with GCS fault tolerance, on this machine: a private ``redis-server``
 (password-protected, TLS only, 127.0.0.1) is the head's GCS store (``RAY_REDIS_ADDRESS``,
@@ -23,6 +23,8 @@ one timeline whose figures depend on each other.
 from __future__ import annotations
 
 import argparse
+import functools
+import logging
 import os
 import secrets
 import shutil
@@ -32,13 +34,15 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from workloads.inference import loadtest
-from workloads.inference.local import LocalCluster, free_port, replica_pids  # loopback hooks first
+from rigs import loadtest
+from rigs.serve_local import LocalCluster, free_port, replica_pids  # loopback hooks first
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "rehearse-serve-ha"
 # KubeRay 1.7 gives GCS-FT worker pods 600 s to reconnect to a restarted GCS
 # (utils.DefaultWorkerRayGcsReconnectTimeoutS); Ray's own default is 60 s.
@@ -63,7 +67,7 @@ class Redis:
 
     port: int
     password: str
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     dir: str
 
     @property
@@ -187,7 +191,7 @@ def steady_load(
     max_tokens: int,
     stop: threading.Event,
     time_limit_s: float,
-    on_count,
+    on_count: Callable[[int], None],
 ) -> loadtest.Result:
     """Back-to-back bounded load tests (``concurrency`` x 8 requests each) until ``stop`` is set
     or ``time_limit_s`` passes: a load that spans an outage of unknown length. One Result, with
@@ -203,7 +207,7 @@ def steady_load(
             time_limit_s=time_limit_s - offset,
             max_tokens=max_tokens,
             retry=True,
-            on_record=lambda n, base=done: on_count(base + n),
+            on_record=functools.partial(lambda base, n: on_count(base + n), done),
         )
         for r in part.records:
             r.start_s += offset
@@ -215,6 +219,7 @@ def steady_load(
 
 def _serve_whole(app: str, deployment: str, replicas: int) -> bool:
     from ray import serve
+    from ray.serve._private.common import ReplicaState
 
     try:
         status = serve.status()
@@ -224,7 +229,9 @@ def _serve_whole(app: str, deployment: str, replicas: int) -> bool:
     if a is None or a.status != "RUNNING":
         return False
     dep = a.deployments.get(deployment)
-    return dep is not None and dep.replica_states.get("RUNNING", 0) == replicas and len(dep.replica_states) == 1
+    return (
+        dep is not None and dep.replica_states.get(ReplicaState.RUNNING, 0) == replicas and len(dep.replica_states) == 1
+    )
 
 
 def _connect(cluster: LocalCluster, timeout_s: float) -> None:
@@ -237,7 +244,7 @@ def _connect(cluster: LocalCluster, timeout_s: float) -> None:
                 address=cluster.address,
                 _node_ip_address="127.0.0.1",
                 log_to_driver=False,
-                logging_level="WARNING",
+                logging_level=logging.WARNING,
                 configure_logging=False,
             )
             return
@@ -260,8 +267,8 @@ def rehearse(
     max_tokens: int,
     new_deployment: bool = True,
     recover_timeout_s: float = 120,
-    log=print,
-) -> dict:
+    log: Callable[..., None] = print,
+) -> dict[str, Any]:
     """Run the head-kill rehearsal; returns the summary (and ``records`` for the plot)."""
     import ray
     from ray import serve
@@ -291,7 +298,7 @@ def rehearse(
     try:
         cluster.start()
 
-        def config(replicas: int, reload: str | None = None) -> dict:
+        def config(replicas: int, reload: str | None = None) -> dict[str, Any]:
             cfg = serve_config.local_deploy_config(
                 env,
                 port=head_port,
@@ -365,7 +372,7 @@ def rehearse(
             new_deploy_s = time.perf_counter() - t
             log(f"==> new deployment (3 replicas, new user_config) RUNNING in {new_deploy_s:.1f} s")
         after = loadtest.run(url, requests=20, concurrency=2, time_limit_s=30, max_tokens=max_tokens)
-        s = res.summary()
+        s: dict[str, Any] = res.summary()
         in_flight = [r for r in res.records if r.retried and r.start_s <= kill_t <= r.start_s + r.latency_s + 1]
         s.update(
             run=run,
@@ -392,9 +399,9 @@ def rehearse(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from workloads.inference.rehearse import add_model_arguments, discover, locate, plot, write_summary
+    from rigs.rehearse_serve import add_model_arguments, discover, locate, plot, write_summary
 
-    p = argparse.ArgumentParser(prog="python -m workloads.inference.rehearse_ha", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m rigs.rehearse_serve_ha", description=__doc__.splitlines()[0])
     add_model_arguments(p, storage_help="checkpoint storage (default: the newest under out/, else a tiny one)")
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--time-limit-s", type=float, default=180, help="longest the load runs")

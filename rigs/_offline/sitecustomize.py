@@ -15,16 +15,20 @@ with functions that send nothing. Nothing else is imported early, so startup sta
 
 import importlib.abc
 import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import Any
 
 
-def _patch_usage(module):
+def _patch_usage(module: Any) -> None:
     module.get_cloud_from_metadata_requests = lambda *a, **k: "unknown"
     client = getattr(module, "UsageReportClient", None)
     if client is not None:
         client.report_usage_data = lambda self, *a, **k: None
 
 
-def _patch_services(module):
+def _patch_services(module: Any) -> None:
     module.node_ip_address_from_perspective = lambda *a, **k: "127.0.0.1"
 
 
@@ -32,7 +36,9 @@ _PATCHES = {"ray._common.usage.usage_lib": _patch_usage, "ray._private.services"
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         patch = _PATCHES.get(name)
         if patch is None:
             return None
@@ -43,11 +49,11 @@ class _Finder(importlib.abc.MetaPathFinder):
             if spec is not None and spec.loader is not None:
                 exec_module = spec.loader.exec_module
 
-                def _exec(module, _orig=exec_module, _patch=patch):
+                def _exec(module: ModuleType, _orig: Any = exec_module, _patch: Any = patch) -> None:
                     _orig(module)
                     _patch(module)
 
-                spec.loader.exec_module = _exec
+                spec.loader.exec_module = _exec  # type: ignore[method-assign]
                 return spec
         return None
 

@@ -21,11 +21,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Self
 
 from workloads.common import procfs
 
 OFFLINE_HOOK_DIR = Path(__file__).resolve().parent / "_offline"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 _HANDED_OUT: set[int] = set()
@@ -33,7 +34,8 @@ _HANDED_OUT: set[int] = set()
 
 def free_ports(n: int) -> list[int]:
     """``n`` distinct free TCP ports on 127.0.0.1, never one this process handed out before."""
-    socks, ports = [], []
+    socks: list[socket.socket] = []
+    ports: list[int] = []
     try:
         while len(ports) < n:
             s = socket.socket()
@@ -66,13 +68,15 @@ def keep_this_process_on_loopback() -> None:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("_hpray_offline_hook", OFFLINE_HOOK_DIR / "sitecustomize.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {OFFLINE_HOOK_DIR / 'sitecustomize.py'}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     sys.modules["_hpray_offline_hook"] = module
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 
-def offline_env(base: dict | None = None) -> dict:
+def offline_env(base: dict[str, Any] | None = None) -> dict[str, Any]:
     """Environment for Ray processes: loopback only, no usage reporting, our hook first."""
     env = dict(os.environ if base is None else base)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -87,7 +91,7 @@ def offline_env(base: dict | None = None) -> dict:
 @dataclass
 class Node:
     name: str
-    proc: subprocess.Popen
+    proc: subprocess.Popen[Any]
     log: Path
 
 
@@ -103,7 +107,7 @@ class LocalCluster:
     gcs_port: int | None = None
     dashboard_port: int | None = None
     dashboard: bool = True
-    env_extra: dict = field(default_factory=dict)
+    env_extra: dict[str, Any] = field(default_factory=dict)
     # Benchmarks only: a cgroup directory (cgroup v1 `cpu` controller, e.g. with a low
     # cpu.shares) that the head node and every process it starts join, to mirror a cluster whose
     # head runs on other machines (bench/training_throughput.py --mirror-head). Worker nodes then
@@ -116,11 +120,15 @@ class LocalCluster:
     temp_dir: str | None = None
     # Environment and `ray start` arguments of the head node only: GCS fault tolerance
     # (RAY_REDIS_ADDRESS, RAY_external_storage_namespace, --redis-password) is the head's.
-    head_env: dict = field(default_factory=dict)
+    head_env: dict[str, Any] = field(default_factory=dict)
     head_args_extra: list[str] = field(default_factory=list)
     # Delete the temp dir (logs, sockets, spilled objects) after stop; False keeps the logs.
     remove_temp_dir: bool = True
     nodes: list[Node] = field(default_factory=list)
+
+    def temp_path(self) -> Path:
+        assert self.temp_dir is not None, "start() sets temp_dir"
+        return Path(self.temp_dir)
 
     @property
     def address(self) -> str:
@@ -130,7 +138,7 @@ class LocalCluster:
     def dashboard_url(self) -> str:
         return f"http://127.0.0.1:{self.dashboard_port}"
 
-    def env(self) -> dict:
+    def env(self) -> dict[str, Any]:
         # RAY_ADDRESS: processes that call ray.init() without an address (Ray Train's
         # placement-group cleaner) must find this cluster, not another one on the machine.
         # RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S: on SIGTERM (stop()) Ray drains a node for up to
@@ -152,7 +160,7 @@ class LocalCluster:
         "--runtime-env-agent-port",
     )
 
-    def node_env(self, name: str) -> dict:
+    def node_env(self, name: str) -> dict[str, Any]:
         """Environment of node ``name`` ("head", "worker1", ...)."""
         return {**self.env(), **(self.head_env if name == "head" else {})}
 
@@ -164,7 +172,7 @@ class LocalCluster:
         return [*args, "--worker-port-list", ",".join(str(port) for port in workers)]
 
     def _start(self, name: str, args: list[str]) -> Node:
-        log = Path(self.temp_dir) / f"{name}.log"
+        log = self.temp_path() / f"{name}.log"
         cmd = [
             str(Path(sys.executable).with_name("ray")),
             "start",
@@ -208,7 +216,7 @@ class LocalCluster:
             str(self.object_store_per_node_mib << 20),
         ]
 
-    def start(self, timeout_s: float = 120) -> LocalCluster:
+    def start(self, timeout_s: float = 120) -> Self:
         # Whoever starts a local cluster drives it: keep this process on loopback as well.
         keep_this_process_on_loopback()
         # Short path: Ray's unix sockets live under it (108-byte limit).
@@ -283,7 +291,7 @@ class LocalCluster:
 
     def alive_nodes(self) -> int:
         """Nodes the GCS reports alive."""
-        from ray._raylet import GcsClient
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
         if not self._gcs_listening():
             return 0
@@ -337,7 +345,7 @@ class LocalCluster:
             raise RuntimeError("the head is still running; kill_head() first")
         # A new head pod starts with an empty /tmp: `ray start --head` refuses a port that the
         # session dir's bootstrap file names while a GCS process with it is still listed.
-        Path(self.temp_dir, "ray_current_cluster").unlink(missing_ok=True)
+        (self.temp_path() / "ray_current_cluster").unlink(missing_ok=True)
         since_ms = int(time.time() * 1000)
         node = self._start("head", self._head_args)
         self.nodes.remove(node)
@@ -355,7 +363,7 @@ class LocalCluster:
         return node
 
     def _new_head_alive(self, since_ms: int) -> bool:
-        from ray._raylet import GcsClient
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
         if not self._gcs_listening():
             return False
@@ -388,10 +396,10 @@ class LocalCluster:
 
                 shutil.rmtree(self.temp_dir, ignore_errors=True)
 
-    def __enter__(self) -> LocalCluster:
+    def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

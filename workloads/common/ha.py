@@ -33,7 +33,16 @@ import json
 from typing import Any
 
 from config.model import EnvironmentConfig
-from config.names import GCS_STORE_PORT, GCS_STORE_SECRET, GCS_STORE_SERVICE, gcs_store_secret_name
+from config.names import (
+    GCS_STORE_PORT,
+    GCS_STORE_SECRET,
+    GCS_STORE_SERVICE,
+    INFERENCE_APP,
+    LLM_APP,
+    gcs_store_secret_name,
+    inference_service_name,
+    llm_service_name,
+)
 from workloads.common import k8s, security
 from workloads.common.network_policy import NODE_TYPE_LABEL
 
@@ -97,10 +106,9 @@ def render_secret_provider_class(cfg: EnvironmentConfig) -> dict[str, Any]:
     )
 
 
-def disruption_budgets(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """PodDisruptionBudgets of one RayService: its heads, and its Serve worker pods."""
-    name = manifest["metadata"]["name"]
-    app = manifest["metadata"]["labels"]["app.kubernetes.io/name"]
+def disruption_budgets(name: str, app: str) -> list[dict[str, Any]]:
+    """PodDisruptionBudgets of the RayService ``name`` (app label ``app``): its heads, and its
+    Serve worker pods."""
     out = []
     for role, node_type in (("head", "head"), ("serve", "worker")):
         out.append(
@@ -122,7 +130,6 @@ def disruption_budgets(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 def render_disruption_budgets(cfg: EnvironmentConfig) -> dict[str, Any]:
     """``python -m workloads render inference-disruption-budgets --env NAME``: a v1 List of the
     budgets of every RayService of ``cfg``."""
-    from workloads.inference import manifest
-
-    services = [manifest.render(cfg)] + ([manifest.render_llm(cfg)] if cfg.inference.llm.enabled else [])
-    return {"apiVersion": "v1", "kind": "List", "items": [b for m in services for b in disruption_budgets(m)]}
+    services = [(inference_service_name(cfg.name_prefix, cfg.inference.app_name), INFERENCE_APP)]
+    services += [(llm_service_name(cfg.name_prefix), LLM_APP)] if cfg.inference.llm.enabled else []
+    return {"apiVersion": "v1", "kind": "List", "items": [b for n, app in services for b in disruption_budgets(n, app)]}
