@@ -20,7 +20,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 APT_PACKAGES := shellcheck bats graphviz prometheus prometheus-alertmanager redis-server openssl
 
-TOOLING_DIRS := config constructs stacks ops review
+TOOLING_DIRS := config sizing constructs stacks ops review
 
 .PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test lint-shell lint-docker bats clean lock rehearse-train rehearse-serve rehearse-serve-ha rehearse
 
@@ -82,7 +82,7 @@ synth: deps-synth
 	rm -rf cdk.out
 	@echo "==> cdk synth -c env=$(ENV) (cdk-nag AwsSolutions + NIST 800-53 R5 run inside synth)"
 	cdk synth --quiet -c env=$(ENV)
-	@echo "==> placement (config/placement.py: every pod fits its node pool; synth fails otherwise)"
+	@echo "==> placement (sizing/placement.py: every pod fits its node pool; synth fails otherwise)"
 	$(VENV)/bin/python -m config $(ENV)
 	$(MAKE) --no-print-directory gates
 	$(MAKE) --no-print-directory review

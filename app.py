@@ -18,7 +18,8 @@ import aws_cdk as cdk
 
 import_in_background(SERVICE_MODULES)
 
-from config import ConfigError, EnvironmentConfig, load_environment
+from config import ConfigError, load_environment
+from config.environment import EnvironmentConfig
 from config.pipeline import PipelineConfig, load_pipeline, pipeline_selected
 from constructs.compliance import register_compliance_checks
 from stacks.platform import PlatformStacks, build_platform

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import yaml
 
 from config import fixtures
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from constructs.helm import ChartRelease
 from constructs.hyperpod_dependencies import device_plugin_releases
 from constructs.kuberay import kuberay_operator_release, operator_image_repository

@@ -29,7 +29,7 @@ from workloads.common.network_policy import POD_FLOWS
 from workloads.inference.manifest import SERVE_PORT
 
 if TYPE_CHECKING:
-    from config.model import EnvironmentConfig
+    from config.environment import EnvironmentConfig
     from config.teams import Team
 
 Protocol = Literal["tcp", "udp", "all"]

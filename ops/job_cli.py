@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from ops.errors import EXIT_OK, OpsError
 from ops.output import to_json
 

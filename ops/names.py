@@ -6,7 +6,7 @@ these against ``stacks.platform``.
 
 from __future__ import annotations
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 
 
 def stack_prefix(config: EnvironmentConfig) -> str:

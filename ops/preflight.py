@@ -15,7 +15,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from ops.aws import Aws
 from ops.checks import FAIL as FAIL
 from ops.checks import PASS as PASS

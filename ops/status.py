@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from config import names
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from ops.aws import Aws
 from ops.checks import FAIL
 from ops.errors import CredentialsError, NotFoundError, OpsError

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from config import versions
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from ops import kuberay_crds
 from ops.errors import OpsError
 from ops.names import stack_prefix

@@ -13,7 +13,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from constructs.hyperpod_cluster import HyperPodCluster
 from constructs.lifecycle_scripts import LifecycleScripts
 from constructs.network import PlatformNetwork

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from config import observability as obs
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from config.names import KUBERAY_NAMESPACE
 from workloads.common import k8s, security
 

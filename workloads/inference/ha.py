@@ -32,7 +32,7 @@ import copy
 import json
 from typing import Any
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from config.names import GCS_STORE_PORT, GCS_STORE_SECRET, GCS_STORE_SERVICE, gcs_store_secret_name
 from workloads.common import k8s, security
 from workloads.common.network_policy import NODE_TYPE_LABEL

@@ -31,8 +31,10 @@ from typing import Any
 
 import yaml
 
-from config import catalog, placement, versions
-from config.model import EnvironmentConfig
+from config import catalog, versions
+from config.environment import EnvironmentConfig
+from sizing.plan import ServicePlan, plan_of
+from sizing.pods import WorkerShape
 from workloads.common import image as image_mod
 from workloads.common import k8s, security
 from workloads.inference import ha, serve_config
@@ -64,8 +66,13 @@ def _image(env: EnvironmentConfig) -> str:
     return image_mod.resolve(env, env.inference.image or env.training.image, "inference.image")
 
 
+def _service(plan: ServicePlan | None) -> ServicePlan:
+    assert plan is not None, "the config checks report a service without a group to run on"
+    return plan
+
+
 def _worker_group(
-    shape: placement.WorkerShape,
+    shape: WorkerShape,
     instance_group,
     role: str,
     *,
@@ -73,7 +80,7 @@ def _worker_group(
     app: str,
     env_vars: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Replica-sized worker pods on a HyperPod GPU group, sized in config/placement.py; the Ray
+    """Replica-sized worker pods on a HyperPod GPU group, sized in the environment's plan (sizing/plan.py); the Ray
     group is named after the instance group and the ``role`` the pods play on it."""
     group = k8s.worker_group(
         shape,
@@ -149,7 +156,7 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
     # Serve's mode (HAProxy ingress, throughput preset) must be the same in every Ray process:
     # the controller on the head decides the ingress, the workers run HAProxy and the replicas.
     ray_env = serve_config.ray_env(env)
-    worker = _worker_group(placement.serve_worker(env), group, "serve", image=image, app=APP, env_vars=ray_env)
+    worker = _worker_group(_service(plan_of(env).serve).worker, group, "serve", image=image, app=APP, env_vars=ray_env)
     return _rayservice(
         env,
         name=f"{env.name_prefix}-{inf.app_name}",
@@ -207,7 +214,7 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
         image = versions.ecr_image(image, account=env.account, region=env.region)
     # Weights come from FSx or S3 only: no Hugging Face Hub traffic from a closed network.
     offline = {"HF_HUB_OFFLINE": "1"}
-    worker = _worker_group(placement.llm_worker(env), group, "llm", image=image, app=LLM_APP, env_vars=offline)
+    worker = _worker_group(_service(plan_of(env).llm).worker, group, "llm", image=image, app=LLM_APP, env_vars=offline)
     serve_cfg = {
         "proxy_location": "EveryNode",
         "http_options": {"host": "0.0.0.0", "port": SERVE_PORT},

@@ -10,7 +10,8 @@ import json
 import shlex
 from typing import Any
 
-from config import EnvironmentConfig, placement
+from config.environment import EnvironmentConfig
+from sizing.plan import plan_of
 from workloads.common import image as image_mod
 from workloads.common import k8s, security
 from workloads.training import settings as settings_mod
@@ -77,13 +78,14 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     """The ray.io/v1 RayJob for ``cfg`` (raises ConfigError when the config does not fit)."""
     t = cfg.training
     job = settings_mod.for_cluster(cfg)
-    p = t.placement(cfg.hyperpod.instance_groups)
-    group = cfg.hyperpod.group(p.group)
+    plan = plan_of(cfg).training
+    assert plan is not None, "for_cluster reports a training job that does not fit"
+    group = plan.group
     image = image_mod.resolve(cfg, t.image, "training.image")
     settings_json = json.dumps(job.to_dict(), sort_keys=True, separators=(",", ":"))
     entrypoint = f"python -m workloads.training --settings-json {shlex.quote(settings_json)}"
     env = k8s.env_list(RAY_ENV)
-    name = f"train-{t.run_name}"
+    name = plan.name
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
@@ -114,7 +116,7 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
                     "headGroupSpec": k8s.head_group(image, app=APP, env=env + k8s.env_list(GCS_ENV)),
                     "workerGroupSpecs": [
                         k8s.worker_group(
-                            placement.training_worker(cfg),
+                            plan.worker,
                             group_name=group.name,
                             image=image,
                             app=APP,

@@ -11,9 +11,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from config import ConfigError, EnvironmentConfig, placement
+from config import ConfigError
+from config.environment import EnvironmentConfig
 from config.loader import format_validation_error
-from config.training import Training, sharding_problems
+from config.training import Training
+from sizing.plan import plan_of
+from sizing.training import sharding_problems
 from workloads.training.job import JobSettings
 
 # The model and data for one machine: the tiny preset (~0.13M parameters), a step in tens of
@@ -94,21 +97,17 @@ def training_with(base: Training, overrides: dict[str, Any], source: str) -> Tra
 
 def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None) -> JobSettings:
     """Settings of the job on the HyperPod cluster of ``cfg`` (placement from its instance group)."""
-    t = training_with(cfg.training, overrides or {}, f"config/{cfg.name}.yaml") if overrides else cfg.training
-    problems = t.problems(cfg.hyperpod.instance_groups, fsx_file_system_path=cfg.fsx.file_system_path)
-    if problems:
-        raise ConfigError(f"{cfg.name}.yaml", problems)
-    p = t.placement(cfg.hyperpod.instance_groups)
-    # CPUs per worker: the worker pod's CPUs (sized from the node's allocatable) shared by the
-    # Ray Train workers in it.
-    pod = placement.training_worker(cfg.model_copy(update={"training": t}))
-    cpus = max(1, pod.cpus // pod.per_pod)
+    if overrides:
+        t = training_with(cfg.training, overrides, f"config/{cfg.name}.yaml")
+        plan = plan_of(cfg.model_copy(update={"training": t}))
+    else:
+        t, plan = cfg.training, plan_of(cfg)
+    if plan.training_problems:
+        raise ConfigError(f"{cfg.name}.yaml", list(plan.training_problems))
+    p = plan.training
+    assert p is not None, "a training job without problems is placed"
     return _settings(
-        t,
-        storage=t.resolved_storage_path(cfg.fsx.file_system_path),
-        workers=p.workers,
-        cpus=cpus,
-        placement="SPREAD" if p.nodes > 1 else "PACK",
+        t, storage=p.storage_path, workers=p.placement.workers, cpus=p.cpus_per_worker, placement=p.strategy
     )
 
 

@@ -180,7 +180,7 @@ def test_unknown_preset():
 def test_prod_trains_the_7b_preset_sharded_within_the_h100s():
     from config import load_environment
     from config.catalog import instance_spec
-    from config.training import GPU_MEMORY_USABLE, memory_per_gpu
+    from sizing.training import GPU_MEMORY_USABLE, memory_per_gpu
 
     cfg = load_environment("prod")
     s = S.for_cluster(cfg)
