@@ -17,10 +17,11 @@ from config.loader import format_validation_error
 from config.training import Training
 from sizing.plan import plan_of
 from sizing.training import sharding_problems
-from workloads.training.job import JobSettings
+from workloads.training.job import TRAINING_FIELDS, JobSettings
 
-# The model and data for one machine: the tiny preset (~0.13M parameters), a step in tens of
-# milliseconds on a CPU core, loss visibly falling within a few hundred steps.
+# The `training:` values of a run on one machine (validated as a Training section, like the
+# cluster's): the tiny preset (~0.13M parameters), a step in tens of milliseconds on a CPU core,
+# loss visibly falling within a few hundred steps.
 LOCAL_DEFAULTS: dict[str, Any] = {
     "model": {"preset": "tiny"},
     "activation_checkpointing": False,
@@ -111,7 +112,7 @@ def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None)
     )
 
 
-# JobSettings fields that are not part of the `training:` config (local runs and tests only).
+# JobSettings fields that are not part of the `training:` config, settable on local runs.
 RUNTIME_KEYS = ("cpus_per_worker", "log_every_step", "placement_strategy")
 
 
@@ -140,30 +141,12 @@ def for_local(overrides: dict[str, Any] | None = None, *, storage_path: str) -> 
 
 
 def _settings(t: Training, *, storage: str, workers: int, cpus: float, placement: str) -> JobSettings:
+    """``t``'s train-loop fields (job.TRAINING_FIELDS) and the runtime values."""
     return JobSettings(
-        run_name=t.run_name,
+        **t.model_dump(include=set(TRAINING_FIELDS)),
         storage_path=storage,
-        steps=t.steps,
         num_workers=workers,
-        gpus_per_worker=t.gpus_per_worker,
         cpus_per_worker=cpus,
         model=t.model.architecture(),
-        batch_size_per_worker=t.batch_size_per_worker,
-        learning_rate=t.learning_rate,
-        warmup_steps=t.warmup_steps,
-        weight_decay=t.weight_decay,
-        grad_clip=t.grad_clip,
-        seed=t.seed,
-        precision=t.precision,
-        sharding=t.sharding,
-        activation_checkpointing=t.activation_checkpointing,
-        min_workers=t.min_workers,
-        checkpoint_every_steps=t.checkpoint_every_steps,
-        report_every_steps=t.report_every_steps,
-        num_to_keep=t.num_to_keep,
-        max_failures=t.max_failures,
-        data_path=t.data_path,
-        data_max_bytes=t.data_max_bytes,
         placement_strategy=placement,
-        storage_shared=t.storage_shared,
     )
