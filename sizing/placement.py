@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Protocol
 
 from config import addons, catalog, names
 from config.environment import EnvironmentConfig
@@ -175,29 +174,6 @@ def _with(pods: list[Pod], extra: Sequence[Pod]) -> list[Pod]:
     return [p for p in pods if p.name not in replaced] + list(extra)
 
 
-class _ChartPod(Protocol):
-    """A pod template a Helm release renders (constructs.chart_pods.ChartPod)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def pod_spec(self) -> Any: ...
-    @property
-    def replicas(self) -> int | None: ...
-    @property
-    def is_daemonset(self) -> bool: ...
-
-
-def pods_from_charts(chart_pods: Sequence[_ChartPod]) -> list[Pod]:
-    """The pods of rendered Helm releases (``constructs.chart_pods.chart_pods(env)``), for
-    ``check_against(env, extra_pods=...)``: a DaemonSet one per node it selects, a Deployment its
-    replicas."""
-    return [
-        pod_from_spec(p.name, p.pod_spec, replicas=1 if p.replicas is None else p.replicas, daemonset=p.is_daemonset)
-        for p in chart_pods
-    ]
-
-
 def situations(env: EnvironmentConfig, extra_pods: Sequence[Pod] = ()) -> list[Placement]:
     """The placements ``check_against`` checks: as configured, a RayService upgrade, and one
     node lost in each HyperPod group with nodes. ``extra_pods`` are placed in every situation."""
@@ -222,7 +198,8 @@ def situations(env: EnvironmentConfig, extra_pods: Sequence[Pod] = ()) -> list[P
 def check_against(env: EnvironmentConfig, extra_pods: Sequence[Pod] = ()) -> list[str]:
     """Every misfit in every situation, one line each (empty when everything fits).
 
-    ``extra_pods``: pods rendered elsewhere, for example from the real Helm charts with
+    ``extra_pods``: pods rendered elsewhere, for example from the real Helm charts
+    (``constructs.chart_pods.scheduling_pods``), built with
     ``pod_from_spec(name, rendered["spec"]["template"]["spec"], daemonset=kind == "DaemonSet",
     replicas=...)``; a pod named like one of ``platform_pods`` ("kuberay-operator",
     "nvidia-device-plugin", "aws-efa-k8s-device-plugin", ...) takes its place."""

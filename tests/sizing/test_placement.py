@@ -420,10 +420,10 @@ def test_rendered_chart_pods_take_the_place_of_the_built_ones():
 def test_every_rendered_chart_pod_fits(name):
     # The KubeRay operator and the device plugins as the real `helm template` of the pinned charts
     # renders them (constructs/chart_pods.py), in place of the pods built from the values.
-    from constructs.chart_pods import chart_pods
+    from constructs.chart_pods import chart_pods, scheduling_pods
 
     env = load_environment(name)
-    rendered = placement.pods_from_charts(chart_pods(env))
+    rendered = scheduling_pods(chart_pods(env))
     assert {"kuberay-operator", "nvidia-device-plugin", "aws-efa-k8s-device-plugin"} <= {p.name for p in rendered}
     assert placement.check_against(env, rendered) == []
     # Each rendered pod is placed where Kubernetes would run it: a Deployment's replicas, a
