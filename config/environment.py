@@ -212,7 +212,7 @@ CROSS_CHECKS: tuple[Callable[[EnvironmentConfig], list[str]], ...] = (
         if env.training.instance_group is None and env.training.group(env.hyperpod.instance_groups) is None
         else env.training.group_problems(env.hyperpod.instance_groups)
     ),
-    lambda env: env.inference.check_against(env),
+    lambda env: env.inference.check_against(env.hyperpod),
     lambda env: env.inference.gcs_fault_tolerance.errors(
         production=env.production, secrets_delivered=env.eks.ray_token_auth
     ),

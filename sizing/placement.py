@@ -44,9 +44,9 @@ def pool_problems(env: EnvironmentConfig) -> list[str]:
     if training_group is not None:
         used.add(training_group.name)
     try:
-        used.add(env.inference.resolved_instance_group(env).name)
+        used.add(env.inference.resolved_instance_group(env.hyperpod).name)
         if env.inference.llm.enabled:
-            used.add(env.inference.resolved_llm_group(env).name)
+            used.add(env.inference.resolved_llm_group(env.hyperpod).name)
     except KeyError:
         pass
     return [

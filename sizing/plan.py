@@ -92,14 +92,14 @@ def _services(env: EnvironmentConfig) -> tuple[ServicePlan | None, ServicePlan |
     inf = env.inference
     try:
         serve = ServicePlan(
-            f"{env.name_prefix}-{inf.app_name}", inf.resolved_instance_group(env), pods.serve_worker(env)
+            f"{env.name_prefix}-{inf.app_name}", inf.resolved_instance_group(env.hyperpod), pods.serve_worker(env)
         )
     except KeyError:  # no GPU group, or no hardware facts for it: the config checks say which
         return None, None
     if not inf.llm.enabled:
         return serve, None
     try:
-        return serve, ServicePlan(f"{env.name_prefix}-llm", inf.resolved_llm_group(env), pods.llm_worker(env))
+        return serve, ServicePlan(f"{env.name_prefix}-llm", inf.resolved_llm_group(env.hyperpod), pods.llm_worker(env))
     except KeyError:
         return serve, None
 

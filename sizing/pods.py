@@ -245,7 +245,7 @@ def serve_worker(env: EnvironmentConfig) -> WorkerShape:
     """The generation RayService's worker pod: the GPUs of its replicas, their CPUs plus one for
     Ray, and the node's free memory in proportion to those GPUs."""
     inf = env.inference
-    group = inf.resolved_instance_group(env)
+    group = inf.resolved_instance_group(env.hyperpod)
     per_pod, gpus, pod_cpus = inf.pod_shape()
     lo, hi = inf.worker_pods()
     mem = _share(env, group, gpus)[1] if gpus else MIN_SERVE_MEMORY_GIB
@@ -267,7 +267,7 @@ def llm_worker(env: EnvironmentConfig) -> WorkerShape:
     """The Serve LLM RayService's worker pod: one engine's GPUs (tensor_parallel_size) with the
     node's free CPU and memory in proportion."""
     llm = env.inference.llm
-    group = env.inference.resolved_llm_group(env)
+    group = env.inference.resolved_llm_group(env.hyperpod)
     cpus, mem, _ = _share(env, group, llm.tensor_parallel_size)
     return WorkerShape(
         group=group.name,

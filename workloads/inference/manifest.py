@@ -147,7 +147,7 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
     """The RayService of the generation app."""
     inf = env.inference
     try:
-        group = inf.resolved_instance_group(env)
+        group = inf.resolved_instance_group(env.hyperpod)
     except KeyError as err:
         from config import ConfigError
 
@@ -170,7 +170,7 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
 def llm_config(env: EnvironmentConfig) -> dict[str, Any]:
     """One ``ray.serve.llm`` LLMConfig (as a dict, the form serveConfigV2 args take)."""
     llm = env.inference.llm
-    group = env.inference.resolved_llm_group(env)
+    group = env.inference.resolved_llm_group(env.hyperpod)
     accelerator = catalog.ray_accelerator_type(group.instance_type)
     source: Any = {"bucket_uri": llm.model_source} if llm.model_source.startswith("s3://") else llm.model_source
     cfg: dict[str, Any] = {
@@ -208,7 +208,7 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
                 "inference.llm.model_source on FSx or S3) to render the Serve LLM RayService"
             ],
         )
-    group = env.inference.resolved_llm_group(env)
+    group = env.inference.resolved_llm_group(env.hyperpod)
     image = k8s.RAY_LLM_IMAGE
     if env.network.images_from_ecr:  # Docker Hub through ECR's pull-through cache
         image = versions.ecr_image(image, account=env.account, region=env.region)
