@@ -23,7 +23,7 @@ export HYPERPOD_RAY_SHARED ?= $(wildcard $(abspath $(CURDIR)/../shared))
 
 APT_PACKAGES := shellcheck bats graphviz prometheus prometheus-alertmanager redis-server openssl
 
-TOOLING_DIRS := config constructs stacks ops review workloads bench rigs
+TOOLING_DIRS := config sizing constructs stacks ops review workloads bench rigs
 
 .PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test lint-shell lint-docker bats clean lock rehearse-train rehearse-serve rehearse-serve-ha rehearse
 
@@ -85,7 +85,7 @@ synth: deps-synth
 	rm -rf cdk.out
 	@echo "==> cdk synth -c env=$(ENV) (cdk-nag AwsSolutions + NIST 800-53 R5 run inside synth)"
 	cdk synth --quiet -c env=$(ENV)
-	@echo "==> placement (config/placement.py: every pod fits its node pool; synth fails otherwise)"
+	@echo "==> placement (sizing/placement.py: every pod fits its node pool; synth fails otherwise)"
 	$(VENV)/bin/python -m config $(ENV)
 	$(MAKE) --no-print-directory gates
 	$(MAKE) --no-print-directory review

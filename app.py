@@ -14,7 +14,8 @@ preload.start()  # synth's pure-Python imports on a second thread while the jsii
 
 import aws_cdk as cdk
 
-from config import ConfigError, EnvironmentConfig, load_environment
+from config import ConfigError, load_environment
+from config.environment import EnvironmentConfig
 from config.pipeline import PipelineConfig, load_pipeline, pipeline_selected
 from constructs.compliance import register_compliance_checks
 from stacks.platform import PlatformStacks, build_platform

@@ -9,7 +9,7 @@ environment's ``training.precision`` says bf16 (FSDP on one GPU is plain trainin
 clipping, the LR schedule and activation checkpointing as configured, eager PyTorch as the job
 runs it. The batch per worker and the optimisation settings come from the environment's config
 (``--env``); the model is the largest preset (``config.training.PRESETS``) whose estimated
-memory (``config.training.memory_per_gpu``) fits one H200 (``--preset`` picks another). The GPU machine this workplace lends has PyTorch but not the project's config
+memory (``sizing.training.memory_per_gpu``) fits one H200 (``--preset`` picks another). The GPU machine this workplace lends has PyTorch but not the project's config
 stack (pydantic, botocore) and Ray's wheel (79 MB) is over what travels to it (64 MiB), so the
 config is resolved here into a small plan file (``--write-plan``) and the GPU run reads only
 that (``--plan``): torch and this repository's code, nothing else. Ray itself is not in the
@@ -64,7 +64,8 @@ def largest_preset_on_one_gpu(t, instance_type: str = PLAN_INSTANCE_TYPE) -> str
     """The largest preset whose training state and activations fit one GPU of ``instance_type``
     with ``t``'s batch, precision and activation checkpointing."""
     from config.catalog import instance_spec
-    from config.training import PRESETS, memory_problems
+    from config.training import PRESETS
+    from sizing.training import memory_problems
 
     spec = instance_spec(instance_type)
     for name in sorted(PRESETS, key=lambda n: PRESETS[n]["params"], reverse=True):

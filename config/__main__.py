@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import sys
 
-from config import ConfigError, load_environment, placement
+from config import ConfigError, load_environment
+from sizing import placement
 
 
 def main(argv: list[str] | None = None) -> int:

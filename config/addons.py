@@ -1,7 +1,7 @@
 """The add-on pods the platform runs besides the Ray workloads: their sizes and scheduling.
 
 The CDK constructs (constructs/kuberay.py, constructs/hyperpod_dependencies.py) write these into
-chart values and manifests, and the placement check (config/placement.py) places the same pods,
+chart values and manifests, and the placement check (sizing/placement.py) places the same pods,
 so both read them from here. Pure values: importable without aws_cdk.
 """
 

@@ -3,8 +3,8 @@
 Each section validates its own values where they are defined. Rules that need more than one
 section run here, at load time, through one pattern: ``CROSS_CHECKS``, functions of the whole
 environment that return one line per problem, so that independent mistakes are reported together.
-The placement check (every pod fits its node pool, config/placement.py) runs last, once the
-sections it reads are known to be consistent.
+The sizing checks (the training job against its group, every pod on its node pool:
+sizing/placement.py) run over the environment's plan once the config has loaded (config/loader.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from pydantic import Field, field_validator, model_validator
 
-from config import catalog, placement, versions
+from config import catalog, versions
 from config.base import Frozen
 from config.eks import Eks
 from config.fields import PREFIX_RE, AccountId, RegionName
@@ -74,9 +74,6 @@ class EnvironmentConfig(Frozen):
         errors: list[str] = []
         for check in CROSS_CHECKS:
             errors.extend(check(self))
-        if not errors:
-            # Pods are built from the sections above; placing them needs those to be consistent.
-            errors.extend(placement.check_against(self))
         if errors:
             raise ValueError("\n".join(errors))
         return self
@@ -203,13 +200,19 @@ class EnvironmentConfig(Frozen):
 
 
 # Rules across sections, in the order their messages are reported. Training and inference own
-# their rules (check_against in config/training.py, config/inference.py); training's include the
-# FSDP sharding and GPU memory checks, so a model that does not fit its GPUs fails `cdk synth`.
+# their rules (group_problems in config/training.py, check_against in config/inference.py); how
+# many workers fit, FSDP sharding and GPU memory run over the plan (sizing/), so a model that does
+# not fit its GPUs fails `cdk synth`.
 CROSS_CHECKS: tuple[Callable[[EnvironmentConfig], list[str]], ...] = (
     EnvironmentConfig._environment_errors,
     EnvironmentConfig._eks_errors,
-    lambda env: env.training.check_against(env),
-    lambda env: env.inference.check_against(env),
+    # A cluster with no GPU group and no group named has no training job (rendering it says so).
+    lambda env: (
+        []
+        if env.training.instance_group is None and env.training.group(env.hyperpod.instance_groups) is None
+        else env.training.group_problems(env.hyperpod.instance_groups)
+    ),
+    lambda env: env.inference.check_against(env.hyperpod),
     lambda env: env.inference.gcs_fault_tolerance.errors(
         production=env.production, secrets_delivered=env.eks.ray_token_auth
     ),

@@ -13,21 +13,13 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Literal, Protocol
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from config import catalog
 from config.base import Frozen
 from config.hyperpod import HyperPod, InstanceGroup
-
-
-class _WithHyperPod(Protocol):
-    """What the checks here read of the environment (config.environment.EnvironmentConfig)."""
-
-    @property
-    def hyperpod(self) -> HyperPod: ...
-
 
 # The node label (HyperPod instance-group label) that marks a group for serving.
 SERVE_LABEL = ("workload", "ray-serve")
@@ -349,11 +341,11 @@ class Inference(Frozen):
 
     # Cross-section checks -------------------------------------------------------------------
 
-    def resolved_instance_group(self, env: _WithHyperPod) -> InstanceGroup:
+    def resolved_instance_group(self, hyperpod: HyperPod) -> InstanceGroup:
         """The HyperPod instance group the generation replicas run on."""
         if self.instance_group is not None:
-            return env.hyperpod.group(self.instance_group)
-        gpu = [g for g in env.hyperpod.instance_groups if g.is_gpu]
+            return hyperpod.group(self.instance_group)
+        gpu = [g for g in hyperpod.instance_groups if g.is_gpu]
         # Default: the GPU group labelled for serving (workload: ray-serve), else the first GPU group.
         for g in gpu:
             if g.labels.get(SERVE_LABEL[0]) == SERVE_LABEL[1]:
@@ -367,10 +359,10 @@ class Inference(Frozen):
         ft = self.gcs_fault_tolerance.enabled
         return secrets_delivered if ft is None else ft
 
-    def resolved_llm_group(self, env: _WithHyperPod) -> InstanceGroup:
+    def resolved_llm_group(self, hyperpod: HyperPod) -> InstanceGroup:
         if self.llm.instance_group is not None:
-            return env.hyperpod.group(self.llm.instance_group)
-        return self.resolved_instance_group(env)
+            return hyperpod.group(self.llm.instance_group)
+        return self.resolved_instance_group(hyperpod)
 
     def pod_shape(self) -> tuple[int, int, float]:
         """(replicas per worker pod, GPUs per pod, CPUs per pod): a pod holds whole GPUs."""
@@ -389,10 +381,10 @@ class Inference(Frozen):
         hi = math.ceil(self.autoscaling.max_replicas / per_pod)
         return lo, hi
 
-    def check_against(self, env: _WithHyperPod) -> list[str]:
+    def check_against(self, hyperpod: HyperPod) -> list[str]:
         """Errors that need the HyperPod groups: one line each, naming the field."""
         errors: list[str] = []
-        names = [g.name for g in env.hyperpod.instance_groups]
+        names = [g.name for g in hyperpod.instance_groups]
         for field, name in (
             ("inference.instance_group", self.instance_group),
             ("inference.llm.instance_group", self.llm.instance_group),
@@ -402,7 +394,7 @@ class Inference(Frozen):
         if errors:
             return errors
         try:
-            group = self.resolved_instance_group(env)
+            group = self.resolved_instance_group(hyperpod)
         except KeyError:
             # No GPU group and none named: nothing to place here (a CPU-only cluster is valid);
             # rendering the RayService then fails with a clear message instead.
@@ -443,7 +435,7 @@ class Inference(Frozen):
                     "'NewClusterWithIncrementalUpgrade'"
                 )
         if self.llm.enabled:
-            lgroup = self.resolved_llm_group(env)
+            lgroup = self.resolved_llm_group(hyperpod)
             lspec = catalog.instance_spec(lgroup.instance_type)
             ltotal = lgroup.instance_count * lspec.gpus
             need = self.llm.max_replicas * self.llm.tensor_parallel_size

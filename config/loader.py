@@ -12,7 +12,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
+from sizing import placement as sizing_placement
 
 CONFIG_DIR = Path(__file__).resolve().parent
 
@@ -263,6 +264,10 @@ def parse_environment(
     data: dict[str, Any], *, source: str = "<config>", place: Place | None = None
 ) -> EnvironmentConfig:
     try:
-        return EnvironmentConfig.model_validate(data)
+        env = EnvironmentConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(source, format_validation_error(err, place=place)) from None
+    problems = sizing_placement.problems(env)
+    if problems:
+        raise ConfigError(source, [with_place(line, (), place) for line in problems])
+    return env

@@ -10,6 +10,8 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from config.base import Frozen
+from config.environment import EnvironmentConfig
+from config.fields import AccountId, RegionName
 from config.loader import (
     CONFIG_DIR,
     ConfigError,
@@ -21,7 +23,6 @@ from config.loader import (
     read_yaml,
     with_place,
 )
-from config.model import AccountId, EnvironmentConfig, RegionName
 
 PIPELINE_FILE = "pipeline.yaml"
 CONNECTION_ARN_RE = re.compile(

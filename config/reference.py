@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from config import EnvironmentConfig, known_environments
+from config import known_environments
+from config.environment import EnvironmentConfig
 from config.loader import CONFIG_DIR
 from config.pipeline import PipelineConfig
 

@@ -1,40 +1,25 @@
 """The `training:` section: the Ray Train job (owned by the training workload).
 
-Worker and GPU counts are derived from the HyperPod instance group named here, the same group
-the CDK app creates, so the job cannot ask for hardware the cluster does not have. The checks
-against the groups (``Training.problems``: workers per node, shared storage, ``sharding_problems``
-and ``memory_problems``, the model's estimated memory against the group's GPUs) run when the config
-is loaded (``check_against``, one of EnvironmentConfig's CROSS_CHECKS: `cdk synth` reports them)
-and again when the job is derived from a config with command-line overrides
-(``workloads.training.settings.for_cluster``).
+The values and their checks: the group named here exists, the catalog knows its GPUs and
+``gpus_per_worker`` divides them (``group_problems``, one of EnvironmentConfig's CROSS_CHECKS).
+Worker and node counts are derived from that group, the same one the CDK app creates, by the
+environment's plan (sizing/training.py: workers against the group's nodes, shared storage, FSDP
+sharding, the model's estimated memory per GPU), which the loader checks once the config loads.
 
 One module because it is one config section: each check sits next to the value it guards.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from config import catalog
 from config.base import Frozen
-from config.hyperpod import HyperPod, InstanceGroup
-from config.storage import Fsx
-
-
-class _WithGroups(Protocol):
-    """What the checks here read of the environment (config.environment.EnvironmentConfig)."""
-
-    @property
-    def hyperpod(self) -> HyperPod: ...
-
-    @property
-    def fsx(self) -> Fsx: ...
-
+from config.hyperpod import InstanceGroup
 
 RUN_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -360,56 +345,23 @@ class Training(Frozen):
             )
         return self
 
-    # Derived values, checked against the HyperPod groups ---------------------------------------
+    # Derived values ------------------------------------------------------------------------------
 
     def resolved_storage_path(self, fsx_file_system_path: str) -> str:
         return self.storage_path or f"/fsx{fsx_file_system_path}"
 
-    def placement(self, groups: Sequence[InstanceGroup]) -> Placement:
-        """Workers, nodes and GPUs for the instance groups ``groups`` (hyperpod.instance_groups);
-        raises ValueError naming the field when they do not fit."""
-        problems = self.problems(groups)
-        if problems:
-            raise ValueError("\n".join(problems))
-        return self._placement(groups)
-
-    def _group(self, groups: Sequence[InstanceGroup]) -> InstanceGroup | None:
+    def group(self, groups: Sequence[InstanceGroup]) -> InstanceGroup | None:
+        """The group ``instance_group`` names, or the first GPU group when it names none."""
         if self.instance_group is None:
             return next((g for g in groups if g.instance_type in catalog.gpu_instance_types()), None)
         return next((g for g in groups if g.name == self.instance_group), None)
 
-    def _placement(self, groups: Sequence[InstanceGroup]) -> Placement:
-        group = self._group(groups)
-        assert group is not None, "problems() reports a missing group before placing"
-        spec = catalog.instance_spec(group.instance_type)
-        per_node = spec.gpus // self.gpus_per_worker if self.gpus_per_worker else 1
-        workers = self.num_workers or per_node * group.instance_count
-        nodes = math.ceil(workers / per_node)
-        return Placement(
-            group=group.name,
-            instance_type=group.instance_type,
-            workers=workers,
-            nodes=nodes,
-            workers_per_node=per_node,
-            gpus_per_worker=self.gpus_per_worker,
-            gpus_per_node=spec.gpus,
-            efa_interfaces=spec.efa_interfaces,
-            vcpus=spec.vcpus,
-            memory_gib=spec.memory_gib,
-        )
-
-    def check_against(self, env: _WithGroups) -> list[str]:
-        """The problems of ``problems`` for the environment's groups. A cluster with no GPU group
-        and no group named here has nothing to place (rendering the RayJob then says so)."""
-        groups = env.hyperpod.instance_groups
-        if self.instance_group is None and self._group(groups) is None:
-            return []
-        return self.problems(groups, fsx_file_system_path=env.fsx.file_system_path)
-
-    def problems(self, groups: Sequence[InstanceGroup], *, fsx_file_system_path: str = "/checkpoints") -> list[str]:
-        """Every mismatch between this section and the instance groups, one line each."""
+    def group_problems(self, groups: Sequence[InstanceGroup]) -> list[str]:
+        """The group named here against ``groups`` (hyperpod.instance_groups) and its hardware
+        facts: it exists, the catalog knows its GPUs, and ``gpus_per_worker`` divides them. How
+        many workers fit is the plan's check (sizing/training.py)."""
         names = [g.name for g in groups]
-        group = self._group(groups)
+        group = self.group(groups)
         if group is None:
             if self.instance_group is None:
                 return [
@@ -428,123 +380,15 @@ class Training(Frozen):
                 f"{group.name!r} has no hardware facts in config/catalog.py (GPUs, EFA); "
                 "add them before training on it"
             ]
-        out: list[str] = []
         if self.gpus_per_worker > spec.gpus:
-            out.append(
+            return [
                 f"training.gpus_per_worker: {self.gpus_per_worker} GPUs per worker, but "
                 f"{group.instance_type} (instance group {group.name!r}) has {spec.gpus}; "
                 f"allowed: 0-{spec.gpus}"
-            )
-            return out
+            ]
         if self.gpus_per_worker and spec.gpus % self.gpus_per_worker:
-            out.append(
+            return [
                 f"training.gpus_per_worker: {self.gpus_per_worker} does not divide the "
                 f"{spec.gpus} GPUs of {group.instance_type}; allowed: a divisor of {spec.gpus}"
-            )
-            return out
-        p = self._placement(groups)
-        if p.nodes > group.instance_count:
-            out.append(
-                f"training.num_workers: {p.workers} workers need {p.nodes} {group.instance_type} "
-                f"instances ({p.workers_per_node} per instance), but instance group "
-                f"{group.name!r} has {group.instance_count}"
-            )
-        storage = self.resolved_storage_path(fsx_file_system_path)
-        shared = storage.startswith(("s3://", "/fsx/")) or storage == "/fsx"
-        if p.nodes > 1 and not (shared or self.storage_shared):
-            out.append(
-                f"training.storage_path: {storage!r} is local to each node, but the workers "
-                f"span {p.nodes} nodes; use a path on FSx (/fsx/...) or s3://, or set "
-                "training.storage_shared if every node mounts it"
-            )
-        out += sharding_problems(self, p.workers)
-        out += memory_problems(self, spec, p.workers, instance_type=group.instance_type)
-        return out
-
-
-class Placement(Frozen):
-    group: str
-    instance_type: str
-    workers: int
-    nodes: int
-    workers_per_node: int
-    gpus_per_worker: int
-    gpus_per_node: int
-    efa_interfaces: int
-    vcpus: int
-    memory_gib: int
-
-
-def sharding_problems(t: Training, workers: int) -> list[str]:
-    """FSDP over one worker shards nothing: it is plain training with extra collectives."""
-    if t.sharding == "fsdp" and workers < 2:
-        return [
-            f"training.sharding: 'fsdp' with {workers} worker shards nothing; allowed: 'ddp' "
-            "with one worker, or 'fsdp' with 2 or more workers"
-        ]
-    return []
-
-
-# Share of a GPU's memory the estimate may use: the rest is the CUDA context, NCCL buffers and
-# the caching allocator's fragmentation.
-GPU_MEMORY_USABLE = 0.85
-
-
-def memory_per_gpu(t: Training, workers: int) -> dict[str, float]:
-    """Estimated bytes on each GPU at step time: fp32 parameters, fp32 gradients and AdamW's two
-    fp32 moments (sharded 1/workers with FSDP, whole with DDP, which also keeps a gradient bucket
-    copy), FSDP's unsharded 16-bit copies of two blocks (the one computing and the one
-    prefetched), and activations for ``batch_size_per_worker`` sequences of ``block_size``
-    tokens (stored block inputs plus one block recomputed with activation checkpointing, every
-    block's intermediates without)."""
-    m = t.model
-    p = m.parameters()
-    shards = workers if t.sharding == "fsdp" else 1
-    low = 2 if t.precision == "bf16" else 4  # bytes per compute value
-    d, f, s, b, layers = (
-        m.n_embd,
-        m.ffn_hidden if m.arch == "llama" else 4 * m.n_embd,
-        m.block_size,
-        t.batch_size_per_worker,
-        m.n_layer,
-    )
-    kv = m.n_kv_head * (d // m.n_head) if m.arch == "llama" else d
-    # One block's saved tensors per token: norms, q/k/v, attention output, projections (12d +
-    # 4kv values) and the MLP's gate, up, product and activation (8f) (flash attention: no s^2).
-    per_block = s * b * (6 * d + 2 * kv + 4 * f) * low
-    block_inputs = s * b * d * low
-    activations = (layers * block_inputs + per_block) if t.activation_checkpointing else layers * per_block
-    logits = s * b * 256 * 4 * 2  # fp32 logits and their gradient
-    out = {
-        "parameters": 4 * p / shards,
-        "gradients": 4 * p / shards,
-        "optimizer": 8 * p / shards,
-        "activations": activations + logits,
-    }
-    if t.sharding == "fsdp":
-        per_layer = (p - 2 * 256 * d) / layers
-        out["unsharded_blocks"] = 2 * per_layer * low
-    else:
-        out["gradient_buckets"] = 4 * p
-    return out
-
-
-def memory_problems(t: Training, spec, workers: int, *, instance_type: str) -> list[str]:
-    """The model's estimated memory per GPU (``memory_per_gpu``) against the instance's GPUs."""
-    if not t.gpus_per_worker or not spec.gpu_memory_gib:
+            ]
         return []
-    need = sum(memory_per_gpu(t, workers).values()) / t.gpus_per_worker
-    have = spec.gpu_memory_gib * (1 << 30) * GPU_MEMORY_USABLE
-    if need <= have:
-        return []
-    name = t.model.preset or "the configured model"
-    return [
-        f"training.model: {name} ({t.model.parameters() / 1e9:.2f}B parameters) needs about "
-        f"{need / (1 << 30):.1f} GiB per GPU with {t.sharding} over {workers} workers "
-        f"(batch_size_per_worker {t.batch_size_per_worker}, block_size {t.model.block_size}, "
-        f"activation_checkpointing {str(t.activation_checkpointing).lower()}), but "
-        f"{instance_type} has {spec.gpu_memory_gib} GiB per {spec.accelerator} "
-        f"({GPU_MEMORY_USABLE:.0%} usable: {have / (1 << 30):.1f} GiB); allowed: a smaller "
-        f"preset, more workers with fsdp, a smaller batch"
-        + ("" if t.activation_checkpointing else ", or activation_checkpointing")
-    ]

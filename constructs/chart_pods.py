@@ -20,10 +20,11 @@ from typing import Any, Literal
 import yaml
 
 from config import fixtures
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from constructs.helm import ChartRelease
 from constructs.hyperpod_dependencies import device_plugin_releases
 from constructs.kuberay import kuberay_operator_release, operator_image_repository
+from sizing.scheduling import Pod, pod_from_spec
 
 WorkloadKind = Literal["Deployment", "DaemonSet", "StatefulSet"]
 _WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet")
@@ -56,6 +57,16 @@ class ChartPod:
     @property
     def is_daemonset(self) -> bool:
         return self.kind == "DaemonSet"
+
+
+def scheduling_pods(pods: list[ChartPod]) -> list[Pod]:
+    """The pods of rendered Helm releases for the placement check
+    (``sizing.placement.check_against(env, extra_pods=...)``): a DaemonSet one per node it
+    selects, a Deployment its replicas."""
+    return [
+        pod_from_spec(p.name, p.pod_spec, replicas=1 if p.replicas is None else p.replicas, daemonset=p.is_daemonset)
+        for p in pods
+    ]
 
 
 def chart_releases(config: EnvironmentConfig) -> list[ChartRelease]:

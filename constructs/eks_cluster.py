@@ -30,7 +30,7 @@ from constructs import flows as F
 
 from config import addons as addons_config
 from config import versions
-from config.model import Eks
+from config.eks import Eks
 from config.names import SYSTEM_NODEGROUP
 from constructs.compliance import acknowledge, checkov_skip
 

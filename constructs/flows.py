@@ -34,7 +34,7 @@ from workloads.common import k8s
 from workloads.common.network_policy import POD_FLOWS
 
 if TYPE_CHECKING:
-    from config.model import EnvironmentConfig
+    from config.environment import EnvironmentConfig
     from config.teams import Team
 
 Protocol = Literal["tcp", "udp", "all"]

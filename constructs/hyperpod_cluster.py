@@ -25,7 +25,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from config.model import HyperPod, InstanceGroup
+from config.hyperpod import HyperPod, InstanceGroup
 from constructs.compliance import acknowledge
 from constructs.flows import ENI_ACTIONS
 from constructs.hyperpod_dependencies import HyperPodDependencies

@@ -24,7 +24,7 @@ from config.addons import (
     hyperpod_node_tolerations,
     instance_type_affinity,
 )
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from config.names import HYPERPOD_NAMESPACE, INSTANCE_TYPE_LABEL
 from constructs.device_plugin_image import asset_hash as device_plugin_tag
 from constructs.device_plugin_image import repository as device_plugin_repository

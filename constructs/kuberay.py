@@ -7,7 +7,8 @@ from typing import Any
 
 from config import versions
 from config.addons import KUBERAY_RESOURCES
-from config.model import Eks, EnvironmentConfig
+from config.eks import Eks
+from config.environment import EnvironmentConfig
 from config.names import KUBERAY_NAMESPACE, SYSTEM_NODE_SELECTOR, WORKLOADS_NAMESPACE
 from constructs.helm import ChartRelease
 

@@ -10,7 +10,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from config.model import Network
+from config.network import Network
 from constructs.compliance import acknowledge
 from constructs.flows import LUSTRE_PORTS as FLOW_LUSTRE_PORTS
 

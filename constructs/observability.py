@@ -38,7 +38,7 @@ from constructs import Construct
 
 from config import names
 from config import observability as obs
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from constructs.compliance import acknowledge
 from constructs.eks_cluster import PlatformEksCluster
 from constructs.network import allow_log_groups

@@ -15,7 +15,7 @@ What it needs elsewhere:
   Pod Identity agent on the node, which the heads need for S3 and the Secrets Store CSI driver;
 - the cluster role with ``AmazonEKSVPCResourceController`` (it manages the trunk interfaces);
 - ``system`` nodes of a trunking instance type (most Nitro types, no ``t`` type): the trunk takes
-  one of the node's interfaces from the ordinary pods (config/placement.py counts it) and every
+  one of the node's interfaces from the ordinary pods (sizing/placement.py counts it) and every
   head pod one branch interface (the type's limit is in the VPC resource controller's
   pkg/aws/vpc/limits.go: 18 on m7i.xlarge, 38 on m7i.2xlarge; the placement check does not
   count them).

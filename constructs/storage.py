@@ -13,7 +13,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from config.model import Fsx, Storage
+from config.storage import Fsx, Storage
 from constructs.compliance import acknowledge, checkov_skip
 
 

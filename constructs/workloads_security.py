@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from workloads.common import ha, network_policy, security
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from config import ConfigError, known_environments, load_environment
+from config.environment import EnvironmentConfig
 from config.loader import CONFIG_DIR
-from config.model import EnvironmentConfig
 from ops.config_dir import config_dir_of, config_dir_option
 from ops.context import Command
 from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, OpsError

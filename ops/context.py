@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 
 if TYPE_CHECKING:
     from ops.submit import FollowOptions

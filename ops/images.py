@@ -25,7 +25,7 @@ from ops.checks import FAIL, PASS, Check, guarded
 from ops.errors import NotFoundError
 
 if TYPE_CHECKING:
-    from config.model import EnvironmentConfig
+    from config.environment import EnvironmentConfig
     from ops.aws import Aws
 
 _SUFFIX = re.compile(r"-[A-Za-z0-9]{6}$")

@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from config.environment import EnvironmentConfig
 from config.jobs import JOBS_PREFIX, JOBS_WORKLOAD
-from config.model import EnvironmentConfig
 from ops.errors import AccessDeniedError, AwsError, NotFoundError, OpsError, UnschedulableError
 from ops.submit import Follower, FollowOptions, Target
 
 if TYPE_CHECKING:
-    from config.placement import WorkerShape
     from config.teams import Team
+    from sizing.pods import WorkerShape
 
 # Left out of every upload: version control, caches and virtual environments are never code the
 # job needs, and they can be large.
@@ -290,10 +290,10 @@ def render_job(
 
 def _worker_shape(config: EnvironmentConfig, p: JobPlacement) -> WorkerShape:
     """One worker pod per node with all its GPUs and EFA interfaces and what the node has left
-    once its DaemonSets run (config/placement.py, which also checks that teams' quotas hold one)."""
-    from config import placement as pl
+    once its DaemonSets run (the environment's plan; sizing/placement.py checks that teams' quotas hold one)."""
+    from sizing.plan import plan_of
 
-    return pl.job_worker(config, config.hyperpod.group(p.group), p.nodes)
+    return plan_of(config).job_worker(p.group, p.nodes)
 
 
 def _json(value: Any) -> str:

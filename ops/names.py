@@ -6,7 +6,7 @@ take the prefix from ``config.names.stack_prefix``.
 
 from __future__ import annotations
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from config.names import stack_prefix
 
 

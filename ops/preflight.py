@@ -17,7 +17,7 @@ import ipaddress
 from pathlib import Path
 from typing import Any
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from ops.aws import Aws
 from ops.base_image import base_check
 from ops.checks import FAIL as FAIL

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from ops.errors import OpsError
 
 WORKLOADS = ("training", "inference")

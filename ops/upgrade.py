@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from config import versions
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from config.names import stack_prefix
 from ops import kuberay_crds
 from ops.context import Command

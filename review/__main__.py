@@ -33,7 +33,7 @@ from review.images import ImageRow, ImagesUnavailable, image_rows, unfilled
 from review.report import build_report
 
 if TYPE_CHECKING:
-    from config.model import EnvironmentConfig
+    from config.environment import EnvironmentConfig
     from review.assembly import Stack
 
 

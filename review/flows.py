@@ -37,7 +37,7 @@ from review.proof import Env, FlowResult
 from review.rbac import check_kube, grants_of
 
 if TYPE_CHECKING:
-    from config.model import EnvironmentConfig
+    from config.environment import EnvironmentConfig
 
 EKS_DEFAULT_RULES = "EKS default rule of the cluster security group (EKS user guide, sec-group-reqs)"
 FSX_S3_SLR = "arn:aws:iam::{account}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_{fs}"

@@ -29,7 +29,7 @@ from config import versions
 from review.document import Document
 
 if TYPE_CHECKING:
-    from config.model import EnvironmentConfig
+    from config.environment import EnvironmentConfig
     from review.assembly import Stack
 
 TABLE_HEADERS = ["Pod", "Container", "Image", "Source at deploy time", "Present before the first pod because"]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from review.images import TABLE_HEADERS, ImageRow, image_rows
 
 if TYPE_CHECKING:
-    from config.model import EnvironmentConfig
+    from config.environment import EnvironmentConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "reference" / "images.md"

@@ -20,7 +20,7 @@ from review.document import Document
 from review.proof import Env
 
 if TYPE_CHECKING:
-    from config.model import EnvironmentConfig
+    from config.environment import EnvironmentConfig
     from review.assembly import Stack
 
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"

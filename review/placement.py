@@ -1,11 +1,12 @@
 """The review report's "Placement" section: every node pool of the environment with its pods and
 what they take of the nodes' allocatable CPU, memory and GPUs, as configured and in the
-transients config/placement.py checks (a RayService upgrade, HyperPod replacing a node)."""
+transients sizing/placement.py checks (a RayService upgrade, HyperPod replacing a node)."""
 
 from __future__ import annotations
 
-from config import ConfigError, known_environments, load_environment, placement
+from config import ConfigError, known_environments, load_environment
 from review.document import Document
+from sizing import placement
 
 
 def placement_section(doc: Document, env: str) -> None:

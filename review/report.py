@@ -16,7 +16,7 @@ from review.placement import placement_section
 from review.proof import FlowResult
 
 if TYPE_CHECKING:
-    from config.model import EnvironmentConfig
+    from config.environment import EnvironmentConfig
 
 
 def _flags(flags: tuple[str, ...]) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 from aws_cdk import Environment, RemovalPolicy, Stack
 from constructs import Construct
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 
 
 class PlatformStack(Stack):

@@ -13,7 +13,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
 from config import observability as obs
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from constructs.device_plugin_image import NvidiaDevicePluginImage
 from constructs.eks_cluster import PlatformEksCluster
 from constructs.flows import s3_locations

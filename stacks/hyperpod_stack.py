@@ -12,7 +12,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from constructs.hyperpod_cluster import HyperPodCluster
 from constructs.hyperpod_dependencies import HyperPodDependencies
 from constructs.lifecycle_scripts import LifecycleScripts

@@ -7,7 +7,7 @@ from typing import Any
 from aws_cdk import CfnOutput
 from constructs import Construct
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from constructs.network import PlatformNetwork
 from stacks.base import PlatformStack
 

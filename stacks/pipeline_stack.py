@@ -12,7 +12,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from config import versions
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from config.pipeline import PipelineConfig
 from constructs.delivery_pipeline import DeliveryPipeline
 from stacks.platform import PlatformStacks, build_platform

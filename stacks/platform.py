@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from aws_cdk import Tags
 from constructs import Construct
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from config.names import stack_prefix
 from stacks.cluster_stack import ClusterStack
 from stacks.hyperpod_stack import HyperPodStack

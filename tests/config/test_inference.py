@@ -15,16 +15,16 @@ def _errors(env: str, inference: dict) -> list[str]:
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])
 def test_every_environment_resolves_a_gpu_group(env):
     cfg = load_environment(env)
-    group = cfg.inference.resolved_instance_group(cfg)
+    group = cfg.inference.resolved_instance_group(cfg.hyperpod)
     assert group.is_gpu
-    assert cfg.inference.check_against(cfg) == []
+    assert cfg.inference.check_against(cfg.hyperpod) == []
 
 
 def test_prod_serves_on_the_serve_group_with_the_llm_beside_it():
     cfg = load_environment("prod")
-    assert cfg.inference.resolved_instance_group(cfg).name == "serve-g6e"
+    assert cfg.inference.resolved_instance_group(cfg.hyperpod).name == "serve-g6e"
     assert cfg.inference.llm.enabled
-    assert cfg.inference.resolved_llm_group(cfg).name == "serve-g6e"
+    assert cfg.inference.resolved_llm_group(cfg.hyperpod).name == "serve-g6e"
 
 
 def test_unknown_instance_group():

@@ -75,8 +75,8 @@ def test_names_namespaces_and_principals_belong_to_one_team():
 
 def test_a_quota_that_holds_no_whole_node_job_is_refused_and_the_table_shows_where_team_pods_run():
     """`hpray submit job` asks whole nodes: a quota below one node's worker pod and a head would
-    refuse every job of the team (config/placement.team_problems)."""
-    from config import placement
+    refuse every job of the team (sizing/placement.team_problems)."""
+    from sizing import placement, pods
 
     team = {"name": "vision", "principal_arns": [ROLE], "quota": {"gpus": 2}}
     assert errors_for([team]) == [
@@ -86,7 +86,7 @@ def test_a_quota_that_holds_no_whole_node_job_is_refused_and_the_table_shows_whe
     ]
     # The figures are the worker pod `submit job` renders for one node of that group.
     config = parse_environment(with_teams([{**team, "quota": {"gpus": 8}}]), source="test.yaml")
-    worker = placement.job_worker(config, config.hyperpod.group("gpu-workers"), 1)
+    worker = pods.job_worker(config, config.hyperpod.group("gpu-workers"), 1)
     assert (worker.gpus, worker.cpus, worker.memory_gib) == (4, 23, 168)
     assert errors_for([{**team, "quota": {"gpus": 4, "cpus": 23, "memory_gib": 172}}])[0].startswith(
         "teams[0].quota: gpus 4, cpus 23, memory_gib 172 hold no job"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from config.model import InstanceGroup
+from config.hyperpod import InstanceGroup
 from constructs.hyperpod_cluster import EC2_DESCRIBE_ACTIONS, ECR_PULL_ACTIONS, ENI_ACTIONS, ENI_NODE_ACTIONS
 from constructs.lifecycle_scripts import content_hash
 

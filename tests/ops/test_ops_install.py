@@ -28,6 +28,7 @@ def test_pyproject_declares_the_hpray_command():
     assert set(data["tool"]["setuptools"]["packages"]["find"]["include"]) >= {
         "ops",
         "config",
+        "sizing",
         "workloads",
         "workloads.*",
     }
@@ -74,7 +75,7 @@ def test_bash_completes_commands_options_and_choices():
 
 
 # What a `pip install .` carries: the packages of pyproject.toml, nothing else of the checkout.
-WHEEL_SOURCES = ("pyproject.toml", "README.md", "ops", "config", "workloads", "review")
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "ops", "config", "sizing", "workloads", "review")
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ def _dry(*args: str) -> str:
 def test_synth_runs_gates_then_review():
     out = _dry("synth")
     assert out.index("cdk synth --quiet -c env=dev") < out.index("gates") < out.index("review")
-    # The placement table of the environment, right after synth (config/placement.py).
+    # The placement table of the environment, right after synth (sizing/placement.py).
     assert out.index("cdk synth --quiet -c env=dev") < out.index(".venv/bin/python -m config dev") < out.index("gates")
 
 

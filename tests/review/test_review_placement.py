@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from config import load_environment, placement
+from config import load_environment
 from review.document import Document
 from review.placement import placement_section
+from sizing import placement
 
 
 def test_placement_section_lists_every_pool_in_every_situation():

@@ -260,7 +260,7 @@ def test_context_holds_only_what_runs_on_the_cluster():
     files = image.context_files()
     assert "workloads/Dockerfile" in files and "workloads/image-requirements.txt" in files
     for f in files:
-        assert f.startswith(("workloads/", "config/")) or f == ".dockerignore", f
+        assert f.startswith(("workloads/", "config/", "sizing/")) or f == ".dockerignore", f
         assert not f.startswith(("tests/", "bench/", "rigs/_offline/")), f
         assert not f.endswith((".pyc", ".yaml")), f
     for harness in (
@@ -304,7 +304,7 @@ def _local_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             mods.add(node.module)
             mods |= {f"{node.module}.{a.name}" for a in node.names}
-    return {m for m in mods if m.split(".")[0] in ("workloads", "config")}
+    return {m for m in mods if m.split(".")[0] in ("workloads", "config", "sizing")}
 
 
 def _module_file(mod: str, files: set[str]) -> str | None:
@@ -321,7 +321,7 @@ def test_entrypoints_and_serve_import_paths_exist_in_the_image():
 
     files = set(image.context_files())
     copied = set(re.findall(r"^COPY --chown=\S+ (\S+) /home/ray/app/", DOCKERFILE.read_text(), re.M))
-    assert copied == {"config", "workloads"}
+    assert copied == {"config", "sizing", "workloads"}
     in_image = {f for f in files if f.split("/")[0] in copied}
     entry = train_manifest.render(load_environment("prod"))["spec"]["entrypoint"]
     module = re.match(r"python -m (\S+) ", entry).group(1)

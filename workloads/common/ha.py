@@ -32,7 +32,7 @@ import copy
 import json
 from typing import Any
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 from config.names import (
     GCS_STORE_PORT,
     GCS_STORE_SECRET,

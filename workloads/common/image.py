@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from config.model import EnvironmentConfig
+    from config.environment import EnvironmentConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The build context is the repository root (the image needs `workloads` and `config`); its

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from config import catalog, names, placement
+from config import catalog, names
+from sizing.pods import RAY_HEAD, WorkerShape
 
 # The Ray release the workloads are written for (Ray 2.60.0, Python 3.11). Every pod runs the
 # workloads image built from workloads/Dockerfile on it (workloads.common.image), never a bare
@@ -113,8 +114,8 @@ def head_group(
                     ray_container(
                         "ray-head",
                         image,
-                        cpu=placement.RAY_HEAD["cpu"],
-                        memory=placement.RAY_HEAD["memory"],
+                        cpu=RAY_HEAD["cpu"],
+                        memory=RAY_HEAD["memory"],
                         env=env,
                         ports=ports
                         or [
@@ -131,7 +132,7 @@ def head_group(
 
 
 def worker_group(
-    shape: placement.WorkerShape,
+    shape: WorkerShape,
     *,
     group_name: str,
     image: str,
@@ -139,7 +140,7 @@ def worker_group(
     taints: list[Any] | None = None,
     env: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Worker pods of ``shape`` (sized from the node pool in config/placement.py, which checks
+    """Worker pods of ``shape`` (sized from the node pool in sizing/pods.py; sizing/placement.py checks
     that they fit) on the HyperPod nodes of its instance type; only nodes HyperPod reports
     healthy are eligible."""
     extra = {k: v for k, v in shape.resources.items() if k not in ("cpu", "memory")}
@@ -163,7 +164,7 @@ def worker_group(
                 extra_resources=extra,
             )
         ],
-        "volumes": [fsx_volume(), shm_volume(max(8, shape.memory_gib // 4))],
+        "volumes": [fsx_volume(), shm_volume(shape.shm_gib)],
     }
     return {
         "groupName": group_name,

@@ -32,8 +32,8 @@ from __future__ import annotations
 from typing import Any
 
 from config import observability as obs
+from config.environment import EnvironmentConfig
 from config.jobs import JOBS_WORKLOAD
-from config.model import EnvironmentConfig
 from config.names import (
     HEAD_IN_SERVE_SERVICE,
     KUBERAY_NAMESPACE,

@@ -42,7 +42,7 @@ from config.names import ray_auth_secret_name
 from workloads.common import k8s
 
 if TYPE_CHECKING:
-    from config.model import EnvironmentConfig
+    from config.environment import EnvironmentConfig
 
 # Kubernetes Secret KubeRay reads the token from, and its key (KubeRay's RAY_AUTH_TOKEN_SECRET_KEY).
 AUTH_SECRET = "ray-auth-token"

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from config import catalog, placement, versions
-from config.model import EnvironmentConfig
+from config import catalog, versions
+from config.environment import EnvironmentConfig
 from config.names import (
     HEAD_IN_SERVE_SERVICE,
     INFERENCE_APP,
@@ -41,6 +41,8 @@ from config.names import (
     inference_service_name,
     llm_service_name,
 )
+from sizing.plan import ServicePlan, plan_of
+from sizing.pods import WorkerShape
 from workloads.common import ha, k8s, security
 from workloads.common import image as image_mod
 from workloads.inference import serve_config
@@ -75,8 +77,13 @@ def _image(env: EnvironmentConfig) -> str:
     return image_mod.resolve(env, env.inference.image or env.training.image, "inference.image")
 
 
+def _service(plan: ServicePlan | None) -> ServicePlan:
+    assert plan is not None, "the config checks report a service without a group to run on"
+    return plan
+
+
 def _worker_group(
-    shape: placement.WorkerShape,
+    shape: WorkerShape,
     instance_group: InstanceGroup,
     role: str,
     *,
@@ -84,7 +91,7 @@ def _worker_group(
     app: str,
     env_vars: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Replica-sized worker pods on a HyperPod GPU group, sized in config/placement.py; the Ray
+    """Replica-sized worker pods on a HyperPod GPU group, sized in the environment's plan (sizing/plan.py); the Ray
     group is named after the instance group and the ``role`` the pods play on it."""
     group = k8s.worker_group(
         shape,
@@ -156,7 +163,7 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
     """The RayService of the generation app."""
     inf = env.inference
     try:
-        group = inf.resolved_instance_group(env)
+        group = inf.resolved_instance_group(env.hyperpod)
     except KeyError as err:
         from config import ConfigError
 
@@ -165,7 +172,7 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
     # Serve's mode (HAProxy ingress, throughput preset) must be the same in every Ray process:
     # the controller on the head decides the ingress, the workers run HAProxy and the replicas.
     ray_env = serve_config.ray_env(env)
-    worker = _worker_group(placement.serve_worker(env), group, "serve", image=image, app=APP, env_vars=ray_env)
+    worker = _worker_group(_service(plan_of(env).serve).worker, group, "serve", image=image, app=APP, env_vars=ray_env)
     return _rayservice(
         env,
         name=inference_service_name(env.name_prefix, inf.app_name),
@@ -179,7 +186,7 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
 def llm_config(env: EnvironmentConfig) -> dict[str, Any]:
     """One ``ray.serve.llm`` LLMConfig (as a dict, the form serveConfigV2 args take)."""
     llm = env.inference.llm
-    group = env.inference.resolved_llm_group(env)
+    group = env.inference.resolved_llm_group(env.hyperpod)
     accelerator = catalog.ray_accelerator_type(group.instance_type)
     source: Any = {"bucket_uri": llm.model_source} if llm.model_source.startswith("s3://") else llm.model_source
     cfg: dict[str, Any] = {
@@ -217,13 +224,13 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
                 "inference.llm.model_source on FSx or S3) to render the Serve LLM RayService"
             ],
         )
-    group = env.inference.resolved_llm_group(env)
+    group = env.inference.resolved_llm_group(env.hyperpod)
     image = k8s.RAY_LLM_IMAGE
     if env.network.images_from_ecr:  # Docker Hub through ECR's pull-through cache
         image = versions.ecr_image(image, account=env.account, region=env.region)
     # Weights come from FSx or S3 only: no Hugging Face Hub traffic from a closed network.
     offline = {"HF_HUB_OFFLINE": "1"}
-    worker = _worker_group(placement.llm_worker(env), group, "llm", image=image, app=LLM_APP, env_vars=offline)
+    worker = _worker_group(_service(plan_of(env).llm).worker, group, "llm", image=image, app=LLM_APP, env_vars=offline)
     serve_cfg = {
         "proxy_location": "EveryNode",
         "http_options": {"host": "0.0.0.0", "port": SERVE_PORT},

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from config.model import EnvironmentConfig
+from config.environment import EnvironmentConfig
 
 IMPORT_PATH = "workloads.inference.app:app_builder"
 DEPLOYMENT = "Generate"

@@ -20,7 +20,10 @@ if TYPE_CHECKING:
 
 
 def settings_from_args(argv: list[str] | None = None) -> JobSettings:
+    from pydantic import ValidationError
+
     from config import ConfigError, load_environment
+    from config.loader import format_validation_error
     from workloads.training import settings as S
     from workloads.training.job import JobSettings
 
@@ -43,8 +46,8 @@ def settings_from_args(argv: list[str] | None = None) -> JobSettings:
         data = json.loads(args.settings_json)
         try:
             return JobSettings(**{**data, **overrides})
-        except TypeError as err:
-            raise ConfigError("--settings-json", [str(err)]) from None
+        except ValidationError as err:
+            raise ConfigError("--settings-json", format_validation_error(err, root=JobSettings)) from None
     if args.local:
         if not args.storage:
             raise ConfigError("command line", ["--storage: required with --local (a directory or s3:// URI)"])

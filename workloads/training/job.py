@@ -25,7 +25,12 @@ import pickle
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from config.training import Training
 
 log = logging.getLogger("workloads.training")
 
@@ -35,44 +40,63 @@ log = logging.getLogger("workloads.training")
 # processes start and restore the state. The same poll also paces report(): see ReportPacing.
 
 
-@dataclass
-class JobSettings:
-    """Everything ``train_func`` needs, JSON-serializable (it travels as train_loop_config)."""
+# The train loop's settings are these fields of the ``training:`` section, typed, bounded and
+# documented once there (config/training.py), plus the values the cluster decides (``_RUNTIME``).
+TRAINING_FIELDS = (
+    "run_name",
+    "steps",
+    "gpus_per_worker",
+    "batch_size_per_worker",
+    "learning_rate",
+    "warmup_steps",
+    "weight_decay",
+    "grad_clip",
+    "seed",
+    "precision",
+    "sharding",
+    "activation_checkpointing",
+    "checkpoint_every_steps",
+    "report_every_steps",
+    "num_to_keep",
+    "max_failures",
+    "min_workers",
+    "data_path",
+    "data_max_bytes",
+    "storage_shared",
+)
 
-    run_name: str
-    storage_path: str  # a POSIX path every node mounts
-    steps: int
-    num_workers: int
-    gpus_per_worker: int = 0
-    cpus_per_worker: float = 1.0
-    # workloads.common.model.config_from_dict fields (``arch``: llama or gpt).
-    model: dict = field(default_factory=lambda: {"arch": "llama"})
-    batch_size_per_worker: int = 8
-    learning_rate: float = 3e-4
-    warmup_steps: int = 20
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    seed: int = 1234
-    precision: str = "fp32"
-    sharding: str = "fsdp"
-    activation_checkpointing: bool = False
-    checkpoint_every_steps: int = 50
-    report_every_steps: int = 10
-    num_to_keep: int = 3
-    max_failures: int = 3
-    # Elastic: Ray Train restarts the worker group on as few as this many workers when it cannot
-    # get ``num_workers`` back (None: always ``num_workers``, waiting for replacements).
-    min_workers: int | None = None
-    data_path: str | None = None
-    data_max_bytes: int = 4 << 20
-    # SPREAD places one worker per node where it can (as on the cluster); PACK fills nodes.
-    placement_strategy: str = "PACK"
-    storage_shared: bool = False
-    # Print one progress line per step (rank 0) to the job log; the rehearsal parses them.
-    log_every_step: bool = False
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return self.model_dump()
+
+
+_RUNTIME: dict[str, Any] = {
+    # The resolved storage path, a POSIX path every node mounts.
+    "storage_path": (str, Field(description="Where Ray Train keeps the run: a POSIX path every node mounts.")),
+    "num_workers": (int, Field(ge=1, description="Ray Train workers (the plan's count on the cluster).")),
+    # Whole CPUs on the cluster (the worker pod's CPUs shared by its workers); a share locally.
+    "cpus_per_worker": (int | float, Field(gt=0, description="CPUs each Ray Train worker asks.")),
+    "model": (dict, Field(description="workloads.common.model.config_from_dict fields (arch: llama or gpt).")),
+    "placement_strategy": (
+        Literal["SPREAD", "PACK"],
+        Field(description="SPREAD places one worker per node where it can (as on the cluster); PACK fills nodes."),
+    ),
+    "log_every_step": (
+        bool,
+        Field(default=False, description="One progress line per step (rank 0) in the job log; rehearsals parse them."),
+    ),
+}
+
+JobSettings = create_model(
+    "JobSettings",
+    __base__=_Settings,
+    __doc__="Everything ``train_func`` needs, JSON-serializable (it travels as train_loop_config).",
+    **{name: (Training.model_fields[name].annotation, Training.model_fields[name]) for name in TRAINING_FIELDS},
+    **_RUNTIME,
+)
 
 
 @dataclass(frozen=True)

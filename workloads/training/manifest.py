@@ -10,8 +10,9 @@ import json
 import shlex
 from typing import Any
 
-from config import EnvironmentConfig, placement
+from config.environment import EnvironmentConfig
 from config.names import TRAINING_APP, training_job_name
+from sizing.plan import plan_of
 from workloads.common import image as image_mod
 from workloads.common import k8s, rayjob
 from workloads.training import settings as settings_mod
@@ -45,8 +46,9 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     """The ray.io/v1 RayJob for ``cfg`` (raises ConfigError when the config does not fit)."""
     t = cfg.training
     job = settings_mod.for_cluster(cfg)
-    p = t.placement(cfg.hyperpod.instance_groups)
-    group = cfg.hyperpod.group(p.group)
+    plan = plan_of(cfg).training
+    assert plan is not None, "for_cluster reports a training job that does not fit"
+    group = plan.group
     image = image_mod.resolve(cfg, t.image, "training.image")
     settings_json = json.dumps(job.to_dict(), sort_keys=True, separators=(",", ":"))
     entrypoint = f"python -m workloads.training --settings-json {shlex.quote(settings_json)}"
@@ -59,7 +61,7 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
         head=k8s.head_group(image, app=APP, env=env + k8s.env_list(GCS_ENV)),
         workers=[
             k8s.worker_group(
-                placement.training_worker(cfg),
+                plan.worker,
                 group_name=group.name,
                 image=image,
                 app=APP,

@@ -11,13 +11,17 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from config import ConfigError, EnvironmentConfig, placement
+from config import ConfigError
+from config.environment import EnvironmentConfig
 from config.loader import format_validation_error
-from config.training import Training, sharding_problems
-from workloads.training.job import JobSettings
+from config.training import Training
+from sizing.plan import plan_of
+from sizing.training import sharding_problems
+from workloads.training.job import TRAINING_FIELDS, JobSettings
 
-# The model and data for one machine: the tiny preset (~0.13M parameters), a step in tens of
-# milliseconds on a CPU core, loss visibly falling within a few hundred steps.
+# The `training:` values of a run on one machine (validated as a Training section, like the
+# cluster's): the tiny preset (~0.13M parameters), a step in tens of milliseconds on a CPU core,
+# loss visibly falling within a few hundred steps.
 LOCAL_DEFAULTS: dict[str, Any] = {
     "model": {"preset": "tiny"},
     "activation_checkpointing": False,
@@ -94,25 +98,21 @@ def training_with(base: Training, overrides: dict[str, Any], source: str) -> Tra
 
 def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None) -> JobSettings:
     """Settings of the job on the HyperPod cluster of ``cfg`` (placement from its instance group)."""
-    t = training_with(cfg.training, overrides or {}, f"config/{cfg.name}.yaml") if overrides else cfg.training
-    problems = t.problems(cfg.hyperpod.instance_groups, fsx_file_system_path=cfg.fsx.file_system_path)
-    if problems:
-        raise ConfigError(f"{cfg.name}.yaml", problems)
-    p = t.placement(cfg.hyperpod.instance_groups)
-    # CPUs per worker: the worker pod's CPUs (sized from the node's allocatable) shared by the
-    # Ray Train workers in it.
-    pod = placement.training_worker(cfg.model_copy(update={"training": t}))
-    cpus = max(1, pod.cpus // pod.per_pod)
+    if overrides:
+        t = training_with(cfg.training, overrides, f"config/{cfg.name}.yaml")
+        plan = plan_of(cfg.model_copy(update={"training": t}))
+    else:
+        t, plan = cfg.training, plan_of(cfg)
+    if plan.training_problems:
+        raise ConfigError(f"{cfg.name}.yaml", list(plan.training_problems))
+    p = plan.training
+    assert p is not None, "a training job without problems is placed"
     return _settings(
-        t,
-        storage=t.resolved_storage_path(cfg.fsx.file_system_path),
-        workers=p.workers,
-        cpus=cpus,
-        placement="SPREAD" if p.nodes > 1 else "PACK",
+        t, storage=p.storage_path, workers=p.placement.workers, cpus=p.cpus_per_worker, placement=p.strategy
     )
 
 
-# JobSettings fields that are not part of the `training:` config (local runs and tests only).
+# JobSettings fields that are not part of the `training:` config, settable on local runs.
 RUNTIME_KEYS = ("cpus_per_worker", "log_every_step", "placement_strategy")
 
 
@@ -141,30 +141,12 @@ def for_local(overrides: dict[str, Any] | None = None, *, storage_path: str) -> 
 
 
 def _settings(t: Training, *, storage: str, workers: int, cpus: float, placement: str) -> JobSettings:
+    """``t``'s train-loop fields (job.TRAINING_FIELDS) and the runtime values."""
     return JobSettings(
-        run_name=t.run_name,
+        **t.model_dump(include=set(TRAINING_FIELDS)),
         storage_path=storage,
-        steps=t.steps,
         num_workers=workers,
-        gpus_per_worker=t.gpus_per_worker,
         cpus_per_worker=cpus,
         model=t.model.architecture(),
-        batch_size_per_worker=t.batch_size_per_worker,
-        learning_rate=t.learning_rate,
-        warmup_steps=t.warmup_steps,
-        weight_decay=t.weight_decay,
-        grad_clip=t.grad_clip,
-        seed=t.seed,
-        precision=t.precision,
-        sharding=t.sharding,
-        activation_checkpointing=t.activation_checkpointing,
-        min_workers=t.min_workers,
-        checkpoint_every_steps=t.checkpoint_every_steps,
-        report_every_steps=t.report_every_steps,
-        num_to_keep=t.num_to_keep,
-        max_failures=t.max_failures,
-        data_path=t.data_path,
-        data_max_bytes=t.data_max_bytes,
         placement_strategy=placement,
-        storage_shared=t.storage_shared,
     )

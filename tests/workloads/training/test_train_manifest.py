@@ -14,6 +14,7 @@ import yaml
 
 from config import load_environment
 from config.catalog import instance_spec
+from sizing.plan import plan_of
 from workloads.common import crd, image, k8s
 from workloads.training.manifest import render
 
@@ -48,7 +49,7 @@ def test_strict_validation_rejects_unknown_and_mistyped_fields(env_and_job):
 
 def test_workers_come_from_the_hyperpod_group(env_and_job):
     cfg, job = env_and_job
-    placement = cfg.training.placement(cfg.hyperpod.instance_groups)
+    placement = plan_of(cfg).training.placement
     group = cfg.hyperpod.group(placement.group)
     spec = instance_spec(group.instance_type)
     (wg,) = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]

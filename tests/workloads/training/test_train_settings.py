@@ -180,10 +180,51 @@ def test_unknown_preset():
 def test_prod_trains_the_7b_preset_sharded_within_the_h100s():
     from config import load_environment
     from config.catalog import instance_spec
-    from config.training import GPU_MEMORY_USABLE, memory_per_gpu
+    from sizing.training import GPU_MEMORY_USABLE, memory_per_gpu
 
     cfg = load_environment("prod")
     s = S.for_cluster(cfg)
     assert s.sharding == "fsdp" and s.num_workers == 32 and s.model["n_embd"] == 4096
     need = sum(memory_per_gpu(cfg.training, 32).values())
     assert need < GPU_MEMORY_USABLE * instance_spec("ml.p5.48xlarge").gpu_memory_gib * (1 << 30)
+
+
+# Training fields the train loop does not take as they are: the model's shape (it takes the
+# architecture), the group and worker count and the storage path (it takes the plan's resolved
+# values), and what only the RayJob reads.
+NOT_TRAIN_LOOP_FIELDS = {
+    "model",
+    "instance_group",
+    "num_workers",
+    "storage_path",
+    "image",
+    "active_deadline_seconds",
+    "ttl_seconds_after_finished",
+}
+
+
+def test_the_job_settings_are_the_training_fields_plus_the_runtime_values():
+    """JobSettings is derived from the Training model: each of its training fields has the
+    section's type and bounds, and a new `training:` option is either taken by the train loop
+    or named here as one it does not take."""
+    from config.training import Training
+    from workloads.training.job import TRAINING_FIELDS, JobSettings
+
+    assert set(Training.model_fields) == set(TRAINING_FIELDS) | NOT_TRAIN_LOOP_FIELDS
+    for name in TRAINING_FIELDS:
+        assert JobSettings.model_fields[name].annotation == Training.model_fields[name].annotation, name
+        assert JobSettings.model_fields[name].metadata == Training.model_fields[name].metadata, name
+    runtime = set(JobSettings.model_fields) - set(TRAINING_FIELDS)
+    assert runtime == {
+        "storage_path",
+        "num_workers",
+        "cpus_per_worker",
+        "model",
+        "placement_strategy",
+        "log_every_step",
+    }
+    cfg = parse_environment(_dev(), source="dev.yaml")
+    s = S.for_cluster(cfg)
+    assert {n: getattr(s, n) for n in TRAINING_FIELDS} == cfg.training.model_dump(include=set(TRAINING_FIELDS))
+    with pytest.raises(ValueError, match="num_to_keep"):
+        JobSettings(**{**s.to_dict(), "num_to_keep": 1})

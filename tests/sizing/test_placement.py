@@ -1,7 +1,7 @@
 """Placement: node pools from config, every pod of the platform on the pool it selects, as
 configured and in the worst transients; the faults of issue 18 it found (2, 3, 4, 11c).
 
-One module because it mirrors ``config/placement.py``: the tests share its pools and fixtures.
+One module because it mirrors ``sizing/placement.py`` (with the pools and pods of sizing/pods.py): the tests share its pools and fixtures.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from config import catalog, load_environment, placement
-from config.placement import Pod, Pool, cpu_millis, memory_mib, place, pod_from_spec, selects
+from config import catalog, load_environment
+from sizing import placement, pods
+from sizing.scheduling import Pod, Pool, cpu_millis, memory_mib, place, pod_from_spec, selects
 from tests.config.config_data import config_errors as errors_of
 
 ENVS = ("dev", "staging", "prod")
@@ -31,7 +32,7 @@ def test_the_trunk_interface_takes_one_eni_from_the_system_pods():
     ordinary pods keep the other ENIs' addresses."""
     assert catalog.max_pods_with_trunk("m7i.xlarge") == 3 * 14 + 2 < catalog.max_pods("m7i.xlarge")
     from config import load_environment
-    from config.placement import system_pool
+    from sizing.pods import system_pool
 
     cfg = load_environment("dev")
     assert system_pool(cfg.eks).allocatable.pods == catalog.max_pods_with_trunk(cfg.eks.system_nodes.instance_type)
@@ -274,7 +275,7 @@ def test_the_secrets_store_daemonsets_run_wherever_ray_pods_run(name):
     stores = [checked[n] for n in addons.SECRETS_STORE_DAEMONSETS]
     assert [(p.cpu_millis, p.memory_mib) for p in stores] == [(70, 140), (50, 100)]
     ray_pods = [p for n, p in checked.items() if n.startswith(("RayJob ", "RayService "))]
-    pools = placement.pools(env)
+    pools = pods.pools(env)
     ray_pools = {pool.name for pool in pools for p in ray_pods if selects(p, pool)}
     # prod's serving group carries a NoSchedule taint (config/prod.yaml): the case that matters.
     assert any(pool.taints for pool in pools if pool.name in ray_pools) == (name == "prod")
@@ -283,7 +284,7 @@ def test_the_secrets_store_daemonsets_run_wherever_ray_pods_run(name):
         assert ray_pools <= {pool.name for pool in pools if selects(store, pool)}, store.name
     # With the switch off they are not installed, so not counted.
     off = env.model_copy(update={"eks": env.eks.model_copy(update={"ray_token_auth": False})})
-    assert not set(addons.SECRETS_STORE_DAEMONSETS) & {p.name for p in placement.daemonsets(off)}
+    assert not set(addons.SECRETS_STORE_DAEMONSETS) & {p.name for p in pods.daemonsets(off)}
 
 
 @pytest.mark.parametrize("name", ENVS)
@@ -301,7 +302,7 @@ def test_every_environment_places_every_pod(name):
 def test_ray_heads_fit_a_dev_system_node():
     # Fault 18.2: heads asked for 4 CPU / 16Gi; an m7i.xlarge offers 3.92 CPU / 13.8 GiB.
     env = load_environment("dev")
-    node = placement.system_pool(env.eks).allocatable
+    node = pods.system_pool(env.eks).allocatable
     heads = [p for w, p in _rendered(env) if p.name == "head"]
     assert len(heads) == 2
     for head in heads:
@@ -321,7 +322,7 @@ def test_p5_workers_ask_for_no_more_memory_than_the_node_offers():
     # Fault 18.4: 2016Gi asked of an ml.p5.48xlarge whose allocatable is about 1893 GiB.
     env = load_environment("prod")
     (worker,) = [p for w, p in _rendered(env) if w.startswith("RayJob") and p.name == "worker"]
-    free_cpu, free_mem = placement.free_per_node(env, env.hyperpod.group("train-p5"))
+    free_cpu, free_mem = pods.free_per_node(env, env.hyperpod.group("train-p5"))
     assert worker.memory_mib <= free_mem < catalog.node_allocatable("ml.p5.48xlarge").memory_mib
     assert worker.cpu_millis <= free_cpu
     assert (worker.gpus, worker.efa) == (8, 32)
@@ -419,10 +420,10 @@ def test_rendered_chart_pods_take_the_place_of_the_built_ones():
 def test_every_rendered_chart_pod_fits(name):
     # The KubeRay operator and the device plugins as the real `helm template` of the pinned charts
     # renders them (constructs/chart_pods.py), in place of the pods built from the values.
-    from constructs.chart_pods import chart_pods
+    from constructs.chart_pods import chart_pods, scheduling_pods
 
     env = load_environment(name)
-    rendered = placement.pods_from_charts(chart_pods(env))
+    rendered = scheduling_pods(chart_pods(env))
     assert {"kuberay-operator", "nvidia-device-plugin", "aws-efa-k8s-device-plugin"} <= {p.name for p in rendered}
     assert placement.check_against(env, rendered) == []
     # Each rendered pod is placed where Kubernetes would run it: a Deployment's replicas, a

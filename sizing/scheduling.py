@@ -3,7 +3,7 @@ which pool a pod may use (nodeSelector, required node affinity, taints and toler
 first-fit placement on each node's allocatable CPU, memory, GPUs, EFA interfaces and pod slots.
 
 ``pod_from_spec`` reads a pod from a Kubernetes PodSpec, so pods rendered from Helm charts are
-placed like the ones config/placement.py builds. Pure: no Kubernetes API, no aws_cdk.
+placed like the ones sizing/pods.py builds. Pure: no Kubernetes API, no aws_cdk.
 """
 
 from __future__ import annotations

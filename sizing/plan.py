@@ -1,0 +1,126 @@
+"""The environment's plan: for each workload its name, instance group, node and worker counts and
+pod shape, and the train loop's runtime values, derived once per loaded config (``plan_of``).
+
+Manifests, NetworkPolicies, the flow table, ``hpray submit job`` and the review's placement
+table read the plan; the placement checks (sizing/placement.py) run over it at load.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from config.environment import EnvironmentConfig
+from config.hyperpod import InstanceGroup
+from sizing import pods, training
+from sizing.pods import WorkerShape
+from sizing.training import TrainingPlacement
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """The RayJob of ``training:``: its workers on one instance group, and what the train loop
+    takes from the cluster (workers, CPUs per worker, storage path, placement strategy)."""
+
+    name: str
+    group: InstanceGroup
+    placement: TrainingPlacement
+    worker: WorkerShape
+    storage_path: str
+    cpus_per_worker: int
+    strategy: str
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    """A RayService: its name and its worker pods on one instance group."""
+
+    name: str
+    group: InstanceGroup
+    worker: WorkerShape
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything sized from one environment's config. ``training`` is None when ``training:``
+    does not fit its group (``training_problems`` says why, one line each) or there is no GPU
+    group to train on; ``serve`` and ``llm`` are None when they have no group to run on."""
+
+    training: TrainingPlan | None
+    training_problems: tuple[str, ...]
+    serve: ServicePlan | None
+    llm: ServicePlan | None
+    # One whole node's worker pod of an ``hpray submit job`` RayJob, per GPU instance group.
+    job_workers: Mapping[str, WorkerShape]
+
+    def job_worker(self, group: str, nodes: int) -> WorkerShape:
+        """The worker pods of a submitted job on ``nodes`` whole nodes of ``group``."""
+        return replace(self.job_workers[group], min_replicas=nodes, max_replicas=nodes)
+
+
+def _training(env: EnvironmentConfig) -> tuple[TrainingPlan | None, tuple[str, ...]]:
+    t, groups = env.training, env.hyperpod.instance_groups
+    problems = tuple(t.group_problems(groups))
+    if problems:
+        return None, problems
+    p = training.placement(t, groups)
+    group = env.hyperpod.group(p.group)
+    problems = tuple(training.fit_problems(t, p, group, fsx_file_system_path=env.fsx.file_system_path))
+    if problems:
+        return None, problems
+    try:
+        worker = pods.training_worker(env, p)
+    except KeyError:  # no ENI limits for the group: sizing.placement.pool_problems says so
+        return None, problems
+    return (
+        TrainingPlan(
+            name=f"train-{t.run_name}",
+            group=group,
+            placement=p,
+            worker=worker,
+            storage_path=t.resolved_storage_path(env.fsx.file_system_path),
+            # The worker pod's CPUs (sized from the node's allocatable) shared by its Ray Train workers.
+            cpus_per_worker=max(1, worker.cpus // worker.per_pod),
+            strategy="SPREAD" if p.nodes > 1 else "PACK",
+        ),
+        problems,
+    )
+
+
+def _services(env: EnvironmentConfig) -> tuple[ServicePlan | None, ServicePlan | None]:
+    inf = env.inference
+    try:
+        serve = ServicePlan(
+            f"{env.name_prefix}-{inf.app_name}", inf.resolved_instance_group(env.hyperpod), pods.serve_worker(env)
+        )
+    except KeyError:  # no GPU group, or no hardware facts for it: the config checks say which
+        return None, None
+    if not inf.llm.enabled:
+        return serve, None
+    try:
+        return serve, ServicePlan(f"{env.name_prefix}-llm", inf.resolved_llm_group(env.hyperpod), pods.llm_worker(env))
+    except KeyError:
+        return serve, None
+
+
+def derive(env: EnvironmentConfig) -> Plan:
+    """The plan of ``env``; call ``plan_of``, which derives it once per config."""
+    train, train_problems = _training(env)
+    serve, llm = _services(env)
+    jobs = {g.name: pods.job_worker(env, g, 1) for g in env.hyperpod.instance_groups if g.is_gpu and pods.known(g)}
+    return Plan(training=train, training_problems=train_problems, serve=serve, llm=llm, job_workers=jobs)
+
+
+_PLANS: dict[int, Plan] = {}
+
+
+def plan_of(env: EnvironmentConfig) -> Plan:
+    """The plan of ``env``, derived on the first call for this config object (a config is
+    frozen: a changed one, e.g. with command-line overrides, is another object and another plan)."""
+    key = id(env)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = derive(env)
+        weakref.finalize(env, _PLANS.pop, key, None)
+    return plan

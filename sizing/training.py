@@ -1,0 +1,150 @@
+"""Where the training job's workers go: its instance group, workers per node and nodes, and the
+checks of ``training:`` against the groups (workers per node, shared storage, FSDP sharding, the
+model's estimated memory per GPU). Pure: reads config sections, no Kubernetes, no aws_cdk."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from config import catalog
+from config.hyperpod import InstanceGroup
+from config.training import Training
+
+
+@dataclass(frozen=True)
+class TrainingPlacement:
+    """The Ray Train workers on the nodes of one instance group."""
+
+    group: str
+    instance_type: str
+    workers: int
+    nodes: int
+    workers_per_node: int
+    gpus_per_worker: int
+    gpus_per_node: int
+    efa_interfaces: int
+    vcpus: int
+    memory_gib: int
+
+
+def placement(t: Training, groups: Sequence[InstanceGroup]) -> TrainingPlacement:
+    """Workers, nodes and GPUs on the group of ``t`` (which ``problems`` has found fitting)."""
+    group = t.group(groups)
+    assert group is not None, "problems() reports a missing group before placing"
+    spec = catalog.instance_spec(group.instance_type)
+    per_node = spec.gpus // t.gpus_per_worker if t.gpus_per_worker else 1
+    workers = t.num_workers or per_node * group.instance_count
+    nodes = math.ceil(workers / per_node)
+    return TrainingPlacement(
+        group=group.name,
+        instance_type=group.instance_type,
+        workers=workers,
+        nodes=nodes,
+        workers_per_node=per_node,
+        gpus_per_worker=t.gpus_per_worker,
+        gpus_per_node=spec.gpus,
+        efa_interfaces=spec.efa_interfaces,
+        vcpus=spec.vcpus,
+        memory_gib=spec.memory_gib,
+    )
+
+
+def fit_problems(t: Training, p: TrainingPlacement, group: InstanceGroup, *, fsx_file_system_path: str) -> list[str]:
+    """How the workers ``p`` of ``training:`` fit ``group`` (whose ``Training.group_problems`` are
+    none), one line per problem: nodes, shared storage, FSDP sharding, memory per GPU."""
+    spec = catalog.instance_spec(group.instance_type)
+    out: list[str] = []
+    if p.nodes > group.instance_count:
+        out.append(
+            f"training.num_workers: {p.workers} workers need {p.nodes} {group.instance_type} "
+            f"instances ({p.workers_per_node} per instance), but instance group "
+            f"{group.name!r} has {group.instance_count}"
+        )
+    storage = t.resolved_storage_path(fsx_file_system_path)
+    shared = storage.startswith(("s3://", "/fsx/")) or storage == "/fsx"
+    if p.nodes > 1 and not (shared or t.storage_shared):
+        out.append(
+            f"training.storage_path: {storage!r} is local to each node, but the workers "
+            f"span {p.nodes} nodes; use a path on FSx (/fsx/...) or s3://, or set "
+            "training.storage_shared if every node mounts it"
+        )
+    out += sharding_problems(t, p.workers)
+    out += memory_problems(t, spec, p.workers, instance_type=group.instance_type)
+    return out
+
+
+def sharding_problems(t: Training, workers: int) -> list[str]:
+    """FSDP over one worker shards nothing: it is plain training with extra collectives."""
+    if t.sharding == "fsdp" and workers < 2:
+        return [
+            f"training.sharding: 'fsdp' with {workers} worker shards nothing; allowed: 'ddp' "
+            "with one worker, or 'fsdp' with 2 or more workers"
+        ]
+    return []
+
+
+# Share of a GPU's memory the estimate may use: the rest is the CUDA context, NCCL buffers and
+# the caching allocator's fragmentation.
+GPU_MEMORY_USABLE = 0.85
+
+
+def memory_per_gpu(t: Training, workers: int) -> dict[str, float]:
+    """Estimated bytes on each GPU at step time: fp32 parameters, fp32 gradients and AdamW's two
+    fp32 moments (sharded 1/workers with FSDP, whole with DDP, which also keeps a gradient bucket
+    copy), FSDP's unsharded 16-bit copies of two blocks (the one computing and the one
+    prefetched), and activations for ``batch_size_per_worker`` sequences of ``block_size``
+    tokens (stored block inputs plus one block recomputed with activation checkpointing, every
+    block's intermediates without)."""
+    m = t.model
+    p = m.parameters()
+    shards = workers if t.sharding == "fsdp" else 1
+    low = 2 if t.precision == "bf16" else 4  # bytes per compute value
+    d, f, s, b, layers = (
+        m.n_embd,
+        m.ffn_hidden if m.arch == "llama" else 4 * m.n_embd,
+        m.block_size,
+        t.batch_size_per_worker,
+        m.n_layer,
+    )
+    kv = m.n_kv_head * (d // m.n_head) if m.arch == "llama" else d
+    # One block's saved tensors per token: norms, q/k/v, attention output, projections (12d +
+    # 4kv values) and the MLP's gate, up, product and activation (8f) (flash attention: no s^2).
+    per_block = s * b * (6 * d + 2 * kv + 4 * f) * low
+    block_inputs = s * b * d * low
+    activations = (layers * block_inputs + per_block) if t.activation_checkpointing else layers * per_block
+    logits = s * b * 256 * 4 * 2  # fp32 logits and their gradient
+    out = {
+        "parameters": 4 * p / shards,
+        "gradients": 4 * p / shards,
+        "optimizer": 8 * p / shards,
+        "activations": activations + logits,
+    }
+    if t.sharding == "fsdp":
+        per_layer = (p - 2 * 256 * d) / layers
+        out["unsharded_blocks"] = 2 * per_layer * low
+    else:
+        out["gradient_buckets"] = 4 * p
+    return out
+
+
+def memory_problems(t: Training, spec: catalog.InstanceSpec, workers: int, *, instance_type: str) -> list[str]:
+    """The model's estimated memory per GPU (``memory_per_gpu``) against the instance's GPUs."""
+    if not t.gpus_per_worker or not spec.gpu_memory_gib:
+        return []
+    need = sum(memory_per_gpu(t, workers).values()) / t.gpus_per_worker
+    have = spec.gpu_memory_gib * (1 << 30) * GPU_MEMORY_USABLE
+    if need <= have:
+        return []
+    name = t.model.preset or "the configured model"
+    return [
+        f"training.model: {name} ({t.model.parameters() / 1e9:.2f}B parameters) needs about "
+        f"{need / (1 << 30):.1f} GiB per GPU with {t.sharding} over {workers} workers "
+        f"(batch_size_per_worker {t.batch_size_per_worker}, block_size {t.model.block_size}, "
+        f"activation_checkpointing {str(t.activation_checkpointing).lower()}), but "
+        f"{instance_type} has {spec.gpu_memory_gib} GiB per {spec.accelerator} "
+        f"({GPU_MEMORY_USABLE:.0%} usable: {have / (1 << 30):.1f} GiB); allowed: a smaller "
+        f"preset, more workers with fsdp, a smaller batch"
+        + ("" if t.activation_checkpointing else ", or activation_checkpointing")
+    ]

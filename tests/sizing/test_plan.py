@@ -1,0 +1,110 @@
+"""The environment's plan (sizing/plan.py): derived once per loaded config, and what the
+manifests, policies, flow table, submitted jobs and the placement table render is read from it."""
+
+from __future__ import annotations
+
+import pytest
+
+from config import known_environments, load_environment
+from sizing import plan as plan_mod
+
+
+@pytest.fixture
+def derivations(monkeypatch):
+    """Counts the plan's derivations (sizing.plan.derive) from here on."""
+    calls: list[str] = []
+    real = plan_mod.derive
+
+    def counting(env):
+        calls.append(env.name)
+        return real(env)
+
+    monkeypatch.setattr(plan_mod, "derive", counting)
+    return calls
+
+
+@pytest.fixture
+def computations(monkeypatch):
+    """Counts every call of the functions that size a workload (sizing.training.placement and the
+    worker pods of sizing.pods), by name, wherever it comes from."""
+    from sizing import pods, training
+
+    counts: dict[str, int] = {}
+
+    def counted(module, name):
+        real = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            counts[name] = counts.get(name, 0) + 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    counted(training, "placement")
+    for name in ("training_worker", "serve_worker", "llm_worker", "job_worker"):
+        counted(pods, name)
+    return counts
+
+
+@pytest.mark.parametrize("name", known_environments())
+def test_rendering_every_manifest_derives_the_plan_once(name, derivations, computations):
+    from constructs import flows
+
+    from ops import job_submit
+    from sizing import placement, pods
+    from workloads.common import network_policy
+    from workloads.inference import manifest as inference
+    from workloads.training import manifest as training
+
+    env = load_environment(name)  # the loader checks the plan: the one derivation
+    assert derivations == [name]
+    training.render(env)
+    inference.render(env)
+    if env.inference.llm.enabled:
+        inference.render_llm(env)
+    network_policy.render(env)
+    flows.flow_table(env)
+    placement.render_table(env)
+    p = job_submit.placement(env, instance_group=None, gpus=None, nodes=1)
+    job_submit.render_job(env, name="count", command=["python", "t.py"], working_dir_uri="s3://b/k.zip", p=p)
+    assert derivations == [name]
+    # Each workload sized once: the training job, each service, one node per GPU group for jobs.
+    gpu_groups = [g for g in env.hyperpod.instance_groups if g.is_gpu and pods.known(g)]
+    assert computations == {
+        "placement": 1,
+        "training_worker": 1,
+        "serve_worker": 1,
+        **({"llm_worker": 1} if env.inference.llm.enabled else {}),
+        **({"job_worker": len(gpu_groups)} if gpu_groups else {}),
+    }
+
+
+def test_another_config_is_another_plan(derivations):
+    """A config is frozen: one with overrides (``hpray``'s --set, say) is a new object, planned anew."""
+    from workloads.training import settings
+
+    dev = load_environment("dev")
+    settings.for_cluster(dev)
+    assert derivations == ["dev"]
+    s = settings.for_cluster(dev, {"num_workers": 2})
+    assert len(derivations) == 2 and s.num_workers == 2
+    assert plan_mod.plan_of(dev).training is not None
+    assert plan_mod.plan_of(dev).training.placement.workers != 2 or dev.training.num_workers == 2
+
+
+def test_the_plan_holds_each_workloads_group_and_pod_shape():
+    dev = load_environment("dev")
+    plan = plan_mod.plan_of(dev)
+    assert plan is plan_mod.plan_of(dev)
+    t = plan.training
+    assert t is not None and t.name == f"train-{dev.training.run_name}"
+    assert t.group is dev.hyperpod.group(t.placement.group)
+    assert t.worker.min_replicas == t.worker.max_replicas == t.placement.nodes
+    assert t.worker.gpus == min(t.placement.workers, t.placement.workers_per_node) * dev.training.gpus_per_worker
+    assert t.cpus_per_worker == max(1, t.worker.cpus // t.worker.per_pod)
+    assert t.storage_path == dev.training.resolved_storage_path(dev.fsx.file_system_path)
+    assert plan.serve is not None and plan.serve.name == f"{dev.name_prefix}-{dev.inference.app_name}"
+    assert (plan.llm is not None) == dev.inference.llm.enabled
+    for group, shape in plan.job_workers.items():
+        assert shape.group == group and shape.min_replicas == shape.max_replicas == 1
+        assert plan.job_worker(group, 3).max_replicas == 3
