@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from review.images import TABLE_HEADERS, ImageRow, image_rows
+from review.images import TABLE_HEADERS, ImageRow, ImagesUnavailable, image_rows
 
 if TYPE_CHECKING:
     from config.environment import EnvironmentConfig
@@ -78,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m review.images_page", description=__doc__)
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed page is stale")
     args = parser.parse_args(argv)
-    text = generate()
+    try:
+        text = generate()
+    except ImagesUnavailable as err:
+        print(f"review.images_page: {err}", file=sys.stderr)
+        return 2
     if args.check:
         if not PAGE.exists() or PAGE.read_text() != text:
             print(f"stale: {PAGE.relative_to(ROOT)}; run `python -m review.images_page`", file=sys.stderr)

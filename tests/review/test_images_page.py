@@ -39,3 +39,17 @@ def test_asset_tags_are_shown_as_a_placeholder():
         "1.dkr.ecr.r.amazonaws.com/cdk-hnb659fds-container-assets-111111111111-us-east-1:" + "a" * 64
     )
     assert cell.endswith("cdk-hnb659fds-container-assets-111111111111-us-east-1:<asset hash>")
+
+
+def test_without_the_charts_the_page_command_says_so_in_one_line(monkeypatch, capsys):
+    """No shared fixtures and no network: one line naming what is missing, exit 2, no traceback."""
+
+    def unavailable(*_args, **_kwargs):
+        raise images_page.ImagesUnavailable(
+            "the Helm releases' pods cannot be rendered: missing kuberay-operator-1.7.0"
+        )
+
+    monkeypatch.setattr(images_page, "generate", unavailable)
+    assert images_page.main(["--check"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["review.images_page: the Helm releases' pods cannot be rendered: missing kuberay-operator-1.7.0"]
