@@ -45,6 +45,8 @@ CONTROL_PLANE_LOGS = (
 # The FSx CSI driver's controller service account (the add-on's own name for it).
 FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"
 CLOUDWATCH_AGENT_SA = "cloudwatch-agent"
+# The Secrets Store CSI driver add-on with its AWS provider: it installs the SecretProviderClass CRD.
+SECRETS_STORE_DRIVER = "aws-secrets-store-csi-driver-provider"
 # The vpc-cni add-on's configuration values (its schema: `aws eks describe-addon-configuration`).
 # Security groups for pods give the Ray heads their own group (constructs/ray_heads.py):
 # ENABLE_POD_ENI, in standard mode (strict mode cuts a pod with its own group off the Pod
@@ -369,7 +371,7 @@ class PlatformEksCluster(Construct):
             # ASCP reads a secret with the Pod Identity of the pod that mounts it.
             secrets_store = addon(
                 "SecretsStoreCsiDriver",
-                "aws-secrets-store-csi-driver-provider",
+                SECRETS_STORE_DRIVER,
                 configuration_values=json.dumps(addons_config.secrets_store_configuration(), sort_keys=True),
             )
             secrets_store.node.add_dependency(self.system_nodegroup, pod_identity)
@@ -535,3 +537,11 @@ class PlatformEksCluster(Construct):
     ) -> eks.KubernetesManifest:
         """Kubernetes objects applied on this cluster (``eks.KubernetesManifest`` in ``scope``)."""
         return eks.KubernetesManifest(scope, construct_id, cluster=self.cluster, manifest=manifest, **kwargs)
+
+    def helm_chart(self, scope: Construct, construct_id: str, **kwargs: Any) -> eks.HelmChart:
+        """A Helm release installed on this cluster (``eks.HelmChart`` in ``scope``)."""
+        return eks.HelmChart(scope, construct_id, cluster=self.cluster, **kwargs)
+
+    def access_entry(self, scope: Construct, construct_id: str, **kwargs: Any) -> eks.AccessEntry:
+        """An EKS access entry of this cluster (``eks.AccessEntry`` in ``scope``)."""
+        return eks.AccessEntry(scope, construct_id, cluster=self.cluster, **kwargs)

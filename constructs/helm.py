@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aws_cdk import Duration
-from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 
 from config.versions import ChartPin, semver
@@ -79,10 +78,9 @@ class HelmRelease(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.release = release
-        self.chart = eks.HelmChart(
+        self.chart = cluster.helm_chart(
             self,
             "Chart",
-            cluster=cluster.cluster,  # type: ignore[arg-type]  # aws_eks_v2.Cluster lacks ICluster's kubectl_provider_options
             chart=release.pin.chart,
             repository=release.pin.repository,
             version=release.pin.version,

@@ -293,10 +293,9 @@ class TeamAccess(Construct):
             association.node.add_dependency(manifest)
             for i, arn in enumerate(team.principal_arns):
                 # No EKS access policy: the team's Role (through the group) is all it gets.
-                entry = eks.AccessEntry(
+                entry = cluster.access_entry(
                     self,
                     f"{team.name}-Access{i}",
-                    cluster=cluster.cluster,  # type: ignore[arg-type]  # aws_eks_v2.Cluster lacks ICluster's kubectl_provider_options
                     principal=arn,
                     access_policies=[],
                 )

@@ -9,12 +9,14 @@ what the workloads' tests validate. Only names travel through the kubectl handle
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from aws_cdk import aws_eks_v2 as eks
-from constructs import Construct, IConstruct
+from constructs import Construct
 
 from config.environment import EnvironmentConfig
+from constructs.eks_cluster import SECRETS_STORE_DRIVER, PlatformEksCluster
+from constructs.gcs_store import GcsStore
+from constructs.ray_auth import RayAuthToken
+from constructs.workloads_access import WorkloadsAccess
 from workloads.common import ha, network_policy, security
 
 
@@ -24,41 +26,40 @@ class WorkloadsSecurity(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cluster: eks.Cluster,
+        cluster: PlatformEksCluster,
         config: EnvironmentConfig,
-        namespace: IConstruct,
-        secrets_store: IConstruct | None,
-        secrets_depend_on: Sequence[IConstruct] = (),
-        gcs_store_secret: IConstruct | None = None,
+        workloads: WorkloadsAccess,
+        ray_auth: RayAuthToken,
+        gcs_store: GcsStore | None = None,
     ) -> None:
-        """``namespace``: the manifest creating the Ray namespace. ``secrets_store``: the Secrets
-        Store CSI driver add-on (it installs the SecretProviderClass CRD); None when nothing is
-        synced. ``secrets_depend_on``: what must exist before a pod mounts the secrets (the
-        secrets themselves, the Pod Identity association reading them). ``gcs_store_secret``: the
-        GCS store's AUTH token secret, where the environment has GCS fault tolerance."""
-        super().__init__(scope, construct_id)
-        self.network_policies = eks.KubernetesManifest(
-            self,
-            "NetworkPolicies",
-            cluster=cluster,  # type: ignore[arg-type]  # aws-cdk-lib types ICluster without kubectl_provider_options
-            manifest=network_policy.render(config)["items"],
-        )
-        self.network_policies.node.add_dependency(namespace)
+        """``workloads``: the Ray namespace and the Pod Identity association of its service
+        account; ``ray_auth``: the Ray token the SecretProviderClass syncs; ``gcs_store``: the GCS
+        store whose AUTH token the heads mount, where the environment has GCS fault tolerance.
 
+        Ordering comes from ``cluster``: each manifest after the namespace, a SecretProviderClass
+        also after the Secrets Store CSI driver add-on (it installs the CRD) and after what a pod
+        mounting it reads: the secret and the Pod Identity association."""
+        super().__init__(scope, construct_id)
+        namespace = workloads.namespace
+        self.network_policies = cluster.manifest(self, "NetworkPolicies", network_policy.render(config)["items"])
+        cluster.requires(self.network_policies, after=[namespace])
+
+        has_driver = SECRETS_STORE_DRIVER in cluster.addons
         self.secret_provider_class: eks.KubernetesManifest | None = None
         secrets = security.synced_secrets(config)
         if secrets:
-            if secrets_store is None:
+            if not has_driver:
                 raise ValueError(
                     f"{len(secrets)} secret(s) to sync into the Ray namespace but no Secrets Store CSI driver add-on"
                 )
-            self.secret_provider_class = eks.KubernetesManifest(
-                self,
-                "SecretProviderClass",
-                cluster=cluster,  # type: ignore[arg-type]  # as above
-                manifest=[security.secret_provider_class(secrets, region=config.region)],
+            self.secret_provider_class = cluster.manifest(
+                self, "SecretProviderClass", [security.secret_provider_class(secrets, region=config.region)]
             )
-            self.secret_provider_class.node.add_dependency(namespace, secrets_store, *secrets_depend_on)
+            cluster.requires(
+                self.secret_provider_class,
+                SECRETS_STORE_DRIVER,
+                after=[namespace, ray_auth.secret, workloads.pod_identity],
+            )
 
         # GCS fault tolerance (workloads/common/ha.py): without its SecretProviderClass a head
         # that mounts the store's CSI volume never starts. The budgets select RayService pods by
@@ -66,21 +67,17 @@ class WorkloadsSecurity(Construct):
         self.gcs_store_secret_provider_class: eks.KubernetesManifest | None = None
         self.disruption_budgets: eks.KubernetesManifest | None = None
         if config.gcs_fault_tolerance:
-            if secrets_store is None or gcs_store_secret is None:
+            if not has_driver or gcs_store is None:
                 raise ValueError("GCS fault tolerance needs the Secrets Store CSI driver add-on and the store's secret")
-            self.gcs_store_secret_provider_class = eks.KubernetesManifest(
-                self,
-                "GcsStoreSecretProviderClass",
-                cluster=cluster,  # type: ignore[arg-type]  # as above
-                manifest=[ha.render_secret_provider_class(config)],
+            self.gcs_store_secret_provider_class = cluster.manifest(
+                self, "GcsStoreSecretProviderClass", [ha.render_secret_provider_class(config)]
             )
-            self.gcs_store_secret_provider_class.node.add_dependency(
-                namespace, secrets_store, gcs_store_secret, *secrets_depend_on
+            cluster.requires(
+                self.gcs_store_secret_provider_class,
+                SECRETS_STORE_DRIVER,
+                after=[namespace, gcs_store.secret, ray_auth.secret, workloads.pod_identity],
             )
-            self.disruption_budgets = eks.KubernetesManifest(
-                self,
-                "DisruptionBudgets",
-                cluster=cluster,  # type: ignore[arg-type]  # as above
-                manifest=ha.render_disruption_budgets(config)["items"],
+            self.disruption_budgets = cluster.manifest(
+                self, "DisruptionBudgets", ha.render_disruption_budgets(config)["items"]
             )
-            self.disruption_budgets.node.add_dependency(namespace)
+            cluster.requires(self.disruption_budgets, after=[namespace])

@@ -118,12 +118,11 @@ class ClusterStack(PlatformStack):
         self.workloads_security = WorkloadsSecurity(
             self,
             "WorkloadsSecurity",
-            cluster=self.cluster,
+            cluster=self.eks,
             config=config,
-            namespace=self.workloads.namespace,
-            secrets_store=self.eks.addons.get("aws-secrets-store-csi-driver-provider"),
-            secrets_depend_on=[self.ray_auth.secret, self.workloads.pod_identity],
-            gcs_store_secret=self.gcs_store.secret if self.gcs_store else None,
+            workloads=self.workloads,
+            ray_auth=self.ray_auth,
+            gcs_store=self.gcs_store,
         )
         # Team namespaces, quotas, namespace-scoped access entries, each team's own Pod Identity
         # role and Ray token (config `teams`); no team member may read the platform's tokens.

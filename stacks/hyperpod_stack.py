@@ -71,5 +71,7 @@ class HyperPodStack(PlatformStack):
         )
         CfnOutput(self, "ClusterName", value=self.hyperpod.cluster_name, description="HyperPod cluster name")
         CfnOutput(self, "ClusterArn", value=self.hyperpod.cluster_arn, description="HyperPod cluster ARN")
-        CfnOutput(self, "ExecutionRoleArn", value=self.hyperpod.execution_role.role_arn)
+        # The instance groups' execution role (its EKS access: ClusterStack.grant_hyperpod_access).
+        self.execution_role = self.hyperpod.execution_role
+        CfnOutput(self, "ExecutionRoleArn", value=self.execution_role.role_arn)
         CfnOutput(self, "LifecycleScriptsUri", value=self.scripts.source_s3_uri)

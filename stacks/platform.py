@@ -28,7 +28,7 @@ def build_platform(scope: Construct, config: EnvironmentConfig) -> PlatformStack
     network_stack = NetworkStack(scope, f"{prefix}Network", config=config)
     network = network_stack.network
     storage = StorageStack(scope, f"{prefix}Storage", config=config, network=network)
-    cluster = ClusterStack(scope, f"{prefix}Cluster", config=config, network=network, storage=storage)
+    cluster_stack = ClusterStack(scope, f"{prefix}Cluster", config=config, network=network, storage=storage)
     hyperpod = HyperPodStack(
         scope,
         f"{prefix}HyperPod",
@@ -36,11 +36,11 @@ def build_platform(scope: Construct, config: EnvironmentConfig) -> PlatformStack
         network=network,
         key=storage.platform_key,
         lifecycle_bucket=storage.buckets.lifecycle_scripts,
-        eks_cluster=cluster.cluster,
-        node_dependencies=cluster.hyperpod_node_dependencies,
+        eks_cluster=cluster_stack.cluster,
+        node_dependencies=cluster_stack.hyperpod_node_dependencies,
     )
     # The execution role's access entry: HyperPod creates it (see ClusterStack.grant_hyperpod_access).
-    cluster.grant_hyperpod_access(hyperpod.hyperpod.execution_role)
+    cluster_stack.grant_hyperpod_access(hyperpod.execution_role)
     for key, value in config.tags.as_dict().items():
         Tags.of(scope).add(key, value)
-    return PlatformStacks(network=network_stack, storage=storage, cluster=cluster, hyperpod=hyperpod)
+    return PlatformStacks(network=network_stack, storage=storage, cluster=cluster_stack, hyperpod=hyperpod)

@@ -9,7 +9,7 @@ import pytest
 
 from config import load_environment
 from tests.conftest import template_of
-from workloads.common import network_policy, security
+from workloads.common import ha, network_policy, security
 
 ENVS = ("dev", "staging", "prod")
 
@@ -81,26 +81,79 @@ def test_without_token_auth_no_driver_and_no_secret_provider_class(tmp_path):
     assert applied(template["Resources"][policies]) == network_policy.render(config)["items"]
 
 
-def test_secret_provider_class_needs_a_driver():
-    from aws_cdk import App, Stack
-    from aws_cdk import aws_ec2 as ec2
-    from aws_cdk import aws_eks_v2 as eks
+@pytest.mark.parametrize("env", ENVS)
+def test_gcs_store_secret_provider_class_and_budgets_are_applied_after_what_they_need(env, synthesized):
+    """GCS fault tolerance: the heads' SecretProviderClass comes after the driver, the namespace,
+    the store's token and what reads it; the budgets after the namespace only, not after the
+    nodes (the cluster's readiness is not theirs to wait for)."""
+    import aws_cdk as cdk
 
-    from constructs.eks_cluster import kubectl_layer
-    from constructs.workloads_security import WorkloadsSecurity
+    _, config, stacks = synthesized(env)
+    cluster = stacks.cluster
+    res = template_of(cluster).to_json()["Resources"]
+    sec = cluster.workloads_security
+    assert config.gcs_fault_tolerance and cluster.gcs_store is not None
+    assert sec.gcs_store_secret_provider_class is not None and sec.disruption_budgets is not None
 
-    stack = Stack(App(), "S", env={"account": "111111111111", "region": "us-west-2"})
-    vpc = ec2.Vpc(stack, "V")
-    cluster = eks.Cluster(
-        stack,
-        "C",
-        version=eks.KubernetesVersion.V1_33,
-        vpc=vpc,
-        kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer(stack, "1.33")),
+    def resources(*constructs) -> set[str]:
+        """The logical IDs of every CloudFormation resource in ``constructs`` (what a construct
+        dependency turns into), and of the barrier aws-cdk-lib puts before every manifest."""
+        barrier = cluster.eks.cluster.node.find_child("KubectlReadyBarrier")
+        return {
+            cluster.get_logical_id(c)
+            for x in (barrier, *constructs)
+            for c in x.node.find_all()
+            if isinstance(c, cdk.CfnResource)
+        }
+
+    spc_id = cluster.get_logical_id(sec.gcs_store_secret_provider_class.node.default_child)
+    assert applied(res[spc_id]) == [ha.render_secret_provider_class(config)]
+    assert set(res[spc_id]["DependsOn"]) == resources(
+        cluster.eks.addons["aws-secrets-store-csi-driver-provider"],
+        cluster.workloads.namespace,
+        cluster.workloads.pod_identity,
+        cluster.ray_auth.secret,
+        cluster.gcs_store.secret,
     )
-    namespace = eks.KubernetesManifest(stack, "Ns", cluster=cluster, manifest=[{"kind": "Namespace"}])
+    budgets_id = cluster.get_logical_id(sec.disruption_budgets.node.default_child)
+    assert applied(res[budgets_id]) == ha.render_disruption_budgets(config)["items"]
+    assert set(res[budgets_id]["DependsOn"]) == resources(cluster.workloads.namespace)
+
+
+def test_secret_provider_class_needs_a_driver(tmp_path):
+    """A cluster built without the driver (token auth off) and a config with a secret to sync:
+    one clear error before anything is applied."""
+    import aws_cdk as cdk
+
+    from app import APP_PROPS, build_app
+    from constructs.workloads_security import WorkloadsSecurity
+    from tests.conftest import cdk_context
+
+    config = load_environment("dev")
+    without = config.model_copy(update={"eks": config.eks.model_copy(update={"ray_token_auth": False})})
+    app = cdk.App(
+        context={**APP_PROPS["context"], **cdk_context(), "env": "dev"},
+        outdir=str(tmp_path),
+        **{k: v for k, v in APP_PROPS.items() if k != "context"},
+    )
+    cluster = build_app(app, without).cluster
+    assert "aws-secrets-store-csi-driver-provider" not in cluster.eks.addons
     with pytest.raises(ValueError) as err:
         WorkloadsSecurity(
-            stack, "W", cluster=cluster, config=load_environment("dev"), namespace=namespace, secrets_store=None
+            cluster, "W", cluster=cluster.eks, config=config, workloads=cluster.workloads, ray_auth=cluster.ray_auth
         )
     assert str(err.value) == "1 secret(s) to sync into the Ray namespace but no Secrets Store CSI driver add-on"
+
+
+def test_gcs_fault_tolerance_needs_the_store(tmp_path):
+    from constructs.workloads_security import WorkloadsSecurity
+    from tests.conftest import make_app
+
+    _, config, stacks = make_app("dev", tmp_path)
+    cluster = stacks.cluster
+    assert config.gcs_fault_tolerance
+    with pytest.raises(ValueError) as err:
+        WorkloadsSecurity(
+            cluster, "W", cluster=cluster.eks, config=config, workloads=cluster.workloads, ray_auth=cluster.ray_auth
+        )
+    assert str(err.value) == "GCS fault tolerance needs the Secrets Store CSI driver add-on and the store's secret"

@@ -85,7 +85,7 @@ def test_no_access_entry_for_the_execution_role_anywhere(synthesized, env):
     # HyperPod creates the execution role's access entry itself (see constructs/hyperpod_cluster.py);
     # a second one, from any stack, would collide with it.
     assembly, _, stacks = synthesized(env)
-    role_ref = stacks.hyperpod.hyperpod.execution_role
+    role_ref = stacks.hyperpod.execution_role
     role_logical = stacks.hyperpod.get_logical_id(role_ref.node.default_child)
     for artifact in assembly.stacks:
         for logical_id, resource in artifact.template["Resources"].items():
