@@ -16,7 +16,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from workloads.training.job import JobSettings
+    from workloads.training.job_settings import JobSettings
 
 
 def settings_from_args(argv: list[str] | None = None) -> JobSettings:
@@ -25,7 +25,7 @@ def settings_from_args(argv: list[str] | None = None) -> JobSettings:
     from config import ConfigError, load_environment
     from config.loader import format_validation_error
     from workloads.training import settings as S
-    from workloads.training.job import JobSettings
+    from workloads.training.job_settings import JobSettings
 
     parser = argparse.ArgumentParser(prog="python -m workloads.training")
     mode = parser.add_mutually_exclusive_group(required=True)

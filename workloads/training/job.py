@@ -26,11 +26,10 @@ import random
 import shutil
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
-
-from config.training import Training
+if TYPE_CHECKING:
+    from workloads.training.job_settings import JobSettings
 
 log = logging.getLogger("workloads.training")
 
@@ -38,65 +37,6 @@ log = logging.getLogger("workloads.training")
 # bench/README.md): Ray Train's controller polls the workers every
 # RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s; a killed worker fails its next poll), then new worker
 # processes start and restore the state. The same poll also paces report(): see ReportPacing.
-
-
-# The train loop's settings are these fields of the ``training:`` section, typed, bounded and
-# documented once there (config/training.py), plus the values the cluster decides (``_RUNTIME``).
-TRAINING_FIELDS = (
-    "run_name",
-    "steps",
-    "gpus_per_worker",
-    "batch_size_per_worker",
-    "learning_rate",
-    "warmup_steps",
-    "weight_decay",
-    "grad_clip",
-    "seed",
-    "precision",
-    "sharding",
-    "activation_checkpointing",
-    "checkpoint_every_steps",
-    "report_every_steps",
-    "num_to_keep",
-    "max_failures",
-    "min_workers",
-    "data_path",
-    "data_max_bytes",
-    "storage_shared",
-)
-
-
-class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    def to_dict(self) -> dict:
-        return self.model_dump()
-
-
-_RUNTIME: dict[str, Any] = {
-    # The resolved storage path, a POSIX path every node mounts.
-    "storage_path": (str, Field(description="Where Ray Train keeps the run: a POSIX path every node mounts.")),
-    "num_workers": (int, Field(ge=1, description="Ray Train workers (the plan's count on the cluster).")),
-    # Whole CPUs on the cluster (the worker pod's CPUs shared by its workers); a share locally.
-    "cpus_per_worker": (int | float, Field(gt=0, description="CPUs each Ray Train worker asks.")),
-    "model": (dict, Field(description="workloads.common.model.config_from_dict fields (arch: llama or gpt).")),
-    "placement_strategy": (
-        Literal["SPREAD", "PACK"],
-        Field(description="SPREAD places one worker per node where it can (as on the cluster); PACK fills nodes."),
-    ),
-    "log_every_step": (
-        bool,
-        Field(default=False, description="One progress line per step (rank 0) in the job log; rehearsals parse them."),
-    ),
-}
-
-JobSettings = create_model(
-    "JobSettings",
-    __base__=_Settings,
-    __doc__="Everything ``train_func`` needs, JSON-serializable (it travels as train_loop_config).",
-    **{name: (Training.model_fields[name].annotation, Training.model_fields[name]) for name in TRAINING_FIELDS},
-    **_RUNTIME,
-)
 
 
 @dataclass(frozen=True)
@@ -302,6 +242,8 @@ def train_func(config: dict) -> None:
 
     config = dict(config)
     step_callback = config.pop("step_callback", None)
+    from workloads.training.job_settings import JobSettings
+
     s = JobSettings(**config)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     ctx = ray.train.get_context()

@@ -17,7 +17,7 @@ from config.loader import format_validation_error
 from config.training import Training
 from sizing.plan import plan_of
 from sizing.training import sharding_problems
-from workloads.training.job import TRAINING_FIELDS, JobSettings
+from workloads.training.job_settings import TRAINING_FIELDS, JobSettings
 
 # The `training:` values of a run on one machine (validated as a Training section, like the
 # cluster's): the tiny preset (~0.13M parameters), a step in tens of milliseconds on a CPU core,
