@@ -51,6 +51,7 @@ side must be read next to the other.
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import io
 import json
@@ -69,14 +70,11 @@ from torch.distributed.checkpoint.filesystem import FileSystemWriter
 from workloads.common import storage as storage_mod
 
 if TYPE_CHECKING:
-    import concurrent.futures
-
     from ray.train import Checkpoint
     from torch.distributed import ProcessGroup
     from torch.distributed.checkpoint.metadata import Metadata
     from torch.distributed.checkpoint.planner import SavePlan, SavePlanner
     from torch.distributed.checkpoint.staging import AsyncStager
-    from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
     from torch.distributed.checkpoint.storage import WriteResult
     from torch.futures import Future
     from typing_extensions import Buffer
@@ -394,7 +392,7 @@ def save_sharded(
     writer_cls: type[ShardWriter] = ShardWriter,
     stager: AsyncStager | None = None,
     in_process: bool = False,
-) -> concurrent.futures.Future[object] | AsyncSaveResponse:
+) -> concurrent.futures.Future[object]:
     """Start an asynchronous sharded save of ``state`` into ``directory`` (every rank calls it;
     ``meta`` must hold ``"step"``). ``state`` is staged (copied) before this returns, so training
     may change it; the returned future is done once every shard and then the manifest are
@@ -409,13 +407,16 @@ def save_sharded(
     if "step" not in meta:
         raise ValueError("checkpoint meta must hold 'step'")
     os.makedirs(directory, exist_ok=True)
-    return dcp.async_save(
+    saving = dcp.async_save(
         state,
         storage_writer=writer_cls(directory, meta),
         process_group=process_group,
         async_stager=stager,
         async_checkpointer_type=AsyncCheckpointerType.PROCESS if in_process else AsyncCheckpointerType.THREAD,
     )
+    # DCP answers an AsyncSaveResponse only to a stager that stages asynchronously; none here does.
+    assert isinstance(saving, concurrent.futures.Future), "stagers here stage synchronously"
+    return saving
 
 
 def load_sharded(path: str, state: dict[str, Any], *, process_group: ProcessGroup | None = None) -> None:
