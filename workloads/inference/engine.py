@@ -250,7 +250,7 @@ def _sample(logits: torch.Tensor, requests: list[GenRequest], active: list[int],
 
 @torch.inference_mode()
 def prompt_logprobs(
-    model: GPT, prompt_ids: list[int], k: int
+    model: GPT | Llama, prompt_ids: list[int], k: int
 ) -> tuple[list[float | None], list[dict[int, float] | None]]:
     """Log-probabilities of each prompt token given the ones before it (``echo`` with
     ``logprobs``); the first token has none, as in OpenAI's API."""
@@ -346,7 +346,7 @@ def generate_batch(model: GPT | Llama, requests: list[GenRequest], use_cache: bo
     return result
 
 
-def health_probe(model: GPT) -> None:
+def health_probe(model: GPT | Llama) -> None:
     """Raise unless the model really answers: finite logits and a valid greedy token."""
     with torch.no_grad():
         device = next(model.parameters()).device
