@@ -23,8 +23,8 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, cast
 
 from ray import serve
 from starlette.requests import Request
@@ -33,6 +33,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from workloads.inference import engine, loading, schema
 
 log = logging.getLogger("ray.serve")
+
+# serve.batch batches async generators too (each caller gets its own stream of rows), but its
+# overloads only describe functions that return one list: this is what it makes of _stream.
+_batch_stream = cast(
+    "Callable[[Callable[[Generate, list[list[engine.GenRequest]]], AsyncIterator[list[Any]]]],"
+    " Callable[[Generate, list[engine.GenRequest]], AsyncIterator[tuple[str, list[tuple[int, int]]]]]]",
+    serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005, max_concurrent_batches=1),
+)
 
 # Longest a request waits at the admission gate (below) for the running batch to end; a safety
 # bound only (a batch is a 16-256 token generation), past it the request enters the queue anyway.
@@ -203,7 +211,7 @@ class Generate:
             start += len(item)
         return result
 
-    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005, max_concurrent_batches=1)
+    @_batch_stream
     async def _stream(self, items: list[list[engine.GenRequest]]) -> AsyncIterator[list[Any]]:
         gens = [g for item in items for g in item]
         owner = [(i, j) for i, item in enumerate(items) for j in range(len(item))]
@@ -264,7 +272,9 @@ class Generate:
             {"id": self.run_name, **entry, "root": self.loaded.model_id, **details},
         ]
 
-    async def _prompt_logprobs(self, req: schema.Completion) -> list[tuple[list, list] | None]:
+    async def _prompt_logprobs(
+        self, req: schema.Completion
+    ) -> list[tuple[list[float | None], list[dict[int, float] | None]] | None]:
         if not (req.echo and req.logprobs is not None):
             return [None] * len(req.all_prompts)
         async with self._gate.use():
@@ -401,7 +411,8 @@ class Generate:
 def deployment(options: dict[str, Any]) -> serve.Deployment:
     """The ``Generate`` deployment with Serve options (num_replicas/autoscaling_config, ...)."""
     # serve.deployment(cls, name=...) returns a Deployment; its overloads type it as a decorator.
-    return serve.deployment(Generate, name="Generate").options(**options)  # type: ignore[attr-defined]
+    generate: serve.Deployment = serve.deployment(Generate, name="Generate").options(**options)  # type: ignore[attr-defined]
+    return generate
 
 
 def app_builder(args: dict[str, Any]) -> serve.Application:
