@@ -13,7 +13,9 @@ reloads without running out of memory).
 
 Routes: ``POST /v1/completions``, ``GET /v1/models``, ``GET /v1/models/{id}``, ``GET /healthz``;
 the request and response follow OpenAI's completions API (the official ``openai`` client works
-unchanged: tests/workloads/inference/test_inference_http.py).
+unchanged: tests/workloads/inference/test_inference_http.py). The deployment class is most of
+it and stays one module: its methods share the replica's state (the model, the gate, the batch
+queues); the request and response formats live in ``schema``.
 """
 
 from __future__ import annotations
