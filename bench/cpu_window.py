@@ -7,9 +7,13 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from workloads.common import procfs
+
+Sched = tuple[float, float, int, int]  # procfs.thread_sched
+NamedSched = tuple[float, float, int, int, str]  # and the thread's name
 
 
 def cpu_seconds_by_pid(pids: list[int]) -> dict[int, tuple[str, float]]:
@@ -28,7 +32,9 @@ class Window:
     for the whole machine. What the machine used besides the run's own processes (other
     sessions, the kernel) is `foreign_cores`, the disturbance this run saw."""
 
-    def __init__(self, out: str, pids, alive, wakeups: bool = False) -> None:
+    def __init__(
+        self, out: str, pids: Callable[[], list[int]], alive: Callable[[], bool], wakeups: bool = False
+    ) -> None:
         while not os.path.exists(out + ".go") and alive():
             time.sleep(0.05)
         self.t0, self.m0, self.c0 = time.time(), procfs.machine_busy_seconds(), cpu_seconds_by_pid(pids())
@@ -38,8 +44,9 @@ class Window:
         # The ranks' training threads: in each of the two processes busiest over the first
         # second, its busiest thread over the next 0.2 s; then sampled every 0.2 s to the end
         # (a Ray rank's training thread ends with the run, before the window's end is seen).
-        self.tracked: dict[tuple[int, int], tuple[tuple, float, tuple]] = {}  # (pid, tid): first, t, last
-        self._pending: tuple[float, dict] | None = None
+        # (pid, tid): first, t, last
+        self.tracked: dict[tuple[int, int], tuple[NamedSched, float, Sched | NamedSched]] = {}
+        self._pending: tuple[float, dict[int, dict[int, NamedSched]]] | None = None
         next_sample = self.t0 + 1.0
         while not os.path.exists(out) and alive():
             time.sleep(0.05)
@@ -86,10 +93,10 @@ class Window:
                     self.tracked[(pid, tid)] = (first[pid][tid], time.time(), threads[tid])
             self._t_first = t
             return
-        for (pid, tid), (first, _, _) in list(self.tracked.items()):
+        for (pid, tid), (start, _, _) in list(self.tracked.items()):
             v = procfs.thread_sched(pid, tid)
             if v:
-                self.tracked[(pid, tid)] = (first, time.time(), v)
+                self.tracked[(pid, tid)] = (start, time.time(), v)
 
     def ranks_sched(self) -> dict[str, Any]:
         """The ranks' training threads (see __init__) from about a second into the window to
@@ -117,14 +124,14 @@ class Window:
         return max(0.0, (self.m1 - self.m0) - own) / max(1e-9, self.t1 - self.t0)
 
 
-def _top(d: dict[str, float], group) -> dict[str, float]:
+def _top(d: dict[str, float], group: Callable[[str], str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for k, v in d.items():
         out[group(k)] = out.get(group(k), 0.0) + v
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def _sched(pids) -> dict[int, dict[int, tuple[float, float, int, int, str]]]:
+def _sched(pids: Iterable[int]) -> dict[int, dict[int, NamedSched]]:
     """procfs.thread_sched of every thread of every process in ``pids`` that is alive, and the
     thread's name."""
     out = {}

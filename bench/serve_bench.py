@@ -21,14 +21,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rigs.serve_local import LocalCluster, free_port  # noqa: E402, I001  (loopback hooks first)
-from rigs import loadtest, local  # noqa: E402
+from rigs import loadtest  # noqa: E402
+from workloads.common import procfs  # noqa: E402
 from workloads.common.procfs import descendants as _descendants  # noqa: E402
+
+Procs = Callable[[], list[tuple[str, int]]]  # (label, pid) of the processes to measure
+Results = dict[str, dict[str, Any]]  # name -> concurrency -> summary (and "_ray": the run's settings)
 
 # "Tiny GPT": 2 layers, width 64, context 128 (about 0.1 M parameters).
 TINY = {"block_size": 128, "n_layer": 2, "n_head": 4, "n_embd": 64}
@@ -64,12 +70,14 @@ def save_checkpoint(storage: Path) -> None:
     )
 
 
-def _cpu(procs) -> dict[int, tuple[str, float]]:
+def _cpu(procs: Procs) -> dict[int, tuple[str, float]]:
     """(label, CPU seconds so far: user + system) per process id."""
-    return {pid: (label, local.cpu_seconds(pid)) for label, pid in procs()}
+    return {pid: (label, procfs.cpu_seconds(pid)) for label, pid in procs()}
 
 
-def _cpu_per_request(before: dict, after: dict, n: int) -> dict[str, float]:
+def _cpu_per_request(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], n: int
+) -> dict[str, float]:
     """CPU ms per request between two ``_cpu`` snapshots, summed per label (the label of the
     first snapshot: a Ray worker's process title names the method it is running at the moment)."""
     out: dict[str, float] = {}
@@ -79,7 +87,9 @@ def _cpu_per_request(before: dict, after: dict, n: int) -> dict[str, float]:
     return {k: round(v, 2) for k, v in out.items()}
 
 
-def measure(name: str, url: str, levels, time_limit_s: float, results: dict, procs=None) -> None:
+def measure(
+    name: str, url: str, levels: Iterable[int], time_limit_s: float, results: Results, procs: Procs | None = None
+) -> None:
     """Each level: throughput and latency, and the CPU time each process spent per request
     (less sensitive to the noisy neighbours than wall-clock figures)."""
     loadtest.wait_ready(url)
@@ -102,7 +112,7 @@ def measure(name: str, url: str, levels, time_limit_s: float, results: dict, pro
         )
 
 
-def run_fastapi(kind: str, storage: Path, levels, time_limit_s: float, results: dict) -> None:
+def run_fastapi(kind: str, storage: Path, levels: Iterable[int], time_limit_s: float, results: Results) -> None:
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -139,18 +149,25 @@ def run_fastapi(kind: str, storage: Path, levels, time_limit_s: float, results: 
 
 
 def run_ray(
-    storage: Path, levels, time_limit_s: float, results: dict, mode: str, wait_s: float, replicas: int = 1
+    storage: Path,
+    levels: Iterable[int],
+    time_limit_s: float,
+    results: Results,
+    mode: str,
+    wait_s: float,
+    replicas: int = 1,
 ) -> None:
     from config import load_environment
     from workloads.inference import serve_config
 
     cfg = load_environment("dev")
-    env = serve_config.ray_env(cfg) if RAY_MODES[mode] is None else dict(RAY_MODES[mode])
+    preset = RAY_MODES[mode]
+    env = serve_config.ray_env(cfg) if preset is None else dict(preset)
     print(f"  ray mode {mode}: {env or 'Ray defaults'}; {replicas} replica(s) of 1 CPU", flush=True)
     port = free_port()
     with LocalCluster(worker_nodes=0, head_cpus=2, serve_env=env) as _cluster:
 
-        def deploy(max_batch: int):
+        def deploy(max_batch: int) -> None:
             conf = serve_config.local_deploy_config(
                 cfg, port=port, storage=str(storage), run_name=RUN, replicas=replicas, cpus=1, max_ongoing_requests=64
             )
@@ -167,7 +184,7 @@ def run_ray(
         def batches() -> tuple[int, int]:
             """Batches and the requests in them, summed over the replicas (each answers
             /healthz with its own counters and pid; asked until every replica answered)."""
-            seen: dict = {}
+            seen: dict[int, tuple[int, int]] = {}
             for _ in range(50 * replicas):
                 h = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
                 seen[h["pid"]] = (h["batches"], h["batched_requests"])
@@ -175,12 +192,12 @@ def run_ray(
                     break
             return sum(b for b, _ in seen.values()), sum(r for _, r in seen.values())
 
-        def procs():
+        def procs() -> list[tuple[str, int]]:
             """Every process of the cluster, labelled by its Ray process title or program."""
             found = []
             for node in _cluster.nodes:
                 for pid in [node.proc.pid, *_descendants(node.proc.pid)]:
-                    title = local.cmdline(pid)
+                    title = procfs.cmdline(pid)
                     if title.startswith("ray::"):
                         # "ray::ServeController.listen_for_change": the class, not the method
                         label = title.split()[0].removeprefix("ray::").split(":")[0].split(".")[0]
@@ -209,7 +226,7 @@ def run_ray(
         measure("ray-serve-nobatch", url, [32], time_limit_s, results, procs=procs)
 
 
-def plot(results: dict, path: Path) -> None:
+def plot(results: Results, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -250,7 +267,7 @@ def main() -> int:
     a = p.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    results: dict = {}
+    results: Results = {}
     with tempfile.TemporaryDirectory() as d:
         storage = Path(d)
         save_checkpoint(storage)
@@ -264,7 +281,11 @@ def main() -> int:
         results["_ray"] = {"mode": a.ray_mode, "replicas": a.replicas, "batch_wait_s": a.batch_wait_s}
     (out / "serve_bench.json").write_text(json.dumps(results, indent=1))
     plot(results, out / "serve_bench.png")
-    r = lambda n, c="32": results.get(n, {}).get(c, {}).get("req_per_s", float("nan"))  # noqa: E731
+
+    def r(n: str, c: str = "32") -> float:
+        rate: float = results.get(n, {}).get(c, {}).get("req_per_s", float("nan"))
+        return rate
+
     print("\nratios at concurrency 32 (this run):")
     if "ray-serve-batch" in results and "fastapi-plain" in results:
         print(f"  Ray Serve / plain FastAPI        {r('ray-serve-batch') / r('fastapi-plain'):6.3f}x  (goal >= 2)")

@@ -31,13 +31,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from workloads.common.model import GPT, Llama, LlamaConfig
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 RUN = "bench-run"
 
 
-def llama(layers: int, width: int, block_size: int):
+def llama(layers: int, width: int, block_size: int) -> LlamaConfig:
     from workloads.common.model import LlamaConfig
 
     heads = width // 64
@@ -51,7 +57,7 @@ def llama(layers: int, width: int, block_size: int):
     )
 
 
-def save_job_checkpoint(storage: Path, config, step: int) -> None:
+def save_job_checkpoint(storage: Path, config: LlamaConfig, step: int) -> None:
     """The training job's checkpoint: model and AdamW state after one step, pickled progress."""
     import torch
     from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -63,7 +69,9 @@ def save_job_checkpoint(storage: Path, config, step: int) -> None:
     model = build(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x = torch.randint(0, config.vocab_size, (1, 8))
-    model(x, x)[1].backward()
+    _, loss = model(x, x)
+    assert loss is not None, "targets given"
+    loss.backward()
     optimizer.step()
     model_sd, optim_sd = get_state_dict(model, optimizer)
     state = {"model": model_sd, "optim": optim_sd, "progress": pickle.dumps({"step": step})}
@@ -77,16 +85,17 @@ def child_load(how: str, storage: str, warmup: str) -> None:
 
     from workloads.common import checkpoint as ckpt
     from workloads.common import procfs
+    from workloads.common.model import build
     from workloads.inference import loading
 
     torch.set_num_threads(1)
 
-    def load(where: str):
+    def load(where: str) -> GPT | Llama:
         if how == "replica":
             return loading.load_model(where, RUN).model
         _, path = ckpt.list_checkpoints(where, RUN)[0]
         loaded = ckpt.load(path, keys=["model"])
-        model = loading.build(loading.model_config_of(loaded.meta))
+        model = build(loading.model_config_of(loaded.meta))
         model.load_state_dict(loaded.state["model"])
         return model
 
@@ -100,7 +109,7 @@ def child_load(how: str, storage: str, warmup: str) -> None:
     print(json.dumps({"weights": loading.weight_bytes(model), "growth": growth, "seconds": seconds}))
 
 
-def measure_load(storage: Path, warmup: Path) -> dict:
+def measure_load(storage: Path, warmup: Path) -> dict[str, Any]:
     out = {}
     for how in ("gather", "replica"):
         proc = subprocess.run(
@@ -115,7 +124,7 @@ def measure_load(storage: Path, warmup: Path) -> dict:
     return out
 
 
-def measure_cache(config, device: str, dtype, repeats: int) -> dict:
+def measure_cache(config: LlamaConfig, device: str, dtype: torch.dtype, repeats: int) -> dict[str, Any]:
     import torch
 
     from workloads.common.model import build
@@ -136,7 +145,7 @@ def measure_cache(config, device: str, dtype, repeats: int) -> dict:
     return {"tokens_per_s": {"cache": cache, "no_cache": plain}, "runs": rates, "ratio": cache / plain}
 
 
-def measure_reload(storage: Path, config, tokens: int) -> dict:
+def measure_reload(storage: Path, config: LlamaConfig, tokens: int) -> dict[str, Any]:
     import torch
 
     from workloads.common.model import encode
@@ -147,15 +156,18 @@ def measure_reload(storage: Path, config, tokens: int) -> dict:
     later = storage / "later"
     save_job_checkpoint(later, config, step=2)
 
-    async def go() -> dict:
+    async def go() -> dict[str, Any]:
         gen = Generate(str(storage), RUN)
         latencies: list[tuple[float, float]] = []  # (start, seconds)
         stop = asyncio.Event()
 
-        async def client():
+        async def client() -> None:
             while not stop.is_set():
                 start = time.perf_counter()
-                await Generate._generate.__wrapped__(gen, [[engine.GenRequest(encode("reload"), tokens, 0.0)]])
+                # serve.batch's wrapper (functools.wraps) keeps __wrapped__; its annotation does not say so.
+                await Generate._generate.__wrapped__(  # type: ignore[attr-defined]
+                    gen, [[engine.GenRequest(encode("reload"), tokens, 0.0)]]
+                )
                 latencies.append((start, time.perf_counter() - start))
 
         task = asyncio.create_task(client())
@@ -171,7 +183,7 @@ def measure_reload(storage: Path, config, tokens: int) -> dict:
         await task
         before = [s for t, s in latencies if t + s < begin]
         around = [s for t, s in latencies if t + s >= begin and t <= end]
-        gpu = {}
+        gpu: dict[str, float] = {}
         if gen.device.is_gpu:  # the device's peak during the reload, the client's batches included
             gpu["gpu_peak_over_model"] = torch.cuda.max_memory_allocated() / loading.weight_bytes(gen.loaded.model)
         return {
@@ -186,7 +198,7 @@ def measure_reload(storage: Path, config, tokens: int) -> dict:
     return asyncio.run(go())
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--child-load", nargs=3, metavar=("HOW", "STORAGE", "WARMUP"), help=argparse.SUPPRESS)
     p.add_argument("--layers", type=int, default=8, help="Llama layers of the load and reload model")
@@ -211,7 +223,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     base = Path(args.dir) if args.dir else REPO / "out" / "bench"
     base.mkdir(parents=True, exist_ok=True)
-    result: dict = {"command": " ".join(["python", "bench/serving_model.py", *(argv or sys.argv[1:])])}
+    result: dict[str, Any] = {"command": " ".join(["python", "bench/serving_model.py", *(argv or sys.argv[1:])])}
     with tempfile.TemporaryDirectory(prefix="serving-bench-", dir=base) as tmp:
         storage, warmup = Path(tmp) / "ckpt", Path(tmp) / "warmup"
         config = llama(args.layers, args.width, 256)

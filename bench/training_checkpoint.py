@@ -45,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     model = GPT(GPTConfig(n_layer=args.n_layer, n_head=8, n_embd=args.n_embd, block_size=256))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x = torch.randint(0, 256, (2, 64))
-    model(x, x)[1].backward()
+    _, loss = model(x, x)
+    assert loss is not None, "targets given"
+    loss.backward()
     opt.step()
     state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "rng": [torch.get_rng_state()]}
     blobs = {}

@@ -30,7 +30,14 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from config.training import Training
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -60,7 +67,7 @@ class BenchError(Exception):
     """Bad input: printed as one line, exit status 2."""
 
 
-def largest_preset_on_one_gpu(t, instance_type: str = PLAN_INSTANCE_TYPE) -> str:
+def largest_preset_on_one_gpu(t: Training, instance_type: str = PLAN_INSTANCE_TYPE) -> str:
     """The largest preset whose training state and activations fit one GPU of ``instance_type``
     with ``t``'s batch, precision and activation checkpointing."""
     from config.catalog import instance_spec
@@ -77,7 +84,7 @@ def largest_preset_on_one_gpu(t, instance_type: str = PLAN_INSTANCE_TYPE) -> str
     )
 
 
-def plan_for_env(env: str, preset: str | None = None) -> dict:
+def plan_for_env(env: str, preset: str | None = None) -> dict[str, Any]:
     """What one rank of the job would train, from that environment's config (here only)."""
     from config import ConfigError
     from config.loader import load_environment
@@ -106,9 +113,9 @@ def plan_for_env(env: str, preset: str | None = None) -> dict:
     }
 
 
-def read_plan(path: str) -> dict:
+def read_plan(path: str) -> dict[str, Any]:
     try:
-        plan = json.loads(Path(path).read_text())
+        plan: dict[str, Any] = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise BenchError(f"--plan {path}: cannot read a JSON plan ({e}); write one with --write-plan") from None
     missing = [k for k in PLAN_KEYS if k not in plan]
@@ -120,7 +127,7 @@ def read_plan(path: str) -> dict:
     return plan
 
 
-def pick_device(name: str):
+def pick_device(name: str) -> torch.device:
     import torch
 
     cuda = torch.cuda.is_available()
@@ -133,7 +140,7 @@ def pick_device(name: str):
     return torch.device(name)
 
 
-def peak_for(device, override: float | None) -> tuple[float | None, str]:
+def peak_for(device: torch.device, override: float | None) -> tuple[float | None, str]:
     """(peak TFLOP/s, where it comes from)."""
     import torch
 
@@ -147,7 +154,7 @@ def peak_for(device, override: float | None) -> tuple[float | None, str]:
     return None, f"no dense bf16 peak is known for {name!r} (known: {', '.join(DENSE_BF16_TFLOPS)}); pass --peak-tflops"
 
 
-def matmul_tflops(device, n: int = 8192, reps: int = 10) -> float:
+def matmul_tflops(device: torch.device, n: int = 8192, reps: int = 10) -> float:
     """bf16 n x n x n matrix products on random data, mean of `reps` after 3 warm-ups (CUDA)."""
     import torch
 
@@ -161,10 +168,13 @@ def matmul_tflops(device, n: int = 8192, reps: int = 10) -> float:
         a @ b
     end.record()
     torch.cuda.synchronize(device)
-    return 2 * n**3 * reps / (start.elapsed_time(end) / 1e3) / 1e12
+    tflops: float = 2 * n**3 * reps / (start.elapsed_time(end) / 1e3) / 1e12
+    return tflops
 
 
-def train_steps(plan: dict, device, steps: int, warmup: int, progress=print) -> dict:
+def train_steps(
+    plan: dict[str, Any], device: torch.device, steps: int, warmup: int, progress: Callable[[str], None] = print
+) -> dict[str, Any]:
     """The job's step, `steps` times; tokens/s over the steps after `warmup`."""
     import torch
 
@@ -200,6 +210,7 @@ def train_steps(plan: dict, device, steps: int, warmup: int, progress=print) -> 
         if step % 10 == 0 or step == steps:
             progress(f"step {step}/{steps} loss {loss_value:.4f}")
     sync(device)
+    assert t0 is not None, "main checks warmup < steps"
     elapsed = time.perf_counter() - t0
     tokens = (steps - warmup) * batch * cfg.block_size
     return {
@@ -214,7 +225,7 @@ def train_steps(plan: dict, device, steps: int, warmup: int, progress=print) -> 
     }
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--env", help="environment whose training config to use (needs the config stack)")

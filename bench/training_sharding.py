@@ -27,6 +27,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from torch.distributed.checkpoint.staging import DefaultStager
+
+    from workloads.common.model import GPTConfig, LlamaConfig
+
+    Setup = tuple[nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler, GPTConfig | LlamaConfig]
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -41,7 +51,7 @@ STALL_MODES = {
 }
 
 
-def _setup(rank: int, world: int, port: int, sharding: str, model_config: dict):
+def _setup(rank: int, world: int, port: int, sharding: str, model_config: dict[str, Any]) -> Setup:
     os.environ["OMP_NUM_THREADS"] = "1"
     import torch
     import torch.distributed as dist
@@ -56,19 +66,27 @@ def _setup(rank: int, world: int, port: int, sharding: str, model_config: dict):
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     torch.manual_seed(0)
     cfg = config_from_dict(model_config)
-    model = build(cfg)
+    built = build(cfg)
+    model: nn.Module
     if sharding == "fsdp":
         model = shard_model(
-            model, sharding="fsdp", device=torch.device("cpu"), precision="fp32", activation_checkpointing=False
+            built, sharding="fsdp", device=torch.device("cpu"), precision="fp32", activation_checkpointing=False
         )
     else:
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        model = torch.nn.parallel.DistributedDataParallel(built)
     opt = make_optimizer(model, learning_rate=1e-3, weight_decay=0.1, fused=False)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(5, 1000))
     return model, opt, sched, cfg
 
 
-def _steps(model, opt, sched, cfg, n: int, rank: int):
+def _steps(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LRScheduler,
+    cfg: GPTConfig | LlamaConfig,
+    n: int,
+    rank: int,
+) -> None:
     import torch
 
     from workloads.training.job import train_step
@@ -79,12 +97,12 @@ def _steps(model, opt, sched, cfg, n: int, rank: int):
         train_step(model, opt, sched, x, x, grad_clip=1.0)
 
 
-def _held_bytes(model, opt) -> int:
+def _held_bytes(model: nn.Module, opt: torch.optim.Optimizer) -> int:
     """Bytes of parameters and optimizer state this rank holds (its shards under FSDP)."""
     import torch
     from torch.distributed.tensor import DTensor
 
-    def local(t):
+    def local(t: torch.Tensor) -> torch.Tensor:
         return t.to_local() if isinstance(t, DTensor) else t
 
     total = sum(local(p).numel() * local(p).element_size() for p in model.parameters())
@@ -95,7 +113,7 @@ def _held_bytes(model, opt) -> int:
     return total
 
 
-def _staging_buffers(*, for_process: bool):
+def _staging_buffers(*, for_process: bool) -> DefaultStager:
     """A stager that keeps its host copy of the state between saves (pinned on GPUs), refilled
     at each save instead of allocated and faulted in anew; in shared memory for DCP's
     background save process. Each save here starts after the previous one ended."""
@@ -129,7 +147,7 @@ def _cpu_s() -> float:
     return total
 
 
-def _state(model, opt, step: int) -> dict:
+def _state(model: nn.Module, opt: torch.optim.Optimizer, step: int) -> dict[str, Any]:
     import pickle
 
     from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -138,12 +156,12 @@ def _state(model, opt, step: int) -> dict:
     return {"model": model_sd, "optim": optim_sd, "progress": pickle.dumps({"step": step})}
 
 
-def worker(rank: int, world: int, port: int, task: dict, out: str) -> None:
+def worker(rank: int, world: int, port: int, task: dict[str, Any], out: str) -> None:
     import torch.distributed as dist
 
     from workloads.common import checkpoint as ck
 
-    result: dict = {}
+    result: dict[str, Any] = {}
     kind = task["kind"]
     if kind == "memory":
         for sharding in ("ddp", "fsdp"):
@@ -157,9 +175,9 @@ def worker(rank: int, world: int, port: int, task: dict, out: str) -> None:
         _steps(model, opt, sched, cfg, 3, rank)  # warm-up
         modes = task["modes"]
         stagers = {m: _staging_buffers(for_process=m == "process") for m in modes if m != "fresh"}
-        times: dict = {"none": [], **{m: [] for m in modes}}
-        cpu: dict = {m: [] for m in times}
-        blocked: dict = {m: [] for m in times}
+        times: dict[str, list[float]] = {"none": [], **{m: [] for m in modes}}
+        cpu: dict[str, list[float]] = {m: [] for m in times}
+        blocked: dict[str, list[float]] = {m: [] for m in times}
         # Every variant next to a run without checkpoints, in turn (cancels drift).
         order = [m for _ in range(task["repeats"]) for v in modes for m in ("none", v, v, "none")]
         for i, mode in enumerate(order):
@@ -240,7 +258,7 @@ def worker(rank: int, world: int, port: int, task: dict, out: str) -> None:
     dist.destroy_process_group()
 
 
-def _launch(world: int, task: dict) -> dict:
+def _launch(world: int, task: dict[str, Any]) -> dict[str, Any]:
     import torch.multiprocessing as mp
 
     from rigs.local_cluster import free_port
@@ -248,12 +266,12 @@ def _launch(world: int, task: dict) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
     mp.start_processes(worker, args=(world, free_port(), task, out), nprocs=world, start_method="spawn")
-    result = json.loads(Path(out).read_text())
+    result: dict[str, Any] = json.loads(Path(out).read_text())
     os.unlink(out)
     return result
 
 
-def _model(spec: str | None) -> dict:
+def _model(spec: str | None) -> dict[str, Any]:
     model = dict(MODEL)
     for pair in filter(None, (spec or "").split(",")):
         k, v = pair.split("=")
@@ -261,7 +279,7 @@ def _model(spec: str | None) -> dict:
     return model
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python bench/training_sharding.py")
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--steps", type=int, default=40)

@@ -72,6 +72,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workloads.training.job import StepInfo
+
+Row = dict[str, Any]  # one interleaved pair: the config, the variant, both sides' figures
+Variants = list[tuple[str, dict[str, str]]]  # (label, Ray env added to the shipped one)
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -98,10 +105,10 @@ class StepTimer:
     def __init__(self, out: str, warmup: int):
         self.out, self.warmup = out, warmup
         self.times: list[float] = []
-        self.first_step = None
+        self.first_step: int | None = None
         self.cpu_at_go = 0.0
 
-    def __call__(self, info) -> None:
+    def __call__(self, info: StepInfo) -> None:
         if info.rank != 0:
             return
         self.times.append(time.time())
@@ -132,7 +139,7 @@ def ddp_worker(
     ckpt_every: int | None,
     storage: str,
     out: str,
-    model_config: dict,
+    model_config: dict[str, Any],
 ) -> None:
     os.environ["OMP_NUM_THREADS"] = "1"  # as Ray sets it for a 1-CPU worker
     # Its own session, so its own autogroup (CPU share), at nice 0. Ray's ranks share their
@@ -161,7 +168,7 @@ def ddp_worker(
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(20, steps))
     window, n = 0.0, 0
     times: list[float] = []
-    cpu_at_go = None
+    cpu_at_go: float | None = None
     for step in range(steps):
         x, y = data.next_batch(pos, rank=rank, world_size=world, batch_size=BATCH)
         loss = train_step(model, opt, sched, x, y, grad_clip=1.0)
@@ -200,6 +207,7 @@ def ddp_worker(
             if done == steps:
                 pending.result()
     if rank == 0:
+        assert cpu_at_go is not None, "warmup is a step of the run (1 <= warmup <= steps)"
         with open(out, "w") as f:
             json.dump(
                 {
@@ -220,13 +228,14 @@ def _ddp_main(args_json: str) -> None:
     mp.start_processes(ddp_worker, args=tuple(a), nprocs=2, start_method="spawn")
 
 
-def _tokens_per_s(t: dict, warmup: int) -> float:
+def _tokens_per_s(t: dict[str, Any], warmup: int) -> float:
     """Steady-state throughput: from the end of step `warmup` to the end of the last step."""
     times = t["times"][warmup - t["first_step"] :]
-    return t["tokens_per_step"] * (len(times) - 1) / (times[-1] - times[0])
+    rate: float = t["tokens_per_step"] * (len(times) - 1) / (times[-1] - times[0])
+    return rate
 
 
-def _step_s(t: dict, warmup: int) -> list[float]:
+def _step_s(t: dict[str, Any], warmup: int) -> list[float]:
     """Wall seconds of each measured step (for the JSON: where a slow run lost its time)."""
     times = t["times"][warmup - t["first_step"] :]
     return [round(b - a, 4) for a, b in itertools.pairwise(times)]
@@ -237,10 +246,10 @@ def ray_run(
     warmup: int,
     report_every: int,
     ckpt_every: int | None,
-    ray_env: dict,
+    ray_env: dict[str, str],
     mirror_head: bool = False,
     wakeups: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """One Ray Train run on its own fresh local cluster (head with 0 CPUs for the controller, one
     worker node with 2 CPUs for the 2 workers), stopped afterwards so that no Ray process is
     left running during the DDP runs. CPU seconds of every Ray process over the measured
@@ -289,10 +298,10 @@ def ray_run(
             os.environ["RAY_ADDRESS"] = cluster.address
             ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
 
-            def pids():
+            def pids() -> list[int]:
                 return [os.getpid()] + [p for n in cluster.nodes for p in [n.proc.pid, *procfs.descendants(n.proc.pid)]]
 
-            box = {}
+            box: dict[str, Any] = {}  # the thread's ray.train.Result
             t = threading.Thread(
                 target=lambda: box.setdefault("r", run(s, step_callback=StepTimer(out, warmup))), daemon=True
             )
@@ -346,14 +355,17 @@ def ray_run(
     }
 
 
-def _model_config() -> dict:
+def _model_config() -> dict[str, Any]:
     """The model both sides train: MODEL over the job's local defaults (workloads.training.settings)."""
     from workloads.training import settings as S
 
-    return S.for_local({"model": MODEL, "sharding": "ddp"}, storage_path="/unused").model
+    model: dict[str, Any] = S.for_local({"model": MODEL, "sharding": "ddp"}, storage_path="/unused").model
+    return model
 
 
-def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, wakeups: bool = False) -> dict:
+def ddp_run(
+    steps: int, warmup: int, report_every: int, ckpt_every: int | None, wakeups: bool = False
+) -> dict[str, Any]:
     from rigs.local_cluster import free_port
 
     t_start = time.time()
@@ -387,7 +399,7 @@ def ddp_run(steps: int, warmup: int, report_every: int, ckpt_every: int | None, 
     }
 
 
-def _stall_pct(t: dict, ckpt_every: int | None) -> float | None:
+def _stall_pct(t: dict[str, Any], ckpt_every: int | None) -> float | None:
     """Extra wall time of the steps right after a checkpoint, as % of the run (same run)."""
     if not ckpt_every:
         return None
@@ -397,10 +409,11 @@ def _stall_pct(t: dict, ckpt_every: int | None) -> float | None:
     normal = sorted(v for k, v in dts.items() if k not in after_ckpt)
     median = normal[len(normal) // 2]
     extra = sum(max(0.0, dts[k] - median) for k in after_ckpt)
-    return 100 * extra / sum(dts.values())
+    pct: float = 100 * extra / sum(dts.values())
+    return pct
 
 
-def _env_pairs(pairs: list[str], flag: str = "--ray-env") -> dict:
+def _env_pairs(pairs: list[str], flag: str = "--ray-env") -> dict[str, str]:
     out = {}
     for pair in pairs:
         k, sep, v = pair.partition("=")
@@ -410,7 +423,7 @@ def _env_pairs(pairs: list[str], flag: str = "--ray-env") -> dict:
     return out
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--warmup", type=int, default=20)
@@ -482,12 +495,12 @@ def main(argv=None) -> int:
         for r in range(args.repeats):
             vs = perms[(r // 2) % len(perms)]
             # DDP first, then last: cancels slow drifts (with one variant: DDP, Ray, then Ray, DDP)
-            order = ["ddp", *vs] if r % 2 == 0 else [*vs, "ddp"]
-            m = {}
+            order: list[int | str] = ["ddp", *vs] if r % 2 == 0 else [*vs, "ddp"]
+            m: dict[int | str, dict[str, Any]] = {}
             for side in order:
                 m[side] = (
                     ddp_run(args.steps, args.warmup, report_every, ckpt_every, args.wakeups)
-                    if side == "ddp"
+                    if isinstance(side, str)  # "ddp"; the Ray runs are variant indices
                     else ray_run(
                         args.steps,
                         args.warmup,
@@ -509,16 +522,16 @@ def main(argv=None) -> int:
                         ckpt_every,
                         args.warmup,
                         vname,
-                        [variants[o][0] or "ray" if o != "ddp" else "ddp" for o in order],
+                        ["ddp" if isinstance(o, str) else variants[o][0] or "ray" for o in order],
                     )
                 )
     _summary_and_out(args, rows, ray_env, variants)
     return 0
 
 
-def _variants(specs: list[str]) -> list[tuple[str, dict]]:
+def _variants(specs: list[str]) -> Variants:
     """--variant NAME:NAME=VALUE,NAME=VALUE (or NAME: for the shipped settings alone)."""
-    out = []
+    out: Variants = []
     for spec in specs:
         vname, sep, rest = spec.partition(":")
         if not sep or not vname:
@@ -533,8 +546,16 @@ def _variants(specs: list[str]) -> list[tuple[str, dict]]:
 
 
 def _row(
-    name: str, r: int, order: list, ray_m: dict, ddp_m: dict, ckpt_every, warmup: int, variant: str, block_order: list
-) -> dict:
+    name: str,
+    r: int,
+    order: list[int | str],
+    ray_m: dict[str, Any],
+    ddp_m: dict[str, Any],
+    ckpt_every: int | None,
+    warmup: int,
+    variant: str,
+    block_order: list[str],
+) -> Row:
     n = ray_m["steps_measured"]
     cpu = ray_m["cpu_s_by_process"]
     others = {k: v for k, v in cpu.items() if k != "train workers"}
@@ -607,11 +628,11 @@ def _row(
     return row
 
 
-def _pair(row: dict, k: str, fmt: str = ".1f") -> str:
+def _pair(row: Row, k: str, fmt: str = ".1f") -> str:
     return " / ".join(format(row.get(f"{side}_train_thread_{k}", float("nan")), fmt) for side in ("ddp", "ray"))
 
 
-def _summary_and_out(args, rows: list[dict], ray_env: dict, variants: list[tuple[str, dict]]) -> None:
+def _summary_and_out(args: argparse.Namespace, rows: list[Row], ray_env: dict[str, str], variants: Variants) -> None:
     summary = {}
     for name in dict.fromkeys(_key(r) for r in rows):
         rs = [r for r in rows if _key(r) == name]
@@ -677,7 +698,7 @@ def _summary_and_out(args, rows: list[dict], ray_env: dict, variants: list[tuple
     )
 
 
-def _key(row: dict) -> str:
+def _key(row: Row) -> str:
     return f"{row['config']} [{row['variant']}]" if row["variant"] else row["config"]
 
 

@@ -19,6 +19,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rigs.local_cluster import REPO_ROOT, LocalCluster
 
@@ -47,11 +48,14 @@ def rehearse(
     gcs_port: int | None = 6379,
     dashboard_port: int | None = 8265,
     quiet: bool = False,
-    ray_env: dict | None = None,
-) -> dict:
+    ray_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     from ray.job_submission import JobStatus, JobSubmissionClient
 
-    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+    def say(*a: object) -> None:
+        if not quiet:
+            print(*a, flush=True)
+
     out_dir = out_dir.resolve()  # the job runs with another working directory
     out_dir.mkdir(parents=True, exist_ok=True)
     # Kept under out_dir after the run: `make rehearse-serve` serves the newest checkpoint found
@@ -71,10 +75,10 @@ def rehearse(
     steps_seen: list[tuple[int, float, float, int]] = []  # (step, loss, t, attempt)
     resumes: list[tuple[int, float, int]] = []  # (step, t, world size)
     first_world: list[int] = []
-    setup: dict = {}  # set-up phases of the last resume (train_func: model, data, checkpoint, ddp_wrap)
-    workers: list[dict] = []  # one per worker start: rank, node, proc_start, t (loop entered), attempt
-    kill_t = None
-    dead_t: list = []  # when the GCS declared the killed node dead, and its node id
+    setup: dict[str, str] = {}  # set-up phases of the last resume (train_func: model, data, checkpoint, ddp_wrap)
+    workers: list[dict[str, Any]] = []  # one per worker start: rank, node, proc_start, t (loop entered), attempt
+    kill_t: float | None = None
+    dead_t: list[tuple[float, str]] = []  # when the GCS declared the killed node dead, and its node id
     t0 = time.time()
     try:
         say(
@@ -154,19 +158,19 @@ def rehearse(
     summary["workers_after_resume"] = resumes[-1][2] if resumes else None
     summary["phases"] = _phases(kill_t, dead_t, workers, resumes, summary, out_dir / "ray-train-logs")
     summary["phases"].update({f"setup_{k}_s": float(v) for k, v in setup.items()})
-    summary["killed_node"] = dead_t[1] if len(dead_t) > 1 else None
+    summary["killed_node"] = dead_t[0][1] if dead_t else None
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     summary["plot"] = str(_plot(steps_seen, resumes, kill_t, out_dir / "loss.png"))
     return summary
 
 
-def _watch_node_death(cluster: LocalCluster, found: list) -> None:
+def _watch_node_death(cluster: LocalCluster, found: list[tuple[float, str]]) -> None:
     """Record (in ``found``) when the GCS stops counting the killed node as alive, and its id."""
     import threading
 
-    from ray._raylet import GcsClient
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]  # compiled; ray's _raylet.pyi omits it
 
-    def watch():
+    def watch() -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
@@ -175,7 +179,7 @@ def _watch_node_death(cluster: LocalCluster, found: list) -> None:
                 infos = {}
             dead = [nid for nid, info in infos.items() if info.state != 0]
             if dead:
-                found.extend([time.time(), (dead[0].hex() if hasattr(dead[0], "hex") else str(dead[0]))[:12]])
+                found.append((time.time(), (dead[0].hex() if hasattr(dead[0], "hex") else str(dead[0]))[:12]))
                 return
             time.sleep(0.1)
 
@@ -185,6 +189,7 @@ def _watch_node_death(cluster: LocalCluster, found: list) -> None:
 def _keep_train_logs(cluster: LocalCluster, dest: Path) -> None:
     """Copy Ray Train's controller and worker logs out of the cluster's temp dir before stop."""
     shutil.rmtree(dest, ignore_errors=True)
+    assert cluster.temp_dir is not None, "start() sets temp_dir"
     for d in Path(cluster.temp_dir).glob("session_*/logs/train"):
         shutil.copytree(d, dest, dirs_exist_ok=True)
 
@@ -199,7 +204,7 @@ CONTROLLER_EVENTS = (
 )
 
 
-def _controller_events(log_dir: Path, after: float) -> dict:
+def _controller_events(log_dir: Path, after: float) -> dict[str, float]:
     """Times (epoch s) of the first of each CONTROLLER_EVENTS after ``after``, from Ray Train's
     JSON controller log."""
     events: dict[str, float] = {}
@@ -219,13 +224,20 @@ def _controller_events(log_dir: Path, after: float) -> dict:
     return events
 
 
-def _phases(kill_t, dead_t, workers, resumes, summary, log_dir: Path) -> dict:
+def _phases(
+    kill_t: float | None,
+    dead_t: list[tuple[float, str]],
+    workers: list[dict[str, Any]],
+    resumes: list[tuple[int, float, int]],
+    summary: dict[str, Any],
+    log_dir: Path,
+) -> dict[str, Any]:
     """Seconds from the kill to each event of the recovery, and the length of each phase."""
     if kill_t is None or not resumes:
         return {}
     new = [w for w in workers if w["proc_start"] > kill_t]
     r0 = next((w for w in new if w["rank"] == 0), None)
-    out = {"gcs_declared_node_dead": round(dead_t[0] - kill_t, 2) if dead_t else None}
+    out: dict[str, Any] = {"gcs_declared_node_dead": round(dead_t[0][0] - kill_t, 2) if dead_t else None}
     out.update({k: round(v - kill_t, 2) for k, v in _controller_events(log_dir, kill_t).items()})
     if r0:
         out["new_workers_started"] = round(min(w["proc_start"] for w in new) - kill_t, 2)
@@ -243,7 +255,15 @@ def _phases(kill_t, dead_t, workers, resumes, summary, log_dir: Path) -> dict:
     return out
 
 
-def _summarize(steps, seen, resumes, kill_t, status, every, detection) -> dict:
+def _summarize(
+    steps: int,
+    seen: list[tuple[int, float, float, int]],
+    resumes: list[tuple[int, float, int]],
+    kill_t: float | None,
+    status: str,
+    every: int,
+    detection: str,
+) -> dict[str, Any]:
     before = [s for s in seen if kill_t is not None and s[2] <= kill_t]
     last_before = max((s[0] for s in before), default=0)
     resume_step = resumes[-1][0] if resumes else None
@@ -260,13 +280,15 @@ def _summarize(steps, seen, resumes, kill_t, status, every, detection) -> dict:
         "killed_after_step": last_before,
         "resume_step": resume_step,
         "steps_redone": (last_before - resume_step) if resume_step is not None else None,
-        "recovery_s": round(first_after[2] - kill_t, 2) if first_after else None,
+        "recovery_s": round(first_after[2] - kill_t, 2) if first_after and kill_t is not None else None,
         "final_loss": seen[-1][1] if seen else None,
         "first_loss": seen[0][1] if seen else None,
     }
 
 
-def _plot(seen, resumes, kill_t, path: Path) -> Path:
+def _plot(
+    seen: list[tuple[int, float, float, int]], resumes: list[tuple[int, float, int]], kill_t: float | None, path: Path
+) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -303,7 +325,7 @@ def _plot(seen, resumes, kill_t, path: Path) -> Path:
     return path
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rigs.rehearse_train")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--checkpoint-every", type=int, default=50)

@@ -51,6 +51,7 @@ side must be read next to the other.
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import io
 import json
@@ -60,12 +61,23 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import pyarrow.fs as pafs
 import torch
+from torch.distributed.checkpoint.filesystem import FileSystemWriter
 
 from workloads.common import storage as storage_mod
+
+if TYPE_CHECKING:
+    from ray.train import Checkpoint
+    from torch.distributed import ProcessGroup
+    from torch.distributed.checkpoint.metadata import Metadata
+    from torch.distributed.checkpoint.planner import SavePlan, SavePlanner
+    from torch.distributed.checkpoint.staging import AsyncStager
+    from torch.distributed.checkpoint.storage import WriteResult
+    from torch.futures import Future
+    from typing_extensions import Buffer
 
 log = logging.getLogger("workloads.checkpoint")
 
@@ -87,7 +99,7 @@ class CheckpointError(Exception):
 class LoadedCheckpoint:
     path: str  # where it was read from (path inside the filesystem, or the s3 URI)
     step: int
-    meta: dict
+    meta: dict[str, Any]
     state: dict[str, Any]  # name (without .pt) -> the object torch.save wrote
     format: str = FORMAT  # the manifest's: FORMAT (single-writer) or SHARDED_FORMAT
 
@@ -116,9 +128,9 @@ class _HashingFile:
         self.size = 0
         self.unsynced = 0
         self.pool = pool
-        self.pending = None
+        self.pending: concurrent.futures.Future[None] | None = None
 
-    def write(self, data) -> int:
+    def write(self, data: Buffer) -> int:
         view = memoryview(data).cast("B")
         self.sha.update(view)
         self.f.write(view)
@@ -134,7 +146,7 @@ class _HashingFile:
     def flush(self) -> None:
         self.f.flush()
 
-    def close(self) -> dict:
+    def close(self) -> dict[str, Any]:
         self.f.flush()
         if self.pending is not None:
             self.pending.result()
@@ -143,7 +155,7 @@ class _HashingFile:
         return {"size": self.size, "sha256": self.sha.hexdigest()}
 
 
-def save(directory: str, state: dict[str, Any], meta: dict) -> dict:
+def save(directory: str, state: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
     """Write ``state`` (one ``<name>.pt`` per entry), ``meta.json``, then ``manifest.json``.
 
     ``meta`` must be JSON-serializable and hold ``"step"`` (int). Every file is fsynced; its
@@ -153,12 +165,13 @@ def save(directory: str, state: dict[str, Any], meta: dict) -> dict:
     if "step" not in meta:
         raise ValueError("checkpoint meta must hold 'step'")
     os.makedirs(directory, exist_ok=True)
-    files: dict[str, dict] = {}
+    files: dict[str, dict[str, Any]] = {}
     with ThreadPoolExecutor(max_workers=1) as pool:
         for name, obj in state.items():
             out = _HashingFile(os.path.join(directory, f"{name}.pt"), pool)
             try:
-                torch.save(obj, out)
+                # torch.save writes to any object with write and flush; its annotation names IO[bytes].
+                torch.save(obj, cast("IO[bytes]", out))
             finally:
                 files[f"{name}.pt"] = out.close()
     meta_bytes = json.dumps(meta, sort_keys=True, indent=1).encode()
@@ -210,7 +223,7 @@ def upload(local_dir: str, dest: str, filesystem: pafs.FileSystem | None = None)
                 out.write(chunk)
 
 
-def ray_upload_fn(checkpoint, checkpoint_dir_name: str):
+def ray_upload_fn(checkpoint: Checkpoint, checkpoint_dir_name: str) -> Checkpoint:
     """A Ray Train ``checkpoint_upload_fn``: copies into the run's directory, manifest last.
 
     Ray calls it (in its upload thread with ``CheckpointUploadMode.ASYNC``) with the local
@@ -227,12 +240,13 @@ def ray_upload_fn(checkpoint, checkpoint_dir_name: str):
 
 def _read(fs: pafs.FileSystem, path: str) -> bytes:
     with fs.open_input_stream(path) as f:
-        return f.read()
+        data: bytes = f.read()
+        return data
 
 
 def _check(
     fs: pafs.FileSystem, path: str, keep_entries: list[str] | None = None
-) -> tuple[list[str], dict | None, dict[str, bytes]]:
+) -> tuple[list[str], dict[str, Any] | None, dict[str, bytes]]:
     """(problems, manifest, contents of ``meta.json`` and of the single-writer ``<entry>.pt``
     files named in ``keep_entries``, every one when None). Every listed file is hashed."""
     try:
@@ -284,6 +298,7 @@ def load(
     problems, manifest, contents = _check(fs, p, keys)
     if problems:
         raise CheckpointError(f"checkpoint {path} is torn or corrupt: " + "; ".join(problems))
+    assert manifest is not None, "_check returns a manifest when it finds no problems"
     meta = json.loads(contents[META]) if META in contents else {}
     if manifest["format"] == SHARDED_FORMAT:
         state = _gather_sharded(fs, p, keys) if keys is None or keys else {}
@@ -304,7 +319,7 @@ def _fsync_dir(directory: str) -> None:
         os.close(dir_fd)
 
 
-def _digest(path: str) -> dict:
+def _digest(path: str) -> dict[str, Any]:
     sha, size = hashlib.sha256(), 0
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
@@ -313,24 +328,18 @@ def _digest(path: str) -> dict:
     return {"size": size, "sha256": sha.hexdigest()}
 
 
-def _dcp_writer_base():
-    from torch.distributed.checkpoint import FileSystemWriter
-
-    return FileSystemWriter
-
-
-class ShardWriter(_dcp_writer_base()):
+class ShardWriter(FileSystemWriter):
     """DCP's file-system writer plus the integrity manifest: each rank hashes the shards it wrote
     (after DCP fsynced them) into a side file; rank 0 (DCP's coordinator, which runs ``finish``
     only after gathering every rank's write results) writes ``.metadata``, ``meta.json`` and then
     the manifest over all of them, atomically."""
 
-    def __init__(self, path: str, meta: dict):
+    def __init__(self, path: str, meta: dict[str, Any]):
         super().__init__(path, single_file_per_rank=True, sync_files=True, thread_count=1)
         self.directory = str(path)
         self.meta = meta
 
-    def write_data(self, plan, planner):
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
         results = super().write_data(plan, planner).wait()
         names = sorted({r.storage_data.relative_path for r in results})
         sums = {name: _digest(os.path.join(self.directory, name)) for name in names}
@@ -339,13 +348,13 @@ class ShardWriter(_dcp_writer_base()):
             _fsync_write(side, json.dumps(sums).encode())
         from torch.futures import Future
 
-        fut: Future = Future()
+        fut: Future[list[WriteResult]] = Future()
         fut.set_result(results)
         return fut
 
-    def finish(self, metadata, results) -> None:
+    def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
         super().finish(metadata, results)
-        files: dict[str, dict] = {}
+        files: dict[str, dict[str, Any]] = {}
         written = {wr.storage_data.relative_path for rank in results for wr in rank}
         for name in sorted(os.listdir(self.directory)):
             if name.startswith(_SUMS):
@@ -377,13 +386,13 @@ class ShardWriter(_dcp_writer_base()):
 def save_sharded(
     directory: str,
     state: dict[str, Any],
-    meta: dict,
+    meta: dict[str, Any],
     *,
-    process_group=None,
-    writer_cls=ShardWriter,
-    stager=None,
+    process_group: ProcessGroup | None = None,
+    writer_cls: type[ShardWriter] = ShardWriter,
+    stager: AsyncStager | None = None,
     in_process: bool = False,
-):
+) -> concurrent.futures.Future[object]:
     """Start an asynchronous sharded save of ``state`` into ``directory`` (every rank calls it;
     ``meta`` must hold ``"step"``). ``state`` is staged (copied) before this returns, so training
     may change it; the returned future is done once every shard and then the manifest are
@@ -398,16 +407,19 @@ def save_sharded(
     if "step" not in meta:
         raise ValueError("checkpoint meta must hold 'step'")
     os.makedirs(directory, exist_ok=True)
-    return dcp.async_save(
+    saving = dcp.async_save(
         state,
         storage_writer=writer_cls(directory, meta),
         process_group=process_group,
         async_stager=stager,
         async_checkpointer_type=AsyncCheckpointerType.PROCESS if in_process else AsyncCheckpointerType.THREAD,
     )
+    # DCP answers an AsyncSaveResponse only to a stager that stages asynchronously; none here does.
+    assert isinstance(saving, concurrent.futures.Future), "stagers here stage synchronously"
+    return saving
 
 
-def load_sharded(path: str, state: dict[str, Any], *, process_group=None) -> None:
+def load_sharded(path: str, state: dict[str, Any], *, process_group: ProcessGroup | None = None) -> None:
     """Load a sharded checkpoint into ``state`` (tensors and DTensors are filled in place; other
     entries replaced), resharding to the current world size. Verify it first (``verify``)."""
     import torch.distributed.checkpoint as dcp

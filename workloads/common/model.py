@@ -36,8 +36,9 @@ initialization that replays the same random stream; the checkpoint format names 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
-from typing import ClassVar, Self
+from collections.abc import Iterable, Iterator
+from dataclasses import Field, asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar, Self, SupportsInt
 
 import torch
 import torch.utils.checkpoint
@@ -52,7 +53,7 @@ def encode(text: str) -> list[int]:
     return list(text.encode("utf-8"))
 
 
-def decode(ids) -> str:
+def decode(ids: Iterable[SupportsInt]) -> str:
     """Token ids back to text; invalid UTF-8 sequences become U+FFFD."""
     return bytes(int(i) & 0xFF for i in ids).decode("utf-8", errors="replace")
 
@@ -62,18 +63,21 @@ class _ArchConfig:
     checkpoint's ``meta.json`` (the ``arch`` key names the architecture)."""
 
     ARCH: ClassVar[str]
+    # Declared so that mypy reads the subclasses (all dataclasses) as dataclasses here.
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
     n_embd: int
     n_head: int
+    block_size: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"arch": self.ARCH, **asdict(self)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> Self:
+    def from_dict(cls, data: dict[str, Any]) -> Self:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -107,7 +111,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).contiguous().view(b, t, c)
-        return self.resid_drop(self.proj(y))
+        out: torch.Tensor = self.resid_drop(self.proj(y))
+        return out
 
 
 class Block(nn.Module):
@@ -125,10 +130,19 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        out: torch.Tensor = x + self.mlp(self.ln2(x))
+        return out
 
 
 class _Generate:
+    config: GPTConfig | LlamaConfig
+
+    if TYPE_CHECKING:  # nn.Module's, which the models mix this class with
+
+        def __call__(
+            self, idx: torch.Tensor, targets: torch.Tensor | None = None
+        ) -> tuple[torch.Tensor, torch.Tensor | None]: ...
+
     @torch.no_grad()
     def generate(
         self,
@@ -161,7 +175,7 @@ class GPT(_Generate, nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.config = config
+        self.config: GPTConfig = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
         self.pos_emb = nn.Embedding(config.block_size, config.n_embd)
         self.drop = nn.Dropout(config.dropout)
@@ -181,7 +195,9 @@ class GPT(_Generate, nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         _, t = idx.shape
         if t > self.config.block_size:
             raise ValueError(f"sequence length {t} exceeds block_size {self.config.block_size}")
@@ -196,7 +212,7 @@ class GPT(_Generate, nn.Module):
         return logits, loss
 
 
-def flops_per_token(config) -> float:
+def flops_per_token(config: GPTConfig | LlamaConfig) -> float:
     """Training FLOPs per token: 6 x non-embedding parameters + 12 x layers x context x width
     for attention scores (the PaLM paper's appendix B accounting)."""
     if isinstance(config, LlamaConfig):
@@ -224,7 +240,7 @@ class LlamaConfig(_ArchConfig):
     rope_theta: float = 500000.0
     norm_eps: float = 1e-5
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         super().__post_init__()
         if self.n_head % self.n_kv_head:
             raise ValueError(f"n_head ({self.n_head}) must be divisible by n_kv_head ({self.n_kv_head})")
@@ -256,7 +272,7 @@ class RMSNorm(nn.Module):
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
 
 
-def _rope_tables(cfg: LlamaConfig, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+def _rope_tables(cfg: LlamaConfig, device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, device=device).float() / cfg.head_dim))
     angles = torch.outer(torch.arange(cfg.block_size, device=device).float(), inv)
     return angles.cos(), angles.sin()
@@ -285,7 +301,8 @@ class GroupedQueryAttention(nn.Module):
         v = self.wv(x).view(b, t, self.n_kv_head, self.head_dim).transpose(1, 2)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv_head != self.n_head)
-        return self.wo(y.transpose(1, 2).reshape(b, t, -1))
+        out: torch.Tensor = self.wo(y.transpose(1, 2).reshape(b, t, -1))
+        return out
 
 
 class SwiGLU(nn.Module):
@@ -296,7 +313,8 @@ class SwiGLU(nn.Module):
         self.w_down = nn.Linear(cfg.ffn_hidden, cfg.n_embd, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))
+        out: torch.Tensor = self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))
+        return out
 
 
 class LlamaBlock(nn.Module):
@@ -309,15 +327,19 @@ class LlamaBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.attn_norm(x), cos, sin)
-        return x + self.mlp(self.mlp_norm(x))
+        out: torch.Tensor = x + self.mlp(self.mlp_norm(x))
+        return out
 
 
 class Llama(_Generate, nn.Module):
     """Decoder-only transformer, pre-norm, untied input and output embeddings (as Llama 3)."""
 
+    rope_cos: torch.Tensor  # buffers, registered in __init__
+    rope_sin: torch.Tensor
+
     def __init__(self, config: LlamaConfig):
         super().__init__()
-        self.config = config
+        self.config: LlamaConfig = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
         self.layers = nn.ModuleList(LlamaBlock(config) for _ in range(config.n_layer))
         self.norm = RMSNorm(config.n_embd, config.norm_eps)
@@ -345,7 +367,9 @@ class Llama(_Generate, nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         _, t = idx.shape
         if t > self.config.block_size:
             raise ValueError(f"sequence length {t} exceeds block_size {self.config.block_size}")
@@ -364,24 +388,24 @@ class Llama(_Generate, nn.Module):
         return logits, loss
 
 
-def config_from_dict(data: dict):
+def config_from_dict(data: dict[str, Any]) -> GPTConfig | LlamaConfig:
     """The architecture a checkpoint's meta (or the job's settings) describes."""
     if data.get("arch", "gpt") == "llama":
         return LlamaConfig.from_dict(data)
     return GPTConfig.from_dict(data)
 
 
-def build(config) -> nn.Module:
+def build(config: GPTConfig | LlamaConfig) -> GPT | Llama:
     return Llama(config) if isinstance(config, LlamaConfig) else GPT(config)
 
 
-def count_parameters(config) -> int:
+def count_parameters(config: GPTConfig | LlamaConfig) -> int:
     """Parameters of ``config``'s model, built on the meta device (no memory, no time)."""
     with torch.device("meta"):
         return build(config).num_parameters()
 
 
-def _leaves(module: nn.Module, prefix: str = "", post_order: bool = False):
+def _leaves(module: nn.Module, prefix: str = "", post_order: bool = False) -> Iterator[tuple[str, nn.Module]]:
     """``(name, module)`` of the modules that hold parameters themselves, in construction order
     (pre-order) or in ``nn.Module.apply``'s order (post-order)."""
     if not post_order and next(module.parameters(recurse=False), None) is not None:
@@ -393,7 +417,7 @@ def _leaves(module: nn.Module, prefix: str = "", post_order: bool = False):
 
 
 @torch.no_grad()
-def init_parameters(model: nn.Module, seed: int) -> None:
+def init_parameters(model: GPT | Llama, seed: int) -> None:
     """Write into ``model`` exactly the initial values ``torch.manual_seed(seed);
     build(model.config)`` gives, one module's tensors at a time, so a model built on the meta
     device and sharded with FSDP2 (``fully_shard``, then ``to_empty``) is never whole on a rank.
@@ -418,15 +442,16 @@ def init_parameters(model: nn.Module, seed: int) -> None:
                     raise ValueError(f"{prefix}{name}: _init wrote part of it; init_parameters cannot replay that")
             target = model.get_parameter(prefix + name)
             if isinstance(target, DTensor):
-                value = distribute_tensor(value, target.device_mesh, target.placements, src_data_rank=None)
-                target.to_local().copy_(value.to_local())
+                shard = distribute_tensor(value, target.device_mesh, target.placements, src_data_rank=None)
+                target.to_local().copy_(shard.to_local())
             else:
                 target.copy_(value)
 
     torch.manual_seed(seed)
     for prefix, module in _leaves(shadow):
         module.to_empty(device="cpu")
-        module.reset_parameters()
+        # Every leaf (Linear, Embedding, LayerNorm, RMSNorm) has one; nn.Module declares none.
+        module.reset_parameters()  # type: ignore[operator]
         write(prefix, module, only_written=False)
         module.to_empty(device="meta")
     for prefix, module in _leaves(shadow, post_order=True):
@@ -436,5 +461,5 @@ def init_parameters(model: nn.Module, seed: int) -> None:
         shadow._init(module)
         write(prefix, module, only_written=True)
         module.to_empty(device="meta")
-    if hasattr(model, "reset_buffers"):
+    if isinstance(model, Llama):  # the one with buffers
         model.reset_buffers()

@@ -13,7 +13,9 @@ reloads without running out of memory).
 
 Routes: ``POST /v1/completions``, ``GET /v1/models``, ``GET /v1/models/{id}``, ``GET /healthz``;
 the request and response follow OpenAI's completions API (the official ``openai`` client works
-unchanged: tests/workloads/inference/test_inference_http.py).
+unchanged: tests/workloads/inference/test_inference_http.py). The deployment class is most of
+it and stays one module: its methods share the replica's state (the model, the gate, the batch
+queues); the request and response formats live in ``schema``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import contextlib
 import logging
 import os
 import time
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, cast
 
 from ray import serve
 from starlette.requests import Request
@@ -32,6 +35,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from workloads.inference import engine, loading, schema
 
 log = logging.getLogger("ray.serve")
+
+# serve.batch batches async generators too (each caller gets its own stream of rows), but its
+# overloads only describe functions that return one list: this is what it makes of _stream.
+_batch_stream = cast(
+    "Callable[[Callable[[Generate, list[list[engine.GenRequest]]], AsyncIterator[list[Any]]]],"
+    " Callable[[Generate, list[engine.GenRequest]], AsyncIterator[tuple[str, list[tuple[int, int]]]]]]",
+    serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005, max_concurrent_batches=1),
+)
 
 # Longest a request waits at the admission gate (below) for the running batch to end; a safety
 # bound only (a batch is a 16-256 token generation), past it the request enters the queue anyway.
@@ -51,7 +62,7 @@ class _SwapGate:
         self._users = 0
 
     @contextlib.asynccontextmanager
-    async def use(self):
+    async def use(self) -> AsyncIterator[None]:
         while not self._open.is_set():  # re-checked: a swap may close it again before we run
             await self._open.wait()
         self._users += 1
@@ -64,7 +75,7 @@ class _SwapGate:
                 self._unused.set()
 
     @contextlib.asynccontextmanager
-    async def closed(self):
+    async def closed(self) -> AsyncIterator[None]:
         self._open.clear()
         try:
             while self._users:
@@ -122,14 +133,15 @@ class Generate:
             log.warning("skipped a torn checkpoint, serving %s instead: %s", loaded.model_id, problem)
         log.info("serving %s from %s", loaded.model_id, loaded.path)
 
-    async def reconfigure(self, user_config: dict) -> None:
+    async def reconfigure(self, user_config: dict[str, Any]) -> None:
         """Apply batch settings; a new ``reload`` token loads the newest intact checkpoint."""
+        # serve.batch's wrapper has the setters; its annotation gives the method's own type.
         if "max_batch_size" in user_config:
-            self._generate.set_max_batch_size(int(user_config["max_batch_size"]))
-            self._stream.set_max_batch_size(int(user_config["max_batch_size"]))
+            self._generate.set_max_batch_size(int(user_config["max_batch_size"]))  # type: ignore[attr-defined]
+            self._stream.set_max_batch_size(int(user_config["max_batch_size"]))  # type: ignore[attr-defined]
         if "batch_wait_timeout_s" in user_config:
-            self._generate.set_batch_wait_timeout_s(float(user_config["batch_wait_timeout_s"]))
-            self._stream.set_batch_wait_timeout_s(float(user_config["batch_wait_timeout_s"]))
+            self._generate.set_batch_wait_timeout_s(float(user_config["batch_wait_timeout_s"]))  # type: ignore[attr-defined]
+            self._stream.set_batch_wait_timeout_s(float(user_config["batch_wait_timeout_s"]))  # type: ignore[attr-defined]
         token = user_config.get("reload")
         if token != self.reload_token:
             if self.reload_token is not None or token is not None:
@@ -201,8 +213,8 @@ class Generate:
             start += len(item)
         return result
 
-    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005, max_concurrent_batches=1)
-    async def _stream(self, items: list[list[engine.GenRequest]]):
+    @_batch_stream
+    async def _stream(self, items: list[list[engine.GenRequest]]) -> AsyncIterator[list[Any]]:
         gens = [g for item in items for g in item]
         owner = [(i, j) for i, item in enumerate(items) for j in range(len(item))]
         async with self._gate.use():
@@ -254,7 +266,7 @@ class Generate:
         checkpoint is served now)."""
         return (self.loaded.model_id, self.run_name)
 
-    def _models(self) -> list[dict]:
+    def _models(self) -> list[dict[str, Any]]:
         entry = {"object": "model", "created": self.loaded_at, "owned_by": "hyperpod-ray"}
         details = {"checkpoint": self.loaded.path, "step": self.loaded.step, "skipped_checkpoints": self.loaded.skipped}
         return [
@@ -262,14 +274,16 @@ class Generate:
             {"id": self.run_name, **entry, "root": self.loaded.model_id, **details},
         ]
 
-    async def _prompt_logprobs(self, req: schema.Completion) -> list[tuple[list, list] | None]:
+    async def _prompt_logprobs(
+        self, req: schema.Completion
+    ) -> list[tuple[list[float | None], list[dict[int, float] | None]] | None]:
         if not (req.echo and req.logprobs is not None):
             return [None] * len(req.all_prompts)
         async with self._gate.use():
             model, k = self.loaded.model, req.logprobs
             return [await asyncio.to_thread(engine.prompt_logprobs, model, list(p), k) for p in req.all_prompts]
 
-    async def _complete(self, req: schema.Completion) -> dict:
+    async def _complete(self, req: schema.Completion) -> dict[str, Any]:
         gens = self._sequences(req)
         echo = await self._prompt_logprobs(req)
         await self._admit()
@@ -333,7 +347,7 @@ class Generate:
         except schema.RequestError as err:
             return JSONResponse(err.body(), status_code=err.status)
 
-    async def _sse(self, req: schema.Completion):
+    async def _sse(self, req: schema.Completion) -> AsyncIterator[bytes]:
         gens = self._sequences(req)  # best_of == n when streaming: every sequence is a choice
         streams = [schema.ChoiceStream(req, i, g.prompt_ids) for i, g in enumerate(gens)]
         cid, created, model_id = schema.completion_id(), int(time.time()), self.loaded.model_id
@@ -366,7 +380,7 @@ class Generate:
 
     def _sse_tail(
         self, req: schema.Completion, streams: list[schema.ChoiceStream], cid: str, created: int, model_id: str
-    ):
+    ) -> Iterator[bytes]:
         """The last deltas, the usage chunk (``stream_options.include_usage``) and ``[DONE]``."""
         for s in streams:
             delta = s.finish()
@@ -391,17 +405,19 @@ class Generate:
         async with self._gate.use():
             await asyncio.to_thread(engine.health_probe, self.loaded.model)
 
-    def __del__(self):
+    def __del__(self) -> None:
         # Serve has drained this replica (graceful_shutdown_wait_loop_s) before it gets here.
         log.info("replica shutting down after %d requests", getattr(self, "served", 0))
 
 
-def deployment(options: dict):
+def deployment(options: dict[str, Any]) -> serve.Deployment:
     """The ``Generate`` deployment with Serve options (num_replicas/autoscaling_config, ...)."""
-    return serve.deployment(Generate, name="Generate").options(**options)
+    # serve.deployment(cls, name=...) returns a Deployment; its overloads type it as a decorator.
+    generate: serve.Deployment = serve.deployment(Generate, name="Generate").options(**options)  # type: ignore[attr-defined]
+    return generate
 
 
-def app_builder(args: dict):
+def app_builder(args: dict[str, Any]) -> serve.Application:
     """Serve app builder (``import_path: workloads.inference.app:app_builder``).
 
     ``args``: storage_path, run_name, max_tokens_limit, default_max_tokens, torch_threads,

@@ -17,13 +17,23 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 from torch.nn import functional as F
 
-from workloads.common.model import GPT, Llama, LlamaConfig, rotate
+from workloads.common.model import (
+    GPT,
+    Block,
+    CausalSelfAttention,
+    GroupedQueryAttention,
+    Llama,
+    LlamaBlock,
+    LlamaConfig,
+    rotate,
+)
 
 log = logging.getLogger("workloads.inference")
 
@@ -72,7 +82,13 @@ class _KVCache:
 
 
 def _attend(
-    attn, x: torch.Tensor, cache: _KVCache, layer: int, pos: torch.Tensor | None, mask: torch.Tensor | None, span: int
+    attn: CausalSelfAttention,
+    x: torch.Tensor,
+    cache: _KVCache,
+    layer: int,
+    pos: torch.Tensor | None,
+    mask: torch.Tensor | None,
+    span: int,
 ) -> torch.Tensor:
     """``CausalSelfAttention.forward`` with cached keys and values.
 
@@ -85,7 +101,10 @@ def _attend(
     h = attn.n_head
     q, k, v = attn.qkv(x).split(c, dim=2)
     q, k, v = (z.view(b, t, h, c // h).transpose(1, 2) for z in (q, k, v))
-    return attn.proj(_cached_attention(q, k, v, cache, layer, pos, mask, span).transpose(1, 2).reshape(b, t, c))
+    out: torch.Tensor = attn.proj(
+        _cached_attention(q, k, v, cache, layer, pos, mask, span).transpose(1, 2).reshape(b, t, c)
+    )
+    return out
 
 
 def _cached_attention(
@@ -105,16 +124,18 @@ def _cached_attention(
         t = q.shape[2]
         cache.k[layer][:, :, :t] = k
         cache.v[layer][:, :, :t] = v
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        prefill: torch.Tensor = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        return prefill
     rows = torch.arange(q.shape[0], device=q.device)
     cache.k[layer][rows, :, pos] = k[:, :, 0]
     cache.v[layer][rows, :, pos] = v[:, :, 0]
     keys, values = cache.k[layer][:, :, :span], cache.v[layer][:, :, :span]
-    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=gqa)
+    decode: torch.Tensor = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=gqa)
+    return decode
 
 
 def _attend_llama(
-    attn,
+    attn: GroupedQueryAttention,
     x: torch.Tensor,
     cos: torch.Tensor,
     sin: torch.Tensor,
@@ -131,7 +152,10 @@ def _attend_llama(
     k = attn.wk(x).view(b, t, attn.n_kv_head, attn.head_dim).transpose(1, 2)
     v = attn.wv(x).view(b, t, attn.n_kv_head, attn.head_dim).transpose(1, 2)
     q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-    return attn.wo(_cached_attention(q, k, v, cache, layer, pos, mask, span).transpose(1, 2).reshape(b, t, -1))
+    out: torch.Tensor = attn.wo(
+        _cached_attention(q, k, v, cache, layer, pos, mask, span).transpose(1, 2).reshape(b, t, -1)
+    )
+    return out
 
 
 def _forward_cached(
@@ -148,22 +172,24 @@ def _forward_cached(
             cos, sin = model.rope_cos[: x.shape[1]], model.rope_sin[: x.shape[1]]
         else:  # one position per row: (rows, 1, 1, width / 2) against (rows, heads, 1, width / 2)
             cos, sin = model.rope_cos[pos][:, None, None], model.rope_sin[pos][:, None, None]
-        z = model.tok_emb(x)
-        for layer, block in enumerate(model.layers):
+        z: torch.Tensor = model.tok_emb(x)
+        # nn.ModuleList iterates as nn.Module in torch's annotations; these are the model's blocks.
+        for layer, block in enumerate(cast(Iterable[LlamaBlock], model.layers)):
             z = z + _attend_llama(block.attn, block.attn_norm(z), cos, sin, cache, layer, pos, mask, span)
             z = z + block.mlp(block.mlp_norm(z))
         return z
     positions = torch.arange(x.shape[1], device=x.device) if pos is None else pos.unsqueeze(1)
     z = model.tok_emb(x) + model.pos_emb(positions)
-    for layer, block in enumerate(model.blocks):
-        z = z + _attend(block.attn, block.ln1(z), cache, layer, pos, mask, span)
-        z = z + block.mlp(block.ln2(z))
+    for layer, gpt_block in enumerate(cast(Iterable[Block], model.blocks)):
+        z = z + _attend(gpt_block.attn, gpt_block.ln1(z), cache, layer, pos, mask, span)
+        z = z + gpt_block.mlp(gpt_block.ln2(z))
     return z
 
 
 def _logits(model: GPT | Llama, z: torch.Tensor) -> torch.Tensor:
     """The model's final norm and output head over hidden states."""
-    return model.head(model.norm(z) if isinstance(model, Llama) else model.ln_f(z))
+    logits: torch.Tensor = model.head(model.norm(z) if isinstance(model, Llama) else model.ln_f(z))
+    return logits
 
 
 def _new_cache(model: GPT | Llama, rows: int, length: int) -> _KVCache:
@@ -224,7 +250,7 @@ def _sample(logits: torch.Tensor, requests: list[GenRequest], active: list[int],
 
 @torch.inference_mode()
 def prompt_logprobs(
-    model: GPT, prompt_ids: list[int], k: int
+    model: GPT | Llama, prompt_ids: list[int], k: int
 ) -> tuple[list[float | None], list[dict[int, float] | None]]:
     """Log-probabilities of each prompt token given the ones before it (``echo`` with
     ``logprobs``); the first token has none, as in OpenAI's API."""
@@ -320,7 +346,7 @@ def generate_batch(model: GPT | Llama, requests: list[GenRequest], use_cache: bo
     return result
 
 
-def health_probe(model: GPT) -> None:
+def health_probe(model: GPT | Llama) -> None:
     """Raise unless the model really answers: finite logits and a valid greedy token."""
     with torch.no_grad():
         device = next(model.parameters()).device

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -20,6 +20,7 @@ from workloads.common import checkpoint as ckpt
 from workloads.common.model import GPT, GPTConfig, Llama, LlamaConfig, build, config_from_dict
 
 log = logging.getLogger("workloads.inference")
+M = TypeVar("M", bound=nn.Module)
 
 
 @dataclass
@@ -70,7 +71,7 @@ class Device:
         float32 on the CPU (bf16 matrix products are slow on most CPUs)."""
         return DTYPES[gpu_dtype] if self.is_gpu else torch.float32
 
-    def place(self, model: nn.Module) -> nn.Module:
+    def place(self, model: M) -> M:
         """``model`` on this device (its host copy is released once moved)."""
         return model.to(self.name)
 
@@ -81,7 +82,7 @@ class Device:
             torch.cuda.empty_cache()
 
 
-def _empty_model(config: GPTConfig | LlamaConfig, dtype: torch.dtype) -> nn.Module:
+def _empty_model(config: GPTConfig | LlamaConfig, dtype: torch.dtype) -> GPT | Llama:
     """``config``'s model in eval mode, its parameters allocated on the CPU in ``dtype`` but not
     initialised (a checkpoint fills them), tied parameters kept tied, buffers recomputed."""
     with torch.device("meta"):
@@ -96,7 +97,7 @@ def _empty_model(config: GPTConfig | LlamaConfig, dtype: torch.dtype) -> nn.Modu
         for name, b in module._buffers.items():
             if b is not None:
                 module._buffers[name] = torch.empty(b.shape, dtype=b.dtype)
-    if hasattr(model, "reset_buffers"):
+    if isinstance(model, Llama):  # the one with buffers
         model.reset_buffers()
     return model.eval()
 

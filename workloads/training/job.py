@@ -25,10 +25,15 @@ import pickle
 import random
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from workloads.common.model import GPT, Llama
     from workloads.training.job_settings import JobSettings
 
 log = logging.getLogger("workloads.training")
@@ -52,7 +57,7 @@ class StepInfo:
     last: bool  # the run's final step
 
 
-def lr_schedule(warmup: int, total: int):
+def lr_schedule(warmup: int, total: int) -> Callable[[int], float]:
     """The LR multiplier per step: linear warmup, then cosine decay to 10 %."""
 
     def f(step: int) -> float:
@@ -64,7 +69,7 @@ def lr_schedule(warmup: int, total: int):
     return f
 
 
-def make_optimizer(model, *, learning_rate: float, weight_decay: float, fused: bool):
+def make_optimizer(model: nn.Module, *, learning_rate: float, weight_decay: float, fused: bool) -> torch.optim.AdamW:
     """AdamW as the job uses it (betas 0.9/0.95), weight decay on matrices only: the job, and the
     benchmarks that stand in for it, build their optimizer here."""
     import torch
@@ -79,7 +84,16 @@ def make_optimizer(model, *, learning_rate: float, weight_decay: float, fused: b
     )
 
 
-def train_step(model, optimizer, scheduler, x, y, *, grad_clip: float, autocast_dtype=None):
+def train_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    grad_clip: float,
+    autocast_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
     """One optimizer step of the job (forward, backward, clip, AdamW, schedule); returns the loss
     tensor. FSDP2 and DDP reduce the gradients inside ``backward``."""
     import torch
@@ -118,7 +132,9 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
-def shard_model(model, *, sharding: str, device, precision: str, activation_checkpointing: bool):
+def shard_model(
+    model: GPT | Llama, *, sharding: str, device: torch.device, precision: str, activation_checkpointing: bool
+) -> nn.Module:
     """FSDP2 (each decoder block, then the root) or DDP. bf16 compute with fp32 gradient
     reduction under FSDP's MixedPrecisionPolicy; the fp32 parameters stay the sharded master."""
     import torch

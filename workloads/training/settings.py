@@ -40,18 +40,7 @@ LOCAL_DEFAULTS: dict[str, Any] = {
 }
 
 
-# Ray settings for local runs of the job on this machine (bench/training_throughput.py).
-# Ray Train's controller takes at most one report per worker per poll
-# (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S, Ray's default 2 s) and report() blocks until the previous
-# report has been taken, so reports must come less often than the polls. Locally 10 steps of
-# the benchmark's GPT take ~1.5 s: with the 2 s default every report waited ~0.2 s for the next
-# poll (8 % of the training thread's time in a py-spy profile, 0.78 of plain DDP's
-# throughput). A 0.5 s poll leaves margin for faster steps; in one pair each it cost no more
-# CPU than a 1 s poll (Ray's other processes: 16.8 ms per step with either), and a 1 s poll was
-# not faster (interleaved A/B, 5 blocks: 0.989 of the 0.5 s poll's throughput) nor did it lower
-# the wake-ups of Ray's threads that preempt the ranks (2487 against 2484 per second;
-# 2026-12-02, bench/README.md). On the cluster reports are seconds apart and the 2 s default
-# stays (workloads/training/manifest.py).
+# Local runs report faster than Ray's 2 s Train controller poll, which would pace them (docs/benchmarks.md).
 LOCAL_RAY_ENV: dict[str, str] = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5"}
 
 
@@ -75,7 +64,7 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def _merge(base: dict, extra: dict) -> dict:
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for k, v in extra.items():
         merged[k] = _merge(merged[k], v) if isinstance(v, dict) and isinstance(merged.get(k), dict) else v
@@ -134,6 +123,7 @@ def for_local(overrides: dict[str, Any] | None = None, *, storage_path: str) -> 
     problems = sharding_problems(t, workers)
     if problems:
         raise ConfigError("local run", problems)
+    assert t.storage_path is not None, "for_local sets storage_path"
     s = _settings(t, storage=t.storage_path, workers=workers, cpus=1.0, placement="SPREAD")
     for k, v in runtime.items():
         setattr(s, k, v)
