@@ -33,6 +33,7 @@ from config import versions
 from config.eks import Eks
 from config.names import SYSTEM_NODEGROUP
 from constructs.compliance import acknowledge, checkov_skip
+from constructs.network import ingress_rules
 
 CONTROL_PLANE_LOGS = (
     eks.ClusterLoggingTypes.API,
@@ -280,20 +281,7 @@ class PlatformEksCluster(Construct):
                 for lo, hi in F.LUSTRE_PORTS
             ],
         ]
-        rules = []
-        for cid, group, peer, protocol, (lo, hi), description in specs:
-            rule = ec2.CfnSecurityGroupIngress(
-                self,
-                cid,
-                group_id=group,
-                source_security_group_id=peer,
-                ip_protocol=protocol,
-                from_port=lo,
-                to_port=hi,
-                description=description,
-            )
-            rules.append(rule)
-        return rules
+        return ingress_rules(self, specs)
 
     def _addons(self, file_system_arn: str) -> dict[str, eks.CfnAddon]:
         pins = versions.ADDON_VERSIONS[self.eks_config.kubernetes_version]

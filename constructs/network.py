@@ -3,6 +3,8 @@ VPC endpoints and flow logs."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -266,3 +268,24 @@ def allow_log_groups(key: kms.IKey, *, sid: str, names: str) -> None:
             },
         )
     )
+
+
+# (construct id, group, source group, protocol, (from port, to port), description)
+IngressSpec = tuple[str, str, str, str, tuple[int, int], str]
+
+
+def ingress_rules(scope: Construct, specs: Iterable[IngressSpec]) -> list[ec2.CfnSecurityGroupIngress]:
+    """One ingress rule per spec: ``group`` admits ``source`` on the protocol's port range."""
+    return [
+        ec2.CfnSecurityGroupIngress(
+            scope,
+            cid,
+            group_id=group,
+            source_security_group_id=source,
+            ip_protocol=protocol,
+            from_port=lo,
+            to_port=hi,
+            description=description,
+        )
+        for cid, group, source, protocol, (lo, hi), description in specs
+    ]

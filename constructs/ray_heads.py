@@ -35,6 +35,7 @@ from constructs import flows as F
 
 from config.names import WORKLOADS_NAMESPACE
 from constructs.eks_cluster import PlatformEksCluster
+from constructs.network import ingress_rules
 
 SECURITY_GROUP_POLICY = "ray-heads"
 # KubeRay's ray.io/node-type of the head pods and of the GCS store's cleanup Job.
@@ -114,19 +115,7 @@ class RayHeadSecurity(Construct):
             ("SystemFromHeadsDnsUdp", cluster_group, heads, "udp", dns, "DNS from the Ray heads to CoreDNS"),
             ("SystemFromHeadsDnsTcp", cluster_group, heads, "tcp", dns, "DNS over TCP from the Ray heads to CoreDNS"),
         ]
-        self.rules = [
-            ec2.CfnSecurityGroupIngress(
-                self,
-                cid,
-                group_id=group,
-                source_security_group_id=peer,
-                ip_protocol=protocol,
-                from_port=lo,
-                to_port=hi,
-                description=description,
-            )
-            for cid, group, peer, protocol, (lo, hi), description in specs
-        ]
+        self.rules = ingress_rules(self, specs)
         self.policy = cluster.manifest(self, "SecurityGroupPolicy", [security_group_policy_manifest(heads)])
         # The policy takes effect on pods created after it, and needs the CNI that enforces it.
         cluster.requires(self.policy, "vpc-cni", nodes=True, after=[namespace])
