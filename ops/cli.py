@@ -304,7 +304,8 @@ def main(
 
 
 def _preflight(command: Command) -> int:
-    from ops.preflight import FAIL, WARN, exit_status, run_preflight
+    from ops.checks import FAIL, WARN
+    from ops.preflight import exit_status, run_preflight
 
     config, aws, args, out = command.config, command.aws, command.args, command.out
 

@@ -20,10 +20,7 @@ from typing import Any
 from config.environment import EnvironmentConfig
 from ops.aws import Aws
 from ops.base_image import base_check
-from ops.checks import FAIL as FAIL
-from ops.checks import PASS as PASS
-from ops.checks import WARN as WARN
-from ops.checks import Check as Check
+from ops.checks import FAIL, PASS, WARN, Check
 from ops.checks import guarded as _guarded
 from ops.errors import NotFoundError
 from ops.images import image_checks

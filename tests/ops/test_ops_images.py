@@ -14,8 +14,8 @@ from botocore.stub import Stubber
 
 from config import parse_environment
 from ops import permissions
+from ops.checks import FAIL, PASS, WARN
 from ops.images import evaluate_credential, evaluate_rule, expected_rules, image_checks
-from ops.preflight import FAIL, PASS, WARN
 from ops.status import problems_of
 from tests.ops.fakes import ACCOUNT, REGION, healthy_data, shared_aws
 

@@ -10,11 +10,9 @@ from moto.core import set_initial_no_auth_action_count
 
 from config import parse_environment
 from ops.aws import Aws
+from ops.checks import FAIL, PASS, WARN
 from ops.errors import CredentialsError
 from ops.preflight import (
-    FAIL,
-    PASS,
-    WARN,
     evaluate_kubernetes_version,
     evaluate_quotas,
     exit_status,
