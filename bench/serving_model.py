@@ -15,6 +15,11 @@ speed the key/value cache gives, and the pause a reload's swap causes.
   the running batch, then freeing the old model and placing the new one) and the request
   latencies before and around it. On the CPU, placing is free; on a GPU it is the host-to-device
   copy of the weights.
+- **swap on a GPU** (``--device cuda``): the replica's reload steps on the device, without Ray
+  Serve (the GPU machine has no Ray): the served model placed and generating with its cache, the
+  newer checkpoint read off the device (``loading.load_model``), then ``loading.swap``, the call
+  ``Generate._swap`` makes. Reported: the device's peak (``torch.cuda.max_memory_allocated``) as
+  a multiple of the model's bytes, and the swap's seconds (free, then the host-to-device copy).
 
     python bench/serving_model.py [--layers 8 --width 512] [--device cpu|cuda] [--repeats 3]
 """
@@ -198,6 +203,46 @@ def measure_reload(storage: Path, config: LlamaConfig, tokens: int) -> dict[str,
     return asyncio.run(go())
 
 
+def measure_swap(storage: Path, config: LlamaConfig, device_name: str, dtype: torch.dtype) -> dict[str, Any]:
+    import torch
+
+    from workloads.common.model import encode
+    from workloads.inference import engine, loading
+
+    device = loading.Device(device_name)
+
+    def sync() -> None:
+        if device.is_gpu:
+            torch.cuda.synchronize()
+
+    served = loading.load_model(str(storage), RUN, dtype)
+    served.model = device.place(served.model)
+    model_bytes = loading.weight_bytes(served.model)
+    later = storage / "later"
+    save_job_checkpoint(later, config, step=2)
+    (later / RUN / "checkpoint_000000002").rename(storage / RUN / "checkpoint_000000002")
+    sync()
+    if device.is_gpu:
+        torch.cuda.reset_peak_memory_stats()
+    # A request on the served model (its key/value cache is part of what the device holds).
+    engine.generate_batch(served.model, [engine.GenRequest(encode("reload"), 64, 0.0)])
+    fresh = loading.load_model(str(storage), RUN, dtype)  # read and verified off the device
+    start = time.perf_counter()
+    swapped = loading.swap(device, served, fresh)
+    sync()
+    swap_s = time.perf_counter() - start
+    engine.generate_batch(swapped.model, [engine.GenRequest(encode("reload"), 64, 0.0)])
+    sync()
+    return {
+        "served_step": swapped.step,
+        "model_bytes": model_bytes,
+        "gpu_peak_over_model": torch.cuda.max_memory_allocated() / model_bytes if device.is_gpu else None,
+        "swap_s": swap_s,
+        "dtype": str(dtype),
+        "device": torch.cuda.get_device_name() if device.is_gpu else "cpu",
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--child-load", nargs=3, metavar=("HOW", "STORAGE", "WARMUP"), help=argparse.SUPPRESS)
@@ -205,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--width", type=int, default=512, help="Llama width (n_embd) of the load and reload model")
     p.add_argument("--cache-layers", type=int, default=4)
     p.add_argument("--cache-width", type=int, default=256)
-    p.add_argument("--device", default="cpu", help="device of the cache measurement")
+    p.add_argument("--device", default="cpu", help="device of the cache and reload measurements")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--dir", default=None, help="where checkpoints are written (default: a temp dir under out/)")
@@ -239,15 +284,26 @@ def main(argv: list[str] | None = None) -> int:
             f"{load['params'] / 1e6:.1f}M parameters",
             flush=True,
         )
-        result["reload"] = measure_reload(storage, config, tokens=16)
-        r = result["reload"]
-        print(
-            f"reload: swap held new work {r['swap_pause_s'] * 1000:.1f} ms; reconfigure took "
-            f"{r['reconfigure_s']:.2f} s while the old model served; request latency "
-            f"{r['request_s_before']['median'] * 1000:.1f} ms median before, "
-            f"{(r['request_s_around_reload_max'] or 0) * 1000:.1f} ms max around the reload",
-            flush=True,
-        )
+        if args.device.startswith("cuda"):
+            result["swap"] = measure_swap(storage, config, args.device, loading.DTYPES[args.dtype])
+            w = result["swap"]
+            assert w["served_step"] == 2, f"the swap serves the newer checkpoint: {w}"
+            print(
+                f"swap on {w['device']}: device peak {w['gpu_peak_over_model']:.2f}x the model's "
+                f"{w['model_bytes'] / 2**30:.2f} GiB ({w['dtype']}) through load, swap and generation; "
+                f"the swap took {w['swap_s'] * 1000:.0f} ms",
+                flush=True,
+            )
+        else:
+            result["reload"] = measure_reload(storage, config, tokens=16)
+            r = result["reload"]
+            print(
+                f"reload: swap held new work {r['swap_pause_s'] * 1000:.1f} ms; reconfigure took "
+                f"{r['reconfigure_s']:.2f} s while the old model served; request latency "
+                f"{r['request_s_before']['median'] * 1000:.1f} ms median before, "
+                f"{(r['request_s_around_reload_max'] or 0) * 1000:.1f} ms max around the reload",
+                flush=True,
+            )
     cache_config = llama(args.cache_layers, args.cache_width, 128 + 256)
     result["cache"] = measure_cache(cache_config, args.device, loading.DTYPES[args.dtype], args.repeats)
     c = result["cache"]

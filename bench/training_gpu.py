@@ -184,7 +184,8 @@ def train_steps(
 
     torch.manual_seed(1234)
     cfg = config_from_dict(plan["model"])
-    model = build(cfg).to(device)
+    with device:  # initialised on the device it trains on: a 7B model is slow to initialise on a CPU
+        model = build(cfg)
     model.activation_checkpointing = plan["activation_checkpointing"]
     data = ByteWindows(load_corpus(None, plan["data_max_bytes"]), cfg.block_size, 1234)
     pos = DataPosition()
@@ -236,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--warmup", type=int, default=10, help="steps before the timed window")
     p.add_argument("--peak-tflops", type=float, help="dense bf16 peak of the device, TFLOP/s")
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="deterministic kernels, as training.deterministic turns on (workloads.training.determinism)",
+    )
     p.add_argument("--out", help="write the figures as JSON here too")
     args = p.parse_args(argv)
     try:
@@ -254,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"batch {plan['batch_size_per_worker']} per worker, {plan['precision']})"
             )
             return 0
+        if args.deterministic:
+            from workloads.training.determinism import use_deterministic
+
+            use_deterministic(True)  # before the first CUDA work, as the job does
         device = pick_device(args.device)
         peak, peak_from = peak_for(device, args.peak_tflops)
     except BenchError as e:  # the option or file first, then what is wrong and what is allowed
@@ -270,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"env {plan['env']}: model {plan['model']}, batch {plan['batch_size_per_worker']} x "
         f"{plan['model']['block_size']} tokens, {precision} on {name}, torch {torch.__version__}; "
-        f"{args.steps} steps, timed after step {args.warmup}",
+        f"{args.steps} steps, timed after step {args.warmup}"
+        + (", deterministic kernels" if args.deterministic else ""),
         flush=True,
     )
     r = train_steps(plan, device, args.steps, args.warmup, progress=lambda m: print(m, flush=True))
@@ -282,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         peak_tflops=peak,
         peak_from=peak_from,
         model=plan["model"],
+        deterministic=args.deterministic,
     )
     achieved = r["tokens_per_s"] * r["flops_per_token"] / 1e12
     r["model_tflops"] = achieved
