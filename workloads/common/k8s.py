@@ -171,7 +171,7 @@ def worker_group(
         "replicas": shape.min_replicas,
         "minReplicas": shape.min_replicas,
         "maxReplicas": shape.max_replicas,
-        "rayStartParams": {"num-gpus": str(shape.gpus)} if shape.gpus else {},
+        "rayStartParams": shape.ray_start_params,
         "template": {"metadata": {"labels": labels(app, "ray-worker")}, "spec": spec},
     }
 
