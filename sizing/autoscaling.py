@@ -33,12 +33,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.environment import EnvironmentConfig
+from config.names import INFERENCE_DEPLOYMENT
 from sizing.plan import Plan, ServicePlan, plan_of
-from sizing.pods import ACCELERATOR_RESOURCE_PREFIX, RAY_HEAD, WorkerShape
+from sizing.pods import ACCELERATOR_RESOURCE_PREFIX, RAY_HEAD, RAY_HEAD_START_PARAMS, WorkerShape
 
 HEAD_NODE_TYPE = "headgroup"  # KubeRay's name of the head's node type (_HEAD_GROUP_NAME)
-# The head of every Ray cluster here runs no Ray work (workloads/common/k8s.py head_group).
-HEAD_RAY_START_PARAMS = {"num-cpus": "0"}
 # What Ray Serve gives a replica that names no CPUs (ReplicaConfig), and Serve's default
 # autoscaling bound for a deployment that sets none (AutoscalingConfig.max_replicas).
 SERVE_DEFAULT_CPUS = 1.0
@@ -174,7 +173,7 @@ def worker_group_spec(shape: WorkerShape, group_name: str) -> dict[str, Any]:
 def cluster_spec(shape: WorkerShape, group_name: str) -> dict[str, Any]:
     """The autoscaler's view of a Ray cluster of the platform: the head and one worker group."""
     resources = {"requests": RAY_HEAD, "limits": RAY_HEAD}
-    head = {"rayStartParams": HEAD_RAY_START_PARAMS, "template": {"spec": {"containers": [{"resources": resources}]}}}
+    head = {"rayStartParams": RAY_HEAD_START_PARAMS, "template": {"spec": {"containers": [{"resources": resources}]}}}
     return {"headGroupSpec": head, "workerGroupSpecs": [worker_group_spec(shape, group_name)]}
 
 
@@ -210,13 +209,13 @@ def _training(plan: Plan) -> tuple[str, str, list[Demand]] | None:
     return f"RayJob {t.name}", t.worker_group, [demand]
 
 
-def _serve(env: EnvironmentConfig, s: ServicePlan) -> list[Demand]:
+def _serve(env: EnvironmentConfig) -> list[Demand]:
     inf = env.inference
     bundle = _bundle(CPU=float(inf.cpus_per_replica), GPU=float(inf.gpus_per_replica))
     return [
         Demand(
             "inference.autoscaling.max_replicas",
-            "deployment Generate",
+            f"deployment {INFERENCE_DEPLOYMENT}",
             inf.autoscaling.max_replicas,
             "replicas",
             (bundle,),
@@ -259,7 +258,7 @@ def demands(env: EnvironmentConfig) -> list[tuple[str, dict[str, Any], list[Dema
             (
                 f"RayService {plan.serve.name}",
                 cluster_spec(plan.serve.worker, plan.serve.worker_group),
-                _serve(env, plan.serve),
+                _serve(env),
             )
         )
     if plan.llm is not None:

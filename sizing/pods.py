@@ -27,6 +27,8 @@ from sizing.training import TrainingPlacement
 # work (num-cpus 0). One CPU and 4 GiB hold that for clusters of a few dozen workers; several
 # heads share each `system` node (training, each service, twice during an upgrade).
 RAY_HEAD = {"cpu": "1", "memory": "4Gi"}
+# Its Ray resources: no CPUs, so no Ray work lands on it.
+RAY_HEAD_START_PARAMS = {"num-cpus": "0"}
 # The prefix of the Ray resource that names a node's accelerator (ray_constants.RESOURCE_CONSTRAINT_PREFIX).
 ACCELERATOR_RESOURCE_PREFIX = "accelerator_type:"
 # A serving replica without GPUs still holds the model, the batch and the HTTP buffers.
