@@ -364,3 +364,30 @@ def test_synth_refuses_a_worker_group_that_declares_no_accelerator(monkeypatch):
     assert config_errors("staging", lambda d: None) == [
         FAULT.replace("hpray-prod-llm", "hpray-stg-llm").replace("serve-g6e-llm", "gpu-workers-llm")
     ]
+
+
+def test_make_synths_placement_step_prints_the_fault(monkeypatch, capsys):
+    """``python -m config ENV`` (run by `make synth` after cdk synth) exits 1 with the error."""
+    from config.__main__ import main
+
+    monkeypatch.setattr(pods.WorkerShape, "ray_resources", property(lambda self: {}))
+    assert main(["prod"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("prod.yaml: 1 configuration error:\n")
+    assert err.rstrip().endswith(FAULT)
+
+
+def test_a_trainer_bundle_larger_than_a_declared_node_is_named():
+    """A worker group declaring fewer CPUs than a Ray Train worker asks for: the trainer and the
+    resource, in Ray's view and ours."""
+    m = next(m for m in _manifests("prod") if m["kind"] == "RayJob")
+    _cluster(m)["workerGroupSpecs"][0]["rayStartParams"]["num-cpus"] = "20"
+    demands = _demands("prod")["RayJob train-llama-7b-bytes"][1]
+    assert len(_rays_residual(m, demands)) == 32
+    assert autoscaling.check("RayJob train-llama-7b-bytes", autoscaling.node_types(_cluster(m)), demands) == [
+        "training.num_workers: RayJob train-llama-7b-bytes, trainer (Ray Train workers): a bundle {CPU: 23, GPU: 1} "
+        "fits no node type KubeRay's autoscaler knows (headgroup lacks CPU 23 (declares 0), GPU 1 (declares 0); "
+        "train-p5 lacks CPU 23 (declares 20)): it starts no worker pod for it, and workers beyond the pods already "
+        "running never start; allowed: a worker group whose spec declares at least {CPU: 23, GPU: 1} "
+        "(rayStartParams num-cpus, num-gpus, resources)"
+    ]
