@@ -2,7 +2,8 @@
 pod shape, and the train loop's runtime values, derived once per loaded config (``plan_of``).
 
 Manifests, NetworkPolicies, the flow table, ``hpray submit job`` and the review's placement
-table read the plan; the placement checks (sizing/placement.py) run over it at load.
+table read the plan; the placement and autoscaling checks (sizing/placement.py,
+sizing/autoscaling.py) run over it at load.
 """
 
 from __future__ import annotations
