@@ -73,6 +73,8 @@ RAY_DASHBOARD_PORT = 8265
 TRAINING_APP = "ray-train"
 INFERENCE_APP = "inference"
 LLM_APP = "llm"
+# The generation app's Serve deployment (serveConfigV2; the autoscaling check names it).
+INFERENCE_DEPLOYMENT = "Generate"
 # Serve traffic goes to the worker pods' proxies only; the head (system nodes) stays control
 # (a RayService's ``excludeHeadPodFromServeSvc``).
 HEAD_IN_SERVE_SERVICE = False

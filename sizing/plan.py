@@ -2,7 +2,8 @@
 pod shape, and the train loop's runtime values, derived once per loaded config (``plan_of``).
 
 Manifests, NetworkPolicies, the flow table, ``hpray submit job`` and the review's placement
-table read the plan; the placement checks (sizing/placement.py) run over it at load.
+table read the plan; the placement and autoscaling checks (sizing/placement.py,
+sizing/autoscaling.py) run over it at load.
 """
 
 from __future__ import annotations
@@ -31,14 +32,21 @@ class TrainingPlan:
     cpus_per_worker: int
     strategy: str
 
+    @property
+    def worker_group(self) -> str:
+        """The RayJob's worker group: named after its instance group."""
+        return self.group.name
+
 
 @dataclass(frozen=True)
 class ServicePlan:
-    """A RayService: its name and its worker pods on one instance group."""
+    """A RayService: its name and its worker pods on one instance group, in the Ray worker group
+    ``worker_group`` (the instance group's name and the role the pods play on it)."""
 
     name: str
     group: InstanceGroup
     worker: WorkerShape
+    worker_group: str
 
 
 @dataclass(frozen=True)
@@ -91,15 +99,15 @@ def _training(env: EnvironmentConfig) -> tuple[TrainingPlan | None, tuple[str, .
 def _services(env: EnvironmentConfig) -> tuple[ServicePlan | None, ServicePlan | None]:
     inf = env.inference
     try:
-        serve = ServicePlan(
-            f"{env.name_prefix}-{inf.app_name}", inf.resolved_instance_group(env.hyperpod), pods.serve_worker(env)
-        )
+        group = inf.resolved_instance_group(env.hyperpod)
+        serve = ServicePlan(f"{env.name_prefix}-{inf.app_name}", group, pods.serve_worker(env), f"{group.name}-serve")
     except KeyError:  # no GPU group, or no hardware facts for it: the config checks say which
         return None, None
     if not inf.llm.enabled:
         return serve, None
     try:
-        return serve, ServicePlan(f"{env.name_prefix}-llm", inf.resolved_llm_group(env.hyperpod), pods.llm_worker(env))
+        group = inf.resolved_llm_group(env.hyperpod)
+        return serve, ServicePlan(f"{env.name_prefix}-llm", group, pods.llm_worker(env), f"{group.name}-llm")
     except KeyError:
         return serve, None
 

@@ -11,6 +11,7 @@ per environment and the KubeRay manifests read the plan: what is checked is what
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,10 @@ from sizing.training import TrainingPlacement
 # work (num-cpus 0). One CPU and 4 GiB hold that for clusters of a few dozen workers; several
 # heads share each `system` node (training, each service, twice during an upgrade).
 RAY_HEAD = {"cpu": "1", "memory": "4Gi"}
+# Its Ray resources: no CPUs, so no Ray work lands on it.
+RAY_HEAD_START_PARAMS = {"num-cpus": "0"}
+# The prefix of the Ray resource that names a node's accelerator (ray_constants.RESOURCE_CONSTRAINT_PREFIX).
+ACCELERATOR_RESOURCE_PREFIX = "accelerator_type:"
 # A serving replica without GPUs still holds the model, the batch and the HTTP buffers.
 MIN_SERVE_MEMORY_GIB = 4
 
@@ -173,6 +178,9 @@ class WorkerShape:
     memory_gib: int
     # Ray Train workers per pod (training) or Serve replicas per pod (serving).
     per_pod: int = 1
+    # Ray's name for the GPU (``accelerator_type:<name>``) that the pod's replicas ask for; the
+    # group then declares it, as a Ray node on that GPU advertises it (see ``ray_start_params``).
+    accelerator_type: str | None = None
 
     @property
     def resources(self) -> dict[str, str]:
@@ -182,6 +190,27 @@ class WorkerShape:
         if self.efa:
             res[names.EFA_RESOURCE] = str(self.efa)
         return res
+
+    @property
+    def ray_resources(self) -> dict[str, int]:
+        """The custom Ray resources the group declares. KubeRay's autoscaler (v1) knows a worker
+        type only by its spec (rayStartParams, container limits), never by what running nodes
+        advertise: a resource the replicas ask for must be declared here, else the autoscaler
+        finds no worker type for them (sizing/autoscaling.py checks it). A Ray node advertises
+        1 of its GPU's accelerator type, whatever its GPU count."""
+        return {f"{ACCELERATOR_RESOURCE_PREFIX}{self.accelerator_type}": 1} if self.accelerator_type else {}
+
+    @property
+    def ray_start_params(self) -> dict[str, str]:
+        """The worker group's rayStartParams: its GPUs, CPUs and custom resources, so that the
+        autoscaler's node type is what the pod holds. ``resources`` takes the form KubeRay's
+        autoscaler reads: a JSON object inside one pair of escaped quotes."""
+        params = {"num-gpus": str(self.gpus)} if self.gpus else {}
+        params["num-cpus"] = str(self.cpus)
+        if self.ray_resources:
+            text = json.dumps(self.ray_resources, sort_keys=True)
+            params["resources"] = '"' + text.replace('"', '\\"') + '"'
+        return params
 
     @property
     def shm_gib(self) -> int:
@@ -278,6 +307,8 @@ def llm_worker(env: EnvironmentConfig) -> WorkerShape:
         efa=0,
         cpus=max(1, cpus),
         memory_gib=max(1, mem),
+        # Serve LLM's engines ask for the GPU type by name (LLMConfig.accelerator_type).
+        accelerator_type=catalog.ray_accelerator_type(group.instance_type),
     )
 
 

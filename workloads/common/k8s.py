@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from config import catalog, names
-from sizing.pods import RAY_HEAD, WorkerShape
+from sizing.pods import RAY_HEAD, RAY_HEAD_START_PARAMS, WorkerShape
 
 # The Ray release the workloads are written for (Ray 2.60.0, Python 3.11). Every pod runs the
 # workloads image built from workloads/Dockerfile on it (workloads.common.image), never a bare
@@ -104,7 +104,7 @@ def head_group(
 ) -> dict[str, Any]:
     """The Ray head on the EKS `system` nodes, schedulable for no Ray work (num-cpus 0)."""
     return {
-        "rayStartParams": {"num-cpus": "0", "dashboard-host": "0.0.0.0"},
+        "rayStartParams": {**RAY_HEAD_START_PARAMS, "dashboard-host": "0.0.0.0"},
         "template": {
             "metadata": {"labels": labels(app, "ray-head")},
             "spec": {
@@ -171,7 +171,7 @@ def worker_group(
         "replicas": shape.min_replicas,
         "minReplicas": shape.min_replicas,
         "maxReplicas": shape.max_replicas,
-        "rayStartParams": {"num-gpus": str(shape.gpus)} if shape.gpus else {},
+        "rayStartParams": shape.ray_start_params,
         "template": {"metadata": {"labels": labels(app, "ray-worker")}, "spec": spec},
     }
 

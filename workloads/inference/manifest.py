@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from config import catalog, versions
+from config import versions
 from config.environment import EnvironmentConfig
 from config.names import (
     HEAD_IN_SERVE_SERVICE,
@@ -42,7 +42,6 @@ from config.names import (
     llm_service_name,
 )
 from sizing.plan import ServicePlan, plan_of
-from sizing.pods import WorkerShape
 from workloads.common import ha, k8s, security
 from workloads.common import image as image_mod
 from workloads.inference import serve_config
@@ -50,7 +49,6 @@ from workloads.inference import serve_config
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from config.hyperpod import InstanceGroup
 
 APP = INFERENCE_APP
 LLM_IMPORT_PATH = "ray.serve.llm:build_openai_app"
@@ -82,27 +80,17 @@ def _service(plan: ServicePlan | None) -> ServicePlan:
     return plan
 
 
-def _worker_group(
-    shape: WorkerShape,
-    instance_group: InstanceGroup,
-    role: str,
-    *,
-    image: str,
-    app: str,
-    env_vars: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """Replica-sized worker pods on a HyperPod GPU group, sized in the environment's plan (sizing/plan.py); the Ray
-    group is named after the instance group and the ``role`` the pods play on it."""
-    group = k8s.worker_group(
-        shape,
-        group_name=f"{instance_group.name}-{role}",
+def _worker_group(plan: ServicePlan, *, image: str, app: str, env_vars: dict[str, str] | None = None) -> dict[str, Any]:
+    """Replica-sized worker pods on a HyperPod GPU group, sized in the environment's plan
+    (sizing/plan.py), in the plan's Ray worker group."""
+    return k8s.worker_group(
+        plan.worker,
+        group_name=plan.worker_group,
         image=image,
         app=app,
-        taints=list(instance_group.taints),
+        taints=list(plan.group.taints),
         env=k8s.env_list(env_vars or {}),
     )
-    group["rayStartParams"] = {**group.get("rayStartParams", {}), "num-cpus": str(shape.cpus)}
-    return group
 
 
 def _head(image: str, app: str, env_vars: dict[str, str] | None = None) -> dict[str, Any]:
@@ -163,7 +151,7 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
     """The RayService of the generation app."""
     inf = env.inference
     try:
-        group = inf.resolved_instance_group(env.hyperpod)
+        inf.resolved_instance_group(env.hyperpod)
     except KeyError as err:
         from config import ConfigError
 
@@ -172,7 +160,7 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
     # Serve's mode (HAProxy ingress, throughput preset) must be the same in every Ray process:
     # the controller on the head decides the ingress, the workers run HAProxy and the replicas.
     ray_env = serve_config.ray_env(env)
-    worker = _worker_group(_service(plan_of(env).serve).worker, group, "serve", image=image, app=APP, env_vars=ray_env)
+    worker = _worker_group(_service(plan_of(env).serve), image=image, app=APP, env_vars=ray_env)
     return _rayservice(
         env,
         name=inference_service_name(env.name_prefix, inf.app_name),
@@ -186,8 +174,8 @@ def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, An
 def llm_config(env: EnvironmentConfig) -> dict[str, Any]:
     """One ``ray.serve.llm`` LLMConfig (as a dict, the form serveConfigV2 args take)."""
     llm = env.inference.llm
-    group = env.inference.resolved_llm_group(env.hyperpod)
-    accelerator = catalog.ray_accelerator_type(group.instance_type)
+    # The GPU type the engines ask for is the one the worker group declares (sizing/pods.py llm_worker).
+    accelerator = _service(plan_of(env).llm).worker.accelerator_type
     source: Any = {"bucket_uri": llm.model_source} if llm.model_source.startswith("s3://") else llm.model_source
     cfg: dict[str, Any] = {
         "model_loading_config": {"model_id": llm.model_id, "model_source": source},
@@ -224,13 +212,12 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
                 "inference.llm.model_source on FSx or S3) to render the Serve LLM RayService"
             ],
         )
-    group = env.inference.resolved_llm_group(env.hyperpod)
     image = k8s.RAY_LLM_IMAGE
     if env.network.images_from_ecr:  # Docker Hub through ECR's pull-through cache
         image = versions.ecr_image(image, account=env.account, region=env.region)
     # Weights come from FSx or S3 only: no Hugging Face Hub traffic from a closed network.
     offline = {"HF_HUB_OFFLINE": "1"}
-    worker = _worker_group(_service(plan_of(env).llm).worker, group, "llm", image=image, app=LLM_APP, env_vars=offline)
+    worker = _worker_group(_service(plan_of(env).llm), image=image, app=LLM_APP, env_vars=offline)
     serve_cfg = {
         "proxy_location": "EveryNode",
         "http_options": {"host": "0.0.0.0", "port": SERVE_PORT},

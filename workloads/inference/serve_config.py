@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from config.environment import EnvironmentConfig
+from config.names import INFERENCE_DEPLOYMENT
 
 IMPORT_PATH = "workloads.inference.app:app_builder"
-DEPLOYMENT = "Generate"
+DEPLOYMENT = INFERENCE_DEPLOYMENT
 
 # Ray Serve's high-throughput mode (config: inference.high_throughput). Both are read when Serve's
 # processes start (controller, proxies, replicas), so they go on every Ray container of the

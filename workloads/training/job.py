@@ -514,6 +514,22 @@ def check_cluster(s: JobSettings) -> list[str]:
     return []
 
 
+def scaling_config(s: JobSettings):
+    """The Ray Train workers ``s`` asks for: their count and each one's bundle (the autoscaling
+    check of sizing/autoscaling.py places the same bundles)."""
+    from ray.train import ScalingConfig
+
+    resources = {"CPU": s.cpus_per_worker}
+    if s.gpus_per_worker:
+        resources["GPU"] = s.gpus_per_worker
+    return ScalingConfig(
+        num_workers=(s.min_workers, s.num_workers) if s.min_workers else s.num_workers,
+        use_gpu=s.gpus_per_worker > 0,
+        resources_per_worker=resources,
+        placement_strategy=s.placement_strategy,
+    )
+
+
 def run(s: JobSettings, *, step_callback=None):
     """Run (or resume) the job on the connected Ray cluster; returns the ray.train.Result.
 
@@ -525,25 +541,17 @@ def run(s: JobSettings, *, step_callback=None):
     problems = check_resume(s)
     if problems:
         raise ConfigError("resume", problems)
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
     from workloads.common import storage
 
     fs, base = storage.filesystem_for(s.storage_path)
-    resources = {"CPU": s.cpus_per_worker}
-    if s.gpus_per_worker:
-        resources["GPU"] = s.gpus_per_worker
     trainer = TorchTrainer(
         train_func,
         train_loop_config={**s.to_dict(), "step_callback": step_callback},
         torch_config=TorchConfig(backend="nccl" if s.gpus_per_worker else "gloo"),
-        scaling_config=ScalingConfig(
-            num_workers=(s.min_workers, s.num_workers) if s.min_workers else s.num_workers,
-            use_gpu=s.gpus_per_worker > 0,
-            resources_per_worker=resources,
-            placement_strategy=s.placement_strategy,
-        ),
+        scaling_config=scaling_config(s),
         run_config=RunConfig(
             name=s.run_name,
             storage_path=base,

@@ -62,7 +62,7 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
         workers=[
             k8s.worker_group(
                 plan.worker,
-                group_name=group.name,
+                group_name=plan.worker_group,
                 image=image,
                 app=APP,
                 taints=group.taints,
