@@ -27,4 +27,3 @@ def test_off_leaves_the_default_kernels(restore):
     use_deterministic(False)
     assert not torch.are_deterministic_algorithms_enabled()
     assert not torch.backends.cudnn.deterministic
-
