@@ -23,6 +23,7 @@ from typing import cast
 
 import torch
 from torch.nn import functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from workloads.common.model import (
     GPT,
@@ -158,6 +159,11 @@ def _attend_llama(
     return out
 
 
+# Attention backends of the cached forward. Not cuDNN's: it builds an execution plan for each new
+# key length, which at one new token per step costs more than the attention (docs/benchmarks.md).
+CACHED_ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
 def _forward_cached(
     model: GPT | Llama,
     x: torch.Tensor,
@@ -167,6 +173,18 @@ def _forward_cached(
     span: int,
 ) -> torch.Tensor:
     """The model's ``forward`` (eval mode) through the cache; hidden states before the final norm."""
+    with sdpa_kernel(CACHED_ATTENTION_BACKENDS):
+        return _layers_cached(model, x, cache, pos, mask, span)
+
+
+def _layers_cached(
+    model: GPT | Llama,
+    x: torch.Tensor,
+    cache: _KVCache,
+    pos: torch.Tensor | None,
+    mask: torch.Tensor | None,
+    span: int,
+) -> torch.Tensor:
     if isinstance(model, Llama):
         if pos is None:
             cos, sin = model.rope_cos[: x.shape[1]], model.rope_sin[: x.shape[1]]
