@@ -96,7 +96,7 @@ class PlatformEksCluster(Construct):
         vpc: ec2.IVpc,
         security_group: ec2.ISecurityGroup,
         secrets_key: kms.IKey,
-        file_system: fsx.LustreFileSystem,
+        file_system: fsx.IFileSystem,
     ) -> None:
         """``file_system``: the storage stack's FSx for Lustre file system, which the FSx CSI
         driver may resize."""
