@@ -12,7 +12,7 @@ reference (``{{resolve:secretsmanager:...}}``); neither a template nor a manifes
 Only the Ray heads reach the store, on its one TLS port: it admits the heads' own security group
 (constructs/ray_heads.py, EKS security groups for pods), not the system nodes' group that every
 other pod there and the control plane's interfaces share. The store opens no connection of its
-own. The flows are rows of constructs/flows.py.
+own. The flows are rows of constructs/network_flows.py.
 """
 
 from __future__ import annotations

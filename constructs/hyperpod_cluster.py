@@ -25,9 +25,9 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from config.hyperpod import HyperPod, InstanceGroup
+from constructs.access_flows import ENI_ACTIONS
 from constructs.compliance import acknowledge
 from constructs.eks_cluster import PlatformEksCluster
-from constructs.flows import ENI_ACTIONS
 from constructs.hyperpod_dependencies import HyperPodDependencies
 from constructs.image_cache import pull_through_acknowledgements, pull_through_import_statement
 from constructs.lifecycle_scripts import LifecycleScripts, nag_env
