@@ -129,15 +129,22 @@ def synth_env(env_name: str, outdir: Path, config_dir: Path | None = None) -> di
 
 
 def groups_config(config_dir: Path, n_groups: int) -> None:
+    """dev.yaml with ``n_groups`` instance groups: its own groups as they are (the training job,
+    the services and the placement checks name them), then one-node copies of the first, each
+    with a label of its own so that no workload's selector picks one up."""
     data = yaml.safe_load((ROOT / "config" / "dev.yaml").read_text())
-    template = data["hyperpod"]["instance_groups"][0]
-    groups = []
-    for i in range(n_groups):
+    groups = data["hyperpod"]["instance_groups"]
+    if n_groups < len(groups):
+        raise SystemExit(
+            f"instance groups: {n_groups}; dev.yaml already has {len(groups)}, allowed: {len(groups)} or more"
+        )
+    template = groups[0]
+    for i in range(len(groups), n_groups):
         g = copy.deepcopy(template)
-        g["name"] = f"group-{i:03d}"
+        g["name"] = f"bench-{i:03d}"
         g["instance_count"] = 1
+        g["labels"] = {"workload": f"bench-{i:03d}"}
         groups.append(g)
-    data["hyperpod"]["instance_groups"] = groups
     (config_dir / f"groups{n_groups}.yaml").write_text(yaml.safe_dump(data))
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aws_cdk import IgnoreMode
+from aws_cdk import IgnoreMode, Stack
 from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
@@ -59,7 +59,7 @@ def image_uri(account: str, region: str) -> str:
 class NvidiaDevicePluginImage(Construct):
     """The asset; ``image_uri`` is the concrete URI the device plugin's Helm values name."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, account: str, region: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
         self.asset = ecr_assets.DockerImageAsset(
             self,
@@ -78,4 +78,5 @@ class NvidiaDevicePluginImage(Construct):
                 "would name an image that cdk deploy never pushes. Update asset_hash() to this "
                 "aws-cdk-lib's extraHash (aws-ecr-assets image-asset.js)."
             )
-        self.image_uri = image_uri(account, region)
+        stack = Stack.of(self)
+        self.image_uri = image_uri(stack.account, stack.region)

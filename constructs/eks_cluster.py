@@ -96,7 +96,7 @@ class PlatformEksCluster(Construct):
         vpc: ec2.IVpc,
         security_group: ec2.ISecurityGroup,
         secrets_key: kms.IKey,
-        file_system: fsx.LustreFileSystem,
+        file_system: fsx.IFileSystem,
     ) -> None:
         """``file_system``: the storage stack's FSx for Lustre file system, which the FSx CSI
         driver may resize."""
@@ -236,7 +236,7 @@ class PlatformEksCluster(Construct):
         return nodegroup
 
     def _join_node_pools(self, shared: ec2.ISecurityGroup) -> list[ec2.CfnSecurityGroupIngress]:
-        """Rules between the two node pools (flows in ``constructs/flows.py``).
+        """Rules between the two node pools (flows in ``constructs/network_flows.py``).
 
         The ``system`` node group has no launch template, so its nodes (and their pods: CoreDNS,
         the KubeRay operator, the Ray heads) get only the security group EKS creates for the

@@ -12,7 +12,7 @@ reference (``{{resolve:secretsmanager:...}}``); neither a template nor a manifes
 Only the Ray heads reach the store, on its one TLS port: it admits the heads' own security group
 (constructs/ray_heads.py, EKS security groups for pods), not the system nodes' group that every
 other pod there and the control plane's interfaces share. The store opens no connection of its
-own. The flows are rows of constructs/flows.py.
+own. The flows are rows of constructs/network_flows.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from typing import Any
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_elasticache as elasticache
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -31,6 +30,7 @@ from config import versions
 from config.inference import GcsFaultTolerance
 from config.names import GCS_STORE_PORT, GCS_STORE_SERVICE, WORKLOADS_NAMESPACE, gcs_store_secret_name
 from constructs.compliance import acknowledge
+from constructs.eks_cluster import PlatformEksCluster
 from constructs.ray_auth import grant_secret_read, token_secret
 
 # ElastiCache AUTH tokens: 16-128 printable characters without spaces, '"', '/' or '@'
@@ -64,7 +64,7 @@ class GcsStore(Construct):
         client_security_group: ec2.ISecurityGroup,
         key: kms.IKey,
         readers: list[iam.IGrantable],
-        cluster: eks.ICluster,
+        cluster: PlatformEksCluster,
         namespace: IConstruct | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
@@ -169,9 +169,7 @@ class GcsStore(Construct):
             ),
         )
         self.address = self.replication_group.attr_primary_end_point_address
-        self.service = eks.KubernetesManifest(
-            self, "Service", cluster=cluster, manifest=[gcs_store_service_manifest(self.address)]
-        )
+        self.service = cluster.manifest(self, "Service", [gcs_store_service_manifest(self.address)])
         if namespace is not None:
             self.service.node.add_dependency(namespace)
 

@@ -19,15 +19,15 @@ from collections.abc import Mapping, Sequence
 
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from config.hyperpod import HyperPod, InstanceGroup
+from constructs.access_flows import ENI_ACTIONS
 from constructs.compliance import acknowledge
-from constructs.flows import ENI_ACTIONS
+from constructs.eks_cluster import PlatformEksCluster
 from constructs.hyperpod_dependencies import HyperPodDependencies
 from constructs.image_cache import pull_through_acknowledgements, pull_through_import_statement
 from constructs.lifecycle_scripts import LifecycleScripts, nag_env
@@ -60,7 +60,7 @@ class HyperPodExecutionRole(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        eks_cluster: eks.ICluster,
+        eks_cluster: PlatformEksCluster,
         subnets: Sequence[ec2.ISubnet],
         security_group: ec2.ISecurityGroup,
         scripts: LifecycleScripts,
@@ -213,7 +213,7 @@ class HyperPodCluster(Construct):
         *,
         hyperpod_config: HyperPod,
         cluster_name: str,
-        eks_cluster: eks.ICluster,
+        eks_cluster: PlatformEksCluster,
         subnets: Mapping[str, ec2.ISubnet],
         security_group: ec2.ISecurityGroup,
         key: kms.IKey,

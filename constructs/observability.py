@@ -399,7 +399,7 @@ class PlatformObservability(Construct):
         self, cluster: PlatformEksCluster, vpc: ec2.IVpc, hyperpod_group: ec2.ISecurityGroup
     ) -> tuple[ec2.SecurityGroup, list[ec2.CfnSecurityGroupIngress]]:
         """The collector's ENIs: out to the metrics ports of both node pools and to the EKS API,
-        nothing else; the pools' groups admit it on exactly those ports (flows in constructs/flows.py)."""
+        nothing else; the pools' groups admit it on exactly those ports (flows in constructs/network_flows.py)."""
         group = ec2.SecurityGroup(
             self,
             "ScraperSecurityGroup",

@@ -20,7 +20,7 @@ What it needs elsewhere:
   pkg/aws/vpc/limits.go: 18 on m7i.xlarge, 38 on m7i.2xlarge; the placement check does not
   count them).
 
-The group's rules are the head rows of the flow table (constructs/flows.py); the flow checks
+The group's rules are the head rows of the flow table (constructs/network_flows.py); the flow checks
 (review/flows.py) find the group through the SecurityGroupPolicy and prove each row, and that a
 pod of the system nodes without the group does not reach the GCS store.
 """

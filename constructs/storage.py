@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack
+from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
@@ -15,6 +15,17 @@ from constructs import Construct
 
 from config.storage import Fsx, Storage
 from constructs.compliance import acknowledge, checkov_skip
+
+
+def literal_bucket_name(bucket: s3.IBucket) -> str:
+    """The bucket's name as written in config: a bucket defined here reports its name as a ``Ref``
+    token, but a statement that names it by ARN must not reference it (key and bucket would form a
+    cycle, or two stacks an export)."""
+    resource = bucket.node.default_child
+    name = resource.bucket_name if isinstance(resource, s3.CfnBucket) else bucket.bucket_name
+    if not name or Token.is_unresolved(name):
+        raise ValueError(f"bucket {bucket.node.path}: no literal name (give it bucket_name)")
+    return name
 
 
 class PlatformKey(Construct):
@@ -199,9 +210,9 @@ class LustreFileSystem(Construct):
         security_group: ec2.ISecurityGroup,
         key: kms.IKey,
         bucket: s3.IBucket,
-        bucket_name: str,
         removal_policy: RemovalPolicy,
     ) -> None:
+        """``bucket``: the checkpoint bucket, named in config (:func:`literal_bucket_name`)."""
         super().__init__(scope, construct_id)
         self.file_system = fsx.LustreFileSystem(
             self,
@@ -262,7 +273,9 @@ class LustreFileSystem(Construct):
                     "kms:ViaService": f"s3.{stack.region}.amazonaws.com",
                 },
                 # The literal name: the bucket's own ARN attribute would make key and bucket a cycle.
-                "StringLike": {"kms:EncryptionContext:aws:s3:arn": f"arn:{stack.partition}:s3:::{bucket_name}"},
+                "StringLike": {
+                    "kms:EncryptionContext:aws:s3:arn": f"arn:{stack.partition}:s3:::{literal_bucket_name(bucket)}"
+                },
             },
         )
         key.add_to_resource_policy(statement)

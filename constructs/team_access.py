@@ -33,6 +33,7 @@ from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
@@ -41,6 +42,7 @@ from config.teams import Team
 from constructs.compliance import acknowledge
 from constructs.eks_cluster import PlatformEksCluster, pod_identity_role
 from constructs.ray_auth import grant_secret_read, token_secret
+from constructs.storage import literal_bucket_name
 from constructs.workloads_access import prefix_statements
 from workloads.common import network_policy, security
 
@@ -185,17 +187,17 @@ class TeamAccess(Construct):
         cluster: PlatformEksCluster,
         teams: list[Team],
         name_prefix: str,
-        checkpoint_bucket_name: str,
+        checkpoint_bucket: s3.IBucket,
         key: kms.IKey,
         vpc_cidr: str,
         token_auth: bool,
-        region: str = "",
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         """``token_auth`` (config ``eks.ray_token_auth``): each team gets its own token."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        bucket_arn = f"arn:{stack.partition}:s3:::{checkpoint_bucket_name}"
+        # By its literal name: the statements and their acknowledgements name a real ARN.
+        bucket_arn = f"arn:{stack.partition}:s3:::{literal_bucket_name(checkpoint_bucket)}"
         self.manifests: dict[str, eks.KubernetesManifest] = {}
         self.roles: dict[str, iam.Role] = {}
         self.secrets: dict[str, secretsmanager.Secret] = {}
@@ -276,7 +278,7 @@ class TeamAccess(Construct):
             manifest = cluster.manifest(
                 self,
                 f"{team.name}-Namespace",
-                team_manifests(team, vpc_cidr=vpc_cidr, token_secret_name=secret_name, region=region),
+                team_manifests(team, vpc_cidr=vpc_cidr, token_secret_name=secret_name, region=stack.region),
             )
             # After the cluster's nodes and add-ons (the Secrets Store driver brings the
             # SecretProviderClass CRD), and after the team's token.

@@ -19,6 +19,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from config.names import FSX_PVC, FSX_STORAGE_CLASS, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
@@ -26,6 +27,7 @@ from config.storage import Fsx
 from constructs.compliance import acknowledge
 from constructs.eks_cluster import PlatformEksCluster, pod_identity_role
 from constructs.flows import S3Location
+from constructs.storage import literal_bucket_name
 
 FSX_PV = "fsx-pv"
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
@@ -168,13 +170,14 @@ class WorkloadsAccess(Construct):
         construct_id: str,
         *,
         cluster: PlatformEksCluster,
-        checkpoint_bucket_name: str,
+        checkpoint_bucket: s3.IBucket,
         locations: Sequence[S3Location],
         key: kms.IKey,
         file_system: fsx.LustreFileSystem,
         fsx_config: Fsx,
     ) -> None:
-        """``file_system``: the storage stack's FSx for Lustre file system, of ``fsx_config``'s
+        """``checkpoint_bucket``: the storage stack's checkpoint bucket (``locations[0]``);
+        ``file_system``: the storage stack's FSx for Lustre file system, of ``fsx_config``'s
         capacity, as the workloads' static volume."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -209,7 +212,7 @@ class WorkloadsAccess(Construct):
                 )
             )
         # SSE-KMS with a bucket key: S3 calls KMS on the role's behalf.
-        writes = any(loc.write for loc in locations if loc.bucket == checkpoint_bucket_name)
+        writes = any(loc.write for loc in locations if loc.bucket == literal_bucket_name(checkpoint_bucket))
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="CheckpointKey",

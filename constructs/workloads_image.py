@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CfnOutput, IgnoreMode
+from aws_cdk import CfnOutput, IgnoreMode, Stack
 from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
@@ -23,9 +23,7 @@ class WorkloadsImageMismatch(Exception):
 class WorkloadsImage(Construct):
     """The asset; ``image_uri`` is the concrete URI the manifests name for this account/region."""
 
-    def __init__(
-        self, scope: Construct, construct_id: str, *, account: str, region: str, context: Path = image.REPO_ROOT
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, context: Path = image.REPO_ROOT) -> None:
         super().__init__(scope, construct_id)
         self.asset = ecr_assets.DockerImageAsset(
             self,
@@ -44,7 +42,8 @@ class WorkloadsImage(Construct):
                 "image that cdk deploy never pushes. Update workloads/common/image.py to this "
                 "aws-cdk-lib's asset hashing (tests/workloads/test_image.py shows where they differ)."
             )
-        self.image_uri = image.image_uri(account, region, context)
+        stack = Stack.of(self)
+        self.image_uri = image.image_uri(stack.account, stack.region, context)
         CfnOutput(
             self,
             "Uri",

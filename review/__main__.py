@@ -1,7 +1,7 @@
 """``python -m review CDK_OUT [--compare OLD_CDK_OUT] [--out DIR]``: write, per environment,
 ``<env>.md``, ``<env>.html`` and ``architecture-<env>.{dot,svg,png}`` under ``CDK_OUT/review``.
 
-Every flow of ``constructs/flows.py`` is proven against the templates (review/flows.py); the
+Every flow of the flow table (``constructs/flow_table.py``) is proven against the templates (review/flows.py); the
 report lists each with what allows it, and a flow that nothing allows makes the command exit 4
 after the reports are written, one line per flow on stderr. Every document a template carries
 (alert manager definition, alerting rules, the collector's scrape configuration) is checked by

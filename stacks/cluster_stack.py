@@ -68,7 +68,7 @@ class ClusterStack(PlatformStack):
             self,
             "Workloads",
             cluster=self.eks,
-            checkpoint_bucket_name=config.bucket_names()["checkpoints"],
+            checkpoint_bucket=storage.buckets.checkpoints,
             # Every S3 prefix a workload reads or writes, from config (checkpoints, data, weights).
             locations=s3_locations(config),
             key=storage.platform_key,
@@ -107,7 +107,7 @@ class ClusterStack(PlatformStack):
                 client_security_group=self.ray_heads.security_group,
                 key=storage.platform_key,
                 readers=[self.workloads.role],
-                cluster=self.cluster,
+                cluster=self.eks,
                 namespace=self.workloads.namespace,
                 removal_policy=self.removal_policy,
             )
@@ -137,11 +137,10 @@ class ClusterStack(PlatformStack):
                 cluster=self.eks,
                 teams=config.teams,
                 name_prefix=config.name_prefix,
-                checkpoint_bucket_name=config.bucket_names()["checkpoints"],
+                checkpoint_bucket=storage.buckets.checkpoints,
                 key=storage.platform_key,
                 vpc_cidr=config.network.vpc_cidr,
                 token_auth=config.eks.ray_token_auth,
-                region=config.region,
                 removal_policy=self.removal_policy,
             )
             if config.teams
@@ -166,7 +165,7 @@ class ClusterStack(PlatformStack):
             else None
         )
         self.device_plugin_image = (
-            NvidiaDevicePluginImage(self, "NvidiaDevicePluginImage", account=config.account, region=config.region)
+            NvidiaDevicePluginImage(self, "NvidiaDevicePluginImage")
             if config.network.images_from_ecr and config.gpu_device_plugin_instance_types()
             else None
         )
@@ -211,7 +210,7 @@ class ClusterStack(PlatformStack):
 
         # The image every RayJob/RayService runs: built and pushed by `cdk deploy` (and the
         # pipeline's asset stage); the manifests name the same URI (workloads.common.image).
-        self.workloads_image = WorkloadsImage(self, "WorkloadsImage", account=config.account, region=config.region)
+        self.workloads_image = WorkloadsImage(self, "WorkloadsImage")
 
         CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
         CfnOutput(self, "ClusterArn", value=self.cluster.cluster_arn)

@@ -7,16 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack
-from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from config.environment import EnvironmentConfig
+from constructs.eks_cluster import PlatformEksCluster
 from constructs.hyperpod_cluster import HyperPodCluster
 from constructs.hyperpod_dependencies import HyperPodDependencies
 from constructs.lifecycle_scripts import LifecycleScripts
 from constructs.network import PlatformNetwork
+from constructs.storage import literal_bucket_name
 from stacks.base import PlatformStack
 
 
@@ -30,17 +31,17 @@ class HyperPodStack(PlatformStack):
         network: PlatformNetwork,
         key: kms.IKey,
         lifecycle_bucket: s3.IBucket,
-        eks_cluster: eks.ICluster,
+        eks_cluster: PlatformEksCluster,
         node_dependencies: HyperPodDependencies | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, config=config, description="HyperPod cluster", **kwargs)
-        # The storage stack's bucket, by its literal name from config: the IAM statements and their
-        # cdk-nag acknowledgements then name a real ARN instead of a cross-stack token.
+        # The storage stack's bucket, by its literal name: the IAM statements and their cdk-nag
+        # acknowledgements then name a real ARN instead of a cross-stack token.
         bucket = s3.Bucket.from_bucket_attributes(
             self,
             "LifecycleScriptsBucket",
-            bucket_name=config.bucket_names()["lifecycle_scripts"],
+            bucket_name=literal_bucket_name(lifecycle_bucket),
             encryption_key=key,
         )
         # The bucket must exist before the upload writes to it.

@@ -36,7 +36,7 @@ def build_platform(scope: Construct, config: EnvironmentConfig) -> PlatformStack
         network=network,
         key=storage.platform_key,
         lifecycle_bucket=storage.buckets.lifecycle_scripts,
-        eks_cluster=cluster_stack.cluster,
+        eks_cluster=cluster_stack.eks,
         node_dependencies=cluster_stack.hyperpod_node_dependencies,
     )
     # The execution role's access entry: HyperPod creates it (see ClusterStack.grant_hyperpod_access).

@@ -51,7 +51,6 @@ class StorageStack(PlatformStack):
             security_group=network.security_group,
             key=self.platform_key,
             bucket=self.buckets.checkpoints,
-            bucket_name=config.bucket_names()["checkpoints"],
             removal_policy=removal,
         )
         self.file_system = self.lustre.file_system

@@ -207,3 +207,22 @@ def test_fsx_service_linked_role_is_a_key_policy_principal(prod):
     assert s["Condition"]["StringLike"] == {
         "kms:EncryptionContext:aws:s3:arn": f"arn:aws:s3:::{config.bucket_names()['checkpoints']}"
     }
+
+
+def test_literal_bucket_name_reads_the_configured_name_and_refuses_a_generated_one():
+    """Statements name buckets by their literal ARN (no key/bucket cycle, no cross-stack export):
+    the name comes from the bucket object itself, and a bucket CloudFormation names is refused."""
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_s3 as s3
+
+    from constructs.storage import literal_bucket_name
+
+    stack = Stack(App(), "S")
+    assert (
+        literal_bucket_name(s3.Bucket(stack, "Named", bucket_name="hpray-dev-checkpoints")) == "hpray-dev-checkpoints"
+    )
+    assert (
+        literal_bucket_name(s3.Bucket.from_bucket_name(stack, "Imported", "hpray-dev-scripts")) == "hpray-dev-scripts"
+    )
+    with pytest.raises(ValueError, match=r"^bucket S/Generated: no literal name \(give it bucket_name\)$"):
+        literal_bucket_name(s3.Bucket(stack, "Generated"))

@@ -18,7 +18,7 @@ def _stack():
 
 
 def test_image_uri_is_the_rendered_one_and_an_output():
-    img = WorkloadsImage(_stack(), "Img", account="111111111111", region="us-east-1")
+    img = WorkloadsImage(_stack(), "Img")
     assert img.image_uri == image.image_uri("111111111111", "us-east-1")
     assert img.image_uri.endswith(":" + img.asset.asset_hash)
     assert img.node.find_child("Uri") is not None
@@ -27,4 +27,4 @@ def test_image_uri_is_the_rendered_one_and_an_output():
 def test_synth_fails_when_the_hash_port_disagrees_with_aws_cdk_lib(monkeypatch):
     monkeypatch.setattr(image, "asset_hash", lambda root=image.REPO_ROOT: "0" * 64)
     with pytest.raises(WorkloadsImageMismatch, match=re.escape("workloads.common.image computes 0000")):
-        WorkloadsImage(_stack(), "Img", account="111111111111", region="us-east-1")
+        WorkloadsImage(_stack(), "Img")

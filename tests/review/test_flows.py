@@ -1,4 +1,4 @@
-"""Every flow of constructs/flows.py, proven against each environment's synthesized assembly, and
+"""Every flow of the flow table (constructs/flow_table.py), proven against each environment's synthesized assembly, and
 the faults of issue 18 that the flows found (each test fails on the code before its fix)."""
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import pytest
 from constructs import flows as F
 
 from config.jobs import JOBS_PREFIX
+from constructs.access_flows import ENI_ACTIONS, asset_pull_flows
+from constructs.network_flows import network_flows
 from review.__main__ import main as review_main
 from review.assembly import load_assembly
 from review.flows import check_flows
@@ -72,7 +74,7 @@ def test_the_flow_table_is_complete(synthesized, results, env):
         "workloads-ray-auth-secret",
         "workloads-ray-auth-key",
     } <= names
-    assert {f"cni-{a.split(':')[1]}" for a in F.ENI_ACTIONS} <= names
+    assert {f"cni-{a.split(':')[1]}" for a in ENI_ACTIONS} <= names
     for loc in F.s3_locations(config):
         assert f"workloads-s3:{loc.bucket}/{loc.prefix}" in names
 
@@ -176,7 +178,7 @@ def test_s3_locations_come_from_config(synthesized):
 @pytest.mark.parametrize("env", ENVIRONMENTS)
 def test_cni_actions_cover_every_resource_type(results, env):
     r = results(env)
-    _assert_ok(r, [f"cni-{a.split(':')[1]}" for a in F.ENI_ACTIONS])
+    _assert_ok(r, [f"cni-{a.split(':')[1]}" for a in ENI_ACTIONS])
     # The check asks for every type IAM's table lists: detaching authorizes the instance too.
     assert "instance" in resource_types("ec2:DetachNetworkInterface")
 
@@ -220,7 +222,7 @@ def test_review_report_lists_each_flow_with_what_allows_it(synthesized, tmp_path
 
 
 def test_flow_parts_are_declared():
-    for flow in F.network_flows():
+    for flow in network_flows():
         assert flow.source in F.PARTS and flow.destination in F.PARTS, flow.name
     assert F.ray_head_ports()[:3] == (6379, 8265, 10001)
 
@@ -253,7 +255,7 @@ def test_a_reader_without_the_key_cannot_read_the_token(synthesized):
 def test_pod_flows_of_the_network_policies_are_in_the_table():
     """What the NetworkPolicies allow between parts must pass the security groups too; a row
     from namespaces picked by label (any pool) has no part to prove."""
-    names = {f.name for f in F.network_flows()}
+    names = {f.name for f in network_flows()}
     fitting = [row for row in POD_FLOWS if row[1] in F.PARTS and row[2] in F.PARTS]
     assert {row[0] for row in fitting} <= names
     assert len(fitting) == 6
@@ -310,7 +312,6 @@ def test_hyperpod_nodes_may_pull_the_cdk_image_assets(synthesized, results, env)
     flow = results(env)["asset-pull:hyperpod-execution-role"]
     assert flow.ok, flow.detail
     assert "EcrPullInRegion" in flow.detail
-    from constructs.flows import asset_pull_flows
 
     (declared,) = asset_pull_flows(config)
     assert ("NVIDIA device plugin" in declared.what) == config.network.images_from_ecr

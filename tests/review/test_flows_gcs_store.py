@@ -1,4 +1,4 @@
-"""The GCS store's flows (constructs/flows.py gcs_store_flows, the token's access flows), proven
+"""The GCS store's flows (constructs/network_flows.py gcs_store_flows, the token's access flows), proven
 against a synthesized environment that has GCS fault tolerance (prod with the Secrets Store CSI
 driver on), and found broken when the rule they need is gone."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from constructs import flows as F
 
+from constructs.flow_table import flow_table
 from review.assembly import load_assembly
 from review.flows import check_flows
 
@@ -138,7 +138,7 @@ def test_no_gcs_flows_where_the_environment_has_none():
     data.setdefault("inference", {})["gcs_fault_tolerance"] = {"enabled": False}
     cfg = parse_environment(data, source="test")
     assert not cfg.gcs_fault_tolerance
-    table = F.flow_table(cfg)
+    table = flow_table(cfg)
     names = {f.name for f in table.network} | {f.name for f in table.access}
     assert not names & set(GCS_FLOWS)
 

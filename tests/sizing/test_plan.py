@@ -48,8 +48,7 @@ def computations(monkeypatch):
 
 @pytest.mark.parametrize("name", known_environments())
 def test_rendering_every_manifest_derives_the_plan_once(name, derivations, computations):
-    from constructs import flows
-
+    from constructs.flow_table import flow_table
     from ops import job_submit
     from sizing import placement, pods
     from workloads.common import network_policy
@@ -63,7 +62,7 @@ def test_rendering_every_manifest_derives_the_plan_once(name, derivations, compu
     if env.inference.llm.enabled:
         inference.render_llm(env)
     network_policy.render(env)
-    flows.flow_table(env)
+    flow_table(env)
     placement.render_table(env)
     p = job_submit.placement(env, instance_group=None, gpus=None, nodes=1)
     job_submit.render_job(env, name="count", command=["python", "t.py"], working_dir_uri="s3://b/k.zip", p=p)
