@@ -27,6 +27,7 @@ from config.hyperpod import InstanceGroup
 from sizing.plan import Plan, plan_of
 from sizing.pods import RAY_HEAD, WorkerShape, daemonsets, head_pod, known, pools, system_pool, worker_pod
 from sizing.scheduling import Placement, Pod, cpu_millis, format_cpu, format_memory, memory_mib, place, pod_from_spec
+from sizing.storage import burst_problems
 
 
 def pool_problems(env: EnvironmentConfig) -> list[str]:
@@ -256,7 +257,8 @@ def render_table(env: EnvironmentConfig) -> str:
 
 def problems(env: EnvironmentConfig) -> list[str]:
     """What the loader reports over the plan: the training job's checks against its group, then
-    (when those pass) every misfit of ``check_against``. A cluster with no GPU group and no
+    (when those pass) every misfit of ``check_against`` and the checkpoint burst against FSx
+    (sizing/storage.py). A cluster with no GPU group and no
     ``training.instance_group`` has no training job to check (rendering the RayJob says so)."""
     plan = plan_of(env)
     t = env.training
@@ -264,4 +266,6 @@ def problems(env: EnvironmentConfig) -> list[str]:
         out: list[str] = []
     else:
         out = list(plan.training_problems)
-    return out or check_against(env)
+    if out:
+        return out
+    return check_against(env) + ([] if plan.checkpoint is None else burst_problems(plan.checkpoint))
