@@ -72,6 +72,12 @@ class CheckpointSizing:
     goodput: GoodputSweep | None
 
     @property
+    def export_seconds(self) -> float:
+        """The data repository association's export of one checkpoint to S3 reads it back out of
+        FSx: at least the write time again (S3's side is not modelled)."""
+        return self.bytes / self.fsx_bytes_per_second
+
+    @property
     def interval_seconds(self) -> float | None:
         return None if self.step_seconds is None else self.interval_steps * self.step_seconds
 

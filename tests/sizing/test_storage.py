@@ -48,6 +48,7 @@ def test_fsx_throughput_is_capacity_times_the_per_tib_tier():
     c = plan_of(load_environment("prod")).checkpoint
     assert c is not None
     assert c.write_seconds == pytest.approx(83_780_222_976 / 2_343_750_000)  # 35.7 s
+    assert c.export_seconds == c.write_seconds
     assert c.allowed_seconds == pytest.approx(0.25 * 1000 * c.step_seconds)
     assert c.headroom == pytest.approx(c.allowed_seconds / c.write_seconds)
     assert c.headroom > 13
