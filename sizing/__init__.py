@@ -3,5 +3,7 @@
 ``sizing.plan.plan_of(env)`` is the environment's plan (each workload's instance group, node and
 worker counts, pod shapes and train-loop values); manifests, policies and reports read it.
 ``sizing.placement.problems(env)`` are the checks over the plan that the loader reports as config
-errors (config/loader.py), with the messages of the config error path.
+errors (config/loader.py), with the messages of the config error path, the checkpoint burst
+against FSx among them (``sizing.storage``). ``sizing.goodput`` is the goodput sweep on paper
+(Young/Daly); ``python -m sizing.page`` writes both into docs/reference/sizing.md.
 """

@@ -1,8 +1,11 @@
 """The environment's plan: for each workload its name, instance group, node and worker counts and
 pod shape, and the train loop's runtime values, derived once per loaded config (``plan_of``).
 
-Manifests, NetworkPolicies, the flow table, ``hpray submit job`` and the review's placement
-table read the plan; the placement checks (sizing/placement.py) run over it at load.
+Manifests, NetworkPolicies, the flow table, ``hpray submit job``, the review's placement and
+sizing tables read the plan; the placement checks (sizing/placement.py) and the checkpoint burst
+check (sizing/storage.py) run over it at load. The training plan's ``checkpoint`` holds one
+checkpoint's bytes, its write time at FSx's throughput, the estimated step time (and the MFU it
+assumes) and the run's goodput sweep (sizing/goodput.py).
 """
 
 from __future__ import annotations
