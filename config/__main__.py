@@ -1,5 +1,6 @@
 """``python -m config ENV...``: load each environment and print its placement table (every
-node pool with its pods and the CPU, memory and GPUs they take of what the nodes offer).
+node pool with its pods and the CPU, memory and GPUs they take of what the nodes offer), its
+sizing row (checkpoint, FSx, goodput) and the checkpoint-interval warning where there is one.
 `make synth` runs it; a config error prints the errors and exits 1."""
 
 from __future__ import annotations
@@ -7,7 +8,8 @@ from __future__ import annotations
 import sys
 
 from config import ConfigError, load_environment
-from sizing import placement
+from sizing import placement, storage
+from sizing.plan import checkpoint_interval_warning, plan_of
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +24,14 @@ def main(argv: list[str] | None = None) -> int:
             print(err.render(), file=sys.stderr)
             return 1
         print(placement.render_table(env))
+        row = storage.table_row(env.name, plan_of(env).checkpoint)
+        print(
+            f"Sizing of {env.name} (docs/reference/sizing.md): "
+            + "; ".join(f"{h} {v}" for h, v in zip(storage.TABLE_HEADERS[1:], row[1:], strict=True))
+        )
+        warning = checkpoint_interval_warning(env)
+        if warning:
+            print(f"warning: {warning}")
     return 0
 
 

@@ -152,6 +152,27 @@ GPU_MEMORY_GIB: dict[str, int] = {
 }
 
 
+# Dense (no sparsity) bf16 Tensor Core peak of one GPU, TFLOP/s, from NVIDIA's datasheets, which
+# headline the figure with 2:4 sparsity (A100 624, H100/H200 SXM 1,979, B200 4,500, L4 242;
+# L40S: 362 dense, 733 sparse). The A10G, AWS's variant of the A10, is given 70 by the published
+# comparisons (the A10's datasheet: 125). Chips not here get no step-time estimate.
+GPU_DENSE_BF16_TFLOPS: dict[str, float] = {
+    "A100": 312.0,
+    "A100-80GB": 312.0,
+    "H100": 989.5,
+    "H200": 989.5,
+    "B200": 2250.0,
+    "A10G": 70.0,
+    "L4": 121.0,
+    "L40S": 362.0,
+}
+
+
+def dense_bf16_tflops(instance_type: str) -> float | None:
+    """The dense bf16 peak of one GPU of ``instance_type`` (None: no figure for its chip)."""
+    return GPU_DENSE_BF16_TFLOPS.get(instance_spec(instance_type).accelerator)
+
+
 # Accelerated instance types HyperPod offers: (GPUs, vCPUs, memory GiB, EFA interfaces, chip).
 _ACCELERATED: dict[str, tuple[int, int, int, int, str]] = {
     "ml.p4d.24xlarge": (8, 96, 1152, 4, "A100"),

@@ -179,6 +179,26 @@ class HyperPod(Frozen):
     node_recovery: Literal["Automatic", "None"] = Field(
         default="Automatic", description="Automatic: HyperPod reboots or replaces a node that fails its health checks."
     )
+    # The failure rate of the goodput sweep (sizing/goodput.py). Llama 3's pre-training saw 419
+    # unexpected interruptions in 54 days on 16,384 H100s, i.e. 2,048 8-GPU nodes (Dubey et al.
+    # 2024, "The Llama 3 Herd of Models", section 3.3.4): 54 x 24 h x 2,048 / 419 = 6,334 h per node.
+    node_mtbf_hours: float = Field(
+        default=6334.0,
+        gt=0,
+        description=(
+            "Mean time between failures of one GPU node, hours, for the goodput sweep (the cluster's is this over "
+            "its training nodes). Default: Llama 3's pre-training, 419 unexpected interruptions in 54 days on "
+            "2,048 8-GPU H100 nodes (Dubey et al. 2024, section 3.3.4)."
+        ),
+    )
+    node_replacement_seconds: int = Field(
+        default=600,
+        ge=0,
+        description=(
+            "Seconds from a node's failure until its replacement joins the cluster (automatic node recovery: "
+            "health check, new instance, lifecycle scripts), for the goodput sweep. Default: 10 minutes."
+        ),
+    )
     # Continuous (EKS orchestrator only) is required here: the platform encrypts the HyperPod EBS
     # volumes with its customer-managed KMS key, which HyperPod supports only in Continuous mode
     # (SageMaker HyperPod docs, "Customer managed AWS KMS key encryption for SageMaker HyperPod").

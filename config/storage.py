@@ -26,6 +26,21 @@ class Fsx(Frozen):
         description="Per-unit storage throughput, MB/s per TiB.",
         json_schema_extra={"enum": list(catalog.FSX_PERSISTENT_2_THROUGHPUT)},
     )
+    # The burst check (sizing/storage.py): a checkpoint's bytes at this file system's throughput
+    # against this share of the checkpoint interval. The data repository association's export to
+    # S3 reads the same bytes back out at the same throughput, so at 0.5 the write and the export
+    # together take the whole interval; 0.25 leaves half of it to the data loader and restores.
+    checkpoint_write_share: float = Field(
+        default=0.25,
+        gt=0,
+        le=0.5,
+        description=(
+            "Share of the training checkpoint interval (training.checkpoint_every_steps at the estimated step time) "
+            "one checkpoint may take to write at this file system's throughput (storage_capacity_gib x "
+            "throughput_mb_s_per_tib); synth fails when it would take longer. At most 0.5: the export to S3 reads "
+            "the same bytes back out."
+        ),
+    )
     data_compression: Literal["LZ4", "NONE"] = Field(default="LZ4", description="Data compression of the file system.")
     file_system_path: str = Field(
         default="/checkpoints",

@@ -230,6 +230,15 @@ class Training(Frozen):
         ge=-1,
         description=("Restarts of the worker group after failures before the run fails; -1: unlimited."),
     )
+    restart_seconds: int = Field(
+        default=120,
+        ge=0,
+        description=(
+            "Seconds the job takes to resume once its nodes are back (a new worker group, process groups, the "
+            "first step), besides reading the checkpoint, which the sizing adds at FSx's throughput; for the "
+            "goodput sweep. Default: 2 minutes."
+        ),
+    )
     instance_group: str | None = Field(
         default=None, description=("HyperPod instance group of the workers; null: the first GPU group.")
     )

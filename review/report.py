@@ -14,6 +14,7 @@ from review.images import ImageRow, images_section
 from review.kubernetes import kubernetes_section
 from review.placement import placement_section
 from review.proof import FlowResult
+from review.sizing import sizing_section
 
 if TYPE_CHECKING:
     from config.environment import EnvironmentConfig
@@ -177,6 +178,8 @@ def build_report(
     )
 
     placement_section(doc, env)
+
+    sizing_section(doc, env)
 
     kubernetes_section(doc, stacks, config)
 

@@ -2,7 +2,9 @@
 
 ``sizing.plan.plan_of(env)`` is the environment's plan (each workload's instance group, node and
 worker counts, pod shapes and train-loop values); manifests, policies and reports read it.
-``sizing.placement.problems(env)`` are the checks over the plan (placement, and the autoscaling
-check of sizing/autoscaling.py) that the loader reports as config errors (config/loader.py),
-with the messages of the config error path.
+``sizing.placement.problems(env)`` are the checks over the plan that the loader reports as config
+errors (config/loader.py), with the messages of the config error path: placement, the autoscaling
+check (``sizing.autoscaling``) and the checkpoint burst against FSx (``sizing.storage``).
+``sizing.goodput`` is the goodput sweep on paper (Young/Daly); ``python -m sizing.page`` writes
+both into docs/reference/sizing.md.
 """

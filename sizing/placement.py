@@ -28,6 +28,7 @@ from sizing import autoscaling
 from sizing.plan import Plan, plan_of
 from sizing.pods import RAY_HEAD, WorkerShape, daemonsets, head_pod, known, pools, system_pool, worker_pod
 from sizing.scheduling import Placement, Pod, cpu_millis, format_cpu, format_memory, memory_mib, place, pod_from_spec
+from sizing.storage import burst_problems
 
 
 def pool_problems(env: EnvironmentConfig) -> list[str]:
@@ -257,8 +258,9 @@ def render_table(env: EnvironmentConfig) -> str:
 
 def problems(env: EnvironmentConfig) -> list[str]:
     """What the loader reports over the plan: the training job's checks against its group, then
-    (when those pass) every misfit of ``check_against`` and every bundle Ray's autoscaler could
-    not place (sizing/autoscaling.py). A cluster with no GPU group and no
+    (when those pass) every misfit of ``check_against``, every bundle Ray's autoscaler could not
+    place (sizing/autoscaling.py) and the checkpoint burst against FSx (sizing/storage.py). A
+    cluster with no GPU group and no
     ``training.instance_group`` has no training job to check (rendering the RayJob says so)."""
     plan = plan_of(env)
     t = env.training
@@ -266,4 +268,7 @@ def problems(env: EnvironmentConfig) -> list[str]:
         out: list[str] = []
     else:
         out = list(plan.training_problems)
-    return out or check_against(env) + autoscaling.problems(env)
+    if out:
+        return out
+    burst = [] if plan.checkpoint is None else burst_problems(plan.checkpoint)
+    return check_against(env) + autoscaling.problems(env) + burst

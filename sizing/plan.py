@@ -1,9 +1,11 @@
 """The environment's plan: for each workload its name, instance group, node and worker counts and
 pod shape, and the train loop's runtime values, derived once per loaded config (``plan_of``).
 
-Manifests, NetworkPolicies, the flow table, ``hpray submit job`` and the review's placement
-table read the plan; the placement and autoscaling checks (sizing/placement.py,
-sizing/autoscaling.py) run over it at load.
+Manifests, NetworkPolicies, the flow table, ``hpray submit job``, the review's placement and
+sizing tables read the plan; the placement, autoscaling and checkpoint burst checks
+(sizing/placement.py, sizing/autoscaling.py, sizing/storage.py) run over it at load. The training
+plan's ``checkpoint`` holds one checkpoint's bytes, its write time at FSx's throughput, the
+estimated step time (and the MFU it assumes) and the run's goodput sweep (sizing/goodput.py).
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from dataclasses import dataclass, replace
 
 from config.environment import EnvironmentConfig
 from config.hyperpod import InstanceGroup
-from sizing import pods, training
+from sizing import goodput, pods, storage, training
 from sizing.pods import WorkerShape
+from sizing.storage import CheckpointSizing
 from sizing.training import TrainingPlacement
 
 
@@ -31,6 +34,8 @@ class TrainingPlan:
     storage_path: str
     cpus_per_worker: int
     strategy: str
+    # One checkpoint's bytes and write time against FSx, and the run's goodput sweep.
+    checkpoint: CheckpointSizing
 
     @property
     def worker_group(self) -> str:
@@ -62,6 +67,11 @@ class Plan:
     # One whole node's worker pod of an ``hpray submit job`` RayJob, per GPU instance group.
     job_workers: Mapping[str, WorkerShape]
 
+    @property
+    def checkpoint(self) -> CheckpointSizing | None:
+        """The training job's checkpoint against FSx and its goodput sweep (None: no training job)."""
+        return None if self.training is None else self.training.checkpoint
+
     def job_worker(self, group: str, nodes: int) -> WorkerShape:
         """The worker pods of a submitted job on ``nodes`` whole nodes of ``group``."""
         return replace(self.job_workers[group], min_replicas=nodes, max_replicas=nodes)
@@ -91,6 +101,13 @@ def _training(env: EnvironmentConfig) -> tuple[TrainingPlan | None, tuple[str, .
             # The worker pod's CPUs (sized from the node's allocatable) shared by its Ray Train workers.
             cpus_per_worker=max(1, worker.cpus // worker.per_pod),
             strategy="SPREAD" if p.nodes > 1 else "PACK",
+            checkpoint=storage.checkpoint_sizing(
+                t,
+                p,
+                env.fsx,
+                node_mtbf_hours=env.hyperpod.node_mtbf_hours,
+                node_replacement_seconds=env.hyperpod.node_replacement_seconds,
+            ),
         ),
         problems,
     )
@@ -132,3 +149,14 @@ def plan_of(env: EnvironmentConfig) -> Plan:
         plan = _PLANS[key] = derive(env)
         weakref.finalize(env, _PLANS.pop, key, None)
     return plan
+
+
+def checkpoint_interval_warning(env: EnvironmentConfig) -> str | None:
+    """The synth warning of a production environment whose checkpoint interval is far from the
+    Young/Daly optimum (sizing/goodput.py); None otherwise. Other environments checkpoint often
+    on purpose, to exercise saves and restores within short runs: the sizing table shows their
+    figures without a warning."""
+    c = plan_of(env).checkpoint
+    if not env.production or c is None or c.goodput is None:
+        return None
+    return goodput.warning(c.goodput)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from config import catalog
 from config.hyperpod import InstanceGroup
-from config.training import Training
+from config.training import ModelSize, Training
 
 
 @dataclass(frozen=True)
@@ -148,3 +148,34 @@ def memory_problems(t: Training, spec: catalog.InstanceSpec, workers: int, *, in
         f"preset, more workers with fsdp, a smaller batch"
         + ("" if t.activation_checkpointing else ", or activation_checkpointing")
     ]
+
+
+# Model FLOPs utilisation the step-time estimate assumes where none is measured: Llama 3's
+# pre-training reports 38-43 % bf16 MFU on H100s (Dubey et al. 2024, "The Llama 3 Herd of Models",
+# table 4). The FSx burst check, the goodput sweep and the review's prices read it from the plan.
+ASSUMED_MFU = 0.40
+
+
+def flops_per_token(m: ModelSize) -> float:
+    """Training FLOPs per token: 6 x non-embedding parameters + 12 x layers x context x width for
+    the attention scores (the PaLM paper's appendix B accounting, as
+    workloads.common.model.flops_per_token counts it for the built model; a test pins both)."""
+    d, layers = m.n_embd, m.n_layer
+    if m.arch == "gpt":
+        per_layer = 12 * d * d
+    else:
+        kv = m.n_kv_head * (d // m.n_head)
+        per_layer = 2 * d * d + 2 * d * kv + 3 * d * m.ffn_hidden + 2 * d
+    return 6.0 * layers * per_layer + 12 * layers * m.block_size * d
+
+
+def step_seconds(t: Training, p: TrainingPlacement, *, mfu: float = ASSUMED_MFU) -> float | None:
+    """Estimated seconds of one optimizer step of ``t`` on the workers ``p``: the global batch's
+    model FLOPs over the GPUs' dense bf16 peak (config/catalog.py) at ``mfu``. None for CPU
+    workers or a chip without a peak figure."""
+    peak = catalog.dense_bf16_tflops(p.instance_type)
+    gpus = p.workers * p.gpus_per_worker
+    if peak is None or gpus == 0:
+        return None
+    tokens = p.workers * t.batch_size_per_worker * t.model.block_size
+    return tokens * flops_per_token(t.model) / (gpus * peak * 1e12 * mfu)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput
+from aws_cdk import Annotations, CfnOutput
 from constructs import Construct
 
 from config.environment import EnvironmentConfig
 from constructs.network import PlatformNetwork
 from constructs.storage import LustreFileSystem, PlatformBuckets, PlatformKey
 from constructs.team_access import team_token_key_statement
+from sizing.plan import checkpoint_interval_warning
 from stacks.base import PlatformStack
 
 
@@ -54,6 +55,9 @@ class StorageStack(PlatformStack):
             removal_policy=removal,
         )
         self.file_system = self.lustre.file_system
+        warning = checkpoint_interval_warning(config)
+        if warning is not None:  # a warning, not an error: the run works, it loses some goodput
+            Annotations.of(self.lustre).add_warning_v2("hpray:checkpoint-interval", warning)
         CfnOutput(self, "PlatformKeyArn", value=self.platform_key.key_arn)
         CfnOutput(self, "CheckpointBucketName", value=self.buckets.checkpoints.bucket_name)
         CfnOutput(self, "LifecycleScriptsBucketName", value=self.buckets.lifecycle_scripts.bucket_name)

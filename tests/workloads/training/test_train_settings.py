@@ -194,6 +194,7 @@ def test_prod_trains_the_7b_preset_sharded_within_the_h100s():
 # values), and what only the RayJob reads.
 NOT_TRAIN_LOOP_FIELDS = {
     "model",
+    "restart_seconds",
     "instance_group",
     "num_workers",
     "storage_path",

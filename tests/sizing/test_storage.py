@@ -1,0 +1,110 @@
+"""FSx sized for the checkpoint burst (sizing/storage.py): a checkpoint's bytes, the estimated
+step time, FSx's throughput, and the config error of a file system too slow for the cadence."""
+
+from __future__ import annotations
+
+import pytest
+
+from config import load_environment
+from config.loader import parse_environment
+from sizing import storage
+from sizing.plan import plan_of
+from sizing.training import flops_per_token, placement, step_seconds
+from tests.config.config_data import config_errors, env_data
+
+LLAMA_7B = 6_981_685_248
+
+
+def test_prod_checkpoint_is_12_bytes_per_parameter_over_the_fsdp_shards():
+    c = plan_of(load_environment("prod")).checkpoint
+    assert c is not None
+    assert c.parameters == LLAMA_7B
+    # fp32 parameters (4) and AdamW's two fp32 moments (8), whatever the bf16 compute precision.
+    assert c.bytes == 12 * LLAMA_7B == 83_780_222_976
+    assert (c.gpus, c.nodes, c.efa_interfaces, c.accelerator) == (32, 4, 4 * 32, "H100")
+
+
+def test_ddp_writes_the_replicated_state_once():
+    prod = load_environment("prod")
+    ddp = prod.training.model_copy(update={"sharding": "ddp"})
+    assert storage.checkpoint_bytes(ddp, 32) == storage.checkpoint_bytes(prod.training, 32) == 12 * LLAMA_7B
+
+
+def test_step_time_is_the_model_flops_over_the_gpus_peak_at_the_stated_mfu():
+    prod = load_environment("prod")
+    # llama-7b: per block 2*4096^2 + 2*4096*1024 (grouped k/v) + 3*4096*14336 (SwiGLU) + 2*4096 (norms).
+    per_block = 2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
+    assert per_block == 218_112_000
+    per_token = 6 * 32 * per_block + 12 * 32 * 2048 * 4096
+    assert flops_per_token(prod.training.model) == per_token == 45_098_729_472
+    tokens = 32 * 8 * 2048  # workers x batch_size_per_worker x block_size
+    p = placement(prod.training, prod.hyperpod.instance_groups)
+    assert step_seconds(prod.training, p) == pytest.approx(tokens * per_token / (32 * 989.5e12 * 0.40))
+    assert step_seconds(prod.training, p) == pytest.approx(1.8668, abs=1e-4)
+
+
+def test_fsx_throughput_is_capacity_times_the_per_tib_tier():
+    assert storage.fsx_bytes_per_second(4800, 500) == 4800 / 1024 * 500 * 1e6 == 2_343_750_000
+    c = plan_of(load_environment("prod")).checkpoint
+    assert c is not None
+    assert c.write_seconds == pytest.approx(83_780_222_976 / 2_343_750_000)  # 35.7 s
+    assert c.export_seconds == c.write_seconds
+    assert c.allowed_seconds == pytest.approx(0.25 * 1000 * c.step_seconds)
+    assert c.headroom == pytest.approx(c.allowed_seconds / c.write_seconds)
+    assert c.headroom > 13
+
+
+def test_capacities_are_the_persistent_2_steps():
+    it = storage.capacities()
+    assert [next(it) for _ in range(4)] == [1200, 2400, 4800, 7200]
+    it = storage.capacities(3000)
+    assert [next(it) for _ in range(2)] == [4800, 7200]
+
+
+def test_prod_fsx_too_slow_for_the_checkpoint_burst_fails_with_both_numbers_and_the_fix():
+    errors = config_errors("prod", lambda d: d["fsx"].update(storage_capacity_gib=1200, throughput_mb_s_per_tib=125))
+    # 83.78 GB at 1200/1024 TiB x 125 MB/s = 146.5 MB/s: 572 s, against 0.25 x 1000 x 1.867 s = 467 s;
+    # 179.5 MB/s needed: 250 MB/s/TiB at 1200 GiB (293 MB/s), or 2400 GiB at 125 (293 MB/s), or
+    # 1000 x 572 / 467 = 1225.4 steps.
+    assert errors == [
+        "fsx.throughput_mb_s_per_tib: a checkpoint of llama-7b (6.98B parameters: 83.8 GB of fp32 parameters and "
+        "AdamW moments) takes 572 s to write at 146 MB/s (1200 GiB x 125 MB/s/TiB), more than the 467 s it may "
+        "take (fsx.checkpoint_write_share 0.25 of training.checkpoint_every_steps 1000 x an estimated 1.87 s per "
+        "step at 40% MFU of 32 H100 GPUs); it needs 180 MB/s; allowed: fsx.throughput_mb_s_per_tib 250 at 1200 "
+        "GiB, or fsx.storage_capacity_gib 2400 at 125 MB/s/TiB, or a longer training.checkpoint_every_steps "
+        "(at least 1226)"
+    ]
+
+
+def test_when_no_tier_at_this_capacity_would_do_only_the_capacity_is_offered():
+    errors = config_errors(
+        "prod",
+        lambda d: d["fsx"].update(storage_capacity_gib=1200, throughput_mb_s_per_tib=125, checkpoint_write_share=0.02),
+    )
+    # 0.02 x 1866.8 s = 37.34 s: 2244 MB/s needed; 1000 MB/s/TiB at 1200 GiB gives 1172; 125 needs 17.95 TiB
+    # (18,383 GiB: 19,200); 1000 x 571.9 / 37.34 = 15318.x steps.
+    assert len(errors) == 1
+    assert errors[0].endswith(
+        "it needs 2244 MB/s; allowed: fsx.storage_capacity_gib 19200 at 125 MB/s/TiB, or a longer "
+        "training.checkpoint_every_steps (at least 15319)"
+    )
+
+
+def test_the_write_share_is_bounded_by_the_export():
+    errors = config_errors("dev", lambda d: d["fsx"].update(checkpoint_write_share=0.6))
+    assert errors == ["fsx.checkpoint_write_share: Input should be less than or equal to 0.5 (given: 0.6)"]
+
+
+def test_cpu_workers_have_no_step_time_and_nothing_is_checked():
+    data = env_data("dev")
+    data["training"].update(gpus_per_worker=0)
+    c = plan_of(parse_environment(data, source="dev.yaml")).checkpoint
+    assert c is not None and c.step_seconds is None and c.headroom is None and c.goodput is None
+    assert storage.burst_problems(c) == []
+    assert storage.table_row("dev", c)[5] == "n/a (CPU workers)"
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_every_committed_environment_absorbs_its_burst(env):
+    c = plan_of(load_environment(env)).checkpoint
+    assert c is not None and c.headroom is not None and c.headroom >= 1
