@@ -29,7 +29,6 @@ def test_off_leaves_the_default_kernels(restore):
     assert not torch.backends.cudnn.deterministic
 
 
-
 def _dev_config(**training):
     import yaml
 
