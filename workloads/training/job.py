@@ -7,9 +7,10 @@ models), with sharded asynchronous checkpoints and exact, fault-tolerant resume.
 Resume: every rank loads the newest checkpoint whose manifest verifies (rank 0 verifies, all
 load), resharded by DCP to the current world size. At the same world size the run continues
 bitwise as if uninterrupted on CPU with gloo (tested); on GPUs within a small tolerance, as
-nondeterministic kernels allow (``training.deterministic`` turns them off). On another world size the weights, optimizer state, step,
-schedule and data position carry over; the global batch is ``batch_size_per_worker`` times the
-new world size, so the run continues within a tolerance, not bitwise (tested).
+nondeterministic kernels allow (``training.deterministic`` turns them off). On another world
+size the weights, optimizer state, step, schedule and data position carry over; the global
+batch is ``batch_size_per_worker`` times the new world size, so the run continues within a
+tolerance, not bitwise (tested).
 
 One module because it is the per-worker training function Ray runs: model build, data, step,
 checkpoint and resume are one control flow, read top to bottom as in Ray's examples.

@@ -51,3 +51,28 @@ def test_out_of_range_wait(value):
         parse_environment(_dev(replacement_wait_s=value), source="dev.yaml")
     bound = "greater than or equal to 5" if value < 5 else "less than or equal to 3600"
     assert err.value.errors == [f"training.replacement_wait_s: Input should be {bound} (given: {value})"]
+
+
+def test_run_starts_ray_train_with_the_wait_in_the_drivers_environment(monkeypatch, tmp_path):
+    """``run`` sets the wait where Ray Train's trainer reads what it hands its controller."""
+    import os
+
+    import ray.train.torch
+
+    from workloads.training import job
+
+    seen = {}
+
+    class Trainer:
+        def __init__(self, *args, **kwargs):
+            seen["env"] = os.environ.get(WORKER_GROUP_START_TIMEOUT_ENV)
+            seen["num_workers"] = kwargs["scaling_config"].num_workers
+
+        def fit(self):
+            return "result"
+
+    monkeypatch.setattr(ray.train.torch, "TorchTrainer", Trainer)
+    monkeypatch.delenv(WORKER_GROUP_START_TIMEOUT_ENV, raising=False)
+    s = S.for_local({"replacement_wait_s": 42, "min_workers": 1}, storage_path=str(tmp_path))
+    assert job.run(s) == "result"
+    assert seen == {"env": "42", "num_workers": (1, 2)}
