@@ -13,6 +13,9 @@ on a cluster of its own:
   HyperPod's replacement time); the 4 workers resume at the same world size.
 It stops the cluster and prints a summary per path. A loss-over-steps plot (PNG) marks the node
 loss and the resume.
+
+One module because it is one rehearsal: the cluster, the job's log, the recovery's phases and the
+summary are read top to bottom as one run.
 """
 
 from __future__ import annotations
