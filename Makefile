@@ -162,8 +162,8 @@ lock:
 	rm -rf $(LOCKVENV) && $(PYTHON) -m venv $(LOCKVENV) && $(LOCKVENV)/bin/pip install -q -r requirements-checkov.in && $(LOCKVENV)/bin/pip freeze > requirements-checkov.lock
 
 ## rehearse-train: local Ray cluster (head + 2 worker nodes, GCS 6379, dashboard 8265), the
-## training job through the Jobs API, one worker node killed mid-run; prints a summary and
-## writes out/rehearse-train/loss.png.
+## training job through the Jobs API, one worker node killed mid-run: continuing on fewer workers
+## (shrink) and on a replacement (same-size); a summary per path, out/rehearse-train/*/loss.png.
 rehearse-train: deps
 	$(VENV)/bin/python -m rigs.rehearse_train
 

@@ -1,6 +1,9 @@
 """Recovery from a worker-node loss: seconds from the SIGKILL of a whole worker node to the
 first training step after the resume, and the steps redone, with Ray's default node-loss
-detection and with the faster detection the rehearsal uses, measured in one run.
+detection and with the faster detection the rehearsal uses, measured in one run. The path is
+the rehearsal's same-size one by default (a fixed-size run whose lost node's replacement joins at
+once); ``--path shrink`` measures the elastic run that continues on fewer workers after
+``--replacement-wait-s``.
 
 Each case is a full rehearsal (rigs/rehearse_train.py) on free ports, so it never
 touches another cluster on the machine.
@@ -21,13 +24,15 @@ sys.path.insert(0, str(REPO))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rigs.rehearse_train import rehearse
+    from rigs.rehearse_train import PATHS, rehearse
 
     p = argparse.ArgumentParser()
     p.add_argument("--cases", default="fast,default")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--kill-at-step", type=int, default=80)
+    p.add_argument("--path", choices=list(PATHS), default="same-size")
+    p.add_argument("--replacement-wait-s", type=int, default=10, help="training.replacement_wait_s (shrink path)")
     p.add_argument(
         "--ray-env",
         action="append",
@@ -41,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; Ray env {ray_env or 'defaults'}", flush=True)
     results = {}
     for case in args.cases.split(","):
-        print(f"==> {case} node-loss detection", flush=True)
+        print(f"==> {case} node-loss detection, {args.path} path", flush=True)
         s = rehearse(
             steps=args.steps,
             checkpoint_every=args.checkpoint_every,
@@ -52,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             dashboard_port=None,
             quiet=True,
             ray_env=ray_env,
+            replacement_wait_s=args.replacement_wait_s if args.path == "shrink" else None,
+            **PATHS[args.path],  # type: ignore[arg-type]
         )
         results[case] = s
         print(

@@ -252,9 +252,33 @@ class Training(Frozen):
         default=None,
         ge=1,
         description=(
-            "Elastic restarts: after a node loss the run goes on with as few as this many workers instead of "
-            "waiting for a replacement, and grows back when nodes return. At most num_workers; null: a fixed "
-            "worker count."
+            "Elastic restarts: after a node loss the run waits up to replacement_wait_s for a replacement, "
+            "then goes on with as few as this many workers, and grows back when nodes return. At most "
+            "num_workers; null: a fixed worker count (the run waits for the replacement)."
+        ),
+    )
+    # How long a new worker group waits for its placement group: Ray Train's
+    # RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S (workloads/training/job.py controller_env).
+    replacement_wait_s: int = Field(
+        default=60,
+        ge=5,
+        le=3600,
+        description=(
+            "Seconds a restart after a node loss waits for its workers' resources (the lost node's "
+            "replacement) before it tries again: an elastic run (min_workers) then continues on the "
+            "workers the remaining nodes hold, a fixed-size run waits another round. HyperPod replaces "
+            "a node in minutes: waiting longer idles the remaining GPUs, shrinking sooner costs a "
+            "second restart (and up to checkpoint_every_steps redone steps) when the node returns."
+        ),
+    )
+    deterministic: bool = Field(
+        default=False,
+        description=(
+            "Deterministic kernels: torch.use_deterministic_algorithms (an op without a deterministic "
+            "kernel raises), cuBLAS's fixed workspace, no cuDNN autotuning; costs step time on GPUs "
+            "(docs/benchmarks.md). Off, a resume at the same world size is bitwise only on CPU with gloo; "
+            "on GPUs it stays within a small tolerance of the uninterrupted run (atomics in backward "
+            "passes, cuBLAS split-K and cuDNN autotuning vary in the last bits)."
         ),
     )
     gpus_per_worker: int = Field(

@@ -3,10 +3,19 @@
 Starts a Ray cluster on this machine (head + 2 worker nodes, each its own ``ray start`` on
 127.0.0.1 with its own ports, memory and object store), submits the training entrypoint through
 the Ray Jobs API at http://127.0.0.1:8265: 4 FSDP2 workers (2 per node) with sharded
-asynchronous checkpoints, elastic down to 2 (``min_workers``). It SIGKILLs one worker node
-mid-run; Ray Train restarts the group on the 2 workers the surviving node holds, which load the
-latest checkpoint resharded from 4 ranks to 2 and finish. It stops the cluster and prints a
-summary. A loss-over-steps plot (PNG) marks the node loss and the resume on fewer workers.
+asynchronous checkpoints. It SIGKILLs one worker node mid-run, on two paths (``PATHS``), each
+on a cluster of its own:
+- shrink: elastic down to 2 (``min_workers``), no replacement; the restart waits
+  ``replacement_wait_s`` for the lost node's resources, then Ray Train restarts the group on the
+  2 workers the surviving node holds, which load the latest checkpoint resharded from 4 ranks to
+  2 and finish;
+- same-size: a fixed-size run whose lost node's replacement joins at once (on the cluster add
+  HyperPod's replacement time); the 4 workers resume at the same world size.
+It stops the cluster and prints a summary per path. A loss-over-steps plot (PNG) marks the node
+loss and the resume.
+
+One module because it is one rehearsal: the cluster, the job's log, the recovery's phases and the
+summary are read top to bottom as one run.
 """
 
 from __future__ import annotations
@@ -43,7 +52,9 @@ def rehearse(
     kill_at_step: int,
     out_dir: Path,
     num_workers: int = 4,
-    min_workers: int = 2,
+    min_workers: int | None = 2,
+    replace_node: bool = False,
+    replacement_wait_s: int | None = None,
     detection: str = "fast",
     gcs_port: int | None = 6379,
     dashboard_port: int | None = 8265,
@@ -92,7 +103,9 @@ def rehearse(
             f"{sys.executable} -m workloads.training --local --storage {storage} "
             f"--set steps={steps} --set checkpoint_every_steps={checkpoint_every} "
             f"--set storage_shared=true --set log_every_step=true --set run_name=rehearsal "
-            f"--set num_workers={num_workers} --set min_workers={min_workers}"
+            f"--set num_workers={num_workers}"
+            + (f" --set min_workers={min_workers}" if min_workers else "")
+            + (f" --set replacement_wait_s={replacement_wait_s}" if replacement_wait_s else "")
         )
         # The job's PYTHONPATH replaces the node's: keep the offline hook on it (loopback only),
         # or the job's driver resolves 127.0.0.1 to the host's interface and cannot reach the GCS.
@@ -141,6 +154,9 @@ def rehearse(
                         kill_t = time.time()
                         _watch_node_death(cluster, dead_t)
                         say(f"==> killed worker node 2 (SIGKILL to all its processes) after step {step}")
+                        if replace_node:  # the same-size path: the replacement joins at once
+                            cluster.add_worker(wait=False)
+                            say("==> a replacement worker node is joining")
                 elif "TRAIN" in line or "Error" in line:
                     say("    " + line.strip()[:200])
             seen = len(lines)
@@ -325,6 +341,15 @@ def _plot(
     return path
 
 
+# The two recoveries from a lost node: the same size (a fixed-size run, the lost node's
+# replacement joining at once; on the cluster add HyperPod's replacement time) and the shrink (an
+# elastic run, no replacement: it waits replacement_wait_s, then continues on the survivors).
+PATHS = {
+    "shrink": {"min_workers": 2, "replace_node": False},
+    "same-size": {"min_workers": None, "replace_node": True},
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rigs.rehearse_train")
     p.add_argument("--steps", type=int, default=300)
@@ -336,16 +361,32 @@ def main(argv: list[str] | None = None) -> int:
         default="fast",
         help="GCS node-loss detection: 1 s x 3 (fast) or Ray's defaults",
     )
+    p.add_argument("--path", choices=["both", *PATHS], default="both", help="which recovery to rehearse")
+    p.add_argument(
+        "--replacement-wait-s",
+        type=int,
+        default=10,
+        help="training.replacement_wait_s of the shrink path (no replacement comes on this machine)",
+    )
     p.add_argument("--out", default=str(REPO_ROOT / "out" / "rehearse-train"))
     args = p.parse_args(argv)
-    s = rehearse(
-        steps=args.steps,
-        checkpoint_every=args.checkpoint_every,
-        kill_at_step=args.kill_at_step,
-        out_dir=Path(args.out),
-        detection=args.detection,
-    )
-    print("\n==> rehearsal summary")
+    failed = 0
+    for path in PATHS if args.path == "both" else [args.path]:
+        s = rehearse(
+            steps=args.steps,
+            checkpoint_every=args.checkpoint_every,
+            kill_at_step=args.kill_at_step,
+            out_dir=Path(args.out) / path,
+            detection=args.detection,
+            replacement_wait_s=args.replacement_wait_s if path == "shrink" else None,
+            **PATHS[path],  # type: ignore[arg-type]
+        )
+        failed += not _report(path, s, args.replacement_wait_s if path == "shrink" else None)
+    return 1 if failed else 0
+
+
+def _report(path: str, s: dict[str, Any], wait_s: int | None) -> bool:
+    print(f"\n==> rehearsal summary: {path} path" + (f" (replacement_wait_s {wait_s})" if wait_s else ""))
     for k in (
         "status",
         "steps_total",
@@ -364,17 +405,17 @@ def main(argv: list[str] | None = None) -> int:
     print("    phases (s after the kill; *_s: phase lengths)")
     for k, v in s["phases"].items():
         print(f"      {k:55s} {v}")
+    same = path == "same-size"
+    resized = (s["workers_after_resume"] or 0) < (s["workers_first"] or 0)
     ok = (
         s["status"] == "SUCCEEDED"
         and s["last_step"] == s["steps_total"]
         and s["resume_step"] is not None
-        and (s["workers_after_resume"] or 0) < (s["workers_first"] or 0)
+        and (resized != same)
     )
-    print(
-        "    result            "
-        + ("OK: resumed on fewer workers from the latest checkpoint and finished" if ok else "FAILED")
-    )
-    return 0 if ok else 1
+    done = "resumed on the same workers" if same else "resumed on fewer workers"
+    print(f"    result            {f'OK: {done} from the latest checkpoint and finished' if ok else 'FAILED'}")
+    return ok
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from config.environment import EnvironmentConfig
 from config.hyperpod import InstanceGroup
 from sizing import goodput, pods, storage, training
-from sizing.pods import WorkerShape
+from sizing.pods import HeadShape, WorkerShape
 from sizing.storage import CheckpointSizing
 from sizing.training import TrainingPlacement
 
@@ -31,6 +31,8 @@ class TrainingPlan:
     group: InstanceGroup
     placement: TrainingPlacement
     worker: WorkerShape
+    # The head pod, sized for the worker nodes it serves (sizing/pods.py training_head).
+    head: HeadShape
     storage_path: str
     cpus_per_worker: int
     strategy: str
@@ -97,6 +99,7 @@ def _training(env: EnvironmentConfig) -> tuple[TrainingPlan | None, tuple[str, .
             group=group,
             placement=p,
             worker=worker,
+            head=pods.training_head(worker.max_replicas),
             storage_path=t.resolved_storage_path(env.fsx.file_system_path),
             # The worker pod's CPUs (sized from the node's allocatable) shared by its Ray Train workers.
             cpus_per_worker=max(1, worker.cpus // worker.per_pod),

@@ -4,7 +4,7 @@ Node pools come from the config: the EKS `system` node group and each HyperPod i
 with what one node offers to pods (``catalog.node_allocatable``: vCPUs at the group's
 threads-per-core, the EKS AMI's kube-reserved, eviction threshold and max pods), its labels and
 its taints. The workload pods are sized here, from the pools (``training_worker``,
-``serve_worker``, ``llm_worker``, ``job_worker``, ``RAY_HEAD``); sizing/plan.py calls them once
+``serve_worker``, ``llm_worker``, ``job_worker``, ``training_head``, ``RAY_HEAD``); sizing/plan.py calls them once
 per environment and the KubeRay manifests read the plan: what is checked is what is rendered.
 """
 
@@ -24,13 +24,43 @@ from sizing.scheduling import Pod, Pool, pod_from_spec, selects
 from sizing.training import TrainingPlacement
 
 # A Ray head runs the GCS, the dashboard and the job's driver or Serve's controller, no Ray
-# work (num-cpus 0). One CPU and 4 GiB hold that for clusters of a few dozen workers; several
+# work (num-cpus 0). The services' heads and a team job's head: one CPU and 4 GiB; several
 # heads share each `system` node (training, each service, twice during an upgrade).
 RAY_HEAD = {"cpu": "1", "memory": "4Gi"}
 # Its Ray resources: no CPUs, so no Ray work lands on it.
 RAY_HEAD_START_PARAMS = {"num-cpus": "0"}
 # The prefix of the Ray resource that names a node's accelerator (ray_constants.RESOURCE_CONSTRAINT_PREFIX).
 ACCELERATOR_RESOURCE_PREFIX = "accelerator_type:"
+# The training head grows with its cluster (``training_head``) up to Ray's starting point for a
+# large cluster's head, 8 CPUs and 32 GB (docs.ray.io, "Best practices for deploying large
+# clusters", "Configuring the head node"), with memory in that ratio.
+HEAD_MAX_CPUS = 8
+HEAD_GIB_PER_CPU = 4
+
+
+@dataclass(frozen=True)
+class HeadShape:
+    """What a Ray head pod requests (and is limited to)."""
+
+    cpus: int
+    memory_gib: int
+
+    @property
+    def resources(self) -> dict[str, str]:
+        return {"cpu": str(self.cpus), "memory": f"{self.memory_gib}Gi"}
+
+
+def training_head(worker_nodes: int) -> HeadShape:
+    """The training RayJob's head for ``worker_nodes`` worker pods (Ray nodes): one CPU and 4 GiB
+    per worker node, at least one, at most Ray's large-cluster head (8 CPUs, 32 GiB). Each worker
+    node adds a raylet and a dashboard agent reporting to the head's GCS and dashboard, and its
+    Ray Train workers (up to one per GPU) to the Train controller's poll, which runs in the head
+    pod with the driver; a node's worth of workers per CPU reaches Ray's large-cluster head at
+    8 nodes (64 GPUs of an 8-GPU type)."""
+    cpus = min(HEAD_MAX_CPUS, max(1, worker_nodes))
+    return HeadShape(cpus=cpus, memory_gib=HEAD_GIB_PER_CPU * cpus)
+
+
 # A serving replica without GPUs still holds the model, the batch and the HTTP buffers.
 MIN_SERVE_MEMORY_GIB = 4
 
@@ -331,8 +361,11 @@ def worker_pod(name: str, shape: WorkerShape, group: InstanceGroup, replicas: in
     )
 
 
-def head_pod(name: str, *, autoscaler: bool) -> Pod:
-    containers: list[dict[str, Any]] = [{"resources": {"requests": RAY_HEAD, "limits": RAY_HEAD}}]
+def head_pod(name: str, *, autoscaler: bool, resources: dict[str, str] | None = None) -> Pod:
+    """A Ray head pod on the `system` nodes: ``resources`` (default ``RAY_HEAD``) as the
+    manifests write them (workloads/common/k8s.py head_group)."""
+    res = resources or RAY_HEAD
+    containers: list[dict[str, Any]] = [{"resources": {"requests": res, "limits": res}}]
     if autoscaler:
         containers.append({"resources": addons.RAY_AUTOSCALER_SIDECAR_RESOURCES})
     return pod_from_spec(name, {"nodeSelector": dict(names.SYSTEM_NODE_SELECTOR), "containers": containers})

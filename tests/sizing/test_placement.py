@@ -15,6 +15,7 @@ from config import catalog, load_environment
 from sizing import placement, pods
 from sizing.scheduling import Pod, Pool, cpu_millis, memory_mib, place, pod_from_spec, selects
 from tests.config.config_data import config_errors as errors_of
+from workloads.training.manifest import render as render_training
 
 ENVS = ("dev", "staging", "prod")
 
@@ -440,3 +441,55 @@ def test_every_rendered_chart_pod_fits(name):
         mps = next(p for p in rendered if p.name == "nvidia-device-plugin-mps-control-daemon")
         assert placed.get(mps.name, 0) == 0
         assert placed["nvidia-device-plugin"] == sum(p.nodes for p in result.pools if p.gpus)
+
+
+@pytest.mark.parametrize(
+    ("name", "worker_nodes", "cpu", "memory"),
+    [("dev", 1, "1", "4Gi"), ("staging", 1, "1", "4Gi"), ("prod", 4, "4", "16Gi")],
+)
+def test_the_training_head_is_sized_for_its_worker_nodes(name, worker_nodes, cpu, memory):
+    # Fault 27.9: prod's head (GCS, dashboard, job supervisor, driver and the Train controller
+    # for 4 worker nodes holding 32 Ray Train workers) asked 1 CPU / 4 GiB like a small cluster's.
+    env = load_environment(name)
+    job = render_training(env)
+    assert len(job["spec"]["rayClusterSpec"]["workerGroupSpecs"]) == 1
+    assert job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["maxReplicas"] == worker_nodes
+    head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]
+    assert head == {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}}
+    # The placement check places the same head (test_the_checked_pods_are_the_rendered_pods).
+    (checked,) = [p for p in placement.platform_pods(env) if p.name == f"RayJob train-{env.training.run_name} head"]
+    assert (checked.cpu_millis, checked.memory_mib) == (int(cpu) * 1000, int(memory[:-2]) * 1024)
+
+
+def test_the_training_head_rule():
+    """One CPU and 4 GiB per worker node, from one up to Ray's large-cluster head (8 CPUs, 32 GB)."""
+    assert [(h.cpus, h.memory_gib) for h in map(pods.training_head, [0, 1, 2, 4, 7, 8, 9, 500])] == [
+        (1, 4),
+        (1, 4),
+        (2, 8),
+        (4, 16),
+        (7, 28),
+        (8, 32),
+        (8, 32),
+        (8, 32),
+    ]
+
+
+def test_a_training_head_too_big_for_the_system_nodes_is_a_placement_error():
+    # Prod on 8 p5 nodes: Ray's large-cluster head (8 CPUs, 32 GiB) needs more than an
+    # m7i.2xlarge system node offers.
+    errors = errors_of("prod", lambda d: d["hyperpod"]["instance_groups"][0].update(instance_count=8))
+    assert errors[0] == (
+        "placement (as configured): pod 'RayJob train-llama-7b-bytes head' does not fit node pool 'system' "
+        "(3 x m7i.2xlarge, 0 of 1 placed): it requests cpu 8, memory 32.0Gi; a node's allocatable is cpu 7.91, "
+        "memory 28.6Gi, pods 44; the most left on one node is cpu 7.665, memory 28.4Gi, pods 38"
+    )
+    # Larger system nodes hold it.
+    from config import parse_environment
+    from tests.config.config_data import env_data
+
+    data = env_data("prod")
+    data["hyperpod"]["instance_groups"][0]["instance_count"] = 8
+    data["eks"]["system_nodes"]["instance_type"] = "m7i.4xlarge"
+    env = parse_environment(data, source="prod.yaml")
+    assert placement.check_against(env) == []

@@ -100,9 +100,16 @@ def ray_container(
 
 
 def head_group(
-    image: str, *, app: str, env: list[dict[str, Any]] | None = None, ports: list[dict[str, Any]] | None = None
+    image: str,
+    *,
+    app: str,
+    env: list[dict[str, Any]] | None = None,
+    ports: list[dict[str, Any]] | None = None,
+    resources: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The Ray head on the EKS `system` nodes, schedulable for no Ray work (num-cpus 0)."""
+    """The Ray head on the EKS `system` nodes, schedulable for no Ray work (num-cpus 0), with
+    ``resources`` (cpu, memory; default ``RAY_HEAD``: the training head's come from the plan)."""
+    res = resources or RAY_HEAD
     return {
         "rayStartParams": {**RAY_HEAD_START_PARAMS, "dashboard-host": "0.0.0.0"},
         "template": {
@@ -114,8 +121,8 @@ def head_group(
                     ray_container(
                         "ray-head",
                         image,
-                        cpu=RAY_HEAD["cpu"],
-                        memory=RAY_HEAD["memory"],
+                        cpu=res["cpu"],
+                        memory=res["memory"],
                         env=env,
                         ports=ports
                         or [

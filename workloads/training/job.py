@@ -6,9 +6,11 @@ models), with sharded asynchronous checkpoints and exact, fault-tolerant resume.
 
 Resume: every rank loads the newest checkpoint whose manifest verifies (rank 0 verifies, all
 load), resharded by DCP to the current world size. At the same world size the run continues
-bitwise as if uninterrupted (tested). On another world size the weights, optimizer state, step,
-schedule and data position carry over; the global batch is ``batch_size_per_worker`` times the
-new world size, so the run continues within a tolerance, not bitwise (tested).
+bitwise as if uninterrupted on CPU with gloo (tested); on GPUs within a small tolerance, as
+nondeterministic kernels allow (``training.deterministic`` turns them off). On another world
+size the weights, optimizer state, step, schedule and data position carry over; the global
+batch is ``batch_size_per_worker`` times the new world size, so the run continues within a
+tolerance, not bitwise (tested).
 
 One module because it is the per-worker training function Ray runs: model build, data, step,
 checkpoint and resume are one control flow, read top to bottom as in Ray's examples.
@@ -255,12 +257,15 @@ def train_func(config: dict) -> None:
     from workloads.common import model as model_lib
     from workloads.common.procfs import process_start_time
     from workloads.training.data import ByteWindows, DataPosition, load_corpus
+    from workloads.training.determinism import use_deterministic
 
     config = dict(config)
     step_callback = config.pop("step_callback", None)
     from workloads.training.job_settings import JobSettings
 
     s = JobSettings(**config)
+    # Before the first CUDA work: cuBLAS reads its workspace setting when its handle is created.
+    use_deterministic(s.deterministic)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
@@ -530,6 +535,19 @@ def scaling_config(s: JobSettings):
     )
 
 
+# Ray Train reads it in the controller, which gets it from the driver's environment
+# (ray.train.v2._internal.constants ENV_VARS_TO_PROPAGATE): how long a new worker group waits for
+# its placement group before the controller decides again (worker_group.py, _start).
+WORKER_GROUP_START_TIMEOUT_ENV = "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"
+
+
+def controller_env(s: JobSettings) -> dict[str, str]:
+    """The Ray Train controller's environment from ``s``: ``replacement_wait_s``, how long a
+    restart waits for the lost node's replacement before an elastic run shrinks (docs/workloads.md,
+    "Recovery settings")."""
+    return {WORKER_GROUP_START_TIMEOUT_ENV: str(s.replacement_wait_s)}
+
+
 def run(s: JobSettings, *, step_callback=None):
     """Run (or resume) the job on the connected Ray cluster; returns the ray.train.Result.
 
@@ -547,6 +565,7 @@ def run(s: JobSettings, *, step_callback=None):
     from workloads.common import storage
 
     fs, base = storage.filesystem_for(s.storage_path)
+    os.environ.update(controller_env(s))  # the driver's environment reaches the controller
     trainer = TorchTrainer(
         train_func,
         train_loop_config={**s.to_dict(), "step_callback": step_callback},

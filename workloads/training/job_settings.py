@@ -31,6 +31,8 @@ TRAINING_FIELDS = (
     "num_to_keep",
     "max_failures",
     "min_workers",
+    "replacement_wait_s",
+    "deterministic",
     "data_path",
     "data_max_bytes",
     "storage_shared",

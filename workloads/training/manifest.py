@@ -58,7 +58,7 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
         metadata=k8s.metadata(name, APP),
         entrypoint=entrypoint,
         runtime_env_yaml=k8s.runtime_env_yaml(RAY_ENV),
-        head=k8s.head_group(image, app=APP, env=env + k8s.env_list(GCS_ENV)),
+        head=k8s.head_group(image, app=APP, env=env + k8s.env_list(GCS_ENV), resources=plan.head.resources),
         workers=[
             k8s.worker_group(
                 plan.worker,
