@@ -209,7 +209,7 @@ def build(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[G
     subnet_vpc = {sn: v for v, d in vpcs.items() for sn in d["subnets"]}
     # ElastiCache subnet groups: their subnets place what names them.
     subnet_groups = {
-        (s.key, r.logical_id): [n for n in nodes(s, r.properties.get("SubnetIds")) if n in subnet_vpc]
+        (s.key, r.logical_id): [n for n in nodes(s, r.properties.get("SubnetIds")) if n is not None and n in subnet_vpc]
         for s in stacks
         for r in s.resources()
         if r.type == "AWS::ElastiCache::SubnetGroup"
@@ -284,7 +284,9 @@ def build(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[G
                 g.groups[show(grp.get("InstanceGroupName"))] = gid
                 g.pools[gid] = []
                 vpc_config = grp.get("OverrideVpcConfig") or r.properties.get("VpcConfig") or {}
-                in_subnets = sorted({o for o in nodes(s, vpc_config.get("Subnets")) if o in subnet_vpc})
+                in_subnets = sorted(
+                    {o for o in nodes(s, vpc_config.get("Subnets")) if o is not None and o in subnet_vpc}
+                )
                 g.placement[gid] = in_subnets[0] if len(in_subnets) == 1 else default_place
                 if len(in_subnets) > 1:
                     g.edges.update({(gid, sn): "subnet" for sn in in_subnets})
@@ -310,16 +312,14 @@ def build(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[G
                 for a, b in joined(s, r, "FileSystemId", "DataRepositoryPath"):
                     g.data[(a, b)] = "data repository association\n" + show(r.properties.get("FileSystemPath", ""))
             elif r.type == "AWS::EC2::VPCGatewayAttachment":
-                vpc = nodes(s, r.properties.get("VpcId"))
-                igw = nodes(s, r.properties.get("InternetGatewayId"))
-                for v in vpc:
-                    for i in igw:
-                        if v in vpcs and i:
-                            g.placement[i] = "vpc:" + v
+                for v in nodes(s, r.properties.get("VpcId")):
+                    for gw in nodes(s, r.properties.get("InternetGatewayId")):
+                        if v in vpcs and gw:
+                            g.placement[gw] = "vpc:" + v
             elif r.type == "AWS::EC2::Route" and show(r.properties.get("DestinationCidrBlock")) == "0.0.0.0/0":
-                target = nodes(s, r.properties.get("NatGatewayId") or r.properties.get("GatewayId"))
+                targets = nodes(s, r.properties.get("NatGatewayId") or r.properties.get("GatewayId"))
                 for sn in route_table_subnets.get((s.key, show(r.properties.get("RouteTableId"))), []):
-                    for t in target:
+                    for t in targets:
                         if t:
                             g.edges[(sn, t)] = "0.0.0.0/0"
             elif r.type == "AWS::EC2::FlowLog":
