@@ -26,7 +26,6 @@ EDGE_LABELS = {
     "LoggingConfiguration": "access logs",
     "ClusterName": "runs on",
     "Orchestrator": "orchestrated by",
-    "InstanceGroups": "instance groups",
     "AuthToken": "AUTH token",
     "Destination": "remote write",
     "Source": "scrapes",
@@ -259,6 +258,10 @@ def build(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[G
                     vpc_ref = target
                 elif g.kinds.get(target) == "sg":
                     g.guards.add((nid, target))
+                elif prop == "InstanceGroups":  # the groups' EBS volume key and lifecycle scripts bucket
+                    g.edges.setdefault(
+                        (nid, target), "KMS (volumes)" if g.kinds[target] == "kms" else "lifecycle scripts"
+                    )
                 elif prop not in NO_EDGE_PROPS:
                     g.edges.setdefault((nid, target), EDGE_LABELS.get(prop, prop))
         subnets_ref = sorted(set(subnets_ref))
