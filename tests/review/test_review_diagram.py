@@ -258,3 +258,23 @@ def test_legend_names_every_kind_and_edge_style_drawn(drawn):
     for text in ("Legend", "Ray head pod (plan)", "Ray worker group (plan)", "Security group", "data flow"):
         assert text in legend, text
     assert "network flow (flow table), proven" in legend
+
+
+def test_data_flows_checkpoints_secrets_and_image_pulls(drawn):
+    _, config, dot = drawn
+    nodes, _ = _parse(dot)
+    plan = plan_of(config)
+    assert plan.training is not None
+    path = plan.training.storage_path
+    workers = next(n for n, label in nodes.items() if label.startswith("Ray workers") and "RayJob" in label)
+    store = "FSx for" if path.startswith("/fsx") else "S3 bucket"
+    target = next(n for n, label in nodes.items() if label.startswith(store))
+    line = next(x for x in dot.splitlines() if x.strip().startswith(f'{workers} -> {target} [label="checkpoints'))
+    assert _flat(path) in _flat(line) and "#2e7d32" in line
+    token = next(n for n, label in nodes.items() if _flat(f"{config.name_prefix}/ray-auth-token") in _flat(label))
+    for head in (n for n, label in nodes.items() if label.startswith("Ray head")):
+        assert f"{token} -> {head} [" in dot
+    # Images go from the ECR box to every node pool.
+    pools = {m.group(1) for m in re.finditer(r"subgraph cluster_pool_(\w+)", dot)}
+    pulled = set(re.findall(r'ltail=cluster_ecr, lhead=cluster_pool_(\w+), label="image pulls"', dot))
+    assert pools and pulled == pools
