@@ -107,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         diagram = None
         if not args.no_diagram:
             try:
-                files = render_diagram(stacks, env=env, exports=assembly.exports(), out_dir=out)
+                files = render_diagram(
+                    stacks, env=env, exports=assembly.exports(), out_dir=out, config=config, flows=flow_results
+                )
                 diagram = files["png"].name
             except DiagramError as err:
                 print(f"review: {err}", file=sys.stderr)

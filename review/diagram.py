@@ -1,288 +1,140 @@
-"""Architecture diagram drawn from the synthesized templates (graphviz ``dot``): the VPC and
-its subnets, what sits in each subnet, EKS and its node groups and Helm releases, the HyperPod
-cluster with one box per instance group (count × type), FSx, S3, KMS, logs, and the references
-between them (Ref/GetAtt, cross-stack imports, data repository associations, flow logs)."""
+"""Architecture diagram drawn from the synthesized templates (graphviz ``dot``): what runs where.
+
+The templates give the VPC and its subnets, EKS, the HyperPod instance groups and every stateful
+or networked resource (review/diagram_graph.py). Where a config describes the environment, the
+Ray heads and worker groups of its plan are drawn on their node pools, and the flow table's
+network flows join the parts, each marked as proven or not by the review (review/diagram_ray.py).
+The delivery pipeline's assembly gets its stages and approvals instead (review/diagram_pipeline.py).
+Labels wrap; none is cut."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from review.analysis import as_list, references, show
-from review.assembly import Resource, Stack
+from review.diagram_graph import EKS_CLUSTER_SG, Graph, build
+from review.diagram_pipeline import pipeline_dot
+from review.diagram_ray import add_flows, add_ray, add_security_groups
+
+if TYPE_CHECKING:
+    from config.environment import EnvironmentConfig
+    from review.assembly import Stack
+    from review.proof import FlowResult
 
 
 class DiagramError(Exception):
     pass
 
 
-# Edge labels for the property a reference sits in; other properties are shown by name.
-EDGE_LABELS = {
-    "KmsKeyId": "KMS",
-    "KMSMasterKeyID": "KMS",
-    "BucketEncryption": "KMS",
-    "EncryptionConfig": "KMS (secrets)",
-    "SecurityGroupIds": "SG",
-    "VpcConfig": "VPC config",
-    "ResourcesVpcConfig": "VPC config",
-    "LoggingConfiguration": "access logs",
-    "ClusterName": "runs on",
-    "Orchestrator": "orchestrated by",
-    "InstanceGroups": "instance groups",
+WRAP = 34  # characters per label line
+# Fill colour and legend text of each kind of node.
+KINDS = {
+    "ray-head": ("#b6d7f2", "Ray head pod (plan)"),
+    "ray-worker": ("#7fb3e0", "Ray worker group (plan)"),
+    "hyperpod": ("#fde2c8", "HyperPod cluster, instance group"),
+    "eks": ("#ffe9a8", "EKS control plane, node group"),
+    "eks-addon": ("#fff5cc", "EKS add-on, Helm release"),
+    "compute": ("#ffffff", "Lambda in the VPC"),
+    "storage": ("#d9ead3", "FSx, S3, GCS store"),
+    "secret": ("#fce5cd", "Secrets Manager secret"),
+    "ecr": ("#d0e0e3", "ECR repository, pull-through cache"),
+    "observability": ("#e1d5e7", "AMP, SNS, EventBridge"),
+    "kms": ("#ead1dc", "KMS key"),
+    "logs": ("#eeeeee", "CloudWatch log group"),
+    "network": ("#dae8fc", "NAT, gateway, endpoints"),
+    "sg": ("#f8cecc", "Security group"),
 }
-# Properties whose references are placement (subnet, VPC) or noise, not connections.
-NO_EDGE_PROPS = {"VpcId", "Tags"}
+EDGES = {
+    "flow": ('color="#1f4e9c", penwidth=1.6, fontcolor="#1f4e9c"', "network flow (flow table), proven"),
+    "unproven": ('color="#c00000", penwidth=1.6, style=dashed, fontcolor="#c00000"', "network flow NOT proven"),
+    "data": ('color="#2e7d32", penwidth=1.3, fontcolor="#2e7d32"', "data flow"),
+    "guard": ('color="#c0504d", style=dotted, dir=none', "security group of (guards)"),
+    "ref": ('color="#777777"', "template reference"),
+    "placed": ('color="#bbbbbb", arrowsize=0.6', "runs on (EKS box), in subnets"),
+}
+# Template references that say where a resource is, drawn light and without a label.
+QUIET = {"runs on", "subnet"}
 
 
-@dataclass
-class Graph:
-    nodes: dict[str, str] = field(default_factory=dict)  # id -> attributes
-    placement: dict[str, str] = field(default_factory=dict)  # node id -> subnet id or "vpc:<id>" or "region"
-    edges: dict[tuple[str, str], str] = field(default_factory=dict)  # (a, b) -> label
+def wrap(text: str, width: int = WRAP) -> str:
+    """Each line of ``text`` wrapped at ``width`` (at spaces, hyphens, commas), never cut."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        out += textwrap.wrap(line, width, break_on_hyphens=True, break_long_words=True) or [""]
+    return "\n".join(out)
 
 
 def _q(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _nid(stack: Stack, lid: str, suffix: str = "") -> str:
-    return "n_" + re.sub(r"[^A-Za-z0-9_]", "_", f"{stack.key}_{lid}{suffix}")
-
-
-def _name(r: Resource) -> str:
-    """The construct's own name from its path (…/HyperPodSubnetUse1az4/Subnet -> HyperPodSubnetUse1az4)."""
-    if not r.path:
-        return r.logical_id
-    parts = [p for p in r.path.split("/") if p]
-    while len(parts) > 1 and parts[-1] in ("Resource", "Default", "Subnet", "Key", "FileSystem", "Bucket", "Cluster"):
-        parts.pop()
-    return parts[-1]
-
-
-def _tag(r: Resource, key: str) -> str | None:
-    for t in as_list(r.properties.get("Tags")):
-        if isinstance(t, dict) and t.get("Key") == key:
-            return show(t.get("Value"))
-    return None
-
-
-def _label(r: Resource) -> str | None:
-    p = r.properties
-    t = r.type
-    if t == "AWS::EC2::NatGateway":
-        return "NAT gateway"
-    if t == "AWS::EC2::InternetGateway":
-        return "Internet gateway"
-    if t == "AWS::EC2::SecurityGroup":
-        return "Security group\n" + show(p.get("GroupDescription", ""), 48)
-    if t == "AWS::EC2::VPCEndpoint" and p.get("VpcEndpointType", "Gateway") == "Gateway":
-        return "Gateway endpoint\n" + show(p.get("ServiceName")).split(".")[-1]
-    if t == "AWS::FSx::FileSystem":
-        lc = p.get("LustreConfiguration") or {}
-        return (
-            f"FSx for {show(p.get('FileSystemType', ''))} {show(p.get('FileSystemTypeVersion', ''))}\n"
-            f"{show(lc.get('DeploymentType', ''))}, {show(p.get('StorageCapacity'))} GiB, "
-            f"{show(lc.get('PerUnitStorageThroughput', '?'))} MB/s/TiB"
-        )
-    if t == "AWS::S3::Bucket":
-        return "S3 bucket\n" + show(p.get("BucketName", _name(r)), 60)
-    if t == "AWS::KMS::Key":
-        return "KMS key\n" + _name(r)
-    if t == "AWS::Logs::LogGroup":
-        return "Log group\n" + _name(r)
-    if t == "AWS::EKS::Cluster":
-        return f"EKS control plane\n{show(p.get('Name', _name(r)))} (Kubernetes {show(p.get('Version', '?'))})"
-    if t == "AWS::EKS::Nodegroup":
-        sc = p.get("ScalingConfig") or {}
-        types = ", ".join(show(x) for x in as_list(p.get("InstanceTypes"))) or "launch template"
-        return f"EKS node group {show(p.get('NodegroupName', _name(r)))}\n{show(sc.get('DesiredSize', '?'))} × {types}"
-    if t == "AWS::EKS::Addon":
-        return "EKS add-on\n" + show(p.get("AddonName"))
-    if t.startswith("Custom::") and "Chart" in p:  # Custom::AWSCDK-EKS-HelmChart (aws_eks, aws_eks_v2)
-        return f"Helm release {show(p.get('Release', p.get('Chart')))}\n{show(p.get('Chart'))} {show(p.get('Version', ''))}".strip()
-    if t == "AWS::SageMaker::Cluster":
-        return f"HyperPod cluster\n{show(p.get('ClusterName', _name(r)))}"
-    return None
-
-
-def _graph(stacks: list[Stack], exports: dict[str, tuple[Stack, Any]]) -> tuple[Graph, dict[str, dict[str, Any]]]:
-    g = Graph()
-    vpcs: dict[str, dict[str, Any]] = {}  # vpc node id -> {label, subnets: {subnet node: label}}
-    proxy: dict[tuple[str, str], str] = {}  # (stack key, lid) -> node id that stands for it
-    res_by_key = {(s.key, r.logical_id): (s, r) for s in stacks for r in s.resources()}
-
-    def resolve(stack: Stack, value: Any) -> list[tuple[str, str]]:
-        out = []
-        for target, kind in references(value):
-            if kind == "import":
-                exp = exports.get(target)
-                if exp:
-                    out += [(exp[0].key, t) for t, k in references(exp[1]) if k == "ref"]
-            else:
-                out.append((stack.key, target))
-        return out
-
-    def nodes(stack: Stack, value: Any) -> list[str | None]:
-        """The graph nodes that stand for what ``value`` references (None: no node for it)."""
-        return [proxy.get(k) for k in resolve(stack, value)]
-
-    def joined(stack: Stack, r: Any, source: str, target: str) -> list[tuple[str, str]]:
-        """Every pair of nodes a link resource joins through its ``source`` and ``target`` properties."""
-        ends = nodes(stack, r.properties.get(target))
-        return [(a, b) for a in nodes(stack, r.properties.get(source)) if a for b in ends if b]
-
-    # VPCs, secondary blocks, subnets
-    for s in stacks:
-        for r in s.resources():
-            if r.type == "AWS::EC2::VPC":
-                nid = _nid(s, r.logical_id)
-                vpcs[nid] = {"cidrs": [show(r.properties.get("CidrBlock"))], "subnets": {}}
-                proxy[(s.key, r.logical_id)] = nid
-    for s in stacks:
-        for r in s.resources():
-            if r.type == "AWS::EC2::VPCCidrBlock":
-                for key in resolve(s, r.properties.get("VpcId")):
-                    if key in proxy:
-                        vpcs[proxy[key]]["cidrs"].append(show(r.properties.get("CidrBlock")))
-            elif r.type == "AWS::EC2::Subnet":
-                vpc = next((proxy[k] for k in resolve(s, r.properties.get("VpcId")) if k in proxy), None)
-                if vpc is None:
-                    continue
-                kind = _tag(r, "aws-cdk:subnet-type")
-                name = _name(r)
-                az = show(r.properties.get("AvailabilityZoneId") or r.properties.get("AvailabilityZone") or "")
-                label = (
-                    f"{name}"
-                    + (f" ({kind})" if kind and kind not in name else "")
-                    + f"\n{show(r.properties.get('CidrBlock'))} {az}"
-                )
-                nid = _nid(s, r.logical_id)
-                vpcs[vpc]["subnets"][nid] = label
-                proxy[(s.key, r.logical_id)] = nid
-    subnet_vpc = {sn: v for v, d in vpcs.items() for sn in d["subnets"]}
-
-    interface_endpoints: dict[str, list[str]] = {}
-    for s in stacks:
-        for r in s.resources():
-            if r.type == "AWS::EC2::VPCEndpoint" and r.properties.get("VpcEndpointType") == "Interface":
-                vpc = next((proxy[k] for k in resolve(s, r.properties.get("VpcId")) if k in proxy), None)
-                if vpc:
-                    svc = show(r.properties.get("ServiceName"))
-                    m = re.match(r"^com\.amazonaws\.[^.]+\.(.+)$", svc)
-                    interface_endpoints.setdefault(vpc, []).append(m.group(1) if m else svc)
-                    proxy[(s.key, r.logical_id)] = vpc + "_endpoints"
-                continue
-            label = _label(r)
-            if label is None:
-                continue
-            nid = _nid(s, r.logical_id)
-            g.nodes[nid] = label
-            proxy[(s.key, r.logical_id)] = nid
-    for vpc, names in interface_endpoints.items():
-        names = sorted(names)
-        rows = [", ".join(names[i : i + 4]) for i in range(0, len(names), 4)]
-        g.nodes[vpc + "_endpoints"] = f"{len(names)} interface endpoints\n" + "\n".join(rows)
-        g.placement[vpc + "_endpoints"] = "vpc:" + vpc
-
-    # Placement and edges
-    for (skey, lid), nid in list(proxy.items()):
-        if nid not in g.nodes or nid.endswith("_endpoints"):
-            continue
-        s, r = res_by_key[(skey, lid)]
-        placed_in: set[str] = set()
-        subnets_ref: list[str] = []
-        vpc_ref: str | None = None
-        for prop, value in r.properties.items():
-            for key in resolve(s, value):
-                target = proxy.get(key)
-                if target is None or target == nid:
-                    continue
-                if target in subnet_vpc:
-                    subnets_ref.append(target)
-                elif target in vpcs:
-                    vpc_ref = target
-                elif prop not in NO_EDGE_PROPS:
-                    g.edges.setdefault((nid, target), EDGE_LABELS.get(prop, prop))
-        subnets_ref = sorted(set(subnets_ref))
-        if len(subnets_ref) == 1:
-            g.placement[nid] = subnets_ref[0]
-            placed_in.add(subnets_ref[0])
-        elif subnets_ref:
-            g.placement[nid] = "vpc:" + subnet_vpc[subnets_ref[0]]
-            for sn in subnets_ref:
-                g.edges.setdefault((nid, sn), "subnet")
-        elif vpc_ref:
-            g.placement[nid] = "vpc:" + vpc_ref
-        else:
-            g.placement.setdefault(nid, "region")
-        if r.type == "AWS::SageMaker::Cluster":
-            default_place = g.placement[nid]
-            for i, grp in enumerate(as_list(r.properties.get("InstanceGroups"))):
-                gid = f"{nid}_g{i}"
-                g.nodes[gid] = (
-                    f"Instance group {show(grp.get('InstanceGroupName'))}\n"
-                    f"{show(grp.get('InstanceCount'))} × {show(grp.get('InstanceType'))}"
-                )
-                override = nodes(s, (grp.get("OverrideVpcConfig") or {}).get("Subnets"))
-                override = [o for o in override if o in subnet_vpc]
-                g.placement[gid] = override[0] if len(override) == 1 else default_place
-                g.edges[(nid, gid)] = "instance group"
-    # Route tables -> the subnets they are associated with (for default-route edges).
-    route_table_subnets: dict[tuple[str, str], list[str]] = {}
-    for s in stacks:
-        for r in s.resources():
-            if r.type == "AWS::EC2::SubnetRouteTableAssociation":
-                for key in resolve(s, r.properties.get("SubnetId")):
-                    if proxy.get(key) in subnet_vpc:
-                        route_table_subnets.setdefault((s.key, show(r.properties.get("RouteTableId"))), []).append(
-                            proxy[key]
-                        )
-    # Link resources: associations drawn as labelled edges between the resources they join.
-    for s in stacks:
-        for r in s.resources():
-            if r.type == "AWS::FSx::DataRepositoryAssociation":
-                for a, b in joined(s, r, "FileSystemId", "DataRepositoryPath"):
-                    g.edges[(a, b)] = "data repository association\n" + show(r.properties.get("FileSystemPath", ""))
-            elif r.type == "AWS::EC2::VPCGatewayAttachment":
-                vpc = nodes(s, r.properties.get("VpcId"))
-                igw = nodes(s, r.properties.get("InternetGatewayId"))
-                for v in vpc:
-                    for i in igw:
-                        if v in vpcs and i:
-                            g.placement[i] = "vpc:" + v
-            elif r.type == "AWS::EC2::Route" and show(r.properties.get("DestinationCidrBlock")) == "0.0.0.0/0":
-                target = nodes(s, r.properties.get("NatGatewayId") or r.properties.get("GatewayId"))
-                for sn in route_table_subnets.get((s.key, show(r.properties.get("RouteTableId"))), []):
-                    for t in target:
-                        if t:
-                            g.edges[(sn, t)] = "0.0.0.0/0"
-            elif r.type == "AWS::EC2::FlowLog":
-                for a, b in joined(s, r, "ResourceId", "LogGroupName"):
-                    g.edges[(a + "_vpc" if a in vpcs else a, b)] = "flow logs"
-    # Helm releases and add-ons live on their EKS cluster: draw them beside it.
-    for (a, b), label in list(g.edges.items()):
-        if label == "runs on" and g.placement.get(a) == "region" and g.placement.get(b, "region") != "region":
-            g.placement[a] = g.placement[b]
+def graph_of(
+    stacks: list[Stack],
+    exports: dict[str, tuple[Stack, Any]],
+    config: EnvironmentConfig | None = None,
+    flows: list[FlowResult] | None = None,
+) -> tuple[Graph, dict[str, dict[str, Any]]]:
+    g, vpcs = build(stacks, exports)
+    part_groups = add_security_groups(g, stacks)
+    if config is not None:
+        workload = add_ray(g, config, part_groups)
+        add_flows(g, config, workload, flows)
+    # A security group sits where what it guards sits, when that is one place.
+    for sg in [n for n, k in g.kinds.items() if k == "sg"]:
+        places = {g.placement.get(a) or _pool_place(g, a) for a, b in g.guards if b == sg}
+        if len(places) == 1 and None not in places:
+            g.placement[sg] = places.pop()  # type: ignore[assignment]
+        elif sg == EKS_CLUSTER_SG:
+            eks = g.of_type("AWS::EKS::Cluster")
+            g.placement[sg] = g.placement.get(eks[0], "region") if eks else "region"
     return g, vpcs
 
 
-def to_dot(stacks: list[Stack], *, env: str, exports: dict[str, tuple[Stack, Any]]) -> str:
-    g, vpcs = _graph(stacks, exports)
+def _pool_place(g: Graph, nid: str) -> str | None:
+    return next((g.placement.get(a) for a, members in g.pools.items() if nid in members), None)
+
+
+def to_dot(
+    stacks: list[Stack],
+    *,
+    env: str,
+    exports: dict[str, tuple[Stack, Any]],
+    config: EnvironmentConfig | None = None,
+    flows: list[FlowResult] | None = None,
+) -> str:
+    pipeline = pipeline_dot(stacks, env=env, wrap=wrap)
+    if pipeline is not None:
+        return pipeline
+    g, vpcs = graph_of(stacks, exports, config, flows)
+    title = f"Architecture: {env} (generated from the synthesized templates"
+    title += ", the Ray pods from the sizing plan)" if config is not None else ")"
     lines = [
         "digraph architecture {",
-        f"  graph [rankdir=LR, fontname=Helvetica, fontsize=12, compound=true, label={_q('Architecture: ' + env + ' (generated from the synthesized templates)')}, labelloc=t];",
+        f"  graph [rankdir=LR, fontname=Helvetica, fontsize=14, compound=true, nodesep=0.25, ranksep=0.9, "
+        f"label={_q(title)}, labelloc=t];",
         '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname=Helvetica, fontsize=10];',
-        '  edge [fontname=Helvetica, fontsize=8, color="#555555"];',
+        '  edge [fontname=Helvetica, fontsize=8, color="#777777"];',
     ]
+    members = {m for ms in g.pools.values() for m in ms}
 
     def emit(nid: str, indent: str) -> None:
-        label = g.nodes[nid]
-        color = _color(label)
-        lines.append(f"{indent}{nid} [label={_q(label)}, fillcolor={_q(color)}];")
+        if nid in members:
+            return
+        if nid in g.pools:
+            name = g.nodes[nid].split("\n")[0]
+            lines.append(f"{indent}subgraph cluster_pool_{nid} {{")
+            lines.append(
+                f'{indent}  label={_q(wrap("Node pool: " + name))}; style="rounded,filled"; '
+                'fillcolor="#f3f8fd"; color="#4a86c5";'
+            )
+            for n in [nid, *g.pools[nid]]:
+                _node(lines, g, n, indent + "  ")
+            lines.append(f"{indent}}}")
+            return
+        _node(lines, g, nid, indent)
 
     for vi, (vid, v) in enumerate(sorted(vpcs.items())):
         lines.append(f"  subgraph cluster_vpc{vi} {{")
@@ -292,20 +144,17 @@ def to_dot(stacks: list[Stack], *, env: str, exports: dict[str, tuple[Stack, Any
         for sid, slabel in sorted(v["subnets"].items()):
             lines.append(f"    subgraph cluster_{sid} {{")
             lines.append('      label=""; style="dashed,rounded"; color="#7f7f7f";')
-            lines.append(f'      {sid} [label={_q("Subnet " + slabel)}, shape=note, fillcolor="#f4f4f4"];')
+            lines.append(f'      {sid} [label={_q(wrap("Subnet " + slabel))}, shape=note, fillcolor="#f4f4f4"];')
             for nid in sorted(n for n, p in g.placement.items() if p == sid):
                 emit(nid, "      ")
             lines.append("    }")
         in_vpc = sorted(n for n, p in g.placement.items() if p == "vpc:" + vid)
         # Each EKS control plane with what runs on it (add-ons, Helm releases, node groups).
-        for ei, eks in enumerate(n for n in in_vpc if g.nodes[n].startswith("EKS control plane")):
-            members = [
-                eks,
-                *sorted(a for (a, b), label in g.edges.items() if b == eks and label == "runs on" and a in in_vpc),
-            ]
+        for ei, eks in enumerate(n for n in in_vpc if g.kinds.get(n) == "eks" and n in g.of_type("AWS::EKS::Cluster")):
+            box = [eks, *sorted(a for (a, b), lb in g.edges.items() if b == eks and lb == "runs on" and a in in_vpc)]
             lines.append(f"    subgraph cluster_eks_{vi}_{ei} {{")
             lines.append('      label="EKS"; style="rounded,filled"; fillcolor="#fffbe6"; color="#d4a017";')
-            for nid in members:
+            for nid in box:
                 emit(nid, "      ")
                 in_vpc.remove(nid)
             lines.append("    }")
@@ -316,43 +165,105 @@ def to_dot(stacks: list[Stack], *, env: str, exports: dict[str, tuple[Stack, Any
     if regional:
         lines.append("  subgraph cluster_region {")
         lines.append('    label="Regional services"; style="rounded"; color="#2ca02c";')
+        ecr = [n for n in regional if g.kinds.get(n) == "ecr"]
+        if ecr:
+            lines.append('    subgraph cluster_ecr { label="ECR"; style="rounded,dashed"; color="#45818e";')
+            for nid in ecr:
+                emit(nid, "      ")
+            lines.append("    }")
         for nid in regional:
-            emit(nid, "    ")
+            if nid not in ecr:
+                emit(nid, "    ")
         lines.append("  }")
     drawn = set(g.nodes) | {sn for v in vpcs.values() for sn in v["subnets"]} | {v + "_vpc" for v in vpcs}
-    for (a, b), label in sorted(g.edges.items()):
-        if a in drawn and b in drawn:
-            lines.append(f"  {a} -> {b} [label={_q(label)}];")
+    _edges(lines, g, drawn)
+    if ecr := [n for n in regional if g.kinds.get(n) == "ecr"]:
+        for pool in sorted(p for p in g.pools if p in drawn):
+            lines.append(
+                f'  {ecr[0]} -> {pool} [ltail=cluster_ecr, lhead=cluster_pool_{pool}, label="image pulls", '
+                f"{EDGES['data'][0]}];"
+            )
+    lines += _legend(g)
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def _color(label: str) -> str:
-    for prefix, color in (
-        ("HyperPod", "#fde2c8"),
-        ("Instance group", "#fde2c8"),
-        ("EKS", "#ffe9a8"),
-        ("Helm", "#fff5cc"),
-        ("FSx", "#d9ead3"),
-        ("S3", "#d9ead3"),
-        ("KMS", "#ead1dc"),
-        ("Log group", "#eeeeee"),
-        ("NAT", "#dae8fc"),
-        ("Internet", "#dae8fc"),
-        ("Security group", "#f8cecc"),
-    ):
-        if label.startswith(prefix):
-            return color
-    return "#ffffff"
+def _node(lines: list[str], g: Graph, nid: str, indent: str) -> None:
+    color = KINDS.get(g.kinds.get(nid, ""), ("#ffffff", ""))[0]
+    shape = ", shape=component" if g.kinds.get(nid) in ("ray-head", "ray-worker") else ""
+    lines.append(f"{indent}{nid} [label={_q(wrap(g.nodes[nid]))}, fillcolor={_q(color)}{shape}];")
+
+
+def _edges(lines: list[str], g: Graph, drawn: set[str]) -> None:
+    def edge(a: str, b: str, label: str, style: str) -> None:
+        if a in drawn and b in drawn:
+            text = f"label={_q(wrap(label, 28))}, " if label else ""
+            lines.append(f"  {a} -> {b} [{text}{EDGES[style][0]}];")
+
+    said: dict[tuple[str, str], str] = {}  # a reference where a flow joins the same pair: said on the flow
+    for (a, b), label in sorted(g.edges.items()):
+        if label not in QUIET and ((a, b) in g.flows or (b, a) in g.flows):
+            said[(a, b) if (a, b) in g.flows else (b, a)] = label + ": "
+            continue
+        edge(a, b, "" if label in QUIET else label, "placed" if label in QUIET else "ref")
+    for a, b in sorted(g.guards):
+        edge(a, b, "", "guard")
+    for (a, b), ports in sorted(g.flows.items()):
+        if (b, a) in g.flows and a != b:
+            if a > b:  # drawn once, both ways, with the pair's other direction
+                continue
+            style = "unproven" if {(a, b), (b, a)} & g.unproven else "flow"
+            back = _ports(g.flows[(b, a)])
+            edge(a, b, f"{said.get((a, b), '')}{_ports(ports)}\n(back: {said.get((b, a), '')}{back})", style)
+            lines[-1] = lines[-1].replace("];", ", dir=both];")
+        else:
+            edge(a, b, said.get((a, b), "") + _ports(ports), "unproven" if (a, b) in g.unproven else "flow")
+    for (a, b), label in sorted(g.data.items()):
+        edge(a, b, label, "data")
+
+
+def _ports(ports: list[str]) -> str:
+    """ "tcp 6379", "tcp 8265", "udp 53" -> "tcp 6379, 8265; udp 53"."""
+    by_proto: dict[str, list[str]] = {}
+    for p in ports:
+        proto, _, what = p.partition(" ")
+        by_proto.setdefault(proto, []).append(what)
+    return "; ".join(f"{proto} {', '.join(w for w in whats if w)}".strip() for proto, whats in by_proto.items())
+
+
+def _legend(g: Graph) -> list[str]:
+    """A legend of the node kinds and edge styles the diagram uses (an HTML-like table)."""
+    used = set(g.kinds.values())
+    rows = [
+        f'<TR><TD BGCOLOR="{color}" WIDTH="28"> </TD><TD ALIGN="LEFT">{text}</TD></TR>'
+        for kind, (color, text) in KINDS.items()
+        if kind in used
+    ]
+    styles = {"ref", "placed"} | ({"guard"} if g.guards else set()) | ({"data"} if g.data else set())
+    styles |= {"unproven" if e in g.unproven else "flow" for e in g.flows}
+    for style, (attrs, text) in EDGES.items():
+        if style in styles:
+            color = attrs.split('"')[1]
+            mark = "· · · ·" if "dotted" in attrs else "– – –" if "dashed" in attrs else "———"
+            rows.append(f'<TR><TD><FONT COLOR="{color}"><B>{mark}</B></FONT></TD><TD ALIGN="LEFT">{text}</TD></TR>')
+    table = '<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">'
+    table += '<TR><TD COLSPAN="2"><B>Legend</B></TD></TR>' + "".join(rows) + "</TABLE>"
+    return [f"  legend [shape=plaintext, style=solid, label=<{table}>];"]
 
 
 def render_diagram(
-    stacks: list[Stack], *, env: str, exports: dict[str, tuple[Stack, Any]], out_dir: Path
+    stacks: list[Stack],
+    *,
+    env: str,
+    exports: dict[str, tuple[Stack, Any]],
+    out_dir: Path,
+    config: EnvironmentConfig | None = None,
+    flows: list[FlowResult] | None = None,
 ) -> dict[str, Path]:
     dot_bin = shutil.which("dot")
     if dot_bin is None:
         raise DiagramError("graphviz 'dot' not found; install Debian's graphviz package (make deps does)")
-    source = to_dot(stacks, env=env, exports=exports)
+    source = to_dot(stacks, env=env, exports=exports, config=config, flows=flows)
     files = {
         "dot": out_dir / f"architecture-{env}.dot",
         "svg": out_dir / f"architecture-{env}.svg",
