@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 from constructs import flows as F
 
 from config import names
+from constructs.flow_table import flow_table
 from review.analysis import show
 from review.diagram_graph import EKS_CLUSTER_SG, SG, Graph
-from review.flows import attachments
+from review.network_flows import attachments
 from review.proof import Env, FlowResult
 from sizing.plan import plan_of
 from sizing.pods import RAY_HEAD, WorkerShape
@@ -80,9 +81,14 @@ def add_ray(g: Graph, config: EnvironmentConfig, part_groups: dict[str, set[str]
         ),
         None,
     )
-    head_shape = f"1 pod, {RAY_HEAD['cpu']} CPU, {RAY_HEAD['memory'].removesuffix('Gi')} GiB"
+
+    def head_of(resources: dict[str, str]) -> str:
+        return f"1 pod, {resources['cpu']} CPU, {resources['memory'].removesuffix('Gi')} GiB"
+
+    head_shape = head_of(RAY_HEAD)
+    training_head = head_of(plan.training.head.resources) if plan.training else head_shape
     workloads = (
-        ("training RayJob", plan.training, head_shape, "Ray Train workers"),
+        ("training RayJob", plan.training, training_head, "Ray Train workers"),
         ("generation RayService", plan.serve, head_shape + " + autoscaler", "Serve replicas"),
         ("LLM RayService", plan.llm, head_shape + " + autoscaler", "engines"),
     )
@@ -139,7 +145,7 @@ def add_flows(g: Graph, config: EnvironmentConfig, workload: dict[str, int], res
     the review could not prove one of its flows against the security groups."""
     parts = _parts(g, workload)
     ok = {r.name: r.ok for r in results or [] if r.kind == "network"}
-    for f in F.flow_table(config).network:
+    for f in flow_table(config).network:
         ray = {f.source, f.destination} <= {"ray-head", "ray-workers"}
         for a in parts.get(f.source, []):
             for b in parts.get(f.destination, []):

@@ -170,11 +170,15 @@ def worker_group_spec(shape: WorkerShape, group_name: str) -> dict[str, Any]:
     }
 
 
-def cluster_spec(shape: WorkerShape, group_name: str) -> dict[str, Any]:
-    """The autoscaler's view of a Ray cluster of the platform: the head and one worker group."""
-    resources = {"requests": RAY_HEAD, "limits": RAY_HEAD}
-    head = {"rayStartParams": RAY_HEAD_START_PARAMS, "template": {"spec": {"containers": [{"resources": resources}]}}}
-    return {"headGroupSpec": head, "workerGroupSpecs": [worker_group_spec(shape, group_name)]}
+def cluster_spec(shape: WorkerShape, group_name: str, head: Mapping[str, str] = RAY_HEAD) -> dict[str, Any]:
+    """The autoscaler's view of a Ray cluster of the platform: the head (``head``: its pod's
+    resources) and one worker group."""
+    resources = {"requests": head, "limits": head}
+    head_spec = {
+        "rayStartParams": RAY_HEAD_START_PARAMS,
+        "template": {"spec": {"containers": [{"resources": resources}]}},
+    }
+    return {"headGroupSpec": head_spec, "workerGroupSpecs": [worker_group_spec(shape, group_name)]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,7 +256,7 @@ def demands(env: EnvironmentConfig) -> list[tuple[str, dict[str, Any], list[Dema
     if training is not None:
         name, group, ds = training
         assert plan.training is not None
-        out.append((name, cluster_spec(plan.training.worker, group), ds))
+        out.append((name, cluster_spec(plan.training.worker, group, plan.training.head.resources), ds))
     if plan.serve is not None:
         out.append(
             (

@@ -264,11 +264,16 @@ def _share(env: EnvironmentConfig, group: InstanceGroup, gpus: int) -> tuple[int
 def training_worker(env: EnvironmentConfig, p: TrainingPlacement) -> WorkerShape:
     """The RayJob's worker pod for the workers ``p``: one per node, holding that node's Ray Train
     workers, their GPUs and the node's free CPU and memory in proportion (all of it when they
-    take every GPU)."""
+    take every GPU). Workers without GPUs get one CPU each and memory in the node's proportion."""
     group = env.hyperpod.group(p.group)
     per_pod = min(p.workers, p.workers_per_node)
     gpus = per_pod * p.gpus_per_worker
-    cpus, mem, efa = _share(env, group, gpus)
+    if gpus:
+        cpus, mem, efa = _share(env, group, gpus)
+    else:
+        free_cpu, free_mem = free_per_node(env, group)
+        cpus, efa = per_pod, 0
+        mem = max(1, int(free_mem * cpus * 1000 / free_cpu) // 1024)
     return WorkerShape(
         group=group.name,
         instance_type=group.instance_type,

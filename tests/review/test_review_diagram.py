@@ -138,7 +138,8 @@ def test_every_ray_head_and_worker_group_of_the_plan_is_on_its_node_pool(drawn):
             f"EKS node group system{config.eks.system_nodes.desired_size} × {config.eks.system_nodes.instance_type}"
         )
         assert _flat(system) in _flat(nodes[head_pool.removeprefix("cluster_pool_")])
-        assert _flat(f"{RAY_HEAD['cpu']} CPU, {RAY_HEAD['memory'].removesuffix('Gi')} GiB") in _flat(nodes[heads[0]])
+        head = w.head.resources if w is plan.training else RAY_HEAD  # the training head grows with its cluster
+        assert _flat(f"{head['cpu']} CPU, {head['memory'].removesuffix('Gi')} GiB") in _flat(nodes[heads[0]])
 
 
 # Each stateful or networked resource type of the templates, and the text its node starts with.
