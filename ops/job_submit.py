@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from config.environment import EnvironmentConfig
 from config.jobs import JOBS_PREFIX, JOBS_WORKLOAD
-from ops.errors import AccessDeniedError, AwsError, NotFoundError, OpsError, UnschedulableError
+from ops.errors import AccessDeniedError, AwsError, NotFoundError, OpsError, UnschedulableError, UsageError
 from ops.submit import Follower, FollowOptions, Target
 
 if TYPE_CHECKING:
@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from sizing.pods import WorkerShape
 
 # Left out of every upload: version control, caches and virtual environments are never code the
-# job needs, and they can be large.
+# job needs, and they can be large. Any directory with a pyvenv.cfg (venv, virtualenv: .venv-checkov
+# too) or conda-meta/ (conda) is an environment, whatever its name.
 DEFAULT_EXCLUDES = (
     ".git",
     ".hg",
@@ -50,6 +51,7 @@ DEFAULT_EXCLUDES = (
     ".ipynb_checkpoints",
     ".DS_Store",
 )
+ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
 # Code, not data: a larger directory almost always holds data the job should read from S3/FSx.
 MAX_ZIP_BYTES = 256 << 20
 # RayJob names: KubeRay derives the RayCluster (name + 6 chars) and its head Service
@@ -69,7 +71,7 @@ def job_name(working_dir: Path, name: str | None) -> str:
     """``--name``, checked; else the directory's name and a random suffix (always unique)."""
     if name is not None:
         if len(name) > MAX_NAME or not NAME_RE.match(name):
-            raise OpsError(
+            raise UsageError(
                 f"--name {name!r} is not a valid job name",
                 f"use 1-{MAX_NAME} lowercase letters, digits and hyphens, starting with a letter and ending with a letter or digit",
             )
@@ -104,7 +106,7 @@ def package_working_dir(working_dir: Path, *, excludes: tuple[str, ...] = (), to
     a remote working_dir), deterministic for the same files."""
     root = Path(working_dir)
     if not root.is_dir():
-        raise OpsError(
+        raise UsageError(
             f"--working-dir {str(working_dir)!r} is not a directory", "pass the directory that holds your script"
         )
     patterns = DEFAULT_EXCLUDES + tuple(excludes)
@@ -112,14 +114,17 @@ def package_working_dir(working_dir: Path, *, excludes: tuple[str, ...] = (), to
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
         dirnames[:] = sorted(
-            d for d in dirnames if not _excluded(f"{rel_dir}/{d}".lstrip("./") if rel_dir != "." else d, patterns)
+            d
+            for d in dirnames
+            if not _excluded(f"{rel_dir}/{d}".lstrip("./") if rel_dir != "." else d, patterns)
+            and not any((Path(dirpath) / d / marker).exists() for marker in ENV_MARKERS)
         )
         for f in filenames:
             rel = f if rel_dir == "." else f"{rel_dir}/{f}"
             if not _excluded(rel, patterns):
                 paths.append((rel, Path(dirpath) / f))
     if not paths:
-        raise OpsError(
+        raise UsageError(
             f"--working-dir {str(working_dir)!r} has no files to upload (after excludes)",
             "pass the directory that holds your script",
         )
@@ -129,7 +134,7 @@ def package_working_dir(working_dir: Path, *, excludes: tuple[str, ...] = (), to
         for rel, path in sorted(paths):
             total += path.stat().st_size
             if total > MAX_ZIP_BYTES:
-                raise OpsError(
+                raise UsageError(
                     f"--working-dir {str(working_dir)!r} holds more than {MAX_ZIP_BYTES >> 20} MiB of files (at {rel})",
                     "keep data out of the working directory (read it from S3 or /fsx), or leave it out with --exclude PATTERN",
                 )
@@ -188,27 +193,27 @@ def placement(
     )
     group = next((g for g in groups if g.name == name), None)
     if group is None:
-        raise OpsError(
+        raise UsageError(
             f"--instance-group {name!r} is not a HyperPod instance group of {config.name}",
             f"use one of: {', '.join(g.name for g in groups)}",
         )
     spec = catalog.instance_spec(group.instance_type)
     if gpus is not None:
         if gpus > 0 and not spec.gpus:
-            raise OpsError(
+            raise UsageError(
                 f"--gpus {gpus}: instance group {group.name!r} ({group.instance_type}) has no GPUs",
                 "pick a GPU instance group with --instance-group",
             )
         needed = max(1, math.ceil(gpus / spec.gpus)) if spec.gpus else 1
         if nodes is not None and nodes != needed:
-            raise OpsError(
+            raise UsageError(
                 f"--gpus {gpus} needs {needed} {group.instance_type} node(s) ({spec.gpus} GPUs each), not --nodes {nodes}",
                 "give --gpus or --nodes, not both",
             )
         nodes = needed
     nodes = nodes or 1
     if nodes > group.instance_count:
-        raise OpsError(
+        raise UsageError(
             f"the job needs {nodes} {group.instance_type} node(s) ({spec.gpus} GPUs each), but instance group "
             f"{group.name!r} has {group.instance_count}",
             f"ask at most {group.instance_count * spec.gpus} GPUs / {group.instance_count} nodes",
@@ -247,9 +252,11 @@ def render_job(
     image: str | None = None,
     env: dict[str, str] | None = None,
     team: Team | None = None,
+    runtime_env: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ray.io/v1 RayJob for a user's command, on whole nodes of one instance group; for
-    ``team``'s namespace, without the /fsx claim and with its checkpoints under the team's prefix."""
+    ``team``'s namespace, without the /fsx claim and with its checkpoints under the team's prefix.
+    ``runtime_env``: more of Ray's runtime_env fields (pip, conda, ...: ops/runtime_env.py)."""
     from workloads.common import image as image_mod
     from workloads.common import k8s, rayjob
 
@@ -276,7 +283,9 @@ def render_job(
     return rayjob.ray_job(
         metadata=meta,
         entrypoint=shlex.join(command),
-        runtime_env_yaml=_json({"working_dir": working_dir_uri, "env_vars": dict(sorted(job_env.items()))}),
+        runtime_env_yaml=_json(
+            {**(runtime_env or {}), "working_dir": working_dir_uri, "env_vars": dict(sorted(job_env.items()))}
+        ),
         head=head,
         workers=[worker],
         workload=JOBS_WORKLOAD,

@@ -254,13 +254,13 @@ def test_cli_submit_job_bad_arguments_fail_before_anything_is_uploaded(dev, argv
         kube_factory=no_kube,
         load_config=lambda name: dev,
     )
-    assert code_ == 1
+    assert code_ == 2  # a bad command line (ops/errors.py)
     assert capsys.readouterr().err.startswith(message)
 
 
 def test_command_after_dashes_only_for_submit_job(dev, capsys):
-    assert main(["jobs", "--env", "dev", "--", "x"], load_config=lambda n: dev, aws_factory=lambda c, p: None) == 1
-    assert "a command after -- is only for `submit job`" in capsys.readouterr().err
+    assert main(["jobs", "--env", "dev", "--", "x"], load_config=lambda n: dev, aws_factory=lambda c, p: None) == 2
+    assert "python -m ops jobs takes no command after --; only `submit job` runs one" in capsys.readouterr().err
 
 
 # -- pods that cannot be scheduled ---------------------------------------------------------------

@@ -13,8 +13,9 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError
 
 from ops.aws import Aws
-from ops.errors import KubernetesError, NotFoundError
+from ops.errors import KubernetesError, NotFoundError, UsageError
 from ops.kube import TOKEN_PREFIX, Kube, eks_token
+from ops.kubeconfig import check
 from tests.ops.fakes import REGION
 
 
@@ -143,10 +144,12 @@ contexts:
 current-context: dev
 """
     )
-    kube = Kube.connect(None, "ignored", kubeconfig=str(kubeconfig), context="dev")
+    target = check(str(kubeconfig), "dev", cluster="hpray-dev-eks", region=REGION)
+    kube = Kube.connect(None, "ignored", kubeconfig=target)
     assert kube.core.api_client.configuration.host == "https://ABCDEF.gr7.us-east-1.eks.amazonaws.com"
-    with pytest.raises(KubernetesError, match="cannot load kubeconfig"):
-        Kube.connect(None, "ignored", kubeconfig=str(kubeconfig), context="prod")
+    assert "the server https://ABCDEF.gr7.us-east-1.eks.amazonaws.com of context 'dev'" in kube.unreachable_fix
+    with pytest.raises(UsageError, match=f"--context 'prod' is not in kubeconfig {kubeconfig}"):
+        check(str(kubeconfig), "prod", cluster="hpray-dev-eks", region=REGION)
 
 
 class Recorder:
