@@ -269,6 +269,10 @@ def _parse(argv: list[str], prog: str) -> argparse.Namespace:
     from ops.usage import unrecognized
 
     argv, job_command = split_command(argv)
+    if argv[:1] == ["submit"] and (len(argv) < 2 or argv[1].startswith("-")) and not {"-h", "--help"} & set(argv):
+        raise UsageError(
+            "submit needs the WORKLOAD first: training, inference or job", f"e.g. {prog} submit training --env dev"
+        )
     config_dir = config_dir_of(argv)
     parser = build_parser(prog, config_dir)
     args, extras = parser.parse_known_args(argv)

@@ -210,4 +210,4 @@ def add_completion_command(sub: Any, prog: str, formatter: Any) -> None:
         f"        (or for the current shell, after compinit: source <({prog} completion zsh))\n"
         f"  fish: {prog} completion fish > ~/.config/fish/completions/{command}.fish",
     )
-    p.add_argument("shell", choices=SHELLS, help="the shell")
+    p.add_argument("shell", metavar="SHELL", choices=SHELLS, help="the shell: bash, zsh or fish")

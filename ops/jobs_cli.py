@@ -148,7 +148,9 @@ def check_job_args(args: argparse.Namespace, prog: str) -> None:
             (o for o, on in (("--follow", args.follow), ("--pod", args.pod), ("--tail", args.tail)) if on), None
         )
         if other:
-            raise UsageError(f"--output-dir writes every log of the job; it does not take {other}", None)
+            raise UsageError(
+                f"--output-dir writes every log of the job; it does not take {other}", f"leave out {other}"
+            )
         from pathlib import Path
 
         if Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():

@@ -281,7 +281,7 @@ def add_upgrade_command(sub: Any, prog: str, common: Any, formatter: Any) -> Non
         "--apply does the safe steps: the read-only checks, and the KubeRay CRDs applied\n"
         "server-side (a server dry run of every CRD first).",
     )
-    p.add_argument("action", choices=["plan"], help="plan: print the steps")
+    p.add_argument("action", metavar="ACTION", choices=["plan"], help="plan: print the steps")
     common(p, kube=True)
     p.add_argument("--to", metavar="VERSION", help="target Kubernetes minor (default: the next one)")
     p.add_argument(

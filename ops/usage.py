@@ -76,5 +76,6 @@ def unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extr
         return UsageError(f"{prog} takes no argument {extras[0]!r}", f"see {prog} --help")
     owners = sorted(" ".join(p) for p, sub in parsers.items() if p and p != path and option in options_of(sub))
     leaves = [o for o in owners if not any(other.startswith(o + " ") for other in owners)]
-    where = f" (an option of: {', '.join(leaves)})" if leaves else ""
+    # Which commands do take it, where that is a hint (not for --env, which nearly all take).
+    where = f" (an option of: {', '.join(leaves)})" if 0 < len(leaves) <= 3 else ""
     return UsageError(f"{prog} does not take {option}{where}", f"see {prog} --help")

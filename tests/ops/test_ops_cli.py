@@ -36,7 +36,8 @@ def run_cli(argv, **kwargs):
 
 
 @pytest.mark.parametrize(
-    "argv", [["--help"], ["preflight", "--help"], ["status", "--help"], ["submit", "job", "--help"], ["describe", "--help"]]
+    "argv",
+    [["--help"], ["preflight", "--help"], ["status", "--help"], ["submit", "job", "--help"], ["describe", "--help"]],
 )
 def test_help_reads_well(argv, capsys):
     with pytest.raises(SystemExit) as info:
