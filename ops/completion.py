@@ -48,7 +48,8 @@ def tree(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[No
                 nodes += tree(sub, (*path, name))
         elif action.option_strings:
             for option in action.option_strings:
-                node.help[option] = (action.help or "").split(" (")[0] if action.help != argparse.SUPPRESS else ""
+                text = action.help if action.help and action.help != argparse.SUPPRESS else ""
+                node.help[option] = re.sub(r"\s*\([^()]*\)$", "", text % {"default": action.default})
                 if action.nargs == 0:
                     node.flags.append(option)
                 elif action.choices:
