@@ -19,7 +19,7 @@ from config.loader import CONFIG_DIR
 from ops.config_dir import config_dir_of, config_dir_option
 from ops.context import Command
 from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_USAGE, OpsError, UsageError
-from ops.output import table, to_json
+from ops.output import to_json
 from ops.usage import Parser
 
 PROG = "python -m ops"
@@ -321,9 +321,9 @@ def _run(command: Command, render_fn: Any) -> int:
         from ops.upgrade import run_upgrade
 
         return run_upgrade(command)
-    if args.command == "preflight":
-        return _preflight(command)
-    return _status(command)
+    from ops.reports import run_preflight_command, run_status_command
+
+    return run_preflight_command(command) if args.command == "preflight" else run_status_command(command)
 
 
 def _closed_pipe(out: TextIO) -> int:
@@ -336,61 +336,6 @@ def _closed_pipe(out: TextIO) -> int:
         except (OSError, ValueError):
             pass
     return EXIT_PIPE
-
-
-def _preflight(command: Command) -> int:
-    from ops.checks import FAIL, WARN
-    from ops.preflight import exit_status, run_preflight
-
-    config, aws, args, out = command.config, command.aws, command.args, command.out
-
-    checks = run_preflight(
-        config, aws, toolkit_stack=args.toolkit_stack_name, pipeline_account=_pipeline_account(config)
-    )
-    code = exit_status(checks)
-    if args.json:
-        print(
-            to_json(
-                {
-                    "environment": config.name,
-                    "region": config.region,
-                    "passed": code == 0,
-                    "checks": [c.as_dict() for c in checks],
-                }
-            ),
-            file=out,
-        )
-        return code
-    print(f"Preflight for environment {config.name} (account {config.account}, {config.region})\n", file=out)
-    rows = []
-    for c in checks:
-        detail = c.detail + (f"\nfix: {c.fix}" if c.fix and c.status in (FAIL, WARN) else "")
-        rows.append([c.status, c.check, detail])
-    print(table(["RESULT", "CHECK", "DETAIL"], rows), file=out)
-    failed = sum(c.status == FAIL for c in checks)
-    warned = sum(c.status == WARN for c in checks)
-    verdict = "ready to deploy" if not failed else "NOT ready to deploy"
-    print(f"\n{len(checks)} checks: {failed} failed, {warned} warning(s): {verdict}", file=out)
-    return code
-
-
-def _pipeline_account(config: EnvironmentConfig) -> str | None:
-    """The delivery pipeline's account when config/pipeline.yaml deploys this environment."""
-    from config.pipeline import load_pipeline
-
-    try:
-        pipeline, environments = load_pipeline()
-    except ConfigError:
-        return None
-    return pipeline.account if any(e.name == config.name for e in environments) else None
-
-
-def _status(command: Command) -> int:
-    from ops import status
-
-    report = status.gather(command.config, command.aws, command.kube)
-    print(to_json(report) if command.args.json else status.render(report), file=command.out)
-    return EXIT_FAILED if report["problems"] else EXIT_OK
 
 
 def entry_point() -> None:

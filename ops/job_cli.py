@@ -164,6 +164,7 @@ def job_dry_run_comments(job: PreparedJob) -> list[str]:
 
 def run_submit_job(command: Command) -> int:
     from ops import job_submit as js
+    from ops.job_follow import JobFollower
     from ops.submit import Target, apply
     from workloads.common.k8s import NAMESPACE
 
@@ -180,9 +181,9 @@ def run_submit_job(command: Command) -> int:
         from ops.jobs import get_job
 
         get_job(kube, namespace, args.name, prog=prog, env=config.name)
-        return js.JobFollower(kube, target(namespace, args.name), options, prog=prog).run()
+        return JobFollower(kube, target(namespace, args.name), options, prog=prog).run()
     kube = command.kube()
-    follower = js.JobFollower(kube, target(job.namespace, job.name), options, prog=prog)
+    follower = JobFollower(kube, target(job.namespace, job.name), options, prog=prog)
     package, placement = job.package, job.placement
     uploaded = js.upload(command.aws, job.bucket, job.key, package)
     follower.emit(

@@ -13,6 +13,7 @@ import pytest
 
 from config import parse_environment
 from config.jobs import JOBS_PREFIX
+from ops import job_follow
 from ops import job_submit as js
 from ops.aws import Aws
 from ops.cli import main
@@ -334,7 +335,7 @@ def test_unschedulable_pod_is_named_with_the_schedulers_reason_then_exit_7():
     def sleep(s):
         clock["t"] += s
 
-    follower = js.JobFollower(
+    follower = job_follow.JobFollower(
         kube,
         Target(workload="job", env="dev", kind="RayJob", namespace="ray-workloads", name="hello"),
         FollowOptions(poll_s=60, out=out, sleep=sleep, clock=lambda: clock["t"]),
@@ -383,5 +384,5 @@ def test_unschedulable_pods_ignores_pods_that_wait_for_other_reasons():
         "metadata": {"name": "p"},
         "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]},
     }
-    assert js.unschedulable_pods([waiting_for_image, submitter_pod()]) == []
-    assert js.unschedulable_pods([pending_pod("w", "m")]) == [("w", "m")]
+    assert job_follow.unschedulable_pods([waiting_for_image, submitter_pod()]) == []
+    assert job_follow.unschedulable_pods([pending_pod("w", "m")]) == [("w", "m")]
