@@ -103,7 +103,9 @@ def _common(parser: argparse.ArgumentParser, *, kube: bool, config_dir: Path = C
             help="use this kubeconfig instead of connecting to the environment's EKS cluster with your AWS identity",
         )
         parser.add_argument(
-            "--context", metavar="NAME", help="kubeconfig context to use (with --kubeconfig or ~/.kube/config)"
+            "--context",
+            metavar="NAME",
+            help="kubeconfig context to use (of --kubeconfig, else $KUBECONFIG or ~/.kube/config)",
         )
 
 

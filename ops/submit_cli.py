@@ -45,6 +45,7 @@ def add_submit_command(sub: Any, prog: str, common: Any, formatter: Any) -> None
             name,
             prog=f"{prog} submit {name}",
             help=text,
+            usage="%(prog)s --env NAME --working-dir DIR [options] -- COMMAND [ARG ...]" if name == "job" else None,
             description=_description(name, prog),
             formatter_class=formatter,
         )
@@ -78,7 +79,7 @@ def add_submit_command(sub: Any, prog: str, common: Any, formatter: Any) -> None
 
 
 def _description(workload: str, prog: str) -> str:
-    text = WORKLOAD_HELP[workload].capitalize() + "."
+    text = WORKLOAD_HELP[workload][0].upper() + WORKLOAD_HELP[workload][1:] + "."
     if workload != "job":
         return (
             f"{text}\n\nexamples:\n  {prog} submit {workload} --env dev\n  {prog} submit {workload} --env dev --dry-run"
