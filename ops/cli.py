@@ -299,6 +299,10 @@ def _check_arguments(config: EnvironmentConfig, args: argparse.Namespace, prog: 
         args.kube_target = check(args.kubeconfig, args.context, cluster=config.eks_cluster_name, region=config.region)
     if args.command in JOB_COMMANDS:
         check_job_args(args, prog)
+    if args.command == "upgrade" and args.to:
+        from ops.upgrade import target_version
+
+        target_version(config, args.to)
     if args.command == "submit" and args.workload == "job":
         from ops.job_cli import prepare_job
 

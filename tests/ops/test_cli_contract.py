@@ -255,6 +255,18 @@ ROWS = [
         ["upgrade", "plan", "--env", "dev", "--gpus", "1"],
         "error: hpray upgrade does not take --gpus (an option of: submit job)",
     ),
+    (
+        ["upgrade", "plan", "--env", "dev", "--to", "next"],
+        "error: argument --to: 'next' is not a Kubernetes minor version such as 1.35",
+    ),
+    (
+        ["upgrade", "plan", "--env", "dev", "--to", "1.20"],
+        "error: --to 1.20 is older than dev's Kubernetes 1.34; EKS cannot downgrade",
+    ),
+    (
+        ["upgrade", "plan", "--env", "dev", "--to", "1.40"],
+        "error: --to 1.40: EKS upgrades one minor version at a time (1.34 -> 1.35)",
+    ),
     (["images"], "error: the following arguments are required: ACTION"),
     (["images", "pin-base", "--env", "dev"], "error: hpray images does not take --env"),
     (["completion"], "error: the following arguments are required: SHELL"),
