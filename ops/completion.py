@@ -207,7 +207,8 @@ def add_completion_command(sub: Any, prog: str, formatter: Any) -> None:
         description=f"Print the completion script of {prog} for bash, zsh or fish. Install it with\n"
         f"  bash: {prog} completion bash > ~/.local/share/bash-completion/completions/{command}\n"
         f'        (or for the current shell: eval "$({prog} completion bash)")\n'
-        f'  zsh:  {prog} completion zsh > "${{fpath[1]}}/_{command}"   (then start a new shell)\n'
+        f"  zsh:  mkdir -p ~/.zfunc && {prog} completion zsh > ~/.zfunc/_{command}\n"
+        "        (and in ~/.zshrc, before compinit: fpath+=(~/.zfunc))\n"
         f"        (or for the current shell, after compinit: source <({prog} completion zsh))\n"
         f"  fish: {prog} completion fish > ~/.config/fish/completions/{command}.fish",
     )
