@@ -80,3 +80,23 @@ def test_completion_prints_a_script_the_shell_accepts(sh, tmp_path):
     path.write_text(out.getvalue())
     check = {"bash": ["-n"], "zsh": ["-n"], "fish": ["--no-execute"]}[sh]
     assert subprocess.run([shell(sh), *check, str(path)], capture_output=True, text=True).returncode == 0
+
+
+def test_zsh_registers_the_function_from_fpath_and_when_sourced(tmp_path):
+    """With zsh's own completion system (compinit): the file in $fpath is found by its #compdef
+    line, and a sourced script registers itself with compdef."""
+    (tmp_path / "zfunc").mkdir()
+    (tmp_path / "zfunc" / "_hpray").write_text(zsh_script(build_parser("hpray"), "hpray"))
+    init = "autoload -U compinit && compinit -u -D"
+    for program in (
+        f"fpath=({tmp_path / 'zfunc'} $fpath); {init}; print -r -- ${{_comps[hpray]}}",
+        f"{init}; source {tmp_path / 'zfunc' / '_hpray'}; print -r -- ${{_comps[hpray]}}",
+    ):
+        result = subprocess.run(
+            [shell("zsh"), "-f", "-c", program],
+            capture_output=True,
+            text=True,
+            env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+            timeout=60,
+        )
+        assert (result.stdout, result.stderr) == ("_hpray\n", "")
