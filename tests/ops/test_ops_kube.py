@@ -191,3 +191,21 @@ def test_each_call_reaches_the_right_endpoint():
     assert rec.calls[1][3] == body
     assert rec.calls[3][3].propagation_policy == "Foreground"
     assert {t for *_, t in rec.calls} == {(10, 60)}
+
+
+def test_kubeconfig_from_the_kubeconfig_variable_merges_its_files_first_wins(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.write_text("current-context: lab\ncontexts:\n- {name: lab, context: {cluster: lab, user: u}}\n")
+    second.write_text(
+        "contexts:\n- {name: lab, context: {cluster: other, user: u}}\n"
+        "clusters:\n- {name: lab, cluster: {server: 'https://10.0.0.1'}}\n- {name: other, cluster: {server: 'https://x'}}\n"
+    )
+    environ = {"KUBECONFIG": f"{first}:{tmp_path / 'missing'}:{second}"}
+    target = check(None, None, cluster="hpray-dev-eks", region=REGION, environ=environ)
+    assert (target.files, target.source, target.context, target.server) == (
+        (first, second),
+        "$KUBECONFIG",
+        "lab",
+        "https://10.0.0.1",
+    )
+    assert target.config_file == f"{first}:{second}"
