@@ -21,7 +21,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 # checkout: the review renders the Helm releases from it instead of fetching them (config/fixtures.py).
 export HYPERPOD_RAY_SHARED ?= $(wildcard $(abspath $(CURDIR)/../shared))
 
-APT_PACKAGES := shellcheck bats graphviz prometheus prometheus-alertmanager redis-server openssl gnupg
+APT_PACKAGES := shellcheck bats graphviz prometheus prometheus-alertmanager redis-server openssl gnupg zsh fish
 
 TOOLING_DIRS := config sizing constructs stacks ops review workloads bench rigs
 
@@ -66,7 +66,7 @@ $(STAMPS)/node: package.json package-lock.json
 
 $(STAMPS)/apt:
 	@mkdir -p $(STAMPS)
-	@if ! command -v shellcheck >/dev/null || ! command -v bats >/dev/null || ! command -v dot >/dev/null || ! command -v prometheus >/dev/null || ! command -v amtool >/dev/null || ! command -v prometheus-alertmanager >/dev/null || ! command -v redis-server >/dev/null || ! command -v openssl >/dev/null || ! command -v gpg >/dev/null; then \
+	@if ! command -v shellcheck >/dev/null || ! command -v bats >/dev/null || ! command -v dot >/dev/null || ! command -v prometheus >/dev/null || ! command -v amtool >/dev/null || ! command -v prometheus-alertmanager >/dev/null || ! command -v redis-server >/dev/null || ! command -v openssl >/dev/null || ! command -v gpg >/dev/null || ! command -v zsh >/dev/null || ! command -v fish >/dev/null; then \
 	  echo "==> Debian packages: $(APT_PACKAGES)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
 	fi

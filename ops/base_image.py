@@ -186,7 +186,7 @@ def add_images_command(sub: Any, prog: str, formatter: Any) -> None:
         "Docker Hub, no AWS call; rerun it after changing RAY_BASE. preflight and status fail while the\n"
         "slot is empty.",
     )
-    p.add_argument("action", choices=["pin-base"], help="pin-base: fill the base image's digest slot")
+    p.add_argument("action", metavar="ACTION", choices=["pin-base"], help="pin-base: fill the base image's digest slot")
     p.add_argument(
         "--dockerfile", type=Path, default=DOCKERFILE, metavar="PATH", help="the Dockerfile (default: %(default)s)"
     )

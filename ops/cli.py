@@ -18,8 +18,9 @@ from config.environment import EnvironmentConfig
 from config.loader import CONFIG_DIR
 from ops.config_dir import config_dir_of, config_dir_option
 from ops.context import Command
-from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, OpsError
-from ops.output import table, to_json
+from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_USAGE, OpsError, UsageError
+from ops.output import to_json
+from ops.usage import Parser
 
 PROG = "python -m ops"
 
@@ -30,13 +31,15 @@ Operations for the HyperPod Ray platform, one environment at a time (config/<env
   status      after deploy: HyperPod nodes and health, EKS, FSx, KubeRay, RayJobs/RayServices
   submit      render a workload's manifest (or your own job), apply it and follow it to the end
   jobs        list the RayJobs and their state
-  logs        print or follow a job's driver log
+  describe    one job: its command, image, workers, state, pods and events
+  pods        one job's pods: phase, readiness, restarts, node
+  logs        print or follow a job's driver log, one pod's log (--pod), or save them all (--output-dir)
   stop        stop a job (its Ray cluster goes, its checkpoints stay); resume restarts it
   resume      restart a stopped job; it resumes from its checkpoints
   dashboard   port-forward to a Ray head and print the dashboard's local URL
   upgrade     plan a Kubernetes upgrade step by step (`upgrade plan`); --apply does the safe steps
   images      `images pin-base`: pin the workloads image's base by digest (Docker Hub, no AWS)
-  completion  print the shell completion script (bash; zsh with bashcompinit)
+  completion  print the shell completion script (bash, zsh, fish)
 
 Environments are the NAME.yaml files of --config-dir DIR (default: $HPRAY_CONFIG_DIR, else the
 config/ folder this command was installed or run from).
@@ -53,21 +56,25 @@ examples:
   %(prog)s submit training --env dev
   %(prog)s submit training --env dev --attach     # follow a running job again
   %(prog)s submit job --env dev --working-dir . --gpus 4 -- python train.py --lr 3e-4
+  %(prog)s submit job --env dev --working-dir . --runtime-env env.yaml --dry-run -- python train.py
   %(prog)s jobs --env dev
+  %(prog)s describe NAME --env dev
   %(prog)s logs NAME --env dev --follow
+  %(prog)s logs NAME --env dev --output-dir ./logs
   %(prog)s stop NAME --env dev
   %(prog)s upgrade plan --env dev --to 1.34
 
 exit codes:
   0   all checks passed / healthy / job succeeded
   1   a check failed / something is unhealthy / the job failed
-  2   bad command line or invalid environment config
+  2   bad command line or invalid environment config (found before anything is called)
   3   AWS credentials, permission, throttling or endpoint problem
-  4   no such job
+  4   no such job (or pod of the job)
   5   no cluster access: the Kubernetes API is unreachable or refuses your identity
   6   quota exceeded: the namespace's ResourceQuota refused the job
   7   the job's pods cannot be scheduled (the pod and the scheduler's reason are shown)
-  130 interrupted (Ctrl-C); a submitted job keeps running"""
+  130 interrupted (Ctrl-C); a submitted job keeps running
+  141 the output was closed early (`| head`); the rest was not printed"""
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -96,14 +103,16 @@ def _common(parser: argparse.ArgumentParser, *, kube: bool, config_dir: Path = C
             help="use this kubeconfig instead of connecting to the environment's EKS cluster with your AWS identity",
         )
         parser.add_argument(
-            "--context", metavar="NAME", help="kubeconfig context to use (with --kubeconfig or ~/.kube/config)"
+            "--context",
+            metavar="NAME",
+            help="kubeconfig context to use (of --kubeconfig, else $KUBECONFIG or ~/.kube/config)",
         )
 
 
 def build_parser(prog: str = PROG, config_dir: Path = CONFIG_DIR) -> argparse.ArgumentParser:
     from ops.version import version
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=prog,
         usage="%(prog)s COMMAND --env NAME [options]",
         description=DESCRIPTION,
@@ -156,44 +165,11 @@ def build_parser(prog: str = PROG, config_dir: Path = CONFIG_DIR) -> argparse.Ar
     )
     common(p, kube=True)
 
-    p = sub.add_parser(
-        "submit",
-        prog=f"{prog} submit",
-        help="submit a workload and follow it",
-        description=(
-            "Render the workload's manifest from the environment config (the same renderer as\n"
-            "`python -m workloads render`), apply it, and follow it: state changes, training steps\n"
-            "from the job's own log lines, resumes after failures. Ctrl-C stops following; the job\n"
-            "keeps running and the message says how to reattach.\n"
-            "  training    a RayJob; an identical job still running is followed, not resubmitted\n"
-            "  inference   a RayService; an existing one is updated in place"
-        ),
-        formatter_class=_Formatter,
-    )
-    p.add_argument(
-        "workload",
-        choices=["training", "inference", "job"],
-        help="training (RayJob), inference (RayService) or job (your own command)",
-    )
-    common(p, kube=True)
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--attach", action="store_true", help="do not apply anything; follow the workload already submitted"
-    )
-    mode.add_argument("--no-follow", action="store_true", help="apply and return at once")
-    p.add_argument(
-        "--poll-seconds", type=_positive, default=5.0, metavar="S", help="seconds between polls (default: %(default)s)"
-    )
-    p.add_argument(
-        "--timeout-minutes",
-        type=_positive,
-        default=None,
-        metavar="M",
-        help="stop following after M minutes (the job keeps running)",
-    )
-    from ops.job_cli import add_job_commands, add_submit_job_options
+    from ops.submit_cli import add_submit_command
 
-    add_submit_job_options(p)
+    add_submit_command(sub, prog, common, _Formatter)
+    from ops.jobs_cli import add_job_commands
+
     add_job_commands(sub, prog, common, _Formatter)
     from ops.upgrade import add_upgrade_command
 
@@ -201,17 +177,10 @@ def build_parser(prog: str = PROG, config_dir: Path = CONFIG_DIR) -> argparse.Ar
     from ops.base_image import add_images_command
 
     add_images_command(sub, prog, _Formatter)
+    from ops.completion import add_completion_command
+
+    add_completion_command(sub, prog, _Formatter)
     return parser
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,7 +195,7 @@ def _default_aws(config: EnvironmentConfig, profile: str | None) -> Any:
 def _default_kube(aws: Any, config: EnvironmentConfig, args: argparse.Namespace) -> Any:
     from ops.kube import Kube
 
-    return Kube.connect(aws, config.eks_cluster_name, kubeconfig=args.kubeconfig, context=args.context)
+    return Kube.connect(aws, config.eks_cluster_name, kubeconfig=getattr(args, "kube_target", None))
 
 
 def main(
@@ -245,46 +214,38 @@ def main(
 ) -> int:
     """``token_fn(kube, namespace, head_pod)``: the Ray auth token for a head's Jobs API and
     dashboard (default: the namespace's token from Secrets Manager, a team's own in its namespace:
-    ops/jobs.platform_token_fn)."""
+    ops/jobs.platform_token_fn). Every check of the command line runs before ``aws_factory`` or
+    ``kube_factory`` is called."""
     out, err = out or sys.stdout, err or sys.stderr
-    from ops.job_cli import JOB_COMMANDS, run_job_command, split_command
-
-    argv, job_command = split_command(list(sys.argv[1:] if argv is None else argv))
-    config_dir = config_dir_of(argv)
-    if config_dir != CONFIG_DIR and load_config is load_environment:
-        load_config = functools.partial(load_environment, config_dir=config_dir)
-    args = build_parser(prog, config_dir).parse_args(argv)
-    args.job_command = job_command
-    if args.command == "completion":
-        from ops.completion import bash_script
-
-        print(bash_script(build_parser(prog, config_dir), prog), file=out)
-        return EXIT_OK
+    args: argparse.Namespace | None = None
     try:
+        args = _parse(list(sys.argv[1:] if argv is None else argv), prog)
+        if args.command == "completion":
+            from ops.completion import script
+
+            print(script(args.shell, build_parser(prog, args.config_dir_used), prog), file=out)
+            return EXIT_OK
         if args.command == "images":  # no environment: the Dockerfile and Docker Hub only
             from ops.base_image import run_images
 
             return run_images(args, out)
-        if job_command and not (args.command == "submit" and args.workload == "job"):
-            raise OpsError("a command after -- is only for `submit job`", f"see {prog} submit --help")
+        if args.config_dir_used != CONFIG_DIR and load_config is load_environment:
+            load_config = functools.partial(load_environment, config_dir=args.config_dir_used)
         config = load_config(args.env)
+        _check_arguments(config, args, prog)
+        if getattr(args, "dry_run", False):
+            from ops.submit_cli import dry_run
+
+            return dry_run(config, args, render_fn, out)
         aws = aws_factory(config, args.profile)
         if token_fn is None:
             from ops.ray_head import platform_token_fn
 
             token_fn = platform_token_fn(config, aws)
         command = Command(config, args, out, aws, kube_factory, prog=prog, sleep=sleep, clock=clock, token_fn=token_fn)
-        if args.command in JOB_COMMANDS or (args.command == "submit" and args.workload == "job"):
-            return run_job_command(command)
-        if args.command == "upgrade":
-            from ops.upgrade import run_upgrade
-
-            return run_upgrade(command)
-        if args.command == "preflight":
-            return _preflight(command)
-        if args.command == "status":
-            return _status(command)
-        return _submit(command, render_fn)
+        return _run(command, render_fn)
+    except BrokenPipeError:
+        return _closed_pipe(out)
     except ConfigError as e:
         print(e.render(), file=err)
         return EXIT_USAGE
@@ -303,96 +264,84 @@ def main(
         return EXIT_FAILED
 
 
-def _preflight(command: Command) -> int:
-    from ops.checks import FAIL, WARN
-    from ops.preflight import exit_status, run_preflight
+def _parse(argv: list[str], prog: str) -> argparse.Namespace:
+    """The command line, or a UsageError: an option the chosen command does not take, a command
+    after -- for anything but ``submit job``."""
+    from ops.job_cli import split_command
+    from ops.usage import unrecognized
 
-    config, aws, args, out = command.config, command.aws, command.args, command.out
-
-    checks = run_preflight(
-        config, aws, toolkit_stack=args.toolkit_stack_name, pipeline_account=_pipeline_account(config)
-    )
-    code = exit_status(checks)
-    if args.json:
-        print(
-            to_json(
-                {
-                    "environment": config.name,
-                    "region": config.region,
-                    "passed": code == 0,
-                    "checks": [c.as_dict() for c in checks],
-                }
-            ),
-            file=out,
+    argv, job_command = split_command(argv)
+    if argv[:1] == ["submit"] and (len(argv) < 2 or argv[1].startswith("-")) and not {"-h", "--help"} & set(argv):
+        raise UsageError(
+            "submit needs the WORKLOAD first: training, inference or job", f"e.g. {prog} submit training --env dev"
         )
-        return code
-    print(f"Preflight for environment {config.name} (account {config.account}, {config.region})\n", file=out)
-    rows = []
-    for c in checks:
-        detail = c.detail + (f"\nfix: {c.fix}" if c.fix and c.status in (FAIL, WARN) else "")
-        rows.append([c.status, c.check, detail])
-    print(table(["RESULT", "CHECK", "DETAIL"], rows), file=out)
-    failed = sum(c.status == FAIL for c in checks)
-    warned = sum(c.status == WARN for c in checks)
-    verdict = "ready to deploy" if not failed else "NOT ready to deploy"
-    print(f"\n{len(checks)} checks: {failed} failed, {warned} warning(s): {verdict}", file=out)
-    return code
+    config_dir = config_dir_of(argv)
+    parser = build_parser(prog, config_dir)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        raise unrecognized(parser, args, extras)
+    args.job_command, args.config_dir_used = job_command, config_dir
+    if job_command and not (args.command == "submit" and args.workload == "job"):
+        where = f"{prog} {args.command}" + (f" {args.workload}" if args.command == "submit" else "")
+        raise UsageError(f"{where} takes no command after --; only `submit job` runs one", f"see {where} --help")
+    return args
 
 
-def _pipeline_account(config: EnvironmentConfig) -> str | None:
-    """The delivery pipeline's account when config/pipeline.yaml deploys this environment."""
-    from config.pipeline import load_pipeline
+def _check_arguments(config: EnvironmentConfig, args: argparse.Namespace, prog: str) -> None:
+    """What the parser cannot check alone, before any client is made: the kubeconfig, a job's
+    directory, command, placement and runtime env (``submit job`` is packaged and rendered here)."""
+    from ops.jobs_cli import JOB_COMMANDS, check_job_args
 
-    try:
-        pipeline, environments = load_pipeline()
-    except ConfigError:
-        return None
-    return pipeline.account if any(e.name == config.name for e in environments) else None
+    args.kube_target = None
+    if getattr(args, "kubeconfig", None) or getattr(args, "context", None):
+        from ops.kubeconfig import check
+
+        args.kube_target = check(args.kubeconfig, args.context, cluster=config.eks_cluster_name, region=config.region)
+    if args.command in JOB_COMMANDS:
+        check_job_args(args, prog)
+    if args.command == "upgrade" and args.to:
+        from ops.upgrade import target_version
+
+        target_version(config, args.to)
+    if args.command == "submit" and args.workload == "job":
+        from ops.job_cli import prepare_job
+
+        args.prepared = prepare_job(config, args, prog)
 
 
-def _status(command: Command) -> int:
-    from ops import status
+def _run(command: Command, render_fn: Any) -> int:
+    from ops.jobs_cli import JOB_COMMANDS, run_job_command
 
-    report = status.gather(command.config, command.aws, command.kube)
-    print(to_json(report) if command.args.json else status.render(report), file=command.out)
-    return EXIT_FAILED if report["problems"] else EXIT_OK
+    args = command.args
+    if args.command in JOB_COMMANDS:
+        return run_job_command(command)
+    if args.command == "submit" and args.workload == "job":
+        from ops.job_cli import run_submit_job
+
+        return run_submit_job(command)
+    if args.command == "submit":
+        from ops.submit_cli import run_submit
+
+        return run_submit(command, render_fn)
+    if args.command == "upgrade":
+        from ops.upgrade import run_upgrade
+
+        return run_upgrade(command)
+    from ops.reports import run_preflight_command, run_status_command
+
+    return run_preflight_command(command) if args.command == "preflight" else run_status_command(command)
 
 
-def _submit(command: Command, render_fn: Any) -> int:
-    from ops import render as renderer
-    from ops.submit import Follower, Target, apply
-
-    config, args = command.config, command.args
-
-    manifest = (render_fn or renderer.render)(args.workload, config)
-    kind = manifest["kind"]
-    namespace = manifest["metadata"].get("namespace", "default")
-    name = manifest["metadata"]["name"]
-    kube = command.kube()
-    # The run's step budget (training.steps) makes the display a fraction with an ETA.
-    total_steps = getattr(config.training, "steps", None) if args.workload == "training" else None
-    follower = Follower(
-        kube,
-        Target(workload=args.workload, env=config.name, kind=kind, namespace=namespace, name=name),
-        command.follow_options(total_steps=total_steps if isinstance(total_steps, int) else None),
-    )
-    if not args.attach:
+def _closed_pipe(out: TextIO) -> int:
+    """The reader of our stdout went away (``| head``): stop quietly. Python would print a
+    BrokenPipeError when it flushes stdout at exit, so stdout becomes /dev/null first."""
+    if out is sys.stdout:
         try:
-            apply(kube, manifest, follower.emit)
-        except KeyboardInterrupt:
-            from ops.submit import reattach_command
-
-            msg = (
-                f"interrupted while applying {kind} {namespace}/{name}; it may or may not exist now.\n"
-                f"  check:     kubectl -n {namespace} get {kind.lower()} {name}\n"
-                f"  reattach:  {reattach_command(args.workload, config.name)}"
-            )
-            follower.emit(msg if follower.json_mode else "\n" + msg, event="interrupted")
-            return EXIT_INTERRUPTED
-    if args.no_follow:
-        follower.emit(f"not following; watch it with: {PROG} submit {args.workload} --env {config.name} --attach")
-        return EXIT_OK
-    return follower.run()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+    return EXIT_PIPE
 
 
 def entry_point() -> None:

@@ -1,62 +1,215 @@
-"""Bash completion generated from the argparse parser itself, so it always lists the commands,
-options and choices (environments, workloads) the CLI has."""
+"""Shell completion (bash, zsh, fish) generated from the argparse parser itself, so it always
+lists the commands, subcommands, options and choices (environments, workloads) the CLI has.
+
+Each script finds where the words typed so far lead in the command tree (``submit`` then ``job``)
+and offers that command's subcommands, positional choices or options; after an option that takes
+a value, its choices, or file names for a path. After ``--`` (a job's own command) it offers
+nothing.
+"""
 
 from __future__ import annotations
 
 import argparse
 import re
 import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+SHELLS = ("bash", "zsh", "fish")
+# Options whose value is a path: completed with file names.
+PATH_METAVARS = ("DIR", "PATH", "FILE")
 
 
-def _words(parser: argparse.ArgumentParser) -> tuple[list[str], dict[str, list[str]], list[str]]:
-    """(option strings, {option: its choices}, choices of the first positional)."""
-    options: list[str] = []
-    choices: dict[str, list[str]] = {}
-    positional: list[str] = []
+@dataclass
+class Node:
+    key: str  # "" for the top, "submit_job" for `submit job`
+    subcommands: list[str] = field(default_factory=list)
+    positional: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # options that take no value
+    values: dict[str, list[str]] = field(default_factory=dict)  # option -> its choices ([] for free text)
+    paths: list[str] = field(default_factory=list)  # options whose value is a file or directory
+    help: dict[str, str] = field(default_factory=dict)  # option or subcommand -> one line
+
+
+def _key(path: tuple[str, ...]) -> str:
+    return "_".join(path)
+
+
+def tree(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[Node]:
+    """One node per command path, depth first."""
+    node = Node(_key(path))
+    nodes = [node]
     for action in parser._actions:
-        if action.option_strings:
-            options += [o for o in action.option_strings if o.startswith("--")] or action.option_strings
-            if action.choices:
-                for o in action.option_strings:
-                    choices[o] = [str(c) for c in action.choices]
-        elif action.choices and not positional and not isinstance(action, argparse._SubParsersAction):
-            positional = [str(c) for c in action.choices]
-    return sorted(set(options)), choices, positional
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help or "" for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                node.subcommands.append(name)
+                node.help[name] = helps.get(name, "")
+                nodes += tree(sub, (*path, name))
+        elif action.option_strings:
+            for option in action.option_strings:
+                text = action.help if action.help and action.help != argparse.SUPPRESS else ""
+                node.help[option] = re.sub(r"\s*\([^()]*\)$", "", text % {"default": action.default})
+                if action.nargs == 0:
+                    node.flags.append(option)
+                elif action.choices:
+                    node.values[option] = [str(c) for c in action.choices]
+                elif str(action.metavar or "").endswith(PATH_METAVARS) or action.dest == "config_dir":
+                    node.paths.append(option)
+                else:
+                    node.values[option] = []
+        elif action.choices and not node.positional:
+            node.positional = [str(c) for c in action.choices]
+    return nodes
+
+
+def _command(prog: str) -> str:
+    return prog.split()[-1] if prog.split()[0] != "python" else "ops"
+
+
+def _steps(nodes: list[Node]) -> list[tuple[str, str]]:
+    """(``parent/word``, the child's key): how a typed word moves down the tree."""
+    return [(f"{n.key}/{s}", _key((*filter(None, [n.key]), s))) for n in nodes for s in n.subcommands]
+
+
+def _options(n: Node) -> list[str]:
+    return sorted({*n.flags, *n.values, *n.paths})
 
 
 def bash_script(parser: argparse.ArgumentParser, prog: str) -> str:
-    command = prog.split()[-1] if prog.split()[0] != "python" else "ops"
+    command = _command(prog)
     fn = "_" + re.sub(r"\W", "_", command) + "_complete"
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    nodes = tree(parser)
+    steps = "".join(f"      {shlex.quote(a)}) cmd={b};;\n" for a, b in _steps(nodes))
     cases = []
-    for name, p in sorted(sub.choices.items()):
-        options, choices, positional = _words(p)
-        value_cases = "".join(
-            f'        {opt}) COMPREPLY=($(compgen -W {shlex.quote(" ".join(vals))} -- "$cur")); return;;\n'
-            for opt, vals in sorted(choices.items())
+    for n in nodes:
+        words = (sorted(n.subcommands) if not n.key else n.subcommands) or n.positional
+        values = "".join(
+            f'        {o}) COMPREPLY=($(compgen -W {shlex.quote(" ".join(v))} -- "$cur")); return;;\n'
+            for o, v in sorted(n.values.items())
         )
+        paths = f'        {"|".join(n.paths)}) COMPREPLY=($(compgen -f -- "$cur")); return;;\n' if n.paths else ""
         cases.append(
-            f"    {name})\n"
-            f'      case "$prev" in\n{value_cases}'
-            '        --working-dir|--kubeconfig) COMPREPLY=($(compgen -f -- "$cur")); return;;\n'
-            "      esac\n"
-            f'      if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W {shlex.quote(" ".join(options))} -- "$cur"));\n'
-            f'      else COMPREPLY=($(compgen -W {shlex.quote(" ".join(positional))} -- "$cur")); fi\n'
+            f"    {shlex.quote(n.key)})\n"
+            f'      case "$prev" in\n{values}{paths}      esac\n'
+            f'      if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W {shlex.quote(" ".join(_options(n)))} -- "$cur"));\n'
+            f'      else COMPREPLY=($(compgen -W {shlex.quote(" ".join(words))} -- "$cur")); fi\n'
             "      ;;\n"
         )
-    commands = " ".join(sorted(sub.choices))
     return (
         f"# bash completion for {command} (generated by `{prog} completion bash`)\n"
         f"{fn}() {{\n"
         "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} cmd= i\n"
         "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
         "    [[ ${COMP_WORDS[i]} == -- ]] && return  # the job's own command: no completion\n"
-        "    [[ -z $cmd && ${COMP_WORDS[i]} != -* ]] && cmd=${COMP_WORDS[i]}\n"
+        '    case "$cmd/${COMP_WORDS[i]}" in\n'
+        f"{steps}"
+        "    esac\n"
         "  done\n"
-        '  case "$cmd" in\n'
-        f"    '') COMPREPLY=($(compgen -W {shlex.quote(commands + ' --help')} -- \"$cur\"));;\n"
-        + "".join(cases)
-        + "  esac\n"
+        '  case "$cmd" in\n' + "".join(cases) + "  esac\n"
         "}\n"
         f"complete -F {fn} {command}\n"
     )
+
+
+def zsh_script(parser: argparse.ArgumentParser, prog: str) -> str:
+    """A native zsh completion function (no bashcompinit): save it as ``_hpray`` in a folder of
+    ``$fpath``, or ``source`` it after ``compinit``."""
+    command = _command(prog)
+    fn = "_" + re.sub(r"\W", "_", command)
+    nodes = tree(parser)
+    steps = "".join(f"      {shlex.quote(a)}) cmd={b};;\n" for a, b in _steps(nodes))
+    cases = []
+    for n in nodes:
+        words = (sorted(n.subcommands) if not n.key else n.subcommands) or n.positional
+        values = "".join(
+            f"        {o}) reply=({' '.join(map(shlex.quote, v))});;\n" for o, v in sorted(n.values.items())
+        )
+        paths = f"        {'|'.join(n.paths)}) _files; return;;\n" if n.paths else ""
+        cases.append(
+            f"    {shlex.quote(n.key)})\n"
+            f'      case "$prev" in\n{values}{paths}'
+            f"        *) if [[ $cur == -* ]]; then reply=({' '.join(_options(n))}); else reply=({' '.join(words)}); fi;;\n"
+            "      esac;;\n"
+        )
+    return (
+        f"#compdef {command}\n"
+        f"# zsh completion for {command} (generated by `{prog} completion zsh`)\n"
+        f"{fn}() {{\n"
+        "  local cmd= i cur=${words[CURRENT]} prev=${words[CURRENT-1]}\n"
+        "  local -a reply\n"
+        "  for ((i = 2; i < CURRENT; i++)); do\n"
+        "    [[ ${words[i]} == -- ]] && return 1  # the job's own command: no completion\n"
+        '    case "$cmd/${words[i]}" in\n'
+        f"{steps}"
+        "    esac\n"
+        "  done\n"
+        '  case "$cmd" in\n' + "".join(cases) + "  esac\n"
+        '  compadd -- "${reply[@]}"\n'
+        "}\n"
+        f"if (( $+functions[compdef] )); then compdef {fn} {command}; fi\n"
+    )
+
+
+def _fish_quote(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def fish_script(parser: argparse.ArgumentParser, prog: str) -> str:
+    command = _command(prog)
+    fn = "__" + re.sub(r"\W", "_", command) + "_at"
+    nodes = tree(parser)
+    steps = "".join(f"            case {_fish_quote(a)}\n                set cmd {b}\n" for a, b in _steps(nodes))
+    lines = [
+        f"# fish completion for {command} (generated by `{prog} completion fish`)",
+        f"function {fn} --description 'is the command line at this {command} command'",
+        "    set -l cmd ''",
+        "    set -l typed (commandline -opc)",
+        "    set -e typed[1]",
+        "    for w in $typed",
+        "        test \"$w\" = '--'; and return 1  # the job's own command: no completion",
+        '        switch "$cmd/$w"',
+        steps.rstrip("\n"),
+        "        end",
+        "    end",
+        '    test "$cmd" = "$argv[1]"',
+        "end",
+        f"complete -c {command} -f",
+    ]
+    for n in nodes:
+        at = f"-n {_fish_quote(f'{fn} ' + (n.key or chr(39) * 2))}"
+        for word in n.subcommands or n.positional:
+            lines.append(f"complete -c {command} {at} -a {word} -d {_fish_quote(n.help.get(word, ''))}")
+        for option in _options(n):
+            name = f"-l {option[2:]}" if option.startswith("--") else f"-s {option[1:]}"
+            description = f" -d {_fish_quote(n.help[option])}" if n.help.get(option) else ""
+            if option in n.paths:
+                lines.append(f"complete -c {command} {at} {name} -r -F{description}")
+            elif option in n.values:
+                choices = f" -a {_fish_quote(' '.join(n.values[option]))}" if n.values[option] else ""
+                lines.append(f"complete -c {command} {at} {name} -x{choices}{description}")
+            else:
+                lines.append(f"complete -c {command} {at} {name}{description}")
+    return "\n".join(lines) + "\n"
+
+
+def script(shell: str, parser: argparse.ArgumentParser, prog: str) -> str:
+    return {"bash": bash_script, "zsh": zsh_script, "fish": fish_script}[shell](parser, prog)
+
+
+def add_completion_command(sub: Any, prog: str, formatter: Any) -> None:
+    command = _command(prog)
+    p = sub.add_parser(
+        "completion",
+        prog=f"{prog} completion",
+        help="print the shell completion script",
+        formatter_class=formatter,
+        description=f"Print the completion script of {prog} for bash, zsh or fish. Install it with\n"
+        f"  bash: {prog} completion bash > ~/.local/share/bash-completion/completions/{command}\n"
+        f'        (or for the current shell: eval "$({prog} completion bash)")\n'
+        f"  zsh:  mkdir -p ~/.zfunc && {prog} completion zsh > ~/.zfunc/_{command}\n"
+        "        (and in ~/.zshrc, before compinit: fpath+=(~/.zfunc))\n"
+        f"        (or for the current shell, after compinit: source <({prog} completion zsh))\n"
+        f"  fish: {prog} completion fish > ~/.config/fish/completions/{command}.fish",
+    )
+    p.add_argument("shell", metavar="SHELL", choices=SHELLS, help="the shell: bash, zsh or fish")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from config import known_environments
 from config.loader import CONFIG_DIR
-from ops.errors import EXIT_USAGE
+from ops.errors import UsageError
 
 CONFIG_DIR_ENV = "HPRAY_CONFIG_DIR"
 
@@ -25,7 +25,7 @@ def config_dir_option(parser: argparse.ArgumentParser) -> None:
 
 def config_dir_of(argv: Sequence[str]) -> Path:
     """The environments' folder: --config-dir anywhere on the command line, else $HPRAY_CONFIG_DIR,
-    else the config/ package this command runs from. Exits 2 when it holds no environment."""
+    else the config/ package this command runs from. A UsageError (exit 2) when it holds no environment."""
     pre = argparse.ArgumentParser(add_help=False)
     config_dir_option(pre)
     given = pre.parse_known_args([a for a in argv if a != "--help" and a != "-h"])[0].config_dir
@@ -34,7 +34,9 @@ def config_dir_of(argv: Sequence[str]) -> Path:
         return CONFIG_DIR
     flag = "--config-dir" if given else f"${CONFIG_DIR_ENV}"
     if not chosen.is_dir():
-        pre.exit(EXIT_USAGE, f"error: {flag} {chosen}: not a directory\n")
+        raise UsageError(f"{flag} {chosen}: not a directory", "name the folder of your environment files NAME.yaml")
     if not known_environments(chosen):
-        pre.exit(EXIT_USAGE, f"error: {flag} {chosen}: no environment file (NAME.yaml) in it\n")
+        raise UsageError(
+            f"{flag} {chosen}: no environment file (NAME.yaml) in it", "name the folder of your environment files"
+        )
     return chosen

@@ -12,6 +12,7 @@ EXIT_NO_CLUSTER_ACCESS = 5  # the Kubernetes API is unreachable or refuses this 
 EXIT_QUOTA = 6  # a namespace ResourceQuota refused the job
 EXIT_UNSCHEDULABLE = 7  # the job's pods cannot be scheduled (the scheduler's reason is shown)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), the shell convention
+EXIT_PIPE = 141  # stdout closed early (`hpray ... | head`): 128 + SIGPIPE, as a killed process
 
 
 class OpsError(Exception):
@@ -29,6 +30,13 @@ class OpsError(Exception):
         if self.fix:
             lines.append(f"fix:   {self.fix}")
         return "\n".join(lines)
+
+
+class UsageError(OpsError):
+    """A bad command line: an option's value, a missing or extra argument, an unusable file it
+    names. Found before any AWS or Kubernetes call."""
+
+    exit_code = EXIT_USAGE
 
 
 class AwsError(OpsError):

@@ -1,18 +1,18 @@
-"""The command line of the job commands (``submit job``, ``jobs``, ``logs``, ``stop``, ``resume``,
-``dashboard``): their options, and the glue from parsed arguments to ops/jobs.py and
-ops/job_submit.py. ops/cli.py adds them to its parser and routes to ``run_job_command``."""
+"""``submit job``: its options, the checks and packaging done before any client is made
+(``prepare_job``, also the whole of ``--dry-run``), and the glue to ops/job_submit.py. The other
+job commands' command line is ops/jobs_cli.py."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from config.environment import EnvironmentConfig
 from ops.context import Command
-from ops.errors import EXIT_OK, OpsError
-from ops.output import to_json
-
-JOB_COMMANDS = ("jobs", "logs", "stop", "resume", "dashboard")
+from ops.errors import EXIT_OK, UsageError
+from ops.usage import positive_int
 
 
 def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -23,130 +23,53 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def _namespace(parser: argparse.ArgumentParser) -> None:
-    from workloads.common.k8s import NAMESPACE
-
-    parser.add_argument(
-        "--namespace", "-n", metavar="NS", default=NAMESPACE, help="namespace of the jobs (default: %(default)s)"
-    )
-
-
 def add_submit_job_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("submit job (your own command, after --)")
-    g.add_argument(
+    p.add_argument(
         "--working-dir", metavar="DIR", type=Path, help="directory to upload and run in (Ray's runtime_env working_dir)"
     )
-    g.add_argument(
+    p.add_argument(
         "--name",
         metavar="NAME",
         help="job name (default: the directory's name and a random suffix); with --attach, the job to follow",
     )
-    g.add_argument(
+    p.add_argument(
         "--image",
         metavar="URI",
         help="container image (default: training.image of the environment, else the environment's workloads image)",
     )
-    g.add_argument(
-        "--gpus", type=int, metavar="N", help="GPUs in total; rounded up to whole nodes of the instance group"
+    p.add_argument(
+        "--gpus", type=positive_int, metavar="N", help="GPUs in total; rounded up to whole nodes of the instance group"
     )
-    g.add_argument("--nodes", type=int, metavar="N", help="worker nodes (default 1), when --gpus is not given")
-    g.add_argument(
+    p.add_argument("--nodes", type=positive_int, metavar="N", help="worker nodes (default 1), when --gpus is not given")
+    p.add_argument(
         "--instance-group",
         metavar="NAME",
         help="HyperPod instance group of the workers (default: training.instance_group)",
     )
-    g.add_argument(
+    p.add_argument(
         "--exclude",
         action="append",
         default=[],
         metavar="PATTERN",
-        help="leave files matching PATTERN out of the upload (repeatable; .git, __pycache__, .venv always are)",
+        help="leave files matching PATTERN out of the upload (repeatable; .git, __pycache__ and every "
+        "virtualenv or conda env always are)",
     )
-    g.add_argument(
+    p.add_argument(
         "--env-var",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="environment variable of the job (repeatable)",
+        help="environment variable of the job (repeatable; wins over the runtime env file's env_vars)",
     )
-    g.add_argument(
+    p.add_argument(
+        "--runtime-env",
+        metavar="FILE",
+        type=Path,
+        help="Ray runtime_env from a YAML or JSON file (pip, uv, conda, env_vars, py_modules, config, ...)",
+    )
+    p.add_argument(
         "--namespace", "-n", metavar="NS", default=None, help="namespace to run in (default: the workloads namespace)"
     )
-
-
-def add_job_commands(sub: Any, prog: str, common: Any, formatter: Any) -> None:
-    def job_parser(name: str, help_: str, description: str, *, target: str | None) -> Any:
-        """A job command: NAME (``target`` "required"/"optional"/None), the common and --namespace options."""
-        p = sub.add_parser(name, prog=f"{prog} {name}", help=help_, formatter_class=formatter, description=description)
-        if target == "required":
-            p.add_argument("name", metavar="NAME", help="the RayJob")
-        elif target == "optional":
-            p.add_argument(
-                "name", metavar="NAME", nargs="?", help="RayJob or RayService (default: the only running one)"
-            )
-        common(p, kube=True)
-        _namespace(p)
-        return p
-
-    p = job_parser(
-        "jobs",
-        "list RayJobs",
-        "List the RayJobs (newest first) with their KubeRay state, the Ray job's state, failed\n"
-        "attempts and start/end times.",
-        target=None,
-    )
-    p.add_argument("--all-namespaces", "-A", action="store_true", help="every namespace")
-    p = job_parser(
-        "logs",
-        "print or follow a job's driver log",
-        "Print the driver's log of a RayJob (the job's stdout and stderr), read from its Ray head's\n"
-        "Jobs API through the Kubernetes API's port-forward. --follow prints what it adds until the\n"
-        "job ends, and goes on to the next Ray job when KubeRay retries.",
-        target="required",
-    )
-    p.add_argument("--follow", "-f", action="store_true", help="print new lines until the job ends")
-    p.add_argument(
-        "--tail", type=int, metavar="N", default=None, help="only the last N lines (of the first attempt shown)"
-    )
-    p = job_parser(
-        "stop",
-        "stop a job; checkpoints stay",
-        "Stop a RayJob: KubeRay deletes its Ray cluster (the GPUs are free at once) and keeps the\n"
-        "job as Suspended (spec.suspend); `resume` starts it again. --delete deletes the RayJob\n"
-        "object instead. Either way the checkpoints on FSx and in S3 stay.",
-        target="required",
-    )
-    p.add_argument("--delete", action="store_true", help="delete the RayJob instead of suspending it")
-    job_parser(
-        "resume",
-        "restart a stopped job",
-        "Resume a stopped (suspended) RayJob: KubeRay creates a new Ray cluster and submits the\n"
-        "job again; a job that checkpoints resumes from its newest checkpoint.",
-        target="required",
-    )
-    p = job_parser(
-        "dashboard",
-        "port-forward to a Ray head's dashboard",
-        "Port-forward a local port to the Ray dashboard of a job's (or service's) head pod\n"
-        "through the Kubernetes API and print the local URL (with the token where Ray's token\n"
-        "authentication is on). Without NAME: the only running Ray cluster. Ctrl-C ends it.",
-        target="optional",
-    )
-    p.add_argument(
-        "--port", type=int, default=8265, metavar="PORT", help="local port (default: %(default)s; 0 picks a free one)"
-    )
-
-    p = sub.add_parser(
-        "completion",
-        prog=f"{prog} completion",
-        help="print the shell completion script",
-        formatter_class=formatter,
-        description=f"Print a bash completion script for {prog}. Install it with\n"
-        f"  {prog} completion bash > ~/.local/share/bash-completion/completions/{prog.split()[-1]}\n"
-        f'or for the current shell:  eval "$({prog} completion bash)"\n'
-        "zsh: run `autoload -U +X bashcompinit && bashcompinit` first.",
-    )
-    p.add_argument("shell", choices=["bash"], help="the shell")
 
 
 def _env_vars(pairs: list[str]) -> dict[str, str]:
@@ -154,137 +77,135 @@ def _env_vars(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise OpsError(f"--env-var {pair!r} is not KEY=VALUE", "e.g. --env-var WANDB_MODE=offline")
+            raise UsageError(f"--env-var {pair!r} is not KEY=VALUE", "e.g. --env-var WANDB_MODE=offline")
         out[key] = value
     return out
 
 
-def run_job_command(command: Command) -> int:
-    from ops import jobs
+@dataclass(frozen=True)
+class PreparedJob:
+    """A ``submit job`` worked out locally: what it uploads, where, and the RayJob it applies."""
 
-    args, out, prog, env = command.args, command.out, command.prog, command.env
-    sleep, token_fn = command.sleep, command.token_fn
-    if args.command == "submit":
-        return _submit_job(command)
-    kube = command.kube()
-    if args.command == "jobs":
-        rows = jobs.list_jobs(kube, None if args.all_namespaces else args.namespace)
-        print(to_json({"environment": env, "jobs": rows}) if args.json else jobs.render_jobs(rows), file=out)
-        return EXIT_OK
-    if args.command == "logs":
-        return jobs.show_logs(
-            kube,
-            args.namespace,
-            args.name,
-            follow=args.follow,
-            tail=args.tail,
-            out=out,
-            json_mode=args.json,
-            prog=prog,
-            env=env,
-            sleep=sleep,
-            token_fn=token_fn,
-        )
-    if args.command in ("stop", "resume"):
-        result = (
-            jobs.stop_job(kube, args.namespace, args.name, delete=args.delete, prog=prog, env=env)
-            if args.command == "stop"
-            else jobs.resume_job(kube, args.namespace, args.name, prog=prog, env=env)
-        )
-        print(to_json(result) if args.json else result["message"], file=out)
-        return EXIT_OK
-    from ops.portforward import serve_dashboard
+    name: str
+    namespace: str
+    working_dir: Path
+    placement: Any
+    package: Any
+    bucket: str
+    key: str
+    manifest: dict[str, Any]
+    checkpoints: str
 
-    return serve_dashboard(
-        kube,
-        args.namespace,
-        args.name,
-        local_port=args.port,
-        out=out,
-        json_mode=args.json,
-        prog=prog,
-        env=env,
-        token_fn=token_fn,
-    )
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
 
 
-def _submit_job(command: Command) -> int:
+def prepare_job(config: EnvironmentConfig, args: argparse.Namespace, prog: str) -> PreparedJob | None:
+    """Everything that can be wrong with ``submit job``'s arguments, checked before any client is
+    made (exit 2); the working directory packaged and the RayJob rendered. None with --attach."""
     from config.teams import team_of_namespace
     from ops import job_submit as js
-    from ops.submit import Target, apply
+    from ops import runtime_env
     from workloads.common.k8s import NAMESPACE
 
-    config, args, prog = command.config, command.args, command.prog
-    namespace = args.namespace or NAMESPACE
-    options = command.follow_options()
-
-    def target(name: str) -> Target:
-        return Target(workload="job", env=config.name, kind="RayJob", namespace=namespace, name=name)
-
+    example = f"e.g. {prog} submit job --env {config.name} --working-dir . -- python train.py"
     if args.attach:
         if not args.name:
-            raise OpsError(
+            raise UsageError(
                 "--attach needs --name NAME for a job", f"list the jobs with: {prog} jobs --env {config.name}"
             )
-        kube = command.kube()
-        from ops.jobs import get_job
-
-        get_job(kube, namespace, args.name, prog=prog, env=config.name)
-        return js.JobFollower(kube, target(args.name), options, prog=prog).run()
-    if args.working_dir is None:
-        raise OpsError(
-            "submit job needs --working-dir DIR",
-            f"e.g. {prog} submit job --env {config.name} --working-dir . -- python train.py",
+        return None
+    env_file = runtime_env.load(args.runtime_env) if args.runtime_env else runtime_env.RuntimeEnvFile()
+    if args.working_dir and env_file.working_dir and args.working_dir.resolve() != env_file.working_dir.resolve():
+        raise UsageError(
+            f"--working-dir {args.working_dir} and the runtime env's working_dir {env_file.working_dir} differ",
+            "give the directory once",
         )
+    working_dir = args.working_dir or env_file.working_dir
+    if working_dir is None:
+        raise UsageError("submit job needs --working-dir DIR", example)
     if not args.job_command:
-        raise OpsError(
-            "submit job needs the command to run after --",
-            f"e.g. {prog} submit job --env {config.name} --working-dir . -- python train.py",
-        )
-    # Everything that can be wrong with the arguments is checked before anything is uploaded.
-    name = js.job_name(args.working_dir, args.name)
+        raise UsageError("submit job needs the command to run after --", example)
+    name = js.job_name(working_dir, args.name)
     placement = js.placement(config, instance_group=args.instance_group, gpus=args.gpus, nodes=args.nodes)
-    env_vars = _env_vars(args.env_var)
-    package = js.package_working_dir(args.working_dir, excludes=tuple(args.exclude), top=name)
+    env_vars = {**env_file.env_vars, **_env_vars(args.env_var)}
+    package = js.package_working_dir(working_dir, excludes=(*env_file.excludes, *args.exclude), top=name)
+    namespace = args.namespace or NAMESPACE
     bucket = config.bucket_names()["checkpoints"]
     # A team's job code goes under the team's prefix: its pods' role reads nothing else.
     team = team_of_namespace(list(config.teams), namespace)
     key = package.key(name, team.s3_prefix if team else "")
-    uri = f"s3://{bucket}/{key}"
     manifest = js.render_job(
         config,
         name=name,
         command=args.job_command,
-        working_dir_uri=uri,
+        working_dir_uri=f"s3://{bucket}/{key}",
         p=placement,
         image=args.image,
         env=env_vars,
         team=team,
+        runtime_env=env_file.fields,
     )
     manifest["metadata"]["namespace"] = namespace
+    return PreparedJob(
+        name, namespace, working_dir, placement, package, bucket, key, manifest, js.checkpoint_dir(config, name, team)
+    )
+
+
+def job_dry_run_comments(job: PreparedJob) -> list[str]:
+    p = job.placement
+    return [
+        f"dry run: RayJob {job.namespace}/{job.name} is not applied, nothing is uploaded",
+        f"working dir: {job.working_dir} ({job.package.files} files, {len(job.package.data) >> 10} KiB) -> {job.uri}",
+        f"workers: {p.nodes} x {p.instance_type} ({p.nodes * p.gpus_per_node} GPUs); checkpoints: {job.checkpoints}",
+    ]
+
+
+def run_submit_job(command: Command) -> int:
+    from ops import job_submit as js
+    from ops.job_follow import JobFollower
+    from ops.submit import Target, apply
+    from workloads.common.k8s import NAMESPACE
+
+    config, args, prog = command.config, command.args, command.prog
+    options = command.follow_options()
+    job: PreparedJob | None = args.prepared
+
+    def target(namespace: str, name: str) -> Target:
+        return Target(workload="job", env=config.name, kind="RayJob", namespace=namespace, name=name)
+
+    if job is None:  # --attach
+        namespace = args.namespace or NAMESPACE
+        kube = command.kube()
+        from ops.jobs import get_job
+
+        get_job(kube, namespace, args.name, prog=prog, env=config.name)
+        return JobFollower(kube, target(namespace, args.name), options, prog=prog).run()
     kube = command.kube()
-    follower = js.JobFollower(kube, target(name), options, prog=prog)
-    uploaded = js.upload(command.aws, bucket, key, package)
+    follower = JobFollower(kube, target(job.namespace, job.name), options, prog=prog)
+    package, placement = job.package, job.placement
+    uploaded = js.upload(command.aws, job.bucket, job.key, package)
     follower.emit(
-        f"{'uploaded' if uploaded else 'reusing'} {args.working_dir} ({package.files} files, {len(package.data) >> 10} KiB) as {uri}",
+        f"{'uploaded' if uploaded else 'reusing'} {job.working_dir} ({package.files} files, {len(package.data) >> 10} KiB) as {job.uri}",
         event="uploaded",
-        uri=uri,
+        uri=job.uri,
         files=package.files,
         bytes=len(package.data),
     )
     follower.emit(
-        f"job {name}: {placement.nodes} x {placement.instance_type} ({placement.nodes * placement.gpus_per_node} GPUs) "
-        f"in {namespace}; checkpoints: {js.checkpoint_dir(config, name, team)} (env HPRAY_CHECKPOINT_DIR)",
+        f"job {job.name}: {placement.nodes} x {placement.instance_type} ({placement.nodes * placement.gpus_per_node} GPUs) "
+        f"in {job.namespace}; checkpoints: {job.checkpoints} (env HPRAY_CHECKPOINT_DIR)",
         event="job",
-        name=name,
+        name=job.name,
         nodes=placement.nodes,
         gpus=placement.nodes * placement.gpus_per_node,
     )
-    apply(kube, manifest, follower.emit)
+    apply(kube, job.manifest, follower.emit)
     if args.no_follow:
         follower.emit(
-            f"not following; watch it with: {prog} submit job --env {config.name} --attach --name {name}  "
-            f"(or {prog} logs {name} --env {config.name} --follow)"
+            f"not following; watch it with: {prog} submit job --env {config.name} --attach --name {job.name}  "
+            f"(or {prog} logs {job.name} --env {config.name} --follow)"
         )
         return EXIT_OK
     return follower.run()

@@ -6,10 +6,10 @@
 2. A RayJob runs the command with that zip as Ray's runtime_env ``working_dir``: every Ray pod
    downloads it with its Pod Identity credentials, and the driver starts in it.
 3. The job is followed like ``submit training``: state changes, steps, loss, ETA, checkpoints,
-   resumes; and, while pods wait, the scheduler's reason when one cannot be placed.
+   resumes; and, while pods wait, the scheduler's reason when one cannot be placed
+   (ops/job_follow.py).
 
-One module because it is one command: packaging, placement, rendering and following share the
-job's name, placement and config.
+Packaging, placement and rendering share the job's name, placement and config.
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from typing import TYPE_CHECKING, Any
 
 from config.environment import EnvironmentConfig
 from config.jobs import JOBS_PREFIX, JOBS_WORKLOAD
-from ops.errors import AccessDeniedError, AwsError, NotFoundError, OpsError, UnschedulableError
-from ops.submit import Follower, FollowOptions, Target
+from ops.errors import AccessDeniedError, AwsError, NotFoundError, OpsError, UsageError
 
 if TYPE_CHECKING:
     from config.teams import Team
     from sizing.pods import WorkerShape
 
 # Left out of every upload: version control, caches and virtual environments are never code the
-# job needs, and they can be large.
+# job needs, and they can be large. Any directory with a pyvenv.cfg (venv, virtualenv: .venv-checkov
+# too) or conda-meta/ (conda) is an environment, whatever its name.
 DEFAULT_EXCLUDES = (
     ".git",
     ".hg",
@@ -50,6 +50,7 @@ DEFAULT_EXCLUDES = (
     ".ipynb_checkpoints",
     ".DS_Store",
 )
+ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
 # Code, not data: a larger directory almost always holds data the job should read from S3/FSx.
 MAX_ZIP_BYTES = 256 << 20
 # RayJob names: KubeRay derives the RayCluster (name + 6 chars) and its head Service
@@ -61,15 +62,13 @@ LABEL_KIND = "hpray.io/kind"
 APP = "ray-job"
 # Environment of every Ray process of the job (the training workload's, for the same reasons).
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_TRAIN_V2_ENABLED": "1"}
-# How long pods may stay unschedulable before ``submit job`` gives up following (exit 7).
-UNSCHEDULABLE_GRACE_S = 300.0
 
 
 def job_name(working_dir: Path, name: str | None) -> str:
     """``--name``, checked; else the directory's name and a random suffix (always unique)."""
     if name is not None:
         if len(name) > MAX_NAME or not NAME_RE.match(name):
-            raise OpsError(
+            raise UsageError(
                 f"--name {name!r} is not a valid job name",
                 f"use 1-{MAX_NAME} lowercase letters, digits and hyphens, starting with a letter and ending with a letter or digit",
             )
@@ -104,7 +103,7 @@ def package_working_dir(working_dir: Path, *, excludes: tuple[str, ...] = (), to
     a remote working_dir), deterministic for the same files."""
     root = Path(working_dir)
     if not root.is_dir():
-        raise OpsError(
+        raise UsageError(
             f"--working-dir {str(working_dir)!r} is not a directory", "pass the directory that holds your script"
         )
     patterns = DEFAULT_EXCLUDES + tuple(excludes)
@@ -112,14 +111,17 @@ def package_working_dir(working_dir: Path, *, excludes: tuple[str, ...] = (), to
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
         dirnames[:] = sorted(
-            d for d in dirnames if not _excluded(f"{rel_dir}/{d}".lstrip("./") if rel_dir != "." else d, patterns)
+            d
+            for d in dirnames
+            if not _excluded(f"{rel_dir}/{d}".lstrip("./") if rel_dir != "." else d, patterns)
+            and not any((Path(dirpath) / d / marker).exists() for marker in ENV_MARKERS)
         )
         for f in filenames:
             rel = f if rel_dir == "." else f"{rel_dir}/{f}"
             if not _excluded(rel, patterns):
                 paths.append((rel, Path(dirpath) / f))
     if not paths:
-        raise OpsError(
+        raise UsageError(
             f"--working-dir {str(working_dir)!r} has no files to upload (after excludes)",
             "pass the directory that holds your script",
         )
@@ -129,7 +131,7 @@ def package_working_dir(working_dir: Path, *, excludes: tuple[str, ...] = (), to
         for rel, path in sorted(paths):
             total += path.stat().st_size
             if total > MAX_ZIP_BYTES:
-                raise OpsError(
+                raise UsageError(
                     f"--working-dir {str(working_dir)!r} holds more than {MAX_ZIP_BYTES >> 20} MiB of files (at {rel})",
                     "keep data out of the working directory (read it from S3 or /fsx), or leave it out with --exclude PATTERN",
                 )
@@ -188,27 +190,27 @@ def placement(
     )
     group = next((g for g in groups if g.name == name), None)
     if group is None:
-        raise OpsError(
+        raise UsageError(
             f"--instance-group {name!r} is not a HyperPod instance group of {config.name}",
             f"use one of: {', '.join(g.name for g in groups)}",
         )
     spec = catalog.instance_spec(group.instance_type)
     if gpus is not None:
         if gpus > 0 and not spec.gpus:
-            raise OpsError(
+            raise UsageError(
                 f"--gpus {gpus}: instance group {group.name!r} ({group.instance_type}) has no GPUs",
                 "pick a GPU instance group with --instance-group",
             )
         needed = max(1, math.ceil(gpus / spec.gpus)) if spec.gpus else 1
         if nodes is not None and nodes != needed:
-            raise OpsError(
+            raise UsageError(
                 f"--gpus {gpus} needs {needed} {group.instance_type} node(s) ({spec.gpus} GPUs each), not --nodes {nodes}",
                 "give --gpus or --nodes, not both",
             )
         nodes = needed
     nodes = nodes or 1
     if nodes > group.instance_count:
-        raise OpsError(
+        raise UsageError(
             f"the job needs {nodes} {group.instance_type} node(s) ({spec.gpus} GPUs each), but instance group "
             f"{group.name!r} has {group.instance_count}",
             f"ask at most {group.instance_count * spec.gpus} GPUs / {group.instance_count} nodes",
@@ -247,9 +249,11 @@ def render_job(
     image: str | None = None,
     env: dict[str, str] | None = None,
     team: Team | None = None,
+    runtime_env: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ray.io/v1 RayJob for a user's command, on whole nodes of one instance group; for
-    ``team``'s namespace, without the /fsx claim and with its checkpoints under the team's prefix."""
+    ``team``'s namespace, without the /fsx claim and with its checkpoints under the team's prefix.
+    ``runtime_env``: more of Ray's runtime_env fields (pip, conda, ...: ops/runtime_env.py)."""
     from workloads.common import image as image_mod
     from workloads.common import k8s, rayjob
 
@@ -276,7 +280,9 @@ def render_job(
     return rayjob.ray_job(
         metadata=meta,
         entrypoint=shlex.join(command),
-        runtime_env_yaml=_json({"working_dir": working_dir_uri, "env_vars": dict(sorted(job_env.items()))}),
+        runtime_env_yaml=_json(
+            {**(runtime_env or {}), "working_dir": working_dir_uri, "env_vars": dict(sorted(job_env.items()))}
+        ),
         head=head,
         workers=[worker],
         workload=JOBS_WORKLOAD,
@@ -300,119 +306,3 @@ def _json(value: Any) -> str:
     import json
 
     return json.dumps(value, indent=2, sort_keys=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# Pods that cannot be scheduled
-# ---------------------------------------------------------------------------------------------
-
-
-def unschedulable_pods(pods: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(pod, the PodScheduled condition's message) for each Pending pod the scheduler refused."""
-    out = []
-    for pod in pods:
-        status = pod.get("status") or {}
-        if status.get("phase") != "Pending":
-            continue
-        for c in status.get("conditions") or []:
-            if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
-                out.append((pod["metadata"]["name"], c.get("message") or "Unschedulable"))
-    return out
-
-
-def scheduler_reason(kube: Any, namespace: str, pod: str, fallback: str) -> str:
-    """The newest FailedScheduling event's message for ``pod`` (what `kubectl describe` shows)."""
-    try:
-        events = kube.list_events(
-            namespace, f"involvedObject.kind=Pod,involvedObject.name={pod},reason=FailedScheduling"
-        )
-    except OpsError:
-        return fallback
-    if not events:
-        return fallback
-    newest = max(
-        events,
-        key=lambda e: (
-            e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or ""
-        ),
-    )
-    return (newest.get("message") or fallback).strip()
-
-
-class JobFollower(Follower):
-    """``Follower`` for a user's job: reattach and log hints name this job, and pods that stay
-    unschedulable are named with the scheduler's reason (exit 7 after ``unschedulable_grace_s``)."""
-
-    def __init__(
-        self,
-        kube: Any,
-        target: Target,
-        options: FollowOptions,
-        *,
-        prog: str,
-        unschedulable_grace_s: float = UNSCHEDULABLE_GRACE_S,
-    ):
-        super().__init__(kube, target, options)
-        self.prog = prog
-        self.grace_s = unschedulable_grace_s
-        self._unschedulable_since: dict[str, float] = {}
-        self._reported: dict[str, str] = {}
-
-    def reattach(self) -> str:
-        return f"{self.prog} submit job --env {self.env} --attach --name {self.name}"
-
-    def run(self) -> int:
-        try:
-            return self._loop()
-        except KeyboardInterrupt:
-            msg = (
-                f"\nStopped following. The RayJob {self.namespace}/{self.name} keeps running on the cluster.\n"
-                f"  reattach:  {self.reattach()}\n"
-                f"  log:       {self.prog} logs {self.name} --env {self.env} --follow\n"
-                f"  stop:      {self.prog} stop {self.name} --env {self.env}"
-            )
-            if self.json_mode:
-                self.emit(msg.strip(), event="detached", reattach=self.reattach())
-            else:
-                self.out.write(msg + "\n")
-                self.out.flush()
-            from ops.errors import EXIT_INTERRUPTED
-
-            return EXIT_INTERRUPTED
-
-    def _read_logs(self, progress: Any, rayjob: dict[str, Any]) -> list[str]:
-        notes = self._check_scheduling(progress, rayjob)
-        return notes + super()._read_logs(progress, rayjob)
-
-    def _check_scheduling(self, progress: Any, rayjob: dict[str, Any]) -> list[str]:
-        if progress.deployment_status not in ("Initializing", "Running", "Retrying", "New"):
-            return []
-        cluster = (rayjob.get("status") or {}).get("rayClusterName")
-        if not cluster:
-            return []
-        pods = self.kube.list_pods(self.namespace, f"ray.io/cluster={cluster}")
-        stuck = dict(unschedulable_pods(pods))
-        now = self.clock()
-        notes = []
-        for pod in list(self._unschedulable_since):
-            if pod not in stuck:
-                del self._unschedulable_since[pod]
-        for pod, condition in sorted(stuck.items()):
-            since = self._unschedulable_since.setdefault(pod, now)
-            reason = scheduler_reason(self.kube, self.namespace, pod, condition)
-            if self._reported.get(pod) != reason:
-                self._reported[pod] = reason
-                notes.append(f"{self.name}: pod {pod} cannot be scheduled: {reason}")
-            if now - since >= self.grace_s:
-                raise UnschedulableError(
-                    f"pod {self.namespace}/{pod} of job {self.name} has been unschedulable for {int(now - since)} s: {reason}",
-                    f"free or add capacity (hpray jobs --env {self.env}; stop one with hpray stop NAME --env {self.env}), "
-                    "or ask fewer GPUs/nodes; the RayJob keeps waiting until you stop it",
-                )
-        return notes
-
-    def _finish_job(self, progress: Any) -> int:
-        code = super()._finish_job(progress)
-        if code:
-            self.emit(f"full driver log: {self.prog} logs {self.name} --env {self.env}")
-        return code

@@ -12,10 +12,14 @@ import base64
 import os
 import tempfile
 import time
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from ops.aws import Aws
 from ops.errors import ClusterAccessError, KubernetesError, NotFoundError, QuotaExceededError
+
+if TYPE_CHECKING:
+    from ops.kubeconfig import KubeconfigTarget
 
 # The KubeRay CRDs' API group and version (a Kubernetes API version; the Ray release is
 # workloads.common.k8s.RAY_VERSION).
@@ -28,6 +32,9 @@ TOKEN_PREFIX = "k8s-aws-v1."
 TOKEN_REFRESH_S = 600
 # Client-side timeout for each API call (connect, read), seconds.
 REQUEST_TIMEOUT = (10, 60)
+# What to do when the environment's EKS endpoint does not answer (a kubeconfig's has its own:
+# ops/kubeconfig.py).
+EKS_UNREACHABLE_FIX = "a private EKS endpoint is reachable only from inside the VPC (VPN, bastion, CI runner)"
 
 
 def eks_token(aws: Aws, cluster_name: str) -> str:
@@ -81,15 +88,6 @@ def _api_client_for_eks(aws: Aws, cluster_name: str) -> Any:
     return client.ApiClient(configuration)
 
 
-def _api_client_for_kubeconfig(kubeconfig: str | None, context: str | None) -> Any:
-    from kubernetes import config as kconfig
-
-    try:
-        return kconfig.new_client_from_config(config_file=kubeconfig, context=context)
-    except (kconfig.ConfigException, FileNotFoundError) as err:
-        raise KubernetesError(f"cannot load kubeconfig {kubeconfig or '~/.kube/config'}: {err}") from None
-
-
 def _status_message(err: Any) -> str:
     """The ``message`` of the API's Status body (where quota and admission refusals say why)."""
     import json
@@ -98,6 +96,16 @@ def _status_message(err: Any) -> str:
         return str(json.loads(err.body or "{}").get("message") or "")
     except (TypeError, ValueError):
         return str(err.body or "")
+
+
+def _reason(err: Exception) -> str:
+    """The socket's own words ("[Errno 111] Connection refused") rather than urllib3's retry story."""
+    import re
+
+    text = str(err)
+    found = re.search(r"(\[Errno -?\d+\][^'\")]*)", text)
+    host = getattr(getattr(err, "pool", None), "host", None)
+    return (f"{host}: " if host else "") + (found.group(1).strip() if found else text)
 
 
 def _namespace_of(what: str) -> str:
@@ -109,19 +117,22 @@ def _namespace_of(what: str) -> str:
 class Kube:
     """The handful of Kubernetes calls the CLI makes. Results are JSON-shaped dicts."""
 
-    def __init__(self, api_client: Any):
+    def __init__(self, api_client: Any, *, unreachable_fix: str = EKS_UNREACHABLE_FIX):
         from kubernetes import client
 
         self._api = api_client
+        self.unreachable_fix = unreachable_fix
         self.core = client.CoreV1Api(api_client)
         self.apps = client.AppsV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
 
     @classmethod
-    def connect(cls, aws: Aws, cluster_name: str, *, kubeconfig: str | None = None, context: str | None = None) -> Kube:
-        """From the environment's EKS cluster (default), or from a kubeconfig when one is given."""
-        if kubeconfig or context:
-            return cls(_api_client_for_kubeconfig(kubeconfig, context))
+    def connect(cls, aws: Aws, cluster_name: str, *, kubeconfig: KubeconfigTarget | None = None) -> Kube:
+        """From the environment's EKS cluster (default), or from a checked kubeconfig when one is given."""
+        if kubeconfig is not None:
+            from ops.kubeconfig import api_client
+
+            return cls(api_client(kubeconfig), unreachable_fix=kubeconfig.unreachable_fix())
         return cls(_api_client_for_eks(aws, cluster_name))
 
     # -- helpers -------------------------------------------------------------------------------
@@ -156,8 +167,7 @@ class Kube:
             ) from None
         except HTTPError as err:
             raise ClusterAccessError(
-                f"cannot reach the Kubernetes API for {what}: {err}",
-                "a private EKS endpoint is reachable only from inside the VPC (VPN, bastion, CI runner)",
+                f"cannot reach the Kubernetes API for {what}: {_reason(err)}", self.unreachable_fix
             ) from None
 
     # -- calls ---------------------------------------------------------------------------------
@@ -270,6 +280,43 @@ class Kube:
             f"list events in {namespace}", self.core.list_namespaced_event, namespace, field_selector=field_selector
         )
         return self._plain(result).get("items", [])
+
+    def read_pod_log(
+        self,
+        namespace: str,
+        pod: str,
+        *,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        previous: bool = False,
+    ) -> str:
+        kwargs: dict[str, Any] = {"container": container, "tail_lines": tail_lines, "previous": previous or None}
+        return str(
+            self._do(
+                f"read the log of pod {namespace}/{pod}",
+                self.core.read_namespaced_pod_log,
+                pod,
+                namespace,
+                **{k: v for k, v in kwargs.items() if v is not None},
+            )
+        )
+
+    def stream_pod_log(
+        self, namespace: str, pod: str, *, container: str | None = None, tail_lines: int | None = None
+    ) -> Iterator[bytes]:
+        """The pod's log as the API server streams it (``follow``), until the container ends."""
+        kwargs: dict[str, Any] = {"container": container, "tail_lines": tail_lines}
+        response = self._do(
+            f"follow the log of pod {namespace}/{pod}",
+            self.core.read_namespaced_pod_log,
+            pod,
+            namespace,
+            follow=True,
+            _preload_content=False,
+            _request_timeout=(REQUEST_TIMEOUT[0], None),
+            **{k: v for k, v in kwargs.items() if v is not None},
+        )
+        return iter(response.stream(4096, decode_content=True))
 
     def get_service(self, namespace: str, name: str) -> dict[str, Any]:
         return self._plain(

@@ -25,7 +25,7 @@ from config.environment import EnvironmentConfig
 from config.names import stack_prefix
 from ops import kuberay_crds
 from ops.context import Command
-from ops.errors import OpsError
+from ops.errors import OpsError, UsageError
 
 FIELD_MANAGER = "hpray"
 
@@ -48,19 +48,23 @@ def _minor(v: str) -> tuple[int, int]:
 def target_version(config: EnvironmentConfig, to: str | None) -> str:
     current = config.eks.kubernetes_version
     target = to or versions.next_minor(current)
+    error = UsageError if to else OpsError  # a --to that cannot be is a bad command line (exit 2)
     if target == current:
-        raise OpsError(f"--to {target}: {config.name} is already on Kubernetes {current}", "nothing to upgrade")
+        raise error(f"--to {target}: {config.name} is already on Kubernetes {current}", "nothing to upgrade")
     if _minor(target) < _minor(current):
-        raise OpsError(f"--to {target} is older than {config.name}'s Kubernetes {current}; EKS cannot downgrade", None)
+        raise error(
+            f"--to {target} is older than {config.name}'s Kubernetes {current}; EKS cannot downgrade",
+            f"plan the next one: hpray upgrade plan --env {config.name} --to {versions.next_minor(current)}",
+        )
     if _minor(target) != _minor(versions.next_minor(current)):
-        raise OpsError(
+        raise error(
             f"--to {target}: EKS upgrades one minor version at a time ({current} -> {versions.next_minor(current)})",
             f"plan {versions.next_minor(current)} first: hpray upgrade plan --env {config.name} --to {versions.next_minor(current)}",
         )
     supported = versions.supported_kubernetes_versions()
     if target not in supported:
         hyperpod = target in versions.HYPERPOD_KUBERNETES_VERSIONS
-        raise OpsError(
+        raise error(
             f"--to {target}: "
             + (
                 "this app pins no add-ons or kubectl layer for it"
@@ -281,12 +285,27 @@ def add_upgrade_command(sub: Any, prog: str, common: Any, formatter: Any) -> Non
         "--apply does the safe steps: the read-only checks, and the KubeRay CRDs applied\n"
         "server-side (a server dry run of every CRD first).",
     )
-    p.add_argument("action", choices=["plan"], help="plan: print the steps")
+    p.add_argument("action", metavar="ACTION", choices=["plan"], help="plan: print the steps")
     common(p, kube=True)
-    p.add_argument("--to", metavar="VERSION", help="target Kubernetes minor (default: the next one)")
+    p.add_argument(
+        "--to",
+        metavar="VERSION",
+        type=kubernetes_minor,
+        help="target Kubernetes minor, e.g. 1.35 (default: the next one)",
+    )
     p.add_argument(
         "--apply", action="store_true", help="also do the safe steps (read-only checks, CRD apply with a dry run first)"
     )
+
+
+def kubernetes_minor(text: str) -> str:
+    """``--to``: a Kubernetes minor version, MAJOR.MINOR."""
+    import argparse
+    import re
+
+    if not re.fullmatch(r"\d+\.\d+", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Kubernetes minor version such as 1.35")
+    return text
 
 
 def run_upgrade(command: Command) -> int:

@@ -24,6 +24,8 @@ class State:
     def __init__(self) -> None:
         self.rayjobs: dict[tuple[str, str], dict[str, Any]] = {}
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        # (namespace, pod, container, previous) -> the container's log
+        self.pod_logs: dict[tuple[str, str, str, bool], str] = {}
         self.events: list[dict[str, Any]] = []
         self.quota_message: str | None = None
         self.crds: dict[str, dict[str, Any]] = {}
@@ -67,6 +69,7 @@ RAYJOBS = re.compile(r"^/apis/ray\.io/v1(?:/namespaces/(?P<ns>[^/]+))?/rayjobs(?
 # Kept empty here: the job commands also look for RayServices.
 RAYSERVICES = re.compile(r"^/apis/ray\.io/v1(?:/namespaces/(?P<ns>[^/]+))?/rayservices(?:/(?P<name>[^/]+))?$")
 PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$")
+POD_LOG = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$")
 PORTFORWARD = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/portforward$")
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")
@@ -171,6 +174,8 @@ def make_handler(state: State):
                 return self._send(
                     200, {"apiVersion": "ray.io/v1", "kind": "RayServiceList", "metadata": {}, "items": []}
                 )
+            if m := POD_LOG.match(url.path):
+                return self._pod_log(m["ns"], m["name"], q)
             if m := PODS.match(url.path):
                 items = [
                     p
@@ -191,6 +196,29 @@ def make_handler(state: State):
                 ]
                 return self._send(200, {"apiVersion": "v1", "kind": "EventList", "metadata": {}, "items": items})
             self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
+
+        def _pod_log(self, ns: str, name: str, q: dict[str, str]) -> None:
+            """``GET .../pods/NAME/log`` as the API server answers it: text/plain, the first
+            container's unless ``container``, the last ``tailLines``; ``follow`` streams it to the
+            container's end (here: all of it, then the end)."""
+            pod = state.pods.get((ns, name))
+            if pod is None:
+                return self._send(404, _status(404, "NotFound", f'pods "{name}" not found'))
+            container = q.get("container") or pod["spec"]["containers"][0]["name"]
+            # The API server parses booleans as Go's strconv.ParseBool (the client sends "True").
+            previous = q.get("previous", "") in ("1", "t", "T", "TRUE", "true", "True")
+            text = state.pod_logs.get((ns, name, container, previous))
+            if text is None:
+                message = f'previous terminated container "{container}" in pod "{name}" not found'
+                return self._send(400, _status(400, "BadRequest", message))
+            if q.get("tailLines"):
+                text = "".join(text.splitlines(keepends=True)[-int(q["tailLines"]) :])
+            data = text.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def _portforward(self, ns: str, name: str, q: dict[str, str]) -> None:
             """The pod ``portforward`` subresource as the API server serves it to a websocket client

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ops.cli import build_parser, main
+from ops.errors import UsageError
 from tests.ops.fakes import create_bootstrap_stack, quota, shared_aws, stub_eks_versions, stub_quotas
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +35,10 @@ def run_cli(argv, **kwargs):
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["preflight", "--help"], ["status", "--help"], ["submit", "--help"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["preflight", "--help"], ["status", "--help"], ["submit", "job", "--help"], ["describe", "--help"]],
+)
 def test_help_reads_well(argv, capsys):
     with pytest.raises(SystemExit) as info:
         build_parser().parse_args(argv)
@@ -47,11 +51,20 @@ def test_help_reads_well(argv, capsys):
         assert "exit codes:" in text and "python -m ops preflight --env dev" in text
 
 
-def test_env_is_required_and_checked(capsys):
-    with pytest.raises(SystemExit) as info:
+def test_env_is_required_and_checked():
+    with pytest.raises(UsageError) as info:
         build_parser().parse_args(["status", "--env", "qa"])
-    assert info.value.code == 2
-    assert "argument --env: invalid choice: 'qa' (choose from 'dev', 'prod', 'staging')" in capsys.readouterr().err
+    assert info.value.exit_code == 2
+    assert info.value.message == "argument --env: invalid choice: 'qa' (choose from 'dev', 'prod', 'staging')"
+    assert info.value.fix == "see python -m ops status --help"
+
+
+def test_submit_help_lists_the_workloads(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["submit", "--help"])
+    text = capsys.readouterr().out
+    assert text.startswith("usage: python -m ops submit WORKLOAD --env NAME [options]")
+    assert "  job         your own command (after --)" in text
 
 
 @pytest.fixture(scope="module")

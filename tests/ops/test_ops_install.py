@@ -14,6 +14,7 @@ import pytest
 
 from ops.cli import build_parser, main
 from ops.completion import bash_script
+from ops.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -175,7 +176,8 @@ def test_installed_hpray_takes_the_users_config_dir(installed_hpray, tmp_path):
     result = _run_installed(hpray, ["status", "--env", "dev", "--config-dir", str(empty)], tmp_path)
     assert (result.returncode, result.stderr) == (
         2,
-        f"error: --config-dir {empty}: no environment file (NAME.yaml) in it\n",
+        f"error: --config-dir {empty}: no environment file (NAME.yaml) in it\n"
+        "fix:   name the folder of your environment files\n",
     )
 
 
@@ -197,12 +199,11 @@ def test_the_config_dir_from_the_environment_and_its_errors(tmp_path, monkeypatc
     assert config_dir_of(["status", "--env", "team"]) == mine
     # --config-dir wins over the variable.
     assert config_dir_of(["status", "--env", "dev", "--config-dir", str(ROOT / "config")]) == ROOT / "config"
-    with pytest.raises(SystemExit) as info:
+    with pytest.raises(UsageError) as info:
         config_dir_of(["status", "--env", "dev", "--config-dir", str(mine / "team.yaml")])
-    assert info.value.code == 2
-    assert capsys.readouterr().err == f"error: --config-dir {mine / 'team.yaml'}: not a directory\n"
+    assert info.value.exit_code == 2
+    assert info.value.message == f"--config-dir {mine / 'team.yaml'}: not a directory"
     monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "nowhere"))
-    with pytest.raises(SystemExit) as info:
+    with pytest.raises(UsageError) as info:
         config_dir_of(["status", "--env", "dev"])
-    assert info.value.code == 2
-    assert capsys.readouterr().err == f"error: $HPRAY_CONFIG_DIR {tmp_path / 'nowhere'}: not a directory\n"
+    assert info.value.message == f"$HPRAY_CONFIG_DIR {tmp_path / 'nowhere'}: not a directory"

@@ -13,6 +13,7 @@ import pytest
 
 from config import parse_environment
 from config.jobs import JOBS_PREFIX
+from ops import job_follow
 from ops import job_submit as js
 from ops.aws import Aws
 from ops.cli import main
@@ -254,13 +255,13 @@ def test_cli_submit_job_bad_arguments_fail_before_anything_is_uploaded(dev, argv
         kube_factory=no_kube,
         load_config=lambda name: dev,
     )
-    assert code_ == 1
+    assert code_ == 2  # a bad command line (ops/errors.py)
     assert capsys.readouterr().err.startswith(message)
 
 
 def test_command_after_dashes_only_for_submit_job(dev, capsys):
-    assert main(["jobs", "--env", "dev", "--", "x"], load_config=lambda n: dev, aws_factory=lambda c, p: None) == 1
-    assert "a command after -- is only for `submit job`" in capsys.readouterr().err
+    assert main(["jobs", "--env", "dev", "--", "x"], load_config=lambda n: dev, aws_factory=lambda c, p: None) == 2
+    assert "python -m ops jobs takes no command after --; only `submit job` runs one" in capsys.readouterr().err
 
 
 # -- pods that cannot be scheduled ---------------------------------------------------------------
@@ -334,7 +335,7 @@ def test_unschedulable_pod_is_named_with_the_schedulers_reason_then_exit_7():
     def sleep(s):
         clock["t"] += s
 
-    follower = js.JobFollower(
+    follower = job_follow.JobFollower(
         kube,
         Target(workload="job", env="dev", kind="RayJob", namespace="ray-workloads", name="hello"),
         FollowOptions(poll_s=60, out=out, sleep=sleep, clock=lambda: clock["t"]),
@@ -383,5 +384,5 @@ def test_unschedulable_pods_ignores_pods_that_wait_for_other_reasons():
         "metadata": {"name": "p"},
         "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]},
     }
-    assert js.unschedulable_pods([waiting_for_image, submitter_pod()]) == []
-    assert js.unschedulable_pods([pending_pod("w", "m")]) == [("w", "m")]
+    assert job_follow.unschedulable_pods([waiting_for_image, submitter_pod()]) == []
+    assert job_follow.unschedulable_pods([pending_pod("w", "m")]) == [("w", "m")]

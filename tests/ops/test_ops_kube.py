@@ -13,8 +13,9 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError
 
 from ops.aws import Aws
-from ops.errors import KubernetesError, NotFoundError
+from ops.errors import KubernetesError, NotFoundError, UsageError
 from ops.kube import TOKEN_PREFIX, Kube, eks_token
+from ops.kubeconfig import check
 from tests.ops.fakes import REGION
 
 
@@ -143,10 +144,12 @@ contexts:
 current-context: dev
 """
     )
-    kube = Kube.connect(None, "ignored", kubeconfig=str(kubeconfig), context="dev")
+    target = check(str(kubeconfig), "dev", cluster="hpray-dev-eks", region=REGION)
+    kube = Kube.connect(None, "ignored", kubeconfig=target)
     assert kube.core.api_client.configuration.host == "https://ABCDEF.gr7.us-east-1.eks.amazonaws.com"
-    with pytest.raises(KubernetesError, match="cannot load kubeconfig"):
-        Kube.connect(None, "ignored", kubeconfig=str(kubeconfig), context="prod")
+    assert "the server https://ABCDEF.gr7.us-east-1.eks.amazonaws.com of context 'dev'" in kube.unreachable_fix
+    with pytest.raises(UsageError, match=f"--context 'prod' is not in kubeconfig {kubeconfig}"):
+        check(str(kubeconfig), "prod", cluster="hpray-dev-eks", region=REGION)
 
 
 class Recorder:
@@ -188,3 +191,21 @@ def test_each_call_reaches_the_right_endpoint():
     assert rec.calls[1][3] == body
     assert rec.calls[3][3].propagation_policy == "Foreground"
     assert {t for *_, t in rec.calls} == {(10, 60)}
+
+
+def test_kubeconfig_from_the_kubeconfig_variable_merges_its_files_first_wins(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.write_text("current-context: lab\ncontexts:\n- {name: lab, context: {cluster: lab, user: u}}\n")
+    second.write_text(
+        "contexts:\n- {name: lab, context: {cluster: other, user: u}}\n"
+        "clusters:\n- {name: lab, cluster: {server: 'https://10.0.0.1'}}\n- {name: other, cluster: {server: 'https://x'}}\n"
+    )
+    environ = {"KUBECONFIG": f"{first}:{tmp_path / 'missing'}:{second}"}
+    target = check(None, None, cluster="hpray-dev-eks", region=REGION, environ=environ)
+    assert (target.files, target.source, target.context, target.server) == (
+        (first, second),
+        "$KUBECONFIG",
+        "lab",
+        "https://10.0.0.1",
+    )
+    assert target.config_file == f"{first}:{second}"
