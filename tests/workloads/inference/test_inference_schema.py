@@ -97,6 +97,30 @@ def test_llama_greedy_outputs_are_identical_with_and_without_the_cache():
     assert full_passes == []  # every step ran through the cache
 
 
+def test_the_cached_forward_leaves_cudnn_attention_out(monkeypatch):
+    """cuDNN's attention builds an execution plan for each new key length: one per generated token
+    through the cache (2.5 ms a call on an H200, docs/benchmarks.md). Every attention call of a
+    cached generation runs with it switched off; the full forward keeps the default backends."""
+    import torch
+
+    from workloads.common.model import Llama, LlamaConfig, encode
+    from workloads.inference import engine
+
+    sdpa = engine.F.scaled_dot_product_attention
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(torch.backends.cuda.cudnn_sdp_enabled())
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(engine.F, "scaled_dot_product_attention", recording)
+    torch.manual_seed(0)
+    model = Llama(LlamaConfig(block_size=32, n_layer=2, n_head=4, n_kv_head=2, n_embd=64)).eval()
+    engine.generate_batch(model, [engine.GenRequest(encode("abc"), 4, 0.0)])
+    assert seen and not any(seen)
+    assert torch.backends.cuda.cudnn_sdp_enabled()  # restored after the generation
+
+
 def test_torn_newest_checkpoint_is_skipped_and_logged(tmp_path, make_checkpoint, caplog):
     import logging
     import shutil
