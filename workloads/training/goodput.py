@@ -23,9 +23,11 @@ The accounts survive restarts: rank 0 writes them with every checkpoint (``meta.
 spent after the restored checkpoint's step into ``redone``.
 
 Exported (rank 0, at every report) through Ray's metrics API as gauges (not counters: a resume
-moves time out of ``productive``): ``ray_train_goodput_seconds{run, bucket}`` and
-``ray_train_goodput_ratio{run}`` (the whole run's goodput). The training dashboard's goodput panel
-and the ``TrainingGoodputLow`` alert (constructs/observability.py) query these names.
+moves time out of ``productive``): ``ray_train_goodput_seconds{ray_train_run_name, bucket}`` and
+``ray_train_goodput_ratio{ray_train_run_name}`` (the whole run's goodput). The names, and the
+PromQL of the goodput over a window, live in config/observability.py: the training dashboard's
+goodput panels (workloads/common/dashboards.py) and the ``TrainingGoodputLow`` alert
+(constructs/observability.py) use them.
 """
 
 from __future__ import annotations
@@ -36,11 +38,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-BUCKETS = ("productive", "redone", "checkpoint", "startup", "waiting", "other")
-# Names in Ray's metrics API; Ray's exporter prefixes "ray_" for Prometheus.
-SECONDS_METRIC = "train_goodput_seconds"
-RATIO_METRIC = "train_goodput_ratio"
-PROMETHEUS_PREFIX = "ray_"
+from config.observability import TRAIN_GOODPUT_BUCKETS as BUCKETS
+from config.observability import TRAIN_GOODPUT_RATIO, TRAIN_GOODPUT_RUN_LABEL, TRAIN_GOODPUT_SECONDS
+
 LEDGER_FILE = "goodput.json"
 # Checkpoint steps whose productive total is kept (a resume from an older one estimates).
 _KEEP_MARKS = 64
@@ -258,8 +258,8 @@ class Tracker:
         if self.export:
             seconds, ratio = self._metrics()
             for bucket in BUCKETS:
-                seconds.set(a.seconds[bucket], tags={"run": self.run_name, "bucket": bucket})
-            ratio.set(a.goodput, tags={"run": self.run_name})
+                seconds.set(a.seconds[bucket], tags={TRAIN_GOODPUT_RUN_LABEL: self.run_name, "bucket": bucket})
+            ratio.set(a.goodput, tags={TRAIN_GOODPUT_RUN_LABEL: self.run_name})
 
     def _metrics(self) -> tuple[Any, Any]:
         if self._gauges is None:
@@ -267,10 +267,14 @@ class Tracker:
 
             self._gauges = (
                 Gauge(
-                    SECONDS_METRIC,
+                    TRAIN_GOODPUT_SECONDS,
                     description="Wall seconds of a training run per goodput bucket, continued across restarts.",
-                    tag_keys=("run", "bucket"),
+                    tag_keys=(TRAIN_GOODPUT_RUN_LABEL, "bucket"),
                 ),
-                Gauge(RATIO_METRIC, description="Productive seconds over wall seconds of the run.", tag_keys=("run",)),
+                Gauge(
+                    TRAIN_GOODPUT_RATIO,
+                    description="Productive seconds over wall seconds of the training run.",
+                    tag_keys=(TRAIN_GOODPUT_RUN_LABEL,),
+                ),
             )
         return self._gauges
