@@ -152,6 +152,20 @@ GPU_MEMORY_GIB: dict[str, int] = {
 }
 
 
+# Dense (no sparsity) bf16 Tensor Core peak of one GPU, TFLOP/s, from NVIDIA's datasheets (A100:
+# 312; H100 SXM and H200 SXM: 989.5, half the 1,979 quoted with sparsity; L40S: 362.05, half the
+# 733). MFU figures (bench/training_gpu.py) and the review's cost per million training tokens
+# (review/cost.py) divide by it. Chips not listed (the A10G, whose tensor rates differ from the
+# A10's datasheet) have no peak: their MFU needs --peak-tflops and their token cost is not priced.
+DENSE_BF16_TFLOPS: dict[str, float] = {
+    "A100": 312.0,
+    "A100-80GB": 312.0,
+    "H100": 989.5,
+    "H200": 989.5,
+    "L40S": 362.05,
+}
+
+
 # Accelerated instance types HyperPod offers: (GPUs, vCPUs, memory GiB, EFA interfaces, chip).
 _ACCELERATED: dict[str, tuple[int, int, int, int, str]] = {
     "ml.p4d.24xlarge": (8, 96, 1152, 4, "A100"),
