@@ -18,7 +18,7 @@ Goodput is ``productive`` over the wall time (the sum of the buckets). The charg
 clock read per step (``Accounts.charge``), so the buckets add up to the wall time by construction.
 
 The accounts survive restarts: rank 0 writes them with every checkpoint (``meta.json``'s
-``goodput`` entry) and, at most every ``persist_every_s`` and at every checkpoint, to
+``goodput`` entry) and, every ``persist_every_s`` (5 s) and at every checkpoint, to
 ``<run dir>/goodput.json``. A resume continues the newer of the two and moves the productive time
 spent after the restored checkpoint's step into ``redone``.
 
@@ -38,8 +38,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from config.observability import TRAIN_GOODPUT_BUCKETS as BUCKETS
-from config.observability import TRAIN_GOODPUT_RATIO, TRAIN_GOODPUT_RUN_LABEL, TRAIN_GOODPUT_SECONDS
+from config.observability import (
+    TRAIN_GOODPUT_BUCKETS,
+    TRAIN_GOODPUT_RATIO,
+    TRAIN_GOODPUT_RUN_LABEL,
+    TRAIN_GOODPUT_SECONDS,
+)
+
+BUCKETS = TRAIN_GOODPUT_BUCKETS
 
 LEDGER_FILE = "goodput.json"
 # Checkpoint steps whose productive total is kept (a resume from an older one estimates).
@@ -190,7 +196,7 @@ class Tracker:
         run_name: str,
         run_dir: str,
         accounts: Accounts | None = None,
-        persist_every_s: float = 10.0,
+        persist_every_s: float = 5.0,
         export: bool = True,
     ):
         self.enabled = enabled
@@ -231,8 +237,12 @@ class Tracker:
         return cls(enabled=True, run_name=run_name, run_dir=run_dir, accounts=accounts, **kwargs)
 
     def step_done(self, step: int) -> None:
+        """Charge the step; rewrite the ledger file when ``persist_every_s`` has passed, so that
+        a failure leaves at most that much work off the record."""
         if self.enabled:
             self.accounts.step_done(step)
+            if self.accounts.last - self.persisted_at >= self.persist_every_s:
+                self._persist()
 
     def charge(self, bucket: str) -> None:
         if self.enabled:
@@ -253,13 +263,16 @@ class Tracker:
             return
         a = self.accounts
         if force or a.last - self.persisted_at >= self.persist_every_s:
-            write_ledger(self.run_dir, a.to_dict())
-            self.persisted_at = a.last
+            self._persist()
         if self.export:
             seconds, ratio = self._metrics()
             for bucket in BUCKETS:
                 seconds.set(a.seconds[bucket], tags={TRAIN_GOODPUT_RUN_LABEL: self.run_name, "bucket": bucket})
             ratio.set(a.goodput, tags={TRAIN_GOODPUT_RUN_LABEL: self.run_name})
+
+    def _persist(self) -> None:
+        write_ledger(self.run_dir, self.accounts.to_dict())
+        self.persisted_at = self.accounts.last
 
     def _metrics(self) -> tuple[Any, Any]:
         if self._gauges is None:

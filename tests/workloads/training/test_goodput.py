@@ -164,3 +164,40 @@ def test_disabled_tracker_keeps_nothing_and_writes_nothing(tmp_path):
     assert t.checkpoint_record(1) is None
     t.publish(force=True)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_steps_rewrite_the_ledger_every_persist_interval(tmp_path):
+    """Between checkpoints the ledger is rewritten from the step loop every ``persist_every_s``,
+    so a failure leaves at most that much work off the record (and out of ``redone``)."""
+    clock = Clock()
+    t = Tracker.begin(
+        enabled=True,
+        run_name="r",
+        run_dir=str(tmp_path),
+        submitted=clock.t,
+        process_start=clock.t,
+        restored_step=0,
+        checkpoint_meta=None,
+        clock=clock,
+        persist_every_s=5.0,
+        export=False,
+    )
+    for done in range(1, 24):  # 1 s steps, no report, no checkpoint
+        clock.tick(1.0)
+        t.step_done(done)
+    assert goodput.read_ledger(str(tmp_path))["step"] == 21  # written at steps 1, 6, 11, 16, 21
+    # The run fails after step 23 and resumes from a checkpoint at step 0: 21 recorded steps redone.
+    clock.tick(3.0)
+    resumed = Tracker.begin(
+        enabled=True,
+        run_name="r",
+        run_dir=str(tmp_path),
+        submitted=None,
+        process_start=clock.t,
+        restored_step=0,
+        checkpoint_meta=None,
+        clock=clock,
+        export=False,
+    )
+    assert resumed.accounts.seconds["redone"] == pytest.approx(21.0)
+    assert resumed.accounts.seconds["waiting"] == pytest.approx(2.0 + 3.0)
