@@ -6,7 +6,10 @@ the Ray Jobs API at http://127.0.0.1:8265: 4 FSDP2 workers (2 per node) with sha
 asynchronous checkpoints, elastic down to 2 (``min_workers``). It SIGKILLs one worker node
 mid-run; Ray Train restarts the group on the 2 workers the surviving node holds, which load the
 latest checkpoint resharded from 4 ranks to 2 and finish. It stops the cluster and prints a
-summary. A loss-over-steps plot (PNG) marks the node loss and the resume on fewer workers.
+summary, with the run's goodput and its wall time per bucket (the job's own accounts,
+workloads/training/goodput.py, read from the run's goodput.json). A loss-over-steps plot (PNG)
+marks the node loss and the resume on fewer workers; a second panel splits the wall time, both
+attempts together, into the goodput buckets. ``--no-kill`` runs without the node loss.
 """
 
 from __future__ import annotations
@@ -159,8 +162,9 @@ def rehearse(
     summary["phases"] = _phases(kill_t, dead_t, workers, resumes, summary, out_dir / "ray-train-logs")
     summary["phases"].update({f"setup_{k}_s": float(v) for k, v in setup.items()})
     summary["killed_node"] = dead_t[0][1] if dead_t else None
+    summary["goodput"] = _goodput(Path(storage) / "rehearsal")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    summary["plot"] = str(_plot(steps_seen, resumes, kill_t, out_dir / "loss.png"))
+    summary["plot"] = str(_plot(steps_seen, resumes, kill_t, out_dir / "loss.png", summary["goodput"]))
     return summary
 
 
@@ -286,15 +290,59 @@ def _summarize(
     }
 
 
+def _goodput(run_dir: Path) -> dict[str, Any] | None:
+    """The job's goodput accounts of the run (its ledger file), or None when it wrote none."""
+    from workloads.training.goodput import read_ledger
+
+    record = read_ledger(str(run_dir))
+    if record is None:
+        return None
+    seconds = {b: round(v, 2) for b, v in record["seconds"].items()}
+    return {
+        "goodput": round(record["goodput"], 4),
+        "wall_s": round(sum(record["seconds"].values()), 2),
+        "attempts": record["attempts"],
+        "seconds": seconds,
+    }
+
+
+def _plot_goodput(ax: Any, goodput: dict[str, Any]) -> None:
+    """One horizontal bar: the run's wall time split into the goodput buckets (both attempts)."""
+    from workloads.training.goodput import BUCKETS
+
+    colors = dict(zip(BUCKETS, ("#2ca02c", "#d62728", "#1f77b4", "#ff7f0e", "#9467bd", "#7f7f7f"), strict=True))
+    left, wall = 0.0, goodput["wall_s"] or 1.0
+    for b in BUCKETS:
+        v = goodput["seconds"][b]
+        ax.barh([0], [v], left=left, color=colors[b], label=f"{b} {v:.1f} s ({v / wall:.0%})")
+        left += v
+    ax.set_yticks([])
+    ax.set_xlabel("wall time from submission to the last step, s")
+    ax.set_title(
+        f"goodput {goodput['goodput']:.1%} over {goodput['wall_s']:.0f} s, {goodput['attempts']} attempt(s): "
+        "steps lost to the node loss are 'redone', the replacement wait 'waiting'",
+        fontsize=9,
+    )
+    ax.legend(ncol=3, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.45))
+
+
 def _plot(
-    seen: list[tuple[int, float, float, int]], resumes: list[tuple[int, float, int]], kill_t: float | None, path: Path
+    seen: list[tuple[int, float, float, int]],
+    resumes: list[tuple[int, float, int]],
+    kill_t: float | None,
+    path: Path,
+    goodput: dict[str, Any] | None = None,
 ) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    if goodput is None:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+    else:
+        fig, (ax, gax) = plt.subplots(2, 1, figsize=(8, 6.5), gridspec_kw={"height_ratios": [3, 1]})
+        _plot_goodput(gax, goodput)
     attempts = sorted({s[3] for s in seen})
     for a in attempts:
         pts = [s for s in seen if s[3] == a]
@@ -330,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--kill-at-step", type=int, default=130)
+    p.add_argument("--no-kill", action="store_true", help="no node loss: the goodput of an undisturbed run")
     p.add_argument(
         "--detection",
         choices=["fast", "default"],
@@ -341,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     s = rehearse(
         steps=args.steps,
         checkpoint_every=args.checkpoint_every,
-        kill_at_step=args.kill_at_step,
+        kill_at_step=args.steps + 1 if args.no_kill else args.kill_at_step,
         out_dir=Path(args.out),
         detection=args.detection,
     )
@@ -361,15 +410,20 @@ def main(argv: list[str] | None = None) -> int:
         "plot",
     ):
         print(f"    {k:18s} {s[k]}")
+    g = s["goodput"]
+    if g is not None:
+        print(f"    {'goodput':18s} {g['goodput']:.1%} of {g['wall_s']:.1f} s wall ({g['attempts']} attempt(s))")
+        for bucket, v in g["seconds"].items():
+            print(f"      {bucket:16s} {v:8.2f} s  {v / (g['wall_s'] or 1):6.1%}")
     print("    phases (s after the kill; *_s: phase lengths)")
     for k, v in s["phases"].items():
         print(f"      {k:55s} {v}")
-    ok = (
-        s["status"] == "SUCCEEDED"
-        and s["last_step"] == s["steps_total"]
-        and s["resume_step"] is not None
-        and (s["workers_after_resume"] or 0) < (s["workers_first"] or 0)
-    )
+    finished = s["status"] == "SUCCEEDED" and s["last_step"] == s["steps_total"] and g is not None
+    if args.no_kill:
+        ok = finished and s["resume_step"] is None
+        print("    result            " + ("OK: finished without a failure" if ok else "FAILED"))
+        return 0 if ok else 1
+    ok = finished and s["resume_step"] is not None and (s["workers_after_resume"] or 0) < (s["workers_first"] or 0)
     print(
         "    result            "
         + ("OK: resumed on fewer workers from the latest checkpoint and finished" if ok else "FAILED")
