@@ -258,8 +258,9 @@ def _token_costs(doc: Document, config: EnvironmentConfig, prices: PriceTable) -
     doc.heading("Cost per million tokens", level=3)
     doc.para(
         "Training: the instance group's hourly price per GPU over the tokens one GPU trains in an hour at "
-        f"an assumed {TRAINING_MFU:.0%} model FLOPs utilization of the chip's dense bf16 peak "
-        "(config/catalog.py DENSE_BF16_TFLOPS; the Llama 3 paper reports 38-43 % on H100), times an "
+        f"an assumed {TRAINING_MFU:.1%} model FLOPs utilization of the chip's dense bf16 peak "
+        "(config/catalog.py DENSE_BF16_TFLOPS; bench/training_gpu.py measured 36.5 % for prod's step on one "
+        "H200, the Llama 3 paper reports 38-43 % on H100), times an "
         f"assumed {TRAINING_GOODPUT:.0%} goodput (the share of wall time that becomes kept steps; the "
         "job measures it: ray_train_goodput_ratio). Per GPU, so the same at any worker count. Serving: "
         "priced only where a generation throughput on the serving GPU is measured."

@@ -119,19 +119,20 @@ def test_unverified_prices_are_marked_in_the_report(assembly_dir, cluster_tpl, t
 
 def test_training_token_cost_of_prod_is_the_hand_computed_figure():
     """prod: ml.p5.48xlarge at $55.04/h over 8 H100s = $6.88 per GPU-hour; llama-7b trains
-    45,098,729,472 FLOPs per token; 40 % of 989.5 TFLOP/s is 8,776.30 tokens/s per GPU; at 90 %
-    goodput a million tokens take 126.60 GPU-seconds: $0.24195."""
+    45,098,729,472 FLOPs per token; 36.5 % of 989.5 TFLOP/s is 8,008.37 tokens/s per GPU (the
+    GPU bench measured 8,005 on one H200); at 90 % goodput a million tokens take 138.74
+    GPU-seconds: $0.26515."""
     from review.cost import TRAINING_GOODPUT, TRAINING_MFU, training_token_cost
 
     config = load_environment("prod")
     assert config.training.model.flops_per_token() == 45_098_729_472.0
     c = training_token_cost(config, load_prices())
     assert (c.workload, c.instance_type, c.chip, c.gpus, c.gpu_hour) == ("training", "ml.p5.48xlarge", "H100", 32, 6.88)
-    assert (TRAINING_MFU, TRAINING_GOODPUT, c.goodput) == (0.40, 0.90, 0.90)
-    assert c.tokens_per_s_per_gpu == pytest.approx(8776.300455331817, rel=1e-12)
-    assert c.per_million == pytest.approx(0.24195352027099357, rel=1e-12)
+    assert (TRAINING_MFU, TRAINING_GOODPUT, c.goodput) == (0.365, 0.90, 0.90)
+    assert c.tokens_per_s_per_gpu == pytest.approx(8008.374165490282, rel=1e-12)
+    assert c.per_million == pytest.approx(0.26515454276273265, rel=1e-12)
     assert c.basis == (
-        "40% MFU (assumed) of the H100's 989.5 TFLOP/s dense bf16 peak, 45.1 GFLOP per token (preset llama-7b)"
+        "36.5% MFU (assumed) of the H100's 989.5 TFLOP/s dense bf16 peak, 45.1 GFLOP per token (preset llama-7b)"
     )
     # Half the goodput, twice the cost.
     assert training_token_cost(config, load_prices(), goodput=0.45).per_million == pytest.approx(2 * c.per_million)
@@ -139,14 +140,14 @@ def test_training_token_cost_of_prod_is_the_hand_computed_figure():
 
 def test_training_token_cost_of_staging_and_dev():
     """staging: ml.g6e.12xlarge $13.12/h over 4 L40S = $3.28; the default model, 509,718,528 FLOPs
-    per token; 40 % of 362.05 TFLOP/s. dev: the A10G has no datasheet peak in the catalog, so the
+    per token; 36.5 % of 362.05 TFLOP/s. dev: the A10G has no datasheet peak in the catalog, so the
     row is not priced and says why."""
     from review.cost import training_token_cost
 
     c = training_token_cost(load_environment("staging"), load_prices())
     assert (c.chip, c.gpus, c.gpu_hour) == ("L40S", 2, 3.28)
-    assert c.tokens_per_s_per_gpu == pytest.approx(284117.5904831931, rel=1e-12)
-    assert c.per_million == pytest.approx(0.003563122147033098, rel=1e-12)
+    assert c.tokens_per_s_per_gpu == pytest.approx(259257.3013159137, rel=1e-12)
+    assert c.per_million == pytest.approx(0.0039047913940088753, rel=1e-12)
     d = training_token_cost(load_environment("dev"), load_prices())
     assert (d.chip, d.gpu_hour, d.per_million, d.tokens_per_s_per_gpu) == ("A10G", 1.7725, None, None)
     assert d.basis == "no dense bf16 peak for A10G in config/catalog.py: not priced"
@@ -178,7 +179,7 @@ def test_report_prints_the_token_costs_with_their_assumptions():
     _token_costs(doc, load_environment("prod"), load_prices())
     text = doc.markdown()
     assert "### Cost per million tokens" in text
-    assert "an assumed 40% model FLOPs utilization" in text and "an assumed 90% goodput" in text
-    assert "| training | ml.p5.48xlarge (H100) | 32 | $6.88 | 8,776 |" in text
-    assert "| 90% (assumed) | $0.242 |" in text
+    assert "an assumed 36.5% model FLOPs utilization" in text and "an assumed 90% goodput" in text
+    assert "| training | ml.p5.48xlarge (H100) | 32 | $6.88 | 8,008 |" in text
+    assert "| 90% (assumed) | $0.2652 |" in text
     assert "| serving | ml.g6e.12xlarge (L40S) | 8 | $3.28 | n/a |" in text
