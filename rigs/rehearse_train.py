@@ -318,9 +318,9 @@ def _plot_goodput(ax: Any, goodput: dict[str, Any]) -> None:
         left += v
     ax.set_yticks([])
     ax.set_xlabel("wall time from submission to the last step, s")
+    lost = ": steps lost to the failure are 'redone', the wait for workers 'waiting'" if goodput["attempts"] > 1 else ""
     ax.set_title(
-        f"goodput {goodput['goodput']:.1%} over {goodput['wall_s']:.0f} s, {goodput['attempts']} attempt(s): "
-        "steps lost to the node loss are 'redone', the replacement wait 'waiting'",
+        f"goodput {goodput['goodput']:.1%} over {goodput['wall_s']:.0f} s, {goodput['attempts']} attempt(s){lost}",
         fontsize=9,
     )
     ax.legend(ncol=3, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.45))
@@ -365,7 +365,11 @@ def _plot(
         ax.axvline(step, color="green", ls=":", label=f"resumed on {world} workers from step {step}")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (rank 0)")
-    ax.set_title("Ray Train rehearsal: FSDP2, a worker-node loss, resume on fewer workers")
+    ax.set_title(
+        "Ray Train rehearsal: FSDP2, a worker-node loss, resume on fewer workers"
+        if kill_t is not None
+        else "Ray Train rehearsal: FSDP2, no failure"
+    )
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
