@@ -33,6 +33,7 @@ goodput panels (workloads/common/dashboards.py) and the ``TrainingGoodputLow`` a
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -46,6 +47,7 @@ from config.observability import (
 )
 
 BUCKETS = TRAIN_GOODPUT_BUCKETS
+log = logging.getLogger("workloads.training")
 
 LEDGER_FILE = "goodput.json"
 # Checkpoint steps whose productive total is kept (a resume from an older one estimates).
@@ -176,6 +178,7 @@ def read_ledger(run_dir: str) -> dict[str, Any] | None:
 
 def write_ledger(run_dir: str, record: dict[str, Any]) -> None:
     """Replace ``<run_dir>/goodput.json`` atomically (temporary name, fsync, rename)."""
+    os.makedirs(run_dir, exist_ok=True)
     path = os.path.join(run_dir, LEDGER_FILE)
     tmp = f"{path}.tmp"
     with open(tmp, "wb") as f:
@@ -206,6 +209,7 @@ class Tracker:
         self.persist_every_s = persist_every_s
         self.persisted_at = 0.0
         self._gauges: tuple[Any, Any] | None = None
+        self._write_failed = False
         self.export = export
 
     @classmethod
@@ -271,8 +275,15 @@ class Tracker:
             ratio.set(a.goodput, tags={TRAIN_GOODPUT_RUN_LABEL: self.run_name})
 
     def _persist(self) -> None:
-        write_ledger(self.run_dir, self.accounts.to_dict())
+        """Write the ledger; a storage error is logged (once) and retried at the next interval,
+        never allowed to stop training."""
         self.persisted_at = self.accounts.last
+        try:
+            write_ledger(self.run_dir, self.accounts.to_dict())
+        except OSError as err:
+            if not self._write_failed:
+                log.warning("goodput: cannot write %s: %s; training goes on", self.run_dir, err)
+            self._write_failed = True
 
     def _metrics(self) -> tuple[Any, Any]:
         if self._gauges is None:

@@ -201,3 +201,17 @@ def test_steps_rewrite_the_ledger_every_persist_interval(tmp_path):
     )
     assert resumed.accounts.seconds["redone"] == pytest.approx(21.0)
     assert resumed.accounts.seconds["waiting"] == pytest.approx(2.0 + 3.0)
+
+
+def test_a_ledger_write_error_is_logged_once_and_training_goes_on(tmp_path, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    t = Tracker(enabled=True, run_name="r", run_dir=str(blocker / "run"), export=False)
+    t.publish(force=True)
+    t.publish(force=True)
+    assert [r.message.split(":")[0] for r in caplog.records] == ["goodput"]
+    assert "training goes on" in caplog.records[0].message
+    # A run directory that does not exist yet is created.
+    t2 = Tracker(enabled=True, run_name="r", run_dir=str(tmp_path / "new" / "run"), export=False)
+    t2.publish(force=True)
+    assert goodput.read_ledger(str(tmp_path / "new" / "run")) is not None
