@@ -16,9 +16,9 @@ that (``--plan``): torch and this repository's code, nothing else. Ray itself is
 loop: this measures the GPU work of one rank, not Ray's overhead (``training_throughput.py``).
 
 MFU = tokens/s x model FLOPs per token (``workloads.common.model.flops_per_token``: 6N plus
-attention) / peak. The peak is the GPU's dense bf16 datasheet figure where this file knows it
-(``DENSE_BF16_TFLOPS``) or ``--peak-tflops``; on CUDA the bench also measures the bf16 matrix-
-product rate on the spot (8192^3, the mean of 10 after 3 warm-ups) and prints MFU against that
+attention) / peak. The peak is the GPU's dense bf16 datasheet figure where config/catalog.py
+knows it (``GPU_DENSE_BF16_TFLOPS``, carried in the plan) or ``--peak-tflops``; on CUDA the bench
+also measures the bf16 matrix-product rate on the spot (8192^3, the mean of 10 after 3 warm-ups) and prints MFU against that
 as a second, achievable ceiling. On a CPU (``--device cpu``, for tests and dry runs) the job
 trains in fp32 and MFU is printed only with ``--peak-tflops``.
 """
@@ -41,10 +41,10 @@ if TYPE_CHECKING:
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-# Dense (no sparsity) bf16 Tensor Core peak, TFLOP/s, by the name torch.cuda.get_device_name()
-# gives. NVIDIA's H100/H200 SXM datasheets: 1,979 TFLOP/s "with sparsity", half of it dense.
-# The PCIe and NVL parts are slower and are deliberately not matched: pass --peak-tflops.
-DENSE_BF16_TFLOPS = {"NVIDIA H200": 989.5, "NVIDIA H100 80GB HBM3": 989.5}
+# The chip of each name torch.cuda.get_device_name() gives. Its dense bf16 peak is the chip's
+# datasheet figure in config/catalog.py (GPU_DENSE_BF16_TFLOPS), carried to the GPU machine in the
+# plan. The PCIe and NVL parts are slower and are deliberately not matched: pass --peak-tflops.
+DEVICE_CHIPS = {"NVIDIA H200": "H200", "NVIDIA H100 80GB HBM3": "H100"}
 
 PLAN_KEYS = (
     "env",
@@ -58,6 +58,7 @@ PLAN_KEYS = (
     "grad_clip",
     "activation_checkpointing",
     "data_max_bytes",
+    "dense_bf16_tflops",
 )
 # The GPU the default plan is sized for (one of the p5e/p5en's eight).
 PLAN_INSTANCE_TYPE = "ml.p5e.48xlarge"
@@ -82,6 +83,13 @@ def largest_preset_on_one_gpu(t: Training, instance_type: str = PLAN_INSTANCE_TY
     raise BenchError(
         f"no preset fits one {spec.accelerator} of {instance_type} with batch_size_per_worker {t.batch_size_per_worker}"
     )
+
+
+def device_peaks() -> dict[str, float]:
+    """Dense bf16 peak TFLOP/s by device name, from config/catalog.py (here only)."""
+    from config import catalog
+
+    return {name: catalog.GPU_DENSE_BF16_TFLOPS[chip] for name, chip in DEVICE_CHIPS.items()}
 
 
 def plan_for_env(env: str, preset: str | None = None) -> dict[str, Any]:
@@ -110,6 +118,7 @@ def plan_for_env(env: str, preset: str | None = None) -> dict[str, Any]:
         "grad_clip": t.grad_clip,
         # Enough windows for the measured steps; the corpus size does not change a step's work.
         "data_max_bytes": 16 << 20,
+        "dense_bf16_tflops": device_peaks(),
     }
 
 
@@ -140,7 +149,7 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def peak_for(device: torch.device, override: float | None) -> tuple[float | None, str]:
+def peak_for(device: torch.device, override: float | None, peaks: dict[str, float]) -> tuple[float | None, str]:
     """(peak TFLOP/s, where it comes from)."""
     import torch
 
@@ -149,9 +158,9 @@ def peak_for(device: torch.device, override: float | None) -> tuple[float | None
     if device.type != "cuda":
         return None, f"no dense bf16 peak is known for {device.type!r}; pass --peak-tflops"
     name = torch.cuda.get_device_name(device)
-    if name in DENSE_BF16_TFLOPS:
-        return DENSE_BF16_TFLOPS[name], f"{name} datasheet, dense bf16"
-    return None, f"no dense bf16 peak is known for {name!r} (known: {', '.join(DENSE_BF16_TFLOPS)}); pass --peak-tflops"
+    if name in peaks:
+        return peaks[name], f"{name} datasheet, dense bf16"
+    return None, f"no dense bf16 peak is known for {name!r} (known: {', '.join(peaks)}); pass --peak-tflops"
 
 
 def matmul_tflops(device: torch.device, n: int = 8192, reps: int = 10) -> float:
@@ -265,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
 
             use_deterministic(True)  # before the first CUDA work, as the job does
         device = pick_device(args.device)
-        peak, peak_from = peak_for(device, args.peak_tflops)
+        peak, peak_from = peak_for(device, args.peak_tflops, plan["dense_bf16_tflops"])
     except BenchError as e:  # the option or file first, then what is wrong and what is allowed
         print(e, file=sys.stderr)
         return 2

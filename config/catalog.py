@@ -154,17 +154,18 @@ GPU_MEMORY_GIB: dict[str, int] = {
 
 # Dense (no sparsity) bf16 Tensor Core peak of one GPU, TFLOP/s, from NVIDIA's datasheets, which
 # headline the figure with 2:4 sparsity (A100 624, H100/H200 SXM 1,979, B200 4,500, L4 242;
-# L40S: 362 dense, 733 sparse). The A10G, AWS's variant of the A10, is given 70 by the published
-# comparisons (the A10's datasheet: 125). Chips not here get no step-time estimate.
+# L40S: 362.05 dense, 733 sparse). The A10G, AWS's variant of the A10, has no published figure of
+# its own (the A10's datasheet gives 125; measurements report far less), so it is left out. MFU figures (bench/training_gpu.py), the sizing plan's
+# step time and the review's cost per million training tokens divide by it. Chips not here get
+# no step-time estimate and no token cost.
 GPU_DENSE_BF16_TFLOPS: dict[str, float] = {
     "A100": 312.0,
     "A100-80GB": 312.0,
     "H100": 989.5,
     "H200": 989.5,
     "B200": 2250.0,
-    "A10G": 70.0,
     "L4": 121.0,
-    "L40S": 362.0,
+    "L40S": 362.05,
 }
 
 

@@ -52,6 +52,37 @@ CONTAINER_LOG_WRITER_ACTIONS = (
 SCRAPER_USER = "aps-collector-user"
 SCRAPER_CLUSTER_ROLE = "aps-collector-role"
 
+# The training job's goodput gauges (workloads/training/goodput.py sets them through Ray's metrics
+# API, which prefixes "ray_" for Prometheus), labelled like Ray Train's own series with the run's
+# name (``ray_train_run_name``, the training dashboard's TrainRunName variable) and the bucket.
+TRAIN_GOODPUT_SECONDS = "train_goodput_seconds"
+TRAIN_GOODPUT_RATIO = "train_goodput_ratio"
+TRAIN_GOODPUT_RUN_LABEL = "ray_train_run_name"
+TRAIN_GOODPUT_BUCKETS = ("productive", "redone", "checkpoint", "startup", "waiting", "other")
+# The window of the goodput alert and of the dashboard's windowed goodput.
+TRAIN_GOODPUT_WINDOW = "1h"
+
+
+def prometheus_name(ray_metric: str) -> str:
+    """The Prometheus series name of a metric set through ``ray.util.metrics``."""
+    return f"ray_{ray_metric}"
+
+
+def train_goodput_promql(window: str = TRAIN_GOODPUT_WINDOW, selector: str = "") -> str:
+    """Each run's goodput over the last ``window``: productive seconds gained over wall seconds
+    gained. ``max by`` keeps one series per run and bucket where a restarted rank 0's gauges
+    overlap a dead one's; ``selector`` adds label matchers (the dashboard's variables)."""
+    run = TRAIN_GOODPUT_RUN_LABEL
+    series = prometheus_name(TRAIN_GOODPUT_SECONDS)
+    extra = f", {selector}" if selector else ""
+
+    def gained(matchers: str) -> str:
+        return f"sum by ({run}) (max by ({run}, bucket) (delta({series}{{{matchers}}}[{window}])))"
+
+    productive = 'bucket="productive"' + extra
+    return f"{gained(productive)} / {gained(selector)}"
+
+
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
 _HTTPS_RE = re.compile(r"^https://[A-Za-z0-9.-]+\.[A-Za-z]{2,}(:\d{1,5})?(/\S*)?$")
 
@@ -91,6 +122,19 @@ class Observability(Frozen):
         gt=0,
         lt=1,
         description="Serve 5xx responses over all responses, per application over 5 minutes, above which the Serve5xxRate alert fires.",
+    )
+
+    training_goodput_min: float = Field(
+        default=0.7,
+        gt=0,
+        lt=1,
+        description=(
+            "A training run's goodput (productive step time over wall time, workloads/training/goodput.py) "
+            "over the last hour below which the TrainingGoodputLow alert fires. 0.7: an hour with one node "
+            "loss, HyperPod's node replacement and the restart (about 10 minutes) plus half a checkpoint "
+            "interval redone stays above it; repeated failures, a wait for nodes or checkpoint stalls that "
+            "take a third of the hour fire."
+        ),
     )
 
     _retention = field_validator("log_retention_days")(classmethod(lambda cls, v: log_retention_days(v)))

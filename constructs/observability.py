@@ -10,8 +10,8 @@
 - Logs: the container, node and performance log groups of the CloudWatch Observability add-on,
   created before the add-on (which would otherwise create them unencrypted and kept forever),
   encrypted with the platform key, retention from config.
-- Alarms: AMP alerting rules (failed RayJob, RayService not ready, Serve 5xx ratio, a Ray metrics
-  target down) through the workspace's alert manager, and HyperPod's EventBridge cluster events
+- Alarms: AMP alerting rules (failed RayJob, RayService not ready, Serve 5xx ratio, a training
+  run's goodput over the last hour, a Ray metrics target down) through the workspace's alert manager, and HyperPod's EventBridge cluster events
   at error level, to one SNS topic encrypted with the platform key.
 
 One module because metrics, logs and alarms share the platform key's policy, the topic and the
@@ -109,9 +109,11 @@ def scrape_configuration(config: EnvironmentConfig) -> dict[str, Any]:
 
 def alerting_rules(config: EnvironmentConfig) -> dict[str, Any]:
     """Prometheus alerting rules on KubeRay's CR metrics (kuberay_job_deployment_status,
-    kuberay_service_condition_ready: ray-operator/controllers/ray/metrics at v1.7.0) and Ray Serve's
-    HTTP counters (the series Ray's Serve dashboard plots)."""
+    kuberay_service_condition_ready: ray-operator/controllers/ray/metrics at v1.7.0), Ray Serve's
+    HTTP counters (the series Ray's Serve dashboard plots) and the training job's goodput gauges
+    (the series the training dashboard's Goodput row plots)."""
     ratio = config.observability.serve_error_ratio
+    goodput_min = config.observability.training_goodput_min
     return {
         "groups": [
             {
@@ -143,6 +145,19 @@ def alerting_rules(config: EnvironmentConfig) -> dict[str, Any]:
                         "labels": {"severity": "warning"},
                         "annotations": {
                             "summary": f"Serve application {{{{ $labels.application }}}}: more than {ratio:.0%} of responses are 5xx"
+                        },
+                    },
+                    {
+                        "alert": "TrainingGoodputLow",
+                        "expr": f"{obs.train_goodput_promql()} < {goodput_min:g}",
+                        "for": "15m",
+                        "labels": {"severity": "warning"},
+                        "annotations": {
+                            "summary": (
+                                f"Training run {{{{ $labels.{obs.TRAIN_GOODPUT_RUN_LABEL} }}}}: goodput over the last "
+                                f"{obs.TRAIN_GOODPUT_WINDOW} below {goodput_min:.0%} (productive step time over wall "
+                                "time; the training dashboard's Goodput row shows where the rest went)"
+                            )
                         },
                     },
                     {

@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING
 from review import analysis as a
 from review.assembly import Stack
 from review.compare import Comparison
-from review.cost import NOT_ESTIMATED, CostEstimate, PriceTable
+from review.cost import (
+    NOT_ESTIMATED,
+    TRAINING_GOODPUT,
+    TRAINING_MFU,
+    CostEstimate,
+    PriceTable,
+    serving_token_cost,
+    training_token_cost,
+)
 from review.document import Document
 from review.engines import DocumentCheck
 from review.images import ImageRow, images_section
@@ -225,7 +233,46 @@ def build_report(
             else ""
         )
     )
+    if config is not None:
+        _token_costs(doc, config, prices)
     return doc
+
+
+def _token_costs(doc: Document, config: EnvironmentConfig, prices: PriceTable) -> None:
+    """Cost per million tokens: the GPU-hour price of the workload's instance group over the
+    tokens one GPU produces in an hour, with every assumption in the table."""
+    rows = []
+    for c in (training_token_cost(config, prices), serving_token_cost(config, prices)):
+        if c is None:
+            continue
+        rows.append(
+            [
+                c.workload,
+                f"{c.instance_type} ({c.chip})",
+                str(c.gpus),
+                _money(c.gpu_hour),
+                "n/a" if c.tokens_per_s_per_gpu is None else f"{c.tokens_per_s_per_gpu:,.0f}",
+                c.basis,
+                "n/a" if c.goodput is None else f"{c.goodput:.0%} (assumed)",
+                ("" if c.per_million is not None else f"{a.FLAG} ")
+                + ("n/a" if c.per_million is None else f"${c.per_million:.4g}"),
+            ]
+        )
+    doc.heading("Cost per million tokens", level=3)
+    doc.para(
+        "Training: the instance group's hourly price per GPU over the tokens one GPU trains in an hour at "
+        f"an assumed {TRAINING_MFU:.1%} model FLOPs utilization of the chip's dense bf16 peak "
+        "(config/catalog.py GPU_DENSE_BF16_TFLOPS; bench/training_gpu.py measured 36.5 % for prod's step on one "
+        "H200, the Llama 3 paper reports 38-43 % on H100), times an "
+        f"assumed {TRAINING_GOODPUT:.0%} goodput (the share of wall time that becomes kept steps; the "
+        "job measures it: ray_train_goodput_ratio). Per GPU, so the same at any worker count. Serving: "
+        "priced only where a generation throughput on the serving GPU is measured."
+    )
+    doc.table(
+        ["Workload", "GPU", "GPUs", "$/GPU-hour", "Tokens/s per GPU", "Throughput basis", "Goodput", "$ per 1M tokens"],
+        rows,
+        empty="No GPU instance group.",
+    )
 
 
 def _comparison(doc: Document, c: Comparison) -> None:

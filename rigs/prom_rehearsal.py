@@ -7,6 +7,9 @@ grafana_dashboard_factory``), as Ray writes them for Grafana. Grafana's variable
 the way Grafana would with "All" selected: label-value variables by ``.*``, interval variables by
 ``1m``. Each query must evaluate without error; the summary counts the ones that return series
 (the panels this small run exercises: a few tasks and actors, no Serve, Data or Train).
+One actor keeps goodput accounts with the training job's own ``goodput.Tracker`` and sets its
+gauges through Ray's metrics API: the training dashboard's Goodput panels and the
+TrainingGoodputLow alert's expression (constructs/observability.py) must return its series.
 Prometheus scrapes without the token: Ray's metrics exporters are not authenticated (see
 auth_check), which is why the NetworkPolicies admit no one to them but a scraper's rule.
 """
@@ -70,7 +73,45 @@ def query(base: str, expr: str) -> dict[str, Any]:
 
 # Series the run's own work makes (tasks, actors, nodes, the object store): their presence, with
 # every target scraped a few times, is what the dashboards' queries need to return data.
-READY_SERIES = ("ray_tasks", "ray_actors", "ray_node_cpu_utilization", "ray_object_store_memory")
+READY_SERIES = (
+    "ray_tasks",
+    "ray_actors",
+    "ray_node_cpu_utilization",
+    "ray_object_store_memory",
+    "ray_train_goodput_seconds",
+)
+GOODPUT_RUN = "goodput-rehearsal"
+
+
+class GoodputProbe:
+    """A Ray actor that steps like the training job's rank 0: the job's own accounts and gauges
+    (workloads/training/goodput.py), 10 ms steps, a publish after each batch of steps."""
+
+    def __init__(self, run_dir: str):
+        from workloads.training.goodput import Tracker
+
+        now = time.time()
+        self.tracker = Tracker.begin(
+            enabled=True,
+            run_name=GOODPUT_RUN,
+            run_dir=run_dir,
+            submitted=now - 3.0,
+            process_start=now - 1.0,
+            restored_step=0,
+            checkpoint_meta=None,
+        )
+        self.step = 0
+
+    def steps(self, n: int) -> float:
+        for _ in range(n):
+            time.sleep(0.01)
+            self.step += 1
+            self.tracker.step_done(self.step)
+        self.tracker.charge("other")
+        self.tracker.publish()
+        return self.tracker.accounts.goodput
+
+
 SCRAPES = 3  # per target, so that rate() and increase() over 1m have points to work with
 
 
@@ -117,6 +158,7 @@ def run(max_scrape_seconds: float = 90) -> dict[str, Any]:
                 return n + 1
 
         counter = Counter.remote()  # type: ignore[attr-defined]
+        probe = ray.remote(num_cpus=0)(GoodputProbe).remote(str(work))
         ray.get([square.remote(i) for i in range(50)] + [counter.add.remote(i) for i in range(20)])
         targets = sorted(
             f"127.0.0.1:{port}"
@@ -147,11 +189,14 @@ def run(max_scrape_seconds: float = 90) -> dict[str, Any]:
         base = f"http://127.0.0.1:{port}"
         start = time.monotonic()
         while time.monotonic() - start < max_scrape_seconds:
-            ray.get([square.remote(i) for i in range(10)])
+            ray.get([square.remote(i) for i in range(10)] + [probe.steps.remote(20)])  # type: ignore[attr-defined]
             time.sleep(1)
             if _ready(base, len(targets)):
                 break
         summary["scrape_seconds"] = round(time.monotonic() - start, 1)
+        # Ray exports a gauge while it is set; the probe's series are read while it still steps.
+        ray.get(probe.steps.remote(20))  # type: ignore[attr-defined]
+        summary["goodput"] = _goodput_series(base)
         up = query(base, "up")["data"]["result"]
         summary["targets_up"] = sum(1 for s in up if s["value"][1] == "1")
         errors, per_dash = [], {}
@@ -175,6 +220,34 @@ def run(max_scrape_seconds: float = 90) -> dict[str, Any]:
         cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
     return summary
+
+
+def _goodput_series(base: str) -> dict[str, Any]:
+    """Per goodput query (the training dashboard's Goodput panels, the alert's expression with
+    its threshold dropped): the runs it returns and their values."""
+    from constructs import observability as co
+
+    from config import load_environment
+
+    exprs = [(t, e) for t, e in dashboards()["train"] if "goodput" in e]
+    [rule] = [
+        r
+        for g in co.alerting_rules(load_environment("dev"))["groups"]
+        for r in g["rules"]
+        if r["alert"] == "TrainingGoodputLow"
+    ]
+    exprs.append(("alert TrainingGoodputLow", rule["expr"].rsplit(" < ", 1)[0]))
+    out: dict[str, Any] = {}
+    for title, expr in exprs:
+        res = query(base, as_grafana_would(expr))
+        series = res.get("data", {}).get("result", []) if res.get("status") == "success" else []
+        out[f"{title} :: {expr[:60]}"] = {
+            "status": res.get("status"),
+            "runs": sorted({s["metric"].get("ray_train_run_name", "") for s in series}),
+            "buckets": sorted({s["metric"]["bucket"] for s in series if "bucket" in s["metric"]}),
+            "values": [round(float(s["value"][1]), 4) for s in series],
+        }
+    return out
 
 
 def main() -> int:

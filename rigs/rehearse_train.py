@@ -11,8 +11,11 @@ on a cluster of its own:
   2 and finish;
 - same-size: a fixed-size run whose lost node's replacement joins at once (on the cluster add
   HyperPod's replacement time); the 4 workers resume at the same world size.
-It stops the cluster and prints a summary per path. A loss-over-steps plot (PNG) marks the node
-loss and the resume.
+It stops the cluster and prints a summary per path, with the run's goodput and its wall time per
+bucket (the job's own accounts, workloads/training/goodput.py, read from the run's goodput.json).
+A loss-over-steps plot (PNG) marks the node loss and the resume; a second panel splits the wall
+time, every attempt together, into the goodput buckets. ``--no-kill`` runs once without the node
+loss.
 
 One module because it is one rehearsal: the cluster, the job's log, the recovery's phases and the
 summary are read top to bottom as one run.
@@ -175,8 +178,9 @@ def rehearse(
     summary["phases"] = _phases(kill_t, dead_t, workers, resumes, summary, out_dir / "ray-train-logs")
     summary["phases"].update({f"setup_{k}_s": float(v) for k, v in setup.items()})
     summary["killed_node"] = dead_t[0][1] if dead_t else None
+    summary["goodput"] = _goodput(Path(storage) / "rehearsal")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    summary["plot"] = str(_plot(steps_seen, resumes, kill_t, out_dir / "loss.png"))
+    summary["plot"] = str(_plot(steps_seen, resumes, kill_t, out_dir / "loss.png", summary["goodput"]))
     return summary
 
 
@@ -302,15 +306,59 @@ def _summarize(
     }
 
 
+def _goodput(run_dir: Path) -> dict[str, Any] | None:
+    """The job's goodput accounts of the run (its ledger file), or None when it wrote none."""
+    from workloads.training.goodput import read_ledger
+
+    record = read_ledger(str(run_dir))
+    if record is None:
+        return None
+    seconds = {b: round(v, 2) for b, v in record["seconds"].items()}
+    return {
+        "goodput": round(record["goodput"], 4),
+        "wall_s": round(sum(record["seconds"].values()), 2),
+        "attempts": record["attempts"],
+        "seconds": seconds,
+    }
+
+
+def _plot_goodput(ax: Any, goodput: dict[str, Any]) -> None:
+    """One horizontal bar: the run's wall time split into the goodput buckets (both attempts)."""
+    from workloads.training.goodput import BUCKETS
+
+    colors = dict(zip(BUCKETS, ("#2ca02c", "#d62728", "#1f77b4", "#ff7f0e", "#9467bd", "#7f7f7f"), strict=True))
+    left, wall = 0.0, goodput["wall_s"] or 1.0
+    for b in BUCKETS:
+        v = goodput["seconds"][b]
+        ax.barh([0], [v], left=left, color=colors[b], label=f"{b} {v:.1f} s ({v / wall:.0%})")
+        left += v
+    ax.set_yticks([])
+    ax.set_xlabel("wall time from submission to the last step, s")
+    lost = ": steps lost to the failure are 'redone', the wait for workers 'waiting'" if goodput["attempts"] > 1 else ""
+    ax.set_title(
+        f"goodput {goodput['goodput']:.1%} over {goodput['wall_s']:.0f} s, {goodput['attempts']} attempt(s){lost}",
+        fontsize=9,
+    )
+    ax.legend(ncol=3, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.45))
+
+
 def _plot(
-    seen: list[tuple[int, float, float, int]], resumes: list[tuple[int, float, int]], kill_t: float | None, path: Path
+    seen: list[tuple[int, float, float, int]],
+    resumes: list[tuple[int, float, int]],
+    kill_t: float | None,
+    path: Path,
+    goodput: dict[str, Any] | None = None,
 ) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    if goodput is None:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+    else:
+        fig, (ax, gax) = plt.subplots(2, 1, figsize=(8, 6.5), gridspec_kw={"height_ratios": [3, 1]})
+        _plot_goodput(gax, goodput)
     attempts = sorted({s[3] for s in seen})
     for a in attempts:
         pts = [s for s in seen if s[3] == a]
@@ -333,7 +381,11 @@ def _plot(
         ax.axvline(step, color="green", ls=":", label=f"resumed on {world} workers from step {step}")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (rank 0)")
-    ax.set_title("Ray Train rehearsal: FSDP2, a worker-node loss, resume on fewer workers")
+    ax.set_title(
+        "Ray Train rehearsal: FSDP2, a worker-node loss, resume on fewer workers"
+        if kill_t is not None
+        else "Ray Train rehearsal: FSDP2, no failure"
+    )
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -355,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--kill-at-step", type=int, default=130)
+    p.add_argument("--no-kill", action="store_true", help="no node loss: the goodput of an undisturbed run")
     p.add_argument(
         "--detection",
         choices=["fast", "default"],
@@ -370,6 +423,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--out", default=str(REPO_ROOT / "out" / "rehearse-train"))
     args = p.parse_args(argv)
+    if args.no_kill:
+        s = rehearse(
+            steps=args.steps,
+            checkpoint_every=args.checkpoint_every,
+            kill_at_step=args.steps + 1,
+            out_dir=Path(args.out) / "no-kill",
+            detection=args.detection,
+            replacement_wait_s=None,
+            min_workers=None,
+            replace_node=False,
+        )
+        return 0 if _report("no-kill", s, None) else 1
     failed = 0
     for path in PATHS if args.path == "both" else [args.path]:
         s = rehearse(
@@ -402,17 +467,22 @@ def _report(path: str, s: dict[str, Any], wait_s: int | None) -> bool:
         "plot",
     ):
         print(f"    {k:18s} {s[k]}")
+    g = s["goodput"]
+    if g is not None:
+        print(f"    {'goodput':18s} {g['goodput']:.1%} of {g['wall_s']:.1f} s wall ({g['attempts']} attempt(s))")
+        for bucket, v in g["seconds"].items():
+            print(f"      {bucket:16s} {v:8.2f} s  {v / (g['wall_s'] or 1):6.1%}")
     print("    phases (s after the kill; *_s: phase lengths)")
     for k, v in s["phases"].items():
         print(f"      {k:55s} {v}")
+    finished = s["status"] == "SUCCEEDED" and s["last_step"] == s["steps_total"] and g is not None
+    if path == "no-kill":
+        ok = finished and s["resume_step"] is None
+        print("    result            " + ("OK: finished without a failure" if ok else "FAILED"))
+        return ok
     same = path == "same-size"
     resized = (s["workers_after_resume"] or 0) < (s["workers_first"] or 0)
-    ok = (
-        s["status"] == "SUCCEEDED"
-        and s["last_step"] == s["steps_total"]
-        and s["resume_step"] is not None
-        and (resized != same)
-    )
+    ok = finished and s["resume_step"] is not None and (resized != same)
     done = "resumed on the same workers" if same else "resumed on fewer workers"
     print(f"    result            {f'OK: {done} from the latest checkpoint and finished' if ok else 'FAILED'}")
     return ok

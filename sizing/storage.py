@@ -158,7 +158,7 @@ def burst_problems(c: CheckpointSizing) -> list[str]:
         f"{c.fsx_bytes_per_second / MB:.0f} MB/s ({c.fsx_capacity_gib} GiB x {c.fsx_mb_s_per_tib} MB/s/TiB), more "
         f"than the {c.allowed_seconds:.0f} s it may take (fsx.checkpoint_write_share {c.write_share:g} of "
         f"training.checkpoint_every_steps {c.interval_steps} x an estimated {c.step_seconds:.3g} s per step at "
-        f"{c.mfu:.0%} MFU of {c.gpus} {c.accelerator} GPUs); it needs {need / MB:.0f} MB/s; allowed: "
+        f"{c.mfu:.1%} MFU of {c.gpus} {c.accelerator} GPUs); it needs {need / MB:.0f} MB/s; allowed: "
         + ", or ".join(fixes)
         + f", or a longer training.checkpoint_every_steps (at least {math.ceil(c.interval_steps * c.write_seconds / c.allowed_seconds)})"
     ]
@@ -194,7 +194,7 @@ def table_row(env_name: str, c: CheckpointSizing | None) -> list[str]:
         str(c.efa_interfaces),
         f"{c.parameters / 1e9:.3g}B" if c.parameters >= 1e9 else f"{c.parameters / 1e6:.3g}M",
         f"{c.bytes / GB:.3g} GB",
-        na if c.step_seconds is None else f"{c.step_seconds:.3g} s ({c.mfu:.0%} MFU)",
+        na if c.step_seconds is None else f"{c.step_seconds:.3g} s ({c.mfu:.1%} MFU)",
         f"{c.interval_steps} steps" + ("" if c.interval_seconds is None else f" ({duration(c.interval_seconds)})"),
         f"{c.fsx_bytes_per_second / MB:.0f} MB/s ({c.fsx_capacity_gib} GiB x {c.fsx_mb_s_per_tib})",
         f"{c.write_seconds:.1f} s",
@@ -214,8 +214,8 @@ ASSUMPTIONS = (
     "Checkpoint: fp32 parameters and AdamW's two fp32 moments, 12 bytes per parameter whatever "
     "`training.precision` (bf16 is compute only), over every FSDP shard (sizing/training.py's memory "
     "estimator). Step: the global batch's model FLOPs (6 x non-embedding parameters + attention, per "
-    f"token) over the GPUs' dense bf16 peak (config/catalog.py) at {training.ASSUMED_MFU:.0%} MFU, the utilisation Llama 3's "
-    "pre-training reports on H100s (Dubey et al. 2024, table 4). FSx: storage capacity x per-unit throughput "
+    f"token) over the GPUs' dense bf16 peak (config/catalog.py) at {training.ASSUMED_MFU:.1%} MFU, the lower of "
+    "two measurements of prod's step on one H200 (docs/benchmarks.md). FSx: storage capacity x per-unit throughput "
     "(MB = 10^6 bytes); the export to S3 reads each checkpoint back out at the same rate. Allowed: "
     "`fsx.checkpoint_write_share` of the checkpoint interval; headroom is allowed time over write time, and "
     "synth fails below 1x. Goodput: the first-order model of Young (1974) and Daly (2006) with the node MTBF "

@@ -97,10 +97,12 @@ def test_no_peak_without_a_known_gpu(tiny_plan, capsys):
 def test_peak_by_device_name(monkeypatch):
     cuda = torch.device("cuda")
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "NVIDIA H200")
-    assert tg.peak_for(cuda, None) == (989.5, "NVIDIA H200 datasheet, dense bf16")
-    assert tg.peak_for(cuda, 700.0) == (700.0, "--peak-tflops")
+    peaks = tg.device_peaks()  # config/catalog.py's, as the plan carries them
+    assert peaks == {"NVIDIA H200": 989.5, "NVIDIA H100 80GB HBM3": 989.5}
+    assert tg.peak_for(cuda, None, peaks) == (989.5, "NVIDIA H200 datasheet, dense bf16")
+    assert tg.peak_for(cuda, 700.0, peaks) == (700.0, "--peak-tflops")
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "NVIDIA H100 PCIe")
-    assert tg.peak_for(cuda, None) == (
+    assert tg.peak_for(cuda, None, peaks) == (
         None,
         "no dense bf16 peak is known for 'NVIDIA H100 PCIe' (known: NVIDIA H200, "
         "NVIDIA H100 80GB HBM3); pass --peak-tflops",

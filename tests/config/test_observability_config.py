@@ -82,3 +82,15 @@ def test_production_needs_an_alarm_subscriber():
 def test_staging_and_prod_name_subscribers(env):
     obs = load_environment(env).observability
     assert obs.alarm_emails or obs.alarm_https_endpoints
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (0, "observability.training_goodput_min: Input should be greater than 0 (given: 0)"),
+        (1, "observability.training_goodput_min: Input should be less than 1 (given: 1)"),
+    ],
+)
+def test_training_goodput_min_is_a_fraction(value, message):
+    assert config_errors("dev", lambda d: d["observability"].update(training_goodput_min=value)) == [message]
+    assert Observability().training_goodput_min == 0.7

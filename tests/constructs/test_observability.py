@@ -139,7 +139,13 @@ def test_alarms_reach_one_encrypted_topic(env, synthesized):
     assert inner == co.alertmanager_config("TOPIC-ARN", config.region)
     _, rules = _only(t.find_resources("AWS::APS::RuleGroupsNamespace"))
     alerts = {r["alert"] for g in json.loads(rules["Properties"]["Data"])["groups"] for r in g["rules"]}
-    assert alerts == {"RayJobFailed", "RayServiceNotReady", "Serve5xxRate", "RayMetricsTargetDown"}
+    assert alerts == {
+        "RayJobFailed",
+        "RayServiceNotReady",
+        "Serve5xxRate",
+        "TrainingGoodputLow",
+        "RayMetricsTargetDown",
+    }
     _, rule = _only(t.find_resources("AWS::Events::Rule"))
     assert rule["Properties"]["EventPattern"] == co.hyperpod_event_pattern(config)
     assert rule["Properties"]["Targets"][0]["Arn"] == {"Ref": topic_id}
@@ -161,7 +167,7 @@ def test_promtool_accepts_the_scrape_config_and_the_rules(env, tmp_path):
     for args in (["check", "config", "--syntax-only", "scrape.yml"], ["check", "rules", "rules.yml"]):
         proc = subprocess.run([PROMTOOL, *args], cwd=tmp_path, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 4 rules found" in proc.stdout
+    assert "SUCCESS: 5 rules found" in proc.stdout
 
 
 def test_alerts_use_series_that_rays_own_dashboards_plot():
@@ -172,8 +178,75 @@ def test_alerts_use_series_that_rays_own_dashboards_plot():
     plotted = {m for exprs in dashboards().values() for _, e in exprs for m in re.findall(r"\bray_[a-z0-9_]+", e)}
     rules = co.alerting_rules(load_environment("dev"))
     used = {m for g in rules["groups"] for r in g["rules"] for m in re.findall(r"\bray_[a-z0-9_]+", r["expr"])}
-    assert used == {"ray_serve_num_http_error_requests_total", "ray_serve_num_http_requests_total"}
+    used -= {obs.TRAIN_GOODPUT_RUN_LABEL}  # a label (Ray Train's run name), not a series
+    assert used == {
+        "ray_serve_num_http_error_requests_total",
+        "ray_serve_num_http_requests_total",
+        obs.prometheus_name(obs.TRAIN_GOODPUT_SECONDS),
+    }
     assert used <= plotted
+
+
+def _goodput_series(run: str, per_minute: dict[str, list[float]]) -> list[dict[str, str]]:
+    """promtool input series: the job's cumulative goodput gauge per bucket, one value a minute."""
+    out = []
+    for bucket in obs.TRAIN_GOODPUT_BUCKETS:
+        total, values = 0.0, []
+        for gained in per_minute.get(bucket, [0.0] * 121):
+            total += gained
+            values.append(f"{total:g}")
+        series = f'{obs.prometheus_name(obs.TRAIN_GOODPUT_SECONDS)}{{ray_train_run_name="{run}",bucket="{bucket}"}}'
+        out.append({"series": series, "values": " ".join(values)})
+    return out
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_promtool_goodput_alert_fires_for_a_failing_run_and_not_for_a_steady_one(env, tmp_path):
+    """Two runs scraped every minute for two hours. "steady": 54 productive seconds a minute, 6
+    other (goodput 0.9). "failing": the same for an hour, then a node loss: the last 10 minutes'
+    steps move from productive to redone, and the run waits for a node for the rest of the hour.
+    The alert fires for "failing" only, and only once its hour's goodput has stayed low for the
+    rule's ``for``; at 60 minutes nothing fires."""
+    config = load_environment(env)
+    rules = co.alerting_rules(config)
+    [rule] = [r for g in rules["groups"] for r in g["rules"] if r["alert"] == "TrainingGoodputLow"]
+    assert config.observability.training_goodput_min < 0.9
+    minutes = 121
+    steady = {"productive": [0.0] + [54.0] * (minutes - 1), "other": [0.0] + [6.0] * (minutes - 1)}
+    failing = {
+        "productive": [0.0] + [54.0] * 60 + [-540.0] + [0.0] * (minutes - 62),
+        "redone": [0.0] * 61 + [540.0] + [0.0] * (minutes - 62),
+        "other": [0.0] + [6.0] * 60 + [0.0] * (minutes - 61),
+        "waiting": [0.0] * 61 + [60.0] * (minutes - 61),
+    }
+    (tmp_path / "rules.yml").write_text(co.yaml_text(rules))
+    labels = {"severity": "warning", "ray_train_run_name": "failing"}
+    summary = rule["annotations"]["summary"].replace("{{ $labels.ray_train_run_name }}", "failing")
+    tests = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": _goodput_series("steady", steady) + _goodput_series("failing", failing),
+                "alert_rule_test": [
+                    {"eval_time": "60m", "alertname": "TrainingGoodputLow", "exp_alerts": []},
+                    {
+                        "eval_time": "120m",
+                        "alertname": "TrainingGoodputLow",
+                        "exp_alerts": [{"exp_labels": labels, "exp_annotations": {"summary": summary}}],
+                    },
+                ],
+            }
+        ],
+    }
+    (tmp_path / "tests.yml").write_text(co.yaml_text(tests))
+    assert PROMTOOL, "promtool missing: `make test` installs it (Debian package prometheus, Makefile APT_PACKAGES)"
+    proc = subprocess.run([PROMTOOL, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout
+    # The threshold is the config's: a failing run scored 0 over its last hour at 120 minutes.
+    assert rule["expr"].endswith(f" < {config.observability.training_goodput_min:g}")
 
 
 def test_scraper_rbac_reads_pods_only_for_the_collector_user():

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from rigs import prom_rehearsal
+from workloads.training.goodput import BUCKETS
 
 
 def test_every_shipped_dashboard_has_queries_and_no_variable_survives():
@@ -35,3 +36,13 @@ def test_dashboard_queries_evaluate_against_a_real_prometheus():
     assert all(d["evaluated"] == d["queries"] for d in dash.values())
     # Core panels the run exercises (tasks, actors, nodes) return data.
     assert dash["default"]["with_series"] >= 10, dash["default"]
+    # The training job's goodput gauges, set through Ray's metrics API by the job's own Tracker,
+    # are what the training dashboard's Goodput panels and the TrainingGoodputLow alert query.
+    goodput = summary["goodput"]
+    assert len(goodput) == 4, goodput  # whole run, last hour, buckets; the alert
+    for title, found in goodput.items():
+        assert found["status"] == "success" and found["runs"] == [prom_rehearsal.GOODPUT_RUN], (title, found)
+        if title.startswith("Wall Time by Goodput Bucket ::"):
+            assert found["buckets"] == sorted(BUCKETS), (title, found)
+        else:
+            assert all(0 < v <= 1 for v in found["values"]), (title, found)

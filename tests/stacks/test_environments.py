@@ -161,7 +161,7 @@ def test_prod_checkpoint_interval_warning_is_on_the_file_system(synthesized):
 
     assembly, config, stacks = synthesized("prod")
     warning = checkpoint_interval_warning(config)
-    assert warning is not None and "10.8x shorter than the Young/Daly optimum" in warning
+    assert warning is not None and "9.9x shorter than the Young/Daly optimum" in warning
     meta = json.loads((Path(assembly.directory) / f"{stacks.storage.artifact_id}.metadata.json").read_text())
     found = {path: e["data"] for path, entries in meta.items() for e in entries if e["type"] == "aws:cdk:warning"}
     assert found == {f"/{stacks.storage.artifact_id}/Lustre": f"{warning} [ack: hpray:checkpoint-interval]"}

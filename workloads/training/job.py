@@ -256,11 +256,13 @@ def train_func(config: dict) -> None:
     from workloads.common import checkpoint as ckpt
     from workloads.common import model as model_lib
     from workloads.common.procfs import process_start_time
+    from workloads.training import goodput
     from workloads.training.data import ByteWindows, DataPosition, load_corpus
     from workloads.training.determinism import use_deterministic
 
     config = dict(config)
     step_callback = config.pop("step_callback", None)
+    submitted = config.pop("goodput_submitted", None)
     from workloads.training.job_settings import JobSettings
 
     s = JobSettings(**config)
@@ -341,6 +343,16 @@ def train_func(config: dict) -> None:
         random.seed(s.seed + rank)
         torch.manual_seed(s.seed + 7919 * (rank + 1))
     phases = " ".join(f"{name}={t - t0:.2f}s" for (_, t0), (name, t) in itertools.pairwise(marks))
+    # Where the run's wall time goes (rank 0 keeps the accounts): workloads/training/goodput.py.
+    accounts = goodput.Tracker.begin(
+        enabled=rank == 0,
+        run_name=s.run_name,
+        run_dir=ctx.get_storage().experiment_fs_path,
+        submitted=submitted,
+        process_start=process_start_time(),
+        restored_step=start_step,
+        checkpoint_meta=found[0][1] if found[0] is not None else None,
+    )
     if rank == 0:
         if found[0] is not None:
             print(
@@ -378,6 +390,7 @@ def train_func(config: dict) -> None:
         loss = train_step(model, optimizer, scheduler, x, y, grad_clip=s.grad_clip, autocast_dtype=autocast)
         done = step + 1
         loss_value = loss.item()
+        accounts.step_done(done)
         window_loss += loss_value
         window_n += 1
         if s.log_every_step and rank == 0:
@@ -412,6 +425,7 @@ def train_func(config: dict) -> None:
         window_loss, window_n = 0.0, 0
         finished: list[tuple[Checkpoint, str]] = []  # saves done, to name to Ray Train
         if want_ckpt:
+            goodput_record = accounts.checkpoint_record(done)
             # The previous save has had checkpoint_every_steps steps to finish in the background.
             if pending is not None:
                 finished.append((finish_save(), ckpt.dir_name(pending[1])))
@@ -428,6 +442,7 @@ def train_func(config: dict) -> None:
                 "data_position": pos.to_dict(),
                 "model_config": model_config.to_dict(),
                 "loss": metrics["loss"],
+                "goodput": goodput_record,
             }
             state = training_state(
                 {"step": done, "data_position": pos.to_dict(), "rng": rng_states, "scheduler": scheduler.state_dict()}
@@ -440,6 +455,7 @@ def train_func(config: dict) -> None:
             if done == s.steps:
                 finished.append((finish_save(), ckpt.dir_name(done)))
                 pending = None
+            accounts.charge("checkpoint")
         t_report = time.perf_counter()
         if not finished:
             ray.train.report(metrics)
@@ -453,9 +469,12 @@ def train_func(config: dict) -> None:
                 checkpoint_upload_mode=CheckpointUploadMode.NO_UPLOAD,
             )
         paced(t_report)
+        accounts.charge("other")
+        accounts.publish(force=want_ckpt or done == s.steps)
         window_t0 = time.perf_counter()
     if rank == 0:
         print(f"TRAIN done step={s.steps} t={time.time():.3f}", flush=True)
+        print(f"TRAIN goodput {accounts.accounts.summary()}", flush=True)
 
 
 def old_format_problem(run_name: str, path: str, fmt: object) -> str:
@@ -568,7 +587,7 @@ def run(s: JobSettings, *, step_callback=None):
     os.environ.update(controller_env(s))  # the driver's environment reaches the controller
     trainer = TorchTrainer(
         train_func,
-        train_loop_config={**s.to_dict(), "step_callback": step_callback},
+        train_loop_config={**s.to_dict(), "step_callback": step_callback, "goodput_submitted": time.time()},
         torch_config=TorchConfig(backend="nccl" if s.gpus_per_worker else "gloo"),
         scaling_config=scaling_config(s),
         run_config=RunConfig(
