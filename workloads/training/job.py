@@ -4,11 +4,12 @@ models), with sharded asynchronous checkpoints and exact, fault-tolerant resume.
 ``train_func`` is the per-worker loop (it builds its own model and data); ``run`` wraps it in a
 ``TorchTrainer`` with the scaling, failure and checkpoint settings from ``JobSettings``.
 
-Resume: every rank loads the newest checkpoint whose manifest verifies (rank 0 verifies, all
-load), resharded by DCP to the current world size. At the same world size the run continues
-bitwise as if uninterrupted (tested). On another world size the weights, optimizer state, step,
-schedule and data position carry over; the global batch is ``batch_size_per_worker`` times the
-new world size, so the run continues within a tolerance, not bitwise (tested).
+Resume: every rank loads the newest checkpoint that verifies (each rank hashes the shard files
+it reads; the ranks agree), resharded by DCP to the current world size. At the same world size
+the run continues bitwise as if uninterrupted (tested). On another world size the weights,
+optimizer state, step, schedule and data position carry over; the global batch is
+``batch_size_per_worker`` times the new world size, so the run continues within a tolerance,
+not bitwise (tested).
 
 One module because it is the per-worker training function Ray runs: model build, data, step,
 checkpoint and resume are one control flow, read top to bottom as in Ray's examples.
@@ -280,13 +281,9 @@ def train_func(config: dict) -> None:
 
     marks = [("entry", time.time())]  # set-up phases, printed with the start/resume line
     model_config = model_lib.config_from_dict(s.model)
-    # Rank 0 finds the newest checkpoint that verifies; every rank then reads its own part.
-    found = [None]
-    if rank == 0:
-        loaded = ckpt.load_latest_valid(s.storage_path, s.run_name, keys=[])
-        found = [None if loaded is None else (loaded.path, loaded.meta, loaded.format)]
-    dist.broadcast_object_list(found, src=0)
-    marks.append(("checkpoint", time.time()))
+    # Rank 0 lists the run's checkpoints: with none, a fresh start draws the initial weights.
+    listed = [bool(ckpt.list_checkpoints(s.storage_path, s.run_name)) if rank == 0 else None]
+    dist.broadcast_object_list(listed, src=0)
     model = build_model(
         model_config,
         seed=s.seed,
@@ -295,7 +292,7 @@ def train_func(config: dict) -> None:
         precision=s.precision,
         activation_checkpointing=s.activation_checkpointing,
         # A resume overwrites every parameter from the checkpoint (minutes saved on a 7B model).
-        initialize=found[0] is None,
+        initialize=not listed[0],
     )
     data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), model_config.block_size, s.seed)
     optimizer = make_optimizer(
@@ -310,6 +307,25 @@ def train_func(config: dict) -> None:
         model_sd, optim_sd = get_state_dict(model, optimizer)
         return {"model": model_sd, "optim": optim_sd, "progress": pickle.dumps(progress)}
 
+    # Every rank verifies the shard files it will read of the newest checkpoint (rank 0 its
+    # manifest and meta.json), so a restart's verification does not grow with one process; a
+    # torn file anywhere makes every rank fall back to the previous checkpoint together.
+    found, state = [None], None
+    if listed[0]:
+        state = training_state(None)
+        loaded = ckpt.find_latest_valid_sharded(s.storage_path, s.run_name, state, process_group=ckpt_group)
+        found = [None if loaded is None else (loaded.path, loaded.meta, loaded.format)]
+        if loaded is None:
+            # Every checkpoint is torn: start fresh, as without any (training_state gave the
+            # optimizer its state).
+            if s.sharding == "fsdp":
+                model_lib.init_parameters(model, s.seed)
+            optimizer = make_optimizer(
+                model, learning_rate=s.learning_rate, weight_decay=s.weight_decay, fused=device.type == "cuda"
+            )
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(s.warmup_steps, s.steps))
+    marks.append(("checkpoint", time.time()))
+
     pos, start_step, same_world = DataPosition(), 0, False
     if found[0] is not None:
         path, meta, fmt = found[0]
@@ -320,7 +336,6 @@ def train_func(config: dict) -> None:
                 f"checkpoint {path} holds model {meta.get('model_config')}, the job "
                 f"is configured for {model_config.to_dict()}"
             )
-        state = training_state(None)
         ckpt.load_sharded(path, state)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         progress = pickle.loads(state["progress"])
