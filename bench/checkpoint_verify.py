@@ -15,7 +15,9 @@ within each repeat, the same N processes find the newest intact checkpoint of th
 Three figures per N: wall, from a barrier to a barrier (the slowest rank's); CPU, the CPU
 seconds of the busiest rank (the time on the critical path where each
 rank has a core of its own, as on a GPU node, robust to other load on the machine), both medians of the repeats; and the bytes the busiest
-rank hashed (counted at the checkpoint module's hashlib). Goal: by N
+rank hashed (counted at the checkpoint module's hashlib). A control, in the same processes and
+alternating with the rest: the same shard files hashed with plain hashlib by rank 0 alone and
+split over the N ranks, which is the most the machine's free cores allow the wall figure. Goal: by N
 <= 1/N + 20 % of by one. N processes need N free cores to hash in parallel: the cores and the
 load average are printed with the result. The files were just written: they are read from the
 page cache while memory allows, else from the disk (``--dir /dev/shm`` keeps them in memory, so
@@ -116,13 +118,32 @@ def worker(rank: int, world: int, port: int, task: dict[str, Any], out: str) -> 
         assert found is not None and found.step == 1, found
         dist.barrier()
 
+    shards = sorted(n for n in os.listdir(directory) if n.endswith(".distcp"))
+
+    def raw(names: list[str]) -> None:
+        for name in names:
+            sha = _CountingSha256()
+            with open(os.path.join(directory, name), "rb") as f:
+                while chunk := f.read(8 << 20):
+                    sha.update(chunk)
+
+    def raw_one() -> None:
+        if rank == 0:
+            raw(shards)
+        dist.barrier()
+
+    def raw_all() -> None:
+        raw(shards[rank::world])
+        dist.barrier()
+
     # The checkpoint module hashes through its ``hashlib``: count what each rank hashes.
     vars(ckpt)["hashlib"] = types.SimpleNamespace(sha256=_CountingSha256)
-    times: dict[str, list[float]] = {"one": [], "all": []}
-    cpu: dict[str, list[float]] = {"one": [], "all": []}  # the busiest rank's CPU seconds
+    runs = {"one": by_one, "all": by_all, "raw_one": raw_one, "raw_all": raw_all}
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    cpu: dict[str, list[float]] = {k: [] for k in runs}  # the busiest rank's CPU seconds
     hashed: dict[str, list[int]] = {}  # bytes each rank hashed, last repeat
     for i in range(task["repeats"]):
-        order = [("one", by_one), ("all", by_all)]
+        order = list(runs.items())
         for name, fn in order if i % 2 == 0 else order[::-1]:
             dist.barrier()
             t0, c0, b0 = time.perf_counter(), time.process_time(), _CountingSha256.bytes_hashed
@@ -178,12 +199,16 @@ def main(argv: list[str] | None = None) -> int:
         ratio, cpu_ratio, goal = spread / one, cpu_spread / cpu_one, 1 / n + 0.2
         mib = r["checkpoint_bytes"] / 2**20
         share = max(r["hashed"]["all"]) / max(r["hashed"]["one"])
+        plain_one, plain_all = statistics.median(r["times"]["raw_one"]), statistics.median(r["times"]["raw_all"])
+        plain = plain_all / plain_one
         print(
             f"{n} ranks, {mib:.0f} MiB checkpoint: wall: verified by one {one:.3f} s, by {n} {spread:.3f} s: "
             f"{ratio:.3f} of by one (goal <= {goal:.3f} = 1/{n} + 20 %: {'met' if ratio <= goal else 'not met'}); "
             f"CPU of the busiest rank: by one {cpu_one:.3f} s, by {n} {cpu_spread:.3f} s: {cpu_ratio:.3f} "
             f"({'met' if cpu_ratio <= goal else 'not met'}); bytes hashed by the busiest rank: {share:.3f} of by one "
-            f"(per rank: {r['hashed']['all']}); medians of {args.repeats}",
+            f"(per rank: {r['hashed']['all']}); control, the shard files hashed with plain hashlib by {n} "
+            f"processes vs one: wall {plain_all:.3f} vs {plain_one:.3f} s: {plain:.3f} (what this machine allows); "
+            f"medians of {args.repeats}",
             flush=True,
         )
         results["ranks"][str(n)] = {
@@ -195,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             "by_all_cpu_s": round(cpu_spread, 4),
             "cpu_ratio": round(cpu_ratio, 4),
             "bytes_share": round(share, 4),
+            "plain_hash_ratio": round(plain, 4),
             "goal": round(goal, 4),
             "raw": {"wall": r["times"], "cpu": r["cpu"], "hashed": r["hashed"]},
         }
@@ -206,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             {k: v for k, v in results.items() if k != "ranks"}
             | {"ratios": {n: v["ratio"] for n, v in results["ranks"].items()}}
             | {"cpu_ratios": {n: v["cpu_ratio"] for n, v in results["ranks"].items()}}
+            | {"plain_hash_ratios": {n: v["plain_hash_ratio"] for n, v in results["ranks"].items()}}
         )
     )
     return 0
