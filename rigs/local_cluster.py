@@ -55,6 +55,9 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
+RAY_AUTH_MODE = "RAY_AUTH_MODE"
+
+
 def keep_this_process_on_loopback() -> None:
     """Apply the offline hook (``_offline/sitecustomize.py``) in this process too.
 
@@ -74,6 +77,7 @@ def keep_this_process_on_loopback() -> None:
     spec.loader.exec_module(module)
     sys.modules["_hpray_offline_hook"] = module
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ.setdefault(RAY_AUTH_MODE, "disabled")  # as the nodes (offline_env)
 
 
 def offline_env(base: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -85,6 +89,10 @@ def offline_env(base: dict[str, Any] | None = None) -> dict[str, Any]:
     # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER must stay unset (or 1): at 0 worker nodes refuse to join.
     env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
     env.update(RAY_USAGE_STATS_ENABLED="0", RAY_DISABLE_DOCKER_CPU_WARNING="1", PYTHONUNBUFFERED="1")
+    # Ray's authentication mode, stated: left unset, `ray start --head` turns token mode on when
+    # ~/.ray/auth_token exists (any local ray.init() writes one) while `ray start --address` does
+    # not, and the worker nodes are refused. Rigs that rehearse token mode set it themselves.
+    env.setdefault(RAY_AUTH_MODE, "disabled")
     return env
 
 

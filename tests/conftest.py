@@ -17,6 +17,10 @@ os.environ.setdefault(SHARED_ENV, str(ROOT.parent / "shared"))
 # jsii runs on the project's pinned Node 22 (package.json), as under `make`.
 os.environ["PATH"] = f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+# Ray's authentication mode, stated: unset, a test's local ray.init() turns token mode on and
+# writes ~/.ray/auth_token, after which local clusters started by later tests refuse their worker
+# nodes (rigs/local_cluster.py). Tests of token mode set it themselves.
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 
 def cdk_context() -> dict:

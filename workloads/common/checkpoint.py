@@ -37,6 +37,9 @@ Stable API (the training job and the inference app both use it):
   background; the future is done once the manifest is written.
 - ``load_sharded(path, state, process_group=None)``: fill ``state`` in place from a verified
   sharded checkpoint (DCP reshards to the current world size).
+- ``find_latest_valid_sharded(storage, run_name, state, process_group=None)
+  -> LoadedCheckpoint | None``: every rank calls it (collective); the newest checkpoint that
+  every rank found intact, each rank hashing the shard files it will read for ``state``.
 - ``list_checkpoints(storage, run_name) -> list[(step, path)]``, newest first.
 - ``load_latest_valid(storage, run_name, map_location="cpu", keys=None)
   -> LoadedCheckpoint | None``: the newest intact checkpoint of a run (None when the run has
@@ -260,27 +263,39 @@ def _check(
     problems: list[str] = []
     contents: dict[str, bytes] = {}
     for name, want in manifest["files"].items():
-        file_path = storage_mod.join(path, name)
-        info = fs.get_file_info(file_path)
-        if info.type == pafs.FileType.NotFound:
-            problems.append(f"{name} is missing")
-            continue
-        if info.size != want["size"]:
-            problems.append(f"{name} is {info.size} bytes, the manifest says {want['size']}")
-            continue
         # Shards are hashed in chunks and not kept; the small files are returned for loading.
         keep = name == META or (name.endswith(".pt") and (keep_entries is None or name[:-3] in keep_entries))
-        sha, chunks = hashlib.sha256(), []
+        problem, data = _check_file(fs, path, name, want, keep=keep)
+        if problem:
+            problems.append(problem)
+        elif data is not None:
+            contents[name] = data
+    return problems, manifest, contents
+
+
+def _check_file(
+    fs: pafs.FileSystem, path: str, name: str, want: dict[str, Any], *, keep: bool = False
+) -> tuple[str | None, bytes | None]:
+    """(the problem with one file of a checkpoint against its manifest entry or None, its
+    contents when ``keep`` and intact). The whole file is read and hashed."""
+    file_path = storage_mod.join(path, name)
+    info = fs.get_file_info(file_path)
+    if info.type == pafs.FileType.NotFound:
+        return f"{name} is missing", None
+    if info.size != want["size"]:
+        return f"{name} is {info.size} bytes, the manifest says {want['size']}", None
+    sha, chunks = hashlib.sha256(), []
+    try:
         with fs.open_input_stream(file_path) as f:
             while chunk := f.read(_CHUNK):
                 sha.update(chunk)
                 if keep:
                     chunks.append(chunk)
-        if sha.hexdigest() != want["sha256"]:
-            problems.append(f"{name} does not match its sha256 in the manifest")
-        elif keep:
-            contents[name] = b"".join(chunks)
-    return problems, manifest, contents
+    except OSError as err:  # e.g. deleted while read: a verdict, so that every rank reaches the gather
+        return f"{name} is unreadable: {err}", None
+    if sha.hexdigest() != want["sha256"]:
+        return f"{name} does not match its sha256 in the manifest", None
+    return None, b"".join(chunks) if keep else None
 
 
 def verify(path: str, filesystem: pafs.FileSystem | None = None) -> list[str]:
@@ -539,5 +554,153 @@ def load_latest_valid(
         log.info("using checkpoint %s (step %d) of %d found", path, step, len(candidates))
         return loaded
     if candidates:
+        log.warning("none of the %d checkpoints of run %r is intact", len(candidates), run_name)
+    return None
+
+
+def files_read(metadata: Metadata, state: dict[str, Any]) -> set[str]:
+    """The files of a sharded checkpoint (described by its ``.metadata``) that ``dcp.load`` of
+    ``state`` reads in this process: DCP's own default load plan, mapped to storage."""
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+
+    planner = DefaultLoadPlanner()
+    planner.set_up_planner(state, metadata, False)
+    plan = planner.create_local_plan()
+    return {metadata.storage_data[item.storage_index].relative_path for item in plan.items}
+
+
+def assign_files(sizes: dict[str, int], readers: list[set[str]]) -> list[list[str]]:
+    """Which rank verifies which file: each file by exactly one of the ranks that read it (any
+    rank when none does) with the fewest bytes so far, files with fewer readers first (they have
+    less choice), then larger first; every rank computes the same answer from the same inputs."""
+    world = len(readers)
+    load = [0] * world
+    out: list[list[str]] = [[] for _ in range(world)]
+    read_by = {name: [r for r in range(world) if name in readers[r]] for name in sizes}
+    for name in sorted(sizes, key=lambda n: (len(read_by[n]) or world + 1, -sizes[n], n)):
+        candidates = read_by[name] or list(range(world))
+        r = min(candidates, key=lambda c: (load[c], c))
+        out[r].append(name)
+        load[r] += sizes[name]
+    return out
+
+
+def _head(fs: pafs.FileSystem, path: str) -> tuple[list[str], dict[str, Any] | None, dict[str, Any]]:
+    """(problems, manifest, meta) of a checkpoint from its small files only: the manifest and
+    ``meta.json`` (read and hashed)."""
+    try:
+        manifest = json.loads(_read(fs, storage_mod.join(path, MANIFEST)))
+    except FileNotFoundError:
+        return [f"no {MANIFEST} (the checkpoint was not completely written)"], None, {}
+    except (OSError, ValueError) as err:
+        return [f"{MANIFEST} is unreadable: {err}"], None, {}
+    if manifest.get("format") not in (FORMAT, SHARDED_FORMAT) or not isinstance(manifest.get("files"), dict):
+        return [f"{MANIFEST} is not a {FORMAT} manifest"], None, {}
+    want = manifest["files"].get(META)
+    if want is None:
+        return [f"{MANIFEST} lists no {META}"], None, {}
+    problem, data = _check_file(fs, path, META, want, keep=True)
+    if problem or data is None:
+        return [problem or f"{META} is unreadable"], None, {}
+    return [], manifest, json.loads(data)
+
+
+def find_latest_valid_sharded(
+    storage: str,
+    run_name: str,
+    state: dict[str, Any],
+    *,
+    process_group: ProcessGroup | None = None,
+    filesystem: pafs.FileSystem | None = None,
+) -> LoadedCheckpoint | None:
+    """The newest intact checkpoint of ``run_name``, verified by every rank of ``process_group``
+    together (collective: every rank calls it with its own ``state``, the state it will load);
+    None when the run has none. ``state`` of the returned checkpoint is empty: load it with
+    ``load_sharded``.
+
+    Rank 0 lists the checkpoints and verifies each candidate's manifest and ``meta.json``; every
+    rank verifies ``.metadata`` (it plans its reads from it) and then the shard files it will
+    read (DCP's load plan for ``state``), each file by one of its readers and files nobody reads
+    by the least loaded rank, so that every file of the manifest is hashed once and each rank
+    hashes about 1/N of the bytes. The verdicts are gathered: a torn file anywhere makes every
+    rank skip the checkpoint together and try the previous one. A single-writer checkpoint is
+    verified whole by rank 0, as ``load_latest_valid`` does.
+
+    Any process group works for the collectives (a gloo one on GPU nodes: they carry Python
+    objects)."""
+    import pickle
+
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(process_group), dist.get_world_size(process_group)
+    fs = filesystem if filesystem is not None else storage_mod.filesystem_for(storage)[0]
+
+    def from_rank0(obj: object) -> Any:
+        box = [obj]
+        dist.broadcast_object_list(box, group=process_group, group_src=0)
+        return box[0]
+
+    def gathered(obj: object) -> list[Any]:
+        out: list[Any] = [None] * world
+        dist.all_gather_object(out, obj, group=process_group)
+        return out
+
+    candidates: list[tuple[int, str]] = from_rank0(
+        list_checkpoints(storage, run_name, filesystem=filesystem) if rank == 0 else None
+    )
+    for step, path in candidates:
+        problems, manifest, meta = from_rank0(_head(fs, path) if rank == 0 else None)
+        if not problems and manifest is not None and manifest["format"] != SHARDED_FORMAT:
+            problems = from_rank0(_check(fs, path, keep_entries=[])[0] if rank == 0 else None)
+        elif not problems and manifest is not None:
+            t0 = time.perf_counter()
+            files: dict[str, dict[str, Any]] = manifest["files"]
+            mine: list[str] = []
+            reads: set[str] = set()
+            problem, data = (
+                _check_file(fs, path, ".metadata", files[".metadata"], keep=True)
+                if ".metadata" in files
+                else (f"{MANIFEST} lists no .metadata", None)
+            )
+            unreadable = None
+            if problem is None and data is not None:
+                try:
+                    reads = files_read(pickle.loads(data), state)
+                except Exception as err:  # every rank must reach the gather below
+                    unreadable = f"{type(err).__name__}: {err}"
+            plans = gathered((reads, unreadable))
+            unreadable = next((u for _, u in plans if u), None)
+            if unreadable:
+                raise CheckpointError(f"checkpoint {path} cannot be loaded into this job's state: {unreadable}")
+            shards = {n: int(w["size"]) for n, w in files.items() if n not in (META, ".metadata")}
+            mine = assign_files(shards, [r for r, _ in plans])[rank]
+            local = [problem] if problem else []
+            for name in mine:
+                problem, _ = _check_file(fs, path, name, files[name])
+                if problem:
+                    local.append(problem)
+            log.info(
+                "checkpoint %s: rank %d verified %s (%d bytes) in %.2f s",
+                path,
+                rank,
+                ", ".join(mine) or "no shard",
+                sum(shards[n] for n in mine),
+                time.perf_counter() - t0,
+            )
+            problems = sorted({p for rank_problems in gathered(local) for p in rank_problems})
+        if problems:
+            if rank == 0:
+                log.warning(
+                    "skipping %s: checkpoint %s is torn or corrupt: %s; falling back to the previous checkpoint",
+                    path,
+                    path,
+                    "; ".join(problems),
+                )
+            continue
+        assert manifest is not None, "_head returns a manifest when it finds no problems"
+        if rank == 0:
+            log.info("using checkpoint %s (step %d) of %d found", path, step, len(candidates))
+        return LoadedCheckpoint(path=path, step=int(manifest["step"]), meta=meta, state={}, format=manifest["format"])
+    if candidates and rank == 0:
         log.warning("none of the %d checkpoints of run %r is intact", len(candidates), run_name)
     return None

@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     if result.error:
         print(f"TRAIN failed: {result.error}", file=sys.stderr)
         return 1
+    assert result.metrics is not None, "a run that ended without an error has reported metrics"
     print(
         f"TRAIN finished step={result.metrics.get('step')} loss={result.metrics.get('loss'):.4f} "
         f"checkpoint={result.checkpoint.path if result.checkpoint else None}",

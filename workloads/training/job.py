@@ -4,13 +4,13 @@ models), with sharded asynchronous checkpoints and exact, fault-tolerant resume.
 ``train_func`` is the per-worker loop (it builds its own model and data); ``run`` wraps it in a
 ``TorchTrainer`` with the scaling, failure and checkpoint settings from ``JobSettings``.
 
-Resume: every rank loads the newest checkpoint whose manifest verifies (rank 0 verifies, all
-load), resharded by DCP to the current world size. At the same world size the run continues
-bitwise as if uninterrupted on CPU with gloo (tested); on GPUs within a small tolerance, as
-nondeterministic kernels allow (``training.deterministic`` turns them off). On another world
-size the weights, optimizer state, step, schedule and data position carry over; the global
-batch is ``batch_size_per_worker`` times the new world size, so the run continues within a
-tolerance, not bitwise (tested).
+Resume: every rank loads the newest checkpoint that verifies (each rank hashes the shard files
+it reads; the ranks agree), resharded by DCP to the current world size. At the same world size
+the run continues bitwise as if uninterrupted on CPU with gloo (tested); on GPUs within a small
+tolerance, as nondeterministic kernels allow (``training.deterministic`` turns them off). On
+another world size the weights, optimizer state, step, schedule and data position carry over;
+the global batch is ``batch_size_per_worker`` times the new world size, so the run continues
+within a tolerance, not bitwise (tested).
 
 One module because it is the per-worker training function Ray runs: model build, data, step,
 checkpoint and resume are one control flow, read top to bottom as in Ray's examples.
@@ -29,13 +29,16 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    import concurrent.futures
+
+    import ray.train
     import torch
     from torch import nn
 
-    from workloads.common.model import GPT, Llama
+    from workloads.common.model import GPT, GPTConfig, Llama, LlamaConfig
     from workloads.training.job_settings import JobSettings
 
 log = logging.getLogger("workloads.training")
@@ -103,7 +106,8 @@ def train_step(
     with torch.autocast(
         device_type=x.device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None
     ):
-        _, loss = model(x, y)
+        out: tuple[torch.Tensor, torch.Tensor] = model(x, y)
+    loss = out[1]
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
@@ -112,7 +116,7 @@ def train_step(
     return loss
 
 
-def rng_state() -> dict:
+def rng_state() -> dict[str, Any]:
     """This process's random generators (python, numpy, torch CPU and CUDA)."""
     import numpy as np
     import torch
@@ -123,7 +127,7 @@ def rng_state() -> dict:
     return state
 
 
-def set_rng_state(state: dict) -> None:
+def set_rng_state(state: dict[str, Any]) -> None:
     import numpy as np
     import torch
 
@@ -148,6 +152,8 @@ def shard_model(
         return ray.train.torch.prepare_model(model)
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    from workloads.common import model as model_lib
+
     mp = (
         MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         if precision == "bf16" and device.type == "cuda"
@@ -155,21 +161,22 @@ def shard_model(
     )
     # fully_shard moves each block's parameters and buffers to the device as it shards them (the
     # mesh's device: the GPU Ray Train assigned), so the whole model never sits on one GPU.
-    for block in model.layers if hasattr(model, "layers") else model.blocks:
+    for block in model.layers if isinstance(model, model_lib.Llama) else model.blocks:
         fully_shard(block, mp_policy=mp)
-    return fully_shard(model, mp_policy=mp)
+    # fully_shard returns the module it was given (its class swapped for an FSDP subclass).
+    return cast("nn.Module", fully_shard(model, mp_policy=mp))
 
 
 def build_model(
-    model_config,
+    model_config: GPTConfig | LlamaConfig,
     *,
     seed: int,
     sharding: str,
-    device,
+    device: torch.device,
     precision: str,
     activation_checkpointing: bool,
     initialize: bool = True,
-):
+) -> nn.Module:
     """The job's model on this rank, with the same initial weights on every rank and at every
     world size (those of ``torch.manual_seed(seed); build(model_config)``).
 
@@ -184,24 +191,24 @@ def build_model(
 
     if sharding != "fsdp":
         torch.manual_seed(seed)
-        model = model_lib.build(model_config)
         return shard_model(
-            model,
+            model_lib.build(model_config),
             sharding=sharding,
             device=device,
             precision=precision,
             activation_checkpointing=activation_checkpointing,
         )
     with torch.device("meta"):
-        model = model_lib.build(model_config)
+        built = model_lib.build(model_config)
+    # The same module, sharded in place: ``built`` keeps its GPT or Llama type for the calls below.
     model = shard_model(
-        model, sharding=sharding, device=device, precision=precision, activation_checkpointing=activation_checkpointing
+        built, sharding=sharding, device=device, precision=precision, activation_checkpointing=activation_checkpointing
     )
     model.to_empty(device=device)
     if initialize:
-        model_lib.init_parameters(model, seed)
-    elif hasattr(model, "reset_buffers"):
-        model.reset_buffers()  # not in checkpoints
+        model_lib.init_parameters(built, seed)
+    elif isinstance(built, model_lib.Llama):
+        built.reset_buffers()  # not in checkpoints
     return model
 
 
@@ -244,7 +251,7 @@ class ReportPacing:
         )
 
 
-def train_func(config: dict) -> None:
+def train_func(config: dict[str, Any]) -> None:
     """The per-worker training loop."""
     import ray.train
     import ray.train.torch
@@ -287,13 +294,9 @@ def train_func(config: dict) -> None:
 
     marks = [("entry", time.time())]  # set-up phases, printed with the start/resume line
     model_config = model_lib.config_from_dict(s.model)
-    # Rank 0 finds the newest checkpoint that verifies; every rank then reads its own part.
-    found = [None]
-    if rank == 0:
-        loaded = ckpt.load_latest_valid(s.storage_path, s.run_name, keys=[])
-        found = [None if loaded is None else (loaded.path, loaded.meta, loaded.format)]
-    dist.broadcast_object_list(found, src=0)
-    marks.append(("checkpoint", time.time()))
+    # Rank 0 lists the run's checkpoints: with none, a fresh start draws the initial weights.
+    listed = [bool(ckpt.list_checkpoints(s.storage_path, s.run_name)) if rank == 0 else None]
+    dist.broadcast_object_list(listed, src=0)
     model = build_model(
         model_config,
         seed=s.seed,
@@ -302,7 +305,7 @@ def train_func(config: dict) -> None:
         precision=s.precision,
         activation_checkpointing=s.activation_checkpointing,
         # A resume overwrites every parameter from the checkpoint (minutes saved on a 7B model).
-        initialize=found[0] is None,
+        initialize=not listed[0],
     )
     data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), model_config.block_size, s.seed)
     optimizer = make_optimizer(
@@ -311,11 +314,32 @@ def train_func(config: dict) -> None:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(s.warmup_steps, s.steps))
     marks.append(("model", time.time()))
 
-    def training_state(progress: dict | None) -> dict:
+    def training_state(progress: dict[str, Any] | None) -> dict[str, Any]:
         # Everything but the tensors in one pickled entry: DCP flattens nested containers into
         # keys, and the per-rank RNG list changes length with the world size.
         model_sd, optim_sd = get_state_dict(model, optimizer)
         return {"model": model_sd, "optim": optim_sd, "progress": pickle.dumps(progress)}
+
+    # Every rank verifies the shard files it will read of the newest checkpoint (rank 0 its
+    # manifest and meta.json), so a restart's verification does not grow with one process; a
+    # torn file anywhere makes every rank fall back to the previous checkpoint together.
+    found: list[tuple[str, dict[str, Any], str] | None] = [None]
+    state: dict[str, Any] = {}
+    if listed[0]:
+        state = training_state(None)
+        loaded = ckpt.find_latest_valid_sharded(s.storage_path, s.run_name, state, process_group=ckpt_group)
+        found = [None if loaded is None else (loaded.path, loaded.meta, loaded.format)]
+        if loaded is None:
+            # Every checkpoint is torn: start fresh, as without any (training_state gave the
+            # optimizer its state).
+            if s.sharding == "fsdp":
+                # build_model's FSDP module is the GPT or Llama it built, sharded in place.
+                model_lib.init_parameters(cast("GPT | Llama", model), s.seed)
+            optimizer = make_optimizer(
+                model, learning_rate=s.learning_rate, weight_decay=s.weight_decay, fused=device.type == "cuda"
+            )
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(s.warmup_steps, s.steps))
+    marks.append(("checkpoint", time.time()))
 
     pos, start_step, same_world = DataPosition(), 0, False
     if found[0] is not None:
@@ -327,7 +351,6 @@ def train_func(config: dict) -> None:
                 f"checkpoint {path} holds model {meta.get('model_config')}, the job "
                 f"is configured for {model_config.to_dict()}"
             )
-        state = training_state(None)
         ckpt.load_sharded(path, state)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         progress = pickle.loads(state["progress"])
@@ -370,7 +393,8 @@ def train_func(config: dict) -> None:
     poll_s = os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "2 (Ray's default)")
     loop_t0 = time.perf_counter()
     storage_dir = ctx.get_storage().experiment_fs_path
-    pending = None  # (future, step, directory) of the save in flight
+    # (future, step, directory) of the save in flight
+    pending: tuple[concurrent.futures.Future[object], int, str] | None = None
 
     def paced(t_report: float) -> None:
         warning = pacing.add(time.perf_counter() - t_report, time.perf_counter() - loop_t0, poll_s)
@@ -379,6 +403,7 @@ def train_func(config: dict) -> None:
 
     def finish_save() -> Checkpoint:
         """Wait for the save in flight (normally long done) and name it to Ray Train."""
+        assert pending is not None, "called with a save in flight"
         future, _, directory = pending
         future.result()
         return Checkpoint(path=directory)
@@ -528,7 +553,8 @@ def check_cluster(s: JobSettings) -> list[str]:
 
     if storage.is_s3(s.storage_path) or storage.is_shared_posix(s.storage_path) or s.storage_shared:
         return []
-    nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
+    # ray.nodes carries no annotations.
+    nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]  # type: ignore[no-untyped-call]
     if len(nodes) > 1 and s.num_workers > 1:
         return [
             f"training.storage_path: {s.storage_path!r} is local to each node, but the Ray "
@@ -538,7 +564,7 @@ def check_cluster(s: JobSettings) -> list[str]:
     return []
 
 
-def scaling_config(s: JobSettings):
+def scaling_config(s: JobSettings) -> ray.train.ScalingConfig:
     """The Ray Train workers ``s`` asks for: their count and each one's bundle (the autoscaling
     check of sizing/autoscaling.py places the same bundles)."""
     from ray.train import ScalingConfig
@@ -547,7 +573,9 @@ def scaling_config(s: JobSettings):
     if s.gpus_per_worker:
         resources["GPU"] = s.gpus_per_worker
     return ScalingConfig(
-        num_workers=(s.min_workers, s.num_workers) if s.min_workers else s.num_workers,
+        # Ray Train v2 (the one enabled at run time) takes (min, max) for an elastic run;
+        # ray.train's static ScalingConfig is v1's, whose annotation names int only.
+        num_workers=(s.min_workers, s.num_workers) if s.min_workers else s.num_workers,  # type: ignore[arg-type]
         use_gpu=s.gpus_per_worker > 0,
         resources_per_worker=resources,
         placement_strategy=s.placement_strategy,
@@ -567,7 +595,7 @@ def controller_env(s: JobSettings) -> dict[str, str]:
     return {WORKER_GROUP_START_TIMEOUT_ENV: str(s.replacement_wait_s)}
 
 
-def run(s: JobSettings, *, step_callback=None):
+def run(s: JobSettings, *, step_callback: Callable[[StepInfo], None] | None = None) -> ray.train.Result:
     """Run (or resume) the job on the connected Ray cluster; returns the ray.train.Result.
 
     ``step_callback(StepInfo)`` runs on every rank after every step (tests and benchmarks

@@ -185,6 +185,24 @@ def test_torn_shard_falls_back_on_rerun(ref2, tmp_path):
     _assert_same_training_state(_final(tmp_path, "ref"), _final(ref2[0], "ref"))
 
 
+def test_every_checkpoint_torn_starts_fresh(ref2, tmp_path):
+    """Every checkpoint of the run torn (a shard flipped, the size kept): the ranks agree that
+    none verifies, and the rerun starts fresh and ends with the uninterrupted run's weights.
+    Only the checkpoints are copied: with Ray Train's record of the earlier run, its
+    num_to_keep would delete the rerun's checkpoints of the same steps as the old ones."""
+    (tmp_path / "ref").mkdir()
+    for _, path in ck.list_checkpoints(str(ref2[0]), "ref"):
+        shutil.copytree(path, tmp_path / "ref" / Path(path).name)
+    for _, path in ck.list_checkpoints(str(tmp_path), "ref"):
+        shard = Path(path) / "__1_0.distcp"
+        data = bytearray(shard.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        shard.write_bytes(bytes(data))
+    rerun = run(_settings(tmp_path, "ref"))
+    assert rerun.error is None and rerun.metrics["resumed_from"] == 0
+    _assert_same_training_state(_final(tmp_path, "ref"), _final(ref2[0], "ref"))
+
+
 def _eval_loss(loaded) -> float:
     """The checkpoint's model on 64 fixed windows from the end of the corpus (not trained on
     in 30 steps: the runs read from a seeded permutation of the first MiB)."""
