@@ -12,6 +12,7 @@ import pytest
 
 from config import known_environments
 from ops.cli import build_parser
+from ops.errors import UsageError
 from workloads.__main__ import RENDERERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,7 +82,7 @@ def test_ops_command_lines_parse(page, groups):
         return
     try:
         build_parser().parse_args(argv)
-    except (SystemExit, argparse.ArgumentError) as err:
+    except (SystemExit, argparse.ArgumentError, UsageError) as err:
         pytest.fail(f"{page}: `python -m ops {args}` does not parse: {err}")
 
 
