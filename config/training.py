@@ -160,18 +160,6 @@ class ModelSize(Frozen):
             }
         return {"arch": "llama", **{k: getattr(self, k) for k in _SHAPE}}
 
-    def flops_per_token(self) -> float:
-        """Training FLOPs per token: 6 x non-embedding parameters + 12 x layers x context x width
-        for attention scores (the PaLM paper's appendix B accounting, as
-        workloads.common.model.flops_per_token counts them; a test keeps the two equal)."""
-        d, layers = self.n_embd, self.n_layer
-        if self.arch == "gpt":
-            n = layers * 12 * d * d
-        else:
-            kv = self.n_kv_head * (d // self.n_head)
-            n = layers * (2 * d * d + 2 * d * kv + 3 * d * self.ffn_hidden + 2 * d)
-        return 6.0 * n + 12 * layers * self.block_size * d
-
     def parameters(self) -> int:
         """Parameter count, from the shape (the same sums the model's modules make)."""
         d, layers, vocab = self.n_embd, self.n_layer, 256

@@ -11,17 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from config import versions
 from review.analysis import as_list, show
 from review.assembly import Stack
-from sizing.training import ASSUMED_MFU
-
-if TYPE_CHECKING:
-    from config.environment import EnvironmentConfig
 
 PRICES_FILE = Path(__file__).resolve().parent / "prices.yaml"
 NOT_ESTIMATED = "S3 storage and requests, NAT/endpoint data processing, data transfer, CloudWatch Logs ingestion"
@@ -315,108 +311,3 @@ def _refs(value: Any):
     from review.analysis import references
 
     return references(value)
-
-
-# Stated assumptions of the cost per million tokens (the report prints them next to the figures).
-# MFU: the sizing plan's (sizing/training.py ASSUMED_MFU, measured on one GPU).
-TRAINING_MFU = ASSUMED_MFU
-# Goodput: the same paper (section 3.3.4) reports more than 90 % effective training time over its
-# pre-training; the rehearsal (docs/benchmarks.md, "Goodput") measures this platform's.
-TRAINING_GOODPUT = 0.90
-
-
-@dataclass(frozen=True)
-class TokenCost:
-    """What a million tokens cost on one environment's GPUs."""
-
-    workload: str  # "training" or "serving"
-    instance_type: str
-    chip: str
-    gpus: int  # GPUs the workload runs on
-    gpu_hour: float | None  # $ per GPU-hour (the instance's price over its GPUs)
-    tokens_per_s_per_gpu: float | None
-    basis: str  # where tokens/s comes from
-    goodput: float | None
-    per_million: float | None  # $ per million tokens; None: not priced (``basis`` says why)
-
-
-def training_token_cost(
-    config: EnvironmentConfig,
-    prices: PriceTable | None = None,
-    *,
-    mfu: float = TRAINING_MFU,
-    goodput: float = TRAINING_GOODPUT,
-) -> TokenCost | None:
-    """Cost per million training tokens of the environment's training run: its instance group's
-    hourly price per GPU, over the tokens one GPU trains in an hour at ``mfu`` of the chip's dense
-    bf16 peak (config/catalog.py) for the configured model's FLOPs per token, times ``goodput``.
-    Per GPU, so the same for any worker count (perfect scaling assumed). None: no GPU group."""
-    from config import catalog
-
-    prices = prices or load_prices()
-    t = config.training
-    group = t.group(config.hyperpod.instance_groups)
-    if group is None:
-        return None
-    spec = catalog.instance_spec(group.instance_type)
-    if not spec.gpus:
-        return None
-    workers = t.num_workers or group.instance_count * spec.gpus // t.gpus_per_worker
-    hourly = prices.price("hyperpod_instance_hourly", group.instance_type)
-    gpu_hour = None if hourly is None else hourly / spec.gpus
-    peak = catalog.GPU_DENSE_BF16_TFLOPS.get(spec.accelerator)
-    flops = t.model.flops_per_token()
-    tps = None if peak is None else mfu * peak * 1e12 / flops
-    if peak is None:
-        basis = f"no dense bf16 peak for {spec.accelerator} in config/catalog.py: not priced"
-    else:
-        basis = (
-            f"{mfu:.1%} MFU (assumed) of the {spec.accelerator}'s {peak:g} TFLOP/s dense bf16 peak, "
-            f"{flops / 1e9:.3g} GFLOP per token ({_model_name(t.model)})"
-        )
-    per_million = None if gpu_hour is None or tps is None else gpu_hour / 3600 / (tps * goodput) * 1e6
-    return TokenCost(
-        workload="training",
-        instance_type=group.instance_type,
-        chip=spec.accelerator,
-        gpus=workers * t.gpus_per_worker,
-        gpu_hour=gpu_hour,
-        tokens_per_s_per_gpu=tps,
-        basis=basis if gpu_hour is not None else f"no price for {group.instance_type} in review/prices.yaml",
-        goodput=goodput,
-        per_million=per_million,
-    )
-
-
-def serving_token_cost(config: EnvironmentConfig, prices: PriceTable | None = None) -> TokenCost | None:
-    """Cost per million generated tokens of the Serve group. No generation throughput of the
-    served models on these GPUs is measured in this repository (bench/serving_model.py measures
-    tokens/s on a CPU), so the row names the GPU-hour price and says it is not priced."""
-    from config import catalog
-
-    prices = prices or load_prices()
-    served = [
-        g
-        for g in config.hyperpod.instance_groups
-        if g.labels.get("workload") == "ray-serve" and catalog.instance_spec(g.instance_type).gpus
-    ] or [g for g in config.hyperpod.instance_groups if catalog.instance_spec(g.instance_type).gpus][:1]
-    if not served:
-        return None
-    group = served[0]
-    spec = catalog.instance_spec(group.instance_type)
-    hourly = prices.price("hyperpod_instance_hourly", group.instance_type)
-    return TokenCost(
-        workload="serving",
-        instance_type=group.instance_type,
-        chip=spec.accelerator,
-        gpus=group.instance_count * spec.gpus,
-        gpu_hour=None if hourly is None else hourly / spec.gpus,
-        tokens_per_s_per_gpu=None,
-        basis=f"no measured generation throughput on {spec.accelerator}: not priced",
-        goodput=None,
-        per_million=None,
-    )
-
-
-def _model_name(m: Any) -> str:
-    return f"preset {m.preset}" if m.preset else f"{m.arch}, {m.n_layer} layers x {m.n_embd}"

@@ -7,15 +7,7 @@ from typing import TYPE_CHECKING
 from review import analysis as a
 from review.assembly import Stack
 from review.compare import Comparison
-from review.cost import (
-    NOT_ESTIMATED,
-    TRAINING_GOODPUT,
-    TRAINING_MFU,
-    CostEstimate,
-    PriceTable,
-    serving_token_cost,
-    training_token_cost,
-)
+from review.cost import NOT_ESTIMATED, CostEstimate, PriceTable
 from review.document import Document
 from review.engines import DocumentCheck
 from review.images import ImageRow, images_section
@@ -23,6 +15,7 @@ from review.kubernetes import kubernetes_section
 from review.placement import placement_section
 from review.proof import FlowResult
 from review.sizing import sizing_section
+from review.token_cost import TRAINING_GOODPUT, TRAINING_MFU, serving_token_cost, training_token_cost
 
 if TYPE_CHECKING:
     from config.environment import EnvironmentConfig

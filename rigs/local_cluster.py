@@ -6,6 +6,9 @@ object store sized explicitly; the process that calls ``start`` gets the same lo
 as the nodes (``keep_this_process_on_loopback``). ``kill_node`` SIGKILLs one node (a node
 loss); ``stop`` ends every process this cluster started, found by process group and by the
 temp dir on their command lines, never by name, so other clusters on the machine are untouched.
+
+One module because it is one object's life: its nodes' environment, ports, start, kill and stop
+share the cluster's state, read top to bottom.
 """
 
 from __future__ import annotations

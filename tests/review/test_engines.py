@@ -51,7 +51,7 @@ def test_every_environments_documents_pass_their_engines(env, synthesized):
     verdicts = {r.document: r.message for r in results}
     assert verdicts["AlertManagerDefinition"].startswith("SUCCESS")
     assert "1 receivers" in verdicts["AlertManagerDefinition"]
-    assert verdicts["Data"] == "SUCCESS: 4 rules found"
+    assert verdicts["Data"] == "SUCCESS: 5 rules found"  # the 5 alerts (tests/constructs/test_observability.py)
     assert verdicts["ScrapeConfiguration"] == "SUCCESS: scrape.yml is valid prometheus config file syntax"
 
 

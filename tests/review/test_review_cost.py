@@ -122,10 +122,12 @@ def test_training_token_cost_of_prod_is_the_hand_computed_figure():
     45,098,729,472 FLOPs per token; 36.5 % of 989.5 TFLOP/s is 8,008.37 tokens/s per GPU (the
     GPU bench measured 8,005 on one H200); at 90 % goodput a million tokens take 138.74
     GPU-seconds: $0.26515."""
-    from review.cost import TRAINING_GOODPUT, TRAINING_MFU, training_token_cost
+    from review.token_cost import TRAINING_GOODPUT, TRAINING_MFU, training_token_cost
 
     config = load_environment("prod")
-    assert config.training.model.flops_per_token() == 45_098_729_472.0
+    from sizing.training import flops_per_token
+
+    assert flops_per_token(config.training.model) == 45_098_729_472.0
     c = training_token_cost(config, load_prices())
     assert (c.workload, c.instance_type, c.chip, c.gpus, c.gpu_hour) == ("training", "ml.p5.48xlarge", "H100", 32, 6.88)
     assert (TRAINING_MFU, TRAINING_GOODPUT, c.goodput) == (0.365, 0.90, 0.90)
@@ -142,7 +144,7 @@ def test_training_token_cost_of_staging_and_dev():
     """staging: ml.g6e.12xlarge $13.12/h over 4 L40S = $3.28; the default model, 509,718,528 FLOPs
     per token; 36.5 % of 362.05 TFLOP/s. dev: the A10G has no datasheet peak in the catalog, so the
     row is not priced and says why."""
-    from review.cost import training_token_cost
+    from review.token_cost import training_token_cost
 
     c = training_token_cost(load_environment("staging"), load_prices())
     assert (c.chip, c.gpus, c.gpu_hour) == ("L40S", 2, 3.28)
@@ -154,7 +156,7 @@ def test_training_token_cost_of_staging_and_dev():
 
 
 def test_serving_token_cost_is_not_priced_without_a_measured_throughput():
-    from review.cost import serving_token_cost
+    from review.token_cost import serving_token_cost
 
     c = serving_token_cost(load_environment("prod"), load_prices())
     assert (c.workload, c.instance_type, c.chip, c.gpus, c.gpu_hour) == ("serving", "ml.g6e.12xlarge", "L40S", 8, 3.28)
@@ -162,13 +164,14 @@ def test_serving_token_cost_is_not_priced_without_a_measured_throughput():
 
 
 @pytest.mark.parametrize("shape", [{"preset": "tiny"}, {"preset": "llama-7b"}, {"arch": "gpt"}, {}])
-def test_config_flops_per_token_is_the_models(shape):
-    """The review's FLOPs per token (config, no torch) and the model's (workloads, MFU) agree."""
+def test_the_plans_flops_per_token_is_the_models(shape):
+    """The review's FLOPs per token (sizing, no torch) and the model's (workloads, MFU) agree."""
     from config.training import ModelSize
+    from sizing.training import flops_per_token as planned
     from workloads.common.model import config_from_dict, flops_per_token
 
     m = ModelSize.model_validate(shape)
-    assert m.flops_per_token() == flops_per_token(config_from_dict(m.architecture()))
+    assert planned(m) == flops_per_token(config_from_dict(m.architecture()))
 
 
 def test_report_prints_the_token_costs_with_their_assumptions():

@@ -32,10 +32,11 @@ def test_synth_passes_cdk_nag_with_no_open_findings(synthesized, env):
     # unacknowledged finding makes synth raise, so reaching here means none is open.
     assembly, _, stacks = synthesized(env)
     report = json.loads((Path(assembly.directory) / "validation-report.json").read_text())
-    # The one annotation allowed: the extended-support cost warning of an environment that has
-    # not acknowledged it (tests/stacks/test_environments.py checks when it is expected).
+    # The annotations allowed: the extended-support cost warning of an environment that has not
+    # acknowledged it and the checkpoint-interval warning (tests/stacks/test_environments.py
+    # checks exactly when each is expected).
     rules = [v["ruleName"] for p in report["pluginReports"] for v in p["violations"]]
-    assert rules in ([], ["Annotation::hpray:eks-extended-support"])
+    assert set(rules) <= {"Annotation::hpray:eks-extended-support", "Annotation::hpray:checkpoint-interval"}
     assert not any(p["pluginName"] != "Construct Annotations" for p in report["pluginReports"])
     assert assembly.get_stack_by_name(stacks.hyperpod.stack_name).template["Resources"]
 
