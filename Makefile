@@ -132,8 +132,12 @@ docs-site: $(STAMPS)/venv
 PYTEST_WORKERS ?= auto
 PYTEST_ARGS ?=
 TEST_STATIC_LOG := $(STAMPS)/test-static.log
+# Through a variable: `make -n test` prints this recipe instead of running it (a recipe line that
+# names $(MAKE) itself runs even under -n).
+TEST_STATIC := $(MAKE) --no-print-directory test-static
 test: deps
-	@$(MAKE) --no-print-directory test-static >$(TEST_STATIC_LOG) 2>&1 & static=$$!; \
+	@$(TEST_STATIC) >$(TEST_STATIC_LOG) 2>&1 & static=$$!; \
+	trap 'kill $$static 2>/dev/null' INT TERM; \
 	pytest_rc=0; \
 	$(VENV)/bin/python -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS) || pytest_rc=$$?; \
 	static_rc=0; wait $$static || static_rc=$$?; \
