@@ -140,3 +140,18 @@ def pytest_collection_modifyitems(config, items):
         if item.get_closest_marker("ray_cluster") is None:
             item.add_marker(pytest.mark.ray_cluster)  # `-m "not ray_cluster"` leaves it out too
         item.add_marker(pytest.mark.xdist_group(RAY_CLUSTER_GROUP))
+
+
+@pytest.fixture(autouse=True)
+def _ray_clusters_start_only_in_their_group(request, monkeypatch):
+    """A test outside the group that starts a local cluster in-process fails at once, naming the
+    mark, instead of racing the group's cluster for the CPUs."""
+    if not starts_a_ray_cluster(request.node):
+        from rigs.local_cluster import LocalCluster
+
+        def refuse(self, name, args):
+            raise AssertionError(
+                f"{request.node.nodeid} starts a local Ray cluster: mark it @pytest.mark.ray_cluster (tests/conftest.py)"
+            )
+
+        monkeypatch.setattr(LocalCluster, "_start", refuse)
