@@ -25,7 +25,7 @@ APT_PACKAGES := shellcheck bats graphviz prometheus prometheus-alertmanager redi
 
 TOOLING_DIRS := config sizing constructs stacks ops review workloads bench rigs
 
-.PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test lint-shell lint-docker bats clean lock rehearse-train rehearse-serve rehearse-serve-ha rehearse
+.PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test test-static lint-shell lint-docker bats clean lock rehearse-train rehearse-serve rehearse-serve-ha rehearse
 
 # Two installs into one venv: requirements-synth.lock (the CDK app, cdk-nag, cfn-lint, the review:
 # all `make synth` needs) and requirements.lock (its superset: Ray, torch, test tools, linters) for
@@ -125,9 +125,28 @@ docs-site: $(STAMPS)/venv
 	@echo "==> mkdocs build --strict (site/)"
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
-## test: the whole suite (.ci/run calls this).
+## test: the whole suite (.ci/run calls this). pytest runs on every core (PYTEST_WORKERS, pytest-xdist;
+## the tests that start a local Ray cluster share one worker, tests/conftest.py) while the static
+## checks (lint, lint-shell, bats, docs-site) run beside it into $(TEST_STATIC_LOG), printed once
+## pytest ends; either failing fails `make test`. PYTEST_WORKERS=0 runs pytest in one process.
+PYTEST_WORKERS ?= auto
+PYTEST_ARGS ?=
+TEST_STATIC_LOG := $(STAMPS)/test-static.log
+# Through a variable: `make -n test` prints this recipe instead of running it (a recipe line that
+# names $(MAKE) itself runs even under -n).
+TEST_STATIC := $(MAKE) --no-print-directory test-static
 test: deps
-	$(VENV)/bin/python -m pytest
+	@$(TEST_STATIC) >$(TEST_STATIC_LOG) 2>&1 & static=$$!; \
+	trap 'kill $$static 2>/dev/null' INT TERM; \
+	pytest_rc=0; \
+	$(VENV)/bin/python -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS) || pytest_rc=$$?; \
+	static_rc=0; wait $$static || static_rc=$$?; \
+	echo "==> static checks (lint, lint-shell, bats, docs-site), run beside pytest:"; cat $(TEST_STATIC_LOG); \
+	echo "==> pytest: $$( [ $$pytest_rc = 0 ] && echo passed || echo "FAILED (exit $$pytest_rc)" ); static checks: $$( [ $$static_rc = 0 ] && echo passed || echo "FAILED (exit $$static_rc)" )"; \
+	[ $$pytest_rc = 0 ] && [ $$static_rc = 0 ]
+
+## test-static: what `make test` checks besides pytest.
+test-static: $(STAMPS)/venv
 	$(MAKE) --no-print-directory lint lint-shell bats docs-site
 
 ## lint: ruff (lint and format check) over the tree, mypy over the Python packages (pyproject.toml).

@@ -114,3 +114,44 @@ def pytest_runtest_makereport(item, call):
         reason = summary if summary and error.what in summary else str(error)
         report.longrepr = (__file__, pytest_runtest_makereport.__code__.co_firstlineno, f"Skipped: {reason}")
     return report
+
+
+# `make test` runs the suite on every core (pytest-xdist, --dist loadgroup). A local Ray cluster
+# wants the CPUs it declares, and its health checks and actor calls run on deadlines: two at once
+# on a 2-core machine starve each other. Every test that starts one (marked `ray_cluster`, or
+# using a fixture that starts one) joins one xdist group: one worker runs them all, in the
+# collection order their module- and session-scoped clusters rely on, while the other workers
+# run everything else (xdist hands out the largest group first: this one starts at once).
+RAY_CLUSTER_GROUP = "ray-cluster"
+RAY_CLUSTER_FIXTURES = frozenset({"ray_cluster", "serve_app"})
+
+
+def starts_a_ray_cluster(item: pytest.Item) -> bool:
+    return item.get_closest_marker("ray_cluster") is not None or not RAY_CLUSTER_FIXTURES.isdisjoint(
+        getattr(item, "fixturenames", ())
+    )
+
+
+# tryfirst: xdist's own hook (after this one) reads the group marks.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    grouped = [item for item in items if starts_a_ray_cluster(item)]
+    for item in grouped:
+        if item.get_closest_marker("ray_cluster") is None:
+            item.add_marker(pytest.mark.ray_cluster)  # `-m "not ray_cluster"` leaves it out too
+        item.add_marker(pytest.mark.xdist_group(RAY_CLUSTER_GROUP))
+
+
+@pytest.fixture(autouse=True)
+def _ray_clusters_start_only_in_their_group(request, monkeypatch):
+    """A test outside the group that starts a local cluster in-process fails at once, naming the
+    mark, instead of racing the group's cluster for the CPUs."""
+    if not starts_a_ray_cluster(request.node):
+        from rigs.local_cluster import LocalCluster
+
+        def refuse(self, name, args):
+            raise AssertionError(
+                f"{request.node.nodeid} starts a local Ray cluster: mark it @pytest.mark.ray_cluster (tests/conftest.py)"
+            )
+
+        monkeypatch.setattr(LocalCluster, "_start", refuse)

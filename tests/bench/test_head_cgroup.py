@@ -70,6 +70,7 @@ def test_check_fails_loudly_when_the_worker_node_inherited_the_head_cgroup():
 
 @needs_cgroup
 @pytest.mark.slow
+@pytest.mark.ray_cluster
 def test_local_cluster_starts_worker_nodes_outside_the_head_cgroup_of_its_driver(monkeypatch):
     """The bench's driver joins the head's cgroup before it starts the cluster (a RayJob's
     driver runs on the head); the worker node it starts must not inherit that."""

@@ -36,7 +36,7 @@ from rigs.local_cluster import LocalCluster, free_port
 from tests.ops.fakes import REGION, env_data, head_pod
 from tests.ops.kube_api import KubeApi
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray_cluster]
 NS = "ray-workloads"
 
 TRAIN = """\

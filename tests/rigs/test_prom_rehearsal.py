@@ -27,6 +27,7 @@ def test_grafana_variables_become_match_all_and_intervals():
 
 
 @pytest.mark.slow
+@pytest.mark.ray_cluster
 def test_dashboard_queries_evaluate_against_a_real_prometheus():
     out = subprocess.run([sys.executable, "-m", "rigs.prom_rehearsal"], capture_output=True, text=True, timeout=900)
     summary = json.loads(out.stdout[out.stdout.index("{") :])

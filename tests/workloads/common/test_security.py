@@ -271,6 +271,7 @@ def test_rendered_yaml_names_no_token():
 
 
 @pytest.mark.slow
+@pytest.mark.ray_cluster
 def test_a_token_authenticated_ray_cluster_denies_callers_without_the_token():
     """A real local Ray cluster started as the pods are (RAY_AUTH_MODE=token, token in the env):
     every HTTP endpoint but the Prometheus exporters answers 401 without the token, 403 with a wrong

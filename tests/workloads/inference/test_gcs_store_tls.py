@@ -19,7 +19,7 @@ import pytest
 from rigs.local_cluster import LocalCluster
 from rigs.rehearse_serve_ha import Redis
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray_cluster]
 
 
 def _head(redis: Redis, trust: dict[str, str]) -> LocalCluster:

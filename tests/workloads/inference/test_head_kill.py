@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rigs import rehearse_serve_ha as rehearse_ha
+
+pytestmark = pytest.mark.ray_cluster
 
 
 def test_requests_survive_a_head_kill_and_the_service_is_whole_again(tmp_path):

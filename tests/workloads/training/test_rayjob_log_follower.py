@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.ray_cluster]
 
 # After step 3 the job waits for the test to cut the follower (the file ``cut`` appears), so that
 # it is certainly running when its log stream drops, however slowly the follower started.

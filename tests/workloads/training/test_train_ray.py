@@ -21,7 +21,7 @@ from workloads.training import settings as S
 from workloads.training.data import ByteWindows, DataPosition, load_corpus
 from workloads.training.job import check_cluster, run
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray_cluster]
 # The step callbacks below travel to the Ray workers by value (this module is not importable there).
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
