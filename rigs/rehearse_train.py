@@ -63,6 +63,7 @@ def rehearse(
     dashboard_port: int | None = 8265,
     quiet: bool = False,
     ray_env: dict[str, str] | None = None,
+    report_every: int | None = None,
 ) -> dict[str, Any]:
     from ray.job_submission import JobStatus, JobSubmissionClient
 
@@ -109,6 +110,7 @@ def rehearse(
             f"--set num_workers={num_workers}"
             + (f" --set min_workers={min_workers}" if min_workers else "")
             + (f" --set replacement_wait_s={replacement_wait_s}" if replacement_wait_s else "")
+            + (f" --set report_every_steps={report_every}" if report_every else "")
         )
         # The job's PYTHONPATH replaces the node's: keep the offline hook on it (loopback only),
         # or the job's driver resolves 127.0.0.1 to the host's interface and cannot reach the GCS.
@@ -406,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rigs.rehearse_train")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--checkpoint-every", type=int, default=50)
+    p.add_argument("--report-every", type=int, help="training.report_every_steps (default: the job's)")
     p.add_argument("--kill-at-step", type=int, default=130)
     p.add_argument("--no-kill", action="store_true", help="no node loss: the goodput of an undisturbed run")
     p.add_argument(
@@ -429,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
             checkpoint_every=args.checkpoint_every,
             kill_at_step=args.steps + 1,
             out_dir=Path(args.out) / "no-kill",
+            report_every=args.report_every,
             detection=args.detection,
             replacement_wait_s=None,
             min_workers=None,
@@ -444,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
             out_dir=Path(args.out) / path,
             detection=args.detection,
             replacement_wait_s=args.replacement_wait_s if path == "shrink" else None,
+            report_every=args.report_every,
             **PATHS[path],  # type: ignore[arg-type]
         )
         failed += not _report(path, s, args.replacement_wait_s if path == "shrink" else None)
