@@ -79,6 +79,7 @@ READY_SERIES = (
     "ray_node_cpu_utilization",
     "ray_object_store_memory",
     "ray_train_goodput_seconds",
+    "ray_train_goodput_ratio",
 )
 GOODPUT_RUN = "goodput-rehearsal"
 
@@ -122,7 +123,7 @@ def _ready(base: str, targets: int) -> bool:
     return all(query(base, f"count({name})").get("data", {}).get("result") for name in READY_SERIES)
 
 
-def run(max_scrape_seconds: float = 90) -> dict[str, Any]:
+def run(max_scrape_seconds: float = 240) -> dict[str, Any]:
     if not Path(PROMETHEUS).exists():
         raise SystemExit(f"{PROMETHEUS} not found: apt-get install prometheus (Debian package)")
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_urlsafe(32))
@@ -131,7 +132,7 @@ def run(max_scrape_seconds: float = 90) -> dict[str, Any]:
     from workloads.common import procfs
 
     work = Path(tempfile.mkdtemp(prefix="prom"))
-    summary: dict[str, Any] = {}
+    summary: dict[str, Any] = {"ready": False}
     prom = None
     cluster = LocalCluster(
         worker_nodes=1,
@@ -192,6 +193,7 @@ def run(max_scrape_seconds: float = 90) -> dict[str, Any]:
             ray.get([square.remote(i) for i in range(10)] + [probe.steps.remote(20)])  # type: ignore[attr-defined]
             time.sleep(1)
             if _ready(base, len(targets)):
+                summary["ready"] = True
                 break
         summary["scrape_seconds"] = round(time.monotonic() - start, 1)
         # Ray exports a gauge while it is set; the probe's series are read while it still steps.

@@ -31,6 +31,8 @@ def test_grafana_variables_become_match_all_and_intervals():
 def test_dashboard_queries_evaluate_against_a_real_prometheus():
     out = subprocess.run([sys.executable, "-m", "rigs.prom_rehearsal"], capture_output=True, text=True, timeout=900)
     summary = json.loads(out.stdout[out.stdout.index("{") :])
+    # Every series the checks read was scraped before the deadline (a loaded machine is slower).
+    assert summary["ready"], f"not every series scraped within {summary['scrape_seconds']} s"
     assert summary["errors"] == [], summary["errors"][:5]
     assert summary["targets_up"] >= 2 and summary["targets_up"] == summary["scrape_targets"]
     dash = summary["dashboards"]
