@@ -20,14 +20,15 @@ class HeadCgroup:
     not take CPU from the ranks, as on the cluster, where the head pod runs on the `system`
     nodes and the GPU nodes run only the workers, their raylet, agents and log monitor."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, shares: int = HEAD_CPU_SHARES) -> None:
         if not (CGROUP_CPU / "cpu.shares").exists():
             raise SystemExit(f"--mirror-head needs the cgroup v1 cpu controller at {CGROUP_CPU}")
         self.path = CGROUP_CPU / f"hpray-bench-head-{os.getpid()}"
+        self.shares = shares
 
     def __enter__(self) -> HeadCgroup:
         self.path.mkdir(exist_ok=True)
-        (self.path / "cpu.shares").write_text(str(HEAD_CPU_SHARES))
+        (self.path / "cpu.shares").write_text(str(self.shares))
         return self
 
     def join(self) -> None:
