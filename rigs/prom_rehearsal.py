@@ -241,8 +241,15 @@ def _goodput_series(base: str) -> dict[str, Any]:
     exprs.append(("alert TrainingGoodputLow", rule["expr"].rsplit(" < ", 1)[0]))
     out: dict[str, Any] = {}
     for title, expr in exprs:
-        res = query(base, as_grafana_would(expr))
-        series = res.get("data", {}).get("result", []) if res.get("status") == "success" else []
+        # A loaded machine exports and scrapes late: each query gets until its deadline to return
+        # the probe's series (a query that errors or stays empty is reported as it is).
+        deadline = time.monotonic() + 60
+        while True:
+            res = query(base, as_grafana_would(expr))
+            series = res.get("data", {}).get("result", []) if res.get("status") == "success" else []
+            if series or res.get("status") != "success" or time.monotonic() > deadline:
+                break
+            time.sleep(2)
         out[f"{title} :: {expr[:60]}"] = {
             "status": res.get("status"),
             "runs": sorted({s["metric"].get("ray_train_run_name", "") for s in series}),
