@@ -154,16 +154,21 @@ GPU_MEMORY_GIB: dict[str, int] = {
 
 # Dense (no sparsity) bf16 Tensor Core peak of one GPU, TFLOP/s, from NVIDIA's datasheets, which
 # headline the figure with 2:4 sparsity (A100 624, H100/H200 SXM 1,979, B200 4,500, L4 242;
-# L40S: 362.05 dense, 733 sparse). The A10G, AWS's variant of the A10, has no published figure of
-# its own (the A10's datasheet gives 125; measurements report far less), so it is left out. MFU figures (bench/training_gpu.py), the sizing plan's
-# step time and the review's cost per million training tokens divide by it. Chips not here get
-# no step-time estimate and no token cost.
+# L40S: 362.05 dense, 733 sparse). The A10G, AWS's variant of the A10, has its own datasheet
+# (NVIDIA A10G for AWS, https://d1.awsstatic.com/product-marketing/ec2/NVIDIA_AWS_A10G_DataSheet_FINAL_02_17_2022.pdf):
+# 70 TFLOP/s bf16/fp16 dense, as Baseten's A10 vs A10G spec comparison reads it
+# (https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/: "the standard A10 boasts
+# 125 TF of compute, while the A10G only has 70 TF"). The A10's own datasheet gives 125, which some
+# tables copy for the A10G; the A10G's spec sheet is the one taken. MFU figures
+# (bench/training_gpu.py), the sizing plan's step time and the review's cost per million tokens
+# divide by it. Chips not here get no step-time estimate and no token cost.
 GPU_DENSE_BF16_TFLOPS: dict[str, float] = {
     "A100": 312.0,
     "A100-80GB": 312.0,
     "H100": 989.5,
     "H200": 989.5,
     "B200": 2250.0,
+    "A10G": 70.0,
     "L4": 121.0,
     "L40S": 362.05,
 }
@@ -172,6 +177,32 @@ GPU_DENSE_BF16_TFLOPS: dict[str, float] = {
 def dense_bf16_tflops(instance_type: str) -> float | None:
     """The dense bf16 peak of one GPU of ``instance_type`` (None: no figure for its chip)."""
     return GPU_DENSE_BF16_TFLOPS.get(instance_spec(instance_type).accelerator)
+
+
+# Memory bandwidth of one GPU, GB/s (decimal), from each chip's datasheet: A100 40GB 1,555 and
+# A100 80GB 2,039 (https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf),
+# H100 SXM 3.35 TB/s (https://www.nvidia.com/en-us/data-center/h100/), H200 SXM 4.8 TB/s
+# (https://www.nvidia.com/en-us/data-center/h200/), B200 8 TB/s (DGX B200: 64 TB/s over 8 GPUs,
+# https://www.nvidia.com/en-us/data-center/dgx-b200/), A10G 600 (the A10G datasheet above; the
+# same GDDR6 as the A10), L4 300 (https://www.nvidia.com/en-us/data-center/l4/), L40S 864
+# (https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413). Decoding reads every weight once
+# per step, so the review's cost per million generated tokens divides by it; chips not here are
+# not priced.
+GPU_MEMORY_BANDWIDTH_GBPS: dict[str, float] = {
+    "A100": 1555.0,
+    "A100-80GB": 2039.0,
+    "H100": 3350.0,
+    "H200": 4800.0,
+    "B200": 8000.0,
+    "A10G": 600.0,
+    "L4": 300.0,
+    "L40S": 864.0,
+}
+
+
+def memory_bandwidth_gbps(instance_type: str) -> float | None:
+    """The memory bandwidth of one GPU of ``instance_type``, GB/s (None: no figure for its chip)."""
+    return GPU_MEMORY_BANDWIDTH_GBPS.get(instance_spec(instance_type).accelerator)
 
 
 # Accelerated instance types HyperPod offers: (GPUs, vCPUs, memory GiB, EFA interfaces, chip).

@@ -97,5 +97,5 @@ def test_prod_near_the_optimum_does_not_warn():
 def test_other_environments_do_not_warn():
     staging, dev = load_environment("staging"), load_environment("dev")
     assert plan_of(staging).checkpoint.goodput.far  # it checkpoints often on purpose
-    assert plan_of(dev).checkpoint.goodput is None  # the A10G has no peak: no step time to sweep
+    assert plan_of(dev).checkpoint.goodput.far  # a short interval for a short run, on purpose
     assert checkpoint_interval_warning(staging) is None and checkpoint_interval_warning(dev) is None

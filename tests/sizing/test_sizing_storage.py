@@ -104,14 +104,36 @@ def test_cpu_workers_have_no_step_time_and_nothing_is_checked():
     assert storage.table_row("dev", c)[5] == "n/a (CPU workers)"
 
 
-@pytest.mark.parametrize("env", ["staging", "prod"])
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
 def test_every_committed_environment_absorbs_its_burst(env):
     c = plan_of(load_environment(env)).checkpoint
     assert c is not None and c.headroom is not None and c.headroom >= 1
 
 
-def test_a_chip_without_a_peak_gets_no_step_time_and_says_so():
-    """dev's A10G has no dense bf16 figure in config/catalog.py: no step time, nothing checked."""
+def test_dev_step_time_is_the_a10g_peak_from_the_catalog():
+    """dev trains on 2 A10G (ml.g5.12xlarge): its step is the global batch's FLOPs over the two
+    GPUs' dense bf16 peak (config/catalog.py, the A10G datasheet's 70 TFLOP/s) at the plan's MFU."""
+    from config import catalog
+    from sizing.training import ASSUMED_MFU, flops_per_token
+
+    config = load_environment("dev")
+    t = config.training
+    c = plan_of(config).checkpoint
+    assert c is not None and c.accelerator == "A10G" and c.gpus == 2
+    peak = catalog.GPU_DENSE_BF16_TFLOPS["A10G"]
+    assert peak == 70.0
+    tokens = 2 * t.batch_size_per_worker * t.model.block_size
+    expected = tokens * flops_per_token(t.model) / (2 * peak * 1e12 * ASSUMED_MFU)
+    assert c.step_seconds == pytest.approx(expected, rel=1e-12)
+    assert c.headroom is not None and c.headroom >= 1 and storage.burst_problems(c) == []
+    assert storage.table_row("dev", c)[5] == f"{expected:.3g} s (36.5% MFU)"
+
+
+def test_a_chip_without_a_peak_gets_no_step_time_and_says_so(monkeypatch):
+    """A chip with no dense bf16 figure in config/catalog.py: no step time, nothing checked."""
+    from config import catalog
+
+    monkeypatch.delitem(catalog.GPU_DENSE_BF16_TFLOPS, "A10G")
     c = plan_of(load_environment("dev")).checkpoint
     assert c is not None and c.accelerator == "A10G" and c.step_seconds is None and c.headroom is None
     assert storage.burst_problems(c) == []
