@@ -15,7 +15,13 @@ from review.kubernetes import kubernetes_section
 from review.placement import placement_section
 from review.proof import FlowResult
 from review.sizing import sizing_section
-from review.token_cost import TRAINING_GOODPUT, TRAINING_MFU, serving_token_cost, training_token_cost
+from review.token_cost import (
+    SERVING_MBU,
+    TRAINING_GOODPUT,
+    TRAINING_MFU,
+    serving_token_costs,
+    training_token_cost,
+)
 
 if TYPE_CHECKING:
     from config.environment import EnvironmentConfig
@@ -235,7 +241,7 @@ def _token_costs(doc: Document, config: EnvironmentConfig, prices: PriceTable) -
     """Cost per million tokens: the GPU-hour price of the workload's instance group over the
     tokens one GPU produces in an hour, with every assumption in the table."""
     rows = []
-    for c in (training_token_cost(config, prices), serving_token_cost(config, prices)):
+    for c in (training_token_cost(config, prices), *serving_token_costs(config, prices)):
         if c is None:
             continue
         rows.append(
@@ -246,7 +252,9 @@ def _token_costs(doc: Document, config: EnvironmentConfig, prices: PriceTable) -
                 _money(c.gpu_hour),
                 "n/a" if c.tokens_per_s_per_gpu is None else f"{c.tokens_per_s_per_gpu:,.0f}",
                 c.basis,
-                "n/a" if c.goodput is None else f"{c.goodput:.0%} (assumed)",
+                f"{c.goodput:.0%} (assumed)"
+                if c.goodput is not None
+                else ("every batch full (assumed)" if c.tokens_per_s_per_gpu is not None else "n/a"),
                 ("" if c.per_million is not None else f"{a.FLAG} ")
                 + ("n/a" if c.per_million is None else f"${c.per_million:.4g}"),
             ]
@@ -258,8 +266,13 @@ def _token_costs(doc: Document, config: EnvironmentConfig, prices: PriceTable) -
         "(config/catalog.py GPU_DENSE_BF16_TFLOPS; bench/training_gpu.py measured 36.5 % for prod's step on one "
         "H200, the Llama 3 paper reports 38-43 % on H100), times an "
         f"assumed {TRAINING_GOODPUT:.0%} goodput (the share of wall time that becomes kept steps; the "
-        "job measures it: ray_train_goodput_ratio). Per GPU, so the same at any worker count. Serving: "
-        "priced only where a generation throughput on the serving GPU is measured."
+        "job measures it: ray_train_goodput_ratio). Per GPU, so the same at any worker count. Serving: no "
+        "generation throughput is measured on a GPU any environment serves on, so tokens/s is a decode "
+        f"roofline: an assumed {SERVING_MBU:.0%} of the GPU's memory bandwidth (config/catalog.py "
+        "GPU_MEMORY_BANDWIDTH_GBPS; Databricks measured 55-60 % at batch 1) over the bytes of the served "
+        "weights, each step advancing every sequence of a full batch, capped by compute; KV-cache reads, "
+        "prefill and partly filled batches are not counted, so it is an upper bound on tokens/s and a "
+        "floor on the cost. A service whose model size the config does not state is not priced."
     )
     doc.table(
         ["Workload", "GPU", "GPUs", "$/GPU-hour", "Tokens/s per GPU", "Throughput basis", "Goodput", "$ per 1M tokens"],

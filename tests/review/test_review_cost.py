@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from config import load_environment, versions
+from config import versions
 from review.assembly import load_assembly
 from review.cost import estimate, load_prices
 
@@ -112,77 +112,3 @@ def test_unverified_prices_are_marked_in_the_report(assembly_dir, cluster_tpl, t
     assert hyperpod_rows and all("⚠ unverified price" in r for r in hyperpod_rows)
     nat_rows = [line for line in md.splitlines() if line.startswith("| NAT gateway")]
     assert nat_rows and not any("unverified" in r for r in nat_rows)
-
-
-# --- cost per million tokens -----------------------------------------------------------------
-
-
-def test_training_token_cost_of_prod_is_the_hand_computed_figure():
-    """prod: ml.p5.48xlarge at $55.04/h over 8 H100s = $6.88 per GPU-hour; llama-7b trains
-    45,098,729,472 FLOPs per token; 36.5 % of 989.5 TFLOP/s is 8,008.37 tokens/s per GPU (the
-    GPU bench measured 8,005 on one H200); at 90 % goodput a million tokens take 138.74
-    GPU-seconds: $0.26515."""
-    from review.token_cost import TRAINING_GOODPUT, TRAINING_MFU, training_token_cost
-
-    config = load_environment("prod")
-    from sizing.training import flops_per_token
-
-    assert flops_per_token(config.training.model) == 45_098_729_472.0
-    c = training_token_cost(config, load_prices())
-    assert (c.workload, c.instance_type, c.chip, c.gpus, c.gpu_hour) == ("training", "ml.p5.48xlarge", "H100", 32, 6.88)
-    assert (TRAINING_MFU, TRAINING_GOODPUT, c.goodput) == (0.365, 0.90, 0.90)
-    assert c.tokens_per_s_per_gpu == pytest.approx(8008.374165490282, rel=1e-12)
-    assert c.per_million == pytest.approx(0.26515454276273265, rel=1e-12)
-    assert c.basis == (
-        "36.5% MFU (assumed) of the H100's 989.5 TFLOP/s dense bf16 peak, 45.1 GFLOP per token (preset llama-7b)"
-    )
-    # Half the goodput, twice the cost.
-    assert training_token_cost(config, load_prices(), goodput=0.45).per_million == pytest.approx(2 * c.per_million)
-
-
-def test_training_token_cost_of_staging_and_dev():
-    """staging: ml.g6e.12xlarge $13.12/h over 4 L40S = $3.28; the default model, 509,718,528 FLOPs
-    per token; 36.5 % of 362.05 TFLOP/s. dev: the A10G has no datasheet peak in the catalog, so the
-    row is not priced and says why."""
-    from review.token_cost import training_token_cost
-
-    c = training_token_cost(load_environment("staging"), load_prices())
-    assert (c.chip, c.gpus, c.gpu_hour) == ("L40S", 2, 3.28)
-    assert c.tokens_per_s_per_gpu == pytest.approx(259257.3013159137, rel=1e-12)
-    assert c.per_million == pytest.approx(0.0039047913940088753, rel=1e-12)
-    d = training_token_cost(load_environment("dev"), load_prices())
-    assert (d.chip, d.gpu_hour, d.per_million, d.tokens_per_s_per_gpu) == ("A10G", 1.7725, None, None)
-    assert d.basis == "no dense bf16 peak for A10G in config/catalog.py: not priced"
-
-
-def test_serving_token_cost_is_not_priced_without_a_measured_throughput():
-    from review.token_cost import serving_token_cost
-
-    c = serving_token_cost(load_environment("prod"), load_prices())
-    assert (c.workload, c.instance_type, c.chip, c.gpus, c.gpu_hour) == ("serving", "ml.g6e.12xlarge", "L40S", 8, 3.28)
-    assert (c.per_million, c.basis) == (None, "no measured generation throughput on L40S: not priced")
-
-
-@pytest.mark.parametrize("shape", [{"preset": "tiny"}, {"preset": "llama-7b"}, {"arch": "gpt"}, {}])
-def test_the_plans_flops_per_token_is_the_models(shape):
-    """The review's FLOPs per token (sizing, no torch) and the model's (workloads, MFU) agree."""
-    from config.training import ModelSize
-    from sizing.training import flops_per_token as planned
-    from workloads.common.model import config_from_dict, flops_per_token
-
-    m = ModelSize.model_validate(shape)
-    assert planned(m) == flops_per_token(config_from_dict(m.architecture()))
-
-
-def test_report_prints_the_token_costs_with_their_assumptions():
-    from review.document import Document
-    from review.report import _token_costs
-
-    doc = Document("t")
-    _token_costs(doc, load_environment("prod"), load_prices())
-    text = doc.markdown()
-    assert "### Cost per million tokens" in text
-    assert "an assumed 36.5% model FLOPs utilization" in text and "an assumed 90% goodput" in text
-    assert "| training | ml.p5.48xlarge (H100) | 32 | $6.88 | 8,008 |" in text
-    assert "| 90% (assumed) | $0.2652 |" in text
-    assert "| serving | ml.g6e.12xlarge (L40S) | 8 | $3.28 | n/a |" in text
