@@ -17,13 +17,14 @@ export RAY_USAGE_STATS_ENABLED := 0
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 # jsii names the Node.js majors whose end-of-life banner is silenced (the machine runs Node 20).
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
-# The shared fixtures folder (real charts and CRDs at the pinned digests) when one lies beside the
-# checkout: the review renders the Helm releases from it instead of fetching them (config/fixtures.py).
-export HYPERPOD_RAY_SHARED ?= $(wildcard $(abspath $(CURDIR)/../shared))
+# The shared test folder (real charts and CRDs at the pinned digests) when one lies beside the
+# checkout: `make review` first copies it into the artifact cache, digest-checked
+# (tests/shared_artifacts.py), and renders the Helm releases offline; without it they are fetched.
+HYPERPOD_RAY_SHARED ?= $(wildcard $(abspath $(CURDIR)/../shared))
 
 APT_PACKAGES := shellcheck bats graphviz prometheus prometheus-alertmanager redis-server openssl gnupg zsh fish
 
-TOOLING_DIRS := config sizing constructs stacks ops review workloads bench rigs
+TOOLING_DIRS := artifacts config sizing constructs stacks ops review workloads bench rigs
 
 .PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test test-static lint-shell lint-docker bats clean lock rehearse-train rehearse-serve rehearse-serve-ha rehearse
 
@@ -93,6 +94,7 @@ synth: deps-synth
 ## review: report (Markdown + HTML) and architecture diagram (PNG + SVG) under cdk.out/review.
 review:
 	@echo "==> review report and architecture diagram"
+	$(if $(HYPERPOD_RAY_SHARED),$(VENV)/bin/python -m tests.shared_artifacts $(HYPERPOD_RAY_SHARED))
 	$(VENV)/bin/python -m review cdk.out $(if $(filter last,$(COMPARE)),--compare $(REVIEW_PREVIOUS),$(if $(COMPARE),--compare $(COMPARE),))
 
 gates:

@@ -5,12 +5,9 @@ instead (config/pipeline.yaml), whose Stages hold every environment's stacks."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
-
-from stacks import preload
-
-preload.start()  # synth's pure-Python imports on a second thread while the jsii kernel starts
 
 import aws_cdk as cdk
 
@@ -59,7 +56,8 @@ def main() -> None:
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         sys.exit(1)
-    preload.synth(app)
+    app.synth()
+    gc.freeze()  # the process ends next; exit then skips walking the construct tree (docs/benchmarks.md, "Synth")
 
 
 if __name__ == "__main__":

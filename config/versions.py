@@ -193,10 +193,11 @@ EFA_DEVICE_PLUGIN = ChartPin("aws-efa-k8s-device-plugin", "https://aws.github.io
 class SourcePin:
     """One folder of a public Git repository at a pinned commit, checked by a content digest.
 
-    ``digest`` is ``config.fixtures.tree_digest`` of the folder (every file, or only ``files``):
+    ``digest`` is ``artifacts.pinned.tree_digest`` of the folder (every file, or only ``files``):
     SHA-256 over ``<relative path>\0<SHA-256 of the file>\n`` lines in path order. It is
-    independent of how the folder was obtained (a GitHub tarball, a Git checkout, ../shared).
-    ``folder`` is the folder's name under ../shared/charts (or ../shared for the CRDs).
+    independent of how the folder was obtained (a GitHub tarball, a Git checkout, a local copy).
+    ``folder`` names the copy: ``sources/<folder>-<commit>`` in the artifact cache, and its folder
+    in the shared test folder (tests/shared_artifacts.py).
     """
 
     folder: str

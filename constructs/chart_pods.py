@@ -1,5 +1,5 @@
 """What the platform's Helm releases really run: each release rendered with the real ``helm
-template`` of the pinned chart (config/fixtures.py) and reduced to the pods it schedules.
+template`` of the pinned chart (artifacts/pinned.py) and reduced to the pods it schedules.
 
 :func:`chart_pods` is the input the placement check takes for Helm-installed pods, and
 :func:`unknown_values_keys` is the check that every values key this app sets exists in its chart
@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
-from config import fixtures
+from artifacts import pinned
 from config.environment import EnvironmentConfig
 from constructs.helm import ChartRelease
 from constructs.hyperpod_dependencies import device_plugin_releases
@@ -89,14 +89,14 @@ def _check_chart_version(release: ChartRelease, chart_dir: Path) -> None:
 
 def render_release(release: ChartRelease, *, kubernetes_version: str) -> list[dict[str, Any]]:
     """The objects ``helm template`` renders for ``release`` (CRDs not included), in helm's order."""
-    chart_dir = fixtures.chart_dir(release.pin.chart)
+    chart_dir = pinned.chart_dir(release.pin.chart)
     _check_chart_version(release, chart_dir)
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="values-") as values:
         json.dump(dict(release.values), values)
         values.flush()
         proc = subprocess.run(
             [
-                str(fixtures.helm_binary(kubernetes_version)),
+                str(pinned.helm_binary(kubernetes_version)),
                 "template",
                 release.release,
                 str(chart_dir),
@@ -146,7 +146,7 @@ def pods_of(release: ChartRelease, objects: list[dict[str, Any]]) -> list[ChartP
 def chart_pods(config: EnvironmentConfig) -> list[ChartPod]:
     """Every pod template the Helm releases of ``config`` schedule, rendered by the real helm.
 
-    Raises :class:`config.fixtures.FixtureUnavailable` when a chart or helm cannot be had and
+    Raises :class:`artifacts.pinned.ArtifactUnavailable` when a chart or helm cannot be had and
     :class:`ChartRenderError` when helm refuses a release.
     """
     version = config.eks.kubernetes_version

@@ -19,8 +19,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from artifacts.pinned import ArtifactUnavailable, cache_dir, helm_binary, tree_digest
 from config import versions
-from config.fixtures import FixtureUnavailable, cache_dir, helm_binary, tree_digest
 from config.versions import ChartPin, SourcePin
 from ops.errors import OpsError
 
@@ -53,7 +53,7 @@ def find_helm() -> str:
         return on_path
     try:
         return str(helm_binary())
-    except FixtureUnavailable:
+    except ArtifactUnavailable:
         raise OpsError(
             "helm not found: it fetches the KubeRay chart whose crds/ hold the CRDs",
             "install helm 3.8 or newer (https://helm.sh/docs/intro/install/) or run `make deps` in the checkout",

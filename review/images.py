@@ -71,12 +71,12 @@ def _containers(pod_spec: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
 
 def chart_uses(config: EnvironmentConfig) -> list[ImageUse]:
     """The Helm releases' pods, rendered by the real helm of the pinned charts."""
-    from config.fixtures import FixtureUnavailable
+    from artifacts.pinned import ArtifactUnavailable
     from constructs.chart_pods import ChartRenderError, chart_pods
 
     try:
         pods = chart_pods(config)
-    except (FixtureUnavailable, ChartRenderError) as err:
+    except (ArtifactUnavailable, ChartRenderError) as err:
         raise ImagesUnavailable(f"the Helm releases' pods cannot be rendered: {err}") from None
     return [
         ImageUse(f"{p.kind} {p.namespace}/{p.name} (Helm release {p.release})", name, image)

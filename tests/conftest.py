@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from config.fixtures import SHARED_ENV, FixtureUnavailable, missing_summary
+from artifacts.pinned import ArtifactUnavailable, missing_summary
+from tests.shared_artifacts import SHARED_HINT, carries, seed_cache
 
 ROOT = Path(__file__).resolve().parent.parent
-# The shared test fixtures (real charts and CRDs) beside the checkout, unless HYPERPOD_RAY_SHARED
-# names another folder (or an empty one, to test a clone without them). Only tests read it.
-os.environ.setdefault(SHARED_ENV, str(ROOT.parent / "shared"))
+# The real charts and CRDs of the shared test folder (../shared beside the checkout, unless
+# HYPERPOD_RAY_SHARED names another folder, or an empty one to test a clone without it) go into
+# the artifact cache, digest-checked; product code reads only the cache. A copy with another
+# digest stays out: the tests that need it skip with its one line (below).
+SHARED_REFUSED = seed_cache()
 # jsii runs on the project's pinned Node 22 (package.json), as under `make`.
 os.environ["PATH"] = f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
@@ -101,17 +104,27 @@ def stack_template_fixtures(stack: str, *envs: str):
     return tuple(fixture_for(env) for env in envs)
 
 
-# A test that needs a chart, the KubeRay CRDs or helm, where neither ../shared nor the network has
-# them, is reported skipped with one reason for all: `pytest -ra` prints it as one line. Done on the
-# report so that it also covers a module-scoped fixture whose failure pytest caches and re-raises.
+def skip_reason(error: ArtifactUnavailable) -> str:
+    """One line for every test that misses an artifact: the summary when it names this test's
+    artifact, else its own line; how the shared test folder would give it; a refused copy's line."""
+    summary = missing_summary()
+    reason = summary if summary and error.what in summary else str(error)
+    if carries(error.what):
+        reason += f" {SHARED_HINT}"
+    refused = [str(r) for r in SHARED_REFUSED if r.what.split(" ")[0] == error.what.split(" ")[0]]
+    return " | ".join([reason, *refused])
+
+
+# A test that needs a chart, the KubeRay CRDs or helm, where neither the cache (seeded from the
+# shared test folder) nor the network has them, is reported skipped with one reason for all:
+# `pytest -ra` prints it as one line. Done on the report so that it also covers a module-scoped
+# fixture whose failure pytest caches and re-raises.
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
-    if call.excinfo is not None and call.excinfo.errisinstance(FixtureUnavailable):
+    if call.excinfo is not None and call.excinfo.errisinstance(ArtifactUnavailable):
         report.outcome = "skipped"
-        # The summary when it names this test's fixture, else this fixture's own line.
-        summary, error = missing_summary(), call.excinfo.value
-        reason = summary if summary and error.what in summary else str(error)
+        reason = skip_reason(call.excinfo.value)
         report.longrepr = (__file__, pytest_runtest_makereport.__code__.co_firstlineno, f"Skipped: {reason}")
     return report
 

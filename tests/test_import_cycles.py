@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("config", "sizing", "constructs", "stacks", "ops", "review", "workloads", "bench", "rigs")
+PACKAGES = ("artifacts", "config", "sizing", "constructs", "stacks", "ops", "review", "workloads", "bench", "rigs")
 
 
 def _module_name(path: Path) -> str:

@@ -13,7 +13,8 @@ import pytest
 from constructs import chart_pods as cp
 from constructs import hyperpod_dependencies as deps
 
-from config import fixtures, load_environment, versions
+from artifacts import pinned
+from config import load_environment, versions
 from config.names import (
     HYPERPOD_HEALTH_LABEL,
     INSTANCE_TYPE_LABEL,
@@ -46,11 +47,11 @@ def required_terms(pod_spec):
 @pytest.mark.parametrize("env_name", ENVS)
 def test_every_values_key_exists_in_its_chart(env_name):
     for release in cp.chart_releases(load_environment(env_name)):
-        assert cp.unknown_values_keys(release.values, fixtures.chart_dir(release.pin.chart)) == [], release.release
+        assert cp.unknown_values_keys(release.values, pinned.chart_dir(release.pin.chart)) == [], release.release
 
 
 def test_a_misspelled_key_is_found():
-    chart = fixtures.chart_dir("kuberay-operator")
+    chart = pinned.chart_dir("kuberay-operator")
     values = {
         "nodeSelecter": {"a": "b"},  # misspelled top-level key
         "image": {"tagg": "v1"},  # misspelled key inside a map the chart defines
@@ -64,7 +65,7 @@ def test_a_misspelled_key_is_found():
 def test_a_misspelled_device_plugin_key_is_found():
     values = {**deps.efa_device_plugin_values(load_environment("prod")), "tolerationz": []}
     values["supportedInstanceLabels"] = {**values["supportedInstanceLabels"], "value": ["x"]}
-    chart = fixtures.chart_dir("aws-efa-k8s-device-plugin")
+    chart = pinned.chart_dir("aws-efa-k8s-device-plugin")
     assert cp.unknown_values_keys(values, chart) == ["supportedInstanceLabels.value", "tolerationz"]
 
 

@@ -221,12 +221,12 @@ def render_aws_subchart(subchart, region):
 
     import yaml
 
-    from config import fixtures
+    from artifacts import pinned
 
-    chart = fixtures.chart_dir("hyperpod-helm-chart") / "charts" / subchart
+    chart = pinned.chart_dir("hyperpod-helm-chart") / "charts" / subchart
     proc = subprocess.run(
         [
-            str(fixtures.helm_binary()),
+            str(pinned.helm_binary()),
             "template",
             "hyperpod-dependencies",
             str(chart),

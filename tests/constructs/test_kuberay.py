@@ -30,9 +30,9 @@ def test_pin_matches_the_kuberay_crds_used_by_the_workload_tests():
     assert chart.folder == f"kuberay-operator-{versions.KUBERAY_OPERATOR.version}"
     import yaml
 
-    from config import fixtures
+    from artifacts import pinned
 
-    chart_yaml = yaml.safe_load((fixtures.chart_dir("kuberay-operator") / "Chart.yaml").read_text())
+    chart_yaml = yaml.safe_load((pinned.chart_dir("kuberay-operator") / "Chart.yaml").read_text())
     assert str(chart_yaml["version"]) == versions.KUBERAY_OPERATOR.version
 
 

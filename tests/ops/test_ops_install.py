@@ -28,6 +28,7 @@ def test_pyproject_declares_the_hpray_command():
     # Every package the command imports is in the distribution (config/<env>.yaml read from it).
     assert set(data["tool"]["setuptools"]["packages"]["find"]["include"]) >= {
         "ops",
+        "artifacts",
         "config",
         "sizing",
         "workloads",
@@ -76,7 +77,7 @@ def test_bash_completes_commands_options_and_choices():
 
 
 # What a `pip install .` carries: the packages of pyproject.toml, nothing else of the checkout.
-WHEEL_SOURCES = ("pyproject.toml", "README.md", "ops", "config", "sizing", "workloads", "review")
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "ops", "artifacts", "config", "sizing", "workloads", "review")
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +145,17 @@ def test_the_wheel_carries_the_environments_and_the_data_files(installed_hpray):
     }
     assert {"config/dev.yaml", "config/staging.yaml", "config/prod.yaml", "review/prices.yaml"} <= tracked
     assert tracked <= names
+
+
+def test_the_installed_upgrade_imports_the_artifact_fetcher(installed_hpray, tmp_path):
+    """`hpray upgrade` gets the pinned CRDs through artifacts/pinned.py: the wheel carries it."""
+    hpray, purelib, _ = installed_hpray
+    code = "import ops.kuberay_crds, artifacts.pinned as p; print(p.__file__)"
+    result = subprocess.run(
+        [str(hpray.parent / "python"), "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{purelib / 'artifacts' / 'pinned.py'}\n"
 
 
 def test_installed_hpray_has_a_version_and_finds_its_environments(installed_hpray, tmp_path):

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from config import fixtures, parse_environment, versions
+from artifacts import pinned
+from config import parse_environment, versions
 from ops import kuberay_crds, upgrade
 from ops.cli import main
 from ops.errors import OpsError
@@ -187,8 +188,8 @@ def _chart_repo(tmp_path, monkeypatch, edit=None):
     """A chart repository on 127.0.0.1 serving the real pinned KubeRay chart (the shared fixture,
     packaged by the real helm; ``edit`` may change the unpacked copy first), an empty user cache,
     and KUBERAY_OPERATOR pointing at that repository. Returns (stop, helm)."""
-    chart = fixtures.chart_dir("kuberay-operator")  # skipped with one line where it cannot be had
-    helm = str(fixtures.helm_binary())
+    chart = pinned.chart_dir("kuberay-operator")  # skipped with one line where it cannot be had
+    helm = str(pinned.helm_binary())
     copy = tmp_path / "src" / "kuberay-operator"
     shutil.copytree(chart, copy)
     if edit:
@@ -197,7 +198,7 @@ def _chart_repo(tmp_path, monkeypatch, edit=None):
     repo.mkdir()
     for name in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
         monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv(fixtures.CACHE_ENV, str(tmp_path / "user-cache"))
+    monkeypatch.setenv(pinned.CACHE_ENV, str(tmp_path / "user-cache"))
     subprocess.run([helm, "package", str(copy), "-d", str(repo)], check=True, capture_output=True)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(repo)))
     url = f"http://127.0.0.1:{server.server_address[1]}/"
@@ -220,7 +221,7 @@ def test_the_crds_come_from_the_pinned_chart_verified_and_cached(tmp_path, monke
         stop()
     assert got == tmp_path / "user-cache" / "kuberay-crds" / "kuberay-operator-1.7.0"
     assert sorted(p.name for p in got.iterdir()) == list(versions.KUBERAY_CRDS.files)
-    assert fixtures.tree_digest(got, versions.KUBERAY_CRDS.files) == versions.KUBERAY_CRDS.digest
+    assert pinned.tree_digest(got, versions.KUBERAY_CRDS.files) == versions.KUBERAY_CRDS.digest
     # The repository is gone: the verified cache answers without helm.
     assert kuberay_crds.crd_dir(helm="/nonexistent/helm") == got
     # A changed cache is not trusted: fetched again (here: the repository is gone, so helm fails).

@@ -1,8 +1,8 @@
 """Offline, strict validation of rendered KubeRay manifests against the real KubeRay CRDs.
 
 The schemas are `spec.versions[v1].schema.openAPIV3Schema` of the KubeRay CRDs of the pinned
-operator release (``config.fixtures.kuberay_crd_dir``: the shared fixtures folder of the tests or a
-verified copy fetched at the pinned commit). jsonschema checks
+operator release (``artifacts.pinned.kuberay_crd_dir``: a verified copy fetched at the pinned
+commit and cached). jsonschema checks
 types, enums and required fields; because the schemas do not forbid extra keys, unknown fields
 are found by walking the manifest alongside the schema, as kubectl's strict field validation
 does.
@@ -27,9 +27,9 @@ _OBJECT_META = {"name", "namespace", "labels", "annotations", "generateName", "f
 @functools.cache
 def schema(kind: str) -> dict[str, Any]:
     """The v1 openAPIV3Schema of ``kind`` (loaded once; each file takes ~2 s to parse)."""
-    from config.fixtures import kuberay_crd_dir
+    from artifacts.pinned import kuberay_crd_dir
 
-    # Raises config.fixtures.FixtureUnavailable (one line: what is missing, how to get it).
+    # Raises artifacts.pinned.ArtifactUnavailable (one line: what is missing, how to get it).
     path = kuberay_crd_dir() / _FILES[kind]
     crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     schema: dict[str, Any] = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]["openAPIV3Schema"]

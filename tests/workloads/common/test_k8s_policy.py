@@ -11,7 +11,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from config import fixtures, load_environment
+from artifacts import pinned
+from config import load_environment
 from config import names as k8s_names
 from workloads.common import k8s, network_policy, security
 from workloads.inference import manifest as inference
@@ -115,8 +116,8 @@ def test_objects_validate_against_the_kubernetes_schema(env):
 def test_network_policy_names_match_the_infrastructure():
     assert network_policy.KUBERAY_NAMESPACE == k8s_names.KUBERAY_NAMESPACE
     assert k8s.NAMESPACE == k8s_names.WORKLOADS_NAMESPACE
-    # The pinned chart wherever config/fixtures.py finds it (skipped with one line where it cannot).
-    chart = fixtures.chart_dir("kuberay-operator") / "Chart.yaml"
+    # The pinned chart wherever artifacts/pinned.py finds it (skipped with one line where it cannot).
+    chart = pinned.chart_dir("kuberay-operator") / "Chart.yaml"
     assert yaml.safe_load(chart.read_text())["name"] == network_policy.OPERATOR_POD_LABELS["app.kubernetes.io/name"]
 
 
@@ -198,7 +199,7 @@ def test_secret_provider_class_validates_against_the_driver_crd(env):
     SECRETS_STORE_CRDS; skipped with one line where that CRD cannot be had)."""
     import jsonschema
 
-    from config.fixtures import secrets_store_crd_dir
+    from artifacts.pinned import secrets_store_crd_dir
     from workloads.common import crd
 
     path = secrets_store_crd_dir() / "secrets-store.csi.x-k8s.io_secretproviderclasses.yaml"

