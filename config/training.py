@@ -3,8 +3,9 @@
 The values and their checks: the group named here exists, the catalog knows its GPUs and
 ``gpus_per_worker`` divides them (``group_problems``, one of EnvironmentConfig's CROSS_CHECKS).
 Worker and node counts are derived from that group, the same one the CDK app creates, by the
-environment's plan (sizing/training.py: workers against the group's nodes, shared storage, FSDP
-sharding, the model's estimated memory per GPU), which the loader checks once the config loads.
+environment's plan (sizing/plan.py), and checked there (sizing/training.py: workers against the
+group's nodes, shared storage, FSDP sharding, the model's estimated memory per GPU) when the
+config loads. The train loop takes its fields as config/job_settings.py lists them.
 
 One module because it is one config section: each check sits next to the value it guards.
 """

@@ -167,7 +167,7 @@ def add_flows(g: Graph, config: EnvironmentConfig, workload: dict[str, int], res
             g.data[(store, n)] = "GCS store AUTH token"
     plan = plan_of(config)
     if plan.training is not None:
-        path = plan.training.storage_path
+        path = plan.training.settings.storage_path
         buckets = {show(g.res[n][1].properties.get("BucketName")): n for n in g.of_type("AWS::S3::Bucket")}
         target = (
             next(iter(parts["fsx"]), None)

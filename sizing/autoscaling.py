@@ -205,11 +205,15 @@ def _training(plan: Plan) -> tuple[str, str, list[Demand]] | None:
     t = plan.training
     if t is None:
         return None
-    p = t.placement
-    bundle = _bundle(CPU=float(t.cpus_per_worker), GPU=float(p.gpus_per_worker))
+    # The bundles the job's ScalingConfig asks for (workloads/training/job.py scaling_config),
+    # from the settings the RayJob passes it.
+    s = t.settings
+    bundle = _bundle(CPU=float(s.cpus_per_worker), GPU=float(s.gpus_per_worker))
     # Ray Train's worker group is one placement group of a bundle per worker (PACK or SPREAD:
     # the autoscaler places its bundles one by one).
-    demand = Demand("training.num_workers", "trainer (Ray Train workers)", p.workers, "workers", (bundle,), t.strategy)
+    demand = Demand(
+        "training.num_workers", "trainer (Ray Train workers)", s.num_workers, "workers", (bundle,), s.placement_strategy
+    )
     return f"RayJob {t.name}", t.worker_group, [demand]
 
 

@@ -1,5 +1,5 @@
 """The environment's plan: for each workload its name, instance group, node and worker counts and
-pod shape, and the train loop's runtime values, derived once per loaded config (``plan_of``).
+pod shape, and the train loop's settings, derived once per loaded config (``plan_of``).
 
 Manifests, NetworkPolicies, the flow table, ``hpray submit job``, the review's placement and
 sizing tables read the plan; the placement, autoscaling and checkpoint burst checks
@@ -10,12 +10,15 @@ estimated step time (and the MFU it assumes) and the run's goodput sweep (sizing
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from config import catalog
 from config.environment import EnvironmentConfig
 from config.hyperpod import InstanceGroup
+from config.job_settings import JobSettings, job_settings
 from sizing import goodput, pods, storage, training
 from sizing.pods import HeadShape, WorkerShape
 from sizing.storage import CheckpointSizing
@@ -24,8 +27,9 @@ from sizing.training import TrainingPlacement
 
 @dataclass(frozen=True)
 class TrainingPlan:
-    """The RayJob of ``training:``: its workers on one instance group, and what the train loop
-    takes from the cluster (workers, CPUs per worker, storage path, placement strategy)."""
+    """The RayJob of ``training:``: its workers on one instance group, and the train loop's
+    settings (the ``training:`` fields it takes and what the cluster decides: workers, CPUs per
+    worker, storage path, placement strategy), which the RayJob passes to the job as they are."""
 
     name: str
     group: InstanceGroup
@@ -33,9 +37,7 @@ class TrainingPlan:
     worker: WorkerShape
     # The head pod, sized for the worker nodes it serves (sizing/pods.py training_head).
     head: HeadShape
-    storage_path: str
-    cpus_per_worker: int
-    strategy: str
+    settings: JobSettings
     # One checkpoint's bytes and write time against FSx, and the run's goodput sweep.
     checkpoint: CheckpointSizing
 
@@ -80,12 +82,30 @@ class Plan:
 
 
 def _training(env: EnvironmentConfig) -> tuple[TrainingPlan | None, tuple[str, ...]]:
+    """The training job's plan, or the problems of ``training:`` against its group. Its workers
+    are placed here (per node: the group's GPUs over each worker's; nodes: the workers over
+    that), its worker pod sized from them, and the train loop's settings built from both."""
     t, groups = env.training, env.hyperpod.instance_groups
     problems = tuple(t.group_problems(groups))
     if problems:
         return None, problems
-    p = training.placement(t, groups)
-    group = env.hyperpod.group(p.group)
+    group = t.group(groups)
+    assert group is not None, "group_problems reports a missing group"
+    spec = catalog.instance_spec(group.instance_type)
+    per_node = spec.gpus // t.gpus_per_worker if t.gpus_per_worker else 1
+    workers = t.num_workers or per_node * group.instance_count
+    p = TrainingPlacement(
+        group=group.name,
+        instance_type=group.instance_type,
+        workers=workers,
+        nodes=math.ceil(workers / per_node),
+        workers_per_node=per_node,
+        gpus_per_worker=t.gpus_per_worker,
+        gpus_per_node=spec.gpus,
+        efa_interfaces=spec.efa_interfaces,
+        vcpus=spec.vcpus,
+        memory_gib=spec.memory_gib,
+    )
     problems = tuple(training.fit_problems(t, p, group, fsx_file_system_path=env.fsx.file_system_path))
     if problems:
         return None, problems
@@ -93,6 +113,14 @@ def _training(env: EnvironmentConfig) -> tuple[TrainingPlan | None, tuple[str, .
         worker = pods.training_worker(env, p)
     except KeyError:  # no ENI limits for the group: sizing.placement.pool_problems says so
         return None, problems
+    settings = job_settings(
+        t,
+        storage_path=t.resolved_storage_path(env.fsx.file_system_path),
+        num_workers=p.workers,
+        # The worker pod's CPUs (sized from the node's allocatable) shared by its Ray Train workers.
+        cpus_per_worker=max(1, worker.cpus // worker.per_pod),
+        placement_strategy="SPREAD" if p.nodes > 1 else "PACK",
+    )
     return (
         TrainingPlan(
             name=f"train-{t.run_name}",
@@ -100,10 +128,7 @@ def _training(env: EnvironmentConfig) -> tuple[TrainingPlan | None, tuple[str, .
             placement=p,
             worker=worker,
             head=pods.training_head(worker.max_replicas),
-            storage_path=t.resolved_storage_path(env.fsx.file_system_path),
-            # The worker pod's CPUs (sized from the node's allocatable) shared by its Ray Train workers.
-            cpus_per_worker=max(1, worker.cpus // worker.per_pod),
-            strategy="SPREAD" if p.nodes > 1 else "PACK",
+            settings=settings,
             checkpoint=storage.checkpoint_sizing(
                 t,
                 p,

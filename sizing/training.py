@@ -1,11 +1,10 @@
-"""Where the training job's workers go: its instance group, workers per node and nodes, and the
-checks of ``training:`` against the groups (workers per node, shared storage, FSDP sharding, the
-model's estimated memory per GPU). Pure: reads config sections, no Kubernetes, no aws_cdk."""
+"""The training job's workers on their instance group (``TrainingPlacement``, which the plan
+derives: sizing/plan.py) and the checks of ``training:`` against them (nodes, shared storage,
+FSDP sharding, the model's estimated memory per GPU), with the step-time estimate. Pure: reads
+config sections, no Kubernetes, no aws_cdk."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from config import catalog
@@ -15,7 +14,7 @@ from config.training import ModelSize, Training
 
 @dataclass(frozen=True)
 class TrainingPlacement:
-    """The Ray Train workers on the nodes of one instance group."""
+    """The Ray Train workers on the nodes of one instance group (sizing/plan.py places them)."""
 
     group: str
     instance_type: str
@@ -27,28 +26,6 @@ class TrainingPlacement:
     efa_interfaces: int
     vcpus: int
     memory_gib: int
-
-
-def placement(t: Training, groups: Sequence[InstanceGroup]) -> TrainingPlacement:
-    """Workers, nodes and GPUs on the group of ``t`` (which ``problems`` has found fitting)."""
-    group = t.group(groups)
-    assert group is not None, "problems() reports a missing group before placing"
-    spec = catalog.instance_spec(group.instance_type)
-    per_node = spec.gpus // t.gpus_per_worker if t.gpus_per_worker else 1
-    workers = t.num_workers or per_node * group.instance_count
-    nodes = math.ceil(workers / per_node)
-    return TrainingPlacement(
-        group=group.name,
-        instance_type=group.instance_type,
-        workers=workers,
-        nodes=nodes,
-        workers_per_node=per_node,
-        gpus_per_worker=t.gpus_per_worker,
-        gpus_per_node=spec.gpus,
-        efa_interfaces=spec.efa_interfaces,
-        vcpus=spec.vcpus,
-        memory_gib=spec.memory_gib,
-    )
 
 
 def fit_problems(t: Training, p: TrainingPlacement, group: InstanceGroup, *, fsx_file_system_path: str) -> list[str]:

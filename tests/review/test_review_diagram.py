@@ -266,7 +266,7 @@ def test_data_flows_checkpoints_secrets_and_image_pulls(drawn):
     nodes, _ = _parse(dot)
     plan = plan_of(config)
     assert plan.training is not None
-    path = plan.training.storage_path
+    path = plan.training.settings.storage_path
     workers = next(n for n, label in nodes.items() if label.startswith("Ray workers") and "RayJob" in label)
     store = "FSx for" if path.startswith("/fsx") else "S3 bucket"
     target = next(n for n, label in nodes.items() if label.startswith(store))

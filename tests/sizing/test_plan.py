@@ -25,24 +25,28 @@ def derivations(monkeypatch):
 
 @pytest.fixture
 def computations(monkeypatch):
-    """Counts every call of the functions that size a workload (sizing.training.placement and the
-    worker pods of sizing.pods), by name, wherever it comes from."""
-    from sizing import pods, training
+    """Counts every computation that sizes a workload, by name, wherever it comes from: the
+    training job's placement (each ``TrainingPlacement`` built), its train-loop settings (each
+    ``JobSettings`` built) and the worker pods of sizing.pods."""
+    from config.job_settings import JobSettings
+    from sizing import pods
+    from sizing.training import TrainingPlacement
 
     counts: dict[str, int] = {}
 
-    def counted(module, name):
-        real = getattr(module, name)
+    def counted(owner, attr, name):
+        real = getattr(owner, attr)
 
         def wrapper(*args, **kwargs):
             counts[name] = counts.get(name, 0) + 1
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(module, name, wrapper)
+        monkeypatch.setattr(owner, attr, wrapper)
 
-    counted(training, "placement")
+    counted(TrainingPlacement, "__init__", "placement")
+    counted(JobSettings, "__init__", "settings")
     for name in ("training_worker", "serve_worker", "llm_worker", "job_worker"):
-        counted(pods, name)
+        counted(pods, name, name)
     return counts
 
 
@@ -54,10 +58,12 @@ def test_rendering_every_manifest_derives_the_plan_once(name, derivations, compu
     from workloads.common import network_policy
     from workloads.inference import manifest as inference
     from workloads.training import manifest as training
+    from workloads.training import settings
 
     env = load_environment(name)  # the loader checks the plan: the one derivation
     assert derivations == [name]
     training.render(env)
+    settings.for_cluster(env)  # `python -m workloads.training --env`: the plan's settings
     inference.render(env)
     if env.inference.llm.enabled:
         inference.render_llm(env)
@@ -71,6 +77,7 @@ def test_rendering_every_manifest_derives_the_plan_once(name, derivations, compu
     gpu_groups = [g for g in env.hyperpod.instance_groups if g.is_gpu and pods.known(g)]
     assert computations == {
         "placement": 1,
+        "settings": 1,
         "training_worker": 1,
         "serve_worker": 1,
         **({"llm_worker": 1} if env.inference.llm.enabled else {}),
@@ -100,10 +107,41 @@ def test_the_plan_holds_each_workloads_group_and_pod_shape():
     assert t.group is dev.hyperpod.group(t.placement.group)
     assert t.worker.min_replicas == t.worker.max_replicas == t.placement.nodes
     assert t.worker.gpus == min(t.placement.workers, t.placement.workers_per_node) * dev.training.gpus_per_worker
-    assert t.cpus_per_worker == max(1, t.worker.cpus // t.worker.per_pod)
-    assert t.storage_path == dev.training.resolved_storage_path(dev.fsx.file_system_path)
+    assert t.settings.cpus_per_worker == max(1, t.worker.cpus // t.worker.per_pod)
+    assert t.settings.storage_path == dev.training.resolved_storage_path(dev.fsx.file_system_path)
     assert plan.serve is not None and plan.serve.name == f"{dev.name_prefix}-{dev.inference.app_name}"
     assert (plan.llm is not None) == dev.inference.llm.enabled
     for group, shape in plan.job_workers.items():
         assert shape.group == group and shape.min_replicas == shape.max_replicas == 1
         assert plan.job_worker(group, 3).max_replicas == 3
+
+
+@pytest.mark.parametrize("name", known_environments())
+def test_the_rayjob_passes_the_plans_train_loop_settings_as_they_are(name):
+    """The train loop's settings are built once, in the plan: `python -m workloads.training
+    --env` reads them there, the RayJob carries them as JSON, and the job parses back the same
+    settings (workers, CPUs, storage path and strategy included)."""
+    import shlex
+
+    from workloads.training import manifest, settings
+    from workloads.training.__main__ import settings_from_args
+
+    env = load_environment(name)
+    t = plan_mod.plan_of(env).training
+    assert t is not None
+    assert settings.for_cluster(env) is t.settings
+    assert t.settings.num_workers == t.placement.workers
+    assert t.settings.placement_strategy == ("SPREAD" if t.placement.nodes > 1 else "PACK")
+    entrypoint = manifest.render(env)["spec"]["entrypoint"]
+    parsed = settings_from_args(["--settings-json", shlex.split(entrypoint)[-1]])
+    assert parsed == t.settings and parsed.to_dict() == t.settings.to_dict()
+
+
+def test_the_plans_settings_cannot_be_changed_by_a_reader():
+    """Every reader of the plan shares its settings: they are frozen."""
+    from pydantic import ValidationError
+
+    t = plan_mod.plan_of(load_environment("dev")).training
+    assert t is not None
+    with pytest.raises(ValidationError, match="frozen"):
+        t.settings.num_workers = 1

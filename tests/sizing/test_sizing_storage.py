@@ -9,7 +9,7 @@ from config import load_environment
 from config.loader import parse_environment
 from sizing import storage
 from sizing.plan import plan_of
-from sizing.training import flops_per_token, placement, step_seconds
+from sizing.training import flops_per_token, step_seconds
 from tests.config.config_data import config_errors, env_data
 
 LLAMA_7B = 6_981_685_248
@@ -38,7 +38,7 @@ def test_step_time_is_the_model_flops_over_the_gpus_peak_at_the_stated_mfu():
     per_token = 6 * 32 * per_block + 12 * 32 * 2048 * 4096
     assert flops_per_token(prod.training.model) == per_token == 45_098_729_472
     tokens = 32 * 8 * 2048  # workers x batch_size_per_worker x block_size
-    p = placement(prod.training, prod.hyperpod.instance_groups)
+    p = plan_of(prod).training.placement
     assert step_seconds(prod.training, p) == pytest.approx(tokens * per_token / (32 * 989.5e12 * 0.365))
     assert step_seconds(prod.training, p) == pytest.approx(2.0458, abs=1e-4)
 

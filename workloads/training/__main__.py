@@ -16,16 +16,16 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from workloads.training.job_settings import JobSettings
+    from config.job_settings import JobSettings
 
 
 def settings_from_args(argv: list[str] | None = None) -> JobSettings:
     from pydantic import ValidationError
 
     from config import ConfigError, load_environment
+    from config.job_settings import JobSettings
     from config.loader import format_validation_error
     from workloads.training import settings as S
-    from workloads.training.job_settings import JobSettings
 
     parser = argparse.ArgumentParser(prog="python -m workloads.training")
     mode = parser.add_mutually_exclusive_group(required=True)

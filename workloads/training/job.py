@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from config.job_settings import JobSettings
     from workloads.common.model import GPT, GPTConfig, Llama, LlamaConfig
-    from workloads.training.job_settings import JobSettings
 
 log = logging.getLogger("workloads.training")
 
@@ -270,7 +270,7 @@ def train_func(config: dict[str, Any]) -> None:
     config = dict(config)
     step_callback = config.pop("step_callback", None)
     submitted = config.pop("goodput_submitted", None)
-    from workloads.training.job_settings import JobSettings
+    from config.job_settings import JobSettings
 
     s = JobSettings(**config)
     # Before the first CUDA work: cuBLAS reads its workspace setting when its handle is created.

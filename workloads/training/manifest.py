@@ -12,7 +12,6 @@ from typing import Any
 
 from config.environment import EnvironmentConfig
 from config.names import TRAINING_APP, training_job_name
-from sizing.plan import plan_of
 from workloads.common import image as image_mod
 from workloads.common import k8s, rayjob
 from workloads.training import settings as settings_mod
@@ -45,12 +44,11 @@ GCS_ENV = {
 def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     """The ray.io/v1 RayJob for ``cfg`` (raises ConfigError when the config does not fit)."""
     t = cfg.training
-    job = settings_mod.for_cluster(cfg)
-    plan = plan_of(cfg).training
-    assert plan is not None, "for_cluster reports a training job that does not fit"
+    plan = settings_mod.training_plan(cfg)
     group = plan.group
     image = image_mod.resolve(cfg, t.image, "training.image")
-    settings_json = json.dumps(job.to_dict(), sort_keys=True, separators=(",", ":"))
+    # The plan's train-loop settings as they are: the job parses them (workloads/training/__main__.py).
+    settings_json = json.dumps(plan.settings.to_dict(), sort_keys=True, separators=(",", ":"))
     entrypoint = f"python -m workloads.training --settings-json {shlex.quote(settings_json)}"
     env = k8s.env_list(RAY_ENV)
     name = training_job_name(t.run_name)

@@ -1,4 +1,6 @@
-"""From the environment config (or local overrides) to the job's ``JobSettings``.
+"""The job's ``JobSettings`` for ``python -m workloads.training``: on the cluster the plan's
+(sizing/plan.py builds them once per config, with command-line overrides a new config), locally
+the tiny model on CPU workers.
 
 Bad input is reported as ``ConfigError`` (each line names the field, the value, what is
 allowed) before any Ray process starts.
@@ -13,11 +15,11 @@ from pydantic import ValidationError
 
 from config import ConfigError
 from config.environment import EnvironmentConfig
+from config.job_settings import JobSettings, job_settings
 from config.loader import format_validation_error
 from config.training import Training
-from sizing.plan import plan_of
+from sizing.plan import TrainingPlan, plan_of
 from sizing.training import sharding_problems
-from workloads.training.job_settings import TRAINING_FIELDS, JobSettings
 
 # The `training:` values of a run on one machine (validated as a Training section, like the
 # cluster's): the tiny preset (~0.13M parameters), a step in tens of milliseconds on a CPU core,
@@ -85,20 +87,22 @@ def training_with(base: Training, overrides: dict[str, Any], source: str) -> Tra
         ) from None
 
 
-def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None) -> JobSettings:
-    """Settings of the job on the HyperPod cluster of ``cfg`` (placement from its instance group)."""
-    if overrides:
-        t = training_with(cfg.training, overrides, f"config/{cfg.name}.yaml")
-        plan = plan_of(cfg.model_copy(update={"training": t}))
-    else:
-        t, plan = cfg.training, plan_of(cfg)
+def training_plan(cfg: EnvironmentConfig) -> TrainingPlan:
+    """The training job's plan of ``cfg`` (raises ConfigError when ``training:`` does not fit)."""
+    plan = plan_of(cfg)
     if plan.training_problems:
         raise ConfigError(f"{cfg.name}.yaml", list(plan.training_problems))
-    p = plan.training
-    assert p is not None, "a training job without problems is placed"
-    return _settings(
-        t, storage=p.storage_path, workers=p.placement.workers, cpus=p.cpus_per_worker, placement=p.strategy
-    )
+    assert plan.training is not None, "a training job without problems is placed"
+    return plan.training
+
+
+def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None) -> JobSettings:
+    """Settings of the job on the HyperPod cluster of ``cfg`` (with ``overrides`` of its
+    ``training:`` section: another config, planned anew): the plan's."""
+    if overrides:
+        t = training_with(cfg.training, overrides, f"config/{cfg.name}.yaml")
+        cfg = cfg.model_copy(update={"training": t})
+    return training_plan(cfg).settings
 
 
 # JobSettings fields that are not part of the `training:` config, settable on local runs.
@@ -124,19 +128,7 @@ def for_local(overrides: dict[str, Any] | None = None, *, storage_path: str) -> 
     if problems:
         raise ConfigError("local run", problems)
     assert t.storage_path is not None, "for_local sets storage_path"
-    s = _settings(t, storage=t.storage_path, workers=workers, cpus=1.0, placement="SPREAD")
-    for k, v in runtime.items():
-        setattr(s, k, v)
-    return s
-
-
-def _settings(t: Training, *, storage: str, workers: int, cpus: float, placement: str) -> JobSettings:
-    """``t``'s train-loop fields (job.TRAINING_FIELDS) and the runtime values."""
-    return JobSettings(
-        **t.model_dump(include=set(TRAINING_FIELDS)),
-        storage_path=storage,
-        num_workers=workers,
-        cpus_per_worker=cpus,
-        model=t.model.architecture(),
-        placement_strategy=placement,
+    s = job_settings(
+        t, storage_path=t.storage_path, num_workers=workers, cpus_per_worker=1.0, placement_strategy="SPREAD"
     )
+    return s.model_copy(update=runtime)

@@ -208,8 +208,8 @@ def test_the_job_settings_are_the_training_fields_plus_the_runtime_values():
     """JobSettings is derived from the Training model: each of its training fields has the
     section's type and bounds, and a new `training:` option is either taken by the train loop
     or named here as one it does not take."""
+    from config.job_settings import TRAINING_FIELDS, JobSettings
     from config.training import Training
-    from workloads.training.job_settings import TRAINING_FIELDS, JobSettings
 
     assert set(Training.model_fields) == set(TRAINING_FIELDS) | NOT_TRAIN_LOOP_FIELDS
     for name in TRAINING_FIELDS:

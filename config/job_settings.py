@@ -1,6 +1,9 @@
 """The train loop's settings (``JobSettings``): the ``training:`` fields it takes, typed, bounded
-and documented once in config/training.py, plus the values the cluster decides. Apart from
-workloads/training/job.py so that the step (``train_step`` and its helpers, which the GPU bench
+and documented once in config/training.py, plus the values the cluster decides (workers, CPUs per
+worker, storage path, placement strategy). The environment's plan builds them once
+(sizing/plan.py), the RayJob carries them as JSON, the job parses them
+(workloads/training/__main__.py). Apart from workloads/training/job.py, which imports this module
+only inside ``train_func``, so that the step (``train_step`` and its helpers, which the GPU bench
 runs on a machine without the config stack) imports no pydantic."""
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ TRAINING_FIELDS = (
 
 
 class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Frozen: the plan's settings are shared by every reader of the plan.
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()
@@ -83,4 +87,18 @@ else:
         __base__=_Settings,
         __doc__="Everything ``train_func`` needs, JSON-serializable (it travels as train_loop_config).",
         **_FIELDS,
+    )
+
+
+def job_settings(
+    t: Training, *, storage_path: str, num_workers: int, cpus_per_worker: float, placement_strategy: str
+) -> JobSettings:
+    """``t``'s train-loop fields (``TRAINING_FIELDS``) and the runtime values."""
+    return JobSettings(
+        **t.model_dump(include=set(TRAINING_FIELDS)),
+        storage_path=storage_path,
+        num_workers=num_workers,
+        cpus_per_worker=cpus_per_worker,
+        model=t.model.architecture(),
+        placement_strategy=placement_strategy,
     )
