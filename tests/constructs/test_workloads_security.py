@@ -126,7 +126,7 @@ def test_secret_provider_class_needs_a_driver(tmp_path):
     import aws_cdk as cdk
 
     from app import APP_PROPS, build_app
-    from constructs.workloads_security import WorkloadsSecurity
+    from constructs.workloads_security import WorkloadsSecurity, ray_namespace_manifests
     from tests.conftest import cdk_context
 
     config = load_environment("dev")
@@ -140,13 +140,18 @@ def test_secret_provider_class_needs_a_driver(tmp_path):
     assert "aws-secrets-store-csi-driver-provider" not in cluster.eks.addons
     with pytest.raises(ValueError) as err:
         WorkloadsSecurity(
-            cluster, "W", cluster=cluster.eks, config=config, workloads=cluster.workloads, ray_auth=cluster.ray_auth
+            cluster,
+            "W",
+            cluster=cluster.eks,
+            manifests=ray_namespace_manifests(config),
+            workloads=cluster.workloads,
+            ray_auth=cluster.ray_auth,
         )
     assert str(err.value) == "1 secret(s) to sync into the Ray namespace but no Secrets Store CSI driver add-on"
 
 
 def test_gcs_fault_tolerance_needs_the_store(tmp_path):
-    from constructs.workloads_security import WorkloadsSecurity
+    from constructs.workloads_security import WorkloadsSecurity, ray_namespace_manifests
     from tests.conftest import make_app
 
     _, config, stacks = make_app("dev", tmp_path)
@@ -154,6 +159,11 @@ def test_gcs_fault_tolerance_needs_the_store(tmp_path):
     assert config.gcs_fault_tolerance
     with pytest.raises(ValueError) as err:
         WorkloadsSecurity(
-            cluster, "W", cluster=cluster.eks, config=config, workloads=cluster.workloads, ray_auth=cluster.ray_auth
+            cluster,
+            "W",
+            cluster=cluster.eks,
+            manifests=ray_namespace_manifests(config),
+            workloads=cluster.workloads,
+            ray_auth=cluster.ray_auth,
         )
     assert str(err.value) == "GCS fault tolerance needs the Secrets Store CSI driver add-on and the store's secret"
