@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from config import known_environments
 from config.environment import EnvironmentConfig
+from config.generated import write_or_check
 from config.loader import CONFIG_DIR
 from config.pipeline import PipelineConfig
 
@@ -178,16 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m config.reference", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a committed file is stale; write nothing")
     args = parser.parse_args(argv)
-    stale = [p for p, text in generated_files().items() if not p.exists() or p.read_text() != text]
-    if args.check:
-        for p in stale:
-            print(f"stale: {p.relative_to(ROOT)} (run: python -m config.reference)", file=sys.stderr)
-        return 1 if stale else 0
-    for path, text in generated_files().items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        print(f"wrote {path.relative_to(ROOT)}")
-    return 0
+    return write_or_check(generated_files(), root=ROOT, check=args.check, hint=" (run: python -m config.reference)")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Every function here is pure: tests validate the objects offline against Kubernet
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from constructs import Construct, IConstruct
@@ -285,16 +286,19 @@ class HyperPodDependencies(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: EnvironmentConfig,
         cluster: PlatformEksCluster,
+        manifests: Sequence[dict[str, Any]],
+        releases: Sequence[ChartRelease],
     ) -> None:
+        """``manifests``: the objects in ``aws-hyperpod`` and their cluster-wide RBAC
+        (:func:`hyperpod_dependency_manifests`); ``releases``: the device plugin charts
+        (:func:`device_plugin_releases`). Both rendered from the environment's config."""
         super().__init__(scope, construct_id)
         self.namespace = cluster.manifest(self, "Namespace", [hyperpod_namespace_manifest()], overwrite=True)
-        self.manifests = cluster.manifest(self, "Manifests", hyperpod_dependency_manifests(config), overwrite=True)
+        self.manifests = cluster.manifest(self, "Manifests", list(manifests), overwrite=True)
         self.manifests.node.add_dependency(self.namespace)
         self.charts = [
-            HelmRelease(self, _construct_id(release.release), cluster=cluster, release=release)
-            for release in device_plugin_releases(config)
+            HelmRelease(self, _construct_id(release.release), cluster=cluster, release=release) for release in releases
         ]
         cluster.install(self.namespace)
         self.installed: tuple[IConstruct, ...] = (self.namespace, self.manifests, *self.charts)

@@ -38,7 +38,7 @@ from constructs import Construct
 
 from config import names
 from config import observability as obs
-from config.environment import EnvironmentConfig
+from config.observability import Observability
 from constructs.compliance import acknowledge
 from constructs.eks_cluster import PlatformEksCluster
 from constructs.network import allow_log_groups
@@ -51,18 +51,19 @@ RAY_JOB = "ray"
 OPERATOR_JOB = "kuberay-operator"
 
 
-def scrape_configuration(config: EnvironmentConfig) -> dict[str, Any]:
+def scrape_configuration(observability: Observability, *, cluster_name: str) -> dict[str, Any]:
     """The collector's Prometheus configuration: Ray pods (KubeRay's "metrics" container port,
     every namespace) and the KubeRay operator pod. Pod labels become the series labels Ray's
-    Grafana dashboards and KubeRay's docs use (``ray_io_cluster``, ``namespace``, ``pod``)."""
-    interval = f"{config.observability.scrape_interval_seconds}s"
+    Grafana dashboards and KubeRay's docs use (``ray_io_cluster``, ``namespace``, ``pod``);
+    every series carries ``cluster``: the EKS cluster's name."""
+    interval = f"{observability.scrape_interval_seconds}s"
     pod_labels = [
         {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
         {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
         {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
     ]
     return {
-        "global": {"scrape_interval": interval, "external_labels": {"cluster": config.eks_cluster_name}},
+        "global": {"scrape_interval": interval, "external_labels": {"cluster": cluster_name}},
         "scrape_configs": [
             {
                 "job_name": RAY_JOB,
@@ -107,13 +108,13 @@ def scrape_configuration(config: EnvironmentConfig) -> dict[str, Any]:
     }
 
 
-def alerting_rules(config: EnvironmentConfig) -> dict[str, Any]:
+def alerting_rules(observability: Observability) -> dict[str, Any]:
     """Prometheus alerting rules on KubeRay's CR metrics (kuberay_job_deployment_status,
     kuberay_service_condition_ready: ray-operator/controllers/ray/metrics at v1.7.0), Ray Serve's
     HTTP counters (the series Ray's Serve dashboard plots) and the training job's goodput gauges
     (the series the training dashboard's Goodput row plots)."""
-    ratio = config.observability.serve_error_ratio
-    goodput_min = config.observability.training_goodput_min
+    ratio = observability.serve_error_ratio
+    goodput_min = observability.training_goodput_min
     return {
         "groups": [
             {
@@ -222,13 +223,13 @@ def scraper_rbac() -> list[dict[str, Any]]:
     ]
 
 
-def hyperpod_event_pattern(config: EnvironmentConfig) -> dict[str, Any]:
-    """HyperPod cluster events at error level for this cluster (SageMaker guide, "SageMaker HyperPod
+def hyperpod_event_pattern(hyperpod_cluster_name: str) -> dict[str, Any]:
+    """HyperPod cluster events at error level for the HyperPod cluster ``hyperpod_cluster_name`` (SageMaker guide, "SageMaker HyperPod
     cluster events reference": detail-type "SageMaker HyperPod Cluster Event")."""
     return {
         "source": ["aws.sagemaker"],
         "detail-type": ["SageMaker HyperPod Cluster Event"],
-        "detail": {"EventDetails": {"ClusterName": [config.hyperpod_cluster_name], "EventLevel": ["Error"]}},
+        "detail": {"EventDetails": {"ClusterName": [hyperpod_cluster_name], "EventLevel": ["Error"]}},
     }
 
 
@@ -248,27 +249,35 @@ class PlatformObservability(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: EnvironmentConfig,
+        observability_config: Observability,
+        name_prefix: str,
+        cluster_name: str,
+        hyperpod_cluster_name: str,
         cluster: PlatformEksCluster,
         vpc: ec2.IVpc,
         hyperpod_security_group: ec2.ISecurityGroup,
         key: kms.IKey,
         removal_policy: RemovalPolicy,
     ) -> None:
-        """The log groups are written by the cluster's CloudWatch observability add-on (where the
+        """``cluster_name``: ``cluster``'s name as config derives it (literal: it names the log
+        groups and labels every series); ``hyperpod_cluster_name``: the HyperPod cluster whose
+        error events alarm.
+
+        The log groups are written by the cluster's CloudWatch observability add-on (where the
         environment has it), which comes after them: its Fluent Bit must find them already
         encrypted and with their retention."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        self.config = config
         self.key = key
         # The CloudWatch agent's role exists where the environment has the observability add-on.
-        self.log_groups = self._log_groups(config, key, removal_policy, getattr(cluster, "cloudwatch_role", None))
-        self.topic = self._topic(config, key)
+        self.log_groups = self._log_groups(
+            observability_config, cluster_name, key, removal_policy, getattr(cluster, "cloudwatch_role", None)
+        )
+        self.topic = self._topic(observability_config, name_prefix, key)
         self.workspace = aps.CfnWorkspace(
             self,
             "Workspace",
-            alias=f"{config.name_prefix}-metrics",
+            alias=f"{name_prefix}-metrics",
             alert_manager_definition=alert_manager_definition(self.topic.topic_arn, stack.region),
         )
         self.rules = aps.CfnRuleGroupsNamespace(
@@ -276,13 +285,13 @@ class PlatformObservability(Construct):
             "AlertRules",
             name="ray-platform",
             workspace=self.workspace.attr_arn,
-            data=yaml_text(alerting_rules(config)),
+            data=yaml_text(alerting_rules(observability_config)),
         )
         self.scraper_security_group, self.scraper_rules = self._scraper_network(cluster, vpc, hyperpod_security_group)
         self.scraper = aps.CfnScraper(
             self,
             "Scraper",
-            alias=f"{config.name_prefix}-ray",
+            alias=f"{name_prefix}-ray",
             source=aps.CfnScraper.SourceProperty(
                 eks_configuration=aps.CfnScraper.EksConfigurationProperty(
                     cluster_arn=cluster.cluster_arn,
@@ -291,7 +300,9 @@ class PlatformObservability(Construct):
                 )
             ),
             scrape_configuration=aps.CfnScraper.ScrapeConfigurationProperty(
-                configuration_blob=base64.b64encode(yaml_text(scrape_configuration(config)).encode()).decode()
+                configuration_blob=base64.b64encode(
+                    yaml_text(scrape_configuration(observability_config, cluster_name=cluster_name)).encode()
+                ).decode()
             ),
             destination=aps.CfnScraper.DestinationProperty(
                 amp_configuration=aps.CfnScraper.AmpConfigurationProperty(workspace_arn=self.workspace.attr_arn)
@@ -301,11 +312,11 @@ class PlatformObservability(Construct):
         self.hyperpod_events = events.Rule(
             self,
             "HyperPodErrors",
-            description=f"HyperPod cluster {config.hyperpod_cluster_name}: error-level cluster events (failed or replaced nodes)",
+            description=f"HyperPod cluster {hyperpod_cluster_name}: error-level cluster events (failed or replaced nodes)",
             event_pattern=events.EventPattern(
                 source=["aws.sagemaker"],
                 detail_type=["SageMaker HyperPod Cluster Event"],
-                detail=hyperpod_event_pattern(config)["detail"],
+                detail=hyperpod_event_pattern(hyperpod_cluster_name)["detail"],
             ),
             targets=[targets.SnsTopic(self.topic)],
         )
@@ -317,9 +328,13 @@ class PlatformObservability(Construct):
     # -----------------------------------------------------------------------------------------
 
     def _log_groups(
-        self, config: EnvironmentConfig, key: kms.IKey, removal_policy: RemovalPolicy, writer: iam.IRole | None
+        self,
+        observability: Observability,
+        cluster: str,
+        key: kms.IKey,
+        removal_policy: RemovalPolicy,
+        writer: iam.IRole | None,
     ) -> dict[str, logs.LogGroup]:
-        cluster = config.eks_cluster_name
         # Literal names, not the groups' ARNs: the key belongs to the storage stack, and naming
         # this stack's groups there would make the two stacks reference each other.
         allow_log_groups(key, sid="AllowContainerLogGroups", names=f"{obs.container_log_group_prefix(cluster)}*")
@@ -333,7 +348,7 @@ class PlatformObservability(Construct):
                 removal_policy=removal_policy,
             )
             # Days validated by the config model against CloudWatch Logs' allowed periods.
-            group.node.default_child.retention_in_days = config.observability.log_retention_days  # type: ignore[union-attr]
+            group.node.default_child.retention_in_days = observability.log_retention_days  # type: ignore[union-attr]
             groups[kind] = group
         if writer is not None:
             # The add-on's Fluent Bit and agent write with this role, to these groups only.
@@ -368,18 +383,18 @@ class PlatformObservability(Construct):
             )
         return groups
 
-    def _topic(self, config: EnvironmentConfig, key: kms.IKey) -> sns.Topic:
+    def _topic(self, observability: Observability, name_prefix: str, key: kms.IKey) -> sns.Topic:
         stack = Stack.of(self)
         topic = sns.Topic(
             self,
             "Alarms",
-            display_name=f"{config.name_prefix} platform alarms",
+            display_name=f"{name_prefix} platform alarms",
             master_key=key,
             enforce_ssl=True,
         )
-        for email in config.observability.alarm_emails:
+        for email in observability.alarm_emails:
             topic.add_subscription(subscriptions.EmailSubscription(email))
-        for url in config.observability.alarm_https_endpoints:
+        for url in observability.alarm_https_endpoints:
             topic.add_subscription(subscriptions.UrlSubscription(url, protocol=sns.SubscriptionProtocol.HTTPS))
         # AMP's alert manager and EventBridge publish as services of this account.
         for service in ("aps.amazonaws.com", "events.amazonaws.com"):

@@ -9,6 +9,9 @@ what the workloads' tests validate. Only names travel through the kubectl handle
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
@@ -20,6 +23,32 @@ from constructs.workloads_access import WorkloadsAccess
 from workloads.common import ha, network_policy, security
 
 
+@dataclass(frozen=True)
+class RayNamespaceManifests:
+    """The Ray namespace's fences as the workloads side renders them for one environment
+    (:func:`ray_namespace_manifests`)."""
+
+    network_policies: list[dict[str, Any]]
+    # What the Ray pods' CSI volume syncs, and the SecretProviderClass that syncs it (None: nothing to sync).
+    synced_secrets: tuple[security.SyncedSecret, ...]
+    secret_provider_class: dict[str, Any] | None
+    # GCS fault tolerance: the store's SecretProviderClass (None without it) and the RayServices' budgets.
+    gcs_store_secret_provider_class: dict[str, Any] | None
+    disruption_budgets: list[dict[str, Any]]
+
+
+def ray_namespace_manifests(config: EnvironmentConfig) -> RayNamespaceManifests:
+    secrets = tuple(security.synced_secrets(config))
+    gcs = config.gcs_fault_tolerance
+    return RayNamespaceManifests(
+        network_policies=network_policy.render(config)["items"],
+        synced_secrets=secrets,
+        secret_provider_class=security.secret_provider_class(secrets, region=config.region) if secrets else None,
+        gcs_store_secret_provider_class=ha.render_secret_provider_class(config) if gcs else None,
+        disruption_budgets=ha.render_disruption_budgets(config)["items"] if gcs else [],
+    )
+
+
 class WorkloadsSecurity(Construct):
     def __init__(
         self,
@@ -27,33 +56,34 @@ class WorkloadsSecurity(Construct):
         construct_id: str,
         *,
         cluster: PlatformEksCluster,
-        config: EnvironmentConfig,
+        manifests: RayNamespaceManifests,
         workloads: WorkloadsAccess,
         ray_auth: RayAuthToken,
         gcs_store: GcsStore | None = None,
     ) -> None:
-        """``workloads``: the Ray namespace and the Pod Identity association of its service
-        account; ``ray_auth``: the Ray token the SecretProviderClass syncs; ``gcs_store``: the GCS
-        store whose AUTH token the heads mount, where the environment has GCS fault tolerance.
+        """``manifests``: what the namespace is fenced with; ``workloads``: the Ray namespace and
+        the Pod Identity association of its service account; ``ray_auth``: the Ray token the
+        SecretProviderClass syncs; ``gcs_store``: the GCS store whose AUTH token the heads mount,
+        where the environment has GCS fault tolerance.
 
         Ordering comes from ``cluster``: each manifest after the namespace, a SecretProviderClass
         also after the Secrets Store CSI driver add-on (it installs the CRD) and after what a pod
         mounting it reads: the secret and the Pod Identity association."""
         super().__init__(scope, construct_id)
         namespace = workloads.namespace
-        self.network_policies = cluster.manifest(self, "NetworkPolicies", network_policy.render(config)["items"])
+        self.network_policies = cluster.manifest(self, "NetworkPolicies", manifests.network_policies)
         cluster.requires(self.network_policies, after=[namespace])
 
         has_driver = SECRETS_STORE_DRIVER in cluster.addons
         self.secret_provider_class: eks.KubernetesManifest | None = None
-        secrets = security.synced_secrets(config)
-        if secrets:
+        if manifests.secret_provider_class is not None:
             if not has_driver:
                 raise ValueError(
-                    f"{len(secrets)} secret(s) to sync into the Ray namespace but no Secrets Store CSI driver add-on"
+                    f"{len(manifests.synced_secrets)} secret(s) to sync into the Ray namespace but no Secrets Store "
+                    "CSI driver add-on"
                 )
             self.secret_provider_class = cluster.manifest(
-                self, "SecretProviderClass", [security.secret_provider_class(secrets, region=config.region)]
+                self, "SecretProviderClass", [manifests.secret_provider_class]
             )
             cluster.requires(
                 self.secret_provider_class,
@@ -66,18 +96,16 @@ class WorkloadsSecurity(Construct):
         # name, so they can exist before the services do.
         self.gcs_store_secret_provider_class: eks.KubernetesManifest | None = None
         self.disruption_budgets: eks.KubernetesManifest | None = None
-        if config.gcs_fault_tolerance:
+        if manifests.gcs_store_secret_provider_class is not None:
             if not has_driver or gcs_store is None:
                 raise ValueError("GCS fault tolerance needs the Secrets Store CSI driver add-on and the store's secret")
             self.gcs_store_secret_provider_class = cluster.manifest(
-                self, "GcsStoreSecretProviderClass", [ha.render_secret_provider_class(config)]
+                self, "GcsStoreSecretProviderClass", [manifests.gcs_store_secret_provider_class]
             )
             cluster.requires(
                 self.gcs_store_secret_provider_class,
                 SECRETS_STORE_DRIVER,
                 after=[namespace, gcs_store.secret, ray_auth.secret, workloads.pod_identity],
             )
-            self.disruption_budgets = cluster.manifest(
-                self, "DisruptionBudgets", ha.render_disruption_budgets(config)["items"]
-            )
+            self.disruption_budgets = cluster.manifest(self, "DisruptionBudgets", manifests.disruption_budgets)
             cluster.requires(self.disruption_budgets, after=[namespace])

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from config.generated import write_or_check
 from review.images import TABLE_HEADERS, ImageRow, ImagesUnavailable, image_rows
 
 if TYPE_CHECKING:
@@ -83,14 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImagesUnavailable as err:
         print(f"review.images_page: {err}", file=sys.stderr)
         return 2
-    if args.check:
-        if not PAGE.exists() or PAGE.read_text() != text:
-            print(f"stale: {PAGE.relative_to(ROOT)}; run `python -m review.images_page`", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(text)
-    print(f"wrote {PAGE.relative_to(ROOT)}")
-    return 0
+    return write_or_check({PAGE: text}, root=ROOT, check=args.check, hint="; run `python -m review.images_page`")
 
 
 if __name__ == "__main__":

@@ -4,20 +4,14 @@ transients sizing/placement.py checks (a RayService upgrade, HyperPod replacing 
 
 from __future__ import annotations
 
-from config import ConfigError, known_environments, load_environment
 from review.document import Document
+from review.environment import environment_section
 from sizing import placement
 
 
 def placement_section(doc: Document, env: str) -> None:
-    doc.heading("Placement")
-    if env not in known_environments():
-        doc.para(f"No config/{env}.yaml: the placement of this assembly's pods is not known here.")
-        return
-    try:
-        config = load_environment(env)
-    except ConfigError as err:  # synth refuses such a config; a stale assembly may still be reviewed
-        doc.para(f"config/{env}.yaml does not load: {'; '.join(err.errors)}")
+    config = environment_section(doc, env, heading="Placement", subject="the placement of this assembly's pods")
+    if config is None:
         return
     doc.para(
         "Every pod the platform runs, on the node pool it selects (nodeSelector, node affinity, "

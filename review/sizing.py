@@ -4,21 +4,20 @@ the same row as docs/reference/sizing.md."""
 
 from __future__ import annotations
 
-from config import ConfigError, known_environments, load_environment
 from review.document import Document
+from review.environment import environment_section
 from sizing import storage
 from sizing.plan import checkpoint_interval_warning, plan_of
 
 
 def sizing_section(doc: Document, env: str) -> None:
-    doc.heading("Sizing: checkpoints, FSx and goodput")
-    if env not in known_environments():
-        doc.para(f"No config/{env}.yaml: the sizing of this assembly's training job is not known here.")
-        return
-    try:
-        config = load_environment(env)
-    except ConfigError as err:  # synth refuses such a config; a stale assembly may still be reviewed
-        doc.para(f"config/{env}.yaml does not load: {'; '.join(err.errors)}")
+    config = environment_section(
+        doc,
+        env,
+        heading="Sizing: checkpoints, FSx and goodput",
+        subject="the sizing of this assembly's training job",
+    )
+    if config is None:
         return
     doc.para(storage.ASSUMPTIONS)
     doc.table(storage.TABLE_HEADERS, [storage.table_row(config.name, plan_of(config).checkpoint)])

@@ -234,7 +234,7 @@ def _goodput_series(base: str) -> dict[str, Any]:
     exprs = [(t, e) for t, e in dashboards()["train"] if "goodput" in e]
     [rule] = [
         r
-        for g in co.alerting_rules(load_environment("dev"))["groups"]
+        for g in co.alerting_rules(load_environment("dev").observability)["groups"]
         for r in g["rules"]
         if r["alert"] == "TrainingGoodputLow"
     ]

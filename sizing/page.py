@@ -10,6 +10,7 @@ from pathlib import Path
 
 from config import ConfigError, known_environments, load_environment
 from config.environment import EnvironmentConfig
+from config.generated import write_or_check
 from sizing import storage
 from sizing.goodput import duration
 from sizing.plan import checkpoint_interval_warning, plan_of
@@ -80,14 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         return 1
-    if args.check:
-        if not PAGE.exists() or PAGE.read_text() != text:
-            print(f"stale: {PAGE.relative_to(ROOT)}; run `python -m sizing.page`", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(text)
-    print(f"wrote {PAGE.relative_to(ROOT)}")
-    return 0
+    return write_or_check({PAGE: text}, root=ROOT, check=args.check, hint="; run `python -m sizing.page`")
 
 
 if __name__ == "__main__":

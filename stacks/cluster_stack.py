@@ -19,7 +19,11 @@ from constructs.eks_cluster import PlatformEksCluster
 from constructs.flows import s3_locations
 from constructs.gcs_store import GcsStore
 from constructs.helm import HelmRelease
-from constructs.hyperpod_dependencies import HyperPodDependencies
+from constructs.hyperpod_dependencies import (
+    HyperPodDependencies,
+    device_plugin_releases,
+    hyperpod_dependency_manifests,
+)
 from constructs.image_cache import ImageCache
 from constructs.kuberay import kuberay_operator_release, operator_image_repository
 from constructs.network import PlatformNetwork
@@ -29,7 +33,7 @@ from constructs.ray_heads import RayHeadSecurity
 from constructs.team_access import TeamAccess, deny_token_read
 from constructs.workloads_access import WorkloadsAccess
 from constructs.workloads_image import WorkloadsImage
-from constructs.workloads_security import WorkloadsSecurity
+from constructs.workloads_security import WorkloadsSecurity, ray_namespace_manifests
 from stacks.base import PlatformStack
 from stacks.storage_stack import StorageStack
 
@@ -59,7 +63,11 @@ class ClusterStack(PlatformStack):
         self.cluster: eks.Cluster = self.eks.cluster
         # What is installed on the cluster waits for it: PlatformEksCluster.install and .requires.
         self.hyperpod_node_dependencies = HyperPodDependencies(
-            self, "HyperPodDependencies", config=config, cluster=self.eks
+            self,
+            "HyperPodDependencies",
+            cluster=self.eks,
+            manifests=hyperpod_dependency_manifests(config),
+            releases=device_plugin_releases(config),
         )
         # The HyperPod cluster depends on every one of these (AWS requires them before the
         # HyperPod cluster is created).
@@ -119,7 +127,7 @@ class ClusterStack(PlatformStack):
             self,
             "WorkloadsSecurity",
             cluster=self.eks,
-            config=config,
+            manifests=ray_namespace_manifests(config),
             workloads=self.workloads,
             ray_auth=self.ray_auth,
             gcs_store=self.gcs_store,
@@ -192,7 +200,10 @@ class ClusterStack(PlatformStack):
         self.observability = PlatformObservability(
             self,
             "Observability",
-            config=config,
+            observability_config=config.observability,
+            name_prefix=config.name_prefix,
+            cluster_name=config.eks_cluster_name,
+            hyperpod_cluster_name=config.hyperpod_cluster_name,
             cluster=self.eks,
             vpc=network.vpc,
             hyperpod_security_group=network.security_group,

@@ -62,7 +62,7 @@ def test_scraper_sends_ray_and_operator_metrics_to_the_workspace(env, synthesize
         == "255.255.255.255/32"
     )  # CDK's "no outbound" placeholder: only the explicit egress rules below
     blob = json.loads(base64.b64decode(p["ScrapeConfiguration"]["ConfigurationBlob"]))
-    assert blob == co.scrape_configuration(config)
+    assert blob == co.scrape_configuration(config.observability, cluster_name=config.eks_cluster_name)
     jobs = {j["job_name"]: j for j in blob["scrape_configs"]}
     assert set(jobs) == {"ray", "kuberay-operator"}
     assert blob["global"]["scrape_interval"] == f"{config.observability.scrape_interval_seconds}s"
@@ -147,7 +147,7 @@ def test_alarms_reach_one_encrypted_topic(env, synthesized):
         "RayMetricsTargetDown",
     }
     _, rule = _only(t.find_resources("AWS::Events::Rule"))
-    assert rule["Properties"]["EventPattern"] == co.hyperpod_event_pattern(config)
+    assert rule["Properties"]["EventPattern"] == co.hyperpod_event_pattern(config.hyperpod_cluster_name)
     assert rule["Properties"]["Targets"][0]["Arn"] == {"Ref": topic_id}
 
 
@@ -157,13 +157,13 @@ def test_promtool_accepts_the_scrape_config_and_the_rules(env, tmp_path):
     ``kubernetes_sd_configs`` as an unknown field), so each job's discovery is swapped for a static
     target: promtool still parses the globals, every relabel rule and its regex."""
     config = load_environment(env)
-    scrape = co.scrape_configuration(config)
+    scrape = co.scrape_configuration(config.observability, cluster_name=config.eks_cluster_name)
     for job in scrape["scrape_configs"]:
         assert job.pop("kubernetes_sd_configs")[0]["role"] == "pod"
         job["static_configs"] = [{"targets": ["127.0.0.1:9"]}]
     assert PROMTOOL, "promtool missing: `make test` installs it (Debian package prometheus, Makefile APT_PACKAGES)"
     (tmp_path / "scrape.yml").write_text(co.yaml_text(scrape))
-    (tmp_path / "rules.yml").write_text(co.yaml_text(co.alerting_rules(config)))
+    (tmp_path / "rules.yml").write_text(co.yaml_text(co.alerting_rules(config.observability)))
     for args in (["check", "config", "--syntax-only", "scrape.yml"], ["check", "rules", "rules.yml"]):
         proc = subprocess.run([PROMTOOL, *args], cwd=tmp_path, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -176,7 +176,7 @@ def test_alerts_use_series_that_rays_own_dashboards_plot():
     from rigs.prom_rehearsal import dashboards
 
     plotted = {m for exprs in dashboards().values() for _, e in exprs for m in re.findall(r"\bray_[a-z0-9_]+", e)}
-    rules = co.alerting_rules(load_environment("dev"))
+    rules = co.alerting_rules(load_environment("dev").observability)
     used = {m for g in rules["groups"] for r in g["rules"] for m in re.findall(r"\bray_[a-z0-9_]+", r["expr"])}
     used -= {obs.TRAIN_GOODPUT_RUN_LABEL}  # a label (Ray Train's run name), not a series
     assert used == {
@@ -208,7 +208,7 @@ def test_promtool_goodput_alert_fires_for_a_failing_run_and_not_for_a_steady_one
     The alert fires for "failing" only, and only once its hour's goodput has stayed low for the
     rule's ``for``; at 60 minutes nothing fires."""
     config = load_environment(env)
-    rules = co.alerting_rules(config)
+    rules = co.alerting_rules(config.observability)
     [rule] = [r for g in rules["groups"] for r in g["rules"] if r["alert"] == "TrainingGoodputLow"]
     assert config.observability.training_goodput_min < 0.9
     minutes = 121

@@ -120,13 +120,45 @@ def test_gcs_store_secret_provider_class_and_budgets_are_applied_after_what_they
     assert set(res[budgets_id]["DependsOn"]) == resources(cluster.workloads.namespace)
 
 
+def _second_workloads_security(cluster, config) -> None:
+    """A WorkloadsSecurity for ``config`` on a cluster stack already built, without a GCS store."""
+    from constructs.workloads_security import WorkloadsSecurity, ray_namespace_manifests
+
+    WorkloadsSecurity(
+        cluster,
+        "W",
+        cluster=cluster.eks,
+        manifests=ray_namespace_manifests(config),
+        workloads=cluster.workloads,
+        ray_auth=cluster.ray_auth,
+    )
+
+
+def test_the_rendered_manifests_follow_the_config_switches():
+    """Token auth off: nothing to sync and no GCS fault tolerance (it needs the token); on: the
+    same objects ``python -m workloads render`` prints."""
+    from constructs.workloads_security import ray_namespace_manifests
+
+    config = load_environment("dev")
+    on = ray_namespace_manifests(config)
+    assert on.network_policies == network_policy.render(config)["items"]
+    assert [s.secret_name for s in on.synced_secrets] == [security.AUTH_SECRET]
+    assert on.secret_provider_class == security.render_secret_provider_class(config)
+    assert on.gcs_store_secret_provider_class == ha.render_secret_provider_class(config)
+    assert on.disruption_budgets == ha.render_disruption_budgets(config)["items"] != []
+    off = ray_namespace_manifests(
+        config.model_copy(update={"eks": config.eks.model_copy(update={"ray_token_auth": False})})
+    )
+    assert (off.synced_secrets, off.secret_provider_class) == ((), None)
+    assert (off.gcs_store_secret_provider_class, off.disruption_budgets) == (None, [])
+
+
 def test_secret_provider_class_needs_a_driver(tmp_path):
     """A cluster built without the driver (token auth off) and a config with a secret to sync:
     one clear error before anything is applied."""
     import aws_cdk as cdk
 
     from app import APP_PROPS, build_app
-    from constructs.workloads_security import WorkloadsSecurity
     from tests.conftest import cdk_context
 
     config = load_environment("dev")
@@ -139,21 +171,16 @@ def test_secret_provider_class_needs_a_driver(tmp_path):
     cluster = build_app(app, without).cluster
     assert "aws-secrets-store-csi-driver-provider" not in cluster.eks.addons
     with pytest.raises(ValueError) as err:
-        WorkloadsSecurity(
-            cluster, "W", cluster=cluster.eks, config=config, workloads=cluster.workloads, ray_auth=cluster.ray_auth
-        )
+        _second_workloads_security(cluster, config)
     assert str(err.value) == "1 secret(s) to sync into the Ray namespace but no Secrets Store CSI driver add-on"
 
 
 def test_gcs_fault_tolerance_needs_the_store(tmp_path):
-    from constructs.workloads_security import WorkloadsSecurity
     from tests.conftest import make_app
 
     _, config, stacks = make_app("dev", tmp_path)
     cluster = stacks.cluster
     assert config.gcs_fault_tolerance
     with pytest.raises(ValueError) as err:
-        WorkloadsSecurity(
-            cluster, "W", cluster=cluster.eks, config=config, workloads=cluster.workloads, ray_auth=cluster.ray_auth
-        )
+        _second_workloads_security(cluster, config)
     assert str(err.value) == "GCS fault tolerance needs the Secrets Store CSI driver add-on and the store's secret"

@@ -131,7 +131,8 @@ def test_a_scrape_interval_under_30s_is_reported(synthesized, tmp_path, capsys):
 
 
 def test_collector_limits_and_promtool_on_the_scrape_configuration():
-    config = co.scrape_configuration(load_environment("dev"))
+    dev = load_environment("dev")
+    config = co.scrape_configuration(dev.observability, cluster_name=dev.eks_cluster_name)
     config["scrape_configs"][0]["scrape_interval"] = "15s"
     config["scrape_configs"][1]["file_sd_configs"] = [{"files": ["x.json"]}]
     config["remote_write"] = [{"url": "https://example.com"}]
@@ -143,7 +144,7 @@ def test_collector_limits_and_promtool_on_the_scrape_configuration():
         "scrape_configs[1] (kuberay-operator).file_sd_configs: not supported by the managed collector",
     )
     # Within the collector's limits, promtool still parses every relabel rule.
-    config = co.scrape_configuration(load_environment("dev"))
+    config = co.scrape_configuration(dev.observability, cluster_name=dev.eks_cluster_name)
     config["scrape_configs"][0]["relabel_configs"][0]["regex"] = "head|(worker"
     ok, message = e.check_scrape_configuration(co.yaml_text(config))
     assert not ok and message.startswith("FAILED: parsing YAML file scrape.yml:") and "missing closing )" in message

@@ -26,7 +26,8 @@ def test_check_reports_a_stale_or_foreign_file(tmp_path, capsys):
 
 
 def test_every_dashboard_asks_for_a_prometheus_data_source_and_its_cluster_label_is_scraped():
-    scrape = co.scrape_configuration(load_environment("dev"))
+    dev = load_environment("dev")
+    scrape = co.scrape_configuration(dev.observability, cluster_name=dev.eks_cluster_name)
     ray_job = next(j for j in scrape["scrape_configs"] if j["job_name"] == "ray")
     written = {r.get("target_label") for r in ray_job["relabel_configs"]}
     for name in dashboards.grafana_dashboards():
