@@ -2,7 +2,7 @@
 
 The HyperPod instance-type list is read from the installed botocore service model (never copied);
 per-type hardware facts (GPUs, EFA interfaces, vCPUs, memory) come from the EC2 accelerated
-computing instance pages and the HyperPod EFA table (checked 2026-12-02).
+computing instance pages and the HyperPod EFA table.
 """
 
 from __future__ import annotations

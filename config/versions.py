@@ -20,8 +20,8 @@ from pathlib import Path
 # ---------------------------------------------------------------------------------------------
 
 # SageMaker HyperPod (EKS orchestrator) supports these Kubernetes versions. Source: "Getting
-# started with Amazon EKS support in SageMaker HyperPod" (sagemaker-hyperpod-eks-prerequisites),
-# checked 2026-12-04: 1.28, 1.29, 1.30, 1.31, 1.32, 1.33 and 1.34. No AWS page found lists 1.35
+# started with Amazon EKS support in SageMaker HyperPod" (sagemaker-hyperpod-eks-prerequisites)
+# lists 1.28, 1.29, 1.30, 1.31, 1.32, 1.33 and 1.34. No AWS page found lists 1.35
 # for HyperPod, although EKS offers it and its kubectl layer (aws-cdk.lambda-layer-kubectl-v35)
 # is on PyPI: HyperPod's list decides.
 HYPERPOD_KUBERNETES_VERSIONS: tuple[str, ...] = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
@@ -43,24 +43,24 @@ KUBECTL_LAYERS: dict[str, tuple[str, str]] = {
 }
 
 # EKS managed add-on versions per Kubernetes minor version. kube-proxy and coredns follow the
-# cluster's minor version, so a new Kubernetes version needs a new row here. Evidence (searched
-# 2026-12-03; nothing here can call describe-addon-versions):
+# cluster's minor version, so a new Kubernetes version needs a new row here. Evidence (nothing
+# here can call describe-addon-versions):
 # - coredns v1.12.4-eksbuild.1: the EKS user guide's CoreDNS version table lists it for 1.33 and 1.34
 #   (managing-coredns.html).
 # - kube-proxy v1.33.3-eksbuild.10: the build the EKS API lists for 1.33 (awsdocs/amazon-eks-user-guide
 #   PR 1168, versions taken from describe-addon-versions); v1.34.0-eksbuild.2: the 1.34 pin of
-#   awslabs/cdk-eks-blueprints (lib/addons/kube-proxy, 2026-03); later 1.34 builds exist.
+#   awslabs/cdk-eks-blueprints (lib/addons/kube-proxy); later 1.34 builds exist.
 # - eks-pod-identity-agent v1.3.8-eksbuild.2: describe-addon-versions for 1.34 in cdk-eks-blueprints
-#   PR 1224, and its 1.33 pin (2025-09).
+#   PR 1224, and its 1.33 pin.
 # - amazon-cloudwatch-observability v4.10.1-eksbuild.1: cdk-eks-blueprints' pin for 1.33 and 1.34
-#   (lib/addons/cloud-watch-insights, 2026-02). The earlier pin v4.5.0-eksbuild.1 had no source.
+#   (lib/addons/cloud-watch-insights).
 # - vpc-cni v1.20.3-eksbuild.1: published 1.33 and 1.34 cluster configs only (no AWS table lists it;
 #   EKS offers one vpc-cni build for every supported minor).
 # - aws-fsx-csi-driver v1.7.0-eksbuild.1: the build exists (EKS user guide PR 1215, hybrid nodes),
 #   but no source found states its 1.33/1.34 compatibility. Confirm these two before a first deploy:
 #   aws eks describe-addon-versions --kubernetes-version 1.33 --addon-name NAME
 # `hpray upgrade plan` prints these commands for the target minor.
-# The Secrets Store CSI driver with the AWS provider (ASCP), one EKS add-on since 2025-11
+# The Secrets Store CSI driver with the AWS provider (ASCP), one EKS add-on
 # (Secrets Manager user guide, "Install ASCP for Amazon EKS", ascp-eks-installation.html). The
 # add-on packages ASCP's Helm chart, which brings the driver as a subchart: ASCP v3.1.1's chart
 # (aws/secrets-store-csi-driver-provider-aws@5f47771, charts/.../Chart.lock) bundles
@@ -90,8 +90,8 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
     },
 }
 
-# EKS's release calendar (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html,
-# checked 2026-12-03): a minor is in standard support for 14 months after its EKS release, then in
+# EKS's release calendar (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html):
+# a minor is in standard support for 14 months after its EKS release, then in
 # extended support (billed at a higher per-cluster-hour rate: review/prices.yaml) for 12 more,
 # after which EKS upgrades the cluster itself. Dates: (release, end of standard, end of extended).
 EKS_CALENDAR: dict[str, tuple[date, date, date]] = {
@@ -163,8 +163,8 @@ class ChartPin:
     version: str
 
 
-# KubeRay operator (https://ray-project.github.io/kuberay-helm/ index), newest stable release on
-# 2026-12-02. KUBERAY_CRDS below are the CRDs of its crds/ folder (ops/kuberay_crds.py checks them): change them together.
+# KubeRay operator (https://ray-project.github.io/kuberay-helm/ index), newest stable release when
+# pinned. KUBERAY_CRDS below are the CRDs of its crds/ folder (ops/kuberay_crds.py checks them): change them together.
 KUBERAY_OPERATOR = ChartPin("kuberay-operator", "https://ray-project.github.io/kuberay-helm/", "1.7.0")
 # The operator image of a KubeRay release is tagged v<chart version> (the chart's appVersion).
 KUBERAY_OPERATOR_IMAGE = "quay.io/kuberay/operator"
@@ -177,11 +177,11 @@ KUBERAY_MINIMUM = (1, 2, 0)
 GCS_STORE_ENGINE = "valkey"
 GCS_STORE_ENGINE_VERSION = "8.1"
 
-# NVIDIA device plugin (https://nvidia.github.io/k8s-device-plugin index, 2026-12-02).
+# NVIDIA device plugin (https://nvidia.github.io/k8s-device-plugin index).
 NVIDIA_DEVICE_PLUGIN = ChartPin("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "0.18.2")
 
 # AWS EFA device plugin (https://aws.github.io/eks-charts index; the chart's versions carry a
-# leading "v"). v0.5.20 is the release AWS's HyperPod dependency chart pins (2026-12-02).
+# leading "v"). v0.5.20 is the release AWS's HyperPod dependency chart pins.
 EFA_DEVICE_PLUGIN = ChartPin("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "v0.5.20")
 
 # ---------------------------------------------------------------------------------------------
@@ -208,8 +208,7 @@ class SourcePin:
     files: tuple[str, ...] = ()
 
 
-# Digests computed from ../shared on 2026-12-03 and checked against the upstream Git trees at
-# these commits (tags v1.7.0 and v0.18.2; the commits the README of ../shared/charts names).
+# Digests of the upstream Git trees at these commits (tags v1.7.0 and v0.18.2).
 CHART_SOURCES: dict[str, SourcePin] = {
     "kuberay-operator": SourcePin(
         "kuberay-operator-1.7.0",
