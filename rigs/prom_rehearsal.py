@@ -27,6 +27,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -196,9 +197,8 @@ def run(max_scrape_seconds: float = 240) -> dict[str, Any]:
                 summary["ready"] = True
                 break
         summary["scrape_seconds"] = round(time.monotonic() - start, 1)
-        # Ray exports a gauge while it is set; the probe's series are read while it still steps.
-        ray.get(probe.steps.remote(20))  # type: ignore[attr-defined]
-        summary["goodput"] = _goodput_series(base)
+        # Ray exports a gauge while it is set: the probe's series are read while it still steps.
+        summary["goodput"] = _goodput_series(base, lambda: ray.get(probe.steps.remote(20)))  # type: ignore[attr-defined]
         up = query(base, "up")["data"]["result"]
         summary["targets_up"] = sum(1 for s in up if s["value"][1] == "1")
         errors, per_dash = [], {}
@@ -224,9 +224,10 @@ def run(max_scrape_seconds: float = 240) -> dict[str, Any]:
     return summary
 
 
-def _goodput_series(base: str) -> dict[str, Any]:
+def _goodput_series(base: str, step: Callable[[], object]) -> dict[str, Any]:
     """Per goodput query (the training dashboard's Goodput panels, the alert's expression with
-    its threshold dropped): the runs it returns and their values."""
+    its threshold dropped): the runs it returns and their values. ``step`` makes the probe step
+    and publish once; it runs before each try, so that every query sees fresh gauges."""
     from constructs import observability as co
 
     from config import load_environment
@@ -245,6 +246,7 @@ def _goodput_series(base: str) -> dict[str, Any]:
         # the probe's series (a query that errors or stays empty is reported as it is).
         deadline = time.monotonic() + 60
         while True:
+            step()
             res = query(base, as_grafana_would(expr))
             series = res.get("data", {}).get("result", []) if res.get("status") == "success" else []
             if series or res.get("status") != "success" or time.monotonic() > deadline:
