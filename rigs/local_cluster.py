@@ -354,23 +354,32 @@ class LocalCluster:
         old = self.nodes[0]
         if old.proc.poll() is None:
             raise RuntimeError("the head is still running; kill_head() first")
-        # A new head pod starts with an empty /tmp: `ray start --head` refuses a port that the
-        # session dir's bootstrap file names while a GCS process with it is still listed.
-        (self.temp_path() / "ray_current_cluster").unlink(missing_ok=True)
-        since_ms = int(time.time() * 1000)
-        node = self._start("head", self._head_args)
-        self.nodes.remove(node)
-        self.nodes[0] = node
-        # A recovered GCS still lists the lost head as alive until its health checks fail: wait
-        # for the new head's own registration, then for every running worker node.
         deadline = time.monotonic() + timeout_s
+        since_ms = int(time.time() * 1000)
+        node = self._start_new_head()
+        # A recovered GCS still lists the lost head as alive until its health checks fail: wait
+        # for the new head's own registration, then for every running worker node. A head that
+        # exits first (on a starved machine `ray start` gives up on its own registration) is
+        # started again until the deadline, as the head pod's restart policy would.
         while not self._new_head_alive(since_ms):
             if node.proc.poll() is not None:
-                raise RuntimeError(f"the new ray head exited; log:\n{node.log.read_text()[-3000:]}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the new ray head exited; log:\n{node.log.read_text()[-3000:]}")
+                _kill_group(node.proc.pid, signal.SIGKILL)  # what the failed start left in its group
+                node = self._start_new_head()
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the new Ray head did not register in {timeout_s:.0f} s (temp dir {self.temp_dir})")
             time.sleep(0.5)
         self._wait_nodes(self.alive_count_expected(), max(1.0, deadline - time.monotonic()))
+        return node
+
+    def _start_new_head(self) -> Node:
+        # A new head pod starts with an empty /tmp: `ray start --head` refuses a port that the
+        # session dir's bootstrap file names while a GCS process with it is still listed.
+        (self.temp_path() / "ray_current_cluster").unlink(missing_ok=True)
+        node = self._start("head", self._head_args)
+        self.nodes.remove(node)
+        self.nodes[0] = node
         return node
 
     def _new_head_alive(self, since_ms: int) -> bool:
