@@ -39,7 +39,7 @@ from workloads.training.manifest import RAY_ENV
 STEP_RE = re.compile(r"TRAIN step=(\d+) loss=([0-9.]+) t=([0-9.]+)")
 RESUME_RE = re.compile(r"TRAIN resume step=(\d+) from=(\S+) world=(\d+) t=([0-9.]+)")
 START_RE = re.compile(r"TRAIN start step=0 \(no checkpoint\) world=(\d+)")
-WORKER_RE = re.compile(r"TRAIN worker rank=(\d+) node=(\w+) proc_start=([0-9.]+) t=([0-9.]+)")
+WORKER_RE = re.compile(r"TRAIN worker rank=(\d+) node=(\w+) proc_start=([0-9.]+) t=([0-9.]+)(?: cpu=([0-9.]+))?")
 # Node-loss detection in the GCS: 3 missed health checks 1 s apart (Ray: 5 x 3 s). The
 # controller's poll (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S) stays at its 2 s default, as in the RayJob.
 FAST_DETECTION = {
@@ -140,6 +140,7 @@ def rehearse(
                             "node": m.group(2),
                             "proc_start": float(m.group(3)),
                             "t": float(m.group(4)),
+                            "cpu": float(m.group(5)) if m.group(5) else None,
                             "attempt": attempt + (1 if kill_t else 0),
                         }
                     )
@@ -276,6 +277,9 @@ def _phases(
         out["rank0_process_started"] = round(r0["proc_start"] - kill_t, 2)
         out["rank0_loop_entered"] = round(r0["t"] - kill_t, 2)
         out["worker_boot_s (process start to loop entry)"] = round(r0["t"] - r0["proc_start"], 2)
+        if all(w["cpu"] is not None for w in new):
+            # CPU seconds each new worker process used to get there: far less sensitive to other load.
+            out["worker_boot_cpu_s (each new worker, process start to loop entry)"] = sorted(w["cpu"] for w in new)
     out["checkpoint_loaded"] = round(resumes[-1][1] - kill_t, 2)
     if r0:
         out["setup_s (loop entry to resumed state)"] = round(resumes[-1][1] - r0["t"], 2)

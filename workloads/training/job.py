@@ -263,7 +263,7 @@ def train_func(config: dict[str, Any]) -> None:
 
     from workloads.common import checkpoint as ckpt
     from workloads.common import model as model_lib
-    from workloads.common.procfs import process_start_time
+    from workloads.common.procfs import cpu_seconds, process_start_time
     from workloads.training import goodput
     from workloads.training.data import ByteWindows, DataPosition, load_corpus
     from workloads.training.determinism import use_deterministic
@@ -286,10 +286,10 @@ def train_func(config: dict[str, Any]) -> None:
     if s.log_every_step:
         # When this worker process started and when the loop was entered (Ray worker start-up,
         # the torch import, the process group and this function's imports happen in between),
-        # and on which node.
+        # the CPU seconds the process used in between, and on which node.
         print(
             f"TRAIN worker rank={rank} node={ray.get_runtime_context().get_node_id()[:12]} "
-            f"proc_start={process_start_time():.3f} t={time.time():.3f}",
+            f"proc_start={process_start_time():.3f} t={time.time():.3f} cpu={cpu_seconds('self'):.2f}",
             flush=True,
         )
     device = ray.train.torch.get_device()
