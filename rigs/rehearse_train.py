@@ -88,7 +88,14 @@ def rehearse(
         dashboard_port=dashboard_port,
         # The RayJob's Ray settings (no PreemptionWatcher actor per worker group, ...), so that
         # a restart here starts the processes a restart on the cluster starts.
-        env_extra={**RAY_ENV, **(FAST_DETECTION if detection == "fast" else {}), **(ray_env or {})},
+        # RAY_DEDUP_LOGS=0: the ranks' "TRAIN worker" lines differ only in numbers, and the
+        # driver's log deduplication would fold them into one.
+        env_extra={
+            **RAY_ENV,
+            "RAY_DEDUP_LOGS": "0",
+            **(FAST_DETECTION if detection == "fast" else {}),
+            **(ray_env or {}),
+        },
     )
     steps_seen: list[tuple[int, float, float, int]] = []  # (step, loss, t, attempt)
     resumes: list[tuple[int, float, int]] = []  # (step, t, world size)
