@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from rigs.local_cluster import REPO_ROOT, LocalCluster
+from workloads.training.manifest import RAY_ENV
 
 STEP_RE = re.compile(r"TRAIN step=(\d+) loss=([0-9.]+) t=([0-9.]+)")
 RESUME_RE = re.compile(r"TRAIN resume step=(\d+) from=(\S+) world=(\d+) t=([0-9.]+)")
 START_RE = re.compile(r"TRAIN start step=0 \(no checkpoint\) world=(\d+)")
-WORKER_RE = re.compile(r"TRAIN worker rank=(\d+) node=(\w+) proc_start=([0-9.]+) t=([0-9.]+)")
+WORKER_RE = re.compile(r"TRAIN worker rank=(\d+) node=(\w+) proc_start=([0-9.]+) t=([0-9.]+)(?: cpu=([0-9.]+))?")
 # Node-loss detection in the GCS: 3 missed health checks 1 s apart (Ray: 5 x 3 s). The
-# controller's poll (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S) stays at its 2 s default.
+# controller's poll (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S) stays at its 2 s default, as in the RayJob.
 FAST_DETECTION = {
     "RAY_health_check_period_ms": "1000",
     "RAY_health_check_failure_threshold": "3",
@@ -85,12 +86,21 @@ def rehearse(
         object_store_per_node_mib=512,
         gcs_port=gcs_port,
         dashboard_port=dashboard_port,
-        env_extra={**(FAST_DETECTION if detection == "fast" else {}), **(ray_env or {})},
+        # The RayJob's Ray settings (no PreemptionWatcher actor per worker group, ...), so that
+        # a restart here starts the processes a restart on the cluster starts.
+        # RAY_DEDUP_LOGS=0: the ranks' "TRAIN worker" lines differ only in numbers, and the
+        # driver's log deduplication would fold them into one.
+        env_extra={
+            **RAY_ENV,
+            "RAY_DEDUP_LOGS": "0",
+            **(FAST_DETECTION if detection == "fast" else {}),
+            **(ray_env or {}),
+        },
     )
     steps_seen: list[tuple[int, float, float, int]] = []  # (step, loss, t, attempt)
     resumes: list[tuple[int, float, int]] = []  # (step, t, world size)
     first_world: list[int] = []
-    setup: dict[str, str] = {}  # set-up phases of the last resume (train_func: model, data, checkpoint, ddp_wrap)
+    setup: dict[str, str] = {}  # set-up phases of the last resume (train_func: imports, model, checkpoint, ...)
     workers: list[dict[str, Any]] = []  # one per worker start: rank, node, proc_start, t (loop entered), attempt
     kill_t: float | None = None
     dead_t: list[tuple[float, str]] = []  # when the GCS declared the killed node dead, and its node id
@@ -137,6 +147,7 @@ def rehearse(
                             "node": m.group(2),
                             "proc_start": float(m.group(3)),
                             "t": float(m.group(4)),
+                            "cpu": float(m.group(5)) if m.group(5) else None,
                             "attempt": attempt + (1 if kill_t else 0),
                         }
                     )
@@ -216,12 +227,19 @@ def _keep_train_logs(cluster: LocalCluster, dest: Path) -> None:
         shutil.copytree(d, dest, dirs_exist_ok=True)
 
 
-# Ray Train 2.60 controller log messages that mark the recovery's steps.
+# Ray Train 2.60 controller log messages that mark the recovery's steps (worker_group.py,
+# _start_impl): the failure found by the controller's poll; the old group shut down; the new
+# group's placement group ready; its worker processes started, Ray and the actor class imported;
+# the train context set on them, which imports torch (unpickling the TorchConfig); the
+# after_worker_group_start callbacks, the torch process group first (BackendSetupCallback); the
+# training function launched.
 CONTROLLER_EVENTS = (
     ("controller_decided_retry", "[FailurePolicy] RETRY"),
+    ("old_group_shut_down", "Worker group shutdown successful"),
     ("placement_group_ready", "Placement group ready"),
     ("worker_actors_created", "worker actors created"),
     ("train_context_initialized", "Train context initialized"),
+    ("process_group_initialized", "after_worker_group_start callbacks completed"),
     ("worker_group_started", "Started training worker group"),
 )
 
@@ -266,6 +284,9 @@ def _phases(
         out["rank0_process_started"] = round(r0["proc_start"] - kill_t, 2)
         out["rank0_loop_entered"] = round(r0["t"] - kill_t, 2)
         out["worker_boot_s (process start to loop entry)"] = round(r0["t"] - r0["proc_start"], 2)
+        if all(w["cpu"] is not None for w in new):
+            # CPU seconds each new worker process used to get there: far less sensitive to other load.
+            out["worker_boot_cpu_s (each new worker, process start to loop entry)"] = sorted(w["cpu"] for w in new)
     out["checkpoint_loaded"] = round(resumes[-1][1] - kill_t, 2)
     if r0:
         out["setup_s (loop entry to resumed state)"] = round(resumes[-1][1] - r0["t"], 2)

@@ -253,6 +253,7 @@ class ReportPacing:
 
 def train_func(config: dict[str, Any]) -> None:
     """The per-worker training loop."""
+    called = time.time()  # the loop's set-up phases start here (printed with the start/resume line)
     import ray.train
     import ray.train.torch
     import torch
@@ -262,7 +263,7 @@ def train_func(config: dict[str, Any]) -> None:
 
     from workloads.common import checkpoint as ckpt
     from workloads.common import model as model_lib
-    from workloads.common.procfs import process_start_time
+    from workloads.common.procfs import cpu_seconds, process_start_time
     from workloads.training import goodput
     from workloads.training.data import ByteWindows, DataPosition, load_corpus
     from workloads.training.determinism import use_deterministic
@@ -276,14 +277,19 @@ def train_func(config: dict[str, Any]) -> None:
     # Before the first CUDA work: cuBLAS reads its workspace setting when its handle is created.
     use_deterministic(s.deterministic)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    # Set-up phases, printed with the start/resume line: "imports" is this function's own imports
+    # (DCP, FSDP2 and DTensor, the config models); Ray imports torch and sets up the process group
+    # before calling it.
+    marks = [("called", called), ("imports", time.time())]
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     if s.log_every_step:
         # When this worker process started and when the loop was entered (Ray worker start-up,
-        # torch import and the gloo process group all happen in between), and on which node.
+        # the torch import, the process group and this function's imports happen in between),
+        # the CPU seconds the process used in between, and on which node.
         print(
             f"TRAIN worker rank={rank} node={ray.get_runtime_context().get_node_id()[:12]} "
-            f"proc_start={process_start_time():.3f} t={time.time():.3f}",
+            f"proc_start={process_start_time():.3f} t={time.time():.3f} cpu={cpu_seconds('self'):.2f}",
             flush=True,
         )
     device = ray.train.torch.get_device()
@@ -291,8 +297,8 @@ def train_func(config: dict[str, Any]) -> None:
         torch.set_num_threads(max(1, int(s.cpus_per_worker)))
     # Checkpoint collectives run in the background (async save): a group of their own.
     ckpt_group = dist.new_group(backend="gloo")
+    marks.append(("group", time.time()))  # a collective: it also waits for the last rank to arrive
 
-    marks = [("entry", time.time())]  # set-up phases, printed with the start/resume line
     model_config = model_lib.config_from_dict(s.model)
     # Rank 0 lists the run's checkpoints: with none, a fresh start draws the initial weights.
     listed = [bool(ckpt.list_checkpoints(s.storage_path, s.run_name)) if rank == 0 else None]
@@ -307,12 +313,14 @@ def train_func(config: dict[str, Any]) -> None:
         # A resume overwrites every parameter from the checkpoint (minutes saved on a 7B model).
         initialize=not listed[0],
     )
+    marks.append(("model", time.time()))
     data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), model_config.block_size, s.seed)
+    marks.append(("data", time.time()))
     optimizer = make_optimizer(
         model, learning_rate=s.learning_rate, weight_decay=s.weight_decay, fused=device.type == "cuda"
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(s.warmup_steps, s.steps))
-    marks.append(("model", time.time()))
+    marks.append(("optimizer", time.time()))
 
     def training_state(progress: dict[str, Any] | None) -> dict[str, Any]:
         # Everything but the tensors in one pickled entry: DCP flattens nested containers into

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import os
+import sysconfig
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,7 +22,8 @@ from workloads.common.model import (
     encode,
     flops_per_token,
 )
-from workloads.training.data import ByteWindows, DataPosition, load_corpus, stdlib_sources
+from workloads.training import data as data_mod
+from workloads.training.data import _SKIP_PARTS, ByteWindows, DataPosition, load_corpus, stdlib_sources
 
 
 def test_tokenizer_roundtrip():
@@ -47,6 +51,42 @@ def test_corpus_is_the_stdlib_and_deterministic():
     assert not any("site-packages" in p.parts for p in files)
     a, b = load_corpus(None, 1 << 18), load_corpus(None, 1 << 18)
     assert a == b and len(a) == 1 << 18
+
+
+def _rglob_reference(root: Path) -> list[Path]:
+    """What the corpus is: every .py file under ``root`` outside the skipped directories, sorted."""
+    return sorted(p for p in root.rglob("*.py") if not _SKIP_PARTS.intersection(p.relative_to(root).parts))
+
+
+def test_corpus_walk_lists_the_same_files_in_the_same_order(tmp_path, monkeypatch):
+    """The walk every worker does at start skips the excluded directories without listing them
+    (the stdlib directory also holds the interpreter's site-packages, tens of thousands of
+    files); the corpus stays the same bytes: the same files, in the order of sorted paths
+    ("a/z.py" before "a-b/a.py")."""
+    names = ["a/z.py", "a-b/a.py", "a.py", "b/tests/x.py", "b/site-packages/p/q.py", "b/c/__pycache__/d.py"]
+    names += ["b/c/e.py", "b/c/e.txt", "test/t.py", "z/.hidden.py"]
+    for rel in names:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel * 100)
+    (tmp_path / "link").symlink_to(tmp_path / "b" / "c")  # rglob does not enter symlinked directories
+    expected = _rglob_reference(tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in expected] == [
+        "a/z.py",
+        "a-b/a.py",
+        "a.py",
+        "b/c/e.py",
+        "z/.hidden.py",
+    ]
+    monkeypatch.setattr(data_mod.sysconfig, "get_paths", lambda: {"stdlib": str(tmp_path)})
+    listed: list[str] = []
+    scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path=".": (listed.append(os.fspath(path)), scandir(path))[1])
+    assert stdlib_sources() == expected
+    assert load_corpus(None, 2000) == b"".join(p.read_bytes() for p in expected)[:2000]
+    entered = {Path(d).relative_to(tmp_path).as_posix() for d in listed}
+    assert entered == {".", "a", "a-b", "b", "b/c", "z"}  # never site-packages, tests, __pycache__, link
+    monkeypatch.undo()
+    assert stdlib_sources() == _rglob_reference(Path(sysconfig.get_paths()["stdlib"]))
 
 
 def test_data_position_resumes_exactly():
