@@ -2,7 +2,9 @@
 
 The HyperPod instance-type list is read from the installed botocore service model (never copied);
 per-type hardware facts (GPUs, EFA interfaces, vCPUs, memory) come from the EC2 accelerated
-computing instance pages and the HyperPod EFA table.
+computing instance pages and the HyperPod EFA table. It stays one module: every fact looked up by
+instance type or chip (the config's checks, the sizing plan and the review's prices read them),
+each beside its source.
 """
 
 from __future__ import annotations

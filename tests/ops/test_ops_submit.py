@@ -109,11 +109,13 @@ RUN_WITH_A_FAILURE = [
 
 
 def short_run_config(name="dev"):
-    """dev with a 200-step run (checkpoint every 100), the length of the scripted runs below."""
+    """dev with a 200-step run (checkpoint every 100), the length of the scripted runs below, on
+    an FSx fast enough for a checkpoint every 100 steps (sizing/storage.py's burst check)."""
     from config import parse_environment
     from tests.ops.fakes import env_data
 
     data = env_data(name)
+    data["fsx"] = {**(data.get("fsx") or {}), "throughput_mb_s_per_tib": 250}
     data["training"] = {
         **(data.get("training") or {}),
         "steps": 200,
