@@ -8,7 +8,7 @@ once); ``--path shrink`` measures the elastic run that continues on fewer worker
 Each case is a full rehearsal (rigs/rehearse_train.py) on free ports, so it never
 touches another cluster on the machine.
 
-    python bench/training_recovery.py [--cases fast,default] [--steps 200]
+    python bench/training_recovery.py [--cases fast,default] [--steps 200] [--workers 2]
 """
 
 from __future__ import annotations
@@ -32,6 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--kill-at-step", type=int, default=80)
     p.add_argument("--path", choices=list(PATHS), default="same-size")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=4,
+        help="Ray Train workers over the rehearsal's 2 worker nodes (2: one per node; the shrink path needs 4)",
+    )
     p.add_argument("--replacement-wait-s", type=int, default=10, help="training.replacement_wait_s (shrink path)")
     p.add_argument(
         "--ray-env",
@@ -58,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             quiet=True,
             ray_env=ray_env,
             replacement_wait_s=args.replacement_wait_s if args.path == "shrink" else None,
+            num_workers=args.workers,
             **PATHS[args.path],  # type: ignore[arg-type]
         )
         results[case] = s
