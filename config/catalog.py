@@ -335,10 +335,12 @@ def is_trainium(instance_type: str) -> bool:
     return instance_type.startswith(("ml.trn1", "ml.trn2"))
 
 
+@functools.cache
 def gpu_instance_types() -> tuple[str, ...]:
     return tuple(t for t in hyperpod_instance_types() if t in _ACCELERATED and _ACCELERATED[t][0] > 0)
 
 
+@functools.cache
 def efa_instance_types() -> tuple[str, ...]:
     return tuple(t for t in hyperpod_instance_types() if t in _ACCELERATED and _ACCELERATED[t][3] > 0)
 
