@@ -135,13 +135,18 @@ def _node_marks(node: yaml.Node, prefix: tuple[Any, ...], marks: dict[tuple[Any,
 def places_of(text: str, path: Path) -> Place:
     """A lookup from a key path (pydantic ``loc`` or a dotted ``a.b[0].c``) to ``file:line:column``
     of the value there; a key that is not in the file (a missing one) gets its nearest parent."""
+    # Composed on the first lookup: a valid config never needs a place.
     marks: dict[tuple[Any, ...], yaml.Mark] = {}
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
-    if root is not None:
-        _node_marks(root, (), marks)
+    composed = False
     shown = display_path(path)
 
     def place(loc: tuple[Any, ...], at_key: bool = False) -> str | None:
+        nonlocal composed
+        if not composed:
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
+            if root is not None:
+                _node_marks(root, (), marks)
+            composed = True
         found: tuple[Any, ...] = ()
         for part in loc:
             key = part if isinstance(part, int) else str(part)
