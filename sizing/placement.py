@@ -27,7 +27,17 @@ from config.hyperpod import InstanceGroup
 from sizing import autoscaling
 from sizing.plan import Plan, plan_of
 from sizing.pods import RAY_HEAD, WorkerShape, daemonsets, head_pod, known, pools, system_pool, worker_pod
-from sizing.scheduling import Placement, Pod, cpu_millis, format_cpu, format_memory, memory_mib, place, pod_from_spec
+from sizing.scheduling import (
+    Placement,
+    Pod,
+    Selection,
+    cpu_millis,
+    format_cpu,
+    format_memory,
+    memory_mib,
+    place,
+    pod_from_spec,
+)
 from sizing.storage import burst_problems
 
 
@@ -180,9 +190,19 @@ def situations(env: EnvironmentConfig, extra_pods: Sequence[Pod] = ()) -> list[P
     """The placements ``check_against`` checks: as configured, a RayService upgrade, and one
     node lost in each HyperPod group with nodes. ``extra_pods`` are placed in every situation."""
     all_pools = pools(env)
-    out = [place(all_pools, _with(platform_pods(env), extra_pods), situation="as configured")]
+    # The situations place mostly the same pods on mostly the same pools: which pool each pod
+    # may use is judged once for all of them.
+    selection = Selection()
+    out = [place(all_pools, _with(platform_pods(env), extra_pods), situation="as configured", selection=selection)]
     if env.inference.upgrade_strategy != "None" and _services(plan_of(env)):
-        out.append(place(all_pools, _with(platform_pods(env, "upgrade"), extra_pods), situation="RayService upgrade"))
+        out.append(
+            place(
+                all_pools,
+                _with(platform_pods(env, "upgrade"), extra_pods),
+                situation="RayService upgrade",
+                selection=selection,
+            )
+        )
     for g in env.hyperpod.instance_groups:
         if g.instance_count < 1 or not known(g):
             continue
@@ -192,6 +212,7 @@ def situations(env: EnvironmentConfig, extra_pods: Sequence[Pod] = ()) -> list[P
                 fewer,
                 _with(platform_pods(env, "node-loss", lost_group=g.name), extra_pods),
                 situation=f"HyperPod replacing a node of {g.name}",
+                selection=selection,
             )
         )
     return out

@@ -242,39 +242,90 @@ class Placement:
         return counts
 
 
-def place(pool_list: Sequence[Pool], pods: Iterable[Pod], *, situation: str = "as configured") -> Placement:
+class Selection:
+    """``selects`` remembered across placements of the same pods on the same pools (the placement
+    check's situations place the platform's pods again for every HyperPod group that loses a
+    node). A pod or a pool is reduced to the fields ``selects`` reads (nodeSelector, node
+    affinity and tolerations; labels and taints), and a pod's pools are judged once per list
+    of pools that are alike in those fields."""
+
+    def __init__(self) -> None:
+        # id(pod or pool) -> (the object, its interned key): holding the object keeps its id unique.
+        self._objects: dict[int, tuple[Pod | Pool, int]] = {}
+        self._keys: dict[tuple[Any, ...], int] = {}
+        self._chosen: dict[tuple[int, tuple[int, ...]], tuple[int, ...]] = {}
+
+    def _key(self, obj: Pod | Pool) -> int:
+        known = self._objects.get(id(obj))
+        if known is not None and known[0] is obj:
+            return known[1]
+        if isinstance(obj, Pod):
+            fields: tuple[Any, ...] = ("pod", tuple(obj.node_selector.items()), obj.affinity, obj.tolerations)
+        else:
+            fields = ("pool", tuple(obj.labels.items()), obj.taints)
+        key = self._keys.setdefault(fields, len(self._keys))
+        self._objects[id(obj)] = (obj, key)
+        return key
+
+    def pools_of(self, pods: Sequence[Pod], pool_list: Sequence[Pool]) -> list[tuple[int, ...]]:
+        """For each of ``pods``, the indexes in ``pool_list`` of the pools it may use."""
+        pools_key = tuple(self._key(p) for p in pool_list)
+        out = []
+        for pod in pods:
+            memo = (self._key(pod), pools_key)
+            chosen = self._chosen.get(memo)
+            if chosen is None:
+                chosen = self._chosen[memo] = tuple(i for i, p in enumerate(pool_list) if selects(pod, p))
+            out.append(chosen)
+        return out
+
+
+def place(
+    pool_list: Sequence[Pool],
+    pods: Iterable[Pod],
+    *,
+    situation: str = "as configured",
+    selection: Selection | None = None,
+) -> Placement:
     """Place ``pods`` on the nodes of ``pool_list``: DaemonSets on every node they select, then the
-    rest first-fit, largest first (GPUs, then CPU, then memory)."""
-    nodes = [
-        _Node(p, i, p.allocatable.cpu_millis, p.allocatable.memory_mib, p.gpus, p.efa, p.allocatable.pods)
+    rest first-fit, largest first (GPUs, then CPU, then memory). ``selection``: one shared by
+    several placements of the same pods and pools (each pod's pools are judged once)."""
+    by_pool = [
+        [
+            _Node(p, i, p.allocatable.cpu_millis, p.allocatable.memory_mib, p.gpus, p.efa, p.allocatable.pods)
+            for i in range(p.nodes)
+        ]
         for p in pool_list
-        for i in range(p.nodes)
     ]
+    nodes = [n for pool_nodes in by_pool for n in pool_nodes]
+    selection = selection or Selection()
     misfits: list[str] = []
     pods = list(pods)
-    for pod in pods:
+    chosen = selection.pools_of(pods, pool_list)
+    for pod, pools in zip(pods, chosen, strict=True):
         # A DaemonSet whose selector matches no node runs no pod (the NVIDIA chart's MPS control
         # daemon waits for nodes labelled for MPS); a Deployment's pod that matches none is Pending.
-        if not pod.daemonset and not any(selects(pod, p) for p in pool_list):
+        if not pod.daemonset and not pools:
             misfits.append(
                 f"placement ({situation}): pod {pod.name!r} selects no node pool (nodeSelector "
                 f"{dict(pod.node_selector)}, {len(pod.affinity)} node-affinity term(s), "
                 f"{len(pod.tolerations)} toleration(s)); pools: {', '.join(p.name for p in pool_list)}"
             )
-    for pod in (p for p in pods if p.daemonset):
-        for node in (n for n in nodes if selects(pod, n.pool)):
+    for pod, pools in zip(pods, chosen, strict=True):
+        if not pod.daemonset:
+            continue
+        for node in (n for i in pools for n in by_pool[i]):
             if not node.fits(pod):
                 misfits.append(_misfit(situation, pod, node.pool, [node]))
                 continue
             node.take(pod)
-    singles = [p for p in pods if not p.daemonset and any(selects(p, q) for q in pool_list)]
-    for pod in sorted(singles, key=lambda p: (-p.gpus, -p.cpu_millis, -p.memory_mib)):
-        eligible = [n for n in nodes if selects(pod, n.pool)]
+    singles = [(pod, pools) for pod, pools in zip(pods, chosen, strict=True) if not pod.daemonset and pools]
+    for pod, pools in sorted(singles, key=lambda s: (-s[0].gpus, -s[0].cpu_millis, -s[0].memory_mib)):
+        eligible = [n for i in pools for n in by_pool[i]]
         for _ in range(pod.replicas):
             free = next((n for n in eligible if n.fits(pod)), None)
             if free is None:
-                pool = next(q for q in pool_list if selects(pod, q))
-                misfits.append(_misfit(situation, pod, pool, eligible))
+                misfits.append(_misfit(situation, pod, pool_list[pools[0]], eligible))
                 break
             free.take(pod)
     return Placement(situation=situation, pools=list(pool_list), nodes=nodes, misfits=misfits)

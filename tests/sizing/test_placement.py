@@ -13,7 +13,7 @@ import pytest
 
 from config import catalog, load_environment
 from sizing import placement, pods
-from sizing.scheduling import Pod, Pool, cpu_millis, memory_mib, place, pod_from_spec, selects
+from sizing.scheduling import Pod, Pool, Selection, cpu_millis, memory_mib, place, pod_from_spec, selects
 from tests.config.config_data import config_errors as errors_of
 from workloads.training.manifest import render as render_training
 
@@ -162,6 +162,63 @@ def test_a_daemonset_no_pool_selects_runs_no_pod():
     # Kubernetes runs a DaemonSet on the nodes it selects: none is zero pods, not a misfit.
     result = place([_pool(nodes=2)], [Pod("mps", 10, 10, node_selector={"t": "nope"}, daemonset=True)])
     assert result.misfits == [] and [n.placed for n in result.nodes] == [[], []]
+
+
+def test_a_shared_selection_judges_again_what_differs_in_the_fields_selects_reads():
+    """The situations share one Selection: a pod or pool alike in what ``selects`` reads is judged
+    once; a pool with other labels or taints, or a pod with another selector or tolerations, is
+    judged again, whatever its name."""
+    shared = Selection()
+    pod = Pod("w", 10, 10, node_selector={"t": "x"})
+    assert place([_pool()], [pod], selection=shared).misfits == []
+    (lost,) = place([_pool(labels={"t": "y"})], [pod], selection=shared).misfits
+    assert "pod 'w' selects no node pool" in lost
+    tainted = _pool(taints=(("workload", "ray-serve", "NoSchedule"),))
+    assert "pod 'w' selects no node pool" in place([tainted], [pod], selection=shared).misfits[0]
+    tolerant = Pod("w", 10, 10, node_selector={"t": "x"}, tolerations=(("workload", "Equal", "ray-serve", None),))
+    assert place([tainted], [tolerant], selection=shared).misfits == []
+    assert place([_pool()], [Pod("w", 10, 10, node_selector={"t": "y"})], selection=shared).misfits != []
+    # Two pools alike except in labels, in one list: each keeps its own answer.
+    result = place([_pool(name="a"), _pool(name="b", labels={"t": "y"})], [pod], selection=shared)
+    assert [n.placed for n in result.nodes] == [["w"], []]
+
+
+@pytest.mark.parametrize("n_groups", [1, 40])
+def test_situations_with_a_shared_selection_place_as_separate_ones(monkeypatch, tmp_path, n_groups):
+    """Every situation of a many-group config (bench/synth_bench.py's) places each pod on the same
+    node, with the same misfits, as when each pod's pools are judged afresh in each situation."""
+    from bench.synth_bench import groups_config
+    from config import names
+
+    groups_config(tmp_path, n_groups)
+    env = load_environment(f"groups{n_groups}", tmp_path)
+    # More than the system nodes hold, and a pod no pool selects: misfits to compare too.
+    extra = [Pod(f"filler-{i}", 900, 2048, node_selector=dict(names.SYSTEM_NODE_SELECTOR)) for i in range(8)]
+    extra.append(Pod("nowhere", 1, 1, node_selector={"t": "nope"}))
+
+    def outcome() -> list:
+        return [
+            (
+                p.situation,
+                p.misfits,
+                [(n.pool.name, n.index, n.placed, n.cpu, n.memory, n.gpus, n.pods) for n in p.nodes],
+            )
+            for p in placement.situations(env, extra)
+        ]
+
+    shared = outcome()
+
+    class Afresh(Selection):
+        def pools_of(self, pods, pool_list):
+            return [tuple(i for i, q in enumerate(pool_list) if selects(pod, q)) for pod in pods]
+
+    monkeypatch.setattr(placement, "Selection", Afresh)
+    assert outcome() == shared
+    # As configured, each group losing a node (and a RayService upgrade where the config has one).
+    assert len(shared) >= 1 + n_groups
+    assert all(
+        any("filler" in m for m in misfits) and any("'nowhere'" in m for m in misfits) for _, misfits, _ in shared
+    )
 
 
 # --- The platform's pods, as rendered --------------------------------------------------------
