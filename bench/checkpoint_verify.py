@@ -42,6 +42,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.ranks import launch  # noqa: E402
+
 MODEL = {
     "arch": "llama",
     "n_layer": 6,
@@ -160,19 +162,6 @@ def worker(rank: int, world: int, port: int, task: dict[str, Any], out: str) -> 
     dist.destroy_process_group()
 
 
-def _launch(world: int, task: dict[str, Any]) -> dict[str, Any]:
-    import torch.multiprocessing as mp
-
-    from rigs.local_cluster import free_port
-
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-        out = f.name
-    mp.start_processes(worker, args=(world, free_port(), task, out), nprocs=world, start_method="spawn")
-    result: dict[str, Any] = json.loads(Path(out).read_text())
-    os.unlink(out)
-    return result
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python bench/checkpoint_verify.py")
     p.add_argument("--ranks", default="2,4", help="comma-separated rank counts, one checkpoint each")
@@ -193,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"parameters": params, "cores": cores, "load_before": os.getloadavg(), "ranks": {}}
     for n in (int(r) for r in args.ranks.split(",")):
         with tempfile.TemporaryDirectory(dir=args.dir) as d:
-            r = _launch(n, {"model": model, "dir": d, "repeats": args.repeats})
+            r = launch(worker, n, {"model": model, "dir": d, "repeats": args.repeats})
         one, spread = statistics.median(r["times"]["one"]), statistics.median(r["times"]["all"])
         cpu_one, cpu_spread = statistics.median(r["cpu"]["one"]), statistics.median(r["cpu"]["all"])
         ratio, cpu_ratio, goal = spread / one, cpu_spread / cpu_one, 1 / n + 0.2

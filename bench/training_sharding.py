@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.ranks import launch  # noqa: E402
+
 MODEL = {"arch": "llama", "n_layer": 4, "n_head": 8, "n_kv_head": 4, "n_embd": 256, "ffn_hidden": 768, "block_size": 64}
 BATCH = 4
 # How the stall's saves stage and write (workloads.common.checkpoint.save_sharded).
@@ -258,19 +260,6 @@ def worker(rank: int, world: int, port: int, task: dict[str, Any], out: str) -> 
     dist.destroy_process_group()
 
 
-def _launch(world: int, task: dict[str, Any]) -> dict[str, Any]:
-    import torch.multiprocessing as mp
-
-    from rigs.local_cluster import free_port
-
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-        out = f.name
-    mp.start_processes(worker, args=(world, free_port(), task, out), nprocs=world, start_method="spawn")
-    result: dict[str, Any] = json.loads(Path(out).read_text())
-    os.unlink(out)
-    return result
-
-
 def _model(spec: str | None) -> dict[str, Any]:
     model = dict(MODEL)
     for pair in filter(None, (spec or "").split(",")):
@@ -301,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"==> model {model} ({params / 1e6:.2f}M parameters), {n} ranks (gloo, CPU)", flush=True)
     with tempfile.TemporaryDirectory(dir=args.dir) as d:
         base = {"model": model, "dir": d, "repeats": args.repeats}
-        mem = _launch(n, {**base, "kind": "memory"})
+        mem = launch(worker, n, {**base, "kind": "memory"})
         mem_ratio = mem["fsdp"] / mem["ddp"]
         print(
             f"memory per rank: FSDP2 {mem['fsdp'] / 2**20:.2f} MiB vs DDP {mem['ddp'] / 2**20:.2f} MiB: "
@@ -309,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         modes = args.stall_modes.split(",")
-        stall = _launch(n, {**base, "kind": "stall", "steps": args.steps, "every": args.every, "modes": modes})
+        stall = launch(worker, n, {**base, "kind": "stall", "steps": args.steps, "every": args.every, "modes": modes})
         med = {k: {m: statistics.median(v) for m, v in stall[k].items()} for k in stall}
         none_s, none_cpu = med["wall"]["none"], med["cpu"]["none"]
         stall_pcts, cpu_pcts, blocked_pcts = {}, {}, {}
@@ -327,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         stall_pct = stall_pcts[modes[0]]
-        save = _launch(n, {**base, "kind": "save"})
+        save = launch(worker, n, {**base, "kind": "save"})
         save_s, raw_s = statistics.median(save["save_s"]), statistics.median(save["raw_s"])
         gb = save["checkpoint_bytes"]
         print(
@@ -335,8 +324,8 @@ def main(argv: list[str] | None = None) -> int:
             f"vs raw parallel write+fsync {raw_s:.3f} s: {raw_s / save_s:.2f} of raw throughput (goal >= 0.8)",
             flush=True,
         )
-        same = _launch(n, {**base, "kind": "resume"})
-        fewer = _launch(max(1, n // 2), {**base, "kind": "resume"})
+        same = launch(worker, n, {**base, "kind": "resume"})
+        fewer = launch(worker, max(1, n // 2), {**base, "kind": "resume"})
         same_s, fewer_s = statistics.median(same["load_s"]), statistics.median(fewer["load_s"])
         print(
             f"resume: written by {n} ranks, loaded by {n} in {same_s:.3f} s, by {max(1, n // 2)} (resharded) in "
