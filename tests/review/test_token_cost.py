@@ -97,17 +97,11 @@ def test_the_plans_flops_per_token_is_the_models(shape):
 # --- serving -----------------------------------------------------------------------------------
 
 
-def test_memory_bandwidths_are_the_datasheet_figures():
-    assert catalog.GPU_MEMORY_BANDWIDTH_GBPS == {
-        "A100": 1555.0,
-        "A100-80GB": 2039.0,
-        "H100": 3350.0,
-        "H200": 4800.0,
-        "B200": 8000.0,
-        "A10G": 600.0,
-        "L4": 300.0,
-        "L40S": 864.0,
-    }
+def test_every_chip_with_a_compute_peak_has_a_memory_bandwidth():
+    """Serving is priced where training is: each chip with a dense bf16 peak has its bandwidth,
+    and each bandwidth names a chip the catalog knows."""
+    assert set(catalog.GPU_DENSE_BF16_TFLOPS) <= set(catalog.GPU_MEMORY_BANDWIDTH_GBPS)
+    assert set(catalog.GPU_MEMORY_BANDWIDTH_GBPS) <= set(catalog.GPU_MEMORY_GIB)
     assert catalog.memory_bandwidth_gbps("ml.g6e.12xlarge") == 864.0
     assert catalog.memory_bandwidth_gbps("ml.p5en.48xlarge") == 4800.0
     assert catalog.memory_bandwidth_gbps("ml.g7e.12xlarge") is None  # RTX PRO 6000: no figure
