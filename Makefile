@@ -50,6 +50,13 @@ $(STAMPS)/venv: requirements.lock
 	@echo "==> Python packages for tests and workloads (requirements.lock) into $(VENV)"
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r requirements.lock
+	@# The synth install skipped byte-compiling, and this one leaves the packages it already has
+	@# (sympy, pydantic, PyYAML: what every Ray worker imports with torch and the config models).
+	@# Compiled here, once: with PYTHONDONTWRITEBYTECODE=1 every process would compile them again.
+	@# One file of torch's tests is Python 3.12 syntax.
+	@echo "==> Byte-compiling the venv's packages"
+	$(VENV)/bin/python -m compileall -q -j 0 -x '/torch/testing/_internal/py312_intrinsics\.py$$' \
+	  "$$($(VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" >/dev/null
 	touch $@
 
 $(STAMPS)/checkov: requirements-checkov.lock

@@ -3,7 +3,10 @@ and every pin names a release the public package index serves."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +59,33 @@ def test_synth_install_has_no_workload_packages():
 def test_every_top_level_pin_is_locked_at_its_version(source, lock):
     locked = pins(lock)
     assert {name: (v, locked.get(name)) for name, v in pins(source).items() if locked.get(name) != v} == {}
+
+
+# What a training worker imports before its first step (Ray Train, DCP and FSDP2, which bring
+# sympy; the config models, which bring pydantic and PyYAML).
+WORKER_IMPORTS = """
+import ray.train.torch
+import torch.distributed.checkpoint.state_dict
+import torch.distributed.fsdp
+import config.job_settings
+import workloads.common.checkpoint
+import workloads.training.job
+import os, sys, sysconfig
+site = sysconfig.get_path("purelib")
+for module in list(sys.modules.values()):
+    source, cached = getattr(module, "__file__", None), module.__dict__.get("__cached__")
+    if isinstance(source, str) and source.startswith(site) and source.endswith(".py"):
+        if isinstance(cached, str) and not os.path.exists(cached):
+            print(module.__name__)
+"""
+
+
+def test_what_a_training_worker_imports_from_the_venv_is_byte_compiled():
+    """Every Ray worker imports torch's DCP (sympy) and the config models (pydantic) as it starts.
+    Without their bytecode, a shell with PYTHONDONTWRITEBYTECODE=1 (as here) compiles them again in
+    every process, a restart's largest avoidable cost (docs/benchmarks.md, "Recovery from a node
+    loss"). `make deps` compiles them; the check writes no bytecode of its own."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    run = subprocess.run([sys.executable, "-c", WORKER_IMPORTS], env=env, capture_output=True, text=True, check=True)
+    uncompiled = sorted({name.split(".")[0] for name in run.stdout.split()})
+    assert uncompiled == [], f"packages without bytecode: {uncompiled}; run `make deps` to compile them"
