@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -126,13 +127,15 @@ def listener_pid(port: int) -> int | None:
 
 
 def replica_pids(cluster: LocalCluster, deployment: str = "Generate") -> list[int]:
-    """PIDs of the Serve replica actors of ``deployment`` in this cluster (descendants of our
-    node processes whose process title is ``ray::ServeReplica:<app>:<deployment>``)."""
+    """PIDs of the Serve replica actors of ``deployment`` in this cluster: descendants of our
+    node processes titled ``ray::ServeReplica:<app>:<deployment>``, or, while a replica runs a
+    request, ``ray::ServeReplica:<app>:<deployment>.<method>`` (Ray titles a busy actor with the
+    method it runs)."""
+    title = re.compile(rf"ray::ServeReplica:[^:]+:{re.escape(deployment)}(\.\w+)?")
     found = []
     for node in cluster.nodes:
         for pid in procfs.descendants(node.proc.pid):
-            cmd = cmdline(pid)
-            if cmd.startswith("ray::ServeReplica:") and cmd.endswith(f":{deployment}"):
+            if title.fullmatch(cmdline(pid)):
                 found.append(pid)
     return sorted(found)
 
