@@ -45,7 +45,7 @@ def test_ray_titles_a_busy_actor_with_its_method():
         @ray.remote(num_cpus=0)
         class Busy:
             async def work(self) -> None:
-                await asyncio.sleep(5)
+                await asyncio.sleep(3)
 
             def pid(self) -> int:
                 return os.getpid()
@@ -55,7 +55,7 @@ def test_ray_titles_a_busy_actor_with_its_method():
         idle = procfs.cmdline(pid)
         ref = actor.work.remote()
         titles = set()
-        for _ in range(40):
+        for _ in range(25):
             titles.add(procfs.cmdline(pid))
             if "ray::Busy.work" in titles:
                 break
