@@ -3,7 +3,10 @@
 #   1. the training job's step (bench/training_gpu.py) on the largest preset that fits the GPU,
 #      with default kernels, then with deterministic kernels (training.deterministic);
 #   2. a serving replica's load, swap on the GPU (max_memory_allocated) and the key/value cache's
-#      speed-up in the serving dtype (bench/serving_model.py --device cuda).
+#      speed-up in the serving dtype (bench/serving_model.py --device cuda);
+#   3. a restart's checkpoint verification by N ranks against by one on the machine's CPU cores
+#      (bench/checkpoint_verify.py, gloo): N = 4 needs 4 free cores, which the development
+#      machine lacks. In $VERIFY_DIR (default /tmp: a container's /dev/shm may be 64 MB).
 # Needs only PyTorch (with pyarrow) and this checkout. The plans are written beforehand where the
 # config stack is installed:
 #   .venv/bin/python bench/training_gpu.py --env prod --write-plan out/gpu-plan.json
@@ -41,4 +44,10 @@ step train-deterministic "$used" --deterministic || echo "== deterministic kerne
 echo "== serving: load, swap on the GPU, key/value cache (bf16)"
 "$py" bench/serving_model.py --device cuda --dtype bfloat16 --layers 12 --width 1536 \
     --cache-layers 16 --cache-width 2048 --repeats 3 --dir /tmp --out "$out/serving.json" 2>&1 | tee "$out/serving.log"
-exit "${PIPESTATUS[0]}"
+serving=${PIPESTATUS[0]}
+
+echo "== checkpoint verification by N ranks against by one (CPU, $(nproc) cores)"
+"$py" bench/checkpoint_verify.py --ranks 2,4,8 --repeats 7 --dir "${VERIFY_DIR:-/tmp}" \
+    --out "$out/verify.json" 2>&1 | tee "$out/verify.log"
+verify=${PIPESTATUS[0]}
+exit $((serving || verify))
