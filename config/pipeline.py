@@ -11,6 +11,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from config.base import Frozen
 from config.environment import EnvironmentConfig
+from config.errors import ConfigError
 from config.fields import AccountId, RegionName
 from config.loader import (
     CONFIG_DIR,
@@ -21,7 +22,6 @@ from config.loader import (
     places_of,
     with_place,
 )
-from config.errors import ConfigError
 from config.yaml_source import read_text, read_yaml
 
 PIPELINE_FILE = "pipeline.yaml"
