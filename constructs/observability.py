@@ -114,6 +114,7 @@ def alerting_rules(observability: Observability) -> dict[str, Any]:
     HTTP counters (the series Ray's Serve dashboard plots) and the training job's goodput gauges
     (the series the training dashboard's Goodput row plots)."""
     ratio = observability.serve_error_ratio
+    window = observability.serve_error_window
     goodput_min = observability.training_goodput_min
     return {
         "groups": [
@@ -138,8 +139,8 @@ def alerting_rules(observability: Observability) -> dict[str, Any]:
                     {
                         "alert": "Serve5xxRate",
                         "expr": (
-                            'sum by (application) (rate(ray_serve_num_http_error_requests_total{error_code=~"5.."}[5m]))'
-                            " / sum by (application) (rate(ray_serve_num_http_requests_total[5m]))"
+                            f'sum by (application) (rate(ray_serve_num_http_error_requests_total{{error_code=~"5.."}}[{window}]))'
+                            f" / sum by (application) (rate(ray_serve_num_http_requests_total[{window}]))"
                             f" > {ratio:g}"
                         ),
                         "for": "5m",
