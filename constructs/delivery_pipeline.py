@@ -137,6 +137,8 @@ class DeliveryPipeline(Construct):
         synth_install_commands: Sequence[str],
         synth_compute_type: codebuild.ComputeType,
         synth_timeout: Duration,
+        asset_compute_type: codebuild.ComputeType,
+        asset_timeout: Duration,
         cross_account_keys: bool,
         docker_hub_credential: secretsmanager.ISecret,
     ) -> None:
@@ -172,6 +174,12 @@ class DeliveryPipeline(Construct):
                 build_environment=codebuild.BuildEnvironment(
                     build_image=codebuild.LinuxBuildImage.from_code_build_image_id(versions.PIPELINE_BUILD_IMAGE)
                 )
+            ),
+            # The asset stage's projects (one per asset) build the images: a host and a time
+            # limit for the largest build (stacks/pipeline_stack.py ASSET_COMPUTE_TYPE).
+            asset_publishing_code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(compute_type=asset_compute_type),
+                timeout=asset_timeout,
             ),
             # The CLI and cdk-assets the generated projects install (self-mutation, the security
             # check, asset publishing): pinned, as for the synth itself (package.json).

@@ -287,6 +287,11 @@ def test_asset_stage_builds_and_pushes_the_workloads_image(pipeline_app):
         if r["Type"] == "AWS::CodeBuild::Project" and r["Properties"]["Environment"].get("PrivilegedMode")
     ]
     assert len(projects) == 2  # one per image: the workloads image and the NVIDIA device plugin
+    # On a host sized for the CUDA image's build and pushes, not CodeBuild's 2-vCPU default with
+    # its 60-minute limit (stacks/pipeline_stack.py ASSET_COMPUTE_TYPE states the estimate).
+    for project in projects:
+        assert project["Properties"]["Environment"]["ComputeType"] == "BUILD_GENERAL1_LARGE"
+        assert project["Properties"]["TimeoutInMinutes"] == 120
     images = []
     for manifest in out.glob("assembly-*/*.assets.json"):
         images += json.loads(manifest.read_text()).get("dockerImages", {}).values()
