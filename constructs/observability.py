@@ -408,20 +408,20 @@ class PlatformObservability(Construct):
                     conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
                 )
             )
-        # Both services encrypt what they publish with the topic's key (SNS developer guide,
-        # "Configure KMS permissions for AWS services").
+        # Both services encrypt what they publish with the topic's key. The statement is AWS's own
+        # for each: "Giving Amazon Managed Service for Prometheus permission to send alert messages
+        # to your Amazon SNS topic" (AMP user guide) and "Configure AWS KMS permissions for AWS
+        # services" (SNS developer guide) grant kms:GenerateDataKey* and kms:Decrypt to the
+        # service principal with no condition. Neither says that a publish by the service carries
+        # kms:ViaService or aws:SourceAccount to KMS, and a condition the call lacks would drop
+        # every alert without an error anyone sees; the account guard stays on the topic's policy
+        # above, where AMP's example puts it.
         key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="AllowAlarmPublishers",
                 principals=[iam.ServicePrincipal("aps.amazonaws.com"), iam.ServicePrincipal("events.amazonaws.com")],
                 actions=["kms:GenerateDataKey*", "kms:Decrypt"],
                 resources=["*"],
-                conditions={
-                    "StringEquals": {
-                        "aws:SourceAccount": stack.account,
-                        "kms:ViaService": f"sns.{stack.region}.amazonaws.com",
-                    }
-                },
             )
         )
         return topic

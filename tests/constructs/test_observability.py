@@ -114,6 +114,36 @@ def test_container_log_groups_precede_the_addon_with_key_and_retention(env, synt
 
 
 @pytest.mark.parametrize("env", ENVS)
+def test_the_alarm_publishers_key_statement_is_awss_own(env, synthesized):
+    """AMP's and EventBridge's use of the topic's key is granted as AWS's examples grant it, with
+    no condition that their publish might not carry (a missing one drops every alert silently);
+    the account guard is on the topic's policy."""
+    _, _, stacks = synthesized(env)
+    [statement] = [
+        s
+        for key in template_of(stacks.storage).find_resources("AWS::KMS::Key").values()
+        for s in key["Properties"]["KeyPolicy"]["Statement"]
+        if s.get("Sid") == "AllowAlarmPublishers"
+    ]
+    assert statement == {
+        "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+        "Effect": "Allow",
+        "Principal": {"Service": ["aps.amazonaws.com", "events.amazonaws.com"]},
+        "Resource": "*",
+        "Sid": "AllowAlarmPublishers",
+    }
+    topic_policy = template_of(stacks.cluster).find_resources("AWS::SNS::TopicPolicy")
+    publishers = [
+        s
+        for p in topic_policy.values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Sid") in ("PublishAps", "PublishEvents")
+    ]
+    assert len(publishers) == 2
+    assert all("aws:SourceAccount" in s["Condition"]["StringEquals"] for s in publishers)
+
+
+@pytest.mark.parametrize("env", ENVS)
 def test_alarms_reach_one_encrypted_topic(env, synthesized):
     _, config, stacks = synthesized(env)
     t = template_of(stacks.cluster)
