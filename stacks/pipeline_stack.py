@@ -111,7 +111,10 @@ class PipelineStack(Stack):
         for env in environments:
             stage = PlatformStage(self, stage_id(env), config=env)
             self.delivery.add_environment(
-                stage, production=env.production, description=f"{env.name} ({env.account}/{env.region})"
+                stage,
+                production=env.production,
+                description=f"{env.name} ({env.account}/{env.region})",
+                environment=env.name,
             )
             self.stages.append(stage)
         self.delivery.build()
