@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from config.names import HYPERPOD_HEALTH_LABEL, INSTANCE_TYPE_LABEL
+from config.names import HYPERPOD_HEALTH_LABEL, INSTANCE_TYPE_LABEL, SYSTEM_NODE_SELECTOR
 
 # One operator reconciles every RayCluster/RayJob/RayService of the platform: a few dozen objects.
 # 100m/512Mi is the chart's own request; the limits leave headroom for reconcile bursts when
@@ -81,10 +81,19 @@ def secrets_store_configuration() -> dict[str, Any]:
 
 
 # CoreDNS (EKS add-on): two replicas of 100m / 70Mi (the upstream CoreDNS deployment's
-# requests), on the system nodes (HyperPod nodes carry no label it would select, and
-# the placement check keeps it where the platform expects it).
+# requests), pinned to the system nodes. Without a selector the add-on's Deployment may land on
+# any Linux node, HyperPod's included, whose security group admits DNS over TCP only: a replica
+# there would drop the UDP queries of the system pods and the Ray heads. The add-on takes
+# ``replicaCount``, ``resources`` and ``nodeSelector`` as configuration values (EKS's schema for
+# coredns, ``aws eks describe-addon-configuration --addon-name coredns``); the placement check
+# (sizing/placement.py) places the pods these values describe.
 COREDNS_REPLICAS = 2
 COREDNS_RESOURCES = {"requests": {"cpu": "100m", "memory": "70Mi"}, "limits": {"memory": "170Mi"}}
+COREDNS_CONFIGURATION: dict[str, Any] = {
+    "replicaCount": COREDNS_REPLICAS,
+    "resources": COREDNS_RESOURCES,
+    "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+}
 
 
 def every_node_tolerations() -> list[dict[str, str]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -13,23 +12,11 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from config.environment import EnvironmentConfig
+from config.errors import ConfigError
+from config.yaml_source import display_path, read_text, read_yaml
 from sizing import placement as sizing_placement
 
 CONFIG_DIR = Path(__file__).resolve().parent
-
-
-class ConfigError(Exception):
-    """A configuration is invalid. ``errors`` holds one line per problem."""
-
-    def __init__(self, source: str, errors: list[str]):
-        self.source = source
-        self.errors = errors
-        super().__init__(self.render())
-
-    def render(self) -> str:
-        n = len(self.errors)
-        head = f"{self.source}: {n} configuration error{'s' if n != 1 else ''}:"
-        return "\n".join([head] + [f"  - {e}" for e in self.errors])
 
 
 # YAML files in config/ that are not environments: the pipeline's config (config/pipeline.py).
@@ -110,14 +97,6 @@ REMOVED_KEYS: dict[str, str] = {
 
 # (key path, at the key itself rather than its value) -> "file:line:column", or None
 Place = Callable[[tuple[Any, ...], bool], str | None]
-
-
-def display_path(path: Path) -> str:
-    """``path`` relative to the working directory when under it (what an editor or terminal opens)."""
-    try:
-        return os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd()) else str(path)
-    except ValueError:
-        return str(path)
 
 
 def _node_marks(node: yaml.Node, prefix: tuple[Any, ...], marks: dict[tuple[Any, ...], yaml.Mark]) -> None:
@@ -243,26 +222,12 @@ def load_environment(name: str, config_dir: Path = CONFIG_DIR) -> EnvironmentCon
             f"-c env={name}",
             [f"unknown environment {name!r}; known environments: {', '.join(known)}"],
         )
-    text = path.read_text()
+    text = read_text(path)
     data = read_yaml(text, path)
     if not isinstance(data, dict):
         raise ConfigError(path.name, [f"{display_path(path)}:1:1: the file must hold a mapping of keys to values"])
     data.setdefault("name", name)
     return parse_environment(data, source=path.name, place=places_of(text, path))
-
-
-def read_yaml(text: str, path: Path) -> Any:
-    """The YAML document of ``path``; a syntax error is one ConfigError line with its place."""
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{display_path(path)}:{mark.line + 1}:{mark.column + 1}" if mark else display_path(path)
-        problem = getattr(err, "problem", None) or str(err)
-        context = getattr(err, "context", None)
-        raise ConfigError(
-            path.name, [f"{where}: not valid YAML: {problem}" + (f" ({context})" if context else "")]
-        ) from None
 
 
 def parse_environment(

@@ -93,3 +93,8 @@ def inference_service_name(name_prefix: str, app_name: str) -> str:
 def llm_service_name(name_prefix: str) -> str:
     """The LLM RayService (config ``inference.llm``)."""
     return f"{name_prefix}-{LLM_APP}"
+
+
+# The CDK bootstrap's default qualifier: it names the bootstrap roles and the assets repository
+# (cdk-hnb659fds-lookup-role-ACCOUNT-REGION, cdk-hnb659fds-container-assets-ACCOUNT-REGION).
+CDK_QUALIFIER = "hnb659fds"

@@ -61,6 +61,22 @@ TRAIN_GOODPUT_RUN_LABEL = "ray_train_run_name"
 TRAIN_GOODPUT_BUCKETS = ("productive", "redone", "checkpoint", "startup", "waiting", "other")
 # The window of the goodput alert and of the dashboard's windowed goodput.
 TRAIN_GOODPUT_WINDOW = "1h"
+# The Serve error-rate alert's rate() window: 5 minutes, longer at slow scrapes. rate() needs two
+# samples inside its window, and a window of exactly two intervals holds two only when the scrapes
+# line up with it: four intervals (Prometheus' own rule of thumb for rate windows) always hold
+# three or more, also with a late scrape.
+SERVE_ERROR_WINDOW_SECONDS = 300
+SAMPLES_PER_RATE_WINDOW = 4
+
+
+def duration(seconds: int) -> str:
+    """A Prometheus duration: whole minutes as ``Nm``, else ``Ns``."""
+    return f"{seconds // 60}m" if seconds % 60 == 0 else f"{seconds}s"
+
+
+def seconds_of(text: str) -> int:
+    """Seconds of a Prometheus duration of one unit (``30s``, ``5m``, ``1h``)."""
+    return int(text[:-1]) * {"s": 1, "m": 60, "h": 3600}[text[-1]]
 
 
 def prometheus_name(ray_metric: str) -> str:
@@ -121,7 +137,7 @@ class Observability(Frozen):
         default=0.05,
         gt=0,
         lt=1,
-        description="Serve 5xx responses over all responses, per application over 5 minutes, above which the Serve5xxRate alert fires.",
+        description="Serve 5xx responses over all responses, per application over 5 minutes (or four scrape intervals, when longer), above which the Serve5xxRate alert fires.",
     )
 
     training_goodput_min: float = Field(
@@ -138,6 +154,11 @@ class Observability(Frozen):
     )
 
     _retention = field_validator("log_retention_days")(classmethod(lambda cls, v: log_retention_days(v)))
+
+    @property
+    def serve_error_window(self) -> str:
+        """The Serve5xxRate alert's rate() window: five minutes, or four scrapes when longer."""
+        return duration(max(SERVE_ERROR_WINDOW_SECONDS, SAMPLES_PER_RATE_WINDOW * self.scrape_interval_seconds))
 
     @field_validator("alarm_emails")
     @classmethod

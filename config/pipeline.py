@@ -11,18 +11,18 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from config.base import Frozen
 from config.environment import EnvironmentConfig
+from config.errors import ConfigError
 from config.fields import AccountId, RegionName
 from config.loader import (
     CONFIG_DIR,
-    ConfigError,
     Place,
     format_validation_error,
     known_environments,
     load_environment,
     places_of,
-    read_yaml,
     with_place,
 )
+from config.yaml_source import read_text, read_yaml
 
 PIPELINE_FILE = "pipeline.yaml"
 CONNECTION_ARN_RE = re.compile(
@@ -189,7 +189,7 @@ def parse_pipeline(
 def load_pipeline(config_dir: Path = CONFIG_DIR) -> tuple[PipelineConfig, list[EnvironmentConfig]]:
     path = config_dir / PIPELINE_FILE
     try:
-        text = path.read_text()
+        text = read_text(path)
     except FileNotFoundError:
         raise ConfigError(PIPELINE_FILE, [f"{path} is missing; the pipeline needs it"]) from None
     return parse_pipeline(read_yaml(text, path), config_dir=config_dir, place=places_of(text, path))

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import Duration, Stack, Stage, pipelines
+from aws_cdk import Aws, Duration, Stack, Stage, pipelines
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import aws_iam as iam
@@ -20,6 +20,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
 from config import versions
+from config.names import CDK_QUALIFIER
 from constructs.compliance import acknowledge, cfn_lint_ignore, checkov_skip
 
 _ARTIFACTS = (
@@ -121,6 +122,11 @@ def docker_hub_credential_for_assets(secret: secretsmanager.ISecret) -> pipeline
     )
 
 
+# The AWS profile the preflight step writes: the environment's lookup role, from CodeBuild's own
+# credentials.
+PREFLIGHT_PROFILE = "stage-lookup"
+
+
 class DeliveryPipeline(Construct):
     """``CodePipeline`` plus the gates every production stage gets."""
 
@@ -137,11 +143,14 @@ class DeliveryPipeline(Construct):
         synth_install_commands: Sequence[str],
         synth_compute_type: codebuild.ComputeType,
         synth_timeout: Duration,
+        asset_compute_type: codebuild.ComputeType,
+        asset_timeout: Duration,
         cross_account_keys: bool,
         docker_hub_credential: secretsmanager.ISecret,
     ) -> None:
         super().__init__(scope, construct_id)
         source = pipelines.CodePipelineSource.connection(repository, branch, connection_arn=connection_arn)
+        self.source = source
         self.pipeline = pipelines.CodePipeline(
             self,
             "Pipeline",
@@ -173,6 +182,12 @@ class DeliveryPipeline(Construct):
                     build_image=codebuild.LinuxBuildImage.from_code_build_image_id(versions.PIPELINE_BUILD_IMAGE)
                 )
             ),
+            # The asset stage's projects (one per asset) build the images: a host and a time
+            # limit for the largest build (stacks/pipeline_stack.py ASSET_COMPUTE_TYPE).
+            asset_publishing_code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(compute_type=asset_compute_type),
+                timeout=asset_timeout,
+            ),
             # The CLI and cdk-assets the generated projects install (self-mutation, the security
             # check, asset publishing): pinned, as for the synth itself (package.json).
             cli_version=versions.cdk_cli_version(),
@@ -187,18 +202,43 @@ class DeliveryPipeline(Construct):
             docker_credentials=[docker_hub_credential_for_assets(docker_hub_credential)],
         )
 
-    def add_environment(self, stage: Stage, *, production: bool, description: str) -> pipelines.StageDeployment:
-        """Deploy ``stage``; a production stage first runs the permissions-broadening check, then
-        waits for a person to approve."""
-        pre: list[pipelines.Step] = []
+    def preflight_step(self, environment: str, *, account: str, region: str) -> pipelines.CodeBuildStep:
+        """``hpray preflight`` for ``environment`` from the source checkout, signed in to the
+        environment's account with its CDK lookup role (read-only; ``cdk bootstrap --trust`` of the
+        pipeline account lets the pipeline assume it): the same checks as a manual deploy's step 2
+        (credential secret and pull-through rules, add-on builds, quotas, AZ IDs, bootstrap,
+        CIDR overlaps). A failed check fails the stage before any of its stacks changes."""
+        lookup_role = f"arn:{Aws.PARTITION}:iam::{account}:role/cdk-{CDK_QUALIFIER}-lookup-role-{account}-{region}"
+        return pipelines.CodeBuildStep(
+            f"Preflight{''.join(p.capitalize() for p in environment.split('-'))}",
+            input=self.source,
+            install_commands=["python -m pip install --quiet --disable-pip-version-check ."],
+            commands=[
+                # CodeBuild's own credentials (the container's) assume the lookup role through a profile.
+                "mkdir -p ~/.aws",
+                f"printf '[profile {PREFLIGHT_PROFILE}]\\nrole_arn = %s\\ncredential_source = EcsContainer\\n' "
+                f"'{lookup_role}' >> ~/.aws/config",
+                f"hpray preflight --env {environment} --config-dir config --profile {PREFLIGHT_PROFILE}",
+            ],
+            role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[lookup_role])],
+        )
+
+    def add_environment(
+        self, stage: Stage, *, production: bool, description: str, environment: str
+    ) -> pipelines.StageDeployment:
+        """Deploy ``stage`` after its preflight (``preflight_step``); a production stage then runs
+        the permissions-broadening check and waits for a person to approve."""
+        preflight = self.preflight_step(environment, account=stage.account or "", region=stage.region or "")
+        pre: list[pipelines.Step] = [preflight]
         if production:
             broadening = pipelines.ConfirmPermissionsBroadening("ConfirmPermissionsBroadening", stage=stage)
             approval = pipelines.ManualApprovalStep(
                 "ApproveProduction",
                 comment=f"Promote to {description}: read the review report and the change sets first.",
             )
+            broadening.add_step_dependency(preflight)
             approval.add_step_dependency(broadening)
-            pre = [broadening, approval]
+            pre = [preflight, broadening, approval]
         return self.pipeline.add_stage(stage, pre=pre)
 
     def build(self) -> None:

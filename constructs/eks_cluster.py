@@ -323,7 +323,9 @@ class PlatformEksCluster(Construct):
             ).node.add_dependency(self.system_nodegroup, pod_identity)
 
         # CoreDNS is a Deployment: it needs the nodes to become ACTIVE.
-        coredns = addon("CoreDns", "coredns")
+        coredns = addon(
+            "CoreDns", "coredns", configuration_values=json.dumps(addons_config.COREDNS_CONFIGURATION, sort_keys=True)
+        )
         coredns.node.add_dependency(self.system_nodegroup)
 
         self.fsx_csi_role = pod_identity_role(

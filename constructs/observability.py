@@ -114,6 +114,7 @@ def alerting_rules(observability: Observability) -> dict[str, Any]:
     HTTP counters (the series Ray's Serve dashboard plots) and the training job's goodput gauges
     (the series the training dashboard's Goodput row plots)."""
     ratio = observability.serve_error_ratio
+    window = observability.serve_error_window
     goodput_min = observability.training_goodput_min
     return {
         "groups": [
@@ -138,8 +139,8 @@ def alerting_rules(observability: Observability) -> dict[str, Any]:
                     {
                         "alert": "Serve5xxRate",
                         "expr": (
-                            'sum by (application) (rate(ray_serve_num_http_error_requests_total{error_code=~"5.."}[5m]))'
-                            " / sum by (application) (rate(ray_serve_num_http_requests_total[5m]))"
+                            f'sum by (application) (rate(ray_serve_num_http_error_requests_total{{error_code=~"5.."}}[{window}]))'
+                            f" / sum by (application) (rate(ray_serve_num_http_requests_total[{window}]))"
                             f" > {ratio:g}"
                         ),
                         "for": "5m",
@@ -407,20 +408,20 @@ class PlatformObservability(Construct):
                     conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
                 )
             )
-        # Both services encrypt what they publish with the topic's key (SNS developer guide,
-        # "Configure KMS permissions for AWS services").
+        # Both services encrypt what they publish with the topic's key. The statement is AWS's own
+        # for each: "Giving Amazon Managed Service for Prometheus permission to send alert messages
+        # to your Amazon SNS topic" (AMP user guide) and "Configure AWS KMS permissions for AWS
+        # services" (SNS developer guide) grant kms:GenerateDataKey* and kms:Decrypt to the
+        # service principal with no condition. Neither says that a publish by the service carries
+        # kms:ViaService or aws:SourceAccount to KMS, and a condition the call lacks would drop
+        # every alert without an error anyone sees; the account guard stays on the topic's policy
+        # above, where AMP's example puts it.
         key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="AllowAlarmPublishers",
                 principals=[iam.ServicePrincipal("aps.amazonaws.com"), iam.ServicePrincipal("events.amazonaws.com")],
                 actions=["kms:GenerateDataKey*", "kms:Decrypt"],
                 resources=["*"],
-                conditions={
-                    "StringEquals": {
-                        "aws:SourceAccount": stack.account,
-                        "kms:ViaService": f"sns.{stack.region}.amazonaws.com",
-                    }
-                },
             )
         )
         return topic

@@ -141,8 +141,11 @@ def platform_pods(env: EnvironmentConfig, situation: str = "configured", *, lost
     pods.append(
         pod_from_spec(
             "coredns",
-            {"nodeSelector": dict(names.SYSTEM_NODE_SELECTOR), "containers": [{"resources": addons.COREDNS_RESOURCES}]},
-            replicas=addons.COREDNS_REPLICAS,
+            {
+                "nodeSelector": addons.COREDNS_CONFIGURATION["nodeSelector"],
+                "containers": [{"resources": addons.COREDNS_CONFIGURATION["resources"]}],
+            },
+            replicas=addons.COREDNS_CONFIGURATION["replicaCount"],
         )
     )
     pods.append(

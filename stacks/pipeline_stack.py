@@ -40,6 +40,20 @@ SYNTH_INSTALL_COMMANDS = (
 # timeout leaves ten times the time for a slower host and slower downloads.
 SYNTH_COMPUTE_TYPE = codebuild.ComputeType.SMALL
 SYNTH_TIMEOUT = Duration.minutes(20)
+# The asset stage builds the workloads image (workloads/Dockerfile) and pushes it into every
+# environment's account. No Docker daemon runs where this project is tested, so the size is an
+# estimate from the build's parts, stated in docs/deploy.md ("The pipeline's asset stage"): the
+# CUDA Ray base (about 6 GB compressed, 15 GB unpacked) pulled once for two stages, aws-ofi-nccl
+# compiled with make -j(nproc), the EFA installer run twice, torch's CUDA wheels and their NVIDIA
+# libraries installed (about 4 GB downloaded, 8 GB unpacked, committed as one layer that the
+# builder compresses on every core), then the image (about 10 GB compressed) pushed three times.
+# CodeBuild's default host (BUILD_GENERAL1_SMALL: 2 vCPUs, 3 GB, 64 GB of disk) holds the base,
+# the pip layer, its compressed copy and the build cache with little room, and spends most of an
+# hour in compression and the compile; its default limit is 60 minutes. LARGE (8 vCPUs, 15 GB,
+# 128 GB of disk) parallelises the compile and the compression and doubles the disk; 120 minutes
+# leave twice the estimated worst case (about 55 minutes with a cold cache) for a slow registry.
+ASSET_COMPUTE_TYPE = codebuild.ComputeType.LARGE
+ASSET_TIMEOUT = Duration.minutes(120)
 
 
 def stage_id(env: EnvironmentConfig) -> str:
@@ -84,6 +98,8 @@ class PipelineStack(Stack):
             synth_install_commands=SYNTH_INSTALL_COMMANDS,
             synth_compute_type=SYNTH_COMPUTE_TYPE,
             synth_timeout=SYNTH_TIMEOUT,
+            asset_compute_type=ASSET_COMPUTE_TYPE,
+            asset_timeout=ASSET_TIMEOUT,
             # Cross-account KMS keys on the artifact bucket whenever a stage deploys into another
             # account than the pipeline's (otherwise the stage accounts cannot read artifacts).
             cross_account_keys=any(e.account != pipeline_config.account for e in environments),
@@ -95,7 +111,10 @@ class PipelineStack(Stack):
         for env in environments:
             stage = PlatformStage(self, stage_id(env), config=env)
             self.delivery.add_environment(
-                stage, production=env.production, description=f"{env.name} ({env.account}/{env.region})"
+                stage,
+                production=env.production,
+                description=f"{env.name} ({env.account}/{env.region})",
+                environment=env.name,
             )
             self.stages.append(stage)
         self.delivery.build()

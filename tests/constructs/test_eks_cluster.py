@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -447,3 +448,45 @@ def _ours(depends_on: list[str]) -> set[str]:
     """DependsOn without what aws-cdk-lib adds itself: the cluster's kubectl barrier, and the
     node group's role beside the node group."""
     return {d for d in depends_on if "KubectlReadyBarrier" not in d and "SystemNodesNodeGroupRole" not in d}
+
+
+# The EKS coredns add-on's own tolerations (its Deployment as EKS installs it).
+COREDNS_DEFAULT_TOLERATIONS = [
+    {"key": "CriticalAddonsOnly", "operator": "Exists"},
+    {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"},
+]
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_coredns_runs_only_where_every_dns_client_reaches_it(env, synthesized):
+    """CoreDNS as the synthesized add-on configures it can be scheduled on the system nodes only:
+    the part the flow table places on "system-nodes", whose security group admits DNS over UDP and
+    TCP from the HyperPod pods, the system pods and the Ray heads. (Unpinned, it could move onto a
+    HyperPod node, which admits TCP only.) The placement check places the same pods."""
+    from config import addons
+    from constructs.flows import PARTS
+    from sizing import placement, pods, scheduling
+
+    _, config, stacks = synthesized(env)
+    [addon] = [
+        r["Properties"]
+        for r in resources(template_of(stacks.cluster), "AWS::EKS::Addon").values()
+        if r["Properties"]["AddonName"] == "coredns"
+    ]
+    values = json.loads(addon.get("ConfigurationValues", "{}"))
+    pod = scheduling.pod_from_spec(
+        "coredns",
+        {
+            "nodeSelector": values.get("nodeSelector") or {},
+            "containers": [{"resources": values.get("resources") or {}}],
+            "tolerations": COREDNS_DEFAULT_TOLERATIONS,
+        },
+        replicas=values.get("replicaCount", 2),
+    )
+    where = sorted(p.name for p in pods.pools(config) if scheduling.selects(pod, p))
+    assert where == ["system"]
+    assert PARTS["coredns"].on == "system-nodes"
+    # The placement check's CoreDNS pods are the add-on's (it leaves the tolerations out).
+    [placed] = [p for p in placement.platform_pods(config) if p.name == "coredns"]
+    assert dataclasses.replace(placed, tolerations=pod.tolerations) == pod
+    assert values == addons.COREDNS_CONFIGURATION

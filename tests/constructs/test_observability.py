@@ -25,6 +25,7 @@ from constructs import observability as co
 from config import load_environment
 from config import observability as obs
 from config.names import KUBERAY_NAMESPACE
+from config.observability import Observability
 from tests.conftest import template_of
 
 ENVS = ["dev", "staging", "prod"]
@@ -110,6 +111,36 @@ def test_container_log_groups_precede_the_addon_with_key_and_retention(env, synt
     # The key policy lets CloudWatch Logs use the key for these groups only.
     key_policy = json.dumps(template_of(stacks.storage).find_resources("AWS::KMS::Key"))
     assert f"log-group:{obs.container_log_group_prefix(config.eks_cluster_name)}*" in key_policy
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_the_alarm_publishers_key_statement_is_awss_own(env, synthesized):
+    """AMP's and EventBridge's use of the topic's key is granted as AWS's examples grant it, with
+    no condition that their publish might not carry (a missing one drops every alert silently);
+    the account guard is on the topic's policy."""
+    _, _, stacks = synthesized(env)
+    [statement] = [
+        s
+        for key in template_of(stacks.storage).find_resources("AWS::KMS::Key").values()
+        for s in key["Properties"]["KeyPolicy"]["Statement"]
+        if s.get("Sid") == "AllowAlarmPublishers"
+    ]
+    assert statement == {
+        "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+        "Effect": "Allow",
+        "Principal": {"Service": ["aps.amazonaws.com", "events.amazonaws.com"]},
+        "Resource": "*",
+        "Sid": "AllowAlarmPublishers",
+    }
+    topic_policy = template_of(stacks.cluster).find_resources("AWS::SNS::TopicPolicy")
+    publishers = [
+        s
+        for p in topic_policy.values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Sid") in ("PublishAps", "PublishEvents")
+    ]
+    assert len(publishers) == 2
+    assert all("aws:SourceAccount" in s["Condition"]["StringEquals"] for s in publishers)
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -405,3 +436,79 @@ def test_a_firing_rule_reaches_the_alarm_topic_through_the_real_alertmanager(syn
         if k.startswith("MessageAttributes.entry.") and k.endswith(".Name")
     }
     assert attrs == {"source": "amp"}
+
+
+# --- every alert's window holds its samples at every allowed scrape interval ---------------------
+
+
+def _windows(expr: str) -> list[int]:
+    return [obs.seconds_of(w) for w in re.findall(r"\[(\d+[smh])\]", expr)]
+
+
+@pytest.mark.parametrize("interval", [obs.MIN_SCRAPE_INTERVAL_SECONDS, 60, 90, 300])
+def test_each_rule_window_holds_four_scrapes_at_the_configured_interval(interval):
+    config = load_environment("dev").observability.model_copy(update={"scrape_interval_seconds": interval})
+    rules = [r for g in co.alerting_rules(config)["groups"] for r in g["rules"]]
+    windows = {r["alert"]: _windows(r["expr"]) for r in rules}
+    assert windows["Serve5xxRate"] and windows["TrainingGoodputLow"]
+    for alert, seconds in windows.items():
+        assert all(w >= obs.SAMPLES_PER_RATE_WINDOW * interval for w in seconds), (alert, seconds, interval)
+    # The default interval keeps the five-minute window (the deployed rules do not change).
+    if interval == obs.MIN_SCRAPE_INTERVAL_SECONDS:
+        assert windows["Serve5xxRate"] == [300, 300]
+
+
+def test_serve_5xx_alert_fires_at_the_slowest_allowed_scrape_interval(tmp_path):
+    """Scraped every 300 s (the most the config allows), an application answering 20 % 5xx for
+    an hour: the alert fires (with a five-minute window, rate() found one sample and never did);
+    a healthy one does not."""
+    slowest = Observability.model_fields["scrape_interval_seconds"].metadata
+    top = max(m.le for m in slowest if getattr(m, "le", None) is not None)
+    config = load_environment("dev").observability.model_copy(update={"scrape_interval_seconds": top})
+    rules = co.alerting_rules(config)
+    [rule] = [r for g in rules["groups"] for r in g["rules"] if r["alert"] == "Serve5xxRate"]
+    steps = 13  # an hour at one sample every 300 s
+
+    def counter(per_scrape: int) -> str:
+        return " ".join(str(per_scrape * i) for i in range(steps))
+
+    series = [
+        {"series": 'ray_serve_num_http_requests_total{application="bad"}', "values": counter(100)},
+        {
+            "series": 'ray_serve_num_http_error_requests_total{application="bad",error_code="500"}',
+            "values": counter(20),
+        },
+        {"series": 'ray_serve_num_http_requests_total{application="good"}', "values": counter(100)},
+        {
+            "series": 'ray_serve_num_http_error_requests_total{application="good",error_code="500"}',
+            "values": counter(0),
+        },
+    ]
+    (tmp_path / "rules.yml").write_text(co.yaml_text(rules))
+    summary = rule["annotations"]["summary"].replace("{{ $labels.application }}", "bad")
+    tests = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": f"{top}s",
+                "input_series": series,
+                "alert_rule_test": [
+                    {
+                        "eval_time": "60m",
+                        "alertname": "Serve5xxRate",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {"severity": "warning", "application": "bad"},
+                                "exp_annotations": {"summary": summary},
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    (tmp_path / "tests.yml").write_text(co.yaml_text(tests))
+    assert PROMTOOL, "promtool missing: `make test` installs it (Debian package prometheus, Makefile APT_PACKAGES)"
+    proc = subprocess.run([PROMTOOL, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -69,13 +69,15 @@ def _actions(template, stage_name):
 def test_production_stage_checks_broadening_then_waits_for_approval_then_deploys(pipeline_app):
     _, _, template, _ = pipeline_app
     actions = {a[0]: a for a in _actions(template, "Prod")}
+    preflight = actions.pop("PreflightProd")
     check = actions.pop("ConfirmPermissionsBroadening.Check")
     confirm = actions.pop("ConfirmPermissionsBroadening.Confirm")  # auto-approved unless IAM/SG broaden
     approval = actions.pop("ApproveProduction")
     assert check[1:3] == ("Build", "CodeBuild") and confirm[1:3] == approval[1:3] == ("Approval", "Manual")
     deploys = list(actions.values())
     assert deploys and {a[2] for a in deploys} == {"CloudFormation"}
-    assert check[3] < confirm[3] < approval[3] < min(a[3] for a in deploys)
+    assert preflight[1:3] == ("Build", "CodeBuild")
+    assert preflight[3] < check[3] < confirm[3] < approval[3] < min(a[3] for a in deploys)
 
 
 @pytest.mark.parametrize("stage", ["Dev", "Staging"])
@@ -83,7 +85,40 @@ def test_non_production_stages_deploy_without_gates(pipeline_app, stage):
     _, _, template, _ = pipeline_app
     actions = _actions(template, stage)
     assert not [a for a in actions if a[1] == "Approval" or a[0].startswith("ConfirmPermissionsBroadening")]
-    assert {a[2] for a in actions} == {"CloudFormation"}
+    [preflight] = [a for a in actions if a[0] == f"Preflight{stage}"]
+    deploys = [a for a in actions if a != preflight]
+    assert {a[2] for a in deploys} == {"CloudFormation"}
+    assert preflight[1:3] == ("Build", "CodeBuild") and preflight[3] < min(a[3] for a in deploys)
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_each_stage_runs_hpray_preflight_with_its_lookup_role_before_its_stacks(pipeline_app, env):
+    """The checks of a manual deploy's step 2 (credential secret and pull-through rules, quotas,
+    bootstrap, ...) run before every stage, signed in to the stage's account with its CDK lookup
+    role, which is the only role the step's project may assume."""
+    from config import load_environment
+
+    config = load_environment(env)
+    _, _, template, _ = pipeline_app
+    lookup = f"role/cdk-hnb659fds-lookup-role-{config.account}-{config.region}"
+    [project] = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CodeBuild::Project"
+        and f"hpray preflight --env {env} --config-dir config --profile stage-lookup" in json.dumps(r)
+    ]
+    spec = json.dumps(project["Source"]["BuildSpec"])
+    assert lookup in spec and "credential_source = EcsContainer" in spec
+    assert "pip install --quiet --disable-pip-version-check ." in spec
+    role = project["ServiceRole"]["Fn::GetAtt"][0]
+    assumes = [
+        json.dumps(s["Resource"])
+        for p in template["Resources"].values()
+        if p["Type"] == "AWS::IAM::Policy" and {"Ref": role} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "sts:AssumeRole" in s["Action"]
+    ]
+    assert len(assumes) == 1 and lookup in assumes[0]
 
 
 def test_source_connection_and_synth_commands_from_config(pipeline_app):
@@ -287,6 +322,11 @@ def test_asset_stage_builds_and_pushes_the_workloads_image(pipeline_app):
         if r["Type"] == "AWS::CodeBuild::Project" and r["Properties"]["Environment"].get("PrivilegedMode")
     ]
     assert len(projects) == 2  # one per image: the workloads image and the NVIDIA device plugin
+    # On a host sized for the CUDA image's build and pushes, not CodeBuild's 2-vCPU default with
+    # its 60-minute limit (stacks/pipeline_stack.py ASSET_COMPUTE_TYPE states the estimate).
+    for project in projects:
+        assert project["Properties"]["Environment"]["ComputeType"] == "BUILD_GENERAL1_LARGE"
+        assert project["Properties"]["TimeoutInMinutes"] == 120
     images = []
     for manifest in out.glob("assembly-*/*.assets.json"):
         images += json.loads(manifest.read_text()).get("dockerImages", {}).values()
