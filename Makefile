@@ -94,7 +94,7 @@ synth: deps-synth
 	@echo "==> cdk synth -c env=$(ENV) (cdk-nag AwsSolutions + NIST 800-53 R5 run inside synth)"
 	cdk synth --quiet -c env=$(ENV)
 	@echo "==> placement (sizing/placement.py: every pod fits its node pool; synth fails otherwise)"
-	$(VENV)/bin/python -m config $(ENV)
+	$(VENV)/bin/python -m sizing $(ENV)
 	$(MAKE) --no-print-directory gates
 	$(MAKE) --no-print-directory review
 
