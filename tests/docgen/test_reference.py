@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from config.loader import CONFIG_DIR
+from config.prices import PRICES_FILE
 from docgen.reference import ROOT, generated_files, main, schema_line, schemas
 
 
@@ -65,8 +66,9 @@ def test_config_file_names_its_schema_and_validates(schema_file, name):
 
 
 def test_every_config_file_has_a_schema():
+    # The price table beside config/prices.py is data the code reads, not a config one writes.
     covered = {name for _, name in _yaml_files()}
-    assert covered == {p.name for p in CONFIG_DIR.glob("*.yaml")}
+    assert covered == {p.name for p in CONFIG_DIR.glob("*.yaml")} - {PRICES_FILE.name}
 
 
 @pytest.mark.parametrize(
