@@ -6,6 +6,6 @@ worker counts, pod shapes and train-loop values); manifests, policies and report
 reports as config errors after the loader (config/loader.py), with the messages of the config
 error path: placement, the autoscaling check (``sizing.autoscaling``) and the checkpoint burst
 against FSx (``sizing.storage``). ``python -m sizing ENV`` prints the placement and sizing.
-``sizing.goodput`` is the goodput sweep on paper (Young/Daly); ``python -m docgen.sizing_page`` writes
-both into docs/reference/sizing.md.
+``sizing.goodput`` is the goodput sweep on paper (Young/Daly); ``python -m docgen.sizing_page``
+writes both into docs/reference/sizing.md.
 """
