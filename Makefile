@@ -24,7 +24,7 @@ HYPERPOD_RAY_SHARED ?= $(wildcard $(abspath $(CURDIR)/../shared))
 
 APT_PACKAGES := shellcheck bats graphviz prometheus prometheus-alertmanager redis-server openssl gnupg zsh fish
 
-TOOLING_DIRS := artifacts config sizing constructs stacks ops review workloads bench rigs
+TOOLING_DIRS := artifacts config sizing constructs stacks ops review docgen workloads bench rigs
 
 .PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test test-static lint-shell lint-docker bats clean lock rehearse-train rehearse-serve rehearse-serve-ha rehearse
 
@@ -94,7 +94,7 @@ synth: deps-synth
 	@echo "==> cdk synth -c env=$(ENV) (cdk-nag AwsSolutions + NIST 800-53 R5 run inside synth)"
 	cdk synth --quiet -c env=$(ENV)
 	@echo "==> placement (sizing/placement.py: every pod fits its node pool; synth fails otherwise)"
-	$(VENV)/bin/python -m config $(ENV)
+	$(VENV)/bin/python -m sizing $(ENV)
 	$(MAKE) --no-print-directory gates
 	$(MAKE) --no-print-directory review
 
@@ -129,7 +129,7 @@ docs: synth
 	cp cdk.out/review/architecture-$(ENV).dot cdk.out/review/architecture-$(ENV).svg cdk.out/review/architecture-$(ENV).png docs/
 
 ## docs-site: the documentation site (mkdocs.yml) into site/, strictly: a broken link or anchor
-## fails. The configuration reference in it is generated: `python -m config.reference`.
+## fails. The configuration reference in it is generated: `python -m docgen.reference`.
 docs-site: $(STAMPS)/venv
 	@echo "==> mkdocs build --strict (site/)"
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet

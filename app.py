@@ -11,10 +11,11 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
-from config import ConfigError, load_environment
+from config import ConfigError
 from config.environment import EnvironmentConfig
-from config.pipeline import PipelineConfig, load_pipeline, pipeline_selected
 from constructs.compliance import register_compliance_checks
+from sizing.check import load_checked
+from stacks.pipeline_config import PipelineConfig, load_pipeline, pipeline_selected
 from stacks.platform import PlatformStacks, build_platform
 
 DEFAULT_ENVIRONMENT = "dev"
@@ -52,7 +53,7 @@ def main() -> None:
             build_pipeline_app(app, *(load_pipeline(Path(config_dir)) if config_dir else load_pipeline()))
         else:
             env_name = app.node.try_get_context("env") or DEFAULT_ENVIRONMENT
-            build_app(app, load_environment(env_name, Path(config_dir)) if config_dir else load_environment(env_name))
+            build_app(app, load_checked(env_name, Path(config_dir)) if config_dir else load_checked(env_name))
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         sys.exit(1)

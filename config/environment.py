@@ -4,7 +4,7 @@ Each section validates its own values where they are defined. Rules that need mo
 section run here, at load time, through one pattern: ``CROSS_CHECKS``, functions of the whole
 environment that return one line per problem, so that independent mistakes are reported together.
 The sizing checks (the training job against its group, every pod on its node pool:
-sizing/placement.py) run over the environment's plan once the config has loaded (config/loader.py).
+sizing/placement.py) run over the environment's plan once the config has loaded (sizing/check.py).
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ class EnvironmentConfig(Frozen):
                     )
         version = self.eks.kubernetes_version
         if self.production and versions.in_extended_support(version) and not self.eks.extended_support_acknowledged:
-            from review.cost import extended_support_cost_text
+            from config.prices import extended_support_cost_text
 
             _, end_standard, end_extended = versions.EKS_CALENDAR[version]
             standard = [v for v in versions.supported_kubernetes_versions() if not versions.in_extended_support(v)]

@@ -1,4 +1,7 @@
-"""Load one environment's YAML into the frozen model, reporting every error at once."""
+"""Load one environment's YAML into the frozen model, reporting every error at once.
+
+The typed config only: the checks over the environment's plan (placement, autoscaling, the
+checkpoint burst) sit above it, in ``sizing.check``, which the entry points call."""
 
 from __future__ import annotations
 
@@ -14,13 +17,13 @@ from pydantic import BaseModel, ValidationError
 from config.environment import EnvironmentConfig
 from config.errors import ConfigError
 from config.yaml_source import display_path, read_text, read_yaml
-from sizing import placement as sizing_placement
 
 CONFIG_DIR = Path(__file__).resolve().parent
 
 
-# YAML files in config/ that are not environments: the pipeline's config (config/pipeline.py).
-NON_ENVIRONMENT_FILES = frozenset({"pipeline"})
+# YAML files in config/ that are not environments: the pipeline's config (stacks/pipeline_config.py)
+# and the price table (config/prices.py).
+NON_ENVIRONMENT_FILES = frozenset({"pipeline", "prices"})
 
 
 def known_environments(config_dir: Path = CONFIG_DIR) -> list[str]:
@@ -215,6 +218,12 @@ def _describe(e: Any, loc: tuple[Any, ...], root: type[BaseModel], lines: list[s
 
 def load_environment(name: str, config_dir: Path = CONFIG_DIR) -> EnvironmentConfig:
     """Read ``config/<name>.yaml`` and validate it; raise ConfigError with every problem."""
+    return load_environment_with_place(name, config_dir)[0]
+
+
+def load_environment_with_place(name: str, config_dir: Path = CONFIG_DIR) -> tuple[EnvironmentConfig, str, Place]:
+    """:func:`load_environment`, with the source name and the place lookup of its file (for
+    errors found after the load: ``sizing.check``)."""
     known = known_environments(config_dir)
     path = config_dir / f"{name}.yaml"
     if name not in known:
@@ -227,7 +236,8 @@ def load_environment(name: str, config_dir: Path = CONFIG_DIR) -> EnvironmentCon
     if not isinstance(data, dict):
         raise ConfigError(path.name, [f"{display_path(path)}:1:1: the file must hold a mapping of keys to values"])
     data.setdefault("name", name)
-    return parse_environment(data, source=path.name, place=places_of(text, path))
+    place = places_of(text, path)
+    return parse_environment(data, source=path.name, place=place), path.name, place
 
 
 def parse_environment(
@@ -237,7 +247,4 @@ def parse_environment(
         env = EnvironmentConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(source, format_validation_error(err, place=place)) from None
-    problems = sizing_placement.problems(env)
-    if problems:
-        raise ConfigError(source, [with_place(line, (), place) for line in problems])
     return env

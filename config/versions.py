@@ -92,7 +92,7 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
 
 # EKS's release calendar (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html):
 # a minor is in standard support for 14 months after its EKS release, then in
-# extended support (billed at a higher per-cluster-hour rate: review/prices.yaml) for 12 more,
+# extended support (billed at a higher per-cluster-hour rate: config/prices.yaml) for 12 more,
 # after which EKS upgrades the cluster itself. Dates: (release, end of standard, end of extended).
 EKS_CALENDAR: dict[str, tuple[date, date, date]] = {
     "1.31": (date(2024, 9, 26), date(2025, 11, 26), date(2026, 11, 26)),

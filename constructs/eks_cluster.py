@@ -189,7 +189,7 @@ class PlatformEksCluster(Construct):
         version = self.eks_config.kubernetes_version
         if self.eks_config.extended_support_acknowledged or not versions.in_extended_support(version):
             return
-        from review.cost import extended_support_cost_text
+        from config.prices import extended_support_cost_text
 
         _, end_standard, end_extended = versions.EKS_CALENDAR[version]
         Annotations.of(self.cluster).add_warning_v2(

@@ -3,7 +3,7 @@ from the platform:
 
 - a namespace with a ResourceQuota, the metrics and job NetworkPolicies of the workloads'
   namespace, and a Role bound to the team's Kubernetes group that grants what the job commands
-  need there (``ops.permissions.K8S_JOB_COMMANDS``): Ray resources, pods read, logs and
+  need there (``config.permissions.K8S_JOB_COMMANDS``): Ray resources, pods read, logs and
   port-forward; nothing on Secrets, no pod creation (so no pod runs as a service account of the
   namespace by hand), no service account tokens. The team's EKS access entries carry that group
   and no EKS access policy (``AmazonEKSEditPolicy`` would grant Secrets read and pod creation);
@@ -59,7 +59,7 @@ def team_group(team: Team) -> str:
 
 def team_role_rules() -> list[dict[str, Any]]:
     """The team's namespaced Role: what the job commands do in the namespace
-    (``ops.permissions.K8S_JOB_COMMANDS``, tests check the Role covers it) and read access to what
+    (``config.permissions.K8S_JOB_COMMANDS``, tests check the Role covers it) and read access to what
     they show (pods, their logs, events, services). Nothing on Secrets or ConfigMaps (the synced
     Ray token is a Secret), no pods create or exec, no serviceaccounts or their tokens: Ray pods
     come from RayJobs/RayServices through KubeRay only."""

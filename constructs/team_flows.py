@@ -220,8 +220,8 @@ def team_access_flows(config: EnvironmentConfig) -> list[AccessFlow]:
 
 def kube_flows(config: EnvironmentConfig) -> list[KubeFlow]:
     """Per team member: the job commands work in the team's namespace with what the access
-    entry gives (``ops.permissions.K8S_JOB_COMMANDS``), and the fences hold there and elsewhere."""
-    from ops.permissions import K8S_JOB_COMMANDS
+    entry gives (``config.permissions.K8S_JOB_COMMANDS``), and the fences hold there and elsewhere."""
+    from config.permissions import K8S_JOB_COMMANDS
 
     flows = []
     namespaces = [k8s.NAMESPACE, *(t.resolved_namespace for t in config.teams)]

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from config import ConfigError, known_environments, load_environment
+from config import ConfigError, known_environments
 from config.environment import EnvironmentConfig
 from config.loader import CONFIG_DIR
 from ops.config_dir import config_dir_of, config_dir_option
@@ -21,6 +21,7 @@ from ops.context import Command
 from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_USAGE, OpsError, UsageError
 from ops.output import to_json
 from ops.usage import Parser
+from sizing.check import load_checked
 
 PROG = "python -m ops"
 
@@ -204,7 +205,7 @@ def main(
     aws_factory: Callable[[EnvironmentConfig, str | None], Any] = _default_aws,
     kube_factory: Callable[[Any, EnvironmentConfig, argparse.Namespace], Any] = _default_kube,
     render_fn: Callable[[str, EnvironmentConfig], dict[str, Any]] | None = None,
-    load_config: Callable[[str], EnvironmentConfig] = load_environment,
+    load_config: Callable[[str], EnvironmentConfig] = load_checked,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     out: TextIO | None = None,
@@ -229,8 +230,8 @@ def main(
             from ops.base_image import run_images
 
             return run_images(args, out)
-        if args.config_dir_used != CONFIG_DIR and load_config is load_environment:
-            load_config = functools.partial(load_environment, config_dir=args.config_dir_used)
+        if args.config_dir_used != CONFIG_DIR and load_config is load_checked:
+            load_config = functools.partial(load_checked, config_dir=args.config_dir_used)
         config = load_config(args.env)
         _check_arguments(config, args, prog)
         if getattr(args, "dry_run", False):

@@ -161,9 +161,9 @@ def _version_status(entry: dict[str, Any]) -> str:
 
 
 def extended_support_monthly_extra() -> float | None:
-    """What extended support adds to one control plane per month, from the review's price table
+    """What extended support adds to one control plane per month, from the price table (config/prices.py)
     (the same figure as the cost report); None without a price table."""
-    from review.cost import extended_support_monthly_extra as from_prices
+    from config.prices import extended_support_monthly_extra as from_prices
 
     return from_prices()
 

@@ -48,7 +48,7 @@ def run_preflight_command(command: Command) -> int:
 
 def _pipeline_account(config: EnvironmentConfig) -> str | None:
     """The delivery pipeline's account when config/pipeline.yaml deploys this environment."""
-    from config.pipeline import load_pipeline
+    from stacks.pipeline_config import load_pipeline
 
     try:
         pipeline, environments = load_pipeline()

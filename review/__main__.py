@@ -23,9 +23,10 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from config.prices import load_prices
 from review.assembly import AssemblyError, load_assembly
 from review.compare import compare
-from review.cost import estimate, load_prices
+from review.cost import estimate
 from review.diagram import DiagramError, render_diagram
 from review.engines import ToolMissing, check_documents, failed_lines
 from review.flows import broken_lines, check_flows
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("assembly", help="cloud assembly directory (cdk.out)")
     parser.add_argument("--compare", metavar="PATH", help="a previous cloud assembly to diff against")
     parser.add_argument("--out", metavar="DIR", help="output directory (default: ASSEMBLY/review)")
-    parser.add_argument("--prices", metavar="YAML", help="price table (default: review/prices.yaml)")
+    parser.add_argument("--prices", metavar="YAML", help="price table (default: config/prices.yaml)")
     parser.add_argument("--no-diagram", action="store_true", help="skip the graphviz diagram")
     parser.add_argument(
         "--date",
@@ -147,13 +148,14 @@ def main(argv: list[str] | None = None) -> int:
 def config_for(env: str, stacks: list[Stack]) -> EnvironmentConfig | None:
     """The environment config whose Environment tag (or name), account and region match ``env``'s
     stacks; None when no config under config/ describes them (then no flow is checked)."""
-    from config import ConfigError, load_environment
+    from config import ConfigError
     from config.loader import known_environments
+    from sizing.check import load_checked
 
     accounts = {(s.account, s.region) for s in stacks}
     for name in known_environments():
         try:
-            config = load_environment(name)
+            config = load_checked(name)
         except ConfigError:
             continue
         if env in (name, config.tags.as_dict().get("Environment")) and accounts == {(config.account, config.region)}:

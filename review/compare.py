@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from config.prices import PriceTable
 from review.analysis import (
     IamStatement,
     SgRule,
@@ -18,7 +19,7 @@ from review.analysis import (
     show,
 )
 from review.assembly import Stack
-from review.cost import CostEstimate, PriceTable, estimate
+from review.cost import CostEstimate, estimate
 
 
 @dataclass(frozen=True)

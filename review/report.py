@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from config.prices import PriceTable
 from review import analysis as a
 from review.assembly import Stack
 from review.compare import Comparison
-from review.cost import NOT_ESTIMATED, CostEstimate, PriceTable
+from review.cost import NOT_ESTIMATED, CostEstimate
 from review.document import Document
 from review.engines import DocumentCheck
 from review.images import ImageRow, images_section
@@ -206,7 +207,7 @@ def build_report(
 
     doc.heading("Estimated monthly cost")
     doc.para(
-        f"On-demand list prices from `review/prices.yaml` ({prices.data['region']}, {prices.data['currency']}, "
+        f"On-demand list prices from `config/prices.yaml` ({prices.data['region']}, {prices.data['currency']}, "
         f"recorded {prices.data['recorded']}, {prices.hours:g} hours per month). Not estimated: {NOT_ESTIMATED}."
     )
     doc.table(

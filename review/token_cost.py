@@ -1,7 +1,7 @@
 """What a million tokens cost on an environment's GPUs: training from the sizing plan (its instance
 group, workers and the FLOPs of its model at the plan's MFU), serving from a decode roofline (the
 GPU's memory bandwidth over the served weights, times the sequences a replica decodes at once).
-Prices from review/prices.yaml (``review.cost.PriceTable``)."""
+Prices from config/prices.yaml (``config.prices.PriceTable``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from config import catalog
-from review.cost import PriceTable, load_prices
+from config.prices import PriceTable, load_prices
 from sizing.plan import plan_of
 from sizing.training import ASSUMED_MFU, flops_per_token
 
@@ -85,7 +85,7 @@ def training_token_cost(
         gpus=p.workers * p.gpus_per_worker,
         gpu_hour=gpu_hour,
         tokens_per_s_per_gpu=tps,
-        basis=basis if gpu_hour is not None else f"no price for {group.instance_type} in review/prices.yaml",
+        basis=basis if gpu_hour is not None else f"no price for {group.instance_type} in config/prices.yaml",
         goodput=goodput,
         per_million=per_million,
     )
@@ -204,7 +204,7 @@ def _serving(
     workload: str, instance_type: str, chip: str, *, gpus: int, gpu_hour: float | None, tps: float | None, basis: str
 ) -> TokenCost:
     if gpu_hour is None:
-        basis = f"no price for {instance_type} in review/prices.yaml"
+        basis = f"no price for {instance_type} in config/prices.yaml"
     return TokenCost(
         workload=workload,
         instance_type=instance_type,

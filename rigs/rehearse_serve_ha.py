@@ -412,10 +412,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(OUT))
     a = p.parse_args(argv)
 
-    from config import ConfigError, load_environment
+    from config import ConfigError
+    from sizing.check import load_checked
 
     try:
-        load_environment(a.env)
+        load_checked(a.env)
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         return 2

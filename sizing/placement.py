@@ -272,7 +272,7 @@ TABLE_HEADERS = [
 
 
 def render_table(env: EnvironmentConfig) -> str:
-    """The placement as text (``python -m config ENV``, run by `make synth`)."""
+    """The placement as text (``python -m sizing ENV``, run by `make synth`)."""
     lines = [f"Placement of {env.name}: every pod on the node pool it selects (used / allocatable)"]
     for situation, pool, nodes, pods, cpu, mem, gpus in table(env):
         lines.append(f"  [{situation}] {pool} ({nodes}): cpu {cpu}, memory {mem}, gpus {gpus}")

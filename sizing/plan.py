@@ -3,7 +3,8 @@ pod shape, and the train loop's settings, derived once per loaded config (``plan
 
 Manifests, NetworkPolicies, the flow table, ``hpray submit job``, the review's placement and
 sizing tables read the plan; the placement, autoscaling and checkpoint burst checks
-(sizing/placement.py, sizing/autoscaling.py, sizing/storage.py) run over it at load. The training
+(sizing/placement.py, sizing/autoscaling.py, sizing/storage.py) run over it once the config has
+loaded (sizing/check.py, which every entry point calls). The training
 plan's ``checkpoint`` holds one checkpoint's bytes, its write time at FSx's throughput, the
 estimated step time (and the MFU it assumes) and the run's goodput sweep (sizing/goodput.py).
 """

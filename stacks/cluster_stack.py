@@ -8,7 +8,6 @@ from typing import Any
 
 from aws_cdk import CfnOutput
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
@@ -230,12 +229,3 @@ class ClusterStack(PlatformStack):
             "UpdateKubeconfigCommand",
             value=f"aws eks update-kubeconfig --name {config.eks_cluster_name} --region {config.region}",
         )
-
-    def grant_hyperpod_access(self, role: iam.IRole) -> None:
-        """The HyperPod execution role's EKS access: nothing to create here, on purpose.
-
-        HyperPod creates the access entry of each instance group's execution role itself when the
-        HyperPod cluster is created (a second ``AWS::EKS::AccessEntry`` would collide with it).
-        The method exists so that the HyperPod stack states the relation in one place.
-        """
-        del role

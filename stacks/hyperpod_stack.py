@@ -72,7 +72,8 @@ class HyperPodStack(PlatformStack):
         )
         CfnOutput(self, "ClusterName", value=self.hyperpod.cluster_name, description="HyperPod cluster name")
         CfnOutput(self, "ClusterArn", value=self.hyperpod.cluster_arn, description="HyperPod cluster ARN")
-        # The instance groups' execution role (its EKS access: ClusterStack.grant_hyperpod_access).
+        # The instance groups' execution role. Its EKS access entry is HyperPod's to create, when it
+        # creates the cluster: no stack declares one (stacks/platform.py).
         self.execution_role = self.hyperpod.execution_role
         CfnOutput(self, "ExecutionRoleArn", value=self.execution_role.role_arn)
         CfnOutput(self, "LifecycleScriptsUri", value=self.scripts.source_s3_uri)

@@ -13,8 +13,8 @@ from constructs import Construct
 
 from config import versions
 from config.environment import EnvironmentConfig
-from config.pipeline import PipelineConfig
 from constructs.delivery_pipeline import DeliveryPipeline
+from stacks.pipeline_config import PipelineConfig
 from stacks.platform import PlatformStacks, build_platform
 
 # What the synth step runs on a fresh checkout: the pipeline synth with every gate (cdk-nag

@@ -39,8 +39,8 @@ def build_platform(scope: Construct, config: EnvironmentConfig) -> PlatformStack
         eks_cluster=cluster_stack.eks,
         node_dependencies=cluster_stack.hyperpod_node_dependencies,
     )
-    # The execution role's access entry: HyperPod creates it (see ClusterStack.grant_hyperpod_access).
-    cluster_stack.grant_hyperpod_access(hyperpod.execution_role)
+    # The execution role's EKS access entry: HyperPod creates it itself when it creates the cluster
+    # (one declared here would collide with it), so no stack declares one (tests/stacks/test_cluster_stack.py).
     for key, value in config.tags.as_dict().items():
         Tags.of(scope).add(key, value)
     return PlatformStacks(network=network_stack, storage=storage, cluster=cluster_stack, hyperpod=hyperpod)

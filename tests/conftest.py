@@ -36,12 +36,12 @@ def make_app(env_name: str, outdir: Path | None = None, **extra_context):
     import aws_cdk as cdk
 
     from app import APP_PROPS, build_app
-    from config import load_environment
+    from sizing.check import load_checked
 
     context = {**APP_PROPS["context"], **cdk_context(), "env": env_name, **extra_context}
     props = {k: v for k, v in APP_PROPS.items() if k != "context"}
     app = cdk.App(context=context, outdir=str(outdir) if outdir else None, **props)
-    config = load_environment(env_name)
+    config = load_checked(env_name)
     stacks = build_app(app, config)
     return app, config, stacks
 

@@ -59,6 +59,7 @@ def test_long_modules_say_why_they_are_one():
         "stacks",
         "review",
         "ops",
+        "docgen",
         "workloads",
         "rigs",
         "bench",

@@ -1,4 +1,5 @@
-"""The committed environment YAML as ``parse_environment`` takes it, and the errors a change to it gets."""
+"""The committed environment YAML as ``parse_environment`` takes it, and the errors a change to it gets
+(the loader's and the checks over the plan: ``sizing.check.parse_checked``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from config import ConfigError, parse_environment
+from config import ConfigError
 from config.loader import CONFIG_DIR
+from sizing.check import parse_checked
 
 
 def env_data(env: str) -> dict[str, Any]:
@@ -19,9 +21,9 @@ def env_data(env: str) -> dict[str, Any]:
 
 
 def config_errors(env: str, mutate: Callable[[dict[str, Any]], object]) -> list[str]:
-    """The errors ``parse_environment`` reports for ``env``'s committed config after ``mutate``."""
+    """The errors ``parse_checked`` reports for ``env``'s committed config after ``mutate``."""
     data = env_data(env)
     mutate(data)
     with pytest.raises(ConfigError) as info:
-        parse_environment(data, source=f"{env}.yaml")
+        parse_checked(data, source=f"{env}.yaml")
     return info.value.errors

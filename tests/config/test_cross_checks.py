@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from config import parse_environment
 from config.environment import CROSS_CHECKS
+from sizing.check import parse_checked
 from tests.config.config_data import config_errors as errors_of
 from tests.config.config_data import env_data as data_of
 
@@ -41,7 +42,7 @@ def test_a_preset_larger_than_the_gpu_memory_fails_at_load():
         "ml.g5.12xlarge has 24 GiB per A10G (85% usable: 20.4 GiB); allowed: a smaller preset, more "
         "workers with fsdp, a smaller batch"
     ]
-    parse_environment({**data_of("dev"), "training": {**data_of("dev")["training"], "model": {"preset": "llama-1b"}}})
+    parse_checked({**data_of("dev"), "training": {**data_of("dev")["training"], "model": {"preset": "llama-1b"}}})
 
 
 def test_fsdp_over_one_worker_fails_at_load():

@@ -96,7 +96,7 @@ def test_production_on_extended_support_must_acknowledge_it():
     assert errors == [
         "eks.extended_support_acknowledged: Kubernetes 1.34 left EKS standard support on 2026-12-02 and is in "
         "extended support until 2027-12-02, at $365.00 a month more than standard support (730 h x $0.60 "
-        "instead of $0.10 per cluster-hour, review/prices.yaml); a production environment must acknowledge "
+        "instead of $0.10 per cluster-hour, config/prices.yaml); a production environment must acknowledge "
         "that (eks.extended_support_acknowledged: true) or use a version in standard support (none that "
         "HyperPod supports yet)"
     ]

@@ -98,7 +98,7 @@ def test_a_check_across_keys_is_placed_at_the_key_its_message_names(config_dir):
 
 
 def test_the_pipeline_file_errors_are_placed_too(config_dir):
-    from config.pipeline import load_pipeline
+    from stacks.pipeline_config import load_pipeline
 
     for name in ("dev.yaml", "pipeline.yaml"):
         (config_dir / name).write_text((ROOT / "config" / name).read_text())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config import ConfigError, parse_environment
+from sizing.check import parse_checked
 from tests.ops.fakes import env_data
 
 ROLE = "arn:aws:iam::111111111111:role/TeamA"
@@ -18,7 +19,7 @@ def with_teams(teams):
 
 def errors_for(teams) -> list[str]:
     with pytest.raises(ConfigError) as err:
-        parse_environment(with_teams(teams), source="test.yaml")
+        parse_checked(with_teams(teams), source="test.yaml")
     return err.value.errors
 
 

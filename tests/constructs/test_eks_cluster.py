@@ -75,7 +75,7 @@ def _warnings(synthesized, env: str) -> list[str]:
 def test_unacknowledged_extended_support_warns_with_the_monthly_extra_cost(dev, synthesized):
     """dev runs the newest HyperPod version, past standard support on the pinned status date and
     not acknowledged: synth warns (templates unchanged), naming the cost from the price table."""
-    from review.cost import load_prices
+    from config.prices import load_prices
 
     config, _, _ = dev
     version = config.eks.kubernetes_version
@@ -88,7 +88,7 @@ def test_unacknowledged_extended_support_warns_with_the_monthly_extra_cost(dev, 
     assert _warnings(synthesized, "dev") == [
         f"Kubernetes {version} left EKS standard support on {end_standard.isoformat()} (extended support until "
         f"{end_extended.isoformat()}): this cluster costs ${extra:,.2f} a month more than standard support "
-        f"({prices.hours:g} h x ${extended:.2f} instead of ${standard:.2f} per cluster-hour, review/prices.yaml). "
+        f"({prices.hours:g} h x ${extended:.2f} instead of ${standard:.2f} per cluster-hour, config/prices.yaml). "
         "Set eks.extended_support_acknowledged: true to accept it, or plan an upgrade (hpray upgrade plan). "
         "[ack: hpray:eks-extended-support]"
     ]

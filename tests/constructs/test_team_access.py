@@ -47,8 +47,8 @@ def test_manifests_validate_against_kubernetes_schemas():
 
 
 def test_the_role_grants_what_every_job_command_needs_and_nothing_on_secrets_or_pods():
-    """The needs come from ops/permissions.py (what each command does in its namespace)."""
-    from ops.permissions import K8S_JOB_COMMANDS
+    """The needs come from config/permissions.py (what each command does in its namespace)."""
+    from config.permissions import K8S_JOB_COMMANDS
     from review.rbac import _matches
 
     rules = ta.team_role_rules()

@@ -12,8 +12,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from config import parse_environment
-from ops import permissions
+from config import parse_environment, permissions
 from ops.checks import FAIL, PASS, WARN
 from ops.images import evaluate_credential, evaluate_rule, expected_rules, image_checks
 from ops.status import problems_of

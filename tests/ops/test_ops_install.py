@@ -143,7 +143,7 @@ def test_the_wheel_carries_the_environments_and_the_data_files(installed_hpray):
         for p in (ROOT / package).rglob("*")
         if p.is_file() and p.suffix in (".yaml", ".json")
     }
-    assert {"config/dev.yaml", "config/staging.yaml", "config/prod.yaml", "review/prices.yaml"} <= tracked
+    assert {"config/dev.yaml", "config/staging.yaml", "config/prod.yaml", "config/prices.yaml"} <= tracked
     assert tracked <= names
 
 

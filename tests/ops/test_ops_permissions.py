@@ -5,7 +5,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from ops import permissions
+from config import permissions
 from ops.aws import Aws
 from ops.preflight import run_preflight
 from ops.status import gather

@@ -175,7 +175,7 @@ def test_extended_support_warning_says_the_monthly_difference_and_the_upgrade():
     from ops.preflight import extended_support_monthly_extra
 
     extra = extended_support_monthly_extra()
-    assert extra == pytest.approx((0.60 - 0.10) * 730)  # review/prices.yaml: extended vs standard, 730 h
+    assert extra == pytest.approx((0.60 - 0.10) * 730)  # config/prices.yaml: extended vs standard, 730 h
     row = evaluate_kubernetes_version(
         "1.33",
         "us-east-1",

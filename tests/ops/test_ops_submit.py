@@ -458,8 +458,8 @@ class TokenAuthKube(ScriptedKube):
 def test_following_a_run_sends_the_platforms_token_from_secrets_manager(shared_moto):
     import boto3
 
+    from config import permissions
     from config.names import ray_auth_secret_name
-    from ops import permissions
     from tests.ops.fakes import REGION
     from tests.ops.test_ops_permissions import recording_aws
 

@@ -218,7 +218,7 @@ kms_key_month: {source: test, price: 1.0}
 
 @pytest.fixture
 def test_prices(tmp_path):
-    from review.cost import load_prices
+    from config.prices import load_prices
 
     path = tmp_path / "prices.yaml"
     path.write_text(PRICES_YAML)

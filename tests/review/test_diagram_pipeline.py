@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from config.pipeline import load_pipeline
 from review.assembly import load_assembly
 from review.diagram import to_dot
+from stacks.pipeline_config import load_pipeline
 from tests.stacks.test_pipeline_stack import pipeline_app  # noqa: F401  (the synthesized pipeline)
 
 

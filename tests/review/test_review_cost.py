@@ -7,8 +7,9 @@ from datetime import date
 import pytest
 
 from config import versions
+from config.prices import load_prices
 from review.assembly import load_assembly
-from review.cost import estimate, load_prices
+from review.cost import estimate
 
 # A day on which the synthetic cluster's Kubernetes 1.33 is still in standard support.
 STANDARD_DAY = date(2026, 7, 28)

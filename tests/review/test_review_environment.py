@@ -29,7 +29,7 @@ def test_a_config_that_does_not_load_says_why(monkeypatch):
     def refuse(name: str):
         raise ConfigError(f"{name}.yaml", ["training.num_workers: 0 is below 1", "fsx.storage_capacity_gib: 1"])
 
-    monkeypatch.setattr(environment, "load_environment", refuse)
+    monkeypatch.setattr(environment, "load_checked", refuse)
     doc = Document("r")
     assert environment_section(doc, "dev", heading="Things", subject="the things") is None
     assert doc.blocks[1] == (

@@ -1,5 +1,5 @@
 """The cost per million tokens (review/token_cost.py): training and serving figures recomputed by
-hand from the config, config/catalog.py and review/prices.yaml, the rows that are not priced and
+hand from the config, config/catalog.py and config/prices.yaml, the rows that are not priced and
 why, and the report section that prints them with their assumptions."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 from config import catalog, load_environment
 from config.loader import parse_environment
-from review.cost import load_prices
+from config.prices import load_prices
 from review.document import Document
 from review.report import _token_costs
 from review.token_cost import (

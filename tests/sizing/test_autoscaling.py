@@ -367,8 +367,8 @@ def test_synth_refuses_a_worker_group_that_declares_no_accelerator(monkeypatch):
 
 
 def test_make_synths_placement_step_prints_the_fault(monkeypatch, capsys):
-    """``python -m config ENV`` (run by `make synth` after cdk synth) exits 1 with the error."""
-    from config.__main__ import main
+    """``python -m sizing ENV`` (run by `make synth` after cdk synth) exits 1 with the error."""
+    from sizing.__main__ import main
 
     monkeypatch.setattr(pods.WorkerShape, "ray_resources", property(lambda self: {}))
     assert main(["prod"]) == 1

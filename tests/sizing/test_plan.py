@@ -7,6 +7,7 @@ import pytest
 
 from config import known_environments, load_environment
 from sizing import plan as plan_mod
+from sizing.check import load_checked
 
 
 @pytest.fixture
@@ -60,7 +61,7 @@ def test_rendering_every_manifest_derives_the_plan_once(name, derivations, compu
     from workloads.training import manifest as training
     from workloads.training import settings
 
-    env = load_environment(name)  # the loader checks the plan: the one derivation
+    env = load_checked(name)  # the entry points check the plan: the one derivation
     assert derivations == [name]
     training.render(env)
     settings.for_cluster(env)  # `python -m workloads.training --env`: the plan's settings

@@ -34,15 +34,33 @@ def test_cluster_logical_id_is_stable(synthesized):
 
 
 def test_hyperpod_interface(synthesized):
-    """What the HyperPod stack uses: the cluster object, the dependency constructs, and the
-    documented no-op access grant (HyperPod creates its execution role's access entry)."""
+    """What the HyperPod stack uses: the cluster object and the dependency constructs."""
     _, _, stacks = synthesized("dev")
     cluster = stacks.cluster
     assert cluster.cluster is cluster.eks.cluster
     assert len(cluster.hyperpod_dependencies) == 4  # namespace, manifests, NVIDIA and EFA charts
-    entries_before = len(cluster.cluster.node.find_all())
-    assert cluster.grant_hyperpod_access(cluster.eks.fsx_csi_role) is None
-    assert len(cluster.cluster.node.find_all()) == entries_before
+
+
+def test_no_stack_declares_the_execution_roles_access_entry(synthesized):
+    """HyperPod creates the access entry of its execution role when it creates the cluster; one
+    declared by a stack would collide with it. The access entries of dev are the kubectl
+    provider's and the admin role's, none names the execution role."""
+    _, _, stacks = synthesized("dev")
+    role_id = stacks.hyperpod.get_logical_id(stacks.hyperpod.execution_role.node.default_child)
+    assert role_id == "HyperPodExecutionRoleC5E15D3D"
+    assert template_of(stacks.hyperpod).to_json()["Resources"][role_id]["Type"] == "AWS::IAM::Role"
+    entries = {
+        (stack.stack_name, logical_id): resource["Properties"]["PrincipalArn"]
+        for stack in (stacks.network, stacks.storage, stacks.cluster, stacks.hyperpod)
+        for logical_id, resource in template_of(stack).to_json()["Resources"].items()
+        if resource["Type"] == "AWS::EKS::AccessEntry"
+    }
+    assert entries == {
+        ("HprayDevCluster", "EksClusterClusterAdminRoleAccess8D05B9EF"): {
+            "Fn::GetAtt": ["EksClusterKubectlProviderHandlerServiceRole2B48112A", "Arn"]
+        },
+        ("HprayDevCluster", "EksAdmin06F978028"): "arn:aws:iam::111111111111:role/PlatformAdmin",
+    }
 
 
 def test_tags_reach_the_cluster(synthesized):

@@ -20,7 +20,7 @@ def pipeline_app(tmp_path_factory):
     import aws_cdk as cdk
 
     from app import APP_PROPS, build_pipeline_app
-    from config.pipeline import load_pipeline
+    from stacks.pipeline_config import load_pipeline
 
     out = tmp_path_factory.mktemp("pipeline-cdk-out")
     app = cdk.App(
@@ -122,7 +122,7 @@ def test_each_stage_runs_hpray_preflight_with_its_lookup_role_before_its_stacks(
 
 
 def test_source_connection_and_synth_commands_from_config(pipeline_app):
-    from config.pipeline import load_pipeline
+    from stacks.pipeline_config import load_pipeline
 
     pipeline, _ = load_pipeline()
     _, _, template, _ = pipeline_app
@@ -341,7 +341,7 @@ def test_the_asset_stage_signs_in_to_docker_hub_with_the_named_secret(pipeline_a
     """The image-publishing project pulls from Docker Hub signed in with the operator's
     {"username", "accessToken"} secret (config/pipeline.yaml), and may read only that secret;
     synth and self-mutation get no credential."""
-    from config.pipeline import load_pipeline
+    from stacks.pipeline_config import load_pipeline
 
     _, _, template, _ = pipeline_app
     arn = load_pipeline()[0].docker_hub_credential_secret_arn

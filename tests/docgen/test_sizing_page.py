@@ -1,16 +1,17 @@
-"""sizing/page.py: docs/reference/sizing.md is the sizing table generated now."""
+"""docgen/sizing_page.py: docs/reference/sizing.md is the sizing table generated now."""
 
 from __future__ import annotations
 
 from config import known_environments, load_environment
-from sizing import page, storage
+from docgen import sizing_page as page
+from sizing import storage
 from sizing.plan import plan_of
 
 
 def test_the_committed_page_is_current():
-    assert page.PAGE.exists(), "docs/reference/sizing.md is missing: run `python -m sizing.page`"
+    assert page.PAGE.exists(), "docs/reference/sizing.md is missing: run `python -m docgen.sizing_page`"
     assert page.PAGE.read_text() == page.generate(), (
-        "docs/reference/sizing.md is stale: run `python -m sizing.page` and commit the result"
+        "docs/reference/sizing.md is stale: run `python -m docgen.sizing_page` and commit the result"
     )
 
 
@@ -30,6 +31,6 @@ def test_check_mode_reports_a_stale_page(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(page, "PAGE", stale)
     monkeypatch.setattr(page, "ROOT", tmp_path)
     assert page.main(["--check"]) == 1
-    assert "stale: sizing.md; run `python -m sizing.page`" in capsys.readouterr().err
+    assert "stale: sizing.md; run `python -m docgen.sizing_page`" in capsys.readouterr().err
     assert page.main([]) == 0
     assert page.main(["--check"]) == 0

@@ -1,6 +1,9 @@
-"""The IAM actions each command calls (read-only), for the operator's role policy.
+"""The IAM actions each ``hpray`` command calls (read-only), for the operator's role policy, and
+what each job command does in Kubernetes.
 
-tests/ops/test_ops_permissions.py records the calls the commands actually make and checks them
+A fact both sides read: the CDK app grants a team's Role what the job commands need
+(constructs/team_access.py, constructs/team_flows.py) and the CLI makes those calls, so the table
+sits in the bottom layer rather than in ops/. tests/ops/test_ops_permissions.py records the calls the commands actually make and checks them
 against these lists, so the lists (and the README table) cannot drift from the code.
 """
 

@@ -1,9 +1,9 @@
-"""review/images_page.py: docs/reference/images.md is the images table generated now."""
+"""docgen/images_page.py: docs/reference/images.md is the images table generated now."""
 
 from __future__ import annotations
 
 from config import known_environments
-from review import images_page
+from docgen import images_page
 from review.assembly import load_assembly
 from review.images import image_rows
 
@@ -17,9 +17,9 @@ def test_committed_page_is_what_the_assemblies_generate(synthesized):
         chart_pods(config)  # a missing chart or helm skips (tests/conftest.py)
         environments.append((config, image_rows(load_assembly(assembly.directory).stacks, config)))
     page = images_page.PAGE
-    assert page.exists(), "docs/reference/images.md is missing: run `python -m review.images_page`"
+    assert page.exists(), "docs/reference/images.md is missing: run `python -m docgen.images_page`"
     assert page.read_text() == images_page.page_text(environments), (
-        "docs/reference/images.md is stale: run `python -m review.images_page` and commit the result"
+        "docs/reference/images.md is stale: run `python -m docgen.images_page` and commit the result"
     )
 
 
@@ -52,4 +52,4 @@ def test_without_the_charts_the_page_command_says_so_in_one_line(monkeypatch, ca
     monkeypatch.setattr(images_page, "generate", unavailable)
     assert images_page.main(["--check"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["review.images_page: the Helm releases' pods cannot be rendered: missing kuberay-operator-1.7.0"]
+    assert err == ["docgen.images_page: the Helm releases' pods cannot be rendered: missing kuberay-operator-1.7.0"]

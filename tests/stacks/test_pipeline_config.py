@@ -13,7 +13,7 @@ import yaml
 
 from config import ConfigError
 from config.loader import known_environments
-from config.pipeline import PIPELINE_FILE, load_pipeline, parse_pipeline, pipeline_selected
+from stacks.pipeline_config import PIPELINE_FILE, load_pipeline, parse_pipeline, pipeline_selected
 
 ROOT = Path(__file__).resolve().parents[2]
 VALID = yaml.safe_load((ROOT / "config" / PIPELINE_FILE).read_text())

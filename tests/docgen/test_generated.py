@@ -1,8 +1,8 @@
-"""config/generated.py: the write-or-check tail every generated page and schema shares."""
+"""docgen/generated.py: the write-or-check tail every generated page and schema shares."""
 
 from __future__ import annotations
 
-from config.generated import write_or_check
+from docgen.generated import write_or_check
 
 
 def test_writes_every_file_and_names_it(tmp_path, capsys):

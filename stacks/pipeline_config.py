@@ -1,5 +1,11 @@
 """The pipeline's config (``config/pipeline.yaml``): pipeline account, source connection and the
-ordered list of environments it deploys."""
+ordered list of environments it deploys.
+
+Deploy-time only (app.py ``-c pipeline=true``, stacks/pipeline_stack.py, the CLI's bootstrap
+check): nothing on the cluster reads it, so it lives with the stacks, not in config/ (the bottom
+layer the workloads image ships whole). The YAML file stays beside the environments' files.
+Each stage's environment is loaded with the checks over its plan (sizing/check.py), as
+``cdk synth -c env=NAME`` loads it."""
 
 from __future__ import annotations
 
@@ -18,11 +24,11 @@ from config.loader import (
     Place,
     format_validation_error,
     known_environments,
-    load_environment,
     places_of,
     with_place,
 )
 from config.yaml_source import read_text, read_yaml
+from sizing.check import load_checked
 
 PIPELINE_FILE = "pipeline.yaml"
 CONNECTION_ARN_RE = re.compile(
@@ -177,7 +183,7 @@ def parse_pipeline(
             )
             continue
         try:
-            environments[name] = load_environment(name, config_dir)
+            environments[name] = load_checked(name, config_dir)
         except ConfigError as err:
             errors += [f"stages[{i}] ({name}): {e}" for e in err.errors]
     errors += [with_place(e, (), place) for e in stage_order_errors([(i, n) for n, i in seen.items()], environments)]
