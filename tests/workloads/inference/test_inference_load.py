@@ -1,5 +1,5 @@
 """What a replica loads: only the model's tensors of the training job's sharded checkpoint, in the
-serving dtype, with no temporary copy (loading.load_model, checkpoint.load_entry_into)."""
+serving dtype, with no temporary copy (loading.load_model, loading.load_entry_into)."""
 
 from __future__ import annotations
 
