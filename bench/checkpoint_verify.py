@@ -86,7 +86,8 @@ def worker(rank: int, world: int, port: int, task: dict[str, Any], out: str) -> 
     from workloads.common import checkpoint as ckpt
     from workloads.common.checkpoint import integrity
     from workloads.common.model import build, config_from_dict
-    from workloads.training.job import lr_schedule, make_optimizer, shard_model, train_step
+    from workloads.training.job import lr_schedule, make_optimizer, train_step
+    from workloads.training.parallelize import shard_model
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)

@@ -24,7 +24,7 @@ APP = TRAINING_APP
 # Environment of every Ray process of the job; figures behind each setting: docs/benchmarks.md,
 # "Ray settings of the training job".
 # - The Train controller's poll stays at Ray's default (2 s): reports here are seconds apart, and
-#   job.ReportPacing says so in the job log if they ever come faster.
+#   reporter.ReportPacing says so in the job log if they ever come faster.
 # - No PreemptionWatcher actor per worker group: nothing drains Ray nodes here (HyperPod replaces
 #   a failed node, which FailureConfig handles as a node loss).
 # - The log monitors look for new log files every 0.5 s instead of every pass: less CPU on every node.
