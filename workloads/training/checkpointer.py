@@ -18,6 +18,7 @@ import os
 import pickle
 import random
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -150,8 +151,6 @@ class Checkpointer:
         (``saved``: ``any_saved()``), or start fresh (``new``: new optimizers, when every checkpoint
         was torn); seeds this rank's random generators where
         the checkpoint's do not carry over. Appends its phases to ``marks``."""
-        import time
-
         import torch
         from torch.distributed.checkpoint.state_dict import set_state_dict
 
