@@ -59,7 +59,8 @@ def _setup(rank: int, world: int, port: int, sharding: str, model_config: dict[s
     import torch.distributed as dist
 
     from workloads.common.model import build, config_from_dict
-    from workloads.training.job import lr_schedule, make_optimizer, shard_model
+    from workloads.training.job import lr_schedule, make_optimizer
+    from workloads.training.parallelize import shard_model
 
     torch.set_num_threads(1)
     # DCP's background save process (stall mode "process") sets up its group from these.

@@ -152,8 +152,9 @@ def ddp_worker(
 
     from workloads.common import checkpoint as ckpt
     from workloads.common.model import build, config_from_dict
+    from workloads.training.checkpointer import rng_state
     from workloads.training.data import ByteWindows, DataPosition, load_corpus
-    from workloads.training.job import lr_schedule, make_optimizer, rng_state, train_step
+    from workloads.training.job import lr_schedule, make_optimizer, train_step
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)

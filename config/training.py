@@ -5,7 +5,8 @@ The values and their checks: the group named here exists, the catalog knows its 
 Worker and node counts are derived from that group, the same one the CDK app creates, by the
 environment's plan (sizing/plan.py), and checked there (sizing/training.py: workers against the
 group's nodes, shared storage, FSDP sharding, the model's estimated memory per GPU) when the
-config loads. The train loop takes its fields as config/job_settings.py lists them.
+config loads. The train loop's fields are ``TrainLoop``'s, which ``Training`` extends and
+config/job_settings.py's ``JobSettings`` adds the cluster's values to.
 
 One module because it is one config section: each check sits next to the value it guards.
 """
@@ -171,8 +172,21 @@ class ModelSize(Frozen):
         return 2 * vocab * d + layers * per_layer + d
 
 
-class Training(Frozen):
-    """The Ray Train job: model, optimisation, checkpointing, fault tolerance and placement."""
+def _absolute_or_s3(v: str | None) -> str | None:
+    """``storage_path`` and ``data_path``: an absolute POSIX path or an s3:// URI."""
+    if v is None:
+        return v
+    if "://" in v and not v.startswith("s3://"):
+        raise ValueError(f"{v!r}: allowed are an absolute POSIX path or an s3://bucket/prefix URI")
+    if "://" not in v and not v.startswith("/"):
+        raise ValueError(f"{v!r} is not an absolute path; allowed: /fsx/..., another absolute path, or s3://")
+    return v
+
+
+class TrainLoop(Frozen):
+    """The `training:` fields the train loop takes (workloads/training/job.py), typed, bounded,
+    documented and checked once: ``Training`` (the whole section) extends it, and the job's
+    ``JobSettings`` (config/job_settings.py) adds the values the cluster decides."""
 
     run_name: str = Field(
         default="gpt-bytes",
@@ -180,19 +194,26 @@ class Training(Frozen):
             "Stable run name (1-63 lowercase letters, digits, hyphens); resubmitting with the same name resumes the run."
         ),
     )
-    model: ModelSize = Field(default_factory=ModelSize, description="The model architecture: a preset or its shape.")
+
     steps: int = Field(default=20000, ge=1, description="Optimizer steps of the whole run (not per attempt).")
+
     batch_size_per_worker: int = Field(
         default=16, ge=1, description=("Sequences per worker per step; the global batch is this times the workers.")
     )
+
     # The nanoGPT-style schedule.
     learning_rate: float = Field(
         default=3e-4, gt=0, le=1.0, description=("Peak AdamW learning rate; linear warmup, then cosine decay to 10 %.")
     )
+
     warmup_steps: int = Field(default=200, ge=0, description="Steps of linear learning-rate warmup.")
+
     weight_decay: float = Field(default=0.1, ge=0, description="AdamW weight decay.")
+
     grad_clip: float = Field(default=1.0, gt=0, description="Gradient-norm clipping threshold.")
+
     seed: int = Field(default=1234, description="Seed of the model init, data order and every rank's RNG.")
+
     # H100/H200/A10G/L40S all compute in bf16.
     precision: Literal["bf16", "fp32"] = Field(
         default="bf16",
@@ -200,6 +221,7 @@ class Training(Frozen):
             "bf16 compute on GPUs with fp32 weights, optimizer state and gradient reduction; CPU runs use fp32."
         ),
     )
+
     sharding: Literal["fsdp", "ddp"] = Field(
         default="fsdp",
         description=(
@@ -207,6 +229,7 @@ class Training(Frozen):
             "all workers (2 or more); ddp: every worker holds the whole model (small models only)."
         ),
     )
+
     activation_checkpointing: bool = Field(
         default=True,
         description=(
@@ -214,39 +237,28 @@ class Training(Frozen):
             "memory for a second forward pass of every block."
         ),
     )
+
     # At ~0.2 s/step on GPUs, 500 steps bound the lost work to ~2 minutes.
     checkpoint_every_steps: int = Field(
         default=500,
         ge=1,
         description=("Steps between checkpoints; bounds the work redone after a failure. At most steps."),
     )
+
     # Each report is a barrier that can wait for the controller's poll, so not every step.
     report_every_steps: int = Field(default=50, ge=1, description="Steps between metrics reports to Ray Train.")
+
     num_to_keep: int = Field(
         default=3, ge=2, description=("Checkpoints kept; at least 2 so a torn newest one has a predecessor.")
     )
+
     # HyperPod replaces a failed node, but with max_failures=0 the run ends anyway.
     max_failures: int = Field(
         default=10,
         ge=-1,
         description=("Restarts of the worker group after failures before the run fails; -1: unlimited."),
     )
-    restart_seconds: int = Field(
-        default=120,
-        ge=0,
-        description=(
-            "Seconds the job takes to resume once its nodes are back (a new worker group, process groups, the "
-            "first step), besides reading the checkpoint, which the sizing adds at FSx's throughput; for the "
-            "goodput sweep. Default: 2 minutes."
-        ),
-    )
-    instance_group: str | None = Field(
-        default=None, description=("HyperPod instance group of the workers; null: the first GPU group.")
-    )
-    num_workers: int | None = Field(
-        default=None,
-        description=("Workers (at least 1); null: fill the group, one per gpus_per_worker GPUs on every node."),
-    )
+
     # Ray Train ScalingConfig(num_workers=(min_workers, workers)); each resize is a restart from
     # the last checkpoint, and the global batch changes with the worker count.
     min_workers: int | None = Field(
@@ -258,6 +270,7 @@ class Training(Frozen):
             "num_workers; null: a fixed worker count (the run waits for the replacement)."
         ),
     )
+
     # How long a new worker group waits for its placement group: Ray Train's
     # RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S (workloads/training/job.py controller_env).
     replacement_wait_s: int = Field(
@@ -272,6 +285,7 @@ class Training(Frozen):
             "second restart (and up to checkpoint_every_steps redone steps) when the node returns."
         ),
     )
+
     deterministic: bool = Field(
         default=False,
         description=(
@@ -282,20 +296,15 @@ class Training(Frozen):
             "passes, cuBLAS split-K and cuDNN autotuning vary in the last bits)."
         ),
     )
+
     gpus_per_worker: int = Field(
         default=1, ge=0, description=("GPUs per worker; must divide the GPUs of the group's instance type.")
     )
-    # Every rank writes its own checkpoint shards (torch.distributed.checkpoint) there.
-    storage_path: str | None = Field(
-        default=None,
-        description=(
-            "Where Ray Train keeps the run: a POSIX path every node mounts (/fsx/..., or another absolute path "
-            "with storage_shared); not s3://. null: /fsx + fsx.file_system_path, exported to the checkpoint bucket."
-        ),
-    )
+
     storage_shared: bool = Field(
         default=False, description=("Declare a non-/fsx path as mounted on every node (e.g. NFS), for multi-node runs.")
     )
+
     data_path: str | None = Field(
         default=None,
         description=(
@@ -303,24 +312,8 @@ class Training(Frozen):
             "sources in the image."
         ),
     )
+
     data_max_bytes: int = Field(default=64 << 20, ge=1 << 16, description="Read at most this many bytes of the corpus.")
-    active_deadline_seconds: int = Field(
-        default=3 * 24 * 3600,
-        ge=60,
-        description=("KubeRay stops the job after this long (RayJob activeDeadlineSeconds)."),
-    )
-    ttl_seconds_after_finished: int = Field(
-        default=3600,
-        ge=0,
-        description=("Seconds a finished job's Ray head is kept for log collection (its workers go at once)."),
-    )
-    image: str | None = Field(
-        default=None,
-        description=(
-            "Container image of the job; null: the workloads image `cdk deploy` builds from workloads/Dockerfile "
-            "for this account and region. Set only to run another image built the same way."
-        ),
-    )
 
     @field_validator("run_name")
     @classmethod
@@ -331,6 +324,65 @@ class Training(Frozen):
                 "hyphens, starting and ending with a letter or digit"
             )
         return v
+
+    @field_validator("data_path")
+    @classmethod
+    def _data_path(cls, v: str | None) -> str | None:
+        return _absolute_or_s3(v)
+
+
+class Training(TrainLoop):
+    """The Ray Train job: model, optimisation, checkpointing, fault tolerance and placement."""
+
+    model: ModelSize = Field(default_factory=ModelSize, description="The model architecture: a preset or its shape.")
+
+    restart_seconds: int = Field(
+        default=120,
+        ge=0,
+        description=(
+            "Seconds the job takes to resume once its nodes are back (a new worker group, process groups, the "
+            "first step), besides reading the checkpoint, which the sizing adds at FSx's throughput; for the "
+            "goodput sweep. Default: 2 minutes."
+        ),
+    )
+
+    instance_group: str | None = Field(
+        default=None, description=("HyperPod instance group of the workers; null: the first GPU group.")
+    )
+
+    num_workers: int | None = Field(
+        default=None,
+        description=("Workers (at least 1); null: fill the group, one per gpus_per_worker GPUs on every node."),
+    )
+
+    # Every rank writes its own checkpoint shards (torch.distributed.checkpoint) there.
+    storage_path: str | None = Field(
+        default=None,
+        description=(
+            "Where Ray Train keeps the run: a POSIX path every node mounts (/fsx/..., or another absolute path "
+            "with storage_shared); not s3://. null: /fsx + fsx.file_system_path, exported to the checkpoint bucket."
+        ),
+    )
+
+    active_deadline_seconds: int = Field(
+        default=3 * 24 * 3600,
+        ge=60,
+        description=("KubeRay stops the job after this long (RayJob activeDeadlineSeconds)."),
+    )
+
+    ttl_seconds_after_finished: int = Field(
+        default=3600,
+        ge=0,
+        description=("Seconds a finished job's Ray head is kept for log collection (its workers go at once)."),
+    )
+
+    image: str | None = Field(
+        default=None,
+        description=(
+            "Container image of the job; null: the workloads image `cdk deploy` builds from workloads/Dockerfile "
+            "for this account and region. Set only to run another image built the same way."
+        ),
+    )
 
     @field_validator("num_workers")
     @classmethod
@@ -350,16 +402,10 @@ class Training(Frozen):
             )
         return v
 
-    @field_validator("storage_path", "data_path")
+    @field_validator("storage_path")
     @classmethod
     def _storage(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        if "://" in v and not v.startswith("s3://"):
-            raise ValueError(f"{v!r}: allowed are an absolute POSIX path or an s3://bucket/prefix URI")
-        if "://" not in v and not v.startswith("/"):
-            raise ValueError(f"{v!r} is not an absolute path; allowed: /fsx/..., another absolute path, or s3://")
-        return v
+        return _absolute_or_s3(v)
 
     @model_validator(mode="after")
     def _elastic(self) -> Training:

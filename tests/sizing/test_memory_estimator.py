@@ -46,7 +46,8 @@ def test_each_ranks_fsdp_shard_bytes_equal_the_estimate(preset, fake_world):
     reduce-scatters each gradient into its parameter's shard, so gradients take the same bytes as
     the shards."""
     from workloads.common.model import build, config_from_dict
-    from workloads.training.job import make_optimizer, shard_model
+    from workloads.training.job import make_optimizer
+    from workloads.training.parallelize import shard_model
 
     t = Training(model={"preset": preset}, sharding="fsdp")
     with torch.device("meta"):

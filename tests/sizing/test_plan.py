@@ -58,13 +58,13 @@ def test_rendering_every_manifest_derives_the_plan_once(name, derivations, compu
     from sizing import placement, pods
     from workloads.common import network_policy
     from workloads.inference import manifest as inference
+    from workloads.training import manifest
     from workloads.training import manifest as training
-    from workloads.training import settings
 
     env = load_checked(name)  # the entry points check the plan: the one derivation
     assert derivations == [name]
     training.render(env)
-    settings.for_cluster(env)  # `python -m workloads.training --env`: the plan's settings
+    manifest.for_cluster(env)  # `python -m workloads.training --env`: the plan's settings
     inference.render(env)
     if env.inference.llm.enabled:
         inference.render_llm(env)
@@ -88,12 +88,12 @@ def test_rendering_every_manifest_derives_the_plan_once(name, derivations, compu
 
 def test_another_config_is_another_plan(derivations):
     """A config is frozen: one with overrides (``hpray``'s --set, say) is a new object, planned anew."""
-    from workloads.training import settings
+    from workloads.training import manifest
 
     dev = load_environment("dev")
-    settings.for_cluster(dev)
+    manifest.for_cluster(dev)
     assert derivations == ["dev"]
-    s = settings.for_cluster(dev, {"num_workers": 2})
+    s = manifest.for_cluster(dev, {"num_workers": 2})
     assert len(derivations) == 2 and s.num_workers == 2
     assert plan_mod.plan_of(dev).training is not None
     assert plan_mod.plan_of(dev).training.placement.workers != 2 or dev.training.num_workers == 2
@@ -124,13 +124,13 @@ def test_the_rayjob_passes_the_plans_train_loop_settings_as_they_are(name):
     settings (workers, CPUs, storage path and strategy included)."""
     import shlex
 
-    from workloads.training import manifest, settings
+    from workloads.training import manifest
     from workloads.training.__main__ import settings_from_args
 
     env = load_environment(name)
     t = plan_mod.plan_of(env).training
     assert t is not None
-    assert settings.for_cluster(env) is t.settings
+    assert manifest.for_cluster(env) is t.settings
     assert t.settings.num_workers == t.placement.workers
     assert t.settings.placement_strategy == ("SPREAD" if t.placement.nodes > 1 else "PACK")
     entrypoint = manifest.render(env)["spec"]["entrypoint"]

@@ -1,7 +1,7 @@
 """The served model: loading it from the training job's checkpoint, and the device it runs on.
 
 A replica reads only the model's tensors of the newest intact checkpoint, straight into a model
-whose parameters are allocated once in the serving dtype (``checkpoint.load_entry_into``), and
+whose parameters are allocated once in the serving dtype (``load_entry_into``), and
 checks them (manifest checksums, every weight finite) on the host. ``Device`` is the replica's
 only way on and off its GPU: ``swap`` frees the old model there before the new one arrives, so a
 reload needs one model's device memory.
@@ -9,14 +9,19 @@ reload needs one model's device memory.
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import pyarrow.fs as pafs
 import torch
 from torch import nn
 
 from workloads.common import checkpoint as ckpt
+from workloads.common import storage as storage_mod
+from workloads.common.checkpoint import integrity
 from workloads.common.model import GPT, GPTConfig, Llama, LlamaConfig, build, config_from_dict
 
 log = logging.getLogger("workloads.inference")
@@ -112,6 +117,59 @@ def weight_bytes(model: nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
+def load_entry_into(
+    path: str, entry: str, tensors: dict[str, torch.Tensor], filesystem: pafs.FileSystem | None = None
+) -> None:
+    """Copy the tensors of one ``state`` entry (``"model"``: a module's state dict) into
+    ``tensors`` in place, converted to each target's dtype; nothing else is read into memory.
+    ``tensors`` must name every tensor of the entry and nothing more (``CheckpointError``
+    otherwise). Verify the checkpoint first (``checkpoint.load(path, keys=[])`` verifies and reads meta.json).
+
+    Sharded: DCP loads only the entry's items, one shard file region at a time, straight into the
+    preallocated tensors (the optimizer's items are never read). Single-writer: ``<entry>.pt`` is
+    memory-mapped (local) and copied over tensor by tensor."""
+    fs, p = integrity.resolve(path, filesystem)
+    manifest = json.loads(integrity.read_bytes(fs, storage_mod.join(p, ckpt.MANIFEST)))
+    if manifest.get("format") == ckpt.SHARDED_FORMAT:
+        import torch.distributed.checkpoint as dcp
+
+        if not isinstance(fs, pafs.LocalFileSystem):
+            raise ckpt.CheckpointError(f"{path}: sharded checkpoints are read from a POSIX path")
+        reader = dcp.FileSystemReader(p)
+        stored = {
+            k.removeprefix(f"{entry}.") for k in reader.read_metadata().state_dict_metadata if k.startswith(f"{entry}.")
+        }
+        _same_keys(path, entry, stored, tensors)
+        # One process reads the whole entry (a replica, a tool), even where a process group exists.
+        dcp.load({entry: tensors}, storage_reader=reader, no_dist=True)
+        return
+    name = storage_mod.join(p, f"{entry}.pt")
+    if isinstance(fs, pafs.LocalFileSystem):
+        source = torch.load(name, map_location="cpu", mmap=True, weights_only=True)
+    else:
+        source = torch.load(io.BytesIO(integrity.read_bytes(fs, name)), map_location="cpu", weights_only=True)
+    # Checkpoints of a torch.compile'd or DDP-wrapped model carry prefixes; strip them.
+    source = {k.removeprefix("_orig_mod.").removeprefix("module."): v for k, v in source.items()}
+    _same_keys(path, entry, set(source), tensors)
+    with torch.no_grad():
+        for key, target in tensors.items():
+            if target.shape != source[key].shape:
+                raise ckpt.CheckpointError(
+                    f"{path}: {entry}.{key} is {tuple(source[key].shape)} in the checkpoint, "
+                    f"{tuple(target.shape)} in the model"
+                )
+            target.copy_(source[key])
+    del source
+
+
+def _same_keys(path: str, entry: str, stored: set[str], tensors: dict[str, torch.Tensor]) -> None:
+    missing, extra = sorted(set(tensors) - stored), sorted(stored - set(tensors))
+    if missing or extra:
+        raise ckpt.CheckpointError(
+            f"{path}: entry {entry!r} does not match the model: missing {missing[:5]}, unexpected {extra[:5]}"
+        )
+
+
 def load_model(storage: str, run_name: str, dtype: torch.dtype = torch.float32) -> LoadedModel:
     """The newest intact checkpoint of ``run_name`` as a model on the CPU in ``dtype``, verified:
     the manifest checks out, every weight is read and finite (torn newer ones are skipped and
@@ -130,7 +188,7 @@ def load_model(storage: str, run_name: str, dtype: torch.dtype = torch.float32) 
         try:
             checked = ckpt.load(path, keys=[])
             model = _empty_model(model_config_of(checked.meta), dtype)
-            ckpt.load_entry_into(path, "model", _weights(model))
+            load_entry_into(path, "model", _weights(model))
             bad = [name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
             if bad:
                 raise ckpt.CheckpointError(f"checkpoint {path} holds non-finite weights in {bad[:5]}")

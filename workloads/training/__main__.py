@@ -52,7 +52,9 @@ def settings_from_args(argv: list[str] | None = None) -> JobSettings:
         if not args.storage:
             raise ConfigError("command line", ["--storage: required with --local (a directory or s3:// URI)"])
         return S.for_local(overrides, storage_path=args.storage)
-    return S.for_cluster(load_environment(args.env), overrides)
+    from workloads.training.manifest import for_cluster
+
+    return for_cluster(load_environment(args.env), overrides)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,8 +10,11 @@ import json
 import shlex
 from typing import Any
 
+from config import ConfigError
 from config.environment import EnvironmentConfig
+from config.job_settings import JobSettings
 from config.names import TRAINING_APP, training_job_name
+from sizing.plan import TrainingPlan, plan_of
 from workloads.common import image as image_mod
 from workloads.common import k8s, rayjob
 from workloads.training import settings as settings_mod
@@ -21,7 +24,7 @@ APP = TRAINING_APP
 # Environment of every Ray process of the job; figures behind each setting: docs/benchmarks.md,
 # "Ray settings of the training job".
 # - The Train controller's poll stays at Ray's default (2 s): reports here are seconds apart, and
-#   job.ReportPacing says so in the job log if they ever come faster.
+#   reporter.ReportPacing says so in the job log if they ever come faster.
 # - No PreemptionWatcher actor per worker group: nothing drains Ray nodes here (HyperPod replaces
 #   a failed node, which FailureConfig handles as a node loss).
 # - The log monitors look for new log files every 0.5 s instead of every pass: less CPU on every node.
@@ -41,10 +44,28 @@ GCS_ENV = {
 }
 
 
+def training_plan(cfg: EnvironmentConfig) -> TrainingPlan:
+    """The training job's plan of ``cfg`` (raises ConfigError when ``training:`` does not fit)."""
+    plan = plan_of(cfg)
+    if plan.training_problems:
+        raise ConfigError(f"{cfg.name}.yaml", list(plan.training_problems))
+    assert plan.training is not None, "a training job without problems is placed"
+    return plan.training
+
+
+def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None) -> JobSettings:
+    """Settings of the job on the HyperPod cluster of ``cfg`` (with ``overrides`` of its
+    ``training:`` section: another config, planned anew): the plan's."""
+    if overrides:
+        t = settings_mod.training_with(cfg.training, overrides, f"config/{cfg.name}.yaml")
+        cfg = cfg.model_copy(update={"training": t})
+    return training_plan(cfg).settings
+
+
 def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     """The ray.io/v1 RayJob for ``cfg`` (raises ConfigError when the config does not fit)."""
     t = cfg.training
-    plan = settings_mod.training_plan(cfg)
+    plan = training_plan(cfg)
     group = plan.group
     image = image_mod.resolve(cfg, t.image, "training.image")
     # The plan's train-loop settings as they are: the job parses them (workloads/training/__main__.py).

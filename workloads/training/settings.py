@@ -1,6 +1,7 @@
-"""The job's ``JobSettings`` for ``python -m workloads.training``: on the cluster the plan's
-(sizing/plan.py builds them once per config, with command-line overrides a new config), locally
-the tiny model on CPU workers.
+"""The job's ``JobSettings`` for ``python -m workloads.training``: the command line's overrides
+and, locally, the tiny model on CPU workers. On the cluster they are the plan's (sizing/plan.py
+builds them once per config, with command-line overrides a new config): deploy-time code, in
+workloads/training/manifest.py (``for_cluster``).
 
 Bad input is reported as ``ConfigError`` (each line names the field, the value, what is
 allowed) before any Ray process starts.
@@ -14,11 +15,9 @@ import yaml
 from pydantic import ValidationError
 
 from config import ConfigError
-from config.environment import EnvironmentConfig
 from config.job_settings import JobSettings, job_settings
 from config.loader import format_validation_error
 from config.training import Training
-from sizing.plan import TrainingPlan, plan_of
 from sizing.training import sharding_problems
 
 # The `training:` values of a run on one machine (validated as a Training section, like the
@@ -85,24 +84,6 @@ def training_with(base: Training, overrides: dict[str, Any], source: str) -> Tra
         raise ConfigError(
             source, [line if line.startswith("training.") else f"training.{line}" for line in lines]
         ) from None
-
-
-def training_plan(cfg: EnvironmentConfig) -> TrainingPlan:
-    """The training job's plan of ``cfg`` (raises ConfigError when ``training:`` does not fit)."""
-    plan = plan_of(cfg)
-    if plan.training_problems:
-        raise ConfigError(f"{cfg.name}.yaml", list(plan.training_problems))
-    assert plan.training is not None, "a training job without problems is placed"
-    return plan.training
-
-
-def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None) -> JobSettings:
-    """Settings of the job on the HyperPod cluster of ``cfg`` (with ``overrides`` of its
-    ``training:`` section: another config, planned anew): the plan's."""
-    if overrides:
-        t = training_with(cfg.training, overrides, f"config/{cfg.name}.yaml")
-        cfg = cfg.model_copy(update={"training": t})
-    return training_plan(cfg).settings
 
 
 # JobSettings fields that are not part of the `training:` config, settable on local runs.

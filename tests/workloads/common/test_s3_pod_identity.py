@@ -8,8 +8,8 @@ The pod's environment is what the Pod Identity webhook injects: only
 - Credentials fixed at start (what ``storage.s3_filesystem`` used to pass to pyarrow) are
   rejected once they expire: the server enforces expiry, so this test can fail.
 - ``storage.s3_filesystem()`` (pyarrow's default chain, nothing passed) writes one object over
-  several rotations and checkpoints through ``checkpoint.upload``/``load_latest_valid``; boto3
-  reads them afterwards with the same environment.
+  several rotations and checkpoints copied there, read back through
+  ``checkpoint.load_latest_valid``; boto3 reads them afterwards with the same environment.
 """
 
 from __future__ import annotations
@@ -98,7 +98,12 @@ def test_checkpoints_outlive_credential_rotations(pod_identity, tmp_path):
         big.write(bytes([step]) * PART)
         local = tmp_path / f"ckpt{step}"
         checkpoint.save(str(local), {"model": {"w": torch.full((256,), float(step))}}, {"step": step})
-        checkpoint.upload(str(local), f"s3://{BUCKET}/runs/demo/{checkpoint.dir_name(step)}", filesystem=None)
+        pafs.copy_files(
+            str(local),
+            f"{BUCKET}/runs/demo/{checkpoint.dir_name(step)}",
+            source_filesystem=pafs.LocalFileSystem(),
+            destination_filesystem=fs,
+        )
         time.sleep(max(0.0, step * 3.5 - (time.monotonic() - started)))
     big.close()
     span = time.monotonic() - started

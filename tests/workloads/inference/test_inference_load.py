@@ -1,5 +1,5 @@
 """What a replica loads: only the model's tensors of the training job's sharded checkpoint, in the
-serving dtype, with no temporary copy (loading.load_model, checkpoint.load_entry_into)."""
+serving dtype, with no temporary copy (loading.load_model, loading.load_entry_into)."""
 
 from __future__ import annotations
 
@@ -136,5 +136,5 @@ def test_entry_that_does_not_match_the_model_is_an_error(tmp_path):
     path = save_job_checkpoint(tmp_path, LlamaConfig(n_layer=2))
     model = loading._empty_model(LlamaConfig(n_layer=3), torch.float32)
     with pytest.raises(ckpt.CheckpointError) as info:
-        ckpt.load_entry_into(str(path), "model", dict(model.state_dict()))
+        loading.load_entry_into(str(path), "model", dict(model.state_dict()))
     assert str(info.value).startswith(f"{path}: entry 'model' does not match the model: missing ['layers.2.")

@@ -53,7 +53,7 @@ def main() -> None:
     from torch.distributed.tensor import DTensor
 
     from workloads.common.model import build, config_from_dict
-    from workloads.training.job import build_model
+    from workloads.training.parallelize import build_model
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)

@@ -1,5 +1,5 @@
 """FSDP models are built on the meta device and each rank initialises only its own shards
-(``workloads.training.job.build_model``): the same weights, bitwise, as building the whole model
+(``workloads.training.parallelize.build_model``): the same weights, bitwise, as building the whole model
 from the seed, and a model larger than one worker's memory budget never exists whole on a rank.
 A process per rank, gloo, no Ray (meta_init_rank.py)."""
 

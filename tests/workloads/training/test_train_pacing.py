@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workloads.training.job import ReportPacing
+from workloads.training.reporter import ReportPacing
 
 
 def test_warns_once_when_reports_block_more_than_the_fraction():

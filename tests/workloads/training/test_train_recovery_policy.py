@@ -11,6 +11,7 @@ import yaml
 
 from config import ConfigError, parse_environment
 from config.loader import CONFIG_DIR
+from workloads.training import manifest
 from workloads.training import settings as S
 from workloads.training.job import WORKER_GROUP_START_TIMEOUT_ENV, controller_env
 from workloads.training.manifest import render
@@ -35,10 +36,10 @@ def test_the_wait_is_ray_trains_worker_group_start_timeout():
 
 
 def test_default_and_configured_wait_reach_the_controller_and_the_rayjob():
-    s = S.for_cluster(parse_environment(_dev(), source="dev.yaml"))
+    s = manifest.for_cluster(parse_environment(_dev(), source="dev.yaml"))
     assert controller_env(s) == {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "60"}
     cfg = parse_environment(_dev(replacement_wait_s=300, min_workers=1), source="dev.yaml")
-    assert controller_env(S.for_cluster(cfg)) == {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "300"}
+    assert controller_env(manifest.for_cluster(cfg)) == {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "300"}
     settings = json.loads(shlex.split(render(cfg)["spec"]["entrypoint"])[-1])
     assert (settings["replacement_wait_s"], settings["min_workers"]) == (300, 1)
     local = S.for_local({"replacement_wait_s": 5}, storage_path="/tmp/unused")

@@ -10,6 +10,7 @@ import yaml
 
 from config import ConfigError, parse_environment
 from config.loader import CONFIG_DIR
+from workloads.training import manifest
 from workloads.training import settings as S
 from workloads.training.__main__ import main
 
@@ -25,7 +26,7 @@ def _errors(data):
     """Errors from loading the config or, for checks against the HyperPod groups, from
     deriving the job (what `render` and the job's entrypoint do before anything starts)."""
     with pytest.raises(ConfigError) as err:
-        S.for_cluster(parse_environment(data, source="dev.yaml"))
+        manifest.for_cluster(parse_environment(data, source="dev.yaml"))
     return err.value.errors
 
 
@@ -57,7 +58,7 @@ def test_node_local_storage_with_workers_on_several_nodes():
         "node mounts it"
     ]
     # One node: a local path is fine.
-    S.for_cluster(parse_environment(_dev(storage_path="/var/tmp/ckpt", num_workers=2), source="dev.yaml"))
+    manifest.for_cluster(parse_environment(_dev(storage_path="/var/tmp/ckpt", num_workers=2), source="dev.yaml"))
 
 
 def test_unknown_instance_type():
@@ -120,7 +121,7 @@ def test_cli_subprocess_exit_code_and_no_traceback():
 
 def test_cluster_settings_follow_the_group():
     cfg = parse_environment(_dev(), source="dev.yaml")
-    s = S.for_cluster(cfg)
+    s = manifest.for_cluster(cfg)
     # Two of the group's eight GPUs: dev shares gpu-workers with serving (config/dev.yaml).
     assert (s.num_workers, s.gpus_per_worker, s.placement_strategy, s.storage_path) == (
         2,
@@ -128,7 +129,7 @@ def test_cluster_settings_follow_the_group():
         "PACK",
         "/fsx/checkpoints",
     )
-    assert S.for_cluster(cfg, {"num_workers": 8}).placement_strategy == "SPREAD"
+    assert manifest.for_cluster(cfg, {"num_workers": 8}).placement_strategy == "SPREAD"
 
 
 def test_preset_that_does_not_fit_the_gpu_memory():
@@ -147,7 +148,7 @@ def test_preset_that_does_not_fit_the_gpu_memory():
         "workers with fsdp, a smaller batch"
     ]
     # A smaller preset fits dev's two GPUs.
-    S.for_cluster(parse_environment(_dev(model={"preset": "llama-1b"}), source="dev.yaml"))
+    manifest.for_cluster(parse_environment(_dev(model={"preset": "llama-1b"}), source="dev.yaml"))
 
 
 def test_fsdp_with_one_worker_shards_nothing():
@@ -183,7 +184,7 @@ def test_prod_trains_the_7b_preset_sharded_within_the_h100s():
     from sizing.training import GPU_MEMORY_USABLE, memory_per_gpu
 
     cfg = load_environment("prod")
-    s = S.for_cluster(cfg)
+    s = manifest.for_cluster(cfg)
     assert s.sharding == "fsdp" and s.num_workers == 32 and s.model["n_embd"] == 4096
     need = sum(memory_per_gpu(cfg.training, 32).values())
     assert need < GPU_MEMORY_USABLE * instance_spec("ml.p5.48xlarge").gpu_memory_gib * (1 << 30)
@@ -225,7 +226,7 @@ def test_the_job_settings_are_the_training_fields_plus_the_runtime_values():
         "log_every_step",
     }
     cfg = parse_environment(_dev(), source="dev.yaml")
-    s = S.for_cluster(cfg)
+    s = manifest.for_cluster(cfg)
     assert {n: getattr(s, n) for n in TRAINING_FIELDS} == cfg.training.model_dump(include=set(TRAINING_FIELDS))
     with pytest.raises(ValueError, match="num_to_keep"):
         JobSettings(**{**s.to_dict(), "num_to_keep": 1})

@@ -6,7 +6,6 @@ import json
 import logging
 import os
 
-import pyarrow.fs as pafs
 import pytest
 import torch
 
@@ -14,13 +13,11 @@ from workloads.common import checkpoint as ck
 
 
 def _save(tmp_path, storage, step, value):
-    local = tmp_path / f"local-{step}"
     ck.save(
-        str(local),
+        str(storage / "run" / ck.dir_name(step)),
         {"model": {"w": torch.full((1000,), float(value))}, "rng": [1, 2]},
         meta={"step": step, "data_position": {"epoch": 0, "cursor": step}},
     )
-    ck.upload(str(local), f"{storage}/run/{ck.dir_name(step)}")
     return storage / "run" / ck.dir_name(step)
 
 
@@ -88,37 +85,3 @@ def test_load_raises_on_torn(two_checkpoints):
     os.remove(newer / "rng.pt")
     with pytest.raises(ck.CheckpointError, match=r"rng\.pt is missing"):
         ck.load(str(newer))
-
-
-class _RecordingFS:
-    """The four calls `upload` makes, delegated to the local filesystem, in order."""
-
-    def __init__(self):
-        self.fs = pafs.LocalFileSystem()
-        self.written: list[str] = []
-
-    def get_file_info(self, p):
-        return self.fs.get_file_info(p)
-
-    def delete_dir(self, p):
-        return self.fs.delete_dir(p)
-
-    def create_dir(self, p, recursive=True):
-        return self.fs.create_dir(p, recursive=recursive)
-
-    def open_output_stream(self, p):
-        self.written.append(os.path.basename(p))
-        return self.fs.open_output_stream(p)
-
-
-def test_upload_writes_manifest_last_and_replaces_a_torn_copy(tmp_path):
-    local = tmp_path / "local"
-    ck.save(str(local), {"a": 1, "z": 2}, meta={"step": 5})
-    dest = tmp_path / "dest" / ck.dir_name(5)
-    dest.mkdir(parents=True)
-    (dest / "stale.pt").write_bytes(b"x")  # left by an earlier, killed upload
-    fs = _RecordingFS()
-    ck.upload(str(local), str(dest), filesystem=fs)
-    assert fs.written[-1] == "manifest.json" and sorted(fs.written[:-1]) == ["a.pt", "meta.json", "z.pt"]
-    assert not (dest / "stale.pt").exists()
-    assert ck.verify(str(dest)) == []

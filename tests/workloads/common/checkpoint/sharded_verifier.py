@@ -1,5 +1,5 @@
 """One rank of a restart's checkpoint search without Ray (a process per rank, gloo): what the
-verification tests run. ``python tests/workloads/training/sharded_verifier.py RANK WORLD PORT
+verification tests run. ``python tests/workloads/common/checkpoint/sharded_verifier.py RANK WORLD PORT
 STORAGE RUN OUT [N_LAYER]`` (``{}`` in OUT: the rank)``: builds the FSDP2 model of ``sharded_saver.py`` (``N_LAYER``
 layers, its default when absent), finds the newest checkpoint with
 ``checkpoint.find_latest_valid_sharded``, loads it, and writes to ``OUT`` the step found, the
@@ -55,9 +55,10 @@ def main() -> None:
     from torch.distributed.fsdp import fully_shard
 
     from workloads.common import checkpoint as ck
+    from workloads.common.checkpoint import integrity
     from workloads.common.model import Llama, LlamaConfig
 
-    ck.hashlib = types.SimpleNamespace(sha256=_Counted)  # type: ignore[assignment]
+    integrity.hashlib = types.SimpleNamespace(sha256=_Counted)  # type: ignore[assignment]
     verified = _Verified()
     logging.getLogger("workloads.checkpoint").addHandler(verified)
     logging.getLogger("workloads.checkpoint").setLevel(logging.INFO)

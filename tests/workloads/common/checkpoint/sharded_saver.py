@@ -1,5 +1,5 @@
 """One rank of a sharded save without Ray (a process per rank, gloo): what the checkpoint tests
-tear, truncate and kill. ``python tests/workloads/training/sharded_saver.py RANK WORLD PORT DIR
+tear, truncate and kill. ``python tests/workloads/common/checkpoint/sharded_saver.py RANK WORLD PORT DIR
 STEPS [SLOW_RANK]``: saves a small FSDP2 model after each step in STEPS; with SLOW_RANK that rank
 waits before writing its shard of the last save, so the test can kill it mid-save."""
 
