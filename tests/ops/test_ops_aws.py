@@ -7,7 +7,7 @@ import botocore.exceptions as bce
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from ops.aws import RETRY_MAX_ATTEMPTS, Aws, client_config, iam_action, translate
+from ops.clients.aws import RETRY_MAX_ATTEMPTS, Aws, client_config, iam_action, translate
 from ops.errors import AccessDeniedError, CredentialsError, NotFoundError, ThrottledError
 from tests.ops.fakes import REGION
 

@@ -1,4 +1,4 @@
-"""ops/base_image.py: `images pin-base` reads the base tag's digest from a registry speaking the
+"""ops/reports/base_image.py: `images pin-base` reads the base tag's digest from a registry speaking the
 Docker Registry HTTP API v2 (here a fake on 127.0.0.1) and fills workloads/Dockerfile's digest slot;
 preflight and status fail while the slot is empty. Tests work on copies of the Dockerfile."""
 
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from ops import base_image
-from ops.base_image import base_check, read_base
-from ops.checks import FAIL, PASS, Check
 from ops.cli import main
-from ops.preflight import exit_status, run_preflight
+from ops.reports import base_image
+from ops.reports.base_image import base_check, read_base
+from ops.reports.checks import FAIL, PASS, Check
+from ops.reports.preflight import exit_status, run_preflight
 from tests.ops.conftest import TEST_BASE_DIGEST
 
 LOOPBACK_ALLOWED = True  # the fake registry
@@ -79,7 +79,7 @@ def test_malformed_slot_fails(empty):
 
 def test_preflight_fails_while_the_slot_is_empty_and_passes_once_filled(empty, monkeypatch):
     # Only the base check: the AWS checks are tested in test_ops_preflight.py.
-    import ops.preflight as preflight
+    import ops.reports.preflight as preflight
 
     monkeypatch.setattr(preflight, "evaluate_identity", lambda *_: Check("credentials", PASS, "ok"))
     monkeypatch.setattr(preflight, "_guarded", lambda label, fn: [])
@@ -97,7 +97,7 @@ def test_preflight_fails_while_the_slot_is_empty_and_passes_once_filled(empty, m
 
 
 def test_status_reports_the_unpinned_base_as_a_problem(empty):
-    from ops.status import problems_of
+    from ops.reports.status import problems_of
 
     report = {"images": [base_check(empty, deployed=True).as_dict()]}
     assert problems_of(report) == [

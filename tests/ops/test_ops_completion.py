@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from ops.cli import build_parser, main
-from ops.completion import bash_script, fish_script, zsh_script
+from ops.commands.completion import bash_script, fish_script, zsh_script
 
 SCRIPT = {"bash": bash_script, "zsh": zsh_script, "fish": fish_script}
 

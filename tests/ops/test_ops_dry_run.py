@@ -12,7 +12,7 @@ import yaml
 
 from config import load_environment
 from ops.cli import main
-from ops.runtime_env import load
+from ops.submit.runtime_env import load
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_the_runtime_envs_working_dir_is_the_upload(project, tmp_path, no_client
 
 @pytest.mark.parametrize("workload", ["training", "inference"])
 def test_submit_workload_dry_run_prints_what_submit_would_apply(workload, no_clients):
-    from ops.render import render
+    from ops.submit.render import render
 
     code, out, err = run(["submit", workload, "--env", "dev", "--dry-run"], **no_clients)
     assert (code, err) == (0, "")
@@ -132,7 +132,7 @@ def test_runtime_env_file_errors_name_the_file_and_the_field(tmp_path, text, mes
 
 
 def test_the_zip_leaves_out_what_the_runtime_env_excludes(project, tmp_path):
-    from ops.job_submit import package_working_dir
+    from ops.submit.job import package_working_dir
 
     names = zipfile.ZipFile(io.BytesIO(package_working_dir(project, excludes=("data",), top="j").data)).namelist()
     assert names == ["j/train.py"]

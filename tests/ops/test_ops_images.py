@@ -1,4 +1,4 @@
-"""ops/images.py: preflight (before the HyperPod stack) and status (after the deploy) check the
+"""ops/reports/images.py: preflight (before the HyperPod stack) and status (after the deploy) check the
 Docker Hub credential and every pull-through cache rule of an images_from_ecr environment, each
 failure with the command that fixes it. Secrets Manager is moto; ECR's pull-through calls, which
 moto lacks, are botocore stubs."""
@@ -14,9 +14,9 @@ from botocore.stub import Stubber
 
 from config import parse_environment
 from ops import permissions
-from ops.checks import FAIL, PASS, WARN
-from ops.images import evaluate_credential, evaluate_rule, expected_rules, image_checks
-from ops.status import problems_of
+from ops.reports.checks import FAIL, PASS, WARN
+from ops.reports.images import evaluate_credential, evaluate_rule, expected_rules, image_checks
+from ops.reports.status import problems_of
 from tests.ops.fakes import ACCOUNT, REGION, healthy_data, shared_aws
 
 NAME = "ecr-pullthroughcache/hpray-dev-docker-hub"

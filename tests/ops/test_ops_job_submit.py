@@ -13,12 +13,12 @@ import pytest
 
 from config import parse_environment
 from config.jobs import JOBS_PREFIX
-from ops import job_follow
-from ops import job_submit as js
-from ops.aws import Aws
 from ops.cli import main
+from ops.clients.aws import Aws
 from ops.errors import OpsError, UnschedulableError
-from ops.submit import FollowOptions, Target
+from ops.submit import job as js
+from ops.submit import job_follow
+from ops.submit.follow import FollowOptions, Target
 from tests.ops.fakes import REGION, env_data, rayjob, submitter_pod
 from workloads.common import crd
 

@@ -12,8 +12,8 @@ import socket
 import pytest
 
 from config import parse_environment
-from ops import ray_head
 from ops.cli import main
+from ops.clients import ray_head
 from ops.errors import ClusterAccessError, JobNotFoundError, QuotaExceededError
 from tests.ops.fakes import env_data, head_pod, rayjob
 from tests.ops.kube_api import JobsApiStandIn, KubeApi
@@ -281,7 +281,7 @@ def test_quota_exceeded_on_create_exits_6(api, dev):
 def test_unreachable_api_is_no_cluster_access_exit_5(dev, capsys):
     from kubernetes import client
 
-    from ops.kube import Kube
+    from ops.clients.kube import Kube
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

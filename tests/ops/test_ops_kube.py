@@ -12,10 +12,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError
 
-from ops.aws import Aws
+from ops.clients.aws import Aws
+from ops.clients.kube import TOKEN_PREFIX, Kube, eks_token
+from ops.clients.kubeconfig import check
 from ops.errors import KubernetesError, NotFoundError, UsageError
-from ops.kube import TOKEN_PREFIX, Kube, eks_token
-from ops.kubeconfig import check
 from tests.ops.fakes import REGION
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config import load_environment
-from ops.names import stack_names
+from ops.reports.names import stack_names
 
 
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])
@@ -23,5 +23,5 @@ def test_the_cli_does_not_import_aws_cdk():
     import subprocess
     import sys
 
-    code = "import sys, ops.cli, ops.preflight, ops.status, ops.submit, ops.kube; sys.exit('aws_cdk' in sys.modules or 'ray' in sys.modules)"
+    code = "import sys, ops.cli, ops.reports.preflight, ops.reports.status, ops.submit.follow, ops.clients.kube; sys.exit('aws_cdk' in sys.modules or 'ray' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0

@@ -6,9 +6,9 @@ import boto3
 import pytest
 
 from ops import permissions
-from ops.aws import Aws
-from ops.preflight import run_preflight
-from ops.status import gather
+from ops.clients.aws import Aws
+from ops.reports.preflight import run_preflight
+from ops.reports.status import gather
 from tests.ops.fakes import REGION, create_bootstrap_stack, quota, stub_eks_versions, stub_quotas
 
 
@@ -65,7 +65,7 @@ def test_dashboard_reads_the_token_from_its_secret_with_the_documented_actions(s
     (moto here); the AWS actions it adds are the documented ones (kms:Decrypt is Secrets
     Manager's own call on the caller's behalf, so no client call records it)."""
     from config.names import ray_auth_secret_name
-    from ops import ray_head
+    from ops.clients import ray_head
 
     secret = ray_auth_secret_name("hpray-dashboard-test")
     boto3.client("secretsmanager", region_name=REGION).create_secret(Name=secret, SecretString="t0ken")

@@ -9,10 +9,10 @@ import pytest
 from moto.core import set_initial_no_auth_action_count
 
 from config import parse_environment
-from ops.aws import Aws
-from ops.checks import FAIL, PASS, WARN
+from ops.clients.aws import Aws
 from ops.errors import CredentialsError
-from ops.preflight import (
+from ops.reports.checks import FAIL, PASS, WARN
+from ops.reports.preflight import (
     evaluate_kubernetes_version,
     evaluate_quotas,
     exit_status,
@@ -172,7 +172,7 @@ def test_kubernetes_version_not_offered_fails(account, healthy_config):
 
 
 def test_extended_support_warning_says_the_monthly_difference_and_the_upgrade():
-    from ops.preflight import extended_support_monthly_extra
+    from ops.reports.preflight import extended_support_monthly_extra
 
     extra = extended_support_monthly_extra()
     assert extra == pytest.approx((0.60 - 0.10) * 730)  # review/prices.yaml: extended vs standard, 730 h

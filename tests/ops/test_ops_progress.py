@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ops.progress import JobProgress, LogEvent, ServiceProgress, parse_line
+from ops.submit.progress import JobProgress, LogEvent, ServiceProgress, parse_line
 from tests.ops.fakes import rayjob, rayservice
 
 WORKER = "(RayTrainWorker pid=4182, ip=10.11.3.17) "

@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from ops import render
 from ops.errors import OpsError
+from ops.submit import render
 
 
 def test_unknown_workload():

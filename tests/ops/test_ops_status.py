@@ -1,5 +1,5 @@
 """status: pure summaries of realistic API objects, and the whole report gathered from moto plus a
-fake Kubernetes API (the thin ops.kube client is replaced at its boundary)."""
+fake Kubernetes API (the thin ops.clients.kube client is replaced at its boundary)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import re
 import boto3
 import pytest
 
-from ops import status
 from ops.errors import KubernetesError
+from ops.reports import status
 from tests.ops.fakes import (
     ACCOUNT,
     REGION,
@@ -164,7 +164,7 @@ def test_rayservice_and_operator_summaries():
 
 
 class FakeKube:
-    """Stands in for ops.kube.Kube: the same methods, realistic objects."""
+    """Stands in for ops.clients.kube.Kube: the same methods, realistic objects."""
 
     def __init__(self, nodes, deployments, jobs, services):
         self.nodes, self.deployments, self.jobs, self.services = nodes, deployments, jobs, services

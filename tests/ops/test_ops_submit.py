@@ -1,6 +1,6 @@
 """submit: apply rules and the follow loop, against a scripted Kubernetes API.
 
-The fake replaces ops.kube.Kube at its boundary (same methods, realistic objects); time is the
+The fake replaces ops.clients.kube.Kube at its boundary (same methods, realistic objects); time is the
 fake's too: each poll's sleep moves the script one tick on, so a 30-minute run takes no time.
 """
 
@@ -298,7 +298,7 @@ def test_attach_to_a_job_that_does_not_exist():
 
 
 def test_the_configured_step_budget_makes_a_fraction_and_an_eta():
-    from ops.submit import Follower, FollowOptions, Target
+    from ops.submit.follow import Follower, FollowOptions, Target
 
     kube = ScriptedKube(RUN_WITH_A_FAILURE)
     kube.created = manifest()
@@ -332,7 +332,7 @@ def test_rendering_imports_neither_ray_nor_torch():
     import sys
 
     code = (
-        "import sys; from config import load_environment; from ops.render import render; "
+        "import sys; from config import load_environment; from ops.submit.render import render; "
         "render('training', load_environment('prod')); render('inference', load_environment('prod')); sys.exit(bool({'ray', 'torch', 'aws_cdk'} & set(sys.modules)))"
     )
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0

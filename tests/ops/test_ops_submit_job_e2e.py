@@ -30,8 +30,8 @@ import pytest
 import ray
 
 from config import parse_environment
-from ops.aws import Aws
 from ops.cli import main
+from ops.clients.aws import Aws
 from rigs.local_cluster import LocalCluster, free_port
 from tests.ops.fakes import REGION, env_data, head_pod
 from tests.ops.kube_api import KubeApi

@@ -108,7 +108,7 @@ def test_logs_read_the_teams_own_token_from_secrets_manager(api, two_teams, shar
 def test_submit_job_in_the_team_namespace_uploads_under_the_team_prefix_without_fsx(
     api, two_teams, shared_moto, tmp_path
 ):
-    from ops.aws import Aws
+    from ops.clients.aws import Aws
 
     (tmp_path / "train.py").write_text("print('hi')\n")
     s3 = boto3.client("s3", region_name=REGION)

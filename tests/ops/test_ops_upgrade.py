@@ -17,9 +17,10 @@ import pytest
 
 from artifacts import pinned
 from config import parse_environment, versions
-from ops import kuberay_crds, upgrade
 from ops.cli import main
 from ops.errors import OpsError
+from ops.upgrade import kuberay_crds
+from ops.upgrade import plan as upgrade
 from tests.ops.fakes import env_data, rayjob
 from tests.ops.kube_api import KubeApi
 from workloads.common import crd

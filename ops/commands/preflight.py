@@ -1,18 +1,48 @@
-"""The runs of the two report commands: ``preflight`` (before ``cdk deploy``) and ``status``
-(after it): gather, then print a table or JSON and turn the result into the exit code."""
+"""``preflight``: is the account and region ready for ``cdk deploy`` (the checks:
+ops/reports/preflight.py)? A PASS/WARN/FAIL table or JSON; exit 1 if any check fails."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from config import ConfigError
 from config.environment import EnvironmentConfig
-from ops.context import Command
-from ops.errors import EXIT_FAILED, EXIT_OK
+from ops.context import Command, CommandSpec
 from ops.output import table, to_json
+from ops.usage import CommandLine
 
 
-def run_preflight_command(command: Command) -> int:
-    from ops.checks import FAIL, WARN
-    from ops.preflight import exit_status, run_preflight
+def register(sub: Any, cli: CommandLine) -> None:
+    p = sub.add_parser(
+        "preflight",
+        prog=f"{cli.prog} preflight",
+        help="check the account and region before `cdk deploy`",
+        description=(
+            "Check the account and region before `cdk deploy` and print a PASS/WARN/FAIL table with a fix\n"
+            "for each failure:\n"
+            "  - the credentials are for the environment's account\n"
+            '  - the SageMaker quota "<instance type> for cluster usage" covers the configured instance counts\n'
+            "  - every configured AZ ID exists in the region (and has the configured name in this account)\n"
+            "  - EKS offers the configured Kubernetes version in the region\n"
+            "  - the CDK bootstrap stack exists and is recent enough\n"
+            "  - no other VPC overlaps the configured CIDRs (warning only)\n"
+            "  - the workloads image's base is pinned by digest (fix: hpray images pin-base)\n"
+            "Exits 1 if any check FAILs."
+        ),
+        formatter_class=cli.formatter,
+    )
+    cli.common(p, kube=False)
+    p.add_argument(
+        "--toolkit-stack-name",
+        metavar="NAME",
+        default="CDKToolkit",
+        help="CDK bootstrap stack name (default: %(default)s)",
+    )
+
+
+def run(command: Command) -> int:
+    from ops.reports.checks import FAIL, WARN
+    from ops.reports.preflight import exit_status, run_preflight
 
     config, aws, args, out = command.config, command.aws, command.args, command.out
 
@@ -57,9 +87,4 @@ def _pipeline_account(config: EnvironmentConfig) -> str | None:
     return pipeline.account if any(e.name == config.name for e in environments) else None
 
 
-def run_status_command(command: Command) -> int:
-    from ops import status
-
-    report = status.gather(command.config, command.aws, command.kube)
-    print(to_json(report) if command.args.json else status.render(report), file=command.out)
-    return EXIT_FAILED if report["problems"] else EXIT_OK
+COMMAND = CommandSpec("preflight", register, run=run)

@@ -21,12 +21,12 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from config import versions
-from ops.checks import FAIL, PASS, Check, guarded
 from ops.errors import NotFoundError
+from ops.reports.checks import FAIL, PASS, Check, guarded
 
 if TYPE_CHECKING:
     from config.environment import EnvironmentConfig
-    from ops.aws import Aws
+    from ops.clients.aws import Aws
 
 _SUFFIX = re.compile(r"-[A-Za-z0-9]{6}$")
 

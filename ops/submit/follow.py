@@ -20,11 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from ops.driver_log import DriverLog, TokenFn
+from ops.clients.driver_log import DriverLog, TokenFn
 from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, NotFoundError, OpsError
 from ops.output import to_json
-from ops.progress import JobProgress, ServiceProgress
-from ops.status import TERMINAL_DEPLOYMENT
+from ops.reports.status import TERMINAL_DEPLOYMENT
+from ops.submit.progress import JobProgress, ServiceProgress
 
 # Carriage return and "erase the line" (ECMA-48 EL): the status line is redrawn in place.
 CLEAR_LINE = "\r\x1b[K"

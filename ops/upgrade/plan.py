@@ -23,9 +23,8 @@ import yaml
 from config import versions
 from config.environment import EnvironmentConfig
 from config.names import stack_prefix
-from ops import kuberay_crds
-from ops.context import Command
 from ops.errors import OpsError, UsageError
+from ops.upgrade import kuberay_crds
 
 FIELD_MANAGER = "hpray"
 
@@ -210,7 +209,7 @@ def as_dict(header: str, steps: list[Step]) -> dict[str, Any]:
 
 
 def crd_documents(crd_dir: Path | None = None) -> list[dict[str, Any]]:
-    """The CRDs of the pinned KubeRay release (default: from its chart, verified and cached: ops/kuberay_crds.py)."""
+    """The CRDs of the pinned KubeRay release (default: from its chart, verified and cached: ops/upgrade/kuberay_crds.py)."""
     crd_dir = crd_dir or kuberay_crds.crd_dir()
     docs = []
     for path in sorted(crd_dir.glob("*.yaml")):
@@ -271,62 +270,3 @@ def apply_safe_steps(
         )
     result["crds_applied"] = [d["metadata"]["name"] for d in docs]
     return result
-
-
-def add_upgrade_command(sub: Any, prog: str, common: Any, formatter: Any) -> None:
-    p = sub.add_parser(
-        "upgrade",
-        prog=f"{prog} upgrade",
-        help="plan a Kubernetes upgrade",
-        formatter_class=formatter,
-        description="Print the ordered steps of a one-minor Kubernetes upgrade of the environment (control plane,\n"
-        "add-ons, system nodes, HyperPod software, KubeRay CRDs, jobs paused and resumed from their\n"
-        "checkpoints), each with its commands or config edit and what it disrupts.\n"
-        "--apply does the safe steps: the read-only checks, and the KubeRay CRDs applied\n"
-        "server-side (a server dry run of every CRD first).",
-    )
-    p.add_argument("action", metavar="ACTION", choices=["plan"], help="plan: print the steps")
-    common(p, kube=True)
-    p.add_argument(
-        "--to",
-        metavar="VERSION",
-        type=kubernetes_minor,
-        help="target Kubernetes minor, e.g. 1.35 (default: the next one)",
-    )
-    p.add_argument(
-        "--apply", action="store_true", help="also do the safe steps (read-only checks, CRD apply with a dry run first)"
-    )
-
-
-def kubernetes_minor(text: str) -> str:
-    """``--to``: a Kubernetes minor version, MAJOR.MINOR."""
-    import argparse
-    import re
-
-    if not re.fullmatch(r"\d+\.\d+", text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a Kubernetes minor version such as 1.35")
-    return text
-
-
-def run_upgrade(command: Command) -> int:
-    from ops.output import to_json
-
-    config, args, out = command.config, command.args, command.out
-
-    header, steps = plan(config, args.to)
-    if not args.apply:
-        print(to_json(as_dict(header, steps)) if args.json else render(header, steps), file=out)
-        return 0
-    messages: list[str] = []
-
-    def emit(text: str) -> None:
-        messages.append(text)
-        if not args.json:
-            print(text, file=out)
-
-    if not args.json:
-        print(render(header, steps) + "\n\n--apply: the safe steps", file=out)
-    result = apply_safe_steps(config, command.aws, command.kube(), target_version(config, args.to), emit=emit)
-    if args.json:
-        print(to_json({**as_dict(header, steps), "applied": result, "messages": messages}), file=out)
-    return 0

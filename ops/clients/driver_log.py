@@ -19,8 +19,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from ops.clients.ray_head import DASHBOARD_PORT, auth_token, head_pod
 from ops.errors import ClusterAccessError, NotFoundError, OpsError
-from ops.ray_head import DASHBOARD_PORT, auth_token, head_pod
 
 # Ray's header for a token that must not be taken by a proxy in front of the dashboard
 # (ray/_private/authentication/authentication_constants.py, Ray >= 2.52).

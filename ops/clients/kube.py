@@ -1,7 +1,7 @@
 """A thin Kubernetes client: connect to the environment's EKS cluster, make a few calls, return
 plain JSON-shaped dicts (as ``kubectl get -o json`` shows them).
 
-No logic lives here beyond the calls themselves; ops/status.py and ops/progress.py turn the dicts
+No logic lives here beyond the calls themselves; ops/reports/status.py and ops/submit/progress.py turn the dicts
 into tables and progress lines and are tested on realistic objects.
 """
 
@@ -15,11 +15,11 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ops.aws import Aws
+from ops.clients.aws import Aws
 from ops.errors import ClusterAccessError, KubernetesError, NotFoundError, QuotaExceededError
 
 if TYPE_CHECKING:
-    from ops.kubeconfig import KubeconfigTarget
+    from ops.clients.kubeconfig import KubeconfigTarget
 
 # The KubeRay CRDs' API group and version (a Kubernetes API version; the Ray release is
 # workloads.common.k8s.RAY_VERSION).
@@ -33,7 +33,7 @@ TOKEN_REFRESH_S = 600
 # Client-side timeout for each API call (connect, read), seconds.
 REQUEST_TIMEOUT = (10, 60)
 # What to do when the environment's EKS endpoint does not answer (a kubeconfig's has its own:
-# ops/kubeconfig.py).
+# ops/clients/kubeconfig.py).
 EKS_UNREACHABLE_FIX = "a private EKS endpoint is reachable only from inside the VPC (VPN, bastion, CI runner)"
 
 
@@ -49,7 +49,7 @@ def eks_token(aws: Aws, cluster_name: str) -> str:
     try:
         url = sts.generate_presigned_url("get_caller_identity", Params={}, ExpiresIn=60, HttpMethod="GET")
     except Exception as err:  # botocore credential errors
-        from ops.aws import translate
+        from ops.clients.aws import translate
 
         raise translate(err, action="sts:GetCallerIdentity (EKS token)", region=aws.region) from None
     return TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
@@ -130,7 +130,7 @@ class Kube:
     def connect(cls, aws: Aws, cluster_name: str, *, kubeconfig: KubeconfigTarget | None = None) -> Kube:
         """From the environment's EKS cluster (default), or from a checked kubeconfig when one is given."""
         if kubeconfig is not None:
-            from ops.kubeconfig import api_client
+            from ops.clients.kubeconfig import api_client
 
             return cls(api_client(kubeconfig), unreachable_fix=kubeconfig.unreachable_fix())
         return cls(_api_client_for_eks(aws, cluster_name))

@@ -1,4 +1,4 @@
-"""Shell completion (bash, zsh, fish) generated from the argparse parser itself, so it always
+"""``completion SHELL``: shell completion (bash, zsh, fish) generated from the argparse parser itself, so it always
 lists the commands, subcommands, options and choices (environments, workloads) the CLI has.
 
 Each script finds where the words typed so far lead in the command tree (``submit`` then ``job``)
@@ -13,7 +13,11 @@ import argparse
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
+
+from ops.context import CommandSpec
+from ops.errors import EXIT_OK
+from ops.usage import CommandLine
 
 SHELLS = ("bash", "zsh", "fish")
 # Options whose value is a path: completed with file names.
@@ -197,13 +201,14 @@ def script(shell: str, parser: argparse.ArgumentParser, prog: str) -> str:
     return {"bash": bash_script, "zsh": zsh_script, "fish": fish_script}[shell](parser, prog)
 
 
-def add_completion_command(sub: Any, prog: str, formatter: Any) -> None:
+def register(sub: Any, cli: CommandLine) -> None:
+    prog = cli.prog
     command = _command(prog)
     p = sub.add_parser(
         "completion",
         prog=f"{prog} completion",
         help="print the shell completion script",
-        formatter_class=formatter,
+        formatter_class=cli.formatter,
         description=f"Print the completion script of {prog} for bash, zsh or fish. Install it with\n"
         f"  bash: {prog} completion bash > ~/.local/share/bash-completion/completions/{command}\n"
         f'        (or for the current shell: eval "$({prog} completion bash)")\n'
@@ -213,3 +218,11 @@ def add_completion_command(sub: Any, prog: str, formatter: Any) -> None:
         f"  fish: {prog} completion fish > ~/.config/fish/completions/{command}.fish",
     )
     p.add_argument("shell", metavar="SHELL", choices=SHELLS, help="the shell: bash, zsh or fish")
+
+
+def run_local(args: argparse.Namespace, out: TextIO, parser: argparse.ArgumentParser) -> int:
+    print(script(args.shell, parser, parser.prog), file=out)
+    return EXIT_OK
+
+
+COMMAND = CommandSpec("completion", register, run_local=run_local)

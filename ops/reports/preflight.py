@@ -1,9 +1,9 @@
 """``preflight``: is this account and region ready for ``cdk deploy`` of the environment?
 
 With ``network.images_from_ecr`` it also checks the Docker Hub credential and every pull-through
-cache rule (ops/images.py): run it before the first deploy, and again after the cluster stack and
+cache rule (ops/reports/images.py): run it before the first deploy, and again after the cluster stack and
 before the HyperPod stack. It also fails while the workloads image's base has no digest in
-workloads/Dockerfile (ops/base_image.py; ``hpray images pin-base`` fills it).
+workloads/Dockerfile (ops/reports/base_image.py; ``hpray images pin-base`` fills it).
 
 Gathering (a handful of read-only AWS calls) is kept apart from judging: every ``evaluate_*``
 function is pure, takes the API responses and the config, and returns :class:`Check` rows.
@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from config.environment import EnvironmentConfig
-from ops.aws import Aws
-from ops.base_image import base_check
-from ops.checks import FAIL, PASS, WARN, Check
-from ops.checks import guarded as _guarded
+from ops.clients.aws import Aws
 from ops.errors import NotFoundError
-from ops.images import image_checks
-from ops.names import stack_names
+from ops.reports.base_image import base_check
+from ops.reports.checks import FAIL, PASS, WARN, Check
+from ops.reports.checks import guarded as _guarded
+from ops.reports.images import image_checks
+from ops.reports.names import stack_names
 
 # The CDK bootstrap stack's default name (``cdk bootstrap`` without --toolkit-stack-name).
 DEFAULT_TOOLKIT_STACK = "CDKToolkit"

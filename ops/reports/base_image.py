@@ -20,8 +20,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, TextIO
 
-from ops.checks import FAIL, PASS, Check
 from ops.errors import EXIT_OK, OpsError
+from ops.reports.checks import FAIL, PASS, Check
 from workloads.common.image import DOCKERFILE as DOCKERFILE_NAME
 from workloads.common.image import REPO_ROOT
 
@@ -173,28 +173,3 @@ def pin_base(dockerfile: Path, out: TextIO, **registry: Any) -> int:
     if previous != f"@{digest}":
         print("next: commit the Dockerfile and deploy (the image is rebuilt from the pinned base)", file=out)
     return EXIT_OK
-
-
-def add_images_command(sub: Any, prog: str, formatter: Any) -> None:
-    p = sub.add_parser(
-        "images",
-        prog=f"{prog} images",
-        help="pin the workloads image's base by digest",
-        formatter_class=formatter,
-        description="pin-base: read the digest of the workloads image's base tag (ARG RAY_BASE) from Docker\n"
-        "Hub's registry API and write it into ARG RAY_BASE_DIGEST of the Dockerfile. Needs HTTPS to\n"
-        "Docker Hub, no AWS call; rerun it after changing RAY_BASE. preflight and status fail while the\n"
-        "slot is empty.",
-    )
-    p.add_argument("action", metavar="ACTION", choices=["pin-base"], help="pin-base: fill the base image's digest slot")
-    p.add_argument(
-        "--dockerfile", type=Path, default=DOCKERFILE, metavar="PATH", help="the Dockerfile (default: %(default)s)"
-    )
-    p.add_argument("--auth-url", default=DOCKER_HUB_AUTH, metavar="URL", help="token endpoint (default: %(default)s)")
-    p.add_argument(
-        "--registry-url", default=DOCKER_HUB_REGISTRY, metavar="URL", help="registry API (default: %(default)s)"
-    )
-
-
-def run_images(args: Any, out: TextIO) -> int:
-    return pin_base(args.dockerfile, out, auth_url=args.auth_url, registry_url=args.registry_url)

@@ -1,6 +1,6 @@
 """Progress of a RayJob / RayService from its status and the job's own log lines. Pure: no I/O.
 
-The follow loop in ops/submit.py feeds in RayJob objects and driver log lines; this module says what
+The follow loop in ops/submit/follow.py feeds in RayJob objects and driver log lines; this module says what
 changed (lines to print) and renders the one-line progress display.
 
 Log lines recognised (case-insensitive, anywhere in the line, so Ray's ``(RayTrainWorker pid=…)``
@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ops.status import TERMINAL_DEPLOYMENT
+from ops.reports.status import TERMINAL_DEPLOYMENT
 
 _NUM = r"([-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf)"
 _STEP = re.compile(r"\bstep[\s:=#]*(\d+)(?:\s*(?:/|of)\s*(\d+))?", re.I)
@@ -244,7 +244,7 @@ class ServiceProgress:
     applications: dict[str, str] = field(default_factory=dict)
 
     def observe_status(self, rayservice: dict[str, Any]) -> list[str]:
-        from ops.status import summarize_rayservice
+        from ops.reports.status import summarize_rayservice
 
         s = summarize_rayservice(rayservice)
         out = []

@@ -1,6 +1,6 @@
 """The Ray head of a running RayJob or RayService: which one (``pick_head``), its pod, and the
 token its dashboard and Jobs API take where Ray's token authentication is on (``dashboard``,
-``logs``: ops/portforward.py, ops/driver_log.py)."""
+``logs``: ops/clients/portforward.py, ops/clients/driver_log.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from config.names import RAY_DASHBOARD_PORT, ray_auth_secret_name, team_ray_auth_secret_name
 from ops.errors import JobNotFoundError, NotFoundError, OpsError
-from ops.status import SUSPENDED, TERMINAL_DEPLOYMENT
+from ops.reports.status import SUSPENDED, TERMINAL_DEPLOYMENT
 
 DASHBOARD_PORT = RAY_DASHBOARD_PORT
 

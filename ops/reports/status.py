@@ -1,6 +1,6 @@
 """``status``: the deployed environment at a glance.
 
-Gathering (AWS via ops/aws.py, Kubernetes via ops/kube.py) is separate from the pure
+Gathering (AWS via ops/clients/aws.py, Kubernetes via ops/clients/kube.py) is separate from the pure
 ``summarize_*`` functions that turn API objects into the report, and from :func:`render` that
 prints it. The report is a plain dict: ``--json`` prints it as is.
 
@@ -15,13 +15,13 @@ from typing import Any
 
 from config import names
 from config.environment import EnvironmentConfig
-from ops.aws import Aws
-from ops.base_image import base_check
-from ops.checks import FAIL
+from ops.clients.aws import Aws
 from ops.errors import CredentialsError, NotFoundError, OpsError
-from ops.images import image_checks
-from ops.names import FILE_SYSTEM_OUTPUT, stack_names
 from ops.output import table
+from ops.reports.base_image import base_check
+from ops.reports.checks import FAIL
+from ops.reports.images import image_checks
+from ops.reports.names import FILE_SYSTEM_OUTPUT, stack_names
 
 # HyperPod's resilience labels on its Kubernetes nodes (SageMaker HyperPod docs, "Resilience-
 # related Kubernetes labels by SageMaker HyperPod").
@@ -389,7 +389,7 @@ def _file_system_id(aws: Aws, config: EnvironmentConfig) -> str | None:
 
 
 def gather(config: EnvironmentConfig, aws: Aws, connect_kube: Any, *, dockerfile: Path | None = None) -> dict[str, Any]:
-    """Collect the report. ``connect_kube()`` returns an ops.kube.Kube (or raises KubernetesError).
+    """Collect the report. ``connect_kube()`` returns an ops.clients.kube.Kube (or raises KubernetesError).
     ``dockerfile``: the workloads Dockerfile whose base digest is checked (default: the checkout's)."""
     identity = aws.call("sts", "get_caller_identity")
     hp_name, eks_name = config.hyperpod_cluster_name, config.eks_cluster_name
@@ -429,8 +429,8 @@ def gather(config: EnvironmentConfig, aws: Aws, connect_kube: Any, *, dockerfile
     report["hyperpod"] = summarize_hyperpod(hp_name, hp_cluster, hp_nodes, k8s_nodes)
     report["eks"] = summarize_eks(eks_name, eks_cluster)
     report["fsx"] = summarize_fsx(fs_id, fs)
-    # network.images_from_ecr: after the deploy every rule must exist and validate (ops/images.py).
-    # The workloads image the deploy built: from a base pinned by digest (ops/base_image.py).
+    # network.images_from_ecr: after the deploy every rule must exist and validate (ops/reports/images.py).
+    # The workloads image the deploy built: from a base pinned by digest (ops/reports/base_image.py).
     images = [base_check(dockerfile, deployed=True), *image_checks(config, aws, missing_rule_is=FAIL)]
     report["images"] = [c.as_dict() for c in images]
     report["problems"] = problems_of(report)

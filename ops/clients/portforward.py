@@ -12,9 +12,9 @@ import socket
 import threading
 from typing import Any, TextIO
 
+from ops.clients.ray_head import DASHBOARD_PORT, auth_token, dashboard_url, head_pod, pick_head
 from ops.errors import EXIT_INTERRUPTED, OpsError
 from ops.output import to_json
-from ops.ray_head import DASHBOARD_PORT, auth_token, dashboard_url, head_pod, pick_head
 
 
 def _relay(client: socket.socket, remote: Any) -> None:

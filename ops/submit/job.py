@@ -7,7 +7,7 @@
    downloads it with its Pod Identity credentials, and the driver starts in it.
 3. The job is followed like ``submit training``: state changes, steps, loss, ETA, checkpoints,
    resumes; and, while pods wait, the scheduler's reason when one cannot be placed
-   (ops/job_follow.py).
+   (ops/submit/job_follow.py).
 
 Packaging, placement and rendering share the job's name, placement and config.
 """
@@ -253,7 +253,7 @@ def render_job(
 ) -> dict[str, Any]:
     """The ray.io/v1 RayJob for a user's command, on whole nodes of one instance group; for
     ``team``'s namespace, without the /fsx claim and with its checkpoints under the team's prefix.
-    ``runtime_env``: more of Ray's runtime_env fields (pip, conda, ...: ops/runtime_env.py)."""
+    ``runtime_env``: more of Ray's runtime_env fields (pip, conda, ...: ops/submit/runtime_env.py)."""
     from workloads.common import image as image_mod
     from workloads.common import k8s, rayjob
 

@@ -16,9 +16,9 @@ from typing import Any, TextIO
 import yaml
 
 from ops.errors import EXIT_OK, JobNotFoundError, OpsError
-from ops.jobs import get_job
+from ops.jobs.control import get_job
 from ops.output import table
-from ops.status import summarize_rayjob
+from ops.reports.status import summarize_rayjob
 
 EVENTS_SHOWN = 10
 
@@ -228,7 +228,7 @@ def download_logs(
     """``logs NAME --output-dir DIR``: DIR/NAME/driver.log (from the head's Jobs API, while the
     cluster lives), DIR/NAME/<pod>.<container>.log for each pod and ``.previous.log`` for a
     container that restarted; a list of what was written, and what could not be."""
-    from ops.driver_log import DriverLog
+    from ops.clients.driver_log import DriverLog
 
     job = get_job(kube, namespace, name, prog=prog, env=env)
     target = Path(output_dir) / name

@@ -1,17 +1,25 @@
 """``submit training|inference|job``: the command line (each workload its own options, so an
-option of another is refused) and the runs of ``training`` and ``inference``; ``job`` runs in
-ops/job_cli.py."""
+option of another is refused), the checks and the dry run before any client is made, and the runs.
+
+What it runs on, ops/submit/ by concern: render.py (the workload manifests), prepare.py (``submit
+job`` checked, packaged and rendered before any client), job.py (the user job: name, zip, upload,
+placement, RayJob), runtime_env.py (``--runtime-env``), follow.py (apply and follow),
+job_follow.py (following a user job), progress.py (the progress line from status and log lines)."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from config.environment import EnvironmentConfig
-from ops.context import Command
+from ops.context import Command, CommandSpec, RenderFn
 from ops.errors import EXIT_INTERRUPTED, EXIT_OK
 from ops.output import to_json
-from ops.usage import positive_float
+from ops.usage import CommandLine, positive_float, positive_int
+
+if TYPE_CHECKING:
+    from ops.submit.prepare import PreparedJob
 
 WORKLOAD_HELP = {
     "training": "the training workload: a RayJob; an identical job still running is followed, not resubmitted",
@@ -20,9 +28,8 @@ WORKLOAD_HELP = {
 }
 
 
-def add_submit_command(sub: Any, prog: str, common: Any, formatter: Any) -> None:
-    from ops.job_cli import add_submit_job_options
-
+def register(sub: Any, cli: CommandLine) -> None:
+    prog, formatter = cli.prog, cli.formatter
     p = sub.add_parser(
         "submit",
         prog=f"{prog} submit",
@@ -49,7 +56,7 @@ def add_submit_command(sub: Any, prog: str, common: Any, formatter: Any) -> None
             description=_description(name, prog),
             formatter_class=formatter,
         )
-        common(w, kube=True)
+        cli.common(w, kube=True)
         mode = w.add_mutually_exclusive_group()
         mode.add_argument(
             "--attach", action="store_true", help="do not apply anything; follow the workload already submitted"
@@ -76,6 +83,55 @@ def add_submit_command(sub: Any, prog: str, common: Any, formatter: Any) -> None
         )
         if name == "job":
             add_submit_job_options(w)
+
+
+def add_submit_job_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--working-dir", metavar="DIR", type=Path, help="directory to upload and run in (Ray's runtime_env working_dir)"
+    )
+    p.add_argument(
+        "--name",
+        metavar="NAME",
+        help="job name (default: the directory's name and a random suffix); with --attach, the job to follow",
+    )
+    p.add_argument(
+        "--image",
+        metavar="URI",
+        help="container image (default: training.image of the environment, else the environment's workloads image)",
+    )
+    p.add_argument(
+        "--gpus", type=positive_int, metavar="N", help="GPUs in total; rounded up to whole nodes of the instance group"
+    )
+    p.add_argument("--nodes", type=positive_int, metavar="N", help="worker nodes (default 1), when --gpus is not given")
+    p.add_argument(
+        "--instance-group",
+        metavar="NAME",
+        help="HyperPod instance group of the workers (default: training.instance_group)",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="leave files matching PATTERN out of the upload (repeatable; .git, __pycache__ and every "
+        "virtualenv or conda env always are)",
+    )
+    p.add_argument(
+        "--env-var",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment variable of the job (repeatable; wins over the runtime env file's env_vars)",
+    )
+    p.add_argument(
+        "--runtime-env",
+        metavar="FILE",
+        type=Path,
+        help="Ray runtime_env from a YAML or JSON file (pip, uv, conda, env_vars, py_modules, config, ...)",
+    )
+    p.add_argument(
+        "--namespace", "-n", metavar="NS", default=None, help="namespace to run in (default: the workloads namespace)"
+    )
 
 
 def _description(workload: str, prog: str) -> str:
@@ -107,14 +163,22 @@ def print_manifest(manifest: dict[str, Any], out: TextIO, *, json_mode: bool, co
     return EXIT_OK
 
 
-def dry_run(config: EnvironmentConfig, args: argparse.Namespace, render_fn: Any, out: TextIO) -> int:
+def check(config: EnvironmentConfig, args: argparse.Namespace, prog: str) -> None:
+    """``submit job`` is checked, packaged and rendered here, before any client is made."""
+    if args.workload == "job":
+        from ops.submit.prepare import prepare_job
+
+        args.prepared = prepare_job(config, args, prog)
+
+
+def dry_run(config: EnvironmentConfig, args: argparse.Namespace, out: TextIO, render_fn: RenderFn | None) -> int:
     """``submit --dry-run``: the manifest, no client made (ops/cli.py calls it before any)."""
     if args.workload == "job":
-        from ops.job_cli import job_dry_run_comments
+        from ops.submit.prepare import job_dry_run_comments
 
         prepared = args.prepared
         return print_manifest(prepared.manifest, out, json_mode=args.json, comments=job_dry_run_comments(prepared))
-    from ops import render as renderer
+    from ops.submit import render as renderer
 
     manifest = (render_fn or renderer.render)(args.workload, config)
     meta = manifest["metadata"]
@@ -126,13 +190,17 @@ def dry_run(config: EnvironmentConfig, args: argparse.Namespace, render_fn: Any,
     )
 
 
-def run_submit(command: Command, render_fn: Any) -> int:
+def run(command: Command) -> int:
+    return run_submit_job(command) if command.args.workload == "job" else run_submit(command)
+
+
+def run_submit(command: Command) -> int:
     """``submit training`` and ``submit inference``: apply the manifest and follow it."""
-    from ops import render as renderer
-    from ops.submit import Follower, Target, apply, reattach_command
+    from ops.submit import render as renderer
+    from ops.submit.follow import Follower, Target, apply, reattach_command
 
     config, args = command.config, command.args
-    manifest = (render_fn or renderer.render)(args.workload, config)
+    manifest = (command.render_fn or renderer.render)(args.workload, config)
     kind = manifest["kind"]
     namespace = manifest["metadata"].get("namespace", "default")
     name = manifest["metadata"]["name"]
@@ -161,3 +229,56 @@ def run_submit(command: Command, render_fn: Any) -> int:
         )
         return EXIT_OK
     return follower.run()
+
+
+def run_submit_job(command: Command) -> int:
+    """``submit job``: upload the prepared working directory, apply the RayJob and follow it."""
+    from ops.submit import job as js
+    from ops.submit.follow import Target, apply
+    from ops.submit.job_follow import JobFollower
+    from workloads.common.k8s import NAMESPACE
+
+    config, args, prog = command.config, command.args, command.prog
+    options = command.follow_options()
+    job: PreparedJob | None = args.prepared
+
+    def target(namespace: str, name: str) -> Target:
+        return Target(workload="job", env=config.name, kind="RayJob", namespace=namespace, name=name)
+
+    if job is None:  # --attach
+        namespace = args.namespace or NAMESPACE
+        kube = command.kube()
+        from ops.jobs.control import get_job
+
+        get_job(kube, namespace, args.name, prog=prog, env=config.name)
+        return JobFollower(kube, target(namespace, args.name), options, prog=prog).run()
+    kube = command.kube()
+    follower = JobFollower(kube, target(job.namespace, job.name), options, prog=prog)
+    package, placement = job.package, job.placement
+    uploaded = js.upload(command.aws, job.bucket, job.key, package)
+    follower.emit(
+        f"{'uploaded' if uploaded else 'reusing'} {job.working_dir} ({package.files} files, {len(package.data) >> 10} KiB) as {job.uri}",
+        event="uploaded",
+        uri=job.uri,
+        files=package.files,
+        bytes=len(package.data),
+    )
+    follower.emit(
+        f"job {job.name}: {placement.nodes} x {placement.instance_type} ({placement.nodes * placement.gpus_per_node} GPUs) "
+        f"in {job.namespace}; checkpoints: {job.checkpoints} (env HPRAY_CHECKPOINT_DIR)",
+        event="job",
+        name=job.name,
+        nodes=placement.nodes,
+        gpus=placement.nodes * placement.gpus_per_node,
+    )
+    apply(kube, job.manifest, follower.emit)
+    if args.no_follow:
+        follower.emit(
+            f"not following; watch it with: {prog} submit job --env {config.name} --attach --name {job.name}  "
+            f"(or {prog} logs {job.name} --env {config.name} --follow)"
+        )
+        return EXIT_OK
+    return follower.run()
+
+
+COMMAND = CommandSpec("submit", register, run=run, check=check, dry_run=dry_run)

@@ -1,5 +1,5 @@
 """Everyday job commands: ``jobs``, ``logs``, ``stop``, ``resume`` (the
-Ray head they reach, ``dashboard``'s too: ops/ray_head.py).
+Ray head they reach, ``dashboard``'s too: ops/clients/ray_head.py).
 
 They act on RayJobs by name in one namespace (the workloads namespace unless ``--namespace``),
 like ``kubectl ray`` and the Ray Jobs CLI, and say what to run next.
@@ -10,7 +10,7 @@ like ``kubectl ray`` and the Ray Jobs CLI, and say what to run next.
   cluster, so both keep them; a job that saves them resumes from the newest. ``stop --delete``
   deletes the RayJob object instead (the checkpoints stay too).
 - ``logs`` reads the driver's output from the head's Ray Jobs API (HTTPMode: no submitter pod;
-  ops/driver_log.py); ``--follow`` prints what the log adds until the job ends, and goes on to
+  ops/clients/driver_log.py); ``--follow`` prints what the log adds until the job ends, and goes on to
   the next Ray job when KubeRay retries.
 """
 
@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from ops.driver_log import DriverLog
+from ops.clients.driver_log import DriverLog
 from ops.errors import JobNotFoundError, NotFoundError, OpsError
 from ops.output import table, to_json
-from ops.status import SUSPENDED, TERMINAL_DEPLOYMENT, summarize_rayjob
+from ops.reports.status import SUSPENDED, TERMINAL_DEPLOYMENT, summarize_rayjob
 
 # The states in which KubeRay acts on ``suspend`` (KubeRay's RayJob controller: Running and
 # Initializing may move to Suspending; a finished job has nothing left to stop).
@@ -100,7 +100,7 @@ def show_logs(
     sleep: Callable[[float], None] = time.sleep,
     token_fn: Any = None,
 ) -> int:
-    """Print the driver's log (ops/driver_log.py); with ``follow`` print what it adds until the job ends."""
+    """Print the driver's log (ops/clients/driver_log.py); with ``follow`` print what it adds until the job ends."""
     log = DriverLog(kube, namespace, name, token_fn=token_fn)
 
     def write(job_id: str, lines: list[str]) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ops.errors import OpsError, UnschedulableError
-from ops.submit import Follower, FollowOptions, Target
+from ops.submit.follow import Follower, FollowOptions, Target
 
 # How long pods may stay unschedulable before ``submit job`` gives up following (exit 7).
 UNSCHEDULABLE_GRACE_S = 300.0
