@@ -31,7 +31,7 @@ def recording_aws():
 def deployed(shared_moto):
     from config import parse_environment
     from tests.ops.fakes import healthy_data
-    from tests.ops.test_ops_status import deploy_to_moto
+    from tests.ops.reports.test_ops_status import deploy_to_moto
 
     create_bootstrap_stack()
     deploy_to_moto(parse_environment(healthy_data()))
@@ -46,7 +46,7 @@ def test_preflight_calls_exactly_the_documented_actions(deployed, healthy_config
 
 
 def test_status_calls_exactly_the_documented_actions(deployed, healthy_config):
-    from tests.ops.test_ops_status import stub_fsx
+    from tests.ops.reports.test_ops_status import stub_fsx
 
     aws, calls = recording_aws()
     stub_fsx(aws)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import ops
 from artifacts import pinned
 from config import parse_environment, versions
 from ops.cli import main
@@ -256,7 +257,7 @@ def test_a_chart_whose_crds_differ_from_the_pin_is_refused_and_nothing_applied(t
 
 def test_ops_never_reads_the_test_fixtures_folder():
     """A user's checkout has no ../shared: no product module of the CLI names it."""
-    ops_dir = Path(upgrade.__file__).parent
+    ops_dir = Path(ops.__file__).parent
     assert [p.name for p in sorted(ops_dir.rglob("*.py")) if "shared/" in p.read_text()] == []
 
 

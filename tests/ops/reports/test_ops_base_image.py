@@ -25,7 +25,7 @@ from tests.ops.conftest import TEST_BASE_DIGEST
 
 LOOPBACK_ALLOWED = True  # the fake registry
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REAL = ROOT / "workloads" / "Dockerfile"
 BASE = read_base(REAL)[0]
 DIGEST = "sha256:" + "5f" * 32
