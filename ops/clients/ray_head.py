@@ -9,7 +9,7 @@ from typing import Any
 
 from config.names import RAY_DASHBOARD_PORT, ray_auth_secret_name, team_ray_auth_secret_name
 from ops.errors import JobNotFoundError, NotFoundError, OpsError
-from ops.reports.status import SUSPENDED, TERMINAL_DEPLOYMENT
+from ops.kuberay import SUSPENDED, TERMINAL_DEPLOYMENT
 
 DASHBOARD_PORT = RAY_DASHBOARD_PORT
 

@@ -22,8 +22,8 @@ from typing import Any, TextIO
 
 from ops.clients.driver_log import DriverLog
 from ops.errors import JobNotFoundError, NotFoundError, OpsError
+from ops.kuberay import SUSPENDED, TERMINAL_DEPLOYMENT, summarize_rayjob
 from ops.output import table, to_json
-from ops.reports.status import SUSPENDED, TERMINAL_DEPLOYMENT, summarize_rayjob
 
 # The states in which KubeRay acts on ``suspend`` (KubeRay's RayJob controller: Running and
 # Initializing may move to Suspending; a finished job has nothing left to stop).

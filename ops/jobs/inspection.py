@@ -17,8 +17,8 @@ import yaml
 
 from ops.errors import EXIT_OK, JobNotFoundError, OpsError
 from ops.jobs.control import get_job
+from ops.kuberay import summarize_rayjob
 from ops.output import table
-from ops.reports.status import summarize_rayjob
 
 EVENTS_SHOWN = 10
 

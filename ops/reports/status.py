@@ -17,6 +17,7 @@ from config import names
 from config.environment import EnvironmentConfig
 from ops.clients.aws import Aws
 from ops.errors import CredentialsError, NotFoundError, OpsError
+from ops.kuberay import condition, summarize_rayjob, summarize_rayservice
 from ops.output import table
 from ops.reports.base_image import base_check
 from ops.reports.checks import FAIL
@@ -36,11 +37,6 @@ HEALTH_MEANING = {
     "UnschedulablePendingReboot": "failed health checks; HyperPod reboots it when node recovery is Automatic",
 }
 
-# KubeRay RayJob status.jobDeploymentStatus values that end the RayJob.
-TERMINAL_DEPLOYMENT = frozenset({"Complete", "Failed", "ValidationFailed"})
-# A stopped RayJob (``spec.suspend``): KubeRay deletes its cluster and keeps the RayJob.
-SUSPENDED = frozenset({"Suspending", "Suspended"})
-
 
 # ---------------------------------------------------------------------------------------------
 # Pure: API objects -> report sections
@@ -49,13 +45,6 @@ SUSPENDED = frozenset({"Suspending", "Suspended"})
 
 def _labels(obj: dict[str, Any]) -> dict[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
-
-
-def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind:
-            return c
-    return None
 
 
 def kubernetes_node_for(instance_id: str, k8s_nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -75,7 +64,7 @@ def node_health(k8s_node: dict[str, Any] | None) -> dict[str, Any]:
         return {"health": "unknown", "healthy": False, "detail": "no Kubernetes node for this instance (yet)"}
     labels = _labels(k8s_node)
     health = labels.get(HEALTH_LABEL, "unlabelled")
-    ready = _condition(k8s_node, "Ready")
+    ready = condition(k8s_node, "Ready")
     is_ready = bool(ready and ready.get("status") == "True")
     cordoned = bool((k8s_node.get("spec") or {}).get("unschedulable"))
     faults = {k[len(FAULT_LABEL_PREFIX) :]: v for k, v in labels.items() if k.startswith(FAULT_LABEL_PREFIX)}
@@ -198,7 +187,7 @@ def summarize_operator(deployments: list[dict[str, Any]]) -> dict[str, Any]:
     d = deployments[0]
     meta, spec, st = d.get("metadata") or {}, d.get("spec") or {}, d.get("status") or {}
     wanted, ready = spec.get("replicas", 1), st.get("readyReplicas", 0) or 0
-    available = _condition(d, "Available")
+    available = condition(d, "Available")
     ok = ready >= wanted > 0 and bool(available and available.get("status") == "True")
     containers: list[dict[str, Any]] = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
     image = next(iter(containers), {}).get("image")
@@ -217,42 +206,6 @@ def summarize_operator(deployments: list[dict[str, Any]]) -> dict[str, Any]:
             f"KubeRay operator {meta.get('namespace')}/{meta.get('name')} not ready: {ready}/{wanted} ready; {why}"
         )
     return report
-
-
-def summarize_rayjob(obj: dict[str, Any]) -> dict[str, Any]:
-    meta, st = obj.get("metadata") or {}, obj.get("status") or {}
-    deployment = st.get("jobDeploymentStatus") or "New"
-    return {
-        "namespace": meta.get("namespace"),
-        "name": meta.get("name"),
-        "job_status": st.get("jobStatus") or "-",
-        "deployment_status": deployment,
-        "failed_attempts": st.get("failed", 0) or 0,
-        "succeeded": st.get("succeeded", 0) or 0,
-        "ray_cluster": st.get("rayClusterName"),
-        "start_time": st.get("startTime"),
-        "end_time": st.get("endTime"),
-        "reason": st.get("reason"),
-        "message": st.get("message"),
-        "finished": deployment in TERMINAL_DEPLOYMENT,
-    }
-
-
-def summarize_rayservice(obj: dict[str, Any]) -> dict[str, Any]:
-    meta, st = obj.get("metadata") or {}, obj.get("status") or {}
-    ready = _condition(obj, "Ready")
-    upgrading = _condition(obj, "UpgradeInProgress")
-    apps = ((st.get("activeServiceStatus") or {}).get("applicationStatuses")) or {}
-    return {
-        "namespace": meta.get("namespace"),
-        "name": meta.get("name"),
-        "service_status": st.get("serviceStatus") or "-",
-        "ready": bool(ready and ready.get("status") == "True"),
-        "ready_reason": (ready or {}).get("reason"),
-        "upgrading": bool(upgrading and upgrading.get("status") == "True"),
-        "serve_endpoints": st.get("numServeEndpoints", 0) or 0,
-        "applications": {name: (a or {}).get("status") for name, a in sorted(apps.items())},
-    }
 
 
 def problems_of(report: dict[str, Any]) -> list[str]:

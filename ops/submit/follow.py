@@ -22,8 +22,8 @@ from typing import Any, TextIO
 
 from ops.clients.driver_log import DriverLog, TokenFn
 from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, NotFoundError, OpsError
+from ops.kuberay import TERMINAL_DEPLOYMENT
 from ops.output import to_json
-from ops.reports.status import TERMINAL_DEPLOYMENT
 from ops.submit.progress import JobProgress, ServiceProgress
 
 # Carriage return and "erase the line" (ECMA-48 EL): the status line is redrawn in place.

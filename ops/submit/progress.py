@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ops.reports.status import TERMINAL_DEPLOYMENT
+from ops.kuberay import TERMINAL_DEPLOYMENT
 
 _NUM = r"([-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf)"
 _STEP = re.compile(r"\bstep[\s:=#]*(\d+)(?:\s*(?:/|of)\s*(\d+))?", re.I)
@@ -244,7 +244,7 @@ class ServiceProgress:
     applications: dict[str, str] = field(default_factory=dict)
 
     def observe_status(self, rayservice: dict[str, Any]) -> list[str]:
-        from ops.reports.status import summarize_rayservice
+        from ops.kuberay import summarize_rayservice
 
         s = summarize_rayservice(rayservice)
         out = []
