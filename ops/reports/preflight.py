@@ -1,9 +1,9 @@
 """``preflight``: is this account and region ready for ``cdk deploy`` of the environment?
 
 With ``network.images_from_ecr`` it also checks the Docker Hub credential and every pull-through
-cache rule (ops/reports/images.py): run it before the first deploy, and again after the cluster stack and
+cache rule (ops/images.py): run it before the first deploy, and again after the cluster stack and
 before the HyperPod stack. It also fails while the workloads image's base has no digest in
-workloads/Dockerfile (ops/reports/base_image.py; ``hpray images pin-base`` fills it).
+workloads/Dockerfile (ops/base_image.py; ``hpray images pin-base`` fills it).
 
 Gathering (a handful of read-only AWS calls) is kept apart from judging: every ``evaluate_*``
 function is pure, takes the API responses and the config, and returns :class:`Check` rows.
