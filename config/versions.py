@@ -164,7 +164,7 @@ class ChartPin:
 
 
 # KubeRay operator (https://ray-project.github.io/kuberay-helm/ index), newest stable release when
-# pinned. KUBERAY_CRDS below are the CRDs of its crds/ folder (ops/kuberay_crds.py checks them): change them together.
+# pinned. KUBERAY_CRDS below are the CRDs of its crds/ folder (ops/upgrade/kuberay_crds.py checks them): change them together.
 KUBERAY_OPERATOR = ChartPin("kuberay-operator", "https://ray-project.github.io/kuberay-helm/", "1.7.0")
 # The operator image of a KubeRay release is tagged v<chart version> (the chart's appVersion).
 KUBERAY_OPERATOR_IMAGE = "quay.io/kuberay/operator"

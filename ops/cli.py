@@ -13,14 +13,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from config import ConfigError, known_environments
+from config import ConfigError
 from config.environment import EnvironmentConfig
 from config.loader import CONFIG_DIR
-from ops.config_dir import config_dir_of, config_dir_option
-from ops.context import Command
-from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_USAGE, OpsError, UsageError
+from ops.commands import BY_NAME, COMMANDS
+from ops.context import Command, RenderFn
+from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, OpsError, UsageError
 from ops.output import to_json
-from ops.usage import Parser
+from ops.usage import CommandLine, Formatter, Parser, config_dir_of, config_dir_option, split_command, unrecognized
 from sizing.check import load_checked
 
 PROG = "python -m ops"
@@ -78,39 +78,8 @@ exit codes:
   141 the output was closed early (`| head`); the rest was not printed"""
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, max_help_position=32, width=100)
-
-
-def _common(parser: argparse.ArgumentParser, *, kube: bool, config_dir: Path = CONFIG_DIR) -> None:
-    envs = known_environments(config_dir)
-    parser.add_argument(
-        "--env",
-        required=True,
-        metavar="NAME",
-        choices=envs,
-        help=f"environment to act on: NAME.yaml in {config_dir} ({', '.join(envs)})",
-    )
-    config_dir_option(parser)
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
-    parser.add_argument(
-        "--profile", metavar="PROFILE", help="AWS profile from ~/.aws/config (default: AWS_PROFILE / default chain)"
-    )
-    if kube:
-        parser.add_argument(
-            "--kubeconfig",
-            metavar="PATH",
-            help="use this kubeconfig instead of connecting to the environment's EKS cluster with your AWS identity",
-        )
-        parser.add_argument(
-            "--context",
-            metavar="NAME",
-            help="kubeconfig context to use (of --kubeconfig, else $KUBECONFIG or ~/.kube/config)",
-        )
-
-
 def build_parser(prog: str = PROG, config_dir: Path = CONFIG_DIR) -> argparse.ArgumentParser:
+    """The whole command line: the top's options, then each command of ops/commands/ (COMMANDS) registers its own."""
     from ops.version import version
 
     parser = Parser(
@@ -118,69 +87,15 @@ def build_parser(prog: str = PROG, config_dir: Path = CONFIG_DIR) -> argparse.Ar
         usage="%(prog)s COMMAND --env NAME [options]",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=_Formatter,
+        formatter_class=Formatter,
     )
     parser.add_argument("--version", action="version", version=f"{prog} {version()} (environments: {config_dir})")
     config_dir_option(parser)
-    common = functools.partial(_common, config_dir=config_dir)
     # The commands are listed in DESCRIPTION (argparse mis-aligns its own list of subcommands).
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, help=argparse.SUPPRESS)
-
-    p = sub.add_parser(
-        "preflight",
-        prog=f"{prog} preflight",
-        help="check the account and region before `cdk deploy`",
-        description=(
-            "Check the account and region before `cdk deploy` and print a PASS/WARN/FAIL table with a fix\n"
-            "for each failure:\n"
-            "  - the credentials are for the environment's account\n"
-            '  - the SageMaker quota "<instance type> for cluster usage" covers the configured instance counts\n'
-            "  - every configured AZ ID exists in the region (and has the configured name in this account)\n"
-            "  - EKS offers the configured Kubernetes version in the region\n"
-            "  - the CDK bootstrap stack exists and is recent enough\n"
-            "  - no other VPC overlaps the configured CIDRs (warning only)\n"
-            "  - the workloads image's base is pinned by digest (fix: hpray images pin-base)\n"
-            "Exits 1 if any check FAILs."
-        ),
-        formatter_class=_Formatter,
-    )
-    common(p, kube=False)
-    p.add_argument(
-        "--toolkit-stack-name",
-        metavar="NAME",
-        default="CDKToolkit",
-        help="CDK bootstrap stack name (default: %(default)s)",
-    )
-
-    p = sub.add_parser(
-        "status",
-        prog=f"{prog} status",
-        help="show the deployed environment's health",
-        description=(
-            "Show the deployed environment: HyperPod cluster status and every node with its instance\n"
-            "group, status and health label; EKS cluster status; FSx for Lustre lifecycle; KubeRay\n"
-            "operator readiness; RayJobs and RayServices with their states.\n"
-            "Exits 1 if anything is unhealthy (a failed RayJob is shown but does not count)."
-        ),
-        formatter_class=_Formatter,
-    )
-    common(p, kube=True)
-
-    from ops.submit_cli import add_submit_command
-
-    add_submit_command(sub, prog, common, _Formatter)
-    from ops.jobs_cli import add_job_commands
-
-    add_job_commands(sub, prog, common, _Formatter)
-    from ops.upgrade import add_upgrade_command
-
-    add_upgrade_command(sub, prog, common, _Formatter)
-    from ops.base_image import add_images_command
-
-    add_images_command(sub, prog, _Formatter)
-    from ops.completion import add_completion_command
-
-    add_completion_command(sub, prog, _Formatter)
+    cli = CommandLine(prog, config_dir)
+    for spec in COMMANDS:
+        spec.register(sub, cli)
     return parser
 
 
@@ -188,13 +103,13 @@ def build_parser(prog: str = PROG, config_dir: Path = CONFIG_DIR) -> argparse.Ar
 
 
 def _default_aws(config: EnvironmentConfig, profile: str | None) -> Any:
-    from ops.aws import Aws
+    from ops.clients.aws import Aws
 
     return Aws(config.region, profile=profile)
 
 
 def _default_kube(aws: Any, config: EnvironmentConfig, args: argparse.Namespace) -> Any:
-    from ops.kube import Kube
+    from ops.clients.kube import Kube
 
     return Kube.connect(aws, config.eks_cluster_name, kubeconfig=getattr(args, "kube_target", None))
 
@@ -204,7 +119,7 @@ def main(
     *,
     aws_factory: Callable[[EnvironmentConfig, str | None], Any] = _default_aws,
     kube_factory: Callable[[Any, EnvironmentConfig, argparse.Namespace], Any] = _default_kube,
-    render_fn: Callable[[str, EnvironmentConfig], dict[str, Any]] | None = None,
+    render_fn: RenderFn | None = None,
     load_config: Callable[[str], EnvironmentConfig] = load_checked,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
@@ -215,36 +130,40 @@ def main(
 ) -> int:
     """``token_fn(kube, namespace, head_pod)``: the Ray auth token for a head's Jobs API and
     dashboard (default: the namespace's token from Secrets Manager, a team's own in its namespace:
-    ops/jobs.platform_token_fn). Every check of the command line runs before ``aws_factory`` or
+    ops/clients/ray_head.py platform_token_fn). Every check of the command line runs before ``aws_factory`` or
     ``kube_factory`` is called."""
     out, err = out or sys.stdout, err or sys.stderr
     args: argparse.Namespace | None = None
     try:
-        args = _parse(list(sys.argv[1:] if argv is None else argv), prog)
-        if args.command == "completion":
-            from ops.completion import script
-
-            print(script(args.shell, build_parser(prog, args.config_dir_used), prog), file=out)
-            return EXIT_OK
-        if args.command == "images":  # no environment: the Dockerfile and Docker Hub only
-            from ops.base_image import run_images
-
-            return run_images(args, out)
+        args, parser = _parse(list(sys.argv[1:] if argv is None else argv), prog)
+        spec = BY_NAME[args.command]
+        if spec.run_local is not None:  # no environment (completion; images: the Dockerfile and Docker Hub only)
+            return spec.run_local(args, out, parser)
         if args.config_dir_used != CONFIG_DIR and load_config is load_checked:
             load_config = functools.partial(load_checked, config_dir=args.config_dir_used)
         config = load_config(args.env)
         _check_arguments(config, args, prog)
-        if getattr(args, "dry_run", False):
-            from ops.submit_cli import dry_run
-
-            return dry_run(config, args, render_fn, out)
+        if getattr(args, "dry_run", False) and spec.dry_run is not None:
+            return spec.dry_run(config, args, out, render_fn)
+        assert spec.run is not None, f"{spec.name}: a command runs locally or with its environment"
         aws = aws_factory(config, args.profile)
         if token_fn is None:
-            from ops.ray_head import platform_token_fn
+            from ops.clients.ray_head import platform_token_fn
 
             token_fn = platform_token_fn(config, aws)
-        command = Command(config, args, out, aws, kube_factory, prog=prog, sleep=sleep, clock=clock, token_fn=token_fn)
-        return _run(command, render_fn)
+        command = Command(
+            config,
+            args,
+            out,
+            aws,
+            kube_factory,
+            prog=prog,
+            sleep=sleep,
+            clock=clock,
+            token_fn=token_fn,
+            render_fn=render_fn,
+        )
+        return spec.run(command)
     except BrokenPipeError:
         return _closed_pipe(out)
     except ConfigError as e:
@@ -265,12 +184,9 @@ def main(
         return EXIT_FAILED
 
 
-def _parse(argv: list[str], prog: str) -> argparse.Namespace:
-    """The command line, or a UsageError: an option the chosen command does not take, a command
-    after -- for anything but ``submit job``."""
-    from ops.job_cli import split_command
-    from ops.usage import unrecognized
-
+def _parse(argv: list[str], prog: str) -> tuple[argparse.Namespace, argparse.ArgumentParser]:
+    """The command line and its parser, or a UsageError: an option the chosen command does not
+    take, a command after -- for anything but ``submit job``."""
     argv, job_command = split_command(argv)
     if argv[:1] == ["submit"] and (len(argv) < 2 or argv[1].startswith("-")) and not {"-h", "--help"} & set(argv):
         raise UsageError(
@@ -285,52 +201,21 @@ def _parse(argv: list[str], prog: str) -> argparse.Namespace:
     if job_command and not (args.command == "submit" and args.workload == "job"):
         where = f"{prog} {args.command}" + (f" {args.workload}" if args.command == "submit" else "")
         raise UsageError(f"{where} takes no command after --; only `submit job` runs one", f"see {where} --help")
-    return args
+    return args, parser
 
 
 def _check_arguments(config: EnvironmentConfig, args: argparse.Namespace, prog: str) -> None:
-    """What the parser cannot check alone, before any client is made: the kubeconfig, a job's
-    directory, command, placement and runtime env (``submit job`` is packaged and rendered here)."""
-    from ops.jobs_cli import JOB_COMMANDS, check_job_args
-
+    """What the parser cannot check alone, before any client is made: the kubeconfig, then the
+    command's own checks (a job's directory, command, placement and runtime env: ``submit job`` is
+    packaged and rendered here)."""
     args.kube_target = None
     if getattr(args, "kubeconfig", None) or getattr(args, "context", None):
-        from ops.kubeconfig import check
+        from ops.clients.kubeconfig import check
 
         args.kube_target = check(args.kubeconfig, args.context, cluster=config.eks_cluster_name, region=config.region)
-    if args.command in JOB_COMMANDS:
-        check_job_args(args, prog)
-    if args.command == "upgrade" and args.to:
-        from ops.upgrade import target_version
-
-        target_version(config, args.to)
-    if args.command == "submit" and args.workload == "job":
-        from ops.job_cli import prepare_job
-
-        args.prepared = prepare_job(config, args, prog)
-
-
-def _run(command: Command, render_fn: Any) -> int:
-    from ops.jobs_cli import JOB_COMMANDS, run_job_command
-
-    args = command.args
-    if args.command in JOB_COMMANDS:
-        return run_job_command(command)
-    if args.command == "submit" and args.workload == "job":
-        from ops.job_cli import run_submit_job
-
-        return run_submit_job(command)
-    if args.command == "submit":
-        from ops.submit_cli import run_submit
-
-        return run_submit(command, render_fn)
-    if args.command == "upgrade":
-        from ops.upgrade import run_upgrade
-
-        return run_upgrade(command)
-    from ops.reports import run_preflight_command, run_status_command
-
-    return run_preflight_command(command) if args.command == "preflight" else run_status_command(command)
+    spec = BY_NAME[args.command]
+    if spec.check is not None:
+        spec.check(config, args, prog)
 
 
 def _closed_pipe(out: TextIO) -> int:

@@ -1,13 +1,23 @@
-"""The command line's own errors (exit 2): a parser that raises them instead of exiting, the value
-types of counted options, and the message for an option a command does not take."""
+"""The command line's plumbing, shared by every command of ops/commands/: the parser that raises
+:class:`UsageError` (exit 2) instead of exiting, :class:`CommandLine` (what a command registers its
+parser with: the program name, the help layout and the options every command shares), where the
+environments are (``--config-dir``), the value types of counted options, and the message for an
+option a command does not take."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
+from config import known_environments
+from config.loader import CONFIG_DIR
 from ops.errors import UsageError
+
+CONFIG_DIR_ENV = "HPRAY_CONFIG_DIR"
 
 
 class Parser(argparse.ArgumentParser):
@@ -16,6 +26,111 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, f"see {self.prog} --help")
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32, width=100)
+
+
+@dataclass(frozen=True)
+class CommandLine:
+    """What a command's ``register`` adds its parser with: ``prog`` (``hpray`` or ``python -m
+    ops``), the environments' folder (the choices of ``--env``), and the shared options."""
+
+    prog: str
+    config_dir: Path = CONFIG_DIR
+    formatter: type[argparse.HelpFormatter] = Formatter
+
+    def common(self, parser: argparse.ArgumentParser, *, kube: bool) -> None:
+        """``--env``, ``--config-dir``, ``--json``, ``--profile``; with ``kube`` also ``--kubeconfig`` and ``--context``."""
+        envs = known_environments(self.config_dir)
+        parser.add_argument(
+            "--env",
+            required=True,
+            metavar="NAME",
+            choices=envs,
+            help=f"environment to act on: NAME.yaml in {self.config_dir} ({', '.join(envs)})",
+        )
+        config_dir_option(parser)
+        parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+        parser.add_argument(
+            "--profile", metavar="PROFILE", help="AWS profile from ~/.aws/config (default: AWS_PROFILE / default chain)"
+        )
+        if kube:
+            parser.add_argument(
+                "--kubeconfig",
+                metavar="PATH",
+                help="use this kubeconfig instead of connecting to the environment's EKS cluster with your AWS identity",
+            )
+            parser.add_argument(
+                "--context",
+                metavar="NAME",
+                help="kubeconfig context to use (of --kubeconfig, else $KUBECONFIG or ~/.kube/config)",
+            )
+
+    def job_parser(
+        self, sub: Any, name: str, help_: str, description: str, *, target: str | None, examples: list[str]
+    ) -> Any:
+        """A job command (``jobs``, ``describe``, ``logs``, ...): NAME (``target`` "required",
+        "optional" or None), the common options and ``--namespace``."""
+        from workloads.common.k8s import NAMESPACE
+
+        p = sub.add_parser(
+            name,
+            prog=f"{self.prog} {name}",
+            help=help_,
+            formatter_class=self.formatter,
+            description=description,
+            epilog="examples:\n" + "".join(f"  {self.prog} {e}\n" for e in examples),
+        )
+        if target == "required":
+            p.add_argument("name", metavar="NAME", help="the RayJob")
+        elif target == "optional":
+            p.add_argument(
+                "name", metavar="NAME", nargs="?", help="RayJob or RayService (default: the only running one)"
+            )
+        self.common(p, kube=True)
+        p.add_argument(
+            "--namespace", "-n", metavar="NS", default=NAMESPACE, help="namespace of the jobs (default: %(default)s)"
+        )
+        return p
+
+
+def config_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config-dir",
+        metavar="DIR",
+        type=Path,
+        help=f"folder of the environment files NAME.yaml (default: ${CONFIG_DIR_ENV}, else {CONFIG_DIR})",
+    )
+
+
+def config_dir_of(argv: Sequence[str]) -> Path:
+    """The environments' folder: --config-dir anywhere on the command line, else $HPRAY_CONFIG_DIR,
+    else the config/ package this command runs from. A UsageError (exit 2) when it holds no environment."""
+    pre = argparse.ArgumentParser(add_help=False)
+    config_dir_option(pre)
+    given = pre.parse_known_args([a for a in argv if a != "--help" and a != "-h"])[0].config_dir
+    chosen = given or (Path(os.environ[CONFIG_DIR_ENV]) if os.environ.get(CONFIG_DIR_ENV) else None)
+    if chosen is None:
+        return CONFIG_DIR
+    flag = "--config-dir" if given else f"${CONFIG_DIR_ENV}"
+    if not chosen.is_dir():
+        raise UsageError(f"{flag} {chosen}: not a directory", "name the folder of your environment files NAME.yaml")
+    if not known_environments(chosen):
+        raise UsageError(
+            f"{flag} {chosen}: no environment file (NAME.yaml) in it", "name the folder of your environment files"
+        )
+    return chosen
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``submit job ... -- python train.py --lr 3`` -> (the CLI's own arguments, the job's command)."""
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1 :]
+    return argv, []
 
 
 def positive_int(text: str) -> int:

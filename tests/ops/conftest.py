@@ -110,7 +110,7 @@ TEST_BASE_DIGEST = "sha256:" + "0123456789abcdef" * 4
 def pinned_dockerfile(tmp_path_factory, monkeypatch):
     """preflight and status check the workloads Dockerfile's base digest: every test reads a copy
     with the slot filled (tests of the empty slot pass their own copy); the real file is never written."""
-    from ops import base_image
+    from ops.reports import base_image
 
     path = tmp_path_factory.mktemp("dockerfile") / "Dockerfile"
     path.write_text(base_image.DOCKERFILE.read_text())

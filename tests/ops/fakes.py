@@ -472,14 +472,14 @@ _BOTOCORE_SESSION = None
 
 
 def shared_aws(region: str = REGION):
-    """An ops.aws.Aws whose boto3 session shares one botocore session across tests, so the large
+    """An ops.clients.aws.Aws whose boto3 session shares one botocore session across tests, so the large
     service models (EC2, SageMaker) are parsed once per test run instead of once per test. Clients
     (and so their stubs) are still new for every Aws."""
     global _BOTOCORE_SESSION
     import boto3
     import botocore.session
 
-    from ops.aws import Aws
+    from ops.clients.aws import Aws
 
     if _BOTOCORE_SESSION is None:
         _BOTOCORE_SESSION = botocore.session.get_session()

@@ -450,7 +450,7 @@ class KubeApi:
     def client(self):
         from kubernetes import client
 
-        from ops.kube import Kube
+        from ops.clients.kube import Kube
 
         configuration = client.Configuration()
         configuration.host = self.url

@@ -70,7 +70,7 @@ def no_clients(monkeypatch):
     import boto3
     from kubernetes import client
 
-    from ops import aws, kube
+    from ops.clients import aws, kube
 
     def refuse(*_a, **_k):
         raise ClientMade("a client was made before the command line was checked")
@@ -382,7 +382,7 @@ def test_a_closed_pipe_is_no_traceback(argv, code):
 
 
 def test_uploads_skip_every_virtualenv(tmp_path):
-    from ops.job_submit import package_working_dir
+    from ops.submit.job import package_working_dir
 
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("print(1)\n")
@@ -419,7 +419,7 @@ class Recorder:
 def recorded_kube():
     from kubernetes import client
 
-    from ops.kube import Kube
+    from ops.clients.kube import Kube
 
     kube = Kube(client.ApiClient(client.Configuration()))
     recorder = Recorder()

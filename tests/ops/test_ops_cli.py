@@ -92,7 +92,7 @@ def test_preflight_table_for_a_healthy_environment(bootstrapped, healthy_config)
 def test_preflight_fails_on_an_unpinned_base_image_with_the_pin_command(
     bootstrapped, healthy_config, pinned_dockerfile, monkeypatch
 ):
-    from ops import base_image
+    from ops.reports import base_image
 
     unpinned = pinned_dockerfile.with_name("Dockerfile.unpinned")
     text = pinned_dockerfile.read_text()

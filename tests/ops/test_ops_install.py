@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ops.cli import build_parser, main
-from ops.completion import bash_script
+from ops.commands.completion import bash_script
 from ops.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,7 +150,7 @@ def test_the_wheel_carries_the_environments_and_the_data_files(installed_hpray):
 def test_the_installed_upgrade_imports_the_artifact_fetcher(installed_hpray, tmp_path):
     """`hpray upgrade` gets the pinned CRDs through artifacts/pinned.py: the wheel carries it."""
     hpray, purelib, _ = installed_hpray
-    code = "import ops.kuberay_crds, artifacts.pinned as p; print(p.__file__)"
+    code = "import ops.upgrade.kuberay_crds, artifacts.pinned as p; print(p.__file__)"
     result = subprocess.run(
         [str(hpray.parent / "python"), "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
@@ -202,7 +202,7 @@ def test_version_from_the_checkout(capsys):
 
 
 def test_the_config_dir_from_the_environment_and_its_errors(tmp_path, monkeypatch, capsys):
-    from ops.config_dir import CONFIG_DIR_ENV, config_dir_of
+    from ops.usage import CONFIG_DIR_ENV, config_dir_of
 
     mine = tmp_path / "envs"
     mine.mkdir()

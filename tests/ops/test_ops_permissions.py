@@ -6,9 +6,9 @@ import boto3
 import pytest
 
 from config import permissions
-from ops.aws import Aws
-from ops.preflight import run_preflight
-from ops.status import gather
+from ops.clients.aws import Aws
+from ops.reports.preflight import run_preflight
+from ops.reports.status import gather
 from tests.ops.fakes import REGION, create_bootstrap_stack, quota, stub_eks_versions, stub_quotas
 
 
@@ -31,7 +31,7 @@ def recording_aws():
 def deployed(shared_moto):
     from config import parse_environment
     from tests.ops.fakes import healthy_data
-    from tests.ops.test_ops_status import deploy_to_moto
+    from tests.ops.reports.test_ops_status import deploy_to_moto
 
     create_bootstrap_stack()
     deploy_to_moto(parse_environment(healthy_data()))
@@ -46,7 +46,7 @@ def test_preflight_calls_exactly_the_documented_actions(deployed, healthy_config
 
 
 def test_status_calls_exactly_the_documented_actions(deployed, healthy_config):
-    from tests.ops.test_ops_status import stub_fsx
+    from tests.ops.reports.test_ops_status import stub_fsx
 
     aws, calls = recording_aws()
     stub_fsx(aws)
@@ -65,7 +65,7 @@ def test_dashboard_reads_the_token_from_its_secret_with_the_documented_actions(s
     (moto here); the AWS actions it adds are the documented ones (kms:Decrypt is Secrets
     Manager's own call on the caller's behalf, so no client call records it)."""
     from config.names import ray_auth_secret_name
-    from ops import ray_head
+    from ops.clients import ray_head
 
     secret = ray_auth_secret_name("hpray-dashboard-test")
     boto3.client("secretsmanager", region_name=REGION).create_secret(Name=secret, SecretString="t0ken")

@@ -54,7 +54,7 @@ def computations(monkeypatch):
 @pytest.mark.parametrize("name", known_environments())
 def test_rendering_every_manifest_derives_the_plan_once(name, derivations, computations):
     from constructs.flow_table import flow_table
-    from ops import job_submit
+    from ops.submit import job as job_submit
     from sizing import placement, pods
     from workloads.common import network_policy
     from workloads.inference import manifest as inference

@@ -119,7 +119,7 @@ def _cli_render(kind: str, env: str) -> dict:
 
 @pytest.mark.parametrize("env", ENVS)
 def test_synth_render_and_ops_name_the_same_uri(env, synthesized):
-    from ops import render as ops_render
+    from ops.submit import render as ops_render
 
     assembly, config, stacks = synthesized(env)
     # What cdk deploy pushes: the asset manifest's destination for the workloads image.

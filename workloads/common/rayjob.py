@@ -1,5 +1,5 @@
 """The one RayJob builder: the training job (``workloads/training/manifest.py``) and an ML
-engineer's own job (``ops/job_submit.py``) are both rendered through :func:`ray_job`, so the two
+engineer's own job (``ops/submit/job.py``) are both rendered through :func:`ray_job`, so the two
 share the submission mode, the deadlines and the pod security of the Ray cluster."""
 
 from __future__ import annotations

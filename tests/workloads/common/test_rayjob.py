@@ -6,7 +6,7 @@ import pytest
 
 from config import load_environment
 from config.jobs import JOBS_WORKLOAD
-from ops import job_submit as js
+from ops.submit import job as js
 from workloads.common import crd, rayjob
 from workloads.training import manifest as training
 

@@ -109,7 +109,7 @@ def test_pods_run_non_root_read_only_without_escalation(env):
 def _every_workload(env: str) -> list[dict]:
     """Every RayJob and RayService rendered for ``env``: the training RayJob, the RayServices
     and an ``hpray submit job`` RayJob."""
-    from ops import job_submit
+    from ops.submit import job as job_submit
 
     cfg = load_environment(env)
     p = job_submit.placement(cfg, instance_group=None, gpus=None, nodes=1)
