@@ -20,7 +20,12 @@
   time; ``verify_export(out_dir)``: every file against the export's ``manifest.json``.
 
 Runtime code: imports only ``workloads``, torch and the standard library (the safetensors
-format is read and written here directly: an 8-byte header length, a JSON header, raw bytes).
+format is read and written here directly: an 8-byte header length, a JSON header, raw bytes;
+so the workloads image needs no new package).
+
+One module because the import, the export and their tests share one table of names, the
+permutation, the config mapping and the safetensors layout; split, each half would re-derive
+the other's conventions.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from workloads.common.model import Llama, LlamaConfig
+from workloads.common.model import Llama, LlamaConfig, config_from_dict
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
@@ -680,10 +685,14 @@ class _CheckpointSource(_Source):
 
     def __init__(self, path: str):
         from workloads.common import checkpoint as ckpt
-        from workloads.inference.loading import model_config_of
 
         checked = ckpt.load(path, keys=[])  # verifies every file against the manifest
-        config = model_config_of(checked.meta)
+        # The architecture as the serving loader reads it (workloads.inference.loading.model_config_of).
+        if not isinstance(checked.meta.get("model_config"), dict):
+            raise HFFormatError(
+                f"{path}: meta.json holds no model config (looked for model_config); keys: {sorted(checked.meta)}"
+            )
+        config = config_from_dict(checked.meta["model_config"])
         if not isinstance(config, LlamaConfig):
             raise HFFormatError(
                 f"{path}: model_config.arch is 'gpt'; allowed: 'llama' (Hugging Face's LlamaForCausalLM)"
