@@ -59,7 +59,8 @@ _ROPE_LLAMA3 = {"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor
 _VOCAB = 128256
 # Llama 3.2 1B/3B and Llama 3.1 8B/70B as LlamaConfig fields (their config.json files), with
 # ``tie_word_embeddings`` (the platform's Llama keeps its own head: a tied folder's embedding is
-# copied into it) and ``params``, the published parameter count (tied embeddings counted once).
+# copied into it), the base models' special tokens (<|begin_of_text|>, <|end_of_text|>) and
+# ``params``, the published parameter count (tied embeddings counted once).
 HF_PRESETS: dict[str, dict[str, Any]] = {
     "llama-3.2-1b": {
         "n_layer": 16,
@@ -73,6 +74,8 @@ HF_PRESETS: dict[str, dict[str, Any]] = {
         "norm_eps": 1e-5,
         "rope_scaling": {**_ROPE_LLAMA3, "factor": 32.0, "original_max_position_embeddings": 8192},
         "tie_word_embeddings": True,
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
         "params": 1_235_814_400,
     },
     "llama-3.2-3b": {
@@ -87,6 +90,8 @@ HF_PRESETS: dict[str, dict[str, Any]] = {
         "norm_eps": 1e-5,
         "rope_scaling": {**_ROPE_LLAMA3, "factor": 32.0, "original_max_position_embeddings": 8192},
         "tie_word_embeddings": True,
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
         "params": 3_212_749_824,
     },
     "llama-3.1-8b": {
@@ -101,6 +106,8 @@ HF_PRESETS: dict[str, dict[str, Any]] = {
         "norm_eps": 1e-5,
         "rope_scaling": {**_ROPE_LLAMA3, "factor": 8.0, "original_max_position_embeddings": 8192},
         "tie_word_embeddings": False,
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
         "params": 8_030_261_248,
     },
     "llama-3.1-70b": {
@@ -115,6 +122,8 @@ HF_PRESETS: dict[str, dict[str, Any]] = {
         "norm_eps": 1e-5,
         "rope_scaling": {**_ROPE_LLAMA3, "factor": 8.0, "original_max_position_embeddings": 8192},
         "tie_word_embeddings": False,
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
         "params": 70_553_706_496,
     },
 }

@@ -249,6 +249,14 @@ def test_unsupported_rope_type_is_named():
     assert str(err.value) == "x/config.json: rope_scaling.rope_type is 'yarn'; allowed: 'llama3' or no scaling"
 
 
+def test_unknown_preset_is_named():
+    with pytest.raises(hf_llama.HFFormatError) as err:
+        hf_llama.preset_config("llama-9b")
+    assert str(err.value) == (
+        "preset 'llama-9b' is not known; allowed: llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, llama-3.1-70b"
+    )
+
+
 def test_config_round_trip():
     for config in (_platform_config(SCALING), _platform_config(None), hf_llama.preset_config("llama-3.1-8b")):
         assert hf_llama.config_from_hf(hf_llama.hf_config(config)) == config
@@ -262,7 +270,7 @@ def test_presets_have_the_published_parameter_counts(name):
     config = hf_llama.preset_config(name)
     extra = config.vocab_size * config.n_embd if preset["tie_word_embeddings"] else 0
     assert count_parameters(config) == preset["params"] + extra
-    conf = hf_llama.hf_config(config)
+    conf = hf_llama.hf_config(config, bos_token_id=preset["bos_token_id"], eos_token_id=preset["eos_token_id"])
     conf["tie_word_embeddings"] = preset["tie_word_embeddings"]
     with torch.device("meta"):
         hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(**conf))
