@@ -481,7 +481,8 @@ class Folder:
     config: LlamaConfig
     raw_config: dict[str, Any]
     entries: dict[str, _Entry]  # Hugging Face name -> where it lies
-    digest: str
+    files: list[str]  # the safetensors files, by name
+    layout: str  # sha256 of the index, the headers and manifest.json
 
 
 def check_folder(folder: str) -> Folder:
@@ -489,9 +490,9 @@ def check_folder(folder: str) -> Folder:
     the index (or one ``model.safetensors``) is there, every file it lists exists and holds the
     tensors it says, and every tensor of the config's model is there with its shape.
 
-    The digest (``sha256:``) covers the index, every file's name and header (names, dtypes,
-    shapes, offsets) and the export's ``manifest.json`` when there is one (which pins every
-    file's sha256): what a rank can hash without reading the weights."""
+    ``layout`` (``sha256:``) covers the index, every file's name and header (names, dtypes,
+    shapes, offsets) and the export's ``manifest.json`` when there is one: what a rank can hash
+    without reading the weights (``load_hf_into`` also hashes the weights' bytes)."""
     config, raw_config = read_config(folder)
     index_path = os.path.join(folder, INDEX)
     digest = hashlib.sha256()
@@ -545,7 +546,7 @@ def check_folder(folder: str) -> Folder:
     extra = sorted(n for n in entries if n not in names and not n.endswith("rotary_emb.inv_freq"))
     if extra:
         raise HFFormatError(f"{folder}: holds tensors the platform's Llama has no place for: {extra[:5]}")
-    return Folder(folder, config, raw_config, entries, "sha256:" + digest.hexdigest())
+    return Folder(folder, config, raw_config, entries, files, "sha256:" + digest.hexdigest())
 
 
 def _expected_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
@@ -601,9 +602,22 @@ def load_hf_into(
     folder's digest (``check_folder``). Each tensor reads only its own rows from its file
     (``os.preadv`` straight into the destination when no conversion is needed); query/key
     shards read the whole heads they overlap, to undo the permutation, and keep their rows.
-    ``process_group``: every rank's digest must be the same (one folder, not copies that
-    differ)."""
+
+    The digest (``sha256:``) is of the folder's content: the index and every safetensors
+    file's sha256, each file hashed whole by one rank (files divided among the ranks of
+    ``process_group``, chunk by chunk: the page cache, not the rank's memory, holds them) and
+    the hashes shared, before any weight is read. An export's files must match its
+    ``manifest.json`` (one changed byte fails the import, naming the file); every rank's
+    ``layout`` must be the same (one folder, not copies that differ)."""
     checked = check_folder(folder)
+    if process_group is not None:
+        import torch.distributed as dist
+
+        layouts: list[Any] = [None] * dist.get_world_size(process_group)
+        dist.all_gather_object(layouts, checked.layout, group=process_group)
+        if len(set(layouts)) != 1:
+            raise HFFormatError(f"{folder}: the ranks read folders that differ: layouts {sorted(set(layouts))}")
+    digest = _content_digest(checked, process_group)
     if isinstance(model_or_state, nn.Module):
         config = getattr(model_or_state, "config", None)
         if isinstance(config, LlamaConfig):
@@ -645,14 +659,40 @@ def load_hf_into(
     finally:
         for fd in fds.values():
             os.close(fd)
+    return digest
+
+
+def _content_digest(checked: Folder, process_group: Any) -> str:
+    """sha256 of the index and of every file's sha256; this rank hashes its share of the files
+    (all of them without a process group) and checks them against the export's manifest."""
+    rank, world = 0, 1
     if process_group is not None:
         import torch.distributed as dist
 
-        digests: list[Any] = [None] * dist.get_world_size(process_group)
-        dist.all_gather_object(digests, checked.digest, group=process_group)
-        if len(set(digests)) != 1:
-            raise HFFormatError(f"{folder}: the ranks read folders that differ: digests {sorted(set(digests))}")
-    return checked.digest
+        rank, world = dist.get_rank(process_group), dist.get_world_size(process_group)
+    mine = {name: _file_digest(os.path.join(checked.path, name))["sha256"] for name in checked.files[rank::world]}
+    sums: dict[str, str] = {}
+    if process_group is not None:
+        shares: list[Any] = [None] * world
+        dist.all_gather_object(shares, mine, group=process_group)
+        for share in shares:
+            sums.update(share)
+    else:
+        sums = mine
+    manifest_path = os.path.join(checked.path, MANIFEST)
+    if os.path.isfile(manifest_path):
+        with open(manifest_path) as f:
+            listed = json.load(f).get("files", {})
+        for name in checked.files:
+            want = listed.get(name, {}).get("sha256")
+            if want != sums[name]:
+                raise HFFormatError(
+                    f"{os.path.join(checked.path, name)}: sha256 {sums[name]}, manifest.json says {want}"
+                )
+    index = os.path.join(checked.path, INDEX)
+    index_sha = _file_digest(index)["sha256"] if os.path.isfile(index) else None
+    body = json.dumps({"index": index_sha, "files": dict(sorted(sums.items()))}, sort_keys=True)
+    return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """One rank of the sharded Hugging Face import checks (a process per rank, gloo, no Ray).
-``python tests/workloads/common/hf_import_rank.py RANK WORLD PORT FOLDER WARMUP_FOLDER``: builds
+``python tests/workloads/common/hf_import_rank.py RANK WORLD PORT FOLDER[,FOLDER...] WARMUP_FOLDER``: builds
 the platform's Llama of FOLDER's config.json on the meta device, shards it with FSDP2
 (``fully_shard`` per block and at the root over a CPU mesh), allocates the shards and imports
 FOLDER with ``hf_llama.load_hf_into`` (after the same on WARMUP_FOLDER, so gloo's, FSDP's and
@@ -17,7 +17,8 @@ import sys
 
 def main() -> None:
     rank, world, port = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-    folder, warmup = sys.argv[4], sys.argv[5]
+    folders, warmup = sys.argv[4].split(","), sys.argv[5]
+    folder = folders[rank % len(folders)]  # one folder, or one per rank (the mismatch check)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     import torch
     import torch.distributed as dist

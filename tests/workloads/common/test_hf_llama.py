@@ -395,3 +395,27 @@ def test_export_refuses_a_non_empty_directory_and_a_missing_tokenizer(tmp_path):
         )
     assert str(err.value) == f"{tmp_path / 'full'} is not empty; export into a new directory"
     shutil.rmtree(tmp_path / "full")
+
+
+def test_import_digest_is_of_the_content_and_an_export_is_checked_against_its_manifest(tmp_path):
+    folder = _folder(tmp_path)
+    files = sorted(n for n in os.listdir(folder) if n.endswith(".safetensors"))
+
+    def sha(name: str) -> str:
+        return hashlib.sha256(Path(folder, name).read_bytes()).hexdigest()
+
+    body = json.dumps({"index": sha(hf_llama.INDEX), "files": {n: sha(n) for n in files}}, sort_keys=True)
+    model = Llama(_platform_config(None))
+    assert hf_llama.load_hf_into(model, folder) == "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+
+    victim = Path(folder, _shard_of(folder, "model.layers.0.mlp.down_proj.weight"))
+    want = sha(victim.name)
+    data = bytearray(victim.read_bytes())
+    data[-1] ^= 0x01
+    victim.write_bytes(bytes(data))
+    with pytest.raises(hf_llama.HFFormatError) as err:
+        hf_llama.load_hf_into(model, folder)
+    assert str(err.value) == f"{victim}: sha256 {sha(victim.name)}, manifest.json says {want}"
+    # Without a manifest (a folder from elsewhere) the changed byte changes the digest.
+    os.remove(os.path.join(folder, "manifest.json"))
+    assert hf_llama.load_hf_into(model, folder) != "sha256:" + hashlib.sha256(body.encode()).hexdigest()

@@ -75,11 +75,11 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO_ROOT), "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
 
 
-def _ranks(world: int, folder: Path, warmup: Path) -> list[dict]:
+def _start(world: int, folder: str, warmup: Path) -> list[subprocess.Popen]:
     port = free_port()
-    procs = [
+    return [
         subprocess.Popen(
-            [sys.executable, str(HERE / "hf_import_rank.py"), str(r), str(world), str(port), str(folder), str(warmup)],
+            [sys.executable, str(HERE / "hf_import_rank.py"), str(r), str(world), str(port), folder, str(warmup)],
             env=_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -87,6 +87,10 @@ def _ranks(world: int, folder: Path, warmup: Path) -> list[dict]:
         )
         for r in range(world)
     ]
+
+
+def _ranks(world: int, folder: Path, warmup: Path) -> list[dict]:
+    procs = _start(world, str(folder), warmup)
     results = []
     for p in procs:
         out, _ = p.communicate(timeout=600)
@@ -103,6 +107,17 @@ def test_sharded_import_is_bitwise_the_whole_import(folders, world, name):
     assert all(r["bitwise"] for r in results), results
     assert len({r["digest"] for r in results}) == 1
     assert sum(r["held"] for r in results) == results[0]["full"]
+
+
+def test_ranks_reading_folders_that_differ_fail(folders):
+    """Rank 0 reads the fp32 folder, rank 1 the bf16 one (the same model's shapes): both refuse."""
+    tmp = folders["tmp"]
+    procs = _start(2, f"{tmp / 'small'},{tmp / 'small-bf16'}", tmp / "small")
+    for p in procs:
+        out, _ = p.communicate(timeout=600)
+        assert p.returncode != 0
+        folder = tmp / ("small" if p is procs[0] else "small-bf16")
+        assert f"HFFormatError: {folder}: the ranks read folders that differ: layouts " in out, out[-2000:]
 
 
 @pytest.mark.parametrize("world", [2, 3])
