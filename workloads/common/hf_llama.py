@@ -899,7 +899,7 @@ def export_hf(
         writer = _Writer(os.path.join(out_dir, fname), [(to_hf_name(k), out_dtype, expected[k]) for k in keys])
         try:
             for key, t in src.read(keys):
-                converted = to_hf_tensor(key, t.to(out_dtype), config).contiguous()
+                converted = to_hf_tensor(key, t.to(device="cpu", dtype=out_dtype), config).contiguous()
                 writer.add(to_hf_name(key), converted)
                 del converted, t
         finally:
