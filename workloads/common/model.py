@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import Field, asdict, dataclass, fields
+from dataclasses import Field, asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Self, SupportsInt
 
 import torch
@@ -239,13 +239,30 @@ class LlamaConfig(_ArchConfig):
     ffn_hidden: int = 192
     rope_theta: float = 500000.0
     norm_eps: float = 1e-5
+    # Llama 3.1 frequency scaling, as Hugging Face's config.json spells it: {"rope_type": "llama3",
+    # "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}.
+    # None (plain rotary) is left out of to_dict, so earlier checkpoints' meta is unchanged.
+    rope_scaling: dict[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.rope_scaling is not None:
+            missing = sorted(set(_LLAMA3_KEYS) - set(self.rope_scaling))
+            if self.rope_scaling.get("rope_type") != "llama3" or missing:
+                raise ValueError(
+                    f"rope_scaling {self.rope_scaling!r} is not supported; allowed: null, or rope_type 'llama3' "
+                    f"with {', '.join(_LLAMA3_KEYS)}"
+                )
         if self.n_head % self.n_kv_head:
             raise ValueError(f"n_head ({self.n_head}) must be divisible by n_kv_head ({self.n_kv_head})")
         if (self.n_embd // self.n_head) % 2:
             raise ValueError(f"head size n_embd/n_head ({self.n_embd // self.n_head}) must be even (rotary)")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if out["rope_scaling"] is None:
+            del out["rope_scaling"]
+        return out
 
     @property
     def head_dim(self) -> int:
@@ -272,8 +289,27 @@ class RMSNorm(nn.Module):
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
 
 
+_LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+
+
+def _llama3_scaled(inv: torch.Tensor, scaling: dict[str, Any]) -> torch.Tensor:
+    """Llama 3.1's rescaled inverse frequencies (transformers' ``_compute_llama3_parameters``):
+    long wavelengths divided by ``factor``, short ones kept, the band between interpolated."""
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old_len = scaling["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old_len / low, old_len / high
+    wavelen = 2 * math.pi / inv
+    scaled = torch.where(wavelen > low_wavelen, inv / factor, inv)
+    smooth = (old_len / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
 def _rope_tables(cfg: LlamaConfig, device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, device=device).float() / cfg.head_dim))
+    if cfg.rope_scaling is not None:
+        inv = _llama3_scaled(inv, cfg.rope_scaling)
     angles = torch.outer(torch.arange(cfg.block_size, device=device).float(), inv)
     return angles.cos(), angles.sin()
 
