@@ -24,7 +24,7 @@ HYPERPOD_RAY_SHARED ?= $(wildcard $(abspath $(CURDIR)/../shared))
 
 APT_PACKAGES := shellcheck bats graphviz prometheus prometheus-alertmanager redis-server openssl gnupg zsh fish
 
-TOOLING_DIRS := artifacts config sizing constructs stacks ops review workloads bench rigs
+TOOLING_DIRS := artifacts config sizing workloads manifests constructs stacks ops review bench rigs
 
 .PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test test-static lint-shell lint-docker bats clean lock rehearse-train rehearse-serve rehearse-serve-ha rehearse
 

@@ -241,7 +241,7 @@ class Inference(Frozen):
     # on Ray Serve with KubeRay"): HAProxy is each pod's ingress on the serve port instead of the
     # Python proxy actor, replicas take HTTP directly (no actor call per request and no body
     # callback to the proxy), and Ray's throughput preset. On for every Ray process of the
-    # service (workloads/inference/serve_config.py ray_env). Measured on one CPU replica at
+    # service (manifests/serve_config.py ray_env). Measured on one CPU replica at
     # concurrency 32: 111 -> 286-364 req/s against Ray's defaults (docs/benchmarks.md).
     high_throughput: bool = Field(
         default=True,

@@ -46,7 +46,7 @@ def team_ray_auth_secret_name(name_prefix: str, team: str) -> str:
     return f"{name_prefix}/teams/{team}/ray-auth-token"
 
 
-# GCS fault tolerance of the RayServices (constructs/gcs_store.py, workloads/inference/manifest.py):
+# GCS fault tolerance of the RayServices (constructs/gcs_store.py, manifests/inference.py):
 # the ElastiCache for Valkey endpoint behind a Kubernetes ExternalName Service (the endpoint's
 # host name is known only after deployment; the manifests name this Service), its TLS port, and
 # the Kubernetes Secret the Secrets Store CSI driver syncs its AUTH token into.

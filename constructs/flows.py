@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from config.jobs import JOBS_PREFIX
-from workloads.common import k8s
+from manifests import k8s
 
 if TYPE_CHECKING:
     from config.environment import EnvironmentConfig

@@ -2,7 +2,7 @@
 subnets, encrypted at rest with the platform key and in transit (TLS required), with an AUTH
 token that Secrets Manager generates.
 
-KubeRay 1.7's ``gcsFaultToleranceOptions`` (workloads/inference/manifest.py) points each
+KubeRay 1.7's ``gcsFaultToleranceOptions`` (manifests/inference.py) points each
 RayService head at it: ``redisAddress`` names the Kubernetes ExternalName Service created here
 (the endpoint's host name exists only after deployment; the manifests are rendered before it),
 ``redisPassword`` a ``secretKeyRef`` to the Kubernetes Secret that the Secrets Store CSI driver

@@ -44,7 +44,7 @@ from constructs.eks_cluster import PlatformEksCluster, pod_identity_role
 from constructs.ray_auth import grant_secret_read, token_secret
 from constructs.storage import literal_bucket_name
 from constructs.workloads_access import prefix_statements
-from workloads.common import network_policy, security
+from manifests import network_policy, security
 
 _LABELS = {"app.kubernetes.io/part-of": "hyperpod-ray", "app.kubernetes.io/managed-by": "aws-cdk"}
 ROLE_NAME = "hpray-team"

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from config.names import gcs_store_secret_name, ray_auth_secret_name, team_ray_auth_secret_name
 from constructs.flows import AccessFlow, KubeFlow, KubeRequest, Resource, s3_locations
-from workloads.common import k8s
+from manifests import k8s
 
 if TYPE_CHECKING:
     from config.environment import EnvironmentConfig

@@ -105,9 +105,9 @@ def prepare_job(config: EnvironmentConfig, args: argparse.Namespace, prog: str) 
     """Everything that can be wrong with ``submit job``'s arguments, checked before any client is
     made (exit 2); the working directory packaged and the RayJob rendered. None with --attach."""
     from config.teams import team_of_namespace
+    from manifests.k8s import NAMESPACE
     from ops import job_submit as js
     from ops import runtime_env
-    from workloads.common.k8s import NAMESPACE
 
     example = f"e.g. {prog} submit job --env {config.name} --working-dir . -- python train.py"
     if args.attach:
@@ -163,10 +163,10 @@ def job_dry_run_comments(job: PreparedJob) -> list[str]:
 
 
 def run_submit_job(command: Command) -> int:
+    from manifests.k8s import NAMESPACE
     from ops import job_submit as js
     from ops.job_follow import JobFollower
     from ops.submit import Target, apply
-    from workloads.common.k8s import NAMESPACE
 
     config, args, prog = command.config, command.args, command.prog
     options = command.follow_options()

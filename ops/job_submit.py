@@ -254,8 +254,8 @@ def render_job(
     """The ray.io/v1 RayJob for a user's command, on whole nodes of one instance group; for
     ``team``'s namespace, without the /fsx claim and with its checkpoints under the team's prefix.
     ``runtime_env``: more of Ray's runtime_env fields (pip, conda, ...: ops/runtime_env.py)."""
-    from workloads.common import image as image_mod
-    from workloads.common import k8s, rayjob
+    from manifests import image as image_mod
+    from manifests import k8s, rayjob
 
     if not command:
         raise OpsError(

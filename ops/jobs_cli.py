@@ -17,7 +17,7 @@ JOB_COMMANDS = ("jobs", "describe", "pods", "logs", "stop", "resume", "dashboard
 
 
 def _namespace(parser: argparse.ArgumentParser) -> None:
-    from workloads.common.k8s import NAMESPACE
+    from manifests.k8s import NAMESPACE
 
     parser.add_argument(
         "--namespace", "-n", metavar="NS", default=NAMESPACE, help="namespace of the jobs (default: %(default)s)"

@@ -1,7 +1,7 @@
 """The one seam between the CLI and the workload renderers: ``render(kind, config) -> dict``.
 
-The manifests come from ``workloads/`` through the same registry ``python -m workloads render``
-uses (``workloads.__main__.RENDERERS``, ``kind -> "module:function"``), so ``submit`` applies
+The manifests come from ``workloads/`` through the same registry ``python -m manifests render``
+uses (``manifests.__main__.RENDERERS``, ``kind -> "module:function"``), so ``submit`` applies
 exactly what the workload tests validate against the KubeRay CRDs. The renderers import neither
 Ray nor torch (a test checks it), so the CLI stays light.
 """
@@ -19,8 +19,8 @@ EXPECTED_KIND = {"training": "RayJob", "inference": "RayService"}
 
 
 def renderers() -> dict[str, str]:
-    """``kind -> "module:function"``: the one registry, ``workloads.__main__.RENDERERS``."""
-    from workloads.__main__ import RENDERERS
+    """``kind -> "module:function"``: the one registry, ``manifests.__main__.RENDERERS``."""
+    from manifests.__main__ import RENDERERS
 
     return dict(RENDERERS)
 
@@ -31,7 +31,7 @@ def render(kind: str, config: EnvironmentConfig) -> dict[str, Any]:
     target = renderers().get(kind)
     if target is None:
         raise OpsError(
-            f"no {kind} manifest renderer is registered (workloads.__main__.RENDERERS)",
+            f"no {kind} manifest renderer is registered (manifests.__main__.RENDERERS)",
             "merge the workload branch that provides it",
         )
     module_name, _, function = target.partition(":")

@@ -30,7 +30,7 @@ def add_submit_command(sub: Any, prog: str, common: Any, formatter: Any) -> None
         help="submit a workload and follow it",
         description=(
             "Render the workload's manifest from the environment config (the same renderer as\n"
-            "`python -m workloads render`), apply it, and follow it: state changes, training steps\n"
+            "`python -m manifests render`), apply it, and follow it: state changes, training steps\n"
             "from the job's own log lines, resumes after failures. Ctrl-C stops following; the job\n"
             "keeps running and the message says how to reattach. --dry-run prints the manifest and\n"
             "calls nothing.\n"

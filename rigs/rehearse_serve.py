@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     from ray import serve
     from ray.serve._private.common import ReplicaState
 
-    from workloads.inference import serve_config
+    from manifests import serve_config
 
     print(f"==> local cluster: head + 2 worker nodes; serving run {run!r} from {storage}", flush=True)
     port = free_port()

@@ -160,7 +160,7 @@ def node_types(cluster_spec: Mapping[str, Any]) -> dict[str, NodeType]:
 
 def worker_group_spec(shape: WorkerShape, group_name: str) -> dict[str, Any]:
     """What the autoscaler reads of a worker group the manifests render from ``shape``
-    (workloads/common/k8s.py worker_group): bounds, rayStartParams and the Ray container's resources."""
+    (manifests/k8s.py worker_group): bounds, rayStartParams and the Ray container's resources."""
     return {
         "groupName": group_name,
         "minReplicas": shape.min_replicas,

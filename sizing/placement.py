@@ -155,7 +155,7 @@ def platform_pods(env: EnvironmentConfig, situation: str = "configured", *, lost
     training = _training(plan)
     if training is not None and plan.training is not None:
         name, shape, group = training
-        # HTTPMode (workloads/training/manifest.py): the operator submits to the head's
+        # HTTPMode (manifests/training.py): the operator submits to the head's
         # dashboard, so the RayJob has no submitter pod.
         pods.append(head_pod(f"{name} head", autoscaler=False, resources=plan.training.head.resources))
         replicas = shape.max_replicas

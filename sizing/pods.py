@@ -348,7 +348,7 @@ def llm_worker(env: EnvironmentConfig) -> WorkerShape:
 
 
 def worker_pod(name: str, shape: WorkerShape, group: InstanceGroup, replicas: int) -> Pod:
-    """The pod of ``shape`` as the manifests write it (workloads/common/k8s.py worker_group)."""
+    """The pod of ``shape`` as the manifests write it (manifests/k8s.py worker_group)."""
     tolerations = [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in group.taints]
     if shape.gpus:
         tolerations.append({"key": names.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
@@ -368,7 +368,7 @@ def worker_pod(name: str, shape: WorkerShape, group: InstanceGroup, replicas: in
 
 def head_pod(name: str, *, autoscaler: bool, resources: dict[str, str] | None = None) -> Pod:
     """A Ray head pod on the `system` nodes: ``resources`` (default ``RAY_HEAD``) as the
-    manifests write them (workloads/common/k8s.py head_group)."""
+    manifests write them (manifests/k8s.py head_group)."""
     res = resources or RAY_HEAD
     containers: list[dict[str, Any]] = [{"resources": {"requests": res, "limits": res}}]
     if autoscaler:

@@ -8,7 +8,19 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("artifacts", "config", "sizing", "constructs", "stacks", "ops", "review", "workloads", "bench", "rigs")
+PACKAGES = (
+    "artifacts",
+    "config",
+    "sizing",
+    "workloads",
+    "manifests",
+    "constructs",
+    "stacks",
+    "ops",
+    "review",
+    "bench",
+    "rigs",
+)
 
 
 def _module_name(path: Path) -> str:
@@ -108,10 +120,12 @@ def test_no_import_cycles_among_project_modules():
 
 def test_shared_code_and_infrastructure_never_import_a_specific_workload():
     """Names and ports both sides need are facts in config/names.py: the config, the constructs,
-    the stacks and workloads/common read them there, never from a workload's manifest or app."""
+    the stacks, workloads/common and the shared renderers in manifests/ read them there, never
+    from a workload's manifest or app (manifests/registry.py is where the workloads are named)."""
     modules = project_modules()
-    shared = ("config", "constructs", "stacks", "workloads.common")
-    specific = ("workloads.inference", "workloads.training")
+    shared_renderers = ("k8s", "rayjob", "security", "network_policy", "ha", "dashboards", "crd", "image")
+    shared = ("config", "constructs", "stacks", "workloads.common", *(f"manifests.{m}" for m in shared_renderers))
+    specific = ("workloads.inference", "workloads.training", "manifests.training", "manifests.inference")
     arrows = sorted(
         f"{name} -> {target}"
         for name, path in modules.items()

@@ -10,7 +10,7 @@ from tests.config.config_data import env_data as data_of
 
 
 def test_training_group_that_does_not_exist_fails_at_load():
-    # Fault 18.10: found only by `python -m workloads render` before.
+    # Fault 18.10: found only by `python -m manifests render` before.
     assert errors_of("dev", lambda d: d["training"].update(instance_group="no-such-group")) == [
         "training.instance_group: 'no-such-group' is not a HyperPod instance group; known: gpu-workers"
     ]

@@ -17,8 +17,8 @@ from config import load_environment, versions
 from config.names import GCS_STORE_PORT, GCS_STORE_SERVICE, WORKLOADS_NAMESPACE, gcs_store_secret_name
 from constructs.eks_cluster import PlatformEksCluster
 from constructs.gcs_store import GcsStore
+from manifests import ha
 from tests.conftest import template_of
-from workloads.common import ha
 
 ENVS = ("dev", "staging", "prod")
 

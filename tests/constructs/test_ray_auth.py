@@ -7,8 +7,8 @@ from aws_cdk.assertions import Match
 
 from config.names import ray_auth_secret_name
 from constructs.ray_auth import RayAuthToken
+from manifests import security
 from tests.conftest import template_of
-from workloads.common import security
 
 
 def synth():

@@ -73,9 +73,9 @@ def test_a_user_job_in_the_team_namespace_finds_its_account_token_and_policies()
     namespace holds: no /fsx claim (the shared file system is not fenced per team) and a job
     without one, the service account (Pod Identity), the team's token class, and NetworkPolicies
     that select the job's pods."""
+    from manifests import security
+    from manifests.network_policy import NODE_TYPE_LABEL
     from ops import job_submit as js
-    from workloads.common import security
-    from workloads.common.network_policy import NODE_TYPE_LABEL
 
     dev = parse_environment(env_data("dev"), source="test")
     team = Team(**TEAM)

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from config import load_environment
+from manifests import ha, network_policy, security
 from tests.conftest import template_of
-from workloads.common import ha, network_policy, security
 
 ENVS = ("dev", "staging", "prod")
 
@@ -136,7 +136,7 @@ def _second_workloads_security(cluster, config) -> None:
 
 def test_the_rendered_manifests_follow_the_config_switches():
     """Token auth off: nothing to sync and no GCS fault tolerance (it needs the token); on: the
-    same objects ``python -m workloads render`` prints."""
+    same objects ``python -m manifests render`` prints."""
     from constructs.workloads_security import ray_namespace_manifests
 
     config = load_environment("dev")

@@ -313,9 +313,9 @@ def test_the_configured_step_budget_makes_a_fraction_and_an_eta():
 
 
 def test_submit_applies_the_workload_renderers_manifest():
-    """No render_fn: the real renderer (workloads.__main__.RENDERERS) renders config/dev.yaml."""
+    """No render_fn: the real renderer (manifests.__main__.RENDERERS) renders config/dev.yaml."""
     from config import load_environment
-    from workloads.training.manifest import render as render_rayjob
+    from manifests.training import render as render_rayjob
 
     expected = render_rayjob(load_environment("dev"))
     name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]
@@ -340,7 +340,7 @@ def test_rendering_imports_neither_ray_nor_torch():
 
 def test_submit_inference_applies_the_rendered_rayservice():
     from config import load_environment
-    from workloads.inference.manifest import render as render_rayservice
+    from manifests.inference import render as render_rayservice
 
     expected = render_rayservice(load_environment("dev"))
     name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]

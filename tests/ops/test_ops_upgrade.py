@@ -17,12 +17,12 @@ import pytest
 
 from artifacts import pinned
 from config import parse_environment, versions
+from manifests import crd
 from ops import kuberay_crds, upgrade
 from ops.cli import main
 from ops.errors import OpsError
 from tests.ops.fakes import env_data, rayjob
 from tests.ops.kube_api import KubeApi
-from workloads.common import crd
 
 # Loopback connections allowed (tests/ops/conftest.py no_network): the local Kubernetes API.
 LOOPBACK_ALLOWED = True

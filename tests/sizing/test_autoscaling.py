@@ -25,8 +25,8 @@ ENVS = ("dev", "staging", "prod")
 
 
 def _manifests(name: str) -> list[dict[str, Any]]:
-    from workloads.inference import manifest as inference
-    from workloads.training import manifest as training
+    from manifests import inference as inference
+    from manifests import training as training
 
     env = load_environment(name)
     out = [training.render(env), inference.render(env)]

@@ -12,10 +12,10 @@ import sys
 import pytest
 
 from config import catalog, load_environment
+from manifests.training import render as render_training
 from sizing import placement, pods
 from sizing.scheduling import Pod, Pool, Selection, cpu_millis, memory_mib, place, pod_from_spec, selects
 from tests.config.config_data import config_errors as errors_of
-from workloads.training.manifest import render as render_training
 
 ENVS = ("dev", "staging", "prod")
 
@@ -246,9 +246,9 @@ def _kuberay_pods(manifest: dict) -> list[Pod]:
 
 
 def _rendered(env) -> list[tuple[str, Pod]]:
-    from workloads.inference.manifest import render as render_service
-    from workloads.inference.manifest import render_llm
-    from workloads.training.manifest import render as render_job
+    from manifests.inference import render as render_service
+    from manifests.inference import render_llm
+    from manifests.training import render as render_job
 
     out = [(f"RayJob train-{env.training.run_name}", p) for p in _kuberay_pods(render_job(env))]
     out += [(f"RayService {env.name_prefix}-{env.inference.app_name}", p) for p in _kuberay_pods(render_service(env))]

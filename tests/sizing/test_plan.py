@@ -53,11 +53,11 @@ def computations(monkeypatch):
 @pytest.mark.parametrize("name", known_environments())
 def test_rendering_every_manifest_derives_the_plan_once(name, derivations, computations):
     from constructs.flow_table import flow_table
+    from manifests import inference as inference
+    from manifests import network_policy
+    from manifests import training as training
     from ops import job_submit
     from sizing import placement, pods
-    from workloads.common import network_policy
-    from workloads.inference import manifest as inference
-    from workloads.training import manifest as training
     from workloads.training import settings
 
     env = load_environment(name)  # the loader checks the plan: the one derivation
@@ -123,7 +123,8 @@ def test_the_rayjob_passes_the_plans_train_loop_settings_as_they_are(name):
     settings (workers, CPUs, storage path and strategy included)."""
     import shlex
 
-    from workloads.training import manifest, settings
+    from manifests import training as manifest
+    from workloads.training import settings
     from workloads.training.__main__ import settings_from_args
 
     env = load_environment(name)

@@ -6,9 +6,9 @@ import pytest
 
 from config import load_environment
 from config.jobs import JOBS_WORKLOAD
+from manifests import crd, rayjob
+from manifests import training as training
 from ops import job_submit as js
-from workloads.common import crd, rayjob
-from workloads.training import manifest as training
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""``python -m workloads render KIND --env NAME``: print a workload's KubeRay manifest (YAML).
+"""``python -m manifests render KIND --env NAME``: print a workload's KubeRay manifest (YAML).
 
 Each kind maps to ``module:function`` taking the EnvironmentConfig and returning the manifest;
 registering a workload is one line in RENDERERS.
@@ -12,13 +12,13 @@ import sys
 from typing import Any
 
 RENDERERS = {
-    "training": "workloads.training.manifest:render",
-    "inference": "workloads.inference.manifest:render",
-    "inference-llm": "workloads.inference.manifest:render_llm",
-    "network-policies": "workloads.common.network_policy:render",
-    "secret-provider-class": "workloads.common.security:render_secret_provider_class",
-    "gcs-store-secret-provider-class": "workloads.common.ha:render_secret_provider_class",
-    "inference-disruption-budgets": "workloads.common.ha:render_disruption_budgets",
+    "training": "manifests.training:render",
+    "inference": "manifests.inference:render",
+    "inference-llm": "manifests.inference:render_llm",
+    "network-policies": "manifests.network_policy:render",
+    "secret-provider-class": "manifests.security:render_secret_provider_class",
+    "gcs-store-secret-provider-class": "manifests.ha:render_secret_provider_class",
+    "inference-disruption-budgets": "manifests.ha:render_disruption_budgets",
 }
 
 
@@ -36,7 +36,7 @@ def _no_alias_dumper() -> type[Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads")
+    parser = argparse.ArgumentParser(prog="python -m manifests")
     sub = parser.add_subparsers(dest="command", required=True)
     render = sub.add_parser("render", help="print the RayJob/RayService YAML of a workload")
     render.add_argument("kind", choices=sorted(RENDERERS))

@@ -43,8 +43,8 @@ from config.names import (
     inference_service_name,
     llm_service_name,
 )
-from workloads.common import k8s, security
-from workloads.common.network_policy import NODE_TYPE_LABEL
+from manifests import k8s, security
+from manifests.network_policy import NODE_TYPE_LABEL
 
 GCS_STORE_SECRET_KEY = "auth_token"
 SECRET_PROVIDER_CLASS = "ray-gcs-store"
@@ -86,7 +86,7 @@ def with_gcs_fault_tolerance(cluster_spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def render_secret_provider_class(cfg: EnvironmentConfig) -> dict[str, Any]:
-    """``python -m workloads render gcs-store-secret-provider-class --env NAME``: syncs the
+    """``python -m manifests render gcs-store-secret-provider-class --env NAME``: syncs the
     Secrets Manager AUTH token into ``GCS_STORE_SECRET`` with the head pod's Pod Identity."""
     if not cfg.gcs_fault_tolerance:
         from config import ConfigError
@@ -128,7 +128,7 @@ def disruption_budgets(name: str, app: str) -> list[dict[str, Any]]:
 
 
 def render_disruption_budgets(cfg: EnvironmentConfig) -> dict[str, Any]:
-    """``python -m workloads render inference-disruption-budgets --env NAME``: a v1 List of the
+    """``python -m manifests render inference-disruption-budgets --env NAME``: a v1 List of the
     budgets of every RayService of ``cfg``."""
     services = [(inference_service_name(cfg.name_prefix, cfg.inference.app_name), INFERENCE_APP)]
     services += [(llm_service_name(cfg.name_prefix), LLM_APP)] if cfg.inference.llm.enabled else []

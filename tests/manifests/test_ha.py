@@ -1,4 +1,4 @@
-"""workloads/common/ha.py: gcsFaultToleranceOptions of every RayService (KubeRay 1.7 CRD and
+"""manifests/ha.py: gcsFaultToleranceOptions of every RayService (KubeRay 1.7 CRD and
 the operator's own validation rules), the token's SecretProviderClass, the PodDisruptionBudgets."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 
 from config import ConfigError, load_environment
 from config.names import GCS_STORE_SECRET, gcs_store_secret_name
-from workloads.common import crd, ha, security
-from workloads.common.network_policy import NODE_TYPE_LABEL
-from workloads.inference import manifest
+from manifests import crd, ha, security
+from manifests import inference as manifest
+from manifests.network_policy import NODE_TYPE_LABEL
 
 ENVS = ("dev", "staging", "prod")
 

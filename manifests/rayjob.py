@@ -1,4 +1,4 @@
-"""The one RayJob builder: the training job (``workloads/training/manifest.py``) and an ML
+"""The one RayJob builder: the training job (``manifests/training.py``) and an ML
 engineer's own job (``ops/job_submit.py``) are both rendered through :func:`ray_job`, so the two
 share the submission mode, the deadlines and the pod security of the Ray cluster."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workloads.common import k8s, security
+from manifests import k8s, security
 
 # Time from the RayJob's start to a Running cluster: node scheduling, the image pull (several GB)
 # and Ray start on every worker. 30 min is far above a healthy start and far below a run.

@@ -12,8 +12,8 @@ from typing import Any
 
 from config.environment import EnvironmentConfig
 from config.names import TRAINING_APP, training_job_name
-from workloads.common import image as image_mod
-from workloads.common import k8s, rayjob
+from manifests import image as image_mod
+from manifests import k8s, rayjob
 from workloads.training import settings as settings_mod
 
 APP = TRAINING_APP

@@ -14,7 +14,7 @@ from config import catalog, names
 from sizing.pods import RAY_HEAD, RAY_HEAD_START_PARAMS, WorkerShape
 
 # The Ray release the workloads are written for (Ray 2.60.0, Python 3.11). Every pod runs the
-# workloads image built from workloads/Dockerfile on it (workloads.common.image), never a bare
+# workloads image built from workloads/Dockerfile on it (manifests.image), never a bare
 # Ray image; tests/workloads/test_image.py keeps the Dockerfile's base on this release.
 RAY_VERSION = "2.60.0"
 # Ray Serve LLM (ray.serve.llm with its matching vLLM) of the same Ray release: the LLM RayService.

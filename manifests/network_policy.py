@@ -1,5 +1,5 @@
 """NetworkPolicies of the Ray workloads' namespace, rendered from the same config as the RayJob
-and RayServices (``python -m workloads render network-policies --env NAME``).
+and RayServices (``python -m manifests render network-policies --env NAME``).
 
 Ingress only, default deny: a pod of the namespace accepts
 - any TCP from the pods of its own workload (one RayJob or RayService: head and workers; the
@@ -43,7 +43,7 @@ from config.names import (
     llm_service_name,
     training_job_name,
 )
-from workloads.common import k8s, security
+from manifests import k8s, security
 
 # The chart's app.kubernetes.io/name (kuberay-operator, no nameOverride in constructs/kuberay.py);
 # tests check it against the rendered chart.

@@ -14,9 +14,9 @@ import yaml
 
 from config import load_environment
 from config.catalog import instance_spec
+from manifests import crd, image, k8s
+from manifests.training import render
 from sizing.plan import plan_of
-from workloads.common import crd, image, k8s
-from workloads.training.manifest import render
 
 ENVS = ["dev", "staging", "prod"]
 
@@ -111,7 +111,7 @@ def test_prod_p5_group():
 
 def test_cli_prints_the_same_manifest():
     out = subprocess.run(
-        [sys.executable, "-m", "workloads", "render", "training", "--env", "prod"],
+        [sys.executable, "-m", "manifests", "render", "training", "--env", "prod"],
         capture_output=True,
         text=True,
         check=True,
@@ -121,7 +121,7 @@ def test_cli_prints_the_same_manifest():
 
 def test_cli_unknown_environment():
     out = subprocess.run(
-        [sys.executable, "-m", "workloads", "render", "training", "--env", "nope"], capture_output=True, text=True
+        [sys.executable, "-m", "manifests", "render", "training", "--env", "nope"], capture_output=True, text=True
     )
     assert out.returncode == 2 and out.stdout == ""
     assert "unknown environment 'nope'; known environments: dev, prod, staging" in out.stderr

@@ -4,7 +4,7 @@
 newest valid checkpoint. ``render_llm(env)``: Ray Serve LLM (``ray.serve.llm``, vLLM engine)
 serving a Hugging Face-format model stored on FSx or S3.
 
-Both use the shared building blocks of ``workloads.common.k8s`` (pinned image, head on the
+Both use the shared building blocks of ``manifests.k8s`` (pinned image, head on the
 ``system`` nodes, HyperPod node selectors, FSx PVC, service account). Worker pods are sized to
 replicas, not to whole nodes: a pod takes the GPUs of one replica (one engine for the LLM), so
 that a service can grow one GPU at a time, two services can share a group, and a NewCluster
@@ -41,10 +41,9 @@ from config.names import (
     inference_service_name,
     llm_service_name,
 )
+from manifests import ha, k8s, security, serve_config
+from manifests import image as image_mod
 from sizing.plan import ServicePlan, plan_of
-from workloads.common import ha, k8s, security
-from workloads.common import image as image_mod
-from workloads.inference import serve_config
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -141,7 +140,7 @@ def _rayservice(
     }
     if env.gcs_fault_tolerance:
         # The head's metadata in the platform's Valkey store: a lost head pod does not take the
-        # service down (workloads/common/ha.py).
+        # service down (manifests/ha.py).
         spec = service["spec"]
         spec["rayClusterConfig"] = ha.with_gcs_fault_tolerance(spec["rayClusterConfig"])
     return service
