@@ -75,6 +75,9 @@ INFERENCE_APP = "inference"
 LLM_APP = "llm"
 # The generation app's Serve deployment (serveConfigV2; the autoscaling check names it).
 INFERENCE_DEPLOYMENT = "Generate"
+# Pods of namespaces labelled ``SERVE_CLIENT_LABEL=true`` may call the RayServices' Serve port
+# (manifests/network_policy.py): in-cluster clients, or an ingress controller placed there.
+SERVE_CLIENT_LABEL = "hyperpod-ray/serve-client"
 # Serve traffic goes to the worker pods' proxies only; the head (system nodes) stays control
 # (a RayService's ``excludeHeadPodFromServeSvc``).
 HEAD_IN_SERVE_SERVICE = False

@@ -20,7 +20,7 @@ from constructs.eks_cluster import SECRETS_STORE_DRIVER, PlatformEksCluster
 from constructs.gcs_store import GcsStore
 from constructs.ray_auth import RayAuthToken
 from constructs.workloads_access import WorkloadsAccess
-from manifests import ha, network_policy, security
+from manifests import disruption_budgets, ha, network_policy, security
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def ray_namespace_manifests(config: EnvironmentConfig) -> RayNamespaceManifests:
         synced_secrets=secrets,
         secret_provider_class=security.secret_provider_class(secrets, region=config.region) if secrets else None,
         gcs_store_secret_provider_class=ha.render_secret_provider_class(config) if gcs else None,
-        disruption_budgets=ha.render_disruption_budgets(config)["items"] if gcs else [],
+        disruption_budgets=disruption_budgets.render_disruption_budgets(config)["items"] if gcs else [],
     )
 
 

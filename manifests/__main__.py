@@ -1,7 +1,9 @@
 """``python -m manifests render KIND --env NAME``: print a workload's KubeRay manifest (YAML).
 
-Each kind maps to ``module:function`` taking the EnvironmentConfig and returning the manifest;
-registering a workload is one line in RENDERERS.
+The workloads' kinds are the registry's keys (manifests/registry.py: each renders with its own
+renderer); the namespace-wide kinds (NetworkPolicies, SecretProviderClasses, disruption budgets)
+map to ``module:function`` in ``RENDERERS``, each taking the EnvironmentConfig and returning the
+manifest.
 """
 
 from __future__ import annotations
@@ -9,17 +11,34 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Callable
 from typing import Any
 
 RENDERERS = {
-    "training": "manifests.training:render",
-    "inference": "manifests.inference:render",
-    "inference-llm": "manifests.inference:render_llm",
     "network-policies": "manifests.network_policy:render",
     "secret-provider-class": "manifests.security:render_secret_provider_class",
     "gcs-store-secret-provider-class": "manifests.ha:render_secret_provider_class",
-    "inference-disruption-budgets": "manifests.ha:render_disruption_budgets",
+    "inference-disruption-budgets": "manifests.disruption_budgets:render_disruption_budgets",
 }
+
+
+def kinds() -> list[str]:
+    """Every kind ``render`` knows: the registered workloads' and the namespace-wide ones."""
+    from manifests import registry
+
+    return sorted([w.key for w in registry.workloads()] + list(RENDERERS))
+
+
+def renderer(kind: str) -> tuple[Callable[[Any], dict[str, Any]], Callable[[dict[str, Any]], str] | None]:
+    """The renderer of ``kind`` and its own YAML form (None: plain YAML)."""
+    from manifests import registry
+
+    for w in registry.workloads():
+        if w.key == kind:
+            return w.render, w.to_yaml
+    module, func = RENDERERS[kind].split(":")
+    mod = importlib.import_module(module)
+    return getattr(mod, func), getattr(mod, "to_yaml", None)
 
 
 def _no_alias_dumper() -> type[Any]:
@@ -39,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m manifests")
     sub = parser.add_subparsers(dest="command", required=True)
     render = sub.add_parser("render", help="print the RayJob/RayService YAML of a workload")
-    render.add_argument("kind", choices=sorted(RENDERERS))
+    render.add_argument("kind", choices=kinds())
     render.add_argument("--env", required=True, help="environment name (config/NAME.yaml)")
     args = parser.parse_args(argv)
 
@@ -49,16 +68,15 @@ def main(argv: list[str] | None = None) -> int:
 
     _NoAliasDumper = _no_alias_dumper()
 
-    module, func = RENDERERS[args.kind].split(":")
     try:
         cfg = load_environment(args.env)
-        mod = importlib.import_module(module)
-        manifest = getattr(mod, func)(cfg)
+        fn, to_yaml = renderer(args.kind)
+        manifest = fn(cfg)
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         return 2
-    # A module may bring its own YAML form (e.g. serveConfigV2 as a readable literal block).
-    dump = getattr(mod, "to_yaml", None) or (lambda m: yaml.dump(m, Dumper=_NoAliasDumper, sort_keys=False, width=1000))
+    # A renderer may bring its own YAML form (e.g. serveConfigV2 as a readable literal block).
+    dump = to_yaml or (lambda m: yaml.dump(m, Dumper=_NoAliasDumper, sort_keys=False, width=1000))
     sys.stdout.write(dump(manifest))
     return 0
 

@@ -31,19 +31,17 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from config import versions
+from config import ConfigError, versions
 from config.environment import EnvironmentConfig
 from config.names import (
     HEAD_IN_SERVE_SERVICE,
     INFERENCE_APP,
     LLM_APP,
     SERVE_PORT,
-    inference_service_name,
-    llm_service_name,
 )
 from manifests import ha, k8s, security, serve_config
 from manifests import image as image_mod
-from sizing.plan import ServicePlan, plan_of
+from sizing.plan import INFERENCE, LLM, ServicePlan, plan_of
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -74,9 +72,14 @@ def _image(env: EnvironmentConfig) -> str:
     return image_mod.resolve(env, env.inference.image or env.training.image, "inference.image")
 
 
-def _service(plan: ServicePlan | None) -> ServicePlan:
-    assert plan is not None, "the config checks report a service without a group to run on"
-    return plan
+def _service(env: EnvironmentConfig, key: str) -> ServicePlan:
+    """The plan of RayService ``key``; where it has none, the reason the plan keeps is the
+    ConfigError (no GPU group to run on, say)."""
+    plan = plan_of(env)
+    service = plan.get(key)
+    if not isinstance(service, ServicePlan):
+        raise ConfigError(f"{env.name}.yaml", list(plan.problems(key)) or [f"{key}: no plan"])
+    return service
 
 
 def _worker_group(plan: ServicePlan, *, image: str, app: str, env_vars: dict[str, str] | None = None) -> dict[str, Any]:
@@ -148,21 +151,15 @@ def _rayservice(
 
 def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, Any]:
     """The RayService of the generation app."""
-    inf = env.inference
-    try:
-        inf.resolved_instance_group(env.hyperpod)
-    except KeyError as err:
-        from config import ConfigError
-
-        raise ConfigError(f"{env.name}.yaml", [f"inference.instance_group: {err.args[0]}"]) from None
+    service = _service(env, INFERENCE)
     image = _image(env)
     # Serve's mode (HAProxy ingress, throughput preset) must be the same in every Ray process:
     # the controller on the head decides the ingress, the workers run HAProxy and the replicas.
     ray_env = serve_config.ray_env(env)
-    worker = _worker_group(_service(plan_of(env).serve), image=image, app=APP, env_vars=ray_env)
+    worker = _worker_group(service, image=image, app=APP, env_vars=ray_env)
     return _rayservice(
         env,
-        name=inference_service_name(env.name_prefix, inf.app_name),
+        name=service.name,
         app=APP,
         serve_cfg=serve_config.serve_deploy_config(env, reload=reload),
         head=_head(image, APP, ray_env),
@@ -174,7 +171,7 @@ def llm_config(env: EnvironmentConfig) -> dict[str, Any]:
     """One ``ray.serve.llm`` LLMConfig (as a dict, the form serveConfigV2 args take)."""
     llm = env.inference.llm
     # The GPU type the engines ask for is the one the worker group declares (sizing/pods.py llm_worker).
-    accelerator = _service(plan_of(env).llm).worker.accelerator_type
+    accelerator = _service(env, LLM).worker.accelerator_type
     source: Any = {"bucket_uri": llm.model_source} if llm.model_source.startswith("s3://") else llm.model_source
     cfg: dict[str, Any] = {
         "model_loading_config": {"model_id": llm.model_id, "model_source": source},
@@ -202,8 +199,6 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
     """The RayService of Ray Serve LLM (vLLM engine) for ``inference.llm``."""
     llm = env.inference.llm
     if not llm.enabled:
-        from config import ConfigError
-
         raise ConfigError(
             f"{env.name}.yaml",
             [
@@ -216,7 +211,8 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
         image = versions.ecr_image(image, account=env.account, region=env.region)
     # Weights come from FSx or S3 only: no Hugging Face Hub traffic from a closed network.
     offline = {"HF_HUB_OFFLINE": "1"}
-    worker = _worker_group(_service(plan_of(env).llm), image=image, app=LLM_APP, env_vars=offline)
+    service = _service(env, LLM)
+    worker = _worker_group(service, image=image, app=LLM_APP, env_vars=offline)
     serve_cfg = {
         "proxy_location": "EveryNode",
         "http_options": {"host": "0.0.0.0", "port": SERVE_PORT},
@@ -231,7 +227,7 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
     }
     return _rayservice(
         env,
-        name=llm_service_name(env.name_prefix),
+        name=service.name,
         app=LLM_APP,
         serve_cfg=serve_cfg,
         head=_head(image, LLM_APP),

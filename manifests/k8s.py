@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from config import catalog, names
-from sizing.pods import RAY_HEAD, RAY_HEAD_START_PARAMS, WorkerShape
+from sizing.pods import RAY_HEAD, RAY_HEAD_START_PARAMS, WorkerShape, worker_scheduling
 
 # The Ray release the workloads are written for (Ray 2.60.0, Python 3.11). Every pod runs the
 # workloads image built from workloads/Dockerfile on it (manifests.image), never a bare
@@ -29,6 +29,8 @@ FSX_PVC = names.FSX_PVC
 SYSTEM_NODE_SELECTOR = names.SYSTEM_NODE_SELECTOR
 GPU_RESOURCE = names.GPU_RESOURCE
 EFA_RESOURCE = names.EFA_RESOURCE
+# KubeRay labels every Ray pod with its node type: head or worker.
+NODE_TYPE_LABEL = "ray.io/node-type"
 
 
 def labels(app: str, component: str) -> dict[str, str]:
@@ -151,16 +153,9 @@ def worker_group(
     that they fit) on the HyperPod nodes of its instance type; only nodes HyperPod reports
     healthy are eligible."""
     extra = {k: v for k, v in shape.resources.items() if k not in ("cpu", "memory")}
-    tolerations = [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in (taints or [])]
-    if shape.gpus:
-        tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
-        "nodeSelector": {
-            names.INSTANCE_TYPE_LABEL: shape.instance_type,
-            names.HYPERPOD_HEALTH_LABEL: names.HYPERPOD_HEALTHY,
-        },
-        "tolerations": tolerations,
+        **worker_scheduling(shape, taints or []),
         "containers": [
             ray_container(
                 "ray-worker",

@@ -31,29 +31,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from config import names
 from config import observability as obs
 from config.environment import EnvironmentConfig
 from config.jobs import JOBS_WORKLOAD
-from config.names import (
-    HEAD_IN_SERVE_SERVICE,
-    KUBERAY_NAMESPACE,
-    RAY_DASHBOARD_PORT,
-    SERVE_PORT,
-    inference_service_name,
-    llm_service_name,
-    training_job_name,
-)
-from manifests import k8s, security
+from config.names import KUBERAY_NAMESPACE, RAY_DASHBOARD_PORT, SERVE_PORT
+from manifests import k8s, registry, security
 
 # The chart's app.kubernetes.io/name (kuberay-operator, no nameOverride in constructs/kuberay.py);
 # tests check it against the rendered chart.
 OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "kuberay-operator"}
-# KubeRay labels every Ray pod with its node type: head or worker.
-NODE_TYPE_LABEL = "ray.io/node-type"
+NODE_TYPE_LABEL = k8s.NODE_TYPE_LABEL
 # KubeRay's defaults, and the ports the head template names "dashboard" and "serve"
 # (ray-operator/controllers/ray/utils/constant.go:107 and :110 at v1.7.0).
 DASHBOARD_PORT = RAY_DASHBOARD_PORT
-SERVE_CLIENT_LABEL = "hyperpod-ray/serve-client"
+SERVE_CLIENT_LABEL = names.SERVE_CLIENT_LABEL
 
 
 def _policy(
@@ -159,12 +151,15 @@ def head_serves(manifest: dict[str, Any]) -> bool:
 
 
 def workloads(cfg: EnvironmentConfig) -> list[tuple[str, bool, bool]]:
-    """(workload name, serves, head serves) of every RayJob/RayService rendered for ``cfg``, and
-    the one workload all ``hpray submit job`` RayJobs share (config/jobs.py)."""
-    services = [inference_service_name(cfg.name_prefix, cfg.inference.app_name)]
-    services += [llm_service_name(cfg.name_prefix)] if cfg.inference.llm.enabled else []
-    out = [(training_job_name(cfg.training.run_name), False, False), (JOBS_WORKLOAD, False, False)]
-    return out + [(name, True, HEAD_IN_SERVE_SERVICE) for name in services]
+    """(workload name, serves, head serves) of every RayJob/RayService the registry renders for
+    ``cfg`` (manifests/registry.py, with a plan or not): the RayJobs, the one workload all
+    ``hpray submit job`` RayJobs share (config/jobs.py), then the RayServices."""
+    deployed = registry.deployed(cfg)
+    jobs = [(name, False, False) for w, name in deployed if w.kind == "RayJob"]
+    services = [
+        (name, True, (w.serves or registry.Serving()).head_serves) for w, name in deployed if w.kind == "RayService"
+    ]
+    return [*jobs, (JOBS_WORKLOAD, False, False), *services]
 
 
 def team_policies(namespace: str, *, vpc_cidr: str) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ import yaml
 from config import load_environment
 from sizing import autoscaling, pods
 from sizing.autoscaling import Demand, NodeType
+from sizing.plan import plan_of
 from tests.config.config_data import config_errors
 
 ENVS = ("dev", "staging", "prod")
@@ -59,7 +60,7 @@ def _rays_view(m: dict[str, Any]) -> dict[str, tuple[int, int, dict[str, float]]
 
 
 def _demands(name: str) -> dict[str, tuple[dict[str, Any], list[Demand]]]:
-    return {w: (spec, ds) for w, spec, ds in autoscaling.demands(load_environment(name))}
+    return {w: (spec, ds) for w, spec, ds in autoscaling.demands(plan_of(load_environment(name)))}
 
 
 # --- The derivation is KubeRay's ---------------------------------------------------------------
@@ -291,7 +292,7 @@ def test_every_bundle_finds_a_node_by_rays_scheduler_and_ours(name):
         demands = checked[_workload(m)][1]
         assert _rays_residual(m, demands) == _ours(autoscaling.node_types(_cluster(m)), demands) == []
         assert autoscaling.check(_workload(m), autoscaling.node_types(_cluster(m)), demands) == []
-    assert autoscaling.problems(load_environment(name)) == []
+    assert autoscaling.problems(plan_of(load_environment(name))) == []
 
 
 def test_more_bundles_than_the_groups_hold_are_left_over_by_both():

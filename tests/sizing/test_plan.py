@@ -15,9 +15,9 @@ def derivations(monkeypatch):
     calls: list[str] = []
     real = plan_mod.derive
 
-    def counting(env):
+    def counting(env, *args):
         calls.append(env.name)
-        return real(env)
+        return real(env, *args)
 
     monkeypatch.setattr(plan_mod, "derive", counting)
     return calls

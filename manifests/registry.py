@@ -1,0 +1,124 @@
+"""The workloads the platform runs: one registry, a tuple of frozen ``Workload`` specs.
+
+Each names its key (the render kind of ``python -m manifests render`` and ``hpray submit``, and
+its key in the plan), its KubeRay kind, its app label, its plan function (sizing-level: from the
+EnvironmentConfig to its plan, the reason it has none, or None where the config does not deploy
+it), its renderer and, for a RayService, what it serves. The plan (``plan_of``), the renderers,
+the NetworkPolicies, the disruption budgets, the placement and autoscaling checks
+(manifests/check.py) and the review read this tuple instead of naming the workloads one by one.
+
+Adding a RayJob workload is its runtime folder (workloads/<name>/, with ``__main__``) and one
+entry here; ``manifests.rayjob.renderer`` renders it from its plan (docs/development.md,
+"Adding a workload"). ``registered`` runs code with extra workloads, for tests, without changing
+this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from config.environment import EnvironmentConfig
+from config.names import (
+    HEAD_IN_SERVE_SERVICE,
+    INFERENCE_APP,
+    INFERENCE_DEPLOYMENT,
+    LLM_APP,
+    SERVE_CLIENT_LABEL,
+    SERVE_PORT,
+    TRAINING_APP,
+)
+from manifests import inference, training
+from sizing import plan as plan_mod
+from sizing.plan import Plan, PlanFn, Planners
+
+Render = Callable[[EnvironmentConfig], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What a RayService serves: Serve's HTTP ``port`` on its worker pods (and on the head where
+    ``head_serves``: KubeRay's ``excludeHeadPodFromServeSvc`` false), the Serve deployment the
+    checks name (None: the app's own, e.g. Serve LLM's), and the namespaces whose pods may reach
+    it (labelled ``clients_label=true``)."""
+
+    port: int = SERVE_PORT
+    deployment: str | None = None
+    clients_label: str = SERVE_CLIENT_LABEL
+    head_serves: bool = HEAD_IN_SERVE_SERVICE
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One workload of the platform (see the module docstring)."""
+
+    key: str
+    kind: Literal["RayJob", "RayService"]
+    app: str
+    plan: PlanFn
+    render: Render
+    # The renderer's own YAML form (serveConfigV2 as a literal block); None: plain YAML.
+    to_yaml: Callable[[dict[str, Any]], str] | None = None
+    serves: Serving | None = None
+
+
+WORKLOADS: tuple[Workload, ...] = (
+    Workload(plan_mod.TRAINING, "RayJob", TRAINING_APP, plan_mod.training, training.render),
+    Workload(
+        plan_mod.INFERENCE,
+        "RayService",
+        INFERENCE_APP,
+        plan_mod.inference,
+        inference.render,
+        inference.to_yaml,
+        Serving(deployment=INFERENCE_DEPLOYMENT),
+    ),
+    Workload(plan_mod.LLM, "RayService", LLM_APP, plan_mod.llm, inference.render_llm, inference.to_yaml, Serving()),
+)
+
+_ACTIVE: ContextVar[tuple[Workload, ...]] = ContextVar("workloads", default=WORKLOADS)
+
+
+def workloads() -> tuple[Workload, ...]:
+    """The registered workloads, in order (``WORKLOADS``, plus any ``registered`` adds)."""
+    return _ACTIVE.get()
+
+
+def get(key: str) -> Workload:
+    for w in workloads():
+        if w.key == key:
+            return w
+    raise KeyError(key)
+
+
+@contextlib.contextmanager
+def registered(*extra: Workload) -> Iterator[tuple[Workload, ...]]:
+    """Within the block, the registry holds ``extra`` after the built-in workloads (this context
+    only: nothing leaks past the block)."""
+    keys = [w.key for w in (*WORKLOADS, *extra)]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"workload keys must be unique: {keys}")
+    token = _ACTIVE.set((*_ACTIVE.get(), *extra))
+    try:
+        yield _ACTIVE.get()
+    finally:
+        _ACTIVE.reset(token)
+
+
+def planners() -> Planners:
+    """(key, plan function) of every registered workload: what the plan is derived from."""
+    return tuple((w.key, w.plan) for w in workloads())
+
+
+def plan_of(env: EnvironmentConfig) -> Plan:
+    """The plan of ``env`` over the registered workloads (derived once per config and registry)."""
+    return plan_mod.plan_of(env, planners())
+
+
+def deployed(env: EnvironmentConfig) -> list[tuple[Workload, str]]:
+    """(workload, its Kubernetes name) of every workload ``env`` deploys, with a plan or not."""
+    plan = plan_of(env)
+    return [(w, plan.workloads[w.key].name) for w in workloads() if w.key in plan.workloads]
