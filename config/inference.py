@@ -19,7 +19,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config import catalog
 from config.base import Frozen
-from config.hyperpod import HyperPod, InstanceGroup
+from config.hyperpod import HyperPod, InstanceGroup, default_gpu_group
 
 # The node label (HyperPod instance-group label) that marks a group for serving.
 SERVE_LABEL = ("workload", "ray-serve")
@@ -345,13 +345,10 @@ class Inference(Frozen):
         """The HyperPod instance group the generation replicas run on."""
         if self.instance_group is not None:
             return hyperpod.group(self.instance_group)
-        gpu = [g for g in hyperpod.instance_groups if g.is_gpu]
         # Default: the GPU group labelled for serving (workload: ray-serve), else the first GPU group.
-        for g in gpu:
-            if g.labels.get(SERVE_LABEL[0]) == SERVE_LABEL[1]:
-                return g
-        if gpu:
-            return gpu[0]
+        group = default_gpu_group(hyperpod.instance_groups, label=SERVE_LABEL)
+        if group is not None:
+            return group
         raise KeyError("no GPU instance group in hyperpod.instance_groups; set inference.instance_group")
 
     def gcs_fault_tolerance_on(self, *, secrets_delivered: bool) -> bool:

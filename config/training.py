@@ -20,7 +20,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config import catalog
 from config.base import Frozen
-from config.hyperpod import InstanceGroup
+from config.hyperpod import InstanceGroup, default_gpu_group
 
 RUN_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -387,7 +387,7 @@ class Training(Frozen):
     def group(self, groups: Sequence[InstanceGroup]) -> InstanceGroup | None:
         """The group ``instance_group`` names, or the first GPU group when it names none."""
         if self.instance_group is None:
-            return next((g for g in groups if g.instance_type in catalog.gpu_instance_types()), None)
+            return default_gpu_group(groups)
         return next((g for g in groups if g.name == self.instance_group), None)
 
     def group_problems(self, groups: Sequence[InstanceGroup]) -> list[str]:

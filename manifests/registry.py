@@ -63,10 +63,25 @@ class Workload:
     # The renderer's own YAML form (serveConfigV2 as a literal block); None: plain YAML.
     to_yaml: Callable[[dict[str, Any]], str] | None = None
     serves: Serving | None = None
+    # How the review names it ("<title> <kind>") and what its worker pods hold, several a pod.
+    title: str = ""
+    per_pod: str = "workers"
+
+    @property
+    def description(self) -> str:
+        return f"{self.title or self.key} {self.kind}"
 
 
 WORKLOADS: tuple[Workload, ...] = (
-    Workload(plan_mod.TRAINING, "RayJob", TRAINING_APP, plan_mod.training, training.render),
+    Workload(
+        plan_mod.TRAINING,
+        "RayJob",
+        TRAINING_APP,
+        plan_mod.training,
+        training.render,
+        title="training",
+        per_pod="Ray Train workers",
+    ),
     Workload(
         plan_mod.INFERENCE,
         "RayService",
@@ -75,8 +90,20 @@ WORKLOADS: tuple[Workload, ...] = (
         inference.render,
         inference.to_yaml,
         Serving(deployment=INFERENCE_DEPLOYMENT),
+        title="generation",
+        per_pod="Serve replicas",
     ),
-    Workload(plan_mod.LLM, "RayService", LLM_APP, plan_mod.llm, inference.render_llm, inference.to_yaml, Serving()),
+    Workload(
+        plan_mod.LLM,
+        "RayService",
+        LLM_APP,
+        plan_mod.llm,
+        inference.render_llm,
+        inference.to_yaml,
+        Serving(),
+        title="LLM",
+        per_pod="engines",
+    ),
 )
 
 _ACTIVE: ContextVar[tuple[Workload, ...]] = ContextVar("workloads", default=WORKLOADS)

@@ -183,11 +183,10 @@ def placement(
 ) -> JobPlacement:
     """Whole nodes of one HyperPod instance group: ``--nodes``, or enough nodes for ``--gpus``."""
     from config import catalog
+    from config.hyperpod import default_gpu_group
 
     groups = config.hyperpod.instance_groups
-    name = (
-        instance_group or config.training.instance_group or next((g.name for g in groups if g.is_gpu), groups[0].name)
-    )
+    name = instance_group or config.training.instance_group or (default_gpu_group(groups) or groups[0]).name
     group = next((g for g in groups if g.name == name), None)
     if group is None:
         raise UsageError(
