@@ -16,7 +16,7 @@ this module.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,8 +32,9 @@ from config.names import (
     TRAINING_APP,
 )
 from manifests import inference, training
+from manifests import rayjob as rayjob_mod
 from sizing import plan as plan_mod
-from sizing.plan import Plan, PlanFn, Planners
+from sizing.plan import JobPlan, Plan, PlanFn, Planners, Unplanned
 
 Render = Callable[[EnvironmentConfig], dict[str, Any]]
 
@@ -106,6 +107,30 @@ WORKLOADS: tuple[Workload, ...] = (
     ),
 )
 
+
+def rayjob(
+    key: str,
+    plan: PlanFn,
+    *,
+    app: str,
+    module: str,
+    ray_env: Mapping[str, str] | None = None,
+    title: str = "",
+    per_pod: str = "workers",
+) -> Workload:
+    """A RayJob workload rendered from its plan alone (``manifests.rayjob.render_job``): its
+    runtime is ``python -m <module>`` (its folder under workloads/), its pods carry app label
+    ``app``; what the registry needs of a new RayJob is this one entry."""
+
+    def render(env: EnvironmentConfig) -> dict[str, Any]:
+        w = plan_of(env).workloads.get(key)
+        return rayjob_mod.render_job(
+            env, w if isinstance(w, JobPlan | Unplanned) else None, key=key, app=app, module=module, ray_env=ray_env
+        )
+
+    return Workload(key, "RayJob", app, plan, render, title=title, per_pod=per_pod)
+
+
 _ACTIVE: ContextVar[tuple[Workload, ...]] = ContextVar("workloads", default=WORKLOADS)
 
 
@@ -125,7 +150,7 @@ def get(key: str) -> Workload:
 def registered(*extra: Workload) -> Iterator[tuple[Workload, ...]]:
     """Within the block, the registry holds ``extra`` after the built-in workloads (this context
     only: nothing leaks past the block)."""
-    keys = [w.key for w in (*WORKLOADS, *extra)]
+    keys = [w.key for w in (*_ACTIVE.get(), *extra)]
     if len(set(keys)) != len(keys):
         raise ValueError(f"workload keys must be unique: {keys}")
     token = _ACTIVE.set((*_ACTIVE.get(), *extra))

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from config import catalog, names
 from config.environment import EnvironmentConfig
-from config.hyperpod import InstanceGroup
+from config.hyperpod import InstanceGroup, default_gpu_group
 from config.job_settings import JobSettings, job_settings
 from sizing import goodput, pods, storage
 from sizing import training as training_sizing
@@ -284,6 +284,26 @@ def llm(env: EnvironmentConfig) -> ServicePlan | Unplanned | None:
         ),
     )
     return ServicePlan(name, group, worker, f"{group.name}-llm", demands)
+
+
+def whole_node_job(name: str, *, nodes: int = 1, group: str | None = None, demands: tuple[Demand, ...] = ()) -> PlanFn:
+    """The plan function of a RayJob ``name`` on ``nodes`` whole nodes of instance group ``group``
+    (default: the environment's default GPU group, config.hyperpod.default_gpu_group), each node
+    one worker pod as ``hpray submit job`` sizes it, its head sized for those nodes; ``demands``:
+    the bundles its code asks Ray for, which the autoscaling check places."""
+
+    def plan(env: EnvironmentConfig) -> JobPlan | Unplanned:
+        groups = env.hyperpod.instance_groups
+        g = default_gpu_group(groups) if group is None else next((x for x in groups if x.name == group), None)
+        if g is None:
+            where = "no GPU instance group" if group is None else f"no instance group named {group!r}"
+            return Unplanned("RayJob", name, (f"{name}: {where} in hyperpod.instance_groups",))
+        if not pods.known(g):
+            return Unplanned("RayJob", name, (f"{name}: no hardware facts for {g.instance_type} (config/catalog.py)",))
+        worker = pods.job_worker(env, g, nodes)
+        return JobPlan(name, g, worker, g.name, demands, head=pods.training_head(nodes))
+
+    return plan
 
 
 # The built-in workloads' plan functions, in manifests/registry.py's order. Only the check the

@@ -288,7 +288,9 @@ def test_every_workloads_module_the_image_ships_runs_on_the_cluster():
     from manifests import serve_config
 
     files = set(image.context_files())
-    todo, used = ["workloads.training.__main__", serve_config.IMPORT_PATH.split(":")[0]], set()
+    roots = _registry_entrypoints()
+    assert {"workloads.training.__main__", serve_config.IMPORT_PATH.split(":")[0]} <= set(roots)
+    todo, used = list(roots), set()
     while todo:
         m = todo.pop()
         f = _module_file(m, files)
@@ -299,6 +301,24 @@ def test_every_workloads_module_the_image_ships_runs_on_the_cluster():
     packages = {f for f in files if f.endswith("__init__.py")}
     shipped = {f for f in files if f.endswith(".py")}
     assert shipped - packages == used - packages
+
+
+def _registry_entrypoints() -> list[str]:
+    """What runs on the cluster, per registered workload (manifests/registry.py) as rendered for
+    every environment: a RayJob's ``python -m`` module, a RayService's Serve import paths."""
+    from manifests import registry
+
+    roots: list[str] = []
+    for env in ENVS:
+        cfg = load_environment(env)
+        for w, _ in registry.deployed(cfg):
+            manifest = w.render(cfg)
+            if w.kind == "RayJob":
+                roots.append(re.match(r"python -m (\S+)", manifest["spec"]["entrypoint"]).group(1) + ".__main__")
+                continue
+            for app in yaml.safe_load(manifest["spec"]["serveConfigV2"])["applications"]:
+                roots.append(app["import_path"].split(":")[0])
+    return sorted({r for r in roots if r.split(".")[0] == "workloads"})
 
 
 def _local_imports(path: Path) -> set[str]:

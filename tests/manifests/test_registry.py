@@ -1,0 +1,133 @@
+"""The registry of workloads (manifests/registry.py): the plan, the renderers, the NetworkPolicies,
+the placement and autoscaling checks and the review all read it, so a workload registered there
+is seen everywhere with no other edit."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+import yaml
+
+from config import load_environment
+from manifests import check, crd, disruption_budgets, network_policy, registry
+from sizing import placement
+from sizing import plan as plan_mod
+from sizing.plan import JobPlan, ServicePlan, Unplanned
+
+ENVS = ("dev", "staging", "prod")
+
+
+@pytest.fixture
+def smoke():
+    """A small extra RayJob in a temporary registry: one whole node of the default GPU group,
+    running ``python -m workloads.smoke``; the registry is the built-in one again after the test."""
+    w = registry.rayjob(
+        "smoke",
+        plan_mod.whole_node_job("smoke-test", nodes=1),
+        app="smoke",
+        module="workloads.smoke",
+        title="smoke test",
+    )
+    with registry.registered(w):
+        yield w
+    assert registry.workloads() == registry.WORKLOADS
+
+
+def test_the_built_in_registry_is_the_plan_the_loader_checks():
+    """The loader checks the built-in workloads' plan (sizing.plan.BUILTIN_PLANNERS, below the
+    registry); the registry's plan of the built-in workloads is that same plan object."""
+    assert registry.planners() == plan_mod.BUILTIN_PLANNERS
+    assert [w.key for w in registry.WORKLOADS] == ["training", "inference", "inference-llm"]
+    env = load_environment("dev")
+    assert registry.plan_of(env) is plan_mod.plan_of(env)
+    assert check.problems(env) == []
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_each_workload_has_its_kind_and_name_in_the_plan_and_its_manifest(name):
+    env = load_environment(name)
+    plan = registry.plan_of(env)
+    for w, k8s_name in registry.deployed(env):
+        p = plan.workloads[w.key]
+        assert p.kind == w.kind and p.name == k8s_name
+        manifest = w.render(env)
+        assert manifest["kind"] == w.kind and manifest["metadata"]["name"] == k8s_name
+        assert manifest["metadata"]["labels"]["app.kubernetes.io/name"] == w.app
+        assert (w.serves is not None) == (w.kind == "RayService")
+
+
+def test_a_service_without_a_plan_keeps_the_reason_and_the_manifest_reports_it():
+    from config import ConfigError
+    from manifests import inference
+
+    dev = load_environment("dev")
+    hyperpod = dev.hyperpod.model_copy(
+        update={"instance_groups": [g for g in dev.hyperpod.instance_groups if not g.is_gpu]}
+    )
+    env = dev.model_copy(update={"hyperpod": hyperpod})
+    reason = plan_mod.plan_of(env).workloads["inference"]
+    assert isinstance(reason, Unplanned) and reason.problems == (
+        "inference.instance_group: no GPU instance group in hyperpod.instance_groups; set inference.instance_group",
+    )
+    with pytest.raises(ConfigError) as err:
+        inference.render(env)
+    assert err.value.errors == list(reason.problems)
+
+
+def test_a_registered_workload_is_planned_rendered_policed_placed_and_reviewed(smoke):
+    from manifests.__main__ import main
+    from ops import render as ops_render
+    from review.document import Document
+    from review.placement import placement_section
+
+    env = load_environment("dev")
+    plan = registry.plan_of(env)
+    # The plan: its own entry, after the built-in ones, and those unchanged.
+    assert list(plan.workloads)[-1] == "smoke"
+    job = plan.workloads["smoke"]
+    assert isinstance(job, JobPlan) and job.name == "smoke-test" and job.worker.max_replicas == 1
+    assert isinstance(plan.serve, ServicePlan) and plan.training is not None
+    # Its manifest: `python -m manifests render smoke` and `hpray submit`'s seam, valid for KubeRay.
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["render", "smoke", "--env", "dev"]) == 0
+    manifest = yaml.safe_load(out.getvalue())
+    assert manifest == ops_render.render("smoke", env) == smoke.render(env)
+    assert manifest["kind"] == "RayJob" and manifest["metadata"]["name"] == "smoke-test"
+    assert manifest["spec"]["entrypoint"] == "python -m workloads.smoke"
+    assert crd.validate(manifest) == []
+    # Its NetworkPolicies, among the RayJobs (before the RayServices'); no disruption budget (a RayJob).
+    policies = [p["metadata"]["name"] for p in network_policy.render(env)["items"]]
+    assert {"smoke-test-ray-internal", "smoke-test-from-operator"} <= set(policies)
+    assert "smoke-test-serve-ingress" not in policies
+    assert policies.index("smoke-test-ray-internal") < policies.index(f"{plan.serve.name}-ray-internal")
+    budgets = [b["metadata"]["name"] for b in disruption_budgets.render_disruption_budgets(env)["items"]]
+    assert not [b for b in budgets if b.startswith("smoke-test")]
+    # The placement check places its head and worker pods in every situation.
+    for situation in ("configured", "upgrade", "node-loss"):
+        names = {pod.name for pod in placement.platform_pods(env, situation, lost_group=job.group.name, plan=plan)}
+        assert {"RayJob smoke-test head", "RayJob smoke-test worker"} <= names, situation
+    assert any("RayJob smoke-test head" in row[3] for row in placement.table(env, plan))
+    assert check.problems(env) == placement.problems(env, plan)
+    # The review's placement table lists it.
+    doc = Document("review")
+    placement_section(doc, "dev")
+    assert "RayJob smoke-test worker" in doc.markdown()
+    # The review's Ray diagram: a head and a worker node of it (review/diagram_ray.py).
+    from review.diagram_graph import Graph
+    from review.diagram_ray import add_ray
+
+    g = Graph(groups={job.group.name: "n_group"}, pools={"n_group": []})
+    add_ray(g, env, {})
+    assert any("smoke test RayJob" in label and "smoke-test" in label for label in g.nodes.values())
+
+
+def test_the_registry_is_the_built_in_one_outside_the_block(smoke):
+    assert "smoke" in [w.key for w in registry.workloads()]
+    with pytest.raises(ValueError, match="unique"), registry.registered(smoke):
+        pass
+    env = load_environment("dev")
+    assert "smoke" in registry.plan_of(env).workloads
+    assert "smoke" not in plan_mod.plan_of(env).workloads
