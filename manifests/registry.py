@@ -67,6 +67,8 @@ class Workload:
     # How the review names it ("<title> <kind>") and what its worker pods hold, several a pod.
     title: str = ""
     per_pod: str = "workers"
+    # ``hpray submit <key>``'s help line; empty: hpray submit does not offer it.
+    submit: str = ""
 
     @property
     def description(self) -> str:
@@ -82,6 +84,7 @@ WORKLOADS: tuple[Workload, ...] = (
         training.render,
         title="training",
         per_pod="Ray Train workers",
+        submit="the training workload: a RayJob; an identical job still running is followed, not resubmitted",
     ),
     Workload(
         plan_mod.INFERENCE,
@@ -93,6 +96,7 @@ WORKLOADS: tuple[Workload, ...] = (
         Serving(deployment=INFERENCE_DEPLOYMENT),
         title="generation",
         per_pod="Serve replicas",
+        submit="the inference workload: a RayService; an existing one is updated in place",
     ),
     Workload(
         plan_mod.LLM,
@@ -117,10 +121,12 @@ def rayjob(
     ray_env: Mapping[str, str] | None = None,
     title: str = "",
     per_pod: str = "workers",
+    submit: str | None = None,
 ) -> Workload:
     """A RayJob workload rendered from its plan alone (``manifests.rayjob.render_job``): its
     runtime is ``python -m <module>`` (its folder under workloads/), its pods carry app label
-    ``app``; what the registry needs of a new RayJob is this one entry."""
+    ``app``; ``hpray submit <key>`` offers it with the help line ``submit`` (default: its title;
+    "": not offered). What the registry needs of a new RayJob is this one entry."""
 
     def render(env: EnvironmentConfig) -> dict[str, Any]:
         w = plan_of(env).workloads.get(key)
@@ -128,7 +134,8 @@ def rayjob(
             env, w if isinstance(w, JobPlan | Unplanned) else None, key=key, app=app, module=module, ray_env=ray_env
         )
 
-    return Workload(key, "RayJob", app, plan, render, title=title, per_pod=per_pod)
+    offered = f"the {title or key} workload: a RayJob" if submit is None else submit
+    return Workload(key, "RayJob", app, plan, render, title=title, per_pod=per_pod, submit=offered)
 
 
 _ACTIVE: ContextVar[tuple[Workload, ...]] = ContextVar("workloads", default=WORKLOADS)

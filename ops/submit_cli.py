@@ -13,11 +13,15 @@ from ops.errors import EXIT_INTERRUPTED, EXIT_OK
 from ops.output import to_json
 from ops.usage import positive_float
 
-WORKLOAD_HELP = {
-    "training": "the training workload: a RayJob; an identical job still running is followed, not resubmitted",
-    "inference": "the inference workload: a RayService; an existing one is updated in place",
-    "job": "your own command (after --) on the environment's Ray cluster, your directory uploaded",
-}
+JOB_HELP = "your own command (after --) on the environment's Ray cluster, your directory uploaded"
+
+
+def workload_help() -> dict[str, str]:
+    """``submit``'s workloads and their help: each registered workload that ``hpray submit``
+    offers (manifests/registry.py ``Workload.submit``), then ``job``."""
+    from manifests import registry
+
+    return {**{w.key: w.submit for w in registry.workloads() if w.submit}, "job": JOB_HELP}
 
 
 def add_submit_command(sub: Any, prog: str, common: Any, formatter: Any) -> None:
@@ -34,13 +38,13 @@ def add_submit_command(sub: Any, prog: str, common: Any, formatter: Any) -> None
             "from the job's own log lines, resumes after failures. Ctrl-C stops following; the job\n"
             "keeps running and the message says how to reattach. --dry-run prints the manifest and\n"
             "calls nothing.\n"
-            + "".join(f"  {name:<10}  {text}\n" for name, text in WORKLOAD_HELP.items())
+            + "".join(f"  {name:<10}  {text}\n" for name, text in workload_help().items())
             + f"`{prog} submit WORKLOAD --help` shows a workload's options."
         ),
         formatter_class=formatter,
     )
     workloads = p.add_subparsers(dest="workload", metavar="WORKLOAD", required=True, help=argparse.SUPPRESS)
-    for name, text in WORKLOAD_HELP.items():
+    for name, text in workload_help().items():
         w = workloads.add_parser(
             name,
             prog=f"{prog} submit {name}",
@@ -79,7 +83,8 @@ def add_submit_command(sub: Any, prog: str, common: Any, formatter: Any) -> None
 
 
 def _description(workload: str, prog: str) -> str:
-    text = WORKLOAD_HELP[workload][0].upper() + WORKLOAD_HELP[workload][1:] + "."
+    help_text = workload_help()[workload]
+    text = help_text[0].upper() + help_text[1:] + "."
     if workload != "job":
         return (
             f"{text}\n\nexamples:\n  {prog} submit {workload} --env dev\n  {prog} submit {workload} --env dev --dry-run"

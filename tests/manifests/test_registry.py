@@ -98,6 +98,23 @@ def test_a_registered_workload_is_planned_rendered_policed_placed_and_reviewed(s
     assert manifest["kind"] == "RayJob" and manifest["metadata"]["name"] == "smoke-test"
     assert manifest["spec"]["entrypoint"] == "python -m workloads.smoke"
     assert crd.validate(manifest) == []
+    # `hpray submit smoke --dry-run` offers and prints it (no client made).
+    from ops.cli import main as hpray
+
+    def refuse(*_a, **_k):
+        raise AssertionError("a dry run made a client")
+
+    submitted, err = io.StringIO(), io.StringIO()
+    code = hpray(
+        ["submit", "smoke", "--env", "dev", "--dry-run"],
+        out=submitted,
+        err=err,
+        prog="hpray",
+        aws_factory=refuse,
+        kube_factory=refuse,
+    )
+    assert (code, err.getvalue()) == (0, "")
+    assert yaml.safe_load(submitted.getvalue()) == manifest
     # Its NetworkPolicies, among the RayJobs (before the RayServices'); no disruption budget (a RayJob).
     policies = [p["metadata"]["name"] for p in network_policy.render(env)["items"]]
     assert {"smoke-test-ray-internal", "smoke-test-from-operator"} <= set(policies)
