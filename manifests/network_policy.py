@@ -82,11 +82,18 @@ def operator_ports(*, serve: bool, head_serves: bool) -> tuple[int, ...]:
 
 
 def workload_policies(
-    workload: str, *, serve: bool, head_serves: bool = False, namespace: str = k8s.NAMESPACE
+    workload: str,
+    *,
+    serve: bool,
+    head_serves: bool = False,
+    namespace: str = k8s.NAMESPACE,
+    port: int = SERVE_PORT,
+    clients_label: str = names.SERVE_CLIENT_LABEL,
 ) -> list[dict[str, Any]]:
     """The policies of one RayJob (``serve`` False) or RayService (True) named ``workload``;
     ``head_serves``: the RayService's head is in its Serve Service (``excludeHeadPodFromServeSvc``
-    false, KubeRay's default)."""
+    false, KubeRay's default); ``port``: its Serve port, which pods of namespaces labelled
+    ``clients_label=true`` may call."""
     own = security.workload_labels(workload)
     head = {**own, NODE_TYPE_LABEL: "head"}
     serving = own if head_serves else {**own, NODE_TYPE_LABEL: "worker"}
@@ -106,8 +113,8 @@ def workload_policies(
                 serving,
                 [
                     {
-                        "from": [{"namespaceSelector": {"matchLabels": {SERVE_CLIENT_LABEL: "true"}}}],
-                        "ports": _tcp(SERVE_PORT),
+                        "from": [{"namespaceSelector": {"matchLabels": {clients_label: "true"}}}],
+                        "ports": _tcp(port),
                     }
                 ],
             )
@@ -150,16 +157,14 @@ def head_serves(manifest: dict[str, Any]) -> bool:
     return manifest["kind"] == "RayService" and not manifest["spec"].get("excludeHeadPodFromServeSvc", False)
 
 
-def workloads(cfg: EnvironmentConfig) -> list[tuple[str, bool, bool]]:
-    """(workload name, serves, head serves) of every RayJob/RayService the registry renders for
-    ``cfg`` (manifests/registry.py, with a plan or not): the RayJobs, the one workload all
-    ``hpray submit job`` RayJobs share (config/jobs.py), then the RayServices."""
+def workloads(cfg: EnvironmentConfig) -> list[tuple[str, registry.Serving | None]]:
+    """(workload name, what it serves: None for a RayJob) of every RayJob/RayService the registry
+    renders for ``cfg`` (manifests/registry.py, with a plan or not): the RayJobs, the one workload
+    all ``hpray submit job`` RayJobs share (config/jobs.py), then the RayServices."""
     deployed = registry.deployed(cfg)
-    jobs = [(name, False, False) for w, name in deployed if w.kind == "RayJob"]
-    services = [
-        (name, True, (w.serves or registry.Serving()).head_serves) for w, name in deployed if w.kind == "RayService"
-    ]
-    return [*jobs, (JOBS_WORKLOAD, False, False), *services]
+    jobs: list[tuple[str, registry.Serving | None]] = [(name, None) for w, name in deployed if w.kind == "RayJob"]
+    services = [(name, w.serves or registry.Serving()) for w, name in deployed if w.kind == "RayService"]
+    return [*jobs, (JOBS_WORKLOAD, None), *services]
 
 
 def team_policies(namespace: str, *, vpc_cidr: str) -> list[dict[str, Any]]:
@@ -176,8 +181,13 @@ def team_policies(namespace: str, *, vpc_cidr: str) -> list[dict[str, Any]]:
 def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     """A v1 List of the namespace's NetworkPolicies for ``cfg``."""
     items = [default_deny()]
-    for name, serve, head in workloads(cfg):
-        items += workload_policies(name, serve=serve, head_serves=head)
+    for name, serves in workloads(cfg):
+        if serves is None:
+            items += workload_policies(name, serve=False)
+        else:
+            items += workload_policies(
+                name, serve=True, head_serves=serves.head_serves, port=serves.port, clients_label=serves.clients_label
+            )
     items.append(metrics_policy(cfg))
     return {"apiVersion": "v1", "kind": "List", "items": items}
 

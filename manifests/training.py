@@ -11,7 +11,7 @@ import shlex
 from typing import Any
 
 from config.environment import EnvironmentConfig
-from config.names import TRAINING_APP, training_job_name
+from config.names import TRAINING_APP
 from manifests import image as image_mod
 from manifests import k8s, rayjob
 from workloads.training import settings as settings_mod
@@ -51,7 +51,7 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     settings_json = json.dumps(plan.settings.to_dict(), sort_keys=True, separators=(",", ":"))
     entrypoint = f"python -m workloads.training --settings-json {shlex.quote(settings_json)}"
     env = k8s.env_list(RAY_ENV)
-    name = training_job_name(t.run_name)
+    name = plan.name  # the plan names it (config.names.training_job_name)
     return rayjob.ray_job(
         metadata=k8s.metadata(name, APP),
         entrypoint=entrypoint,

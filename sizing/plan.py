@@ -1,11 +1,16 @@
-"""The environment's plan: for each workload its name, instance group, node and worker counts and
-pod shape, and the train loop's settings, derived once per loaded config (``plan_of``).
+"""The environment's plan: for each workload its name, instance group, node and worker counts, pod
+shape and Ray demands, and the train loop's settings, derived once per loaded config and set of
+plan functions (``plan_of``).
 
-Manifests, NetworkPolicies, the flow table, ``hpray submit job``, the review's placement and
-sizing tables read the plan; the placement, autoscaling and checkpoint burst checks
-(sizing/placement.py, sizing/autoscaling.py, sizing/storage.py) run over it at load. The training
-plan's ``checkpoint`` holds one checkpoint's bytes, its write time at FSx's throughput, the
-estimated step time (and the MFU it assumes) and the run's goodput sweep (sizing/goodput.py).
+``Plan.workloads`` maps each workload's key (manifests/registry.py) to its plan (``JobPlan``,
+``TrainingPlan``, ``ServicePlan``) or ``Unplanned`` with the reason it has none, in the registry's
+order; ``training``, ``inference`` and ``llm`` are the built-in workloads' plan functions and
+``whole_node_job`` makes one for a RayJob on whole nodes. Manifests, NetworkPolicies, the flow
+table, ``hpray submit job``, the review's placement and sizing tables read the plan; the
+placement, autoscaling and checkpoint burst checks (sizing/placement.py, sizing/autoscaling.py,
+sizing/storage.py) take it as an argument. The training plan's ``checkpoint`` holds one
+checkpoint's bytes, its write time at FSx's throughput, the estimated step time (and the MFU it
+assumes) and the run's goodput sweep (sizing/goodput.py).
 """
 
 from __future__ import annotations
