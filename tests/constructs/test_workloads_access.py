@@ -62,7 +62,7 @@ def test_static_volume_and_rwx_claim():
 
 def test_names_match_the_workloads_contract():
     assert (WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT, FSX_PVC) == ("ray-workloads", "ray-workloads", "fsx-claim")
-    from workloads.common import k8s as workloads_k8s  # the workloads' own constants
+    from manifests import k8s as workloads_k8s  # the manifests' own constants
 
     assert workloads_k8s.NAMESPACE == WORKLOADS_NAMESPACE
     assert workloads_k8s.SERVICE_ACCOUNT == WORKLOADS_SERVICE_ACCOUNT
