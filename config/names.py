@@ -65,7 +65,7 @@ def stack_prefix(name_prefix: str) -> str:
     return "".join(part.capitalize() for part in name_prefix.split("-"))
 
 
-# The Ray workloads the platform renders (workloads/*/manifest.py). Their names, app labels and
+# The Ray workloads the platform renders (manifests/registry.py). Their names, app labels and
 # Serve port are facts here, so the NetworkPolicies, disruption budgets and the flow table read
 # them without rendering a manifest.
 SERVE_PORT = 8000

@@ -58,6 +58,19 @@ def test_each_workload_has_its_kind_and_name_in_the_plan_and_its_manifest(name):
         assert (w.serves is not None) == (w.kind == "RayService")
 
 
+def test_what_the_generation_service_serves_is_what_its_serve_config_and_demands_name():
+    from manifests import serve_config
+
+    serves = registry.get("inference").serves
+    assert serves is not None and serves.deployment == serve_config.DEPLOYMENT
+    plan = registry.plan_of(load_environment("prod"))
+    assert plan.serve is not None and plan.serve.demands[0].who == f"deployment {serves.deployment}"
+    policies = {p["metadata"]["name"]: p["spec"] for p in network_policy.render(load_environment("prod"))["items"]}
+    (rule,) = policies[f"{plan.serve.name}-serve-ingress"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": serves.port}]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {serves.clients_label: "true"}}}]
+
+
 def test_a_service_without_a_plan_keeps_the_reason_and_the_manifest_reports_it():
     from config import ConfigError
     from manifests import inference
