@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sizing.pods import ACCELERATOR_RESOURCE_PREFIX
-
+# The prefix of the Ray resource that names a node's accelerator (ray_constants.RESOURCE_CONSTRAINT_PREFIX).
+ACCELERATOR_RESOURCE_PREFIX = "accelerator_type:"
 # What Ray Serve gives a replica that names no CPUs (ReplicaConfig), and Serve's default
 # autoscaling bound for a deployment that sets none (AutoscalingConfig.max_replicas).
 SERVE_DEFAULT_CPUS = 1.0

@@ -21,6 +21,7 @@ from config import addons, catalog, names
 from config.eks import Eks
 from config.environment import EnvironmentConfig
 from config.hyperpod import InstanceGroup, Taint
+from sizing.demand import ACCELERATOR_RESOURCE_PREFIX
 from sizing.scheduling import Pod, Pool, pod_from_spec, selects
 from sizing.training import TrainingPlacement
 
@@ -30,8 +31,6 @@ from sizing.training import TrainingPlacement
 RAY_HEAD = {"cpu": "1", "memory": "4Gi"}
 # Its Ray resources: no CPUs, so no Ray work lands on it.
 RAY_HEAD_START_PARAMS = {"num-cpus": "0"}
-# The prefix of the Ray resource that names a node's accelerator (ray_constants.RESOURCE_CONSTRAINT_PREFIX).
-ACCELERATOR_RESOURCE_PREFIX = "accelerator_type:"
 # The training head grows with its cluster (``training_head``) up to Ray's starting point for a
 # large cluster's head, 8 CPUs and 32 GB (docs.ray.io, "Best practices for deploying large
 # clusters", "Configuring the head node"), with memory in that ratio.
