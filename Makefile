@@ -24,7 +24,7 @@ HYPERPOD_RAY_SHARED ?= $(wildcard $(abspath $(CURDIR)/../shared))
 
 APT_PACKAGES := shellcheck bats graphviz prometheus prometheus-alertmanager redis-server openssl gnupg zsh fish
 
-TOOLING_DIRS := artifacts config sizing constructs stacks ops review docgen workloads bench rigs
+TOOLING_DIRS := artifacts config sizing workloads manifests constructs stacks ops review docgen bench rigs
 
 .PHONY: deps deps-synth lint synth gates review pipeline docs docs-site test test-static lint-shell lint-docker bats clean lock rehearse-train rehearse-serve rehearse-serve-ha rehearse
 
@@ -94,7 +94,7 @@ synth: deps-synth
 	@echo "==> cdk synth -c env=$(ENV) (cdk-nag AwsSolutions + NIST 800-53 R5 run inside synth)"
 	cdk synth --quiet -c env=$(ENV)
 	@echo "==> placement (sizing/placement.py: every pod fits its node pool; synth fails otherwise)"
-	$(VENV)/bin/python -m sizing $(ENV)
+	$(VENV)/bin/python -m manifests check $(ENV)
 	$(MAKE) --no-print-directory gates
 	$(MAKE) --no-print-directory review
 

@@ -14,7 +14,7 @@ import aws_cdk as cdk
 from config import ConfigError
 from config.environment import EnvironmentConfig
 from constructs.compliance import register_compliance_checks
-from sizing.check import load_checked
+from manifests.check import load_checked
 from stacks.pipeline_config import PipelineConfig, load_pipeline, pipeline_selected
 from stacks.platform import PlatformStacks, build_platform
 

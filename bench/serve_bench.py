@@ -158,7 +158,7 @@ def run_ray(
     replicas: int = 1,
 ) -> None:
     from config import load_environment
-    from workloads.inference import serve_config
+    from manifests import serve_config
 
     cfg = load_environment("dev")
     preset = RAY_MODES[mode]

@@ -37,7 +37,7 @@ Ray once per variant (DDP first, then last; the variants' order turns every two 
 variant's ratio is against its block's DDP run, and the variants are also compared with each
 other block by block (the first one given is the reference).
 
-Ray runs with the RayJob's environment (workloads.training.manifest.RAY_ENV) plus
+Ray runs with the RayJob's environment (manifests.training.RAY_ENV) plus
 workloads.training.settings.LOCAL_RAY_ENV (a 0.5 s Train controller poll: with Ray's 2 s
 default, reports every 10 steps here come faster than the controller takes them and report()
 paces training; see there), plus any --ray-env.
@@ -467,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ddp_child:
         _ddp_main(args.ddp_child)
         return 0
-    from workloads.training.manifest import RAY_ENV
+    from manifests.training import RAY_ENV
     from workloads.training.settings import LOCAL_RAY_ENV
 
     # What the RayJob ships (manifest.RAY_ENV), then the local settings (the controller's poll:

@@ -308,7 +308,7 @@ def instance_spec(instance_type: str) -> InstanceSpec:
 _EFA_RDMA_FAMILIES = ("ml.p4d.", "ml.p4de.", "ml.p5.", "ml.p5e.", "ml.p5en.", "ml.p6-", "ml.p6e-")
 
 # Ray's accelerator_type names (ray.util.accelerators) for the chips above; the rendered LLM config
-# is checked against the installed Ray (workloads/inference/manifest.py serve_config_problems).
+# is checked against the installed Ray (manifests/inference.py serve_config_problems).
 _RAY_ACCELERATOR = {
     "A100": "A100-40G",
     "A100-80GB": "A100-80G",

@@ -4,7 +4,7 @@ Each section validates its own values where they are defined. Rules that need mo
 section run here, at load time, through one pattern: ``CROSS_CHECKS``, functions of the whole
 environment that return one line per problem, so that independent mistakes are reported together.
 The sizing checks (the training job against its group, every pod on its node pool:
-sizing/placement.py) run over the environment's plan once the config has loaded (sizing/check.py).
+sizing/placement.py) run over the environment's plan once the config has loaded (manifests/check.py).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -239,3 +240,15 @@ class HyperPod(Frozen):
         raise KeyError(
             f"no HyperPod instance group named {name!r}; known: " + ", ".join(g.name for g in self.instance_groups)
         )
+
+
+def default_gpu_group(groups: Sequence[InstanceGroup], *, label: tuple[str, str] | None = None) -> InstanceGroup | None:
+    """The instance group a workload runs on when its config names none: the first GPU group
+    labelled ``label`` (key, value) where one is, else the first GPU group; None: no GPU group.
+    The training job, the RayServices and ``hpray submit job`` all choose it here."""
+    gpu = [g for g in groups if g.is_gpu]
+    if label is not None:
+        for g in gpu:
+            if g.labels.get(label[0]) == label[1]:
+                return g
+    return gpu[0] if gpu else None

@@ -19,7 +19,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config import catalog
 from config.base import Frozen
-from config.hyperpod import HyperPod, InstanceGroup
+from config.hyperpod import HyperPod, InstanceGroup, default_gpu_group
 
 # The node label (HyperPod instance-group label) that marks a group for serving.
 SERVE_LABEL = ("workload", "ray-serve")
@@ -241,7 +241,7 @@ class Inference(Frozen):
     # on Ray Serve with KubeRay"): HAProxy is each pod's ingress on the serve port instead of the
     # Python proxy actor, replicas take HTTP directly (no actor call per request and no body
     # callback to the proxy), and Ray's throughput preset. On for every Ray process of the
-    # service (workloads/inference/serve_config.py ray_env). Measured on one CPU replica at
+    # service (manifests/serve_config.py ray_env). Measured on one CPU replica at
     # concurrency 32: 111 -> 286-364 req/s against Ray's defaults (docs/benchmarks.md).
     high_throughput: bool = Field(
         default=True,
@@ -345,13 +345,10 @@ class Inference(Frozen):
         """The HyperPod instance group the generation replicas run on."""
         if self.instance_group is not None:
             return hyperpod.group(self.instance_group)
-        gpu = [g for g in hyperpod.instance_groups if g.is_gpu]
         # Default: the GPU group labelled for serving (workload: ray-serve), else the first GPU group.
-        for g in gpu:
-            if g.labels.get(SERVE_LABEL[0]) == SERVE_LABEL[1]:
-                return g
-        if gpu:
-            return gpu[0]
+        group = default_gpu_group(hyperpod.instance_groups, label=SERVE_LABEL)
+        if group is not None:
+            return group
         raise KeyError("no GPU instance group in hyperpod.instance_groups; set inference.instance_group")
 
     def gcs_fault_tolerance_on(self, *, secrets_delivered: bool) -> bool:

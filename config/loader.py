@@ -1,7 +1,7 @@
 """Load one environment's YAML into the frozen model, reporting every error at once.
 
 The typed config only: the checks over the environment's plan (placement, autoscaling, the
-checkpoint burst) sit above it, in ``sizing.check``, which the entry points call."""
+checkpoint burst) sit above it, in ``manifests.check``, which the entry points call."""
 
 from __future__ import annotations
 
@@ -223,7 +223,7 @@ def load_environment(name: str, config_dir: Path = CONFIG_DIR) -> EnvironmentCon
 
 def load_environment_with_place(name: str, config_dir: Path = CONFIG_DIR) -> tuple[EnvironmentConfig, str, Place]:
     """:func:`load_environment`, with the source name and the place lookup of its file (for
-    errors found after the load: ``sizing.check``)."""
+    errors found after the load: ``manifests.check``)."""
     known = known_environments(config_dir)
     path = config_dir / f"{name}.yaml"
     if name not in known:

@@ -21,7 +21,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config import catalog
 from config.base import Frozen
-from config.hyperpod import InstanceGroup
+from config.hyperpod import InstanceGroup, default_gpu_group
 
 RUN_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -433,7 +433,7 @@ class Training(TrainLoop):
     def group(self, groups: Sequence[InstanceGroup]) -> InstanceGroup | None:
         """The group ``instance_group`` names, or the first GPU group when it names none."""
         if self.instance_group is None:
-            return next((g for g in groups if g.instance_type in catalog.gpu_instance_types()), None)
+            return default_gpu_group(groups)
         return next((g for g in groups if g.name == self.instance_group), None)
 
     def group_problems(self, groups: Sequence[InstanceGroup]) -> list[str]:
@@ -472,3 +472,14 @@ class Training(TrainLoop):
                 f"{spec.gpus} GPUs of {group.instance_type}; allowed: a divisor of {spec.gpus}"
             ]
         return []
+
+
+def sharding_problems(t: TrainLoop, workers: int) -> list[str]:
+    """FSDP over one worker shards nothing: it is plain training with extra collectives. The plan
+    checks the cluster's worker count (sizing/training.py), a local run its own."""
+    if t.sharding == "fsdp" and workers < 2:
+        return [
+            f"training.sharding: 'fsdp' with {workers} worker shards nothing; allowed: 'ddp' "
+            "with one worker, or 'fsdp' with 2 or more workers"
+        ]
+    return []

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from config import observability as obs
 from config import versions
-from config.names import gcs_store_secret_name, ray_auth_secret_name
+from config.facts.names import gcs_store_secret_name, ray_auth_secret_name
 from constructs.flows import AccessFlow, Principal, s3_locations
 from constructs.team_flows import team_access_flows
-from workloads.common import k8s
+from manifests import k8s
 
 if TYPE_CHECKING:
     from config.environment import EnvironmentConfig
@@ -257,7 +257,7 @@ def asset_pull_flows(config: EnvironmentConfig) -> list[AccessFlow]:
     """The HyperPod nodes pull the CDK image assets from the CDK assets repository (review/images.py
     lists them): the workloads image (the Ray workers), and with network.images_from_ecr the NVIDIA
     device plugin, which nothing else puts in ECR."""
-    from workloads.common import image
+    from manifests import image
 
     images = ["the workloads image (Ray workers)"]
     if config.network.images_from_ecr and config.gpu_device_plugin_instance_types():

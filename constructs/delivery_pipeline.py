@@ -20,7 +20,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
 from config import versions
-from config.names import CDK_QUALIFIER
+from config.facts.names import CDK_QUALIFIER
 from constructs.compliance import acknowledge, cfn_lint_ignore, checkov_skip
 
 _ARTIFACTS = (

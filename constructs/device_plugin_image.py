@@ -9,7 +9,7 @@ from that repository (the workloads image), so nothing is copied by hand and not
 when the first GPU node comes up.
 
 The URI is a pure function of the directory and the build arguments (aws-cdk-lib's asset hash,
-ported in workloads/common/image.py), so the Helm values and every renderer know it without a
+ported in manifests/image.py), so the Helm values and every renderer know it without a
 construct; the construct fails the synth if aws-cdk-lib hashes it differently.
 """
 
@@ -23,7 +23,7 @@ from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
 from config import versions
-from workloads.common import image
+from manifests import image
 
 DIRECTORY = image.REPO_ROOT / "images" / "nvidia-device-plugin"
 DISPLAY_NAME = "NVIDIA device plugin"

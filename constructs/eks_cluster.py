@@ -28,10 +28,10 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct, IConstruct
 from constructs import flows as F
 
-from config import addons as addons_config
 from config import versions
 from config.eks import Eks
-from config.names import SYSTEM_NODEGROUP
+from config.facts import addons as addons_config
+from config.facts.names import SYSTEM_NODEGROUP
 from constructs.compliance import acknowledge, checkov_skip
 from constructs.network import ingress_rules
 
@@ -304,7 +304,7 @@ class PlatformEksCluster(Construct):
 
         # Networking before any node starts: vpc-cni and kube-proxy have no dependency on nodes.
         # The CNI's network policy agent enforces the Ray namespace's NetworkPolicies
-        # (workloads/common/network_policy.py); without it Kubernetes accepts them and nothing
+        # (manifests/network_policy.py); without it Kubernetes accepts them and nothing
         # enforces them.
         vpc_cni = addon("VpcCni", "vpc-cni", configuration_values=json.dumps(VPC_CNI_CONFIGURATION, sort_keys=True))
         kube_proxy = addon("KubeProxy", "kube-proxy")
@@ -357,7 +357,7 @@ class PlatformEksCluster(Construct):
 
         if self.eks_config.ray_token_auth:
             # The Secrets Store CSI driver and its AWS provider (ASCP) sync the Ray token into the
-            # Kubernetes Secret KubeRay reads (workloads/common/security.py). No role of its own:
+            # Kubernetes Secret KubeRay reads (manifests/security.py). No role of its own:
             # ASCP reads a secret with the Pod Identity of the pod that mounts it.
             secrets_store = addon(
                 "SecretsStoreCsiDriver",

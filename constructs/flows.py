@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from config.jobs import JOBS_PREFIX
-from workloads.common import k8s
+from config.facts.jobs import JOBS_PREFIX
+from manifests import k8s
 
 if TYPE_CHECKING:
     from config.environment import EnvironmentConfig

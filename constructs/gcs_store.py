@@ -2,7 +2,7 @@
 subnets, encrypted at rest with the platform key and in transit (TLS required), with an AUTH
 token that Secrets Manager generates.
 
-KubeRay 1.7's ``gcsFaultToleranceOptions`` (workloads/inference/manifest.py) points each
+KubeRay 1.7's ``gcsFaultToleranceOptions`` (manifests/inference.py) points each
 RayService head at it: ``redisAddress`` names the Kubernetes ExternalName Service created here
 (the endpoint's host name exists only after deployment; the manifests are rendered before it),
 ``redisPassword`` a ``secretKeyRef`` to the Kubernetes Secret that the Secrets Store CSI driver
@@ -27,8 +27,8 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct, IConstruct
 
 from config import versions
+from config.facts.names import GCS_STORE_PORT, GCS_STORE_SERVICE, WORKLOADS_NAMESPACE, gcs_store_secret_name
 from config.inference import GcsFaultTolerance
-from config.names import GCS_STORE_PORT, GCS_STORE_SERVICE, WORKLOADS_NAMESPACE, gcs_store_secret_name
 from constructs.compliance import acknowledge
 from constructs.eks_cluster import PlatformEksCluster
 from constructs.ray_auth import grant_secret_read, token_secret

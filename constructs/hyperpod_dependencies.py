@@ -18,15 +18,15 @@ from typing import Any
 from constructs import Construct, IConstruct
 
 from config import versions
-from config.addons import (
+from config.environment import EnvironmentConfig
+from config.facts.addons import (
     DEVICE_PLUGIN_RESOURCES,
     HEALTH_MONITORING_AGENT_RESOURCES,
     HEALTH_MONITORING_AGENT_TOLERATIONS,
     hyperpod_node_tolerations,
     instance_type_affinity,
 )
-from config.environment import EnvironmentConfig
-from config.names import HYPERPOD_NAMESPACE, INSTANCE_TYPE_LABEL
+from config.facts.names import HYPERPOD_NAMESPACE, INSTANCE_TYPE_LABEL
 from constructs.device_plugin_image import asset_hash as device_plugin_tag
 from constructs.device_plugin_image import repository as device_plugin_repository
 from constructs.eks_cluster import PlatformEksCluster

@@ -6,10 +6,10 @@ from dataclasses import replace
 from typing import Any
 
 from config import versions
-from config.addons import KUBERAY_RESOURCES
 from config.eks import Eks
 from config.environment import EnvironmentConfig
-from config.names import KUBERAY_NAMESPACE, SYSTEM_NODE_SELECTOR, WORKLOADS_NAMESPACE
+from config.facts.addons import KUBERAY_RESOURCES
+from config.facts.names import KUBERAY_NAMESPACE, SYSTEM_NODE_SELECTOR, WORKLOADS_NAMESPACE
 from constructs.helm import ChartRelease
 
 KUBERAY_RELEASE = "kuberay-operator"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from config import observability as obs
-from config.names import GCS_STORE_PORT, SERVE_PORT
+from config.facts.names import GCS_STORE_PORT, SERVE_PORT
 from constructs.flows import (
     ALL_PORTS,
     DNS_PORT,
@@ -21,7 +21,7 @@ from constructs.flows import (
     NetworkFlow,
     ray_head_ports,
 )
-from workloads.common.network_policy import POD_FLOWS
+from manifests.network_policy import POD_FLOWS
 
 if TYPE_CHECKING:
     from config.environment import EnvironmentConfig
@@ -122,7 +122,7 @@ def network_flows() -> list[NetworkFlow]:
             RAY_NODE_PORTS,
         ),
         # The only head port KubeRay calls here: the heads are excluded from Serve, so it sends
-        # no proxy health check to 8000 (workloads/common/network_policy.py operator_ports).
+        # no proxy health check to 8000 (manifests/network_policy.py operator_ports).
         NetworkFlow(
             "operator->head:dashboard",
             "KubeRay operator to the heads' dashboard (8265)",
@@ -276,7 +276,7 @@ def metrics_flows() -> list[NetworkFlow]:
 
 
 def pod_flows() -> list[NetworkFlow]:
-    """What the workloads' NetworkPolicies allow between parts (workloads/common/network_policy.py):
+    """What the workloads' NetworkPolicies allow between parts (manifests/network_policy.py):
     the security groups must admit it too, or the policy's rule is void. Rows whose source is
     not a part (namespaces chosen by label, on either pool) have no place in this table."""
     return [

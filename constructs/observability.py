@@ -36,8 +36,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
-from config import names
 from config import observability as obs
+from config.facts import names
 from config.observability import Observability
 from constructs.compliance import acknowledge
 from constructs.eks_cluster import PlatformEksCluster

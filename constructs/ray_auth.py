@@ -2,7 +2,7 @@
 generates, encrypted with the platform key, readable by the Ray workloads' Pod Identity role only.
 
 In the cluster, the Secrets Store CSI driver with the AWS provider (ASCP) syncs it into the
-Kubernetes Secret that KubeRay's ``authOptions.secretName`` names (workloads/common/security.py
+Kubernetes Secret that KubeRay's ``authOptions.secretName`` names (manifests/security.py
 renders the SecretProviderClass and the pods' CSI volume). The value never passes through a
 template or the kubectl handler: CloudFormation holds only the generator settings, and the
 kubectl handler (which prints every event it gets to its log) never sees it.
@@ -16,7 +16,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from config.names import ray_auth_secret_name
+from config.facts.names import ray_auth_secret_name
 from constructs.compliance import acknowledge
 
 TOKEN_LENGTH = 64

@@ -33,7 +33,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct, IConstruct
 from constructs import flows as F
 
-from config.names import WORKLOADS_NAMESPACE
+from config.facts.names import WORKLOADS_NAMESPACE
 from constructs.eks_cluster import PlatformEksCluster
 from constructs.network import ingress_rules
 

@@ -3,7 +3,7 @@ from the platform:
 
 - a namespace with a ResourceQuota, the metrics and job NetworkPolicies of the workloads'
   namespace, and a Role bound to the team's Kubernetes group that grants what the job commands
-  need there (``config.permissions.K8S_JOB_COMMANDS``): Ray resources, pods read, logs and
+  need there (``config.facts.permissions.K8S_JOB_COMMANDS``): Ray resources, pods read, logs and
   port-forward; nothing on Secrets, no pod creation (so no pod runs as a service account of the
   namespace by hand), no service account tokens. The team's EKS access entries carry that group
   and no EKS access policy (``AmazonEKSEditPolicy`` would grant Secrets read and pod creation);
@@ -37,14 +37,14 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from config.names import WORKLOADS_SERVICE_ACCOUNT, team_ray_auth_secret_name
+from config.facts.names import WORKLOADS_SERVICE_ACCOUNT, team_ray_auth_secret_name
 from config.teams import Team
 from constructs.compliance import acknowledge
 from constructs.eks_cluster import PlatformEksCluster, pod_identity_role
 from constructs.ray_auth import grant_secret_read, token_secret
 from constructs.storage import literal_bucket_name
 from constructs.workloads_access import prefix_statements
-from workloads.common import network_policy, security
+from manifests import network_policy, security
 
 _LABELS = {"app.kubernetes.io/part-of": "hyperpod-ray", "app.kubernetes.io/managed-by": "aws-cdk"}
 ROLE_NAME = "hpray-team"
@@ -59,7 +59,7 @@ def team_group(team: Team) -> str:
 
 def team_role_rules() -> list[dict[str, Any]]:
     """The team's namespaced Role: what the job commands do in the namespace
-    (``config.permissions.K8S_JOB_COMMANDS``, tests check the Role covers it) and read access to what
+    (``config.facts.permissions.K8S_JOB_COMMANDS``, tests check the Role covers it) and read access to what
     they show (pods, their logs, events, services). Nothing on Secrets or ConfigMaps (the synced
     Ray token is a Secret), no pods create or exec, no serviceaccounts or their tokens: Ray pods
     come from RayJobs/RayServices through KubeRay only."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from config.names import gcs_store_secret_name, ray_auth_secret_name, team_ray_auth_secret_name
+from config.facts.names import gcs_store_secret_name, ray_auth_secret_name, team_ray_auth_secret_name
 from constructs.flows import AccessFlow, KubeFlow, KubeRequest, Resource, s3_locations
-from workloads.common import k8s
+from manifests import k8s
 
 if TYPE_CHECKING:
     from config.environment import EnvironmentConfig
@@ -220,8 +220,8 @@ def team_access_flows(config: EnvironmentConfig) -> list[AccessFlow]:
 
 def kube_flows(config: EnvironmentConfig) -> list[KubeFlow]:
     """Per team member: the job commands work in the team's namespace with what the access
-    entry gives (``config.permissions.K8S_JOB_COMMANDS``), and the fences hold there and elsewhere."""
-    from config.permissions import K8S_JOB_COMMANDS
+    entry gives (``config.facts.permissions.K8S_JOB_COMMANDS``), and the fences hold there and elsewhere."""
+    from config.facts.permissions import K8S_JOB_COMMANDS
 
     flows = []
     namespaces = [k8s.NAMESPACE, *(t.resolved_namespace for t in config.teams)]

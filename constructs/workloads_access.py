@@ -22,7 +22,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from config.names import FSX_PVC, FSX_STORAGE_CLASS, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
+from config.facts.names import FSX_PVC, FSX_STORAGE_CLASS, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
 from config.storage import Fsx
 from constructs.compliance import acknowledge
 from constructs.eks_cluster import PlatformEksCluster, pod_identity_role

@@ -1,7 +1,7 @@
 """The workloads image as a Docker image asset: ``cdk deploy`` (and the pipeline's asset stage)
 builds ``workloads/Dockerfile`` and pushes it to the environment's CDK bootstrap repository.
 
-Every manifest names it through ``workloads.common.image.image_uri`` (same hash, computed from the
+Every manifest names it through ``manifests.image.image_uri`` (same hash, computed from the
 same files); this construct fails the synth if aws-cdk-lib's hash and that one ever differ.
 """
 
@@ -13,7 +13,7 @@ from aws_cdk import CfnOutput, IgnoreMode, Stack
 from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
-from workloads.common import image
+from manifests import image
 
 
 class WorkloadsImageMismatch(Exception):
@@ -38,8 +38,8 @@ class WorkloadsImage(Construct):
         if self.asset.asset_hash != expected:
             raise WorkloadsImageMismatch(
                 f"workloads image: aws-cdk-lib hashed the build context as {self.asset.asset_hash} but "
-                f"workloads.common.image computes {expected}; the rendered manifests would name an "
-                "image that cdk deploy never pushes. Update workloads/common/image.py to this "
+                f"manifests.image computes {expected}; the rendered manifests would name an "
+                "image that cdk deploy never pushes. Update manifests/image.py to this "
                 "aws-cdk-lib's asset hashing (tests/workloads/test_image.py shows where they differ)."
             )
         stack = Stack.of(self)

@@ -3,7 +3,7 @@ with secrets to deliver, the SecretProviderClass every Ray pod mounts; with GCS 
 the store's SecretProviderClass (the heads mount it) and the RayServices' PodDisruptionBudgets.
 
 Both are rendered by the workloads side from the same config as the RayJob and RayServices
-(``python -m workloads render network-policies|secret-provider-class``): what is applied is
+(``python -m manifests render network-policies|secret-provider-class``): what is applied is
 what the workloads' tests validate. Only names travel through the kubectl handler, no secret value.
 """
 
@@ -20,7 +20,7 @@ from constructs.eks_cluster import SECRETS_STORE_DRIVER, PlatformEksCluster
 from constructs.gcs_store import GcsStore
 from constructs.ray_auth import RayAuthToken
 from constructs.workloads_access import WorkloadsAccess
-from workloads.common import ha, network_policy, security
+from manifests import disruption_budgets, ha, network_policy, security
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def ray_namespace_manifests(config: EnvironmentConfig) -> RayNamespaceManifests:
         synced_secrets=secrets,
         secret_provider_class=security.secret_provider_class(secrets, region=config.region) if secrets else None,
         gcs_store_secret_provider_class=ha.render_secret_provider_class(config) if gcs else None,
-        disruption_budgets=ha.render_disruption_budgets(config)["items"] if gcs else [],
+        disruption_budgets=disruption_budgets.render_disruption_budgets(config)["items"] if gcs else [],
     )
 
 
@@ -91,7 +91,7 @@ class WorkloadsSecurity(Construct):
                 after=[namespace, ray_auth.secret, workloads.pod_identity],
             )
 
-        # GCS fault tolerance (workloads/common/ha.py): without its SecretProviderClass a head
+        # GCS fault tolerance (manifests/ha.py): without its SecretProviderClass a head
         # that mounts the store's CSI volume never starts. The budgets select RayService pods by
         # name, so they can exist before the services do.
         self.gcs_store_secret_provider_class: eks.KubernetesManifest | None = None

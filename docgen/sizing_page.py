@@ -11,9 +11,10 @@ from pathlib import Path
 from config import ConfigError, known_environments, load_environment
 from config.environment import EnvironmentConfig
 from docgen.generated import write_or_check
+from manifests import registry
 from sizing import storage
 from sizing.goodput import duration
-from sizing.plan import checkpoint_interval_warning, plan_of
+from sizing.plan import checkpoint_interval_warning
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "reference" / "sizing.md"
@@ -34,7 +35,7 @@ SWEEP_STEPS = (250, 500, 1000, 2000, 5000, 10000, 20000)
 
 
 def rows(envs: list[EnvironmentConfig]) -> list[list[str]]:
-    return [storage.table_row(e.name, plan_of(e).checkpoint) for e in envs]
+    return [storage.table_row(e.name, registry.plan_of(e).checkpoint) for e in envs]
 
 
 def page_text(envs: list[EnvironmentConfig]) -> str:
@@ -44,7 +45,7 @@ def page_text(envs: list[EnvironmentConfig]) -> str:
     out += ["| " + " | ".join(r) + " |" for r in rows(envs)]
     out.append("")
     for e in envs:
-        c = plan_of(e).checkpoint
+        c = registry.plan_of(e).checkpoint
         if c is None or c.goodput is None:
             continue
         g = c.goodput
@@ -63,7 +64,7 @@ def page_text(envs: list[EnvironmentConfig]) -> str:
             mark = " (configured)" if steps == g.interval_steps else ""
             mark += " (optimum)" if steps == g.optimal_steps else ""
             out.append(f"| {steps} steps{mark} | {duration(steps * g.step_seconds)} | {g.goodput_at(steps):.2%} |")
-        warning = checkpoint_interval_warning(e)
+        warning = checkpoint_interval_warning(e, registry.plan_of(e))
         out += ["", f"Synth warns: {warning}." if warning else "No synth warning.", ""]
     return "\n".join(out)
 

@@ -16,12 +16,12 @@ from typing import Any, TextIO
 from config import ConfigError
 from config.environment import EnvironmentConfig
 from config.loader import CONFIG_DIR
+from manifests.check import load_checked
 from ops.commands import BY_NAME, COMMANDS
 from ops.context import Command, RenderFn
 from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, OpsError, UsageError
 from ops.output import to_json
 from ops.usage import CommandLine, Formatter, Parser, config_dir_of, config_dir_option, split_command, unrecognized
-from sizing.check import load_checked
 
 PROG = "python -m ops"
 

@@ -74,7 +74,7 @@ class CommandLine:
     ) -> Any:
         """A job command (``jobs``, ``describe``, ``logs``, ...): NAME (``target`` "required",
         "optional" or None), the common options and ``--namespace``."""
-        from workloads.common.k8s import NAMESPACE
+        from manifests.k8s import NAMESPACE
 
         p = sub.add_parser(
             name,

@@ -6,7 +6,7 @@ diagram drawn with graphviz from the templates.
 What it reads: ``cdk.out`` (manifest, templates, metadata files) and the CloudFormation resource
 schemas shipped with cfn-lint, and, because a template alone does not say what runs inside the
 cluster, the project's own code beneath it: the environment's config (config/, the one whose
-account and region match the assembly, checked as synth checks it: sizing/check.py) and the
+account and region match the assembly, checked as synth checks it: manifests/check.py) and the
 price table (config/prices.py); the plan (sizing/) for the placement and sizing sections; the
 flow table and flow model (constructs/flows.py, constructs/flow_table.py) that it proves against
 the templates; the Helm charts' pods (constructs/chart_pods.py, the pinned charts via artifacts/)

@@ -150,7 +150,7 @@ def config_for(env: str, stacks: list[Stack]) -> EnvironmentConfig | None:
     stacks; None when no config under config/ describes them (then no flow is checked)."""
     from config import ConfigError
     from config.loader import known_environments
-    from sizing.check import load_checked
+    from manifests.check import load_checked
 
     accounts = {(s.account, s.region) for s in stacks}
     for name in known_environments():

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from constructs import flows as F
 
-from config.names import SYSTEM_NODEGROUP
+from config.facts.names import SYSTEM_NODEGROUP
 from review.assembly import Stack
 from review.network_flows import attachments
 from review.policy import Principal, Request, Statement, evaluate, resource_types, statements_of
@@ -73,7 +73,7 @@ class Iam:
                     return self.role_by_arn(env.value(s, p.get("NodeRole"))), f"{s.display_name}/{lid} NodeRole"
             return None, f"no {SYSTEM_NODEGROUP} managed node group"
         if name in ("workloads-role", "team-role"):
-            from workloads.common import k8s
+            from manifests import k8s
 
             ns = namespace or k8s.NAMESPACE
             for s, lid, r in env.resources("AWS::EKS::PodIdentityAssociation"):

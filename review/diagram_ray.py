@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING
 
 from constructs import flows as F
 
-from config import names
+from config.facts import names
 from constructs.flow_table import flow_table
+from manifests import registry
 from review.analysis import show
 from review.diagram_graph import EKS_CLUSTER_SG, SG, Graph
 from review.network_flows import attachments
 from review.proof import Env, FlowResult
-from sizing.plan import plan_of
+from sizing.plan import JobPlan
 from sizing.pods import RAY_HEAD, WorkerShape
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def _shape(shape: WorkerShape, per_pod: str) -> str:
 def add_ray(g: Graph, config: EnvironmentConfig, part_groups: dict[str, set[str]]) -> dict[str, int]:
     """A node per Ray head (on the `system` node group) and per worker group (on its HyperPod
     instance group), with counts and pod shapes from the plan. Returns each Ray node's workload."""
-    plan = plan_of(config)
+    plan = registry.plan_of(config)
     system = next(
         (
             n
@@ -86,16 +87,14 @@ def add_ray(g: Graph, config: EnvironmentConfig, part_groups: dict[str, set[str]
         return f"1 pod, {resources['cpu']} CPU, {resources['memory'].removesuffix('Gi')} GiB"
 
     head_shape = head_of(RAY_HEAD)
-    training_head = head_of(plan.training.head.resources) if plan.training else head_shape
-    workloads = (
-        ("training RayJob", plan.training, training_head, "Ray Train workers"),
-        ("generation RayService", plan.serve, head_shape + " + autoscaler", "Serve replicas"),
-        ("LLM RayService", plan.llm, head_shape + " + autoscaler", "engines"),
-    )
     workload: dict[str, int] = {}
-    for i, (what, w, head, per_pod) in enumerate(workloads):
+    for i, spec in enumerate(registry.workloads()):
+        w = plan.get(spec.key)
         if w is None:
             continue
+        # A RayJob's head is sized for its workers; a RayService's is the default one beside its autoscaler.
+        head = head_of(w.head.resources) if isinstance(w, JobPlan) else head_shape + " + autoscaler"
+        what, per_pod = spec.description, spec.per_pod
         if system is not None:
             h = f"n_ray_head_{i}"
             g.nodes[h] = f"Ray head: {what}\n{w.name}\n{head}"
@@ -165,7 +164,7 @@ def add_flows(g: Graph, config: EnvironmentConfig, workload: dict[str, int], res
             g.data[(token, n)] = "Ray token (CSI mount,\nevery Ray pod)"
         if store and workload[n] > 0:
             g.data[(store, n)] = "GCS store AUTH token"
-    plan = plan_of(config)
+    plan = registry.plan_of(config)
     if plan.training is not None:
         path = plan.training.settings.storage_path
         buckets = {show(g.res[n][1].properties.get("BucketName")): n for n in g.of_type("AWS::S3::Bucket")}

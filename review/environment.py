@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from config import ConfigError, known_environments
 from config.environment import EnvironmentConfig
+from manifests.check import load_checked
 from review.document import Document
-from sizing.check import load_checked
 
 
 def environment_section(doc: Document, env: str, *, heading: str, subject: str) -> EnvironmentConfig | None:
     """Starts the section ``heading`` and returns ``config/{env}.yaml`` loaded and checked as synth
-    checks it (sizing/check.py); None, after saying
+    checks it (manifests/check.py); None, after saying
     so, when there is no such file (``subject`` is not known here) or it does not load."""
     doc.heading(heading)
     if env not in known_environments():

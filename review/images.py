@@ -6,7 +6,7 @@ Generated from what is synthesized and rendered, never written by hand:
 - the pods: the Helm releases rendered by the real ``helm template`` of the pinned charts
   (constructs/chart_pods.py), the Kubernetes objects the templates apply through the kubectl
   handler (the HyperPod health monitoring agent), the RayJob/RayService manifests
-  ``python -m workloads render`` writes (every Ray pod; KubeRay's autoscaler sidecar runs the head's
+  ``python -m manifests render`` writes (every Ray pod; KubeRay's autoscaler sidecar runs the head's
   image) and the EKS add-ons of the templates;
 - what fills ECR: the Docker image assets of the cloud assembly (published by ``cdk deploy``, and
   by the pipeline's asset stage, before their stack deploys) and the pull-through cache rules of
@@ -105,9 +105,9 @@ def applied_uses(stacks: list[Stack]) -> list[ImageUse]:
 
 
 def workload_uses(config: EnvironmentConfig) -> list[ImageUse]:
-    """Every pod of the RayJob/RayService manifests ``python -m workloads render`` writes."""
+    """Every pod of the RayJob/RayService manifests ``python -m manifests render`` writes."""
+    from manifests import security
     from review.kubernetes import workload_manifests
-    from workloads.common import security
 
     uses = []
     for m in workload_manifests(config):

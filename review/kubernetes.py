@@ -117,8 +117,8 @@ def _security_flags(pod: dict[str, Any]) -> list[str]:
 
 
 def workload_manifests(config: EnvironmentConfig) -> list[dict[str, Any]]:
-    from workloads.inference import manifest as inference
-    from workloads.training import manifest as training
+    from manifests import inference as inference
+    from manifests import training as training
 
     out = [training.render(config), inference.render(config)]
     if config.inference.llm.enabled:
@@ -127,7 +127,7 @@ def workload_manifests(config: EnvironmentConfig) -> list[dict[str, Any]]:
 
 
 def pod_rows(config: EnvironmentConfig) -> list[list[str]]:
-    from workloads.common import security
+    from manifests import security
 
     rows = []
     for m in workload_manifests(config):
@@ -155,7 +155,7 @@ def pod_rows(config: EnvironmentConfig) -> list[list[str]]:
 
 
 def network_policy_rows(config: EnvironmentConfig) -> list[list[str]]:
-    from workloads.common import network_policy
+    from manifests import network_policy
 
     rows = []
     for p in network_policy.render(config)["items"]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from constructs import flows as F
 
-from config.names import SYSTEM_NODEGROUP, WORKLOADS_NAMESPACE
+from config.facts.names import SYSTEM_NODEGROUP, WORKLOADS_NAMESPACE
 from review.assembly import Stack
 from review.proof import Env, FlowResult
 

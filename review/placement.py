@@ -4,6 +4,7 @@ transients sizing/placement.py checks (a RayService upgrade, HyperPod replacing 
 
 from __future__ import annotations
 
+from manifests import registry
 from review.document import Document
 from review.environment import environment_section
 from sizing import placement
@@ -18,4 +19,4 @@ def placement_section(doc: Document, env: str) -> None:
         "tolerations), first-fit on each node's allocatable: the EKS AMI's kube-reserved, eviction "
         "threshold and max pods (config/catalog.py). Synth fails when a pod does not fit."
     )
-    doc.table(placement.TABLE_HEADERS, placement.table(config))
+    doc.table(placement.TABLE_HEADERS, placement.table(config, registry.plan_of(config)))

@@ -4,10 +4,11 @@ the same row as docs/reference/sizing.md."""
 
 from __future__ import annotations
 
+from manifests import registry
 from review.document import Document
 from review.environment import environment_section
 from sizing import storage
-from sizing.plan import checkpoint_interval_warning, plan_of
+from sizing.plan import checkpoint_interval_warning
 
 
 def sizing_section(doc: Document, env: str) -> None:
@@ -20,7 +21,7 @@ def sizing_section(doc: Document, env: str) -> None:
     if config is None:
         return
     doc.para(storage.ASSUMPTIONS)
-    doc.table(storage.TABLE_HEADERS, [storage.table_row(config.name, plan_of(config).checkpoint)])
-    warning = checkpoint_interval_warning(config)
+    doc.table(storage.TABLE_HEADERS, [storage.table_row(config.name, registry.plan_of(config).checkpoint)])
+    warning = checkpoint_interval_warning(config, registry.plan_of(config))
     if warning:
         doc.para(f"Synth warns: {warning}.")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from config import catalog
 from config.prices import PriceTable, load_prices
-from sizing.plan import plan_of
+from manifests import registry
 from sizing.training import ASSUMED_MFU, flops_per_token
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def training_token_cost(
     bf16 peak (config/catalog.py) for the configured model's FLOPs per token, times ``goodput``.
     Per GPU, so the same for any worker count (perfect scaling assumed). None: no GPU to train on."""
     prices = prices or load_prices()
-    plan = plan_of(config).training
+    plan = registry.plan_of(config).training
     if plan is None or not plan.placement.gpus_per_worker:
         return None
     group, p = plan.group, plan.placement

@@ -40,8 +40,8 @@ _VAR = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
 
 def dashboards() -> dict[str, list[tuple[str, str]]]:
     """Dashboard name -> [(panel title, PromQL expr)] for every dashboard Ray ships (the ones
-    workloads.common.dashboards writes to docs/dashboards/)."""
-    from workloads.common.dashboards import grafana_dashboards
+    manifests.dashboards writes to docs/dashboards/)."""
+    from manifests.dashboards import grafana_dashboards
 
     out: dict[str, list[tuple[str, str]]] = {}
     for name, data in grafana_dashboards().items():

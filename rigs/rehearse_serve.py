@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     from config import ConfigError
-    from sizing.check import load_checked
+    from manifests.check import load_checked
 
     try:
         env = load_checked(a.env)
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     from ray import serve
     from ray.serve._private.common import ReplicaState
 
-    from workloads.inference import serve_config
+    from manifests import serve_config
 
     print(f"==> local cluster: head + 2 worker nodes; serving run {run!r} from {storage}", flush=True)
     port = free_port()

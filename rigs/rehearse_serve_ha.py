@@ -274,7 +274,7 @@ def rehearse(
     from ray import serve
 
     from config import load_environment
-    from workloads.inference import serve_config
+    from manifests import serve_config
 
     env = load_environment(env_name)
     app, dep = env.inference.app_name, serve_config.DEPLOYMENT
@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     from config import ConfigError
-    from sizing.check import load_checked
+    from manifests.check import load_checked
 
     try:
         load_checked(a.env)

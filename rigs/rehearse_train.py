@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from manifests.training import RAY_ENV
 from rigs.local_cluster import REPO_ROOT, LocalCluster
-from workloads.training.manifest import RAY_ENV
 
 STEP_RE = re.compile(r"TRAIN step=(\d+) loss=([0-9.]+) t=([0-9.]+)")
 RESUME_RE = re.compile(r"TRAIN resume step=(\d+) from=(\S+) world=(\d+) t=([0-9.]+)")

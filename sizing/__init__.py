@@ -1,11 +1,12 @@
 """Sizing: what an environment's workloads take of its nodes, derived once after the config loads.
 
-``sizing.plan.plan_of(env)`` is the environment's plan (each workload's instance group, node and
-worker counts, pod shapes and train-loop values); manifests, policies and reports read it.
-``sizing.placement.problems(env)`` are the checks over the plan that ``sizing.check.load_checked``
-reports as config errors after the loader (config/loader.py), with the messages of the config
-error path: placement, the autoscaling check (``sizing.autoscaling``) and the checkpoint burst
-against FSx (``sizing.storage``). ``python -m sizing ENV`` prints the placement and sizing.
+``sizing.plan.plan_of(env, planners)`` is the environment's plan over the workloads' plan
+functions (each workload's instance group, node and worker counts, pod shapes, Ray demands and
+train-loop values); manifests, policies and reports read it through the registry of workloads
+(manifests/registry.py), which passes its plan functions. ``sizing.placement.problems(env, plan)``
+are the checks over a plan, with the messages of the config error path: placement, the
+autoscaling check (``sizing.autoscaling``) and the checkpoint burst against FSx
+(``sizing.storage``); manifests/check.py runs them over the registry's plan for every entry point. Sizing never imports the registry: the checks take the plan.
 ``sizing.goodput`` is the goodput sweep on paper (Young/Daly); ``python -m docgen.sizing_page``
 writes both into docs/reference/sizing.md.
 """

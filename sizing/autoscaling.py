@@ -8,14 +8,14 @@ does: the group's ``resources``, else rayStartParams ``num-cpus``/``num-gpus``/`
 advertise. A replica whose bundle no node type can host never gets a pod started for it.
 
 The demands are the bundles Ray is asked for at the workloads' maximum replicas or workers
-(``demands``, from the plan): the training job's Ray Train workers (``ScalingConfig``
+(each workload's plan declares them: ``demands``): the training job's Ray Train workers (``ScalingConfig``
 ``resources_per_worker`` in one placement group), the generation service's replicas
 (``ray_actor_options``) and the Serve LLM service's engines (a placement group per replica:
 one ``{"GPU": 1, "accelerator_type:<GPU>": 0.001}`` bundle per tensor-parallel rank, the first
 merged with the replica actor's ``{"CPU": 1}``, as ``ray.serve.llm``'s ``LLMServer`` builds it)
 and its OpenAI ingress replica (Serve's default of 1 CPU).
 
-``problems(env)`` bin-packs them as Ray's ``resource_demand_scheduler`` does (placement groups
+``problems(plan)`` bin-packs them as Ray's ``resource_demand_scheduler`` does (placement groups
 flattened by strategy, bundles first-fit, most complex first): a bundle no node type can host,
 and bundles that find no room on the most nodes the autoscaler may start, are config errors
 naming the workload, the deployment or trainer and the resource. The node types are derived from
@@ -32,23 +32,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from config.environment import EnvironmentConfig
-from config.names import INFERENCE_DEPLOYMENT
-from sizing.plan import Plan, ServicePlan, plan_of
-from sizing.pods import ACCELERATOR_RESOURCE_PREFIX, RAY_HEAD, RAY_HEAD_START_PARAMS, WorkerShape
+from sizing.demand import Bundle, Demand
+from sizing.plan import JobPlan, Plan
+from sizing.pods import RAY_HEAD, RAY_HEAD_START_PARAMS, WorkerShape
 
 HEAD_NODE_TYPE = "headgroup"  # KubeRay's name of the head's node type (_HEAD_GROUP_NAME)
-# What Ray Serve gives a replica that names no CPUs (ReplicaConfig), and Serve's default
-# autoscaling bound for a deployment that sets none (AutoscalingConfig.max_replicas).
-SERVE_DEFAULT_CPUS = 1.0
-SERVE_DEFAULT_MAX_REPLICAS = 1
-# The share of a node's accelerator-type resource each Serve LLM engine rank asks for.
-LLM_ACCELERATOR_SHARE = 0.001
-# Ray Serve LLM's deployments: the engine (one per LLM config) and the OpenAI ingress.
-LLM_SERVER = "LLMServer"
-LLM_INGRESS = "OpenAiIngress"
-
-Bundle = Mapping[str, float]
 
 
 @dataclass(frozen=True)
@@ -59,19 +47,6 @@ class NodeType:
     min_workers: int
     max_workers: int
     resources: Mapping[str, int]
-
-
-@dataclass(frozen=True)
-class Demand:
-    """What one deployment or trainer asks Ray for at its maximum: ``count`` replicas (or worker
-    groups), each a placement group of ``bundles`` with ``strategy`` (a plain actor: one bundle)."""
-
-    key: str  # the config key that sets the count (where the config error points)
-    who: str  # "deployment Generate", "trainer (Ray Train workers)"
-    count: int
-    unit: str  # "replicas", "workers"
-    bundles: tuple[Bundle, ...]
-    strategy: str = "PACK"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +135,7 @@ def node_types(cluster_spec: Mapping[str, Any]) -> dict[str, NodeType]:
 
 def worker_group_spec(shape: WorkerShape, group_name: str) -> dict[str, Any]:
     """What the autoscaler reads of a worker group the manifests render from ``shape``
-    (workloads/common/k8s.py worker_group): bounds, rayStartParams and the Ray container's resources."""
+    (manifests/k8s.py worker_group): bounds, rayStartParams and the Ray container's resources."""
     return {
         "groupName": group_name,
         "minReplicas": shape.min_replicas,
@@ -186,93 +161,14 @@ def cluster_spec(shape: WorkerShape, group_name: str, head: Mapping[str, str] = 
 # ---------------------------------------------------------------------------------------------
 
 
-def _bundle(**resources: float) -> dict[str, float]:
-    return {k: v for k, v in resources.items() if v}
-
-
-def llm_replica_bundles(tensor_parallel_size: int, accelerator_type: str | None) -> tuple[dict[str, float], ...]:
-    """The placement group of one Serve LLM replica (vLLM engine): a GPU per rank, each with a
-    share of the accelerator type when the config names one; the first bundle also holds the
-    replica actor (1 CPU)."""
-    rank = {"GPU": 1.0}
-    if accelerator_type:
-        rank[f"{ACCELERATOR_RESOURCE_PREFIX}{accelerator_type}"] = LLM_ACCELERATOR_SHARE
-    first = {"CPU": SERVE_DEFAULT_CPUS, **rank}
-    return (first, *(dict(rank) for _ in range(tensor_parallel_size - 1)))
-
-
-def _training(plan: Plan) -> tuple[str, str, list[Demand]] | None:
-    t = plan.training
-    if t is None:
-        return None
-    # The bundles the job's ScalingConfig asks for (workloads/training/job.py scaling_config),
-    # from the settings the RayJob passes it.
-    s = t.settings
-    bundle = _bundle(CPU=float(s.cpus_per_worker), GPU=float(s.gpus_per_worker))
-    # Ray Train's worker group is one placement group of a bundle per worker (PACK or SPREAD:
-    # the autoscaler places its bundles one by one).
-    demand = Demand(
-        "training.num_workers", "trainer (Ray Train workers)", s.num_workers, "workers", (bundle,), s.placement_strategy
-    )
-    return f"RayJob {t.name}", t.worker_group, [demand]
-
-
-def _serve(env: EnvironmentConfig) -> list[Demand]:
-    inf = env.inference
-    bundle = _bundle(CPU=float(inf.cpus_per_replica), GPU=float(inf.gpus_per_replica))
-    return [
-        Demand(
-            "inference.autoscaling.max_replicas",
-            f"deployment {INFERENCE_DEPLOYMENT}",
-            inf.autoscaling.max_replicas,
-            "replicas",
-            (bundle,),
-        )
-    ]
-
-
-def _llm(env: EnvironmentConfig, s: ServicePlan) -> list[Demand]:
-    llm = env.inference.llm
-    bundles = llm_replica_bundles(llm.tensor_parallel_size, s.worker.accelerator_type)
-    return [
-        Demand(
-            "inference.llm.max_replicas",
-            f"deployment {LLM_SERVER}:{llm.model_id}",
-            llm.max_replicas,
-            "replicas",
-            bundles,
-        ),
-        Demand(
-            "inference.llm",
-            f"deployment {LLM_INGRESS}",
-            SERVE_DEFAULT_MAX_REPLICAS,
-            "replicas",
-            ({"CPU": SERVE_DEFAULT_CPUS},),
-        ),
-    ]
-
-
-def demands(env: EnvironmentConfig) -> list[tuple[str, dict[str, Any], list[Demand]]]:
-    """(workload, autoscaler's view of its cluster, its demands) for every Ray cluster of the plan."""
-    plan = plan_of(env)
+def demands(plan: Plan) -> list[tuple[str, dict[str, Any], list[Demand]]]:
+    """(workload, autoscaler's view of its cluster, its demands) for every Ray cluster of the plan,
+    in the plan's order: the bundles each workload's plan declares, against its worker group and
+    head (a RayJob's head as sized, a RayService's the default one)."""
     out = []
-    training = _training(plan)
-    if training is not None:
-        name, group, ds = training
-        assert plan.training is not None
-        out.append((name, cluster_spec(plan.training.worker, group, plan.training.head.resources), ds))
-    if plan.serve is not None:
-        out.append(
-            (
-                f"RayService {plan.serve.name}",
-                cluster_spec(plan.serve.worker, plan.serve.worker_group),
-                _serve(env),
-            )
-        )
-    if plan.llm is not None:
-        out.append(
-            (f"RayService {plan.llm.name}", cluster_spec(plan.llm.worker, plan.llm.worker_group), _llm(env, plan.llm))
-        )
+    for w in plan.planned():
+        head = w.head.resources if isinstance(w, JobPlan) else RAY_HEAD
+        out.append((f"{w.kind} {w.name}", cluster_spec(w.worker, w.worker_group, head), list(w.demands)))
     return out
 
 
@@ -386,9 +282,9 @@ def check(workload: str, types: Mapping[str, NodeType], wanted: Sequence[Demand]
     return out
 
 
-def problems(env: EnvironmentConfig) -> list[str]:
+def problems(plan: Plan) -> list[str]:
     """Every workload's bundles against the node types of its Ray cluster (empty: all fit)."""
     out = []
-    for workload, spec, wanted in demands(env):
+    for workload, spec, wanted in demands(plan):
         out += check(workload, node_types(spec), wanted)
     return out

@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from config import addons, catalog, names
+from config import catalog
 from config.environment import EnvironmentConfig
-from config.hyperpod import InstanceGroup
+from config.facts import addons, names
 from sizing import autoscaling
-from sizing.plan import Plan, plan_of
-from sizing.pods import RAY_HEAD, WorkerShape, daemonsets, head_pod, known, pools, system_pool, worker_pod
+from sizing.plan import JobPlan, Plan
+from sizing.pods import RAY_HEAD, daemonsets, head_pod, known, pools, system_pool, worker_pod
 from sizing.scheduling import (
     Placement,
     Pod,
@@ -69,12 +69,11 @@ def pool_problems(env: EnvironmentConfig) -> list[str]:
     ]
 
 
-def team_problems(env: EnvironmentConfig) -> list[str]:
+def team_problems(env: EnvironmentConfig, plan: Plan) -> list[str]:
     """Each team's quota (config teams) holds at least one ``hpray submit job`` job: a Ray head
     (system nodes) and one whole node's worker pod of a GPU instance group (the job commands ask
     whole nodes), else every job of the team is refused by its ResourceQuota."""
     gpu_groups = [g for g in env.hyperpod.instance_groups if g.is_gpu and known(g)]
-    plan = plan_of(env)
     head_cpu, head_mem = cpu_millis(RAY_HEAD["cpu"]), memory_mib(RAY_HEAD["memory"])
     out = []
     for i, team in enumerate(getattr(env, "teams", None) or []):
@@ -123,20 +122,15 @@ def team_rows(env: EnvironmentConfig) -> list[str]:
     return rows
 
 
-def _services(plan: Plan) -> list[tuple[str, WorkerShape, InstanceGroup]]:
-    # No GPU group: no RayService to place (rendering it says why).
-    return [(f"RayService {s.name}", s.worker, s.group) for s in (plan.serve, plan.llm) if s is not None]
-
-
-def _training(plan: Plan) -> tuple[str, WorkerShape, InstanceGroup] | None:
-    if plan.training is None:
-        return None
-    return f"RayJob {plan.training.name}", plan.training.worker, plan.training.group
-
-
-def platform_pods(env: EnvironmentConfig, situation: str = "configured", *, lost_group: str | None = None) -> list[Pod]:
+def platform_pods(
+    env: EnvironmentConfig, situation: str = "configured", *, lost_group: str | None = None, plan: Plan
+) -> list[Pod]:
     """Every pod of the platform in ``situation``: "configured", "upgrade" (a second cluster per
-    RayService) or "node-loss" (``lost_group`` has one node fewer)."""
+    RayService) or "node-loss" (``lost_group`` has one node fewer). The workloads are those of
+    ``plan`` (default: the built-in workloads' plan of ``env``; manifests/registry.py passes the
+    registry's): a RayJob's sized head and its workers, a RayService's head with its autoscaler
+    and its workers, in the plan's order. A workload without a plan has no pods to place
+    (rendering it says why)."""
     pods = daemonsets(env)
     pods.append(
         pod_from_spec(
@@ -154,20 +148,19 @@ def platform_pods(env: EnvironmentConfig, situation: str = "configured", *, lost
             {"nodeSelector": dict(names.SYSTEM_NODE_SELECTOR), "containers": [{"resources": addons.KUBERAY_RESOURCES}]},
         )
     )
-    plan = plan_of(env)
-    training = _training(plan)
-    if training is not None and plan.training is not None:
-        name, shape, group = training
-        # HTTPMode (workloads/training/manifest.py): the operator submits to the head's
-        # dashboard, so the RayJob has no submitter pod.
-        pods.append(head_pod(f"{name} head", autoscaler=False, resources=plan.training.head.resources))
-        replicas = shape.max_replicas
-        if situation == "node-loss" and lost_group == group.name:
-            replicas = min(replicas, group.instance_count - 1)
-        if replicas > 0:
-            pods.append(worker_pod(f"{name} worker", shape, group, replicas))
     strategy = env.inference.upgrade_strategy
-    for name, shape, group in _services(plan):
+    for w in plan.planned():
+        name, shape, group = f"{w.kind} {w.name}", w.worker, w.group
+        if isinstance(w, JobPlan):
+            # HTTPMode (manifests/rayjob.py): the operator submits to the head's dashboard, so a
+            # RayJob has no submitter pod.
+            pods.append(head_pod(f"{name} head", autoscaler=False, resources=w.head.resources))
+            replicas = shape.max_replicas
+            if situation == "node-loss" and lost_group == group.name:
+                replicas = min(replicas, group.instance_count - 1)
+            if replicas > 0:
+                pods.append(worker_pod(f"{name} worker", shape, group, replicas))
+            continue
         copies = [("", shape.max_replicas)]
         if situation == "node-loss":
             copies = [("", shape.min_replicas)]
@@ -189,19 +182,23 @@ def _with(pods: list[Pod], extra: Sequence[Pod]) -> list[Pod]:
     return [p for p in pods if p.name not in replaced] + list(extra)
 
 
-def situations(env: EnvironmentConfig, extra_pods: Sequence[Pod] = ()) -> list[Placement]:
+def situations(env: EnvironmentConfig, extra_pods: Sequence[Pod] = (), *, plan: Plan) -> list[Placement]:
     """The placements ``check_against`` checks: as configured, a RayService upgrade, and one
     node lost in each HyperPod group with nodes. ``extra_pods`` are placed in every situation."""
     all_pools = pools(env)
     # The situations place mostly the same pods on mostly the same pools: which pool each pod
     # may use is judged once for all of them.
     selection = Selection()
-    out = [place(all_pools, _with(platform_pods(env), extra_pods), situation="as configured", selection=selection)]
-    if env.inference.upgrade_strategy != "None" and _services(plan_of(env)):
+    out = [
+        place(
+            all_pools, _with(platform_pods(env, plan=plan), extra_pods), situation="as configured", selection=selection
+        )
+    ]
+    if env.inference.upgrade_strategy != "None" and any(w.kind == "RayService" for w in plan.planned()):
         out.append(
             place(
                 all_pools,
-                _with(platform_pods(env, "upgrade"), extra_pods),
+                _with(platform_pods(env, "upgrade", plan=plan), extra_pods),
                 situation="RayService upgrade",
                 selection=selection,
             )
@@ -213,7 +210,7 @@ def situations(env: EnvironmentConfig, extra_pods: Sequence[Pod] = ()) -> list[P
         out.append(
             place(
                 fewer,
-                _with(platform_pods(env, "node-loss", lost_group=g.name), extra_pods),
+                _with(platform_pods(env, "node-loss", lost_group=g.name, plan=plan), extra_pods),
                 situation=f"HyperPod replacing a node of {g.name}",
                 selection=selection,
             )
@@ -221,7 +218,7 @@ def situations(env: EnvironmentConfig, extra_pods: Sequence[Pod] = ()) -> list[P
     return out
 
 
-def check_against(env: EnvironmentConfig, extra_pods: Sequence[Pod] = ()) -> list[str]:
+def check_against(env: EnvironmentConfig, extra_pods: Sequence[Pod] = (), *, plan: Plan) -> list[str]:
     """Every misfit in every situation, one line each (empty when everything fits).
 
     ``extra_pods``: pods rendered elsewhere, for example from the real Helm charts
@@ -233,15 +230,15 @@ def check_against(env: EnvironmentConfig, extra_pods: Sequence[Pod] = ()) -> lis
     if problems:
         return problems
     seen: list[str] = []
-    for p in situations(env, extra_pods):
+    for p in situations(env, extra_pods, plan=plan):
         seen.extend(m for m in p.misfits if m not in seen)
-    return seen + team_problems(env)
+    return seen + team_problems(env, plan)
 
 
-def table(env: EnvironmentConfig) -> list[list[str]]:
+def table(env: EnvironmentConfig, plan: Plan) -> list[list[str]]:
     """Rows (situation, pool, nodes, pods, CPU, memory, GPUs) of what each pool holds."""
     rows = []
-    for p in situations(env):
+    for p in situations(env, plan=plan):
         for pool in p.pools:
             used = p.used(pool)
             a = pool.allocatable
@@ -271,22 +268,22 @@ TABLE_HEADERS = [
 ]
 
 
-def render_table(env: EnvironmentConfig) -> str:
-    """The placement as text (``python -m sizing ENV``, run by `make synth`)."""
+def render_table(env: EnvironmentConfig, plan: Plan) -> str:
+    """The placement as text (``python -m manifests check ENV``, run by `make synth`)."""
     lines = [f"Placement of {env.name}: every pod on the node pool it selects (used / allocatable)"]
-    for situation, pool, nodes, pods, cpu, mem, gpus in table(env):
+    for situation, pool, nodes, pods, cpu, mem, gpus in table(env, plan):
         lines.append(f"  [{situation}] {pool} ({nodes}): cpu {cpu}, memory {mem}, gpus {gpus}")
         lines.append(f"      {pods or '(no pods)'}")
     return "\n".join(lines + team_rows(env))
 
 
-def problems(env: EnvironmentConfig) -> list[str]:
-    """What the loader reports over the plan: the training job's checks against its group, then
+def problems(env: EnvironmentConfig, plan: Plan) -> list[str]:
+    """What the loader reports over the plan (default: the built-in workloads' plan of ``env``;
+    manifests/check.py passes the registry's): the training job's checks against its group, then
     (when those pass) every misfit of ``check_against``, every bundle Ray's autoscaler could not
     place (sizing/autoscaling.py) and the checkpoint burst against FSx (sizing/storage.py). A
     cluster with no GPU group and no
     ``training.instance_group`` has no training job to check (rendering the RayJob says so)."""
-    plan = plan_of(env)
     t = env.training
     if t.instance_group is None and t.group(env.hyperpod.instance_groups) is None:
         out: list[str] = []
@@ -295,4 +292,4 @@ def problems(env: EnvironmentConfig) -> list[str]:
     if out:
         return out
     burst = [] if plan.checkpoint is None else burst_problems(plan.checkpoint)
-    return check_against(env) + autoscaling.problems(env) + burst
+    return check_against(env, plan=plan) + autoscaling.problems(plan) + burst

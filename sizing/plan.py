@@ -1,76 +1,158 @@
-"""The environment's plan: for each workload its name, instance group, node and worker counts and
-pod shape, and the train loop's settings, derived once per loaded config (``plan_of``).
+"""The environment's plan: for each workload its name, instance group, node and worker counts, pod
+shape and Ray demands, and the train loop's settings, derived once per loaded config and set of
+plan functions (``plan_of``).
 
-Manifests, NetworkPolicies, the flow table, ``hpray submit job``, the review's placement and
-sizing tables read the plan; the placement, autoscaling and checkpoint burst checks
-(sizing/placement.py, sizing/autoscaling.py, sizing/storage.py) run over it once the config has
-loaded (sizing/check.py, which every entry point calls). The training
-plan's ``checkpoint`` holds one checkpoint's bytes, its write time at FSx's throughput, the
-estimated step time (and the MFU it assumes) and the run's goodput sweep (sizing/goodput.py).
+``Plan.workloads`` maps each workload's key (manifests/registry.py) to its plan (``JobPlan``,
+``TrainingPlan``, ``ServicePlan``) or ``Unplanned`` with the reason it has none, in the registry's
+order; ``training``, ``inference`` and ``llm`` are the built-in workloads' plan functions and
+``whole_node_job`` makes one for a RayJob on whole nodes. Manifests, NetworkPolicies, the flow
+table, ``hpray submit job``, the review's placement and sizing tables read the plan; the
+placement, autoscaling and checkpoint burst checks (sizing/placement.py, sizing/autoscaling.py,
+sizing/storage.py) take it as an argument. The training plan's ``checkpoint`` holds one
+checkpoint's bytes, its write time at FSx's throughput, the estimated step time (and the MFU it
+assumes) and the run's goodput sweep (sizing/goodput.py).
 """
 
 from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 from config import catalog
 from config.environment import EnvironmentConfig
-from config.hyperpod import InstanceGroup
+from config.facts import names
+from config.hyperpod import InstanceGroup, default_gpu_group
 from config.job_settings import JobSettings, job_settings
-from sizing import goodput, pods, storage, training
+from sizing import goodput, pods, storage
+from sizing import training as training_sizing
+from sizing.demand import (
+    LLM_INGRESS,
+    LLM_SERVER,
+    SERVE_DEFAULT_CPUS,
+    SERVE_DEFAULT_MAX_REPLICAS,
+    Demand,
+    bundle,
+    llm_replica_bundles,
+)
 from sizing.pods import HeadShape, WorkerShape
 from sizing.storage import CheckpointSizing
 from sizing.training import TrainingPlacement
 
 
 @dataclass(frozen=True)
-class TrainingPlan:
-    """The RayJob of ``training:``: its workers on one instance group, and the train loop's
-    settings (the ``training:`` fields it takes and what the cluster decides: workers, CPUs per
-    worker, storage path, placement strategy), which the RayJob passes to the job as they are."""
+class WorkloadPlan:
+    """One Ray workload of the environment: its name (from the config), its worker pods on one
+    instance group in the Ray worker group ``worker_group``, and the bundles it asks Ray for at
+    its maximum (``demands``, which the autoscaling check places). ``kind``: its KubeRay kind."""
 
-    name: str
-    group: InstanceGroup
-    placement: TrainingPlacement
-    worker: WorkerShape
-    # The head pod, sized for the worker nodes it serves (sizing/pods.py training_head).
-    head: HeadShape
-    settings: JobSettings
-    # One checkpoint's bytes and write time against FSx, and the run's goodput sweep.
-    checkpoint: CheckpointSizing
-
-    @property
-    def worker_group(self) -> str:
-        """The RayJob's worker group: named after its instance group."""
-        return self.group.name
-
-
-@dataclass(frozen=True)
-class ServicePlan:
-    """A RayService: its name and its worker pods on one instance group, in the Ray worker group
-    ``worker_group`` (the instance group's name and the role the pods play on it)."""
-
+    kind: ClassVar[str]
     name: str
     group: InstanceGroup
     worker: WorkerShape
     worker_group: str
+    demands: tuple[Demand, ...]
+
+
+@dataclass(frozen=True)
+class JobPlan(WorkloadPlan):
+    """A RayJob: its workers, and its head pod sized for the worker nodes it serves (no
+    autoscaler: the job's workers are fixed)."""
+
+    kind: ClassVar[str] = "RayJob"
+    head: HeadShape
+
+
+@dataclass(frozen=True)
+class TrainingPlan(JobPlan):
+    """The RayJob of ``training:``: its workers on one instance group, and the train loop's
+    settings (the ``training:`` fields it takes and what the cluster decides: workers, CPUs per
+    worker, storage path, placement strategy), which the RayJob passes to the job as they are.
+    Its worker group is named after its instance group."""
+
+    placement: TrainingPlacement
+    settings: JobSettings
+    # One checkpoint's bytes and write time against FSx, and the run's goodput sweep.
+    checkpoint: CheckpointSizing
+
+
+@dataclass(frozen=True)
+class ServicePlan(WorkloadPlan):
+    """A RayService: its name and its worker pods on one instance group, in the Ray worker group
+    ``worker_group`` (the instance group's name and the role the pods play on it); its head is
+    Ray's default one with the autoscaler beside it."""
+
+    kind: ClassVar[str] = "RayService"
+
+
+@dataclass(frozen=True)
+class Unplanned:
+    """A workload the config deploys that has no plan: ``problems`` says why, one line each (the
+    renderer reports them; empty where another check reports the cause)."""
+
+    kind: str
+    name: str
+    problems: tuple[str, ...]
+
+
+# A workload's plan function: its plan in ``env``, the reason it has none, or None where the
+# config does not deploy it (the LLM service while ``inference.llm.enabled`` is false).
+PlanFn = Callable[[EnvironmentConfig], WorkloadPlan | Unplanned | None]
+# (key, plan function) of each workload, in the order the plan, its checks and tables list them.
+Planners = tuple[tuple[str, PlanFn], ...]
+
+# The keys of the built-in workloads (manifests/registry.py: the render kinds of
+# ``python -m manifests render`` and ``hpray submit``).
+TRAINING = "training"
+INFERENCE = "inference"
+LLM = "inference-llm"
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Everything sized from one environment's config. ``training`` is None when ``training:``
-    does not fit its group (``training_problems`` says why, one line each) or there is no GPU
-    group to train on; ``serve`` and ``llm`` are None when they have no group to run on."""
+    """Everything sized from one environment's config. ``workloads``: each workload the config
+    deploys, by key in the registry's order, with its plan or the reason it has none
+    (``Unplanned``). ``training``, ``serve`` and ``llm`` are the built-in ones' plans (None:
+    not deployed, or no plan)."""
 
-    training: TrainingPlan | None
-    training_problems: tuple[str, ...]
-    serve: ServicePlan | None
-    llm: ServicePlan | None
+    workloads: Mapping[str, WorkloadPlan | Unplanned]
     # One whole node's worker pod of an ``hpray submit job`` RayJob, per GPU instance group.
     job_workers: Mapping[str, WorkerShape]
+
+    def planned(self) -> list[WorkloadPlan]:
+        """The plans of the workloads that have one, in order."""
+        return [w for w in self.workloads.values() if isinstance(w, WorkloadPlan)]
+
+    def get(self, key: str) -> WorkloadPlan | None:
+        w = self.workloads.get(key)
+        return w if isinstance(w, WorkloadPlan) else None
+
+    def problems(self, key: str) -> tuple[str, ...]:
+        """Why workload ``key`` has no plan (empty: it has one, or is not deployed)."""
+        w = self.workloads.get(key)
+        return w.problems if isinstance(w, Unplanned) else ()
+
+    @property
+    def training(self) -> TrainingPlan | None:
+        w = self.get(TRAINING)
+        return w if isinstance(w, TrainingPlan) else None
+
+    @property
+    def training_problems(self) -> tuple[str, ...]:
+        """Why ``training:`` has no plan: its problems against its group, one line each."""
+        return self.problems(TRAINING)
+
+    @property
+    def serve(self) -> ServicePlan | None:
+        w = self.get(INFERENCE)
+        return w if isinstance(w, ServicePlan) else None
+
+    @property
+    def llm(self) -> ServicePlan | None:
+        w = self.get(LLM)
+        return w if isinstance(w, ServicePlan) else None
 
     @property
     def checkpoint(self) -> CheckpointSizing | None:
@@ -82,14 +164,15 @@ class Plan:
         return replace(self.job_workers[group], min_replicas=nodes, max_replicas=nodes)
 
 
-def _training(env: EnvironmentConfig) -> tuple[TrainingPlan | None, tuple[str, ...]]:
+def training(env: EnvironmentConfig) -> TrainingPlan | Unplanned:
     """The training job's plan, or the problems of ``training:`` against its group. Its workers
     are placed here (per node: the group's GPUs over each worker's; nodes: the workers over
     that), its worker pod sized from them, and the train loop's settings built from both."""
     t, groups = env.training, env.hyperpod.instance_groups
+    name = names.training_job_name(t.run_name)
     problems = tuple(t.group_problems(groups))
     if problems:
-        return None, problems
+        return Unplanned("RayJob", name, problems)
     group = t.group(groups)
     assert group is not None, "group_problems reports a missing group"
     spec = catalog.instance_spec(group.instance_type)
@@ -107,13 +190,13 @@ def _training(env: EnvironmentConfig) -> tuple[TrainingPlan | None, tuple[str, .
         vcpus=spec.vcpus,
         memory_gib=spec.memory_gib,
     )
-    problems = tuple(training.fit_problems(t, p, group, fsx_file_system_path=env.fsx.file_system_path))
+    problems = tuple(training_sizing.fit_problems(t, p, group, fsx_file_system_path=env.fsx.file_system_path))
     if problems:
-        return None, problems
+        return Unplanned("RayJob", name, problems)
     try:
         worker = pods.training_worker(env, p)
     except KeyError:  # no ENI limits for the group: sizing.placement.pool_problems says so
-        return None, problems
+        return Unplanned("RayJob", name, ())
     settings = job_settings(
         t,
         storage_path=t.resolved_storage_path(env.fsx.file_system_path),
@@ -122,70 +205,156 @@ def _training(env: EnvironmentConfig) -> tuple[TrainingPlan | None, tuple[str, .
         cpus_per_worker=max(1, worker.cpus // worker.per_pod),
         placement_strategy="SPREAD" if p.nodes > 1 else "PACK",
     )
-    return (
-        TrainingPlan(
-            name=f"train-{t.run_name}",
-            group=group,
-            placement=p,
-            worker=worker,
-            head=pods.training_head(worker.max_replicas),
-            settings=settings,
-            checkpoint=storage.checkpoint_sizing(
-                t,
-                p,
-                env.fsx,
-                node_mtbf_hours=env.hyperpod.node_mtbf_hours,
-                node_replacement_seconds=env.hyperpod.node_replacement_seconds,
-            ),
+    # The bundles the job's ScalingConfig asks for (workloads/training/job.py scaling_config), from
+    # the settings the RayJob passes it: Ray Train's worker group is one placement group of a bundle
+    # per worker (PACK or SPREAD: the autoscaler places its bundles one by one).
+    demand = Demand(
+        "training.num_workers",
+        "trainer (Ray Train workers)",
+        settings.num_workers,
+        "workers",
+        (bundle(CPU=float(settings.cpus_per_worker), GPU=float(settings.gpus_per_worker)),),
+        settings.placement_strategy,
+    )
+    return TrainingPlan(
+        name=name,
+        group=group,
+        worker=worker,
+        worker_group=group.name,
+        demands=(demand,),
+        head=pods.training_head(worker.max_replicas),
+        placement=p,
+        settings=settings,
+        checkpoint=storage.checkpoint_sizing(
+            t,
+            p,
+            env.fsx,
+            node_mtbf_hours=env.hyperpod.node_mtbf_hours,
+            node_replacement_seconds=env.hyperpod.node_replacement_seconds,
         ),
-        problems,
     )
 
 
-def _services(env: EnvironmentConfig) -> tuple[ServicePlan | None, ServicePlan | None]:
+def inference(env: EnvironmentConfig) -> ServicePlan | Unplanned:
+    """The generation RayService's plan, or why it has none (no GPU group, or no hardware facts
+    for it: the config checks say which)."""
     inf = env.inference
+    name = names.inference_service_name(env.name_prefix, inf.app_name)
     try:
         group = inf.resolved_instance_group(env.hyperpod)
-        serve = ServicePlan(f"{env.name_prefix}-{inf.app_name}", group, pods.serve_worker(env), f"{group.name}-serve")
-    except KeyError:  # no GPU group, or no hardware facts for it: the config checks say which
-        return None, None
+        worker = pods.serve_worker(env)
+    except KeyError as err:
+        return Unplanned("RayService", name, (f"inference.instance_group: {err.args[0]}",))
+    demand = Demand(
+        "inference.autoscaling.max_replicas",
+        f"deployment {names.INFERENCE_DEPLOYMENT}",
+        inf.autoscaling.max_replicas,
+        "replicas",
+        (bundle(CPU=float(inf.cpus_per_replica), GPU=float(inf.gpus_per_replica)),),
+    )
+    return ServicePlan(name, group, worker, f"{group.name}-serve", (demand,))
+
+
+def llm(env: EnvironmentConfig) -> ServicePlan | Unplanned | None:
+    """The Serve LLM RayService's plan (None: ``inference.llm.enabled`` is false), or why it has
+    none. Its engines ask for the GPU type the worker group declares (a placement group per
+    replica), its OpenAI ingress for Serve's default CPU."""
+    inf = env.inference
     if not inf.llm.enabled:
-        return serve, None
+        return None
+    name = names.llm_service_name(env.name_prefix)
+    try:
+        inf.resolved_instance_group(env.hyperpod)
+    except KeyError as err:  # the services' GPU group: the config checks say why
+        return Unplanned("RayService", name, (f"inference.instance_group: {err.args[0]}",))
     try:
         group = inf.resolved_llm_group(env.hyperpod)
-        return serve, ServicePlan(f"{env.name_prefix}-llm", group, pods.llm_worker(env), f"{group.name}-llm")
-    except KeyError:
-        return serve, None
+        worker = pods.llm_worker(env)
+    except KeyError as err:
+        return Unplanned("RayService", name, (f"inference.llm.instance_group: {err.args[0]}",))
+    c = inf.llm
+    demands = (
+        Demand(
+            "inference.llm.max_replicas",
+            f"deployment {LLM_SERVER}:{c.model_id}",
+            c.max_replicas,
+            "replicas",
+            llm_replica_bundles(c.tensor_parallel_size, worker.accelerator_type),
+        ),
+        Demand(
+            "inference.llm",
+            f"deployment {LLM_INGRESS}",
+            SERVE_DEFAULT_MAX_REPLICAS,
+            "replicas",
+            ({"CPU": SERVE_DEFAULT_CPUS},),
+        ),
+    )
+    return ServicePlan(name, group, worker, f"{group.name}-llm", demands)
 
 
-def derive(env: EnvironmentConfig) -> Plan:
-    """The plan of ``env``; call ``plan_of``, which derives it once per config."""
-    train, train_problems = _training(env)
-    serve, llm = _services(env)
+def whole_node_job(name: str, *, nodes: int = 1, group: str | None = None, demands: tuple[Demand, ...] = ()) -> PlanFn:
+    """The plan function of a RayJob ``name`` on ``nodes`` whole nodes of instance group ``group``
+    (default: the environment's default GPU group, config.hyperpod.default_gpu_group), each node
+    one worker pod as ``hpray submit job`` sizes it, its head sized for those nodes; ``demands``:
+    the bundles its code asks Ray for, which the autoscaling check places."""
+
+    def plan(env: EnvironmentConfig) -> JobPlan | Unplanned:
+        groups = env.hyperpod.instance_groups
+        g = default_gpu_group(groups) if group is None else next((x for x in groups if x.name == group), None)
+        if g is None:
+            where = "no GPU instance group" if group is None else f"no instance group named {group!r}"
+            return Unplanned("RayJob", name, (f"{name}: {where} in hyperpod.instance_groups",))
+        if not pods.known(g):
+            return Unplanned("RayJob", name, (f"{name}: no hardware facts for {g.instance_type} (config/catalog.py)",))
+        worker = pods.job_worker(env, g, nodes)
+        return JobPlan(name, g, worker, g.name, demands, head=pods.training_head(nodes))
+
+    return plan
+
+
+_WORKLOAD_PLANS: dict[tuple[int, str, Any], Any] = {}
+
+
+def workload_plan(env: EnvironmentConfig, key: str, fn: Any) -> Any:
+    """``fn(env)``, once per config object, workload key and plan function: every plan over a
+    set of planners that holds this workload holds this very object, and a renderer that needs
+    only its own workload's plan reads it here (the registry's, without deriving the whole plan)."""
+    k = (id(env), key, fn)
+    if k not in _WORKLOAD_PLANS:
+        _WORKLOAD_PLANS[k] = fn(env)
+        weakref.finalize(env, _WORKLOAD_PLANS.pop, k, None)
+    return _WORKLOAD_PLANS[k]
+
+
+def derive(env: EnvironmentConfig, planners: Planners) -> Plan:
+    """The plan of ``env`` over ``planners``; call ``plan_of``, which derives it once per config."""
+    workloads = {key: w for key, fn in planners if (w := workload_plan(env, key, fn)) is not None}
     jobs = {g.name: pods.job_worker(env, g, 1) for g in env.hyperpod.instance_groups if g.is_gpu and pods.known(g)}
-    return Plan(training=train, training_problems=train_problems, serve=serve, llm=llm, job_workers=jobs)
+    return Plan(workloads=workloads, job_workers=jobs)
 
 
-_PLANS: dict[int, Plan] = {}
+_PLANS: dict[tuple[int, Planners], Plan] = {}
 
 
-def plan_of(env: EnvironmentConfig) -> Plan:
-    """The plan of ``env``, derived on the first call for this config object (a config is
-    frozen: a changed one, e.g. with command-line overrides, is another object and another plan)."""
-    key = id(env)
+def plan_of(env: EnvironmentConfig, planners: Planners) -> Plan:
+    """The plan of ``env`` over ``planners`` (manifests/registry.py passes the registry's; a
+    renderer passes its own workload's, and gets the same workload plan object),
+    derived on the first call for this config object and these planners (a config is frozen: a
+    changed one, e.g. with command-line overrides, is another object and another plan)."""
+    key = (id(env), planners)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = derive(env)
+        plan = _PLANS[key] = derive(env, planners)
         weakref.finalize(env, _PLANS.pop, key, None)
     return plan
 
 
-def checkpoint_interval_warning(env: EnvironmentConfig) -> str | None:
+def checkpoint_interval_warning(env: EnvironmentConfig, plan: Plan) -> str | None:
     """The synth warning of a production environment whose checkpoint interval is far from the
     Young/Daly optimum (sizing/goodput.py); None otherwise. Other environments checkpoint often
     on purpose, to exercise saves and restores within short runs: the sizing table shows their
     figures without a warning."""
-    c = plan_of(env).checkpoint
+    c = plan.checkpoint
     if not env.production or c is None or c.goodput is None:
         return None
     return goodput.warning(c.goodput)

@@ -13,13 +13,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from config import addons, catalog, names
+from config import catalog
 from config.eks import Eks
 from config.environment import EnvironmentConfig
-from config.hyperpod import InstanceGroup
+from config.facts import addons, names
+from config.hyperpod import InstanceGroup, Taint
+from sizing.demand import ACCELERATOR_RESOURCE_PREFIX
 from sizing.scheduling import Pod, Pool, pod_from_spec, selects
 from sizing.training import TrainingPlacement
 
@@ -29,8 +32,6 @@ from sizing.training import TrainingPlacement
 RAY_HEAD = {"cpu": "1", "memory": "4Gi"}
 # Its Ray resources: no CPUs, so no Ray work lands on it.
 RAY_HEAD_START_PARAMS = {"num-cpus": "0"}
-# The prefix of the Ray resource that names a node's accelerator (ray_constants.RESOURCE_CONSTRAINT_PREFIX).
-ACCELERATOR_RESOURCE_PREFIX = "accelerator_type:"
 # The training head grows with its cluster (``training_head``) up to Ray's starting point for a
 # large cluster's head, 8 CPUs and 32 GB (docs.ray.io, "Best practices for deploying large
 # clusters", "Configuring the head node"), with memory in that ratio.
@@ -347,19 +348,29 @@ def llm_worker(env: EnvironmentConfig) -> WorkerShape:
     )
 
 
-def worker_pod(name: str, shape: WorkerShape, group: InstanceGroup, replicas: int) -> Pod:
-    """The pod of ``shape`` as the manifests write it (workloads/common/k8s.py worker_group)."""
-    tolerations = [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in group.taints]
+def worker_scheduling(shape: WorkerShape, taints: Sequence[Taint]) -> dict[str, Any]:
+    """Where the worker pods of ``shape`` may run, as the PodSpec fields ``nodeSelector`` and
+    ``tolerations``: HyperPod nodes of its instance type that HyperPod reports healthy, the
+    group's ``taints`` tolerated, and the GPU taint where the pods take GPUs. The manifests
+    (manifests/k8s.py worker_group) and the placement check (``worker_pod``) both read it."""
+    tolerations = [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in taints]
     if shape.gpus:
         tolerations.append({"key": names.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
+    return {
+        "nodeSelector": {
+            names.INSTANCE_TYPE_LABEL: shape.instance_type,
+            names.HYPERPOD_HEALTH_LABEL: names.HYPERPOD_HEALTHY,
+        },
+        "tolerations": tolerations,
+    }
+
+
+def worker_pod(name: str, shape: WorkerShape, group: InstanceGroup, replicas: int) -> Pod:
+    """The pod of ``shape`` as the manifests write it (manifests/k8s.py worker_group)."""
     return pod_from_spec(
         name,
         {
-            "nodeSelector": {
-                names.INSTANCE_TYPE_LABEL: shape.instance_type,
-                names.HYPERPOD_HEALTH_LABEL: names.HYPERPOD_HEALTHY,
-            },
-            "tolerations": tolerations,
+            **worker_scheduling(shape, group.taints),
             "containers": [{"resources": {"requests": shape.resources, "limits": shape.resources}}],
         },
         replicas=replicas,
@@ -368,7 +379,7 @@ def worker_pod(name: str, shape: WorkerShape, group: InstanceGroup, replicas: in
 
 def head_pod(name: str, *, autoscaler: bool, resources: dict[str, str] | None = None) -> Pod:
     """A Ray head pod on the `system` nodes: ``resources`` (default ``RAY_HEAD``) as the
-    manifests write them (workloads/common/k8s.py head_group)."""
+    manifests write them (manifests/k8s.py head_group)."""
     res = resources or RAY_HEAD
     containers: list[dict[str, Any]] = [{"resources": {"requests": res, "limits": res}}]
     if autoscaler:

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from config import catalog, names
+from config import catalog
+from config.facts import names
 
 _MEMORY_UNITS = {
     "": 1,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from config import catalog
 from config.hyperpod import InstanceGroup
-from config.training import ModelSize, Training
+from config.training import ModelSize, Training, sharding_problems
 
 
 @dataclass(frozen=True)
@@ -50,16 +50,6 @@ def fit_problems(t: Training, p: TrainingPlacement, group: InstanceGroup, *, fsx
     out += sharding_problems(t, p.workers)
     out += memory_problems(t, spec, p.workers, instance_type=group.instance_type)
     return out
-
-
-def sharding_problems(t: Training, workers: int) -> list[str]:
-    """FSDP over one worker shards nothing: it is plain training with extra collectives."""
-    if t.sharding == "fsdp" and workers < 2:
-        return [
-            f"training.sharding: 'fsdp' with {workers} worker shards nothing; allowed: 'ddp' "
-            "with one worker, or 'fsdp' with 2 or more workers"
-        ]
-    return []
 
 
 # Share of a GPU's memory the estimate may use: the rest is the CUDA context, NCCL buffers and

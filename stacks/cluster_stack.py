@@ -82,7 +82,7 @@ class ClusterStack(PlatformStack):
             file_system=storage.file_system,
             fsx_config=config.fsx,
         )
-        # The token of Ray's token authentication (workloads.common.security): every Ray pod runs
+        # The token of Ray's token authentication (manifests.security): every Ray pod runs
         # as the workloads' service account and reads it through the Secrets Store CSI driver.
         self.ray_auth = RayAuthToken(
             self,
@@ -219,7 +219,7 @@ class ClusterStack(PlatformStack):
         )
 
         # The image every RayJob/RayService runs: built and pushed by `cdk deploy` (and the
-        # pipeline's asset stage); the manifests name the same URI (workloads.common.image).
+        # pipeline's asset stage); the manifests name the same URI (manifests.image).
         self.workloads_image = WorkloadsImage(self, "WorkloadsImage")
 
         CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)

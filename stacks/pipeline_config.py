@@ -4,7 +4,7 @@ ordered list of environments it deploys.
 Deploy-time only (app.py ``-c pipeline=true``, stacks/pipeline_stack.py, the CLI's bootstrap
 check): nothing on the cluster reads it, so it lives with the stacks, not in config/ (the bottom
 layer the workloads image ships whole). The YAML file stays beside the environments' files.
-Each stage's environment is loaded with the checks over its plan (sizing/check.py), as
+Each stage's environment is loaded with the checks over its plan (manifests/check.py), as
 ``cdk synth -c env=NAME`` loads it."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from config.loader import (
     with_place,
 )
 from config.yaml_source import read_text, read_yaml
-from sizing.check import load_checked
+from manifests.check import load_checked
 
 PIPELINE_FILE = "pipeline.yaml"
 CONNECTION_ARN_RE = re.compile(

@@ -8,7 +8,7 @@ from aws_cdk import Tags
 from constructs import Construct
 
 from config.environment import EnvironmentConfig
-from config.names import stack_prefix
+from config.facts.names import stack_prefix
 from stacks.cluster_stack import ClusterStack
 from stacks.hyperpod_stack import HyperPodStack
 from stacks.network_stack import NetworkStack

@@ -11,6 +11,7 @@ from config.environment import EnvironmentConfig
 from constructs.network import PlatformNetwork
 from constructs.storage import LustreFileSystem, PlatformBuckets, PlatformKey
 from constructs.team_access import team_token_key_statement
+from manifests import registry
 from sizing.plan import checkpoint_interval_warning
 from stacks.base import PlatformStack
 
@@ -55,7 +56,7 @@ class StorageStack(PlatformStack):
             removal_policy=removal,
         )
         self.file_system = self.lustre.file_system
-        warning = checkpoint_interval_warning(config)
+        warning = checkpoint_interval_warning(config, registry.plan_of(config))
         if warning is not None:  # a warning, not an error: the run works, it loses some goodput
             Annotations.of(self.lustre).add_warning_v2("hpray:checkpoint-interval", warning)
         CfnOutput(self, "PlatformKeyArn", value=self.platform_key.key_arn)

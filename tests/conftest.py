@@ -36,7 +36,7 @@ def make_app(env_name: str, outdir: Path | None = None, **extra_context):
     import aws_cdk as cdk
 
     from app import APP_PROPS, build_app
-    from sizing.check import load_checked
+    from manifests.check import load_checked
 
     context = {**APP_PROPS["context"], **cdk_context(), "env": env_name, **extra_context}
     props = {k: v for k, v in APP_PROPS.items() if k != "context"}

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from config import known_environments
+from manifests.__main__ import RENDERERS
 from ops.cli import build_parser
 from ops.errors import UsageError
-from workloads.__main__ import RENDERERS
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ops.clients.kubeconfig import KubeconfigTarget
 
 # The KubeRay CRDs' API group and version (a Kubernetes API version; the Ray release is
-# workloads.common.k8s.RAY_VERSION).
+# manifests.k8s.RAY_VERSION).
 RAY_GROUP, RAY_CRD_VERSION = "ray.io", "v1"
 PLURALS = {"RayJob": "rayjobs", "RayService": "rayservices", "RayCluster": "rayclusters"}
 # The KubeRay Helm chart labels its operator Deployment with this (chart templates/deployment.yaml).

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from config.names import RAY_DASHBOARD_PORT, ray_auth_secret_name, team_ray_auth_secret_name
+from config.facts.names import RAY_DASHBOARD_PORT, ray_auth_secret_name, team_ray_auth_secret_name
 from ops.errors import JobNotFoundError, NotFoundError, OpsError
 from ops.kuberay import SUSPENDED, TERMINAL_DEPLOYMENT
 

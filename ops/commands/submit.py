@@ -21,11 +21,15 @@ from ops.usage import CommandLine, positive_float, positive_int
 if TYPE_CHECKING:
     from ops.submit.prepare import PreparedJob
 
-WORKLOAD_HELP = {
-    "training": "the training workload: a RayJob; an identical job still running is followed, not resubmitted",
-    "inference": "the inference workload: a RayService; an existing one is updated in place",
-    "job": "your own command (after --) on the environment's Ray cluster, your directory uploaded",
-}
+JOB_HELP = "your own command (after --) on the environment's Ray cluster, your directory uploaded"
+
+
+def workload_help() -> dict[str, str]:
+    """``submit``'s workloads and their help: each registered workload that ``hpray submit``
+    offers (manifests/registry.py ``Workload.submit``), then ``job``."""
+    from manifests import registry
+
+    return {**{w.key: w.submit for w in registry.workloads() if w.submit}, "job": JOB_HELP}
 
 
 def register(sub: Any, cli: CommandLine) -> None:
@@ -37,17 +41,17 @@ def register(sub: Any, cli: CommandLine) -> None:
         help="submit a workload and follow it",
         description=(
             "Render the workload's manifest from the environment config (the same renderer as\n"
-            "`python -m workloads render`), apply it, and follow it: state changes, training steps\n"
+            "`python -m manifests render`), apply it, and follow it: state changes, training steps\n"
             "from the job's own log lines, resumes after failures. Ctrl-C stops following; the job\n"
             "keeps running and the message says how to reattach. --dry-run prints the manifest and\n"
             "calls nothing.\n"
-            + "".join(f"  {name:<10}  {text}\n" for name, text in WORKLOAD_HELP.items())
+            + "".join(f"  {name:<10}  {text}\n" for name, text in workload_help().items())
             + f"`{prog} submit WORKLOAD --help` shows a workload's options."
         ),
         formatter_class=formatter,
     )
     workloads = p.add_subparsers(dest="workload", metavar="WORKLOAD", required=True, help=argparse.SUPPRESS)
-    for name, text in WORKLOAD_HELP.items():
+    for name, text in workload_help().items():
         w = workloads.add_parser(
             name,
             prog=f"{prog} submit {name}",
@@ -135,7 +139,8 @@ def add_submit_job_options(p: argparse.ArgumentParser) -> None:
 
 
 def _description(workload: str, prog: str) -> str:
-    text = WORKLOAD_HELP[workload][0].upper() + WORKLOAD_HELP[workload][1:] + "."
+    help_text = workload_help()[workload]
+    text = help_text[0].upper() + help_text[1:] + "."
     if workload != "job":
         return (
             f"{text}\n\nexamples:\n  {prog} submit {workload} --env dev\n  {prog} submit {workload} --env dev --dry-run"
@@ -233,10 +238,10 @@ def run_submit(command: Command) -> int:
 
 def run_submit_job(command: Command) -> int:
     """``submit job``: upload the prepared working directory, apply the RayJob and follow it."""
+    from manifests.k8s import NAMESPACE
     from ops.submit import job as js
     from ops.submit.follow import Target, apply
     from ops.submit.job_follow import JobFollower
-    from workloads.common.k8s import NAMESPACE
 
     config, args, prog = command.config, command.args, command.prog
     options = command.follow_options()

@@ -20,10 +20,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any, TextIO
 
+from manifests.image import DOCKERFILE as DOCKERFILE_NAME
+from manifests.image import REPO_ROOT
 from ops.errors import EXIT_OK, OpsError
 from ops.reports.checks import FAIL, PASS, Check
-from workloads.common.image import DOCKERFILE as DOCKERFILE_NAME
-from workloads.common.image import REPO_ROOT
 
 # The Dockerfile the CDK asset builds (beside this command: the checkout for `python -m ops` or an
 # editable install).

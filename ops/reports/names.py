@@ -1,13 +1,13 @@
 """Names of the deployed resources, derived from the config exactly as the CDK app derives them.
 
 Kept here (not imported from ``stacks/``) so that the CLI never loads aws_cdk / jsii; both sides
-take the prefix from ``config.names.stack_prefix``.
+take the prefix from ``config.facts.names.stack_prefix``.
 """
 
 from __future__ import annotations
 
 from config.environment import EnvironmentConfig
-from config.names import stack_prefix
+from config.facts.names import stack_prefix
 
 
 def stack_names(config: EnvironmentConfig) -> dict[str, str]:

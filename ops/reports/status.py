@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from config import names
 from config.environment import EnvironmentConfig
+from config.facts import names
 from ops.clients.aws import Aws
 from ops.errors import CredentialsError, NotFoundError, OpsError
 from ops.kuberay import condition, summarize_rayjob, summarize_rayservice

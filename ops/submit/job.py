@@ -2,7 +2,7 @@
 
 1. The working directory is zipped (one top-level directory, files in sorted order with fixed
    timestamps, so the same code gives the same bytes) and uploaded to the checkpoint bucket at
-   ``jobs/<job>/working-dir-<sha256>.zip`` (config/jobs.py), which the workloads role may read.
+   ``jobs/<job>/working-dir-<sha256>.zip`` (config/facts/jobs.py), which the workloads role may read.
 2. A RayJob runs the command with that zip as Ray's runtime_env ``working_dir``: every Ray pod
    downloads it with its Pod Identity credentials, and the driver starts in it.
 3. The job is followed like ``submit training``: state changes, steps, loss, ETA, checkpoints,
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from config.environment import EnvironmentConfig
-from config.jobs import JOBS_PREFIX, JOBS_WORKLOAD
+from config.facts.jobs import JOBS_PREFIX, JOBS_WORKLOAD
 from ops.errors import AccessDeniedError, AwsError, NotFoundError, OpsError, UsageError
 
 if TYPE_CHECKING:
@@ -183,11 +183,10 @@ def placement(
 ) -> JobPlacement:
     """Whole nodes of one HyperPod instance group: ``--nodes``, or enough nodes for ``--gpus``."""
     from config import catalog
+    from config.hyperpod import default_gpu_group
 
     groups = config.hyperpod.instance_groups
-    name = (
-        instance_group or config.training.instance_group or next((g.name for g in groups if g.is_gpu), groups[0].name)
-    )
+    name = instance_group or config.training.instance_group or (default_gpu_group(groups) or groups[0]).name
     group = next((g for g in groups if g.name == name), None)
     if group is None:
         raise UsageError(
@@ -254,8 +253,8 @@ def render_job(
     """The ray.io/v1 RayJob for a user's command, on whole nodes of one instance group; for
     ``team``'s namespace, without the /fsx claim and with its checkpoints under the team's prefix.
     ``runtime_env``: more of Ray's runtime_env fields (pip, conda, ...: ops/submit/runtime_env.py)."""
-    from workloads.common import image as image_mod
-    from workloads.common import k8s, rayjob
+    from manifests import image as image_mod
+    from manifests import k8s, rayjob
 
     if not command:
         raise OpsError(
@@ -297,9 +296,9 @@ def render_job(
 def _worker_shape(config: EnvironmentConfig, p: JobPlacement) -> WorkerShape:
     """One worker pod per node with all its GPUs and EFA interfaces and what the node has left
     once its DaemonSets run (the environment's plan; sizing/placement.py checks that teams' quotas hold one)."""
-    from sizing.plan import plan_of
+    from manifests import registry
 
-    return plan_of(config).job_worker(p.group, p.nodes)
+    return registry.plan_of(config).job_worker(p.group, p.nodes)
 
 
 def _json(value: Any) -> str:

@@ -46,9 +46,9 @@ def prepare_job(config: EnvironmentConfig, args: argparse.Namespace, prog: str) 
     """Everything that can be wrong with ``submit job``'s arguments, checked before any client is
     made (exit 2); the working directory packaged and the RayJob rendered. None with --attach."""
     from config.teams import team_of_namespace
+    from manifests.k8s import NAMESPACE
     from ops.submit import job as js
     from ops.submit import runtime_env
-    from workloads.common.k8s import NAMESPACE
 
     example = f"e.g. {prog} submit job --env {config.name} --working-dir . -- python train.py"
     if args.attach:

@@ -1,47 +1,58 @@
 """The one seam between the CLI and the workload renderers: ``render(kind, config) -> dict``.
 
-The manifests come from ``workloads/`` through the same registry ``python -m workloads render``
-uses (``workloads.__main__.RENDERERS``, ``kind -> "module:function"``), so ``submit`` applies
-exactly what the workload tests validate against the KubeRay CRDs. The renderers import neither
-Ray nor torch (a test checks it), so the CLI stays light.
+The workloads and their renderers come from the one registry, ``manifests/registry.py``, which
+``python -m manifests render`` uses too, so ``submit`` applies exactly what the workload tests
+validate against the KubeRay CRDs. The renderers import neither Ray nor torch (a test checks
+it), so the CLI stays light.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 from config.environment import EnvironmentConfig
 from ops.errors import OpsError
 
-WORKLOADS = ("training", "inference")
-EXPECTED_KIND = {"training": "RayJob", "inference": "RayService"}
+Renderer = Callable[[EnvironmentConfig], dict[str, Any]]
 
 
-def renderers() -> dict[str, str]:
-    """``kind -> "module:function"``: the one registry, ``workloads.__main__.RENDERERS``."""
-    from workloads.__main__ import RENDERERS
+def workloads() -> dict[str, str]:
+    """``key -> KubeRay kind`` of every registered workload (manifests.registry)."""
+    from manifests import registry
 
-    return dict(RENDERERS)
+    return {w.key: w.kind for w in registry.workloads()}
+
+
+def renderers() -> dict[str, Renderer | str]:
+    """``key -> renderer`` (a function, or ``"module:function"``) of every registered workload."""
+    from manifests import registry
+
+    return {w.key: w.render for w in registry.workloads()}
 
 
 def render(kind: str, config: EnvironmentConfig) -> dict[str, Any]:
-    if kind not in WORKLOADS:
-        raise OpsError(f"unknown workload {kind!r}; allowed: {', '.join(WORKLOADS)}")
+    known = workloads()
+    if kind not in known:
+        raise OpsError(f"unknown workload {kind!r}; allowed: {', '.join(known)}")
     target = renderers().get(kind)
     if target is None:
         raise OpsError(
-            f"no {kind} manifest renderer is registered (workloads.__main__.RENDERERS)",
+            f"no {kind} manifest renderer is registered (manifests.registry)",
             "merge the workload branch that provides it",
         )
-    module_name, _, function = target.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module_name), function)
-    except (ImportError, AttributeError) as err:
-        raise OpsError(f"the {kind} manifest renderer {target} cannot be loaded: {err}") from None
+    if callable(target):
+        fn = target
+    else:
+        module_name, _, function = target.partition(":")
+        try:
+            fn = getattr(importlib.import_module(module_name), function)
+        except (ImportError, AttributeError) as err:
+            raise OpsError(f"the {kind} manifest renderer {target} cannot be loaded: {err}") from None
     manifest = fn(config)
-    if manifest.get("kind") != EXPECTED_KIND[kind] or not (manifest.get("metadata") or {}).get("name"):
+    if manifest.get("kind") != known[kind] or not (manifest.get("metadata") or {}).get("name"):
         raise OpsError(
-            f"the {kind} renderer returned a {manifest.get('kind')!r} without a name; expected a named {EXPECTED_KIND[kind]}"
+            f"the {kind} renderer returned a {manifest.get('kind')!r} without a name; expected a named {known[kind]}"
         )
     return manifest

@@ -22,7 +22,7 @@ import yaml
 
 from config import versions
 from config.environment import EnvironmentConfig
-from config.names import stack_prefix
+from config.facts.names import stack_prefix
 from ops.errors import OpsError, UsageError
 from ops.upgrade import kuberay_crds
 

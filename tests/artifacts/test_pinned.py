@@ -222,7 +222,7 @@ def test_a_clone_without_shared_skips_with_one_line_and_no_traceback(tmp_path):
             "-p",
             "no:cacheprovider",
             "--durations=0",
-            "tests/workloads/inference/test_inference_manifest.py::test_validation_is_strict_about_unknown_fields",
+            "tests/manifests/test_inference_manifest.py::test_validation_is_strict_about_unknown_fields",
             "tests/constructs/test_chart_pods.py::test_every_values_key_exists_in_its_chart",
             "tests/constructs/test_chart_pods.py::test_rendered_pods_are_valid_kubernetes_objects",
             "tests/constructs/test_hyperpod_dependencies.py::test_agent_registry_of_every_region_matches_awss_chart",

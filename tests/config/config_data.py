@@ -1,5 +1,5 @@
 """The committed environment YAML as ``parse_environment`` takes it, and the errors a change to it gets
-(the loader's and the checks over the plan: ``sizing.check.parse_checked``)."""
+(the loader's and the checks over the plan: ``manifests.check.parse_checked``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 
 from config import ConfigError
 from config.loader import CONFIG_DIR
-from sizing.check import parse_checked
+from manifests.check import parse_checked
 
 
 def env_data(env: str) -> dict[str, Any]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from config import parse_environment
 from config.environment import CROSS_CHECKS
-from sizing.check import parse_checked
+from manifests.check import parse_checked
 from tests.config.config_data import config_errors as errors_of
 from tests.config.config_data import env_data as data_of
 
 
 def test_training_group_that_does_not_exist_fails_at_load():
-    # Fault 18.10: found only by `python -m workloads render` before.
+    # Fault 18.10: found only by `python -m manifests render` before.
     assert errors_of("dev", lambda d: d["training"].update(instance_group="no-such-group")) == [
         "training.instance_group: 'no-such-group' is not a HyperPod instance group; known: gpu-workers"
     ]

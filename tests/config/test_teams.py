@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from config import ConfigError, parse_environment
-from sizing.check import parse_checked
+from manifests import registry
+from manifests.check import parse_checked
 from tests.ops.fakes import env_data
 
 ROLE = "arn:aws:iam::111111111111:role/TeamA"
@@ -97,7 +98,7 @@ def test_a_quota_that_holds_no_whole_node_job_is_refused_and_the_table_shows_whe
         "  [team vision] namespace team-vision: Ray heads on system (1 CPU, 4Gi each, at most 10 RayJobs); workers "
         "on whole nodes of gpu-workers (ml.g5.12xlarge, 4 GPUs/node: at most 2 nodes); quota 8 GPUs, 192 CPUs, 1536 GiB"
     ]
-    assert placement.render_table(config).endswith(placement.team_rows(config)[0])
+    assert placement.render_table(config, plan=registry.plan_of(config)).endswith(placement.team_rows(config)[0])
 
 
 def test_a_platform_prefix_under_the_teams_prefix_is_refused():

@@ -15,7 +15,7 @@ from constructs import hyperpod_dependencies as deps
 
 from artifacts import pinned
 from config import load_environment, versions
-from config.names import (
+from config.facts.names import (
     HYPERPOD_HEALTH_LABEL,
     INSTANCE_TYPE_LABEL,
     SYSTEM_NODE_SELECTOR,

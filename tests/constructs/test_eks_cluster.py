@@ -8,6 +8,7 @@ import json
 import pytest
 
 from config import versions
+from manifests import registry
 from tests.conftest import template_of
 
 
@@ -463,7 +464,7 @@ def test_coredns_runs_only_where_every_dns_client_reaches_it(env, synthesized):
     the part the flow table places on "system-nodes", whose security group admits DNS over UDP and
     TCP from the HyperPod pods, the system pods and the Ray heads. (Unpinned, it could move onto a
     HyperPod node, which admits TCP only.) The placement check places the same pods."""
-    from config import addons
+    from config.facts import addons
     from constructs.flows import PARTS
     from sizing import placement, pods, scheduling
 
@@ -487,6 +488,6 @@ def test_coredns_runs_only_where_every_dns_client_reaches_it(env, synthesized):
     assert where == ["system"]
     assert PARTS["coredns"].on == "system-nodes"
     # The placement check's CoreDNS pods are the add-on's (it leaves the tolerations out).
-    [placed] = [p for p in placement.platform_pods(config) if p.name == "coredns"]
+    [placed] = [p for p in placement.platform_pods(config, plan=registry.plan_of(config)) if p.name == "coredns"]
     assert dataclasses.replace(placed, tolerations=pod.tolerations) == pod
     assert values == addons.COREDNS_CONFIGURATION

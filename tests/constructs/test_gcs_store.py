@@ -14,11 +14,11 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match
 
 from config import load_environment, versions
-from config.names import GCS_STORE_PORT, GCS_STORE_SERVICE, WORKLOADS_NAMESPACE, gcs_store_secret_name
+from config.facts.names import GCS_STORE_PORT, GCS_STORE_SERVICE, WORKLOADS_NAMESPACE, gcs_store_secret_name
 from constructs.eks_cluster import PlatformEksCluster
 from constructs.gcs_store import GcsStore
+from manifests import ha
 from tests.conftest import template_of
-from workloads.common import ha
 
 ENVS = ("dev", "staging", "prod")
 

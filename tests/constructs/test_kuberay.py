@@ -102,8 +102,8 @@ def test_the_autoscaler_of_every_autoscaling_head_gets_its_role_from_the_operato
     app's values) holds every rule, and lets it bind it only with create on rolebindings."""
     from constructs.chart_pods import render_release
     from constructs.kuberay import AUTOSCALER_ROLE_RULES
-    from workloads.common import k8s
-    from workloads.inference import manifest as inference
+    from manifests import inference as inference
+    from manifests import k8s
 
     cfg = load_environment("prod")
     for svc in [inference.render(cfg)] + ([inference.render_llm(cfg)] if cfg.inference.llm.enabled else []):

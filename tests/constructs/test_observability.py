@@ -24,7 +24,7 @@ from constructs import observability as co
 
 from config import load_environment
 from config import observability as obs
-from config.names import KUBERAY_NAMESPACE
+from config.facts.names import KUBERAY_NAMESPACE
 from config.observability import Observability
 from tests.conftest import template_of
 

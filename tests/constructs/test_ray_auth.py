@@ -5,10 +5,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match
 
-from config.names import ray_auth_secret_name
+from config.facts.names import ray_auth_secret_name
 from constructs.ray_auth import RayAuthToken
+from manifests import security
 from tests.conftest import template_of
-from workloads.common import security
 
 
 def synth():

@@ -47,8 +47,8 @@ def test_manifests_validate_against_kubernetes_schemas():
 
 
 def test_the_role_grants_what_every_job_command_needs_and_nothing_on_secrets_or_pods():
-    """The needs come from config/permissions.py (what each command does in its namespace)."""
-    from config.permissions import K8S_JOB_COMMANDS
+    """The needs come from config/facts/permissions.py (what each command does in its namespace)."""
+    from config.facts.permissions import K8S_JOB_COMMANDS
     from review.rbac import _matches
 
     rules = ta.team_role_rules()
@@ -73,9 +73,9 @@ def test_a_user_job_in_the_team_namespace_finds_its_account_token_and_policies()
     namespace holds: no /fsx claim (the shared file system is not fenced per team) and a job
     without one, the service account (Pod Identity), the team's token class, and NetworkPolicies
     that select the job's pods."""
+    from manifests import security
+    from manifests.network_policy import NODE_TYPE_LABEL
     from ops.submit import job as js
-    from workloads.common import security
-    from workloads.common.network_policy import NODE_TYPE_LABEL
 
     dev = parse_environment(env_data("dev"), source="test")
     team = Team(**TEAM)
@@ -172,7 +172,7 @@ def test_dev_with_two_teams_synthesizes_fenced_access(two_teams):
     assert roles["ray-workloads"] == workloads_role
     assert len({roles["ray-workloads"], roles["team-vision"], roles["team-speech"]}) == 3
     secrets = sorted(r["Properties"]["Name"] for r in template.values() if r["Type"] == "AWS::SecretsManager::Secret")
-    from config.names import team_ray_auth_secret_name
+    from config.facts.names import team_ray_auth_secret_name
 
     assert {team_ray_auth_secret_name(config.name_prefix, t) for t in ("vision", "speech")} <= set(secrets)
     manifests = [

@@ -9,8 +9,8 @@ import pytest
 from constructs import workloads_access as wa
 
 from config import versions
-from config.jobs import JOBS_PREFIX
-from config.names import FSX_PVC, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
+from config.facts.jobs import JOBS_PREFIX
+from config.facts.names import FSX_PVC, WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT
 from tests.conftest import template_of
 
 # The schema of the Kubernetes version the environments run (config/versions.py).
@@ -62,7 +62,7 @@ def test_static_volume_and_rwx_claim():
 
 def test_names_match_the_workloads_contract():
     assert (WORKLOADS_NAMESPACE, WORKLOADS_SERVICE_ACCOUNT, FSX_PVC) == ("ray-workloads", "ray-workloads", "fsx-claim")
-    from workloads.common import k8s as workloads_k8s  # the workloads' own constants
+    from manifests import k8s as workloads_k8s  # the manifests' own constants
 
     assert workloads_k8s.NAMESPACE == WORKLOADS_NAMESPACE
     assert workloads_k8s.SERVICE_ACCOUNT == WORKLOADS_SERVICE_ACCOUNT
@@ -125,7 +125,7 @@ def test_role_reaches_only_the_checkpoint_prefix_and_key(dev):
     assert sorted(key["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"]
     assert "Fn::ImportValue" in json.dumps(key["Resource"])
     assert key["Condition"] == {"StringEquals": {"kms:ViaService": "s3.us-east-1.amazonaws.com"}}
-    # The code of `hpray submit job` (config/jobs.py): read-only, its own prefix.
+    # The code of `hpray submit job` (config/facts/jobs.py): read-only, its own prefix.
     assert prefix != JOBS_PREFIX and not JOBS_PREFIX.startswith(prefix)
     assert by_sid["ListJobsPrefix"]["Condition"] == {"StringLike": {"s3:prefix": [JOBS_PREFIX, f"{JOBS_PREFIX}*"]}}
     assert by_sid["ReadJobsPrefix"] == {

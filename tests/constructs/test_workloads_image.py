@@ -9,7 +9,7 @@ import aws_cdk as cdk
 import pytest
 
 from constructs.workloads_image import WorkloadsImage, WorkloadsImageMismatch
-from workloads.common import image
+from manifests import image
 
 
 def _stack():
@@ -26,5 +26,5 @@ def test_image_uri_is_the_rendered_one_and_an_output():
 
 def test_synth_fails_when_the_hash_port_disagrees_with_aws_cdk_lib(monkeypatch):
     monkeypatch.setattr(image, "asset_hash", lambda root=image.REPO_ROOT: "0" * 64)
-    with pytest.raises(WorkloadsImageMismatch, match=re.escape("workloads.common.image computes 0000")):
+    with pytest.raises(WorkloadsImageMismatch, match=re.escape("manifests.image computes 0000")):
         WorkloadsImage(_stack(), "Img")

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from config import load_environment
+from manifests import disruption_budgets, ha, network_policy, security
 from tests.conftest import template_of
-from workloads.common import ha, network_policy, security
 
 ENVS = ("dev", "staging", "prod")
 
@@ -116,7 +116,7 @@ def test_gcs_store_secret_provider_class_and_budgets_are_applied_after_what_they
         cluster.gcs_store.secret,
     )
     budgets_id = cluster.get_logical_id(sec.disruption_budgets.node.default_child)
-    assert applied(res[budgets_id]) == ha.render_disruption_budgets(config)["items"]
+    assert applied(res[budgets_id]) == disruption_budgets.render_disruption_budgets(config)["items"]
     assert set(res[budgets_id]["DependsOn"]) == resources(cluster.workloads.namespace)
 
 
@@ -136,7 +136,7 @@ def _second_workloads_security(cluster, config) -> None:
 
 def test_the_rendered_manifests_follow_the_config_switches():
     """Token auth off: nothing to sync and no GCS fault tolerance (it needs the token); on: the
-    same objects ``python -m workloads render`` prints."""
+    same objects ``python -m manifests render`` prints."""
     from constructs.workloads_security import ray_namespace_manifests
 
     config = load_environment("dev")
@@ -145,7 +145,7 @@ def test_the_rendered_manifests_follow_the_config_switches():
     assert [s.secret_name for s in on.synced_secrets] == [security.AUTH_SECRET]
     assert on.secret_provider_class == security.render_secret_provider_class(config)
     assert on.gcs_store_secret_provider_class == ha.render_secret_provider_class(config)
-    assert on.disruption_budgets == ha.render_disruption_budgets(config)["items"] != []
+    assert on.disruption_budgets == disruption_budgets.render_disruption_budgets(config)["items"] != []
     off = ray_namespace_manifests(
         config.model_copy(update={"eks": config.eks.model_copy(update={"ray_token_auth": False})})
     )

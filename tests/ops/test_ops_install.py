@@ -33,6 +33,7 @@ def test_pyproject_declares_the_hpray_command():
         "sizing",
         "workloads",
         "workloads.*",
+        "manifests",
     }
 
 
@@ -77,7 +78,17 @@ def test_bash_completes_commands_options_and_choices():
 
 
 # What a `pip install .` carries: the packages of pyproject.toml, nothing else of the checkout.
-WHEEL_SOURCES = ("pyproject.toml", "README.md", "ops", "artifacts", "config", "sizing", "workloads", "review")
+WHEEL_SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "ops",
+    "artifacts",
+    "config",
+    "sizing",
+    "workloads",
+    "manifests",
+    "review",
+)
 
 
 @pytest.fixture(scope="module")

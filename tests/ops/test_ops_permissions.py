@@ -5,7 +5,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from config import permissions
+from config.facts import permissions
 from ops.clients.aws import Aws
 from ops.reports.preflight import run_preflight
 from ops.reports.status import gather
@@ -64,7 +64,7 @@ def test_dashboard_reads_the_token_from_its_secret_with_the_documented_actions(s
     """With token auth the dashboard's token comes from the platform's Secrets Manager secret
     (moto here); the AWS actions it adds are the documented ones (kms:Decrypt is Secrets
     Manager's own call on the caller's behalf, so no client call records it)."""
-    from config.names import ray_auth_secret_name
+    from config.facts.names import ray_auth_secret_name
     from ops.clients import ray_head
 
     secret = ray_auth_secret_name("hpray-dashboard-test")

@@ -9,14 +9,14 @@ import shutil
 import pytest
 from constructs import flows as F
 
-from config.jobs import JOBS_PREFIX
+from config.facts.jobs import JOBS_PREFIX
 from constructs.access_flows import ENI_ACTIONS, asset_pull_flows
 from constructs.network_flows import network_flows
+from manifests.network_policy import POD_FLOWS
 from review.__main__ import main as review_main
 from review.assembly import load_assembly
 from review.flows import check_flows
 from review.policy import resource_types
-from workloads.common.network_policy import POD_FLOWS
 
 ENVIRONMENTS = ("dev", "staging", "prod")
 

@@ -53,7 +53,7 @@ def test_closed_networks_get_the_device_plugin_from_a_cdk_asset(env, synthesized
 
 
 def versions_tag() -> str:
-    from workloads.common import k8s
+    from manifests import k8s
 
     return k8s.RAY_LLM_IMAGE.rsplit(":", 1)[1]
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from config.names import GCS_STORE_PORT
+from config.facts.names import GCS_STORE_PORT
+from manifests import registry
 from review.assembly import load_assembly
 from review.diagram import WRAP, render_diagram, to_dot
 from review.flows import check_flows
-from sizing.plan import plan_of
 from sizing.pods import RAY_HEAD
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,7 +109,7 @@ def drawn(request, synthesized):
 def test_every_ray_head_and_worker_group_of_the_plan_is_on_its_node_pool(drawn):
     _, config, dot = drawn
     nodes, inside = _parse(dot)
-    plan = plan_of(config)
+    plan = registry.plan_of(config)
     workloads = [w for w in (plan.training, plan.serve, plan.llm) if w is not None]
     assert workloads
     for w in workloads:
@@ -264,7 +264,7 @@ def test_legend_names_every_kind_and_edge_style_drawn(drawn):
 def test_data_flows_checkpoints_secrets_and_image_pulls(drawn):
     _, config, dot = drawn
     nodes, _ = _parse(dot)
-    plan = plan_of(config)
+    plan = registry.plan_of(config)
     assert plan.training is not None
     path = plan.training.settings.storage_path
     workers = next(n for n, label in nodes.items() if label.startswith("Ray workers") and "RayJob" in label)

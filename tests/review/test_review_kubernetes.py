@@ -9,11 +9,11 @@ import pytest
 
 from config import observability as obs
 from config import versions
+from manifests import network_policy
 from review import kubernetes as k
 from review.__main__ import main
 from review.assembly import load_assembly
 from review.document import Document
-from workloads.common import network_policy
 
 ENVS = ["dev", "staging", "prod"]
 

@@ -20,7 +20,11 @@ def test_synth_runs_gates_then_review():
     out = _dry("synth")
     assert out.index("cdk synth --quiet -c env=dev") < out.index("gates") < out.index("review")
     # The placement table of the environment, right after synth (sizing/placement.py).
-    assert out.index("cdk synth --quiet -c env=dev") < out.index(".venv/bin/python -m sizing dev") < out.index("gates")
+    assert (
+        out.index("cdk synth --quiet -c env=dev")
+        < out.index(".venv/bin/python -m manifests check dev")
+        < out.index("gates")
+    )
 
 
 def test_review_compare_variable():

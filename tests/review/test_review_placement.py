@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from config import load_environment
+from manifests import registry
 from review.document import Document
 from review.placement import placement_section
 from sizing import placement
@@ -13,7 +14,7 @@ def test_placement_section_lists_every_pool_in_every_situation():
     placement_section(doc, "prod")
     text = doc.markdown()
     assert "## Placement" in text
-    rows = placement.table(load_environment("prod"))
+    rows = placement.table(load_environment("prod"), plan=registry.plan_of(load_environment("prod")))
     # As configured, a RayService upgrade, a node replaced in each of the two HyperPod groups;
     # three pools each.
     assert len(rows) == 4 * 3

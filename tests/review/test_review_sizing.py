@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from config import load_environment
+from manifests import registry
 from review.document import Document
 from review.sizing import sizing_section
 from sizing import storage
-from sizing.plan import plan_of
 
 
 def test_sizing_section_shows_the_row_and_the_warning():
@@ -14,7 +14,7 @@ def test_sizing_section_shows_the_row_and_the_warning():
     sizing_section(doc, "prod")
     text = doc.markdown()
     assert "## Sizing: checkpoints, FSx and goodput" in text
-    row = storage.table_row("prod", plan_of(load_environment("prod")).checkpoint)
+    row = storage.table_row("prod", registry.plan_of(load_environment("prod")).checkpoint)
     assert row[1:5] == ["32 H100", "128", "6.98B", "83.8 GB"]
     assert "| " + " | ".join(row) + " |" in text
     assert "Synth warns: training.checkpoint_every_steps: 1000 steps" in text

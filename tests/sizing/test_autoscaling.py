@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from config import load_environment
+from manifests import registry
 from sizing import autoscaling, pods
 from sizing.autoscaling import Demand, NodeType
 from tests.config.config_data import config_errors
@@ -25,8 +26,8 @@ ENVS = ("dev", "staging", "prod")
 
 
 def _manifests(name: str) -> list[dict[str, Any]]:
-    from workloads.inference import manifest as inference
-    from workloads.training import manifest as training
+    from manifests import inference as inference
+    from manifests import training as training
 
     env = load_environment(name)
     out = [training.render(env), inference.render(env)]
@@ -59,7 +60,7 @@ def _rays_view(m: dict[str, Any]) -> dict[str, tuple[int, int, dict[str, float]]
 
 
 def _demands(name: str) -> dict[str, tuple[dict[str, Any], list[Demand]]]:
-    return {w: (spec, ds) for w, spec, ds in autoscaling.demands(load_environment(name))}
+    return {w: (spec, ds) for w, spec, ds in autoscaling.demands(registry.plan_of(load_environment(name)))}
 
 
 # --- The derivation is KubeRay's ---------------------------------------------------------------
@@ -291,7 +292,7 @@ def test_every_bundle_finds_a_node_by_rays_scheduler_and_ours(name):
         demands = checked[_workload(m)][1]
         assert _rays_residual(m, demands) == _ours(autoscaling.node_types(_cluster(m)), demands) == []
         assert autoscaling.check(_workload(m), autoscaling.node_types(_cluster(m)), demands) == []
-    assert autoscaling.problems(load_environment(name)) == []
+    assert autoscaling.problems(registry.plan_of(load_environment(name))) == []
 
 
 def test_more_bundles_than_the_groups_hold_are_left_over_by_both():
@@ -367,7 +368,7 @@ def test_synth_refuses_a_worker_group_that_declares_no_accelerator(monkeypatch):
 
 
 def test_make_synths_placement_step_prints_the_fault(monkeypatch, capsys):
-    """``python -m sizing ENV`` (run by `make synth` after cdk synth) exits 1 with the error."""
+    """``python -m manifests check ENV`` (run by `make synth` after cdk synth) exits 1 with the error."""
     from sizing.__main__ import main
 
     monkeypatch.setattr(pods.WorkerShape, "ray_resources", property(lambda self: {}))

@@ -9,8 +9,9 @@ import pytest
 
 from config import load_environment
 from config.loader import parse_environment
+from manifests import registry
 from sizing import goodput
-from sizing.plan import checkpoint_interval_warning, plan_of
+from sizing.plan import checkpoint_interval_warning
 from tests.config.config_data import env_data
 
 
@@ -74,7 +75,7 @@ def test_warning_names_the_factor_and_both_goodputs():
 
 def test_prod_warns_at_synth_with_its_numbers():
     prod = load_environment("prod")
-    g = plan_of(prod).checkpoint.goodput
+    g = registry.plan_of(prod).checkpoint.goodput
     # 4 p5 nodes: 6334 h / 4 = 1583.5 h; write 35.75 s (83.78 GB at 2343.75 MB/s); 1000 steps x 2.0458 s.
     assert g.mtbf_seconds == 6334 * 3600 / 4
     assert g.write_seconds == pytest.approx(35.746, abs=1e-3)
@@ -96,6 +97,6 @@ def test_prod_near_the_optimum_does_not_warn():
 
 def test_other_environments_do_not_warn():
     staging, dev = load_environment("staging"), load_environment("dev")
-    assert plan_of(staging).checkpoint.goodput.far  # it checkpoints often on purpose
-    assert plan_of(dev).checkpoint.goodput.far  # a short interval for a short run, on purpose
+    assert registry.plan_of(staging).checkpoint.goodput.far  # it checkpoints often on purpose
+    assert registry.plan_of(dev).checkpoint.goodput.far  # a short interval for a short run, on purpose
     assert checkpoint_interval_warning(staging) is None and checkpoint_interval_warning(dev) is None

@@ -12,10 +12,11 @@ import sys
 import pytest
 
 from config import catalog, load_environment
+from manifests import registry
+from manifests.training import render as render_training
 from sizing import placement, pods
 from sizing.scheduling import Pod, Pool, Selection, cpu_millis, memory_mib, place, pod_from_spec, selects
 from tests.config.config_data import config_errors as errors_of
-from workloads.training.manifest import render as render_training
 
 ENVS = ("dev", "staging", "prod")
 
@@ -188,7 +189,7 @@ def test_situations_with_a_shared_selection_place_as_separate_ones(monkeypatch, 
     """Every situation of a many-group config (bench/synth_bench.py's) places each pod on the same
     node, with the same misfits, as when each pod's pools are judged afresh in each situation."""
     from bench.synth_bench import groups_config
-    from config import names
+    from config.facts import names
 
     groups_config(tmp_path, n_groups)
     env = load_environment(f"groups{n_groups}", tmp_path)
@@ -203,7 +204,7 @@ def test_situations_with_a_shared_selection_place_as_separate_ones(monkeypatch, 
                 p.misfits,
                 [(n.pool.name, n.index, n.placed, n.cpu, n.memory, n.gpus, n.pods) for n in p.nodes],
             )
-            for p in placement.situations(env, extra)
+            for p in placement.situations(env, extra, plan=registry.plan_of(env))
         ]
 
     shared = outcome()
@@ -228,7 +229,7 @@ def _kuberay_pods(manifest: dict) -> list[Pod]:
     """The pods KubeRay creates from a RayJob or RayService: head (plus the autoscaler container
     it adds when in-tree autoscaling is on), workers at their maximum, and a submitter pod when a
     RayJob runs in K8sJobMode, KubeRay's default (read from submitterPodTemplate when given)."""
-    from config import addons
+    from config.facts import addons
 
     spec = manifest["spec"]
     cluster = spec.get("rayClusterSpec") or spec["rayClusterConfig"]
@@ -246,9 +247,9 @@ def _kuberay_pods(manifest: dict) -> list[Pod]:
 
 
 def _rendered(env) -> list[tuple[str, Pod]]:
-    from workloads.inference.manifest import render as render_service
-    from workloads.inference.manifest import render_llm
-    from workloads.training.manifest import render as render_job
+    from manifests.inference import render as render_service
+    from manifests.inference import render_llm
+    from manifests.training import render as render_job
 
     out = [(f"RayJob train-{env.training.run_name}", p) for p in _kuberay_pods(render_job(env))]
     out += [(f"RayService {env.name_prefix}-{env.inference.app_name}", p) for p in _kuberay_pods(render_service(env))]
@@ -273,7 +274,7 @@ def _scheduling(pod: Pod) -> tuple:
 @pytest.mark.parametrize("name", ENVS)
 def test_the_checked_pods_are_the_rendered_pods(name):
     env = load_environment(name)
-    checked = {p.name: p for p in placement.platform_pods(env)}
+    checked = {p.name: p for p in placement.platform_pods(env, plan=registry.plan_of(env))}
     rendered = _rendered(env)
     # RayJob (HTTPMode: no submitter pod): head, workers; each RayService: head, workers.
     assert len(rendered) == 4 + 2 * env.inference.llm.enabled
@@ -289,7 +290,7 @@ def test_the_addon_pods_are_the_ones_the_constructs_write(name):
     from constructs.kuberay import kuberay_operator_values
 
     env = load_environment(name)
-    checked = {p.name: p for p in placement.platform_pods(env)}
+    checked = {p.name: p for p in placement.platform_pods(env, plan=registry.plan_of(env))}
     (agent,) = [m for m in deps.health_monitoring_agent_manifests(env) if m["kind"] == "DaemonSet"]
     written = {
         "health-monitoring-agent": pod_from_spec("x", agent["spec"]["template"]["spec"], daemonset=True),
@@ -323,13 +324,13 @@ def test_the_secrets_store_daemonsets_run_wherever_ray_pods_run(name):
     """Every Ray pod mounts the token's CSI volume: the driver and the AWS provider must run on
     every pool a Ray pod selects (tainted HyperPod GPU groups included), with the tolerations
     the add-on is configured with, and their requests are counted there."""
-    from config import addons
+    from config.facts import addons
 
     env = load_environment(name)
     assert env.eks.ray_token_auth
     config_values = addons.secrets_store_configuration()
     assert config_values["tolerations"] == config_values["secrets-store-csi-driver"]["linux"]["tolerations"]
-    checked = {p.name: p for p in placement.platform_pods(env)}
+    checked = {p.name: p for p in placement.platform_pods(env, plan=registry.plan_of(env))}
     stores = [checked[n] for n in addons.SECRETS_STORE_DAEMONSETS]
     assert [(p.cpu_millis, p.memory_mib) for p in stores] == [(70, 140), (50, 100)]
     ray_pods = [p for n, p in checked.items() if n.startswith(("RayJob ", "RayService "))]
@@ -348,8 +349,8 @@ def test_the_secrets_store_daemonsets_run_wherever_ray_pods_run(name):
 @pytest.mark.parametrize("name", ENVS)
 def test_every_environment_places_every_pod(name):
     env = load_environment(name)
-    assert placement.check_against(env) == []
-    results = placement.situations(env)
+    assert placement.check_against(env, plan=registry.plan_of(env)) == []
+    results = placement.situations(env, plan=registry.plan_of(env))
     assert [r.situation for r in results][:2] == ["as configured", "RayService upgrade"]
     assert all(r.misfits == [] for r in results)
 
@@ -452,7 +453,7 @@ def test_rendered_chart_pods_take_the_place_of_the_built_ones():
         "tolerations": [{"operator": "Exists"}],
     }
     big = pod_from_spec("nvidia-device-plugin", spec, daemonset=True)
-    problems = placement.check_against(env, [big])
+    problems = placement.check_against(env, [big], plan=registry.plan_of(env))
     assert problems[0].startswith(
         "placement (as configured): pod 'RayJob train-llama-7b-bytes worker' does not fit node pool 'train-p5'"
     )
@@ -469,6 +470,7 @@ def test_rendered_chart_pods_take_the_place_of_the_built_ones():
                     daemonset=True,
                 )
             ],
+            plan=registry.plan_of(env),
         )
         == []
     )
@@ -483,11 +485,11 @@ def test_every_rendered_chart_pod_fits(name):
     env = load_environment(name)
     rendered = scheduling_pods(chart_pods(env))
     assert {"kuberay-operator", "nvidia-device-plugin", "aws-efa-k8s-device-plugin"} <= {p.name for p in rendered}
-    assert placement.check_against(env, rendered) == []
+    assert placement.check_against(env, rendered, plan=registry.plan_of(env)) == []
     # Each rendered pod is placed where Kubernetes would run it: a Deployment's replicas, a
     # DaemonSet on every node it selects (the MPS control daemon on none: no node is labelled
     # nvidia.com/mps.capable).
-    for result in placement.situations(env, rendered):
+    for result in placement.situations(env, rendered, plan=registry.plan_of(env)):
         placed: dict[str, int] = {}
         for pool in result.pools:
             for pod_name, count in result.pods_on(pool).items():
@@ -514,7 +516,11 @@ def test_the_training_head_is_sized_for_its_worker_nodes(name, worker_nodes, cpu
     head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]
     assert head == {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}}
     # The placement check places the same head (test_the_checked_pods_are_the_rendered_pods).
-    (checked,) = [p for p in placement.platform_pods(env) if p.name == f"RayJob train-{env.training.run_name} head"]
+    (checked,) = [
+        p
+        for p in placement.platform_pods(env, plan=registry.plan_of(env))
+        if p.name == f"RayJob train-{env.training.run_name} head"
+    ]
     assert (checked.cpu_millis, checked.memory_mib) == (int(cpu) * 1000, int(memory[:-2]) * 1024)
 
 
@@ -549,4 +555,4 @@ def test_a_training_head_too_big_for_the_system_nodes_is_a_placement_error():
     data["hyperpod"]["instance_groups"][0]["instance_count"] = 8
     data["eks"]["system_nodes"]["instance_type"] = "m7i.4xlarge"
     env = parse_environment(data, source="prod.yaml")
-    assert placement.check_against(env) == []
+    assert placement.check_against(env, plan=registry.plan_of(env)) == []

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from config import known_environments, load_environment
+from manifests import registry
+from manifests.check import load_checked
 from sizing import plan as plan_mod
-from sizing.check import load_checked
 
 
 @pytest.fixture
@@ -16,9 +17,9 @@ def derivations(monkeypatch):
     calls: list[str] = []
     real = plan_mod.derive
 
-    def counting(env):
+    def counting(env, *args):
         calls.append(env.name)
-        return real(env)
+        return real(env, *args)
 
     monkeypatch.setattr(plan_mod, "derive", counting)
     return calls
@@ -54,23 +55,22 @@ def computations(monkeypatch):
 @pytest.mark.parametrize("name", known_environments())
 def test_rendering_every_manifest_derives_the_plan_once(name, derivations, computations):
     from constructs.flow_table import flow_table
+    from manifests import inference as inference
+    from manifests import network_policy
+    from manifests import training as training
     from ops.submit import job as job_submit
     from sizing import placement, pods
-    from workloads.common import network_policy
-    from workloads.inference import manifest as inference
-    from workloads.training import manifest
-    from workloads.training import manifest as training
 
     env = load_checked(name)  # the entry points check the plan: the one derivation
     assert derivations == [name]
     training.render(env)
-    manifest.for_cluster(env)  # `python -m workloads.training --env`: the plan's settings
+    training.for_cluster(env)  # `python -m manifests train --env`: the plan's settings
     inference.render(env)
     if env.inference.llm.enabled:
         inference.render_llm(env)
     network_policy.render(env)
     flow_table(env)
-    placement.render_table(env)
+    placement.render_table(env, plan=registry.plan_of(env))
     p = job_submit.placement(env, instance_group=None, gpus=None, nodes=1)
     job_submit.render_job(env, name="count", command=["python", "t.py"], working_dir_uri="s3://b/k.zip", p=p)
     assert derivations == [name]
@@ -95,14 +95,14 @@ def test_another_config_is_another_plan(derivations):
     assert derivations == ["dev"]
     s = manifest.for_cluster(dev, {"num_workers": 2})
     assert len(derivations) == 2 and s.num_workers == 2
-    assert plan_mod.plan_of(dev).training is not None
-    assert plan_mod.plan_of(dev).training.placement.workers != 2 or dev.training.num_workers == 2
+    assert registry.plan_of(dev).training is not None
+    assert registry.plan_of(dev).training.placement.workers != 2 or dev.training.num_workers == 2
 
 
 def test_the_plan_holds_each_workloads_group_and_pod_shape():
     dev = load_environment("dev")
-    plan = plan_mod.plan_of(dev)
-    assert plan is plan_mod.plan_of(dev)
+    plan = registry.plan_of(dev)
+    assert plan is registry.plan_of(dev)
     t = plan.training
     assert t is not None and t.name == f"train-{dev.training.run_name}"
     assert t.group is dev.hyperpod.group(t.placement.group)
@@ -124,11 +124,11 @@ def test_the_rayjob_passes_the_plans_train_loop_settings_as_they_are(name):
     settings (workers, CPUs, storage path and strategy included)."""
     import shlex
 
-    from workloads.training import manifest
+    from manifests import training as manifest
     from workloads.training.__main__ import settings_from_args
 
     env = load_environment(name)
-    t = plan_mod.plan_of(env).training
+    t = registry.plan_of(env).training
     assert t is not None
     assert manifest.for_cluster(env) is t.settings
     assert t.settings.num_workers == t.placement.workers
@@ -142,7 +142,7 @@ def test_the_plans_settings_cannot_be_changed_by_a_reader():
     """Every reader of the plan shares its settings: they are frozen."""
     from pydantic import ValidationError
 
-    t = plan_mod.plan_of(load_environment("dev")).training
+    t = registry.plan_of(load_environment("dev")).training
     assert t is not None
     with pytest.raises(ValidationError, match="frozen"):
         t.settings.num_workers = 1

@@ -7,8 +7,8 @@ import pytest
 
 from config import load_environment
 from config.loader import parse_environment
+from manifests import registry
 from sizing import storage
-from sizing.plan import plan_of
 from sizing.training import flops_per_token, step_seconds
 from tests.config.config_data import config_errors, env_data
 
@@ -16,7 +16,7 @@ LLAMA_7B = 6_981_685_248
 
 
 def test_prod_checkpoint_is_12_bytes_per_parameter_over_the_fsdp_shards():
-    c = plan_of(load_environment("prod")).checkpoint
+    c = registry.plan_of(load_environment("prod")).checkpoint
     assert c is not None
     assert c.parameters == LLAMA_7B
     # fp32 parameters (4) and AdamW's two fp32 moments (8), whatever the bf16 compute precision.
@@ -38,14 +38,14 @@ def test_step_time_is_the_model_flops_over_the_gpus_peak_at_the_stated_mfu():
     per_token = 6 * 32 * per_block + 12 * 32 * 2048 * 4096
     assert flops_per_token(prod.training.model) == per_token == 45_098_729_472
     tokens = 32 * 8 * 2048  # workers x batch_size_per_worker x block_size
-    p = plan_of(prod).training.placement
+    p = registry.plan_of(prod).training.placement
     assert step_seconds(prod.training, p) == pytest.approx(tokens * per_token / (32 * 989.5e12 * 0.365))
     assert step_seconds(prod.training, p) == pytest.approx(2.0458, abs=1e-4)
 
 
 def test_fsx_throughput_is_capacity_times_the_per_tib_tier():
     assert storage.fsx_bytes_per_second(4800, 500) == 4800 / 1024 * 500 * 1e6 == 2_343_750_000
-    c = plan_of(load_environment("prod")).checkpoint
+    c = registry.plan_of(load_environment("prod")).checkpoint
     assert c is not None
     assert c.write_seconds == pytest.approx(83_780_222_976 / 2_343_750_000)  # 35.7 s
     assert c.export_seconds == c.write_seconds
@@ -98,7 +98,7 @@ def test_the_write_share_is_bounded_by_the_export():
 def test_cpu_workers_have_no_step_time_and_nothing_is_checked():
     data = env_data("dev")
     data["training"].update(gpus_per_worker=0)
-    c = plan_of(parse_environment(data, source="dev.yaml")).checkpoint
+    c = registry.plan_of(parse_environment(data, source="dev.yaml")).checkpoint
     assert c is not None and c.step_seconds is None and c.headroom is None and c.goodput is None
     assert storage.burst_problems(c) == []
     assert storage.table_row("dev", c)[5] == "n/a (CPU workers)"
@@ -106,7 +106,7 @@ def test_cpu_workers_have_no_step_time_and_nothing_is_checked():
 
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])
 def test_every_committed_environment_absorbs_its_burst(env):
-    c = plan_of(load_environment(env)).checkpoint
+    c = registry.plan_of(load_environment(env)).checkpoint
     assert c is not None and c.headroom is not None and c.headroom >= 1
 
 
@@ -118,7 +118,7 @@ def test_dev_step_time_is_the_a10g_peak_from_the_catalog():
 
     config = load_environment("dev")
     t = config.training
-    c = plan_of(config).checkpoint
+    c = registry.plan_of(config).checkpoint
     assert c is not None and c.accelerator == "A10G" and c.gpus == 2
     peak = catalog.GPU_DENSE_BF16_TFLOPS["A10G"]
     assert peak == 70.0
@@ -134,7 +134,7 @@ def test_a_chip_without_a_peak_gets_no_step_time_and_says_so(monkeypatch):
     from config import catalog
 
     monkeypatch.delitem(catalog.GPU_DENSE_BF16_TFLOPS, "A10G")
-    c = plan_of(load_environment("dev")).checkpoint
+    c = registry.plan_of(load_environment("dev")).checkpoint
     assert c is not None and c.accelerator == "A10G" and c.step_seconds is None and c.headroom is None
     assert storage.burst_problems(c) == []
     assert storage.table_row("dev", c)[5] == "n/a (no peak for the chip)"

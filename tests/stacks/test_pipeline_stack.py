@@ -311,7 +311,7 @@ def test_review_report_per_stage_environment(pipeline_app, tmp_path):
 def test_asset_stage_builds_and_pushes_the_workloads_image(pipeline_app):
     """The pipeline's Assets stage builds the workloads image (workloads/Dockerfile) once in a
     privileged (Docker) CodeBuild project and pushes it into every environment's account."""
-    from workloads.common import image
+    from manifests import image
 
     _, _, template, out = pipeline_app
     assets = next(s for s in _pipeline_stages(template) if s["Name"] == "Assets")

@@ -1,4 +1,4 @@
-"""The workloads image: one URI from synth, `python -m workloads render` and `ops`, the hash port
+"""The workloads image: one URI from synth, `python -m manifests render` and `ops`, the hash port
 against aws-cdk-lib itself, the Dockerfile (hadolint, base, user, digest slots), the pins against
 requirements.lock, and what the build context holds."""
 
@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from config import ConfigError, load_environment
-from workloads.common import image, k8s
+from manifests import image, k8s
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / image.DOCKERFILE
@@ -109,7 +109,7 @@ def _rendered_images(manifest: dict) -> set[str]:
 
 
 def _cli_render(kind: str, env: str) -> dict:
-    from workloads.__main__ import main
+    from manifests.__main__ import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -147,7 +147,7 @@ def test_no_bare_ray_image_in_any_rendered_manifest():
 
 
 def test_image_override_wins_and_a_missing_context_is_a_config_error(tmp_path, monkeypatch):
-    from workloads.training.manifest import render
+    from manifests.training import render
 
     cfg = load_environment("dev")
     over = cfg.model_copy(update={"training": cfg.training.model_copy(update={"image": "reg/x:1"})})
@@ -260,9 +260,17 @@ def test_context_holds_only_what_runs_on_the_cluster():
     files = image.context_files()
     assert "workloads/Dockerfile" in files and "workloads/image-requirements.txt" in files
     for f in files:
-        assert f.startswith(("workloads/", "config/", "sizing/")) or f == ".dockerignore", f
+        assert f.startswith(("workloads/", "config/")) or f == ".dockerignore", f
         assert not f.startswith(("tests/", "bench/", "rigs/_offline/")), f
         assert not f.endswith((".pyc", ".yaml")), f
+    # workloads/ is runtime only: it comes back whole, and no renderer is in it (they are in manifests/).
+    ignore = [li.strip() for li in (ROOT / ".dockerignore").read_text().splitlines()]
+    assert "!workloads/**" in ignore
+    assert not [li for li in ignore if li.startswith(("workloads/", "manifests/", "!manifests"))]
+    # No list of excluded files: the image is folders (config's own modules, workloads/ whole).
+    assert not [li for li in ignore if li.endswith(".py") and "*" not in li], "a file named in .dockerignore"
+    assert not [f for f in files if f.startswith(("sizing/", "config/facts/"))]
+    assert not [f for f in files if f.startswith("manifests/")]
     for harness in (
         "rigs/local_cluster.py",
         "rigs/rehearse_train.py",
@@ -270,9 +278,9 @@ def test_context_holds_only_what_runs_on_the_cluster():
         "rigs/rehearse_serve_ha.py",
         "rigs/loadtest.py",
         "rigs/_offline/sitecustomize.py",
-        "workloads/training/manifest.py",
-        "workloads/inference/manifest.py",
-        "workloads/common/network_policy.py",
+        "manifests/training.py",
+        "manifests/inference.py",
+        "manifests/network_policy.py",
     ):
         assert (ROOT / harness).exists() and harness not in files
 
@@ -280,10 +288,12 @@ def test_context_holds_only_what_runs_on_the_cluster():
 def test_every_workloads_module_the_image_ships_runs_on_the_cluster():
     """The renderers and generators run at deploy time (cdk synth, hpray) and stay out of the
     image: each module it holds is one the RayJob's entrypoint or the Serve app imports."""
-    from workloads.inference import serve_config
+    from manifests import serve_config
 
     files = set(image.context_files())
-    todo, used = ["workloads.training.__main__", serve_config.IMPORT_PATH.split(":")[0]], set()
+    roots = _registry_entrypoints()
+    assert {"workloads.training.__main__", serve_config.IMPORT_PATH.split(":")[0]} <= set(roots)
+    todo, used = list(roots), set()
     while todo:
         m = todo.pop()
         f = _module_file(m, files)
@@ -294,6 +304,24 @@ def test_every_workloads_module_the_image_ships_runs_on_the_cluster():
     packages = {f for f in files if f.endswith("__init__.py")}
     shipped = {f for f in files if f.endswith(".py")}
     assert shipped - packages == used - packages
+
+
+def _registry_entrypoints() -> list[str]:
+    """What runs on the cluster, per registered workload (manifests/registry.py) as rendered for
+    every environment: a RayJob's ``python -m`` module, a RayService's Serve import paths."""
+    from manifests import registry
+
+    roots: list[str] = []
+    for env in ENVS:
+        cfg = load_environment(env)
+        for w, _ in registry.deployed(cfg):
+            manifest = w.render(cfg)
+            if w.kind == "RayJob":
+                roots.append(re.match(r"python -m (\S+)", manifest["spec"]["entrypoint"]).group(1) + ".__main__")
+                continue
+            for app in yaml.safe_load(manifest["spec"]["serveConfigV2"])["applications"]:
+                roots.append(app["import_path"].split(":")[0])
+    return sorted({r for r in roots if r.split(".")[0] == "workloads"})
 
 
 def _local_imports(path: Path) -> set[str]:
@@ -316,12 +344,12 @@ def _module_file(mod: str, files: set[str]) -> str | None:
 
 
 def test_entrypoints_and_serve_import_paths_exist_in_the_image():
-    from workloads.inference import serve_config
-    from workloads.training import manifest as train_manifest
+    from manifests import serve_config
+    from manifests import training as train_manifest
 
     files = set(image.context_files())
     copied = set(re.findall(r"^COPY --chown=\S+ (\S+) /home/ray/app/", DOCKERFILE.read_text(), re.M))
-    assert copied == {"config", "sizing", "workloads"}
+    assert copied == {"config", "workloads"}
     in_image = {f for f in files if f.split("/")[0] in copied}
     entry = train_manifest.render(load_environment("prod"))["spec"]["entrypoint"]
     module = re.match(r"python -m (\S+) ", entry).group(1)
@@ -349,7 +377,7 @@ def test_entrypoints_and_serve_import_paths_exist_in_the_image():
 
 @pytest.mark.parametrize("kind", ["training", "inference", "inference-llm"])
 def test_rendered_yaml_has_no_anchors_or_aliases(kind):
-    from workloads.__main__ import main
+    from manifests.__main__ import main
 
     for env in ENVS:
         out = io.StringIO()

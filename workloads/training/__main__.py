@@ -1,8 +1,10 @@
 """Run the training job on the Ray cluster this process can reach.
 
-    python -m workloads.training --env prod [--set steps=1000 ...]     # placement from config
     python -m workloads.training --local --storage DIR [--set ...]     # tiny model, CPU workers
     python -m workloads.training --settings-json '{...}'               # as the RayJob renders it
+
+With an environment's placement (its plan, which lives with the deploy-time tools, not in the
+image): ``python -m manifests train --env prod [--set steps=1000 ...]`` from a checkout.
 
 Every input is checked before Ray starts; a bad one prints what is wrong and exits with 2.
 """
@@ -22,14 +24,13 @@ if TYPE_CHECKING:
 def settings_from_args(argv: list[str] | None = None) -> JobSettings:
     from pydantic import ValidationError
 
-    from config import ConfigError, load_environment
+    from config import ConfigError
     from config.job_settings import JobSettings
     from config.loader import format_validation_error
     from workloads.training import settings as S
 
     parser = argparse.ArgumentParser(prog="python -m workloads.training")
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--env", help="environment name (config/NAME.yaml)")
     mode.add_argument("--local", action="store_true", help="tiny model on CPU workers")
     mode.add_argument("--settings-json", help="exact JobSettings as JSON (what the RayJob passes)")
     parser.add_argument("--storage", help="storage path or s3:// URI (with --local)")
@@ -48,13 +49,9 @@ def settings_from_args(argv: list[str] | None = None) -> JobSettings:
             return JobSettings(**{**data, **overrides})
         except ValidationError as err:
             raise ConfigError("--settings-json", format_validation_error(err, root=JobSettings)) from None
-    if args.local:
-        if not args.storage:
-            raise ConfigError("command line", ["--storage: required with --local (a directory or s3:// URI)"])
-        return S.for_local(overrides, storage_path=args.storage)
-    from workloads.training.manifest import for_cluster
-
-    return for_cluster(load_environment(args.env), overrides)
+    if not args.storage:  # --local: the group is required
+        raise ConfigError("command line", ["--storage: required with --local (a directory or s3:// URI)"])
+    return S.for_local(overrides, storage_path=args.storage)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,9 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         return 2
+    return run_settings(s)
 
+
+def run_settings(s: JobSettings) -> int:
+    """Run the job with ``s`` on the Ray cluster this process reaches: 0 when it finished, 1 when
+    it failed, 2 when the cluster cannot run it."""
     import ray
 
+    from config import ConfigError
     from workloads.training.job import check_cluster, run
 
     ray.init(logging_level=logging.WARNING)

@@ -26,7 +26,7 @@ Exported (rank 0, at every report) through Ray's metrics API as gauges (not coun
 moves time out of ``productive``): ``ray_train_goodput_seconds{ray_train_run_name, bucket}`` and
 ``ray_train_goodput_ratio{ray_train_run_name}`` (the whole run's goodput). The names, and the
 PromQL of the goodput over a window, live in config/observability.py: the training dashboard's
-goodput panels (workloads/common/dashboards.py) and the ``TrainingGoodputLow`` alert
+goodput panels (manifests/dashboards.py) and the ``TrainingGoodputLow`` alert
 (constructs/observability.py) use them.
 """
 

@@ -17,8 +17,7 @@ from pydantic import ValidationError
 from config import ConfigError
 from config.job_settings import JobSettings, job_settings
 from config.loader import format_validation_error
-from config.training import Training
-from sizing.training import sharding_problems
+from config.training import Training, sharding_problems
 
 # The `training:` values of a run on one machine (validated as a Training section, like the
 # cluster's): the tiny preset (~0.13M parameters), a step in tens of milliseconds on a CPU core,

@@ -139,8 +139,8 @@ def test_logs_take_the_platforms_ray_token_from_secrets_manager_with_the_documen
     secret, never from a Kubernetes Secret; the AWS calls are the documented ones."""
     import boto3
 
-    from config import permissions
-    from config.names import ray_auth_secret_name
+    from config.facts import permissions
+    from config.facts.names import ray_auth_secret_name
     from tests.ops.fakes import REGION
     from tests.ops.test_ops_permissions import recording_aws
 

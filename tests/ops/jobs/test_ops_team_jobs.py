@@ -13,7 +13,7 @@ import pytest
 from constructs import team_access as ta
 
 from config import parse_environment
-from config.names import ray_auth_secret_name, team_ray_auth_secret_name
+from config.facts.names import ray_auth_secret_name, team_ray_auth_secret_name
 from ops.cli import main
 from tests.ops.fakes import REGION, env_data, head_pod, rayjob
 from tests.ops.kube_api import JobsApiStandIn, KubeApi

@@ -12,7 +12,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from config import parse_environment, permissions
+from config import parse_environment
+from config.facts import permissions
 from ops.reports.checks import FAIL, PASS, WARN
 from ops.reports.images import evaluate_credential, evaluate_rule, expected_rules, image_checks
 from ops.reports.status import problems_of

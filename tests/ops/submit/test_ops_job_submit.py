@@ -12,7 +12,8 @@ import boto3
 import pytest
 
 from config import parse_environment
-from config.jobs import JOBS_PREFIX
+from config.facts.jobs import JOBS_PREFIX
+from manifests import crd
 from ops.cli import main
 from ops.clients.aws import Aws
 from ops.errors import OpsError, UnschedulableError
@@ -20,7 +21,6 @@ from ops.submit import job as js
 from ops.submit import job_follow
 from ops.submit.follow import FollowOptions, Target
 from tests.ops.fakes import REGION, env_data, rayjob, submitter_pod
-from workloads.common import crd
 
 
 @pytest.fixture
@@ -127,8 +127,8 @@ def test_rendered_job_is_valid_for_kuberay_and_reads_the_uploaded_zip(dev):
 
 
 def test_rendered_job_runs_in_http_mode_and_the_network_policies_select_its_pods(dev):
-    from config.jobs import JOBS_WORKLOAD
-    from workloads.common import network_policy, security
+    from config.facts.jobs import JOBS_WORKLOAD
+    from manifests import network_policy, security
 
     p = js.placement(dev, instance_group=None, gpus=8, nodes=None)
     manifest = js.render_job(dev, name="llama-sft", command=["python", "t.py"], working_dir_uri="s3://b/k.zip", p=p)

@@ -27,9 +27,7 @@ def test_renderer_output_must_be_the_expected_kind(monkeypatch):
 
 def test_unregistered_or_broken_renderer_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(render, "renderers", dict)
-    with pytest.raises(
-        OpsError, match=r"no inference manifest renderer is registered \(workloads.__main__.RENDERERS\)"
-    ):
+    with pytest.raises(OpsError, match=r"no inference manifest renderer is registered \(manifests.registry\)"):
         render.render("inference", None)
     monkeypatch.setattr(render, "renderers", lambda: {"inference": "no_such_module_here:render"})
     with pytest.raises(OpsError, match="the inference manifest renderer no_such_module_here:render cannot be loaded"):

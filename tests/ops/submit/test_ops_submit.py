@@ -313,9 +313,9 @@ def test_the_configured_step_budget_makes_a_fraction_and_an_eta():
 
 
 def test_submit_applies_the_workload_renderers_manifest():
-    """No render_fn: the real renderer (workloads.__main__.RENDERERS) renders config/dev.yaml."""
+    """No render_fn: the real renderer (manifests.__main__.RENDERERS) renders config/dev.yaml."""
     from config import load_environment
-    from workloads.training.manifest import render as render_rayjob
+    from manifests.training import render as render_rayjob
 
     expected = render_rayjob(load_environment("dev"))
     name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]
@@ -340,7 +340,7 @@ def test_rendering_imports_neither_ray_nor_torch():
 
 def test_submit_inference_applies_the_rendered_rayservice():
     from config import load_environment
-    from workloads.inference.manifest import render as render_rayservice
+    from manifests.inference import render as render_rayservice
 
     expected = render_rayservice(load_environment("dev"))
     name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]
@@ -458,8 +458,8 @@ class TokenAuthKube(ScriptedKube):
 def test_following_a_run_sends_the_platforms_token_from_secrets_manager(shared_moto):
     import boto3
 
-    from config import permissions
-    from config.names import ray_auth_secret_name
+    from config.facts import permissions
+    from config.facts.names import ray_auth_secret_name
     from tests.ops.fakes import REGION
     from tests.ops.test_ops_permissions import recording_aws
 

@@ -18,13 +18,13 @@ import pytest
 import ops
 from artifacts import pinned
 from config import parse_environment, versions
+from manifests import crd
 from ops.cli import main
 from ops.errors import OpsError
 from ops.upgrade import kuberay_crds
 from ops.upgrade import plan as upgrade
 from tests.ops.fakes import env_data, rayjob
 from tests.ops.kube_api import KubeApi
-from workloads.common import crd
 
 # Loopback connections allowed (tests/ops/conftest.py no_network): the local Kubernetes API.
 LOOPBACK_ALLOWED = True

@@ -55,7 +55,7 @@ def checkpoints(tmp_path_factory) -> Path:
 def serve_app(checkpoints):
     """(base_url, deploy): the Generate app with 2 replicas on a head + 1 worker node cluster."""
     from config import load_environment
-    from workloads.inference import serve_config
+    from manifests import serve_config
 
     env = load_environment("dev")
     cluster = LocalCluster(worker_nodes=1, head_cpus=0, cpus_per_node=2, serve_env=serve_config.ray_env(env))

@@ -45,7 +45,7 @@ def _rendered_settings(cfg) -> dict:
     import json
     import shlex
 
-    from workloads.training.manifest import render
+    from manifests.training import render
 
     return json.loads(shlex.split(render(cfg)["spec"]["entrypoint"])[-1])
 

@@ -1,6 +1,6 @@
 """A job whose log follower is cut mid-run keeps running and finishes, on a real local Ray cluster.
 
-This is what the RayJob's HTTPMode relies on (workloads/training/manifest.py): KubeRay submits
+This is what the RayJob's HTTPMode relies on (manifests/training.py): KubeRay submits
 through the dashboard's Jobs API and polls the job's status; no `ray job submit --follow`
 process is tied to the job's fate, so a dropped log stream (here: the follower SIGKILLed) does
 not touch the Ray job, which Ray runs to SUCCEEDED.

@@ -11,10 +11,10 @@ import yaml
 
 from config import ConfigError, parse_environment
 from config.loader import CONFIG_DIR
-from workloads.training import manifest
+from manifests import training as manifest
+from manifests.training import render
 from workloads.training import settings as S
 from workloads.training.job import WORKER_GROUP_START_TIMEOUT_ENV, controller_env
-from workloads.training.manifest import render
 
 
 def _dev(**training):

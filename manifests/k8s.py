@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from config import catalog, names
-from sizing.pods import RAY_HEAD, RAY_HEAD_START_PARAMS, WorkerShape
+from config import catalog
+from config.facts import names
+from sizing.pods import RAY_HEAD, RAY_HEAD_START_PARAMS, WorkerShape, worker_scheduling
 
 # The Ray release the workloads are written for (Ray 2.60.0, Python 3.11). Every pod runs the
-# workloads image built from workloads/Dockerfile on it (workloads.common.image), never a bare
+# workloads image built from workloads/Dockerfile on it (manifests.image), never a bare
 # Ray image; tests/workloads/test_image.py keeps the Dockerfile's base on this release.
 RAY_VERSION = "2.60.0"
 # Ray Serve LLM (ray.serve.llm with its matching vLLM) of the same Ray release: the LLM RayService.
@@ -22,13 +23,15 @@ RAY_VERSION = "2.60.0"
 # CUDA 12.8 wheels any more); docs/workloads.md "The Ray Serve LLM service" gives the evidence.
 RAY_LLM_IMAGE = f"rayproject/ray-llm:{RAY_VERSION}-py312-cu130"
 
-# The names the EKS stack creates (config/names.py), under the names the manifests use.
+# The names the EKS stack creates (config/facts/names.py), under the names the manifests use.
 NAMESPACE = names.WORKLOADS_NAMESPACE
 SERVICE_ACCOUNT = names.WORKLOADS_SERVICE_ACCOUNT
 FSX_PVC = names.FSX_PVC
 SYSTEM_NODE_SELECTOR = names.SYSTEM_NODE_SELECTOR
 GPU_RESOURCE = names.GPU_RESOURCE
 EFA_RESOURCE = names.EFA_RESOURCE
+# KubeRay labels every Ray pod with its node type: head or worker.
+NODE_TYPE_LABEL = "ray.io/node-type"
 
 
 def labels(app: str, component: str) -> dict[str, str]:
@@ -151,16 +154,9 @@ def worker_group(
     that they fit) on the HyperPod nodes of its instance type; only nodes HyperPod reports
     healthy are eligible."""
     extra = {k: v for k, v in shape.resources.items() if k not in ("cpu", "memory")}
-    tolerations = [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} for t in (taints or [])]
-    if shape.gpus:
-        tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
-        "nodeSelector": {
-            names.INSTANCE_TYPE_LABEL: shape.instance_type,
-            names.HYPERPOD_HEALTH_LABEL: names.HYPERPOD_HEALTHY,
-        },
-        "tolerations": tolerations,
+        **worker_scheduling(shape, taints or []),
         "containers": [
             ray_container(
                 "ray-worker",

@@ -33,18 +33,13 @@ import json
 from typing import Any
 
 from config.environment import EnvironmentConfig
-from config.names import (
+from config.facts.names import (
     GCS_STORE_PORT,
     GCS_STORE_SECRET,
     GCS_STORE_SERVICE,
-    INFERENCE_APP,
-    LLM_APP,
     gcs_store_secret_name,
-    inference_service_name,
-    llm_service_name,
 )
-from workloads.common import k8s, security
-from workloads.common.network_policy import NODE_TYPE_LABEL
+from manifests import k8s, security
 
 GCS_STORE_SECRET_KEY = "auth_token"
 SECRET_PROVIDER_CLASS = "ray-gcs-store"
@@ -86,7 +81,7 @@ def with_gcs_fault_tolerance(cluster_spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def render_secret_provider_class(cfg: EnvironmentConfig) -> dict[str, Any]:
-    """``python -m workloads render gcs-store-secret-provider-class --env NAME``: syncs the
+    """``python -m manifests render gcs-store-secret-provider-class --env NAME``: syncs the
     Secrets Manager AUTH token into ``GCS_STORE_SECRET`` with the head pod's Pod Identity."""
     if not cfg.gcs_fault_tolerance:
         from config import ConfigError
@@ -118,18 +113,10 @@ def disruption_budgets(name: str, app: str) -> list[dict[str, Any]]:
                 "metadata": {"name": f"{name}-{role}", "namespace": k8s.NAMESPACE, "labels": k8s.labels(app, "ray")},
                 "spec": {
                     "maxUnavailable": 1,
-                    "selector": {"matchLabels": {security.WORKLOAD_LABEL: name, NODE_TYPE_LABEL: node_type}},
+                    "selector": {"matchLabels": {security.WORKLOAD_LABEL: name, k8s.NODE_TYPE_LABEL: node_type}},
                     # A pod that is not ready serves nothing: its eviction must not wait on the budget.
                     "unhealthyPodEvictionPolicy": "AlwaysAllow",
                 },
             }
         )
     return out
-
-
-def render_disruption_budgets(cfg: EnvironmentConfig) -> dict[str, Any]:
-    """``python -m workloads render inference-disruption-budgets --env NAME``: a v1 List of the
-    budgets of every RayService of ``cfg``."""
-    services = [(inference_service_name(cfg.name_prefix, cfg.inference.app_name), INFERENCE_APP)]
-    services += [(llm_service_name(cfg.name_prefix), LLM_APP)] if cfg.inference.llm.enabled else []
-    return {"apiVersion": "v1", "kind": "List", "items": [b for n, app in services for b in disruption_budgets(n, app)]}

@@ -1,12 +1,18 @@
-"""The one RayJob builder: the training job (``workloads/training/manifest.py``) and an ML
-engineer's own job (``ops/submit/job.py``) are both rendered through :func:`ray_job`, so the two
-share the submission mode, the deadlines and the pod security of the Ray cluster."""
+"""The one RayJob builder: the training job (``manifests/training.py``), an ML engineer's own job
+(``ops/submit/job.py``) and every RayJob workload of the registry (``render_job``) are all
+rendered through :func:`ray_job`, so they share the submission mode, the deadlines and the pod
+security of the Ray cluster."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from workloads.common import k8s, security
+from config import ConfigError
+from config.environment import EnvironmentConfig
+from manifests import image as image_mod
+from manifests import k8s, security
+from sizing.plan import JobPlan, Unplanned
 
 # Time from the RayJob's start to a Running cluster: node scheduling, the image pull (several GB)
 # and Ray start on every worker. 30 min is far above a healthy start and far below a run.
@@ -80,3 +86,43 @@ def ray_job(
             ),
         },
     }
+
+
+def render_job(
+    env: EnvironmentConfig,
+    plan: JobPlan | Unplanned | None,
+    *,
+    key: str,
+    app: str,
+    module: str,
+    ray_env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The RayJob of registry workload ``key`` from its ``plan``: ``python -m <module>`` (its
+    runtime folder, shipped in the workloads image) on the head and workers the plan sizes, with
+    the deadlines and image of ``hpray submit job`` RayJobs (``training.*``). Raises ConfigError
+    with the reason the plan keeps where it has none."""
+    if not isinstance(plan, JobPlan):
+        reasons = list(plan.problems) if plan is not None else []
+        raise ConfigError(f"{env.name}.yaml", reasons or [f"{key}: not deployed in {env.name}.yaml"])
+    image = image_mod.resolve(env, env.training.image, "training.image")
+    variables = dict(ray_env or {})
+    return ray_job(
+        metadata=k8s.metadata(plan.name, app),
+        entrypoint=f"python -m {module}",
+        runtime_env_yaml=k8s.runtime_env_yaml(variables),
+        head=k8s.head_group(image, app=app, env=k8s.env_list(variables) or None, resources=plan.head.resources),
+        workers=[
+            k8s.worker_group(
+                plan.worker,
+                group_name=plan.worker_group,
+                image=image,
+                app=app,
+                taints=list(plan.group.taints),
+                env=k8s.env_list(variables),
+            )
+        ],
+        workload=plan.name,
+        token_auth=env.eks.ray_token_auth,
+        active_deadline_s=env.training.active_deadline_seconds,
+        ttl_s=env.training.ttl_seconds_after_finished,
+    )

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from config import load_environment
-from workloads.common import crd, image, k8s
-from workloads.inference import manifest
+from manifests import crd, image, k8s
+from manifests import inference as manifest
 
 ENVS = ["dev", "staging", "prod"]
 
@@ -142,7 +142,7 @@ def test_llm_service_pulls_from_docker_hub_only_where_the_network_is_open():
 
 
 def test_serve_high_throughput_mode_is_on_every_ray_container():
-    from workloads.inference import serve_config
+    from manifests import serve_config
 
     def envs(m):
         cluster = m["spec"]["rayClusterConfig"]
@@ -173,8 +173,8 @@ def test_render_is_deterministic():
 
 
 def _render_cli(kind: str, env: str) -> subprocess.CompletedProcess:
-    """``python -m workloads render KIND --env ENV``, as a user runs it."""
-    cmd = [sys.executable, "-m", "workloads", "render", kind, "--env", env]
+    """``python -m manifests render KIND --env ENV``, as a user runs it."""
+    cmd = [sys.executable, "-m", "manifests", "render", kind, "--env", env]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 

@@ -13,13 +13,13 @@ import yaml
 
 from artifacts import pinned
 from config import load_environment
-from config import names as k8s_names
-from workloads.common import k8s, network_policy, security
-from workloads.inference import manifest as inference
-from workloads.training import manifest as training
+from config.facts import names as k8s_names
+from manifests import inference as inference
+from manifests import k8s, network_policy, security
+from manifests import training as training
 
 ENVS = ("dev", "staging", "prod")
-CHECKOV = Path(__file__).resolve().parents[3] / ".venv-checkov" / "bin" / "checkov"
+CHECKOV = Path(__file__).resolve().parents[2] / ".venv-checkov" / "bin" / "checkov"
 
 
 def workload_manifests(env: str) -> list[dict]:
@@ -200,7 +200,7 @@ def test_secret_provider_class_validates_against_the_driver_crd(env):
     import jsonschema
 
     from artifacts.pinned import secrets_store_crd_dir
-    from workloads.common import crd
+    from manifests import crd
 
     path = secrets_store_crd_dir() / "secrets-store.csi.x-k8s.io_secretproviderclasses.yaml"
     definition = yaml.safe_load(path.read_text())

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from config.environment import EnvironmentConfig
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 # The build context is the repository root (the image needs `workloads` and `config`); its
 # .dockerignore keeps everything else out.
 DOCKERFILE = "workloads/Dockerfile"

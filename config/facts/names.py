@@ -46,7 +46,7 @@ def team_ray_auth_secret_name(name_prefix: str, team: str) -> str:
     return f"{name_prefix}/teams/{team}/ray-auth-token"
 
 
-# GCS fault tolerance of the RayServices (constructs/gcs_store.py, workloads/inference/manifest.py):
+# GCS fault tolerance of the RayServices (constructs/gcs_store.py, manifests/inference.py):
 # the ElastiCache for Valkey endpoint behind a Kubernetes ExternalName Service (the endpoint's
 # host name is known only after deployment; the manifests name this Service), its TLS port, and
 # the Kubernetes Secret the Secrets Store CSI driver syncs its AUTH token into.
@@ -65,7 +65,7 @@ def stack_prefix(name_prefix: str) -> str:
     return "".join(part.capitalize() for part in name_prefix.split("-"))
 
 
-# The Ray workloads the platform renders (workloads/*/manifest.py). Their names, app labels and
+# The Ray workloads the platform renders (manifests/registry.py). Their names, app labels and
 # Serve port are facts here, so the NetworkPolicies, disruption budgets and the flow table read
 # them without rendering a manifest.
 SERVE_PORT = 8000
@@ -75,6 +75,9 @@ INFERENCE_APP = "inference"
 LLM_APP = "llm"
 # The generation app's Serve deployment (serveConfigV2; the autoscaling check names it).
 INFERENCE_DEPLOYMENT = "Generate"
+# Pods of namespaces labelled ``SERVE_CLIENT_LABEL=true`` may call the RayServices' Serve port
+# (manifests/network_policy.py): in-cluster clients, or an ingress controller placed there.
+SERVE_CLIENT_LABEL = "hyperpod-ray/serve-client"
 # Serve traffic goes to the worker pods' proxies only; the head (system nodes) stays control
 # (a RayService's ``excludeHeadPodFromServeSvc``).
 HEAD_IN_SERVE_SERVICE = False

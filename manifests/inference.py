@@ -4,7 +4,7 @@
 newest valid checkpoint. ``render_llm(env)``: Ray Serve LLM (``ray.serve.llm``, vLLM engine)
 serving a Hugging Face-format model stored on FSx or S3.
 
-Both use the shared building blocks of ``workloads.common.k8s`` (pinned image, head on the
+Both use the shared building blocks of ``manifests.k8s`` (pinned image, head on the
 ``system`` nodes, HyperPod node selectors, FSx PVC, service account). Worker pods are sized to
 replicas, not to whole nodes: a pod takes the GPUs of one replica (one engine for the LLM), so
 that a service can grow one GPU at a time, two services can share a group, and a NewCluster
@@ -31,20 +31,18 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from config import versions
+from config import ConfigError, versions
 from config.environment import EnvironmentConfig
-from config.names import (
+from config.facts.names import (
     HEAD_IN_SERVE_SERVICE,
     INFERENCE_APP,
     LLM_APP,
     SERVE_PORT,
-    inference_service_name,
-    llm_service_name,
 )
-from sizing.plan import ServicePlan, plan_of
-from workloads.common import ha, k8s, security
-from workloads.common import image as image_mod
-from workloads.inference import serve_config
+from manifests import ha, k8s, security, serve_config
+from manifests import image as image_mod
+from sizing import plan as plan_mod
+from sizing.plan import INFERENCE, LLM, ServicePlan, Unplanned, workload_plan
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -75,9 +73,14 @@ def _image(env: EnvironmentConfig) -> str:
     return image_mod.resolve(env, env.inference.image or env.training.image, "inference.image")
 
 
-def _service(plan: ServicePlan | None) -> ServicePlan:
-    assert plan is not None, "the config checks report a service without a group to run on"
-    return plan
+def _service(env: EnvironmentConfig, key: str) -> ServicePlan:
+    """The plan of RayService ``key``; where it has none, the reason the plan keeps is the
+    ConfigError (no GPU group to run on, say)."""
+    service = workload_plan(env, key, {INFERENCE: plan_mod.inference, LLM: plan_mod.llm}[key])
+    if not isinstance(service, ServicePlan):
+        problems = list(service.problems) if isinstance(service, Unplanned) else []
+        raise ConfigError(f"{env.name}.yaml", problems or [f"{key}: no plan"])
+    return service
 
 
 def _worker_group(plan: ServicePlan, *, image: str, app: str, env_vars: dict[str, str] | None = None) -> dict[str, Any]:
@@ -141,7 +144,7 @@ def _rayservice(
     }
     if env.gcs_fault_tolerance:
         # The head's metadata in the platform's Valkey store: a lost head pod does not take the
-        # service down (workloads/common/ha.py).
+        # service down (manifests/ha.py).
         spec = service["spec"]
         spec["rayClusterConfig"] = ha.with_gcs_fault_tolerance(spec["rayClusterConfig"])
     return service
@@ -149,21 +152,15 @@ def _rayservice(
 
 def render(env: EnvironmentConfig, *, reload: str | None = None) -> dict[str, Any]:
     """The RayService of the generation app."""
-    inf = env.inference
-    try:
-        inf.resolved_instance_group(env.hyperpod)
-    except KeyError as err:
-        from config import ConfigError
-
-        raise ConfigError(f"{env.name}.yaml", [f"inference.instance_group: {err.args[0]}"]) from None
+    service = _service(env, INFERENCE)
     image = _image(env)
     # Serve's mode (HAProxy ingress, throughput preset) must be the same in every Ray process:
     # the controller on the head decides the ingress, the workers run HAProxy and the replicas.
     ray_env = serve_config.ray_env(env)
-    worker = _worker_group(_service(plan_of(env).serve), image=image, app=APP, env_vars=ray_env)
+    worker = _worker_group(service, image=image, app=APP, env_vars=ray_env)
     return _rayservice(
         env,
-        name=inference_service_name(env.name_prefix, inf.app_name),
+        name=service.name,
         app=APP,
         serve_cfg=serve_config.serve_deploy_config(env, reload=reload),
         head=_head(image, APP, ray_env),
@@ -175,7 +172,7 @@ def llm_config(env: EnvironmentConfig) -> dict[str, Any]:
     """One ``ray.serve.llm`` LLMConfig (as a dict, the form serveConfigV2 args take)."""
     llm = env.inference.llm
     # The GPU type the engines ask for is the one the worker group declares (sizing/pods.py llm_worker).
-    accelerator = _service(plan_of(env).llm).worker.accelerator_type
+    accelerator = _service(env, LLM).worker.accelerator_type
     source: Any = {"bucket_uri": llm.model_source} if llm.model_source.startswith("s3://") else llm.model_source
     cfg: dict[str, Any] = {
         "model_loading_config": {"model_id": llm.model_id, "model_source": source},
@@ -203,8 +200,6 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
     """The RayService of Ray Serve LLM (vLLM engine) for ``inference.llm``."""
     llm = env.inference.llm
     if not llm.enabled:
-        from config import ConfigError
-
         raise ConfigError(
             f"{env.name}.yaml",
             [
@@ -217,7 +212,8 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
         image = versions.ecr_image(image, account=env.account, region=env.region)
     # Weights come from FSx or S3 only: no Hugging Face Hub traffic from a closed network.
     offline = {"HF_HUB_OFFLINE": "1"}
-    worker = _worker_group(_service(plan_of(env).llm), image=image, app=LLM_APP, env_vars=offline)
+    service = _service(env, LLM)
+    worker = _worker_group(service, image=image, app=LLM_APP, env_vars=offline)
     serve_cfg = {
         "proxy_location": "EveryNode",
         "http_options": {"host": "0.0.0.0", "port": SERVE_PORT},
@@ -232,7 +228,7 @@ def render_llm(env: EnvironmentConfig) -> dict[str, Any]:
     }
     return _rayservice(
         env,
-        name=llm_service_name(env.name_prefix),
+        name=service.name,
         app=LLM_APP,
         serve_cfg=serve_cfg,
         head=_head(image, LLM_APP),

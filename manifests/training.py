@@ -12,11 +12,11 @@ from typing import Any
 
 from config import ConfigError
 from config.environment import EnvironmentConfig
+from config.facts.names import TRAINING_APP
 from config.job_settings import JobSettings
-from config.names import TRAINING_APP, training_job_name
-from sizing.plan import TrainingPlan, plan_of
-from workloads.common import image as image_mod
-from workloads.common import k8s, rayjob
+from manifests import image as image_mod
+from manifests import k8s, rayjob
+from sizing.plan import TRAINING, TrainingPlan, Unplanned, training, workload_plan
 from workloads.training import settings as settings_mod
 
 APP = TRAINING_APP
@@ -46,11 +46,11 @@ GCS_ENV = {
 
 def training_plan(cfg: EnvironmentConfig) -> TrainingPlan:
     """The training job's plan of ``cfg`` (raises ConfigError when ``training:`` does not fit)."""
-    plan = plan_of(cfg)
-    if plan.training_problems:
-        raise ConfigError(f"{cfg.name}.yaml", list(plan.training_problems))
-    assert plan.training is not None, "a training job without problems is placed"
-    return plan.training
+    plan = workload_plan(cfg, TRAINING, training)
+    if isinstance(plan, Unplanned):
+        raise ConfigError(f"{cfg.name}.yaml", list(plan.problems))
+    assert isinstance(plan, TrainingPlan), "the training job is always planned or unplanned"
+    return plan
 
 
 def for_cluster(cfg: EnvironmentConfig, overrides: dict[str, Any] | None = None) -> JobSettings:
@@ -72,7 +72,7 @@ def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     settings_json = json.dumps(plan.settings.to_dict(), sort_keys=True, separators=(",", ":"))
     entrypoint = f"python -m workloads.training --settings-json {shlex.quote(settings_json)}"
     env = k8s.env_list(RAY_ENV)
-    name = training_job_name(t.run_name)
+    name = plan.name  # the plan names it (config.facts.names.training_job_name)
     return rayjob.ray_job(
         metadata=k8s.metadata(name, APP),
         entrypoint=entrypoint,

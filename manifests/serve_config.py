@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from config.environment import EnvironmentConfig
-from config.names import INFERENCE_DEPLOYMENT
+from config.facts.names import INFERENCE_DEPLOYMENT
 
 IMPORT_PATH = "workloads.inference.app:app_builder"
 DEPLOYMENT = INFERENCE_DEPLOYMENT

@@ -14,9 +14,8 @@ import yaml
 
 from config import load_environment
 from config.catalog import instance_spec
-from sizing.plan import plan_of
-from workloads.common import crd, image, k8s
-from workloads.training.manifest import render
+from manifests import crd, image, k8s, registry
+from manifests.training import render
 
 ENVS = ["dev", "staging", "prod"]
 
@@ -49,7 +48,7 @@ def test_strict_validation_rejects_unknown_and_mistyped_fields(env_and_job):
 
 def test_workers_come_from_the_hyperpod_group(env_and_job):
     cfg, job = env_and_job
-    placement = plan_of(cfg).training.placement
+    placement = registry.plan_of(cfg).training.placement
     group = cfg.hyperpod.group(placement.group)
     spec = instance_spec(group.instance_type)
     (wg,) = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
@@ -111,7 +110,7 @@ def test_prod_p5_group():
 
 def test_cli_prints_the_same_manifest():
     out = subprocess.run(
-        [sys.executable, "-m", "workloads", "render", "training", "--env", "prod"],
+        [sys.executable, "-m", "manifests", "render", "training", "--env", "prod"],
         capture_output=True,
         text=True,
         check=True,
@@ -121,7 +120,7 @@ def test_cli_prints_the_same_manifest():
 
 def test_cli_unknown_environment():
     out = subprocess.run(
-        [sys.executable, "-m", "workloads", "render", "training", "--env", "nope"], capture_output=True, text=True
+        [sys.executable, "-m", "manifests", "render", "training", "--env", "nope"], capture_output=True, text=True
     )
     assert out.returncode == 2 and out.stdout == ""
     assert "unknown environment 'nope'; known environments: dev, prod, staging" in out.stderr

@@ -8,7 +8,7 @@ import json
 from constructs import observability as co
 
 from config import load_environment
-from workloads.common import dashboards
+from manifests import dashboards
 
 
 def test_committed_dashboards_are_the_pinned_rays(capsys):

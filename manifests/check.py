@@ -1,9 +1,11 @@
-"""Load an environment and check it against its plan: what the entry points (app.py, the
-pipeline, ``hpray``, ``python -m sizing``, the rigs) call before they use a config.
+"""Load an environment and check it against the plan of every registered workload: what the entry
+points (app.py, the pipeline, ``hpray``, ``python -m manifests check``, the rigs) call before they
+use a config.
 
 ``config.loader`` returns the typed config only (the container image and the renderers need no
-more); the checks over the plan live here, above the config: placement, the autoscaling check and
-the checkpoint burst against FSx (``sizing.placement.problems``). A problem is a
+more); the checks over the plan run here, above the registry (manifests/registry.py), so a
+workload added to the registry is checked with no other edit: placement, the autoscaling check
+and the checkpoint burst against FSx (``sizing.placement.problems``). A problem is a
 :class:`config.ConfigError` line, with the ``file:line:column`` of its key when the config came
 from a file, as the loader's own errors.
 """
@@ -16,14 +18,20 @@ from typing import Any
 from config.environment import EnvironmentConfig
 from config.errors import ConfigError
 from config.loader import CONFIG_DIR, Place, load_environment_with_place, parse_environment, with_place
+from manifests import registry
 from sizing import placement
+
+
+def problems(env: EnvironmentConfig) -> list[str]:
+    """Every problem of ``env``'s registered workloads, one line each (empty: all fit)."""
+    return placement.problems(env, registry.plan_of(env))
 
 
 def check(env: EnvironmentConfig, *, source: str = "<config>", place: Place | None = None) -> EnvironmentConfig:
     """``env`` itself when it passes the checks over its plan; ConfigError with every problem."""
-    problems = placement.problems(env)
-    if problems:
-        raise ConfigError(source, [with_place(line, (), place) for line in problems])
+    found = problems(env)
+    if found:
+        raise ConfigError(source, [with_place(line, (), place) for line in found])
     return env
 
 

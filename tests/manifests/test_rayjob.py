@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from config import load_environment
-from config.jobs import JOBS_WORKLOAD
+from config.facts.jobs import JOBS_WORKLOAD
+from manifests import crd, rayjob
+from manifests import training as training
 from ops.submit import job as js
-from workloads.common import crd, rayjob
-from workloads.training import manifest as training
 
 
 @pytest.fixture(scope="module")

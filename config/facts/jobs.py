@@ -7,8 +7,8 @@ from __future__ import annotations
 # download the zip as their runtime_env working_dir; nothing in the cluster writes here.
 JOBS_PREFIX = "jobs/"
 
-# Value of the workload label (workloads/common/security.WORKLOAD_LABEL) on every pod of every
-# ``submit job`` RayJob: the namespace's NetworkPolicies (workloads/common/network_policy.py) are
+# Value of the workload label (manifests/security.py WORKLOAD_LABEL) on every pod of every
+# ``submit job`` RayJob: the namespace's NetworkPolicies (manifests/network_policy.py) are
 # rendered at deploy time for fixed workload names, and users' jobs get names at submit time, so
 # they share one workload: a user job's pods reach each other and the pods of other user jobs in
 # the namespace, not the platform's training job or services.

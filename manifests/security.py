@@ -10,7 +10,7 @@ spec:
   ``secretName``) into the head, the workers, the ``wait-gcs-ready`` init container, the
   autoscaler and a K8sJobMode submitter, and reads the same Secret itself to call the
   dashboard (ray-operator/controllers/ray/common/pod.go, utils/util.go at v1.7.0): that is how
-  the HTTPMode RayJob (workloads/training/manifest.py, no submitter pod) submits its job. With
+  the HTTPMode RayJob (manifests/training.py, no submitter pod) submits its job. With
   ``secretName`` set the operator creates no Secret of its own.
 - The token's source is AWS Secrets Manager: the Kubernetes Secret ``AUTH_SECRET`` is synced
   by the Secrets Store CSI driver with the AWS provider (ASCP) from the SecretProviderClass
@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from config.names import ray_auth_secret_name
-from workloads.common import k8s
+from config.facts.names import ray_auth_secret_name
+from manifests import k8s
 
 if TYPE_CHECKING:
     from config.environment import EnvironmentConfig
@@ -80,8 +80,8 @@ def workload_labels(workload: str) -> dict[str, str]:
 CHECKOV_SKIPS = {
     "CKV_K8S_8": "KubeRay 1.7 injects the Ray liveness probe into head and worker containers (common/pod.go initLivenessAndReadinessProbe).",
     "CKV_K8S_9": "KubeRay 1.7 injects the Ray readiness probe into head and worker containers (common/pod.go initLivenessAndReadinessProbe).",
-    "CKV_K8S_15": "IfNotPresent on purpose: the images are multi-GB pinned Ray release tags (workloads/common/k8s.py) and every node pull costs minutes of GPU time.",
-    "CKV_K8S_43": "Images are pinned by Ray release tag in workloads/common/k8s.py (one place for pins); config.image may give a digest.",
+    "CKV_K8S_15": "IfNotPresent on purpose: the images are multi-GB pinned Ray release tags (manifests/k8s.py) and every node pull costs minutes of GPU time.",
+    "CKV_K8S_43": "Images are pinned by Ray release tag in manifests/k8s.py (one place for pins); config.image may give a digest.",
     "CKV_K8S_40": "The Ray images run as their own user ray (uid 1000) that owns /home/ray and the Python install there; another uid cannot use them.",
 }
 
@@ -254,7 +254,7 @@ def synced_secrets(cfg: EnvironmentConfig) -> list[SyncedSecret]:
 
 
 def render_secret_provider_class(cfg: EnvironmentConfig) -> dict[str, Any]:
-    """``python -m workloads render secret-provider-class --env NAME``."""
+    """``python -m manifests render secret-provider-class --env NAME``."""
     secrets = synced_secrets(cfg)
     if not secrets:
         from config import ConfigError

@@ -1,5 +1,5 @@
 """NetworkPolicies of the Ray workloads' namespace, rendered from the same config as the RayJob
-and RayServices (``python -m workloads render network-policies --env NAME``).
+and RayServices (``python -m manifests render network-policies --env NAME``).
 
 Ingress only, default deny: a pod of the namespace accepts
 - any TCP from the pods of its own workload (one RayJob or RayService: head and workers; the
@@ -33,27 +33,19 @@ from typing import Any
 
 from config import observability as obs
 from config.environment import EnvironmentConfig
-from config.jobs import JOBS_WORKLOAD
-from config.names import (
-    HEAD_IN_SERVE_SERVICE,
-    KUBERAY_NAMESPACE,
-    RAY_DASHBOARD_PORT,
-    SERVE_PORT,
-    inference_service_name,
-    llm_service_name,
-    training_job_name,
-)
-from workloads.common import k8s, security
+from config.facts import names
+from config.facts.jobs import JOBS_WORKLOAD
+from config.facts.names import KUBERAY_NAMESPACE, RAY_DASHBOARD_PORT, SERVE_PORT
+from manifests import k8s, registry, security
 
 # The chart's app.kubernetes.io/name (kuberay-operator, no nameOverride in constructs/kuberay.py);
 # tests check it against the rendered chart.
 OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "kuberay-operator"}
-# KubeRay labels every Ray pod with its node type: head or worker.
-NODE_TYPE_LABEL = "ray.io/node-type"
+NODE_TYPE_LABEL = k8s.NODE_TYPE_LABEL
 # KubeRay's defaults, and the ports the head template names "dashboard" and "serve"
 # (ray-operator/controllers/ray/utils/constant.go:107 and :110 at v1.7.0).
 DASHBOARD_PORT = RAY_DASHBOARD_PORT
-SERVE_CLIENT_LABEL = "hyperpod-ray/serve-client"
+SERVE_CLIENT_LABEL = names.SERVE_CLIENT_LABEL
 
 
 def _policy(
@@ -90,11 +82,18 @@ def operator_ports(*, serve: bool, head_serves: bool) -> tuple[int, ...]:
 
 
 def workload_policies(
-    workload: str, *, serve: bool, head_serves: bool = False, namespace: str = k8s.NAMESPACE
+    workload: str,
+    *,
+    serve: bool,
+    head_serves: bool = False,
+    namespace: str = k8s.NAMESPACE,
+    port: int = SERVE_PORT,
+    clients_label: str = names.SERVE_CLIENT_LABEL,
 ) -> list[dict[str, Any]]:
     """The policies of one RayJob (``serve`` False) or RayService (True) named ``workload``;
     ``head_serves``: the RayService's head is in its Serve Service (``excludeHeadPodFromServeSvc``
-    false, KubeRay's default)."""
+    false, KubeRay's default); ``port``: its Serve port, which pods of namespaces labelled
+    ``clients_label=true`` may call."""
     own = security.workload_labels(workload)
     head = {**own, NODE_TYPE_LABEL: "head"}
     serving = own if head_serves else {**own, NODE_TYPE_LABEL: "worker"}
@@ -114,8 +113,8 @@ def workload_policies(
                 serving,
                 [
                     {
-                        "from": [{"namespaceSelector": {"matchLabels": {SERVE_CLIENT_LABEL: "true"}}}],
-                        "ports": _tcp(SERVE_PORT),
+                        "from": [{"namespaceSelector": {"matchLabels": {clients_label: "true"}}}],
+                        "ports": _tcp(port),
                     }
                 ],
             )
@@ -158,18 +157,19 @@ def head_serves(manifest: dict[str, Any]) -> bool:
     return manifest["kind"] == "RayService" and not manifest["spec"].get("excludeHeadPodFromServeSvc", False)
 
 
-def workloads(cfg: EnvironmentConfig) -> list[tuple[str, bool, bool]]:
-    """(workload name, serves, head serves) of every RayJob/RayService rendered for ``cfg``, and
-    the one workload all ``hpray submit job`` RayJobs share (config/jobs.py)."""
-    services = [inference_service_name(cfg.name_prefix, cfg.inference.app_name)]
-    services += [llm_service_name(cfg.name_prefix)] if cfg.inference.llm.enabled else []
-    out = [(training_job_name(cfg.training.run_name), False, False), (JOBS_WORKLOAD, False, False)]
-    return out + [(name, True, HEAD_IN_SERVE_SERVICE) for name in services]
+def workloads(cfg: EnvironmentConfig) -> list[tuple[str, registry.Serving | None]]:
+    """(workload name, what it serves: None for a RayJob) of every RayJob/RayService the registry
+    renders for ``cfg`` (manifests/registry.py, with a plan or not): the RayJobs, the one workload
+    all ``hpray submit job`` RayJobs share (config/facts/jobs.py), then the RayServices."""
+    deployed = registry.deployed(cfg)
+    jobs: list[tuple[str, registry.Serving | None]] = [(name, None) for w, name in deployed if w.kind == "RayJob"]
+    services = [(name, w.serves or registry.Serving()) for w, name in deployed if w.kind == "RayService"]
+    return [*jobs, (JOBS_WORKLOAD, None), *services]
 
 
 def team_policies(namespace: str, *, vpc_cidr: str) -> list[dict[str, Any]]:
     """A team namespace's policies (constructs/team_access.py): the same default deny, the
-    rules of the one workload its ``hpray submit job`` RayJobs share (config/jobs.py), and the
+    rules of the one workload its ``hpray submit job`` RayJobs share (config/facts/jobs.py), and the
     metrics collector's scrapes (the VPC's primary CIDR ``vpc_cidr``)."""
     return [
         default_deny(namespace),
@@ -181,8 +181,13 @@ def team_policies(namespace: str, *, vpc_cidr: str) -> list[dict[str, Any]]:
 def render(cfg: EnvironmentConfig) -> dict[str, Any]:
     """A v1 List of the namespace's NetworkPolicies for ``cfg``."""
     items = [default_deny()]
-    for name, serve, head in workloads(cfg):
-        items += workload_policies(name, serve=serve, head_serves=head)
+    for name, serves in workloads(cfg):
+        if serves is None:
+            items += workload_policies(name, serve=False)
+        else:
+            items += workload_policies(
+                name, serve=True, head_serves=serves.head_serves, port=serves.port, clients_label=serves.clients_label
+            )
     items.append(metrics_policy(cfg))
     return {"apiVersion": "v1", "kind": "List", "items": items}
 

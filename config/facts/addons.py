@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from config.names import HYPERPOD_HEALTH_LABEL, INSTANCE_TYPE_LABEL, SYSTEM_NODE_SELECTOR
+from config.facts.names import HYPERPOD_HEALTH_LABEL, INSTANCE_TYPE_LABEL, SYSTEM_NODE_SELECTOR
 
 # One operator reconciles every RayCluster/RayJob/RayService of the platform: a few dozen objects.
 # 100m/512Mi is the chart's own request; the limits leave headroom for reconcile bursts when

@@ -40,7 +40,7 @@ STATUS = (
 # Manager's call on the caller's behalf): scope both to that secret and key.
 RAY_TOKEN = ("secretsmanager:GetSecretValue", "kms:Decrypt")
 SUBMIT = ("eks:DescribeCluster", *RAY_TOKEN)
-# submit job uploads the working directory to jobs/<job>/ of the checkpoint bucket (config/jobs.py):
+# submit job uploads the working directory to jobs/<job>/ of the checkpoint bucket (config/facts/jobs.py):
 # HeadObject (allowed by s3:GetObject) skips an upload of identical code; the bucket's SSE-KMS key
 # needs kms:GenerateDataKey for the put. Scope both to that prefix and key.
 SUBMIT_JOB = ("eks:DescribeCluster", "s3:GetObject", "s3:PutObject", "kms:GenerateDataKey", *RAY_TOKEN)

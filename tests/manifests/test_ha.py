@@ -1,4 +1,4 @@
-"""workloads/common/ha.py: gcsFaultToleranceOptions of every RayService (KubeRay 1.7 CRD and
+"""manifests/ha.py: gcsFaultToleranceOptions of every RayService (KubeRay 1.7 CRD and
 the operator's own validation rules), the token's SecretProviderClass, the PodDisruptionBudgets."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import kubernetes_validate
 import pytest
 
 from config import ConfigError, load_environment
-from config.names import GCS_STORE_SECRET, gcs_store_secret_name
-from workloads.common import crd, ha, security
-from workloads.common.network_policy import NODE_TYPE_LABEL
-from workloads.inference import manifest
+from config.facts.names import GCS_STORE_SECRET, gcs_store_secret_name
+from manifests import crd, disruption_budgets, ha, security
+from manifests import inference as manifest
+from manifests.network_policy import NODE_TYPE_LABEL
 
 ENVS = ("dev", "staging", "prod")
 
@@ -106,7 +106,7 @@ def test_secret_provider_class_syncs_the_token_the_store_uses(env):
 @pytest.mark.parametrize("env", ENVS)
 def test_disruption_budgets_validate_and_select_each_services_pods(env):
     cfg = config(env)
-    budgets = ha.render_disruption_budgets(cfg)["items"]
+    budgets = disruption_budgets.render_disruption_budgets(cfg)["items"]
     for b in budgets:
         kubernetes_validate.validate(b, cfg.eks.kubernetes_version, strict=True)
     by_name = {b["metadata"]["name"]: b for b in budgets}

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from config import ConfigError, load_environment
-from workloads.common import crd, k8s, security
-from workloads.inference import manifest as inference
-from workloads.training import manifest as training
+from manifests import crd, k8s, security
+from manifests import inference as inference
+from manifests import training as training
 
 ENVS = ("dev", "staging", "prod")
 
@@ -260,7 +260,7 @@ def test_harden_keeps_what_the_renderer_set():
 def test_rendered_yaml_names_no_token():
     for kind in ("training", "inference"):
         out = subprocess.run(
-            [sys.executable, "-m", "workloads", "render", kind, "--env", "prod"],
+            [sys.executable, "-m", "manifests", "render", kind, "--env", "prod"],
             capture_output=True,
             text=True,
             check=True,

@@ -1,0 +1,166 @@
+"""The registry of workloads (manifests/registry.py): the plan, the renderers, the NetworkPolicies,
+the placement and autoscaling checks and the review all read it, so a workload registered there
+is seen everywhere with no other edit."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+import yaml
+
+from config import load_environment
+from manifests import check, crd, disruption_budgets, network_policy, registry
+from sizing import placement
+from sizing import plan as plan_mod
+from sizing.plan import JobPlan, ServicePlan, Unplanned
+
+ENVS = ("dev", "staging", "prod")
+
+
+@pytest.fixture
+def smoke():
+    """A small extra RayJob in a temporary registry: one whole node of the default GPU group,
+    running ``python -m workloads.smoke``; the registry is the built-in one again after the test."""
+    w = registry.rayjob(
+        "smoke",
+        plan_mod.whole_node_job("smoke-test", nodes=1),
+        app="smoke",
+        module="workloads.smoke",
+        title="smoke test",
+    )
+    with registry.registered(w):
+        yield w
+    assert registry.workloads() == registry.WORKLOADS
+
+
+def test_a_renderer_reads_its_own_workload_plan_from_the_registrys_plan():
+    """The built-in workloads in the registry's order; a renderer that needs only its own
+    workload's plan (manifests/training.py, manifests/inference.py) gets the very object of the
+    registry's plan, and the checks over that plan pass."""
+    from manifests import training
+
+    assert [w.key for w in registry.WORKLOADS] == ["training", "inference", "inference-llm"]
+    env = load_environment("dev")
+    assert training.training_plan(env) is registry.plan_of(env).training
+    assert plan_mod.workload_plan(env, "training", registry.get("training").plan) is registry.plan_of(env).training
+    assert check.problems(env) == []
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_each_workload_has_its_kind_and_name_in_the_plan_and_its_manifest(name):
+    env = load_environment(name)
+    plan = registry.plan_of(env)
+    for w, k8s_name in registry.deployed(env):
+        p = plan.workloads[w.key]
+        assert p.kind == w.kind and p.name == k8s_name
+        manifest = w.render(env)
+        assert manifest["kind"] == w.kind and manifest["metadata"]["name"] == k8s_name
+        assert manifest["metadata"]["labels"]["app.kubernetes.io/name"] == w.app
+        assert (w.serves is not None) == (w.kind == "RayService")
+
+
+def test_what_the_generation_service_serves_is_what_its_serve_config_and_demands_name():
+    from manifests import serve_config
+
+    serves = registry.get("inference").serves
+    assert serves is not None and serves.deployment == serve_config.DEPLOYMENT
+    plan = registry.plan_of(load_environment("prod"))
+    assert plan.serve is not None and plan.serve.demands[0].who == f"deployment {serves.deployment}"
+    policies = {p["metadata"]["name"]: p["spec"] for p in network_policy.render(load_environment("prod"))["items"]}
+    (rule,) = policies[f"{plan.serve.name}-serve-ingress"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": serves.port}]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {serves.clients_label: "true"}}}]
+
+
+def test_a_service_without_a_plan_keeps_the_reason_and_the_manifest_reports_it():
+    from config import ConfigError
+    from manifests import inference
+
+    dev = load_environment("dev")
+    hyperpod = dev.hyperpod.model_copy(
+        update={"instance_groups": [g for g in dev.hyperpod.instance_groups if not g.is_gpu]}
+    )
+    env = dev.model_copy(update={"hyperpod": hyperpod})
+    reason = registry.plan_of(env).workloads["inference"]
+    assert isinstance(reason, Unplanned) and reason.problems == (
+        "inference.instance_group: no GPU instance group in hyperpod.instance_groups; set inference.instance_group",
+    )
+    with pytest.raises(ConfigError) as err:
+        inference.render(env)
+    assert err.value.errors == list(reason.problems)
+
+
+def test_a_registered_workload_is_planned_rendered_policed_placed_and_reviewed(smoke):
+    from manifests.__main__ import main
+    from ops import render as ops_render
+    from review.document import Document
+    from review.placement import placement_section
+
+    env = load_environment("dev")
+    plan = registry.plan_of(env)
+    # The plan: its own entry, after the built-in ones, and those unchanged.
+    assert list(plan.workloads)[-1] == "smoke"
+    job = plan.workloads["smoke"]
+    assert isinstance(job, JobPlan) and job.name == "smoke-test" and job.worker.max_replicas == 1
+    assert isinstance(plan.serve, ServicePlan) and plan.training is not None
+    # Its manifest: `python -m manifests render smoke` and `hpray submit`'s seam, valid for KubeRay.
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["render", "smoke", "--env", "dev"]) == 0
+    manifest = yaml.safe_load(out.getvalue())
+    assert manifest == ops_render.render("smoke", env) == smoke.render(env)
+    assert manifest["kind"] == "RayJob" and manifest["metadata"]["name"] == "smoke-test"
+    assert manifest["spec"]["entrypoint"] == "python -m workloads.smoke"
+    assert crd.validate(manifest) == []
+    # `hpray submit smoke --dry-run` offers and prints it (no client made).
+    from ops.cli import main as hpray
+
+    def refuse(*_a, **_k):
+        raise AssertionError("a dry run made a client")
+
+    submitted, err = io.StringIO(), io.StringIO()
+    code = hpray(
+        ["submit", "smoke", "--env", "dev", "--dry-run"],
+        out=submitted,
+        err=err,
+        prog="hpray",
+        aws_factory=refuse,
+        kube_factory=refuse,
+    )
+    assert (code, err.getvalue()) == (0, "")
+    assert yaml.safe_load(submitted.getvalue()) == manifest
+    # Its NetworkPolicies, among the RayJobs (before the RayServices'); no disruption budget (a RayJob).
+    policies = [p["metadata"]["name"] for p in network_policy.render(env)["items"]]
+    assert {"smoke-test-ray-internal", "smoke-test-from-operator"} <= set(policies)
+    assert "smoke-test-serve-ingress" not in policies
+    assert policies.index("smoke-test-ray-internal") < policies.index(f"{plan.serve.name}-ray-internal")
+    budgets = [b["metadata"]["name"] for b in disruption_budgets.render_disruption_budgets(env)["items"]]
+    assert not [b for b in budgets if b.startswith("smoke-test")]
+    # The placement check places its head and worker pods in every situation.
+    for situation in ("configured", "upgrade", "node-loss"):
+        names = {pod.name for pod in placement.platform_pods(env, situation, lost_group=job.group.name, plan=plan)}
+        assert {"RayJob smoke-test head", "RayJob smoke-test worker"} <= names, situation
+    assert any("RayJob smoke-test head" in row[3] for row in placement.table(env, plan))
+    assert check.problems(env) == placement.problems(env, plan)
+    # The review's placement table lists it.
+    doc = Document("review")
+    placement_section(doc, "dev")
+    assert "RayJob smoke-test worker" in doc.markdown()
+    # The review's Ray diagram: a head and a worker node of it (review/diagram_ray.py).
+    from review.diagram_graph import Graph
+    from review.diagram_ray import add_ray
+
+    g = Graph(groups={job.group.name: "n_group"}, pools={"n_group": []})
+    add_ray(g, env, {})
+    assert any("smoke test RayJob" in label and "smoke-test" in label for label in g.nodes.values())
+
+
+def test_the_registry_is_the_built_in_one_outside_the_block(smoke):
+    assert "smoke" in [w.key for w in registry.workloads()]
+    with pytest.raises(ValueError, match="unique"), registry.registered(smoke):
+        pass
+    env = load_environment("dev")
+    assert "smoke" in registry.plan_of(env).workloads
+    assert "smoke" not in plan_mod.plan_of(env, tuple((w.key, w.plan) for w in registry.WORKLOADS)).workloads
