@@ -1,0 +1,339 @@
+"""The pretokenize pipeline: raw documents → fixed-size token shards and a manifest, on Ray Data.
+
+Scheme (resumable, memory bounded per worker, nothing of the corpus on the driver):
+
+1. **List** the input files (sorted; a file, a directory or an ``s3://`` prefix). Each file is
+   one *unit* named by a stable key, ``<index>-<sha256(path, size)[:12]>``.
+2. **Tokenize** (Ray Data): ``from_items(units)`` → ``map_batches(TokenizeFiles, batch_size=1)``
+   on an actor pool; each actor loads the tokenizer once. A unit streams its file (Parquet row
+   groups in batches, JSON Lines line by line, a text file as one document), tokenizes
+   ``docs_per_batch`` documents at a time, appends EOS after each, routes each document to
+   ``train`` or ``validation`` by a keyed hash of its text (:func:`is_validation`), and appends
+   the ids to ``_parts/<key>.<split>.bin`` as it goes. The part files are renamed into place
+   and then ``_parts/<key>.json`` (token and document counts) is written, atomically, last.
+   A unit whose record exists and whose part sizes match it is *done*: a rerun skips it.
+3. **Pack** (driver, one shard in memory): the parts of a split, in unit order, are one token
+   stream cut into shards of ``shard_tokens``. Shard ``k`` is a fixed range of that stream, so a
+   shard already on disk with its full size is kept (hashed, not rewritten).
+4. **Manifest** last (``token_shards.write_manifest``, atomic), then ``_parts`` is removed.
+
+A rerun after a failure redoes only the units without a record and the shards not yet written;
+a rerun of a complete dataset (manifest present) checks it and returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from workloads.common import storage, token_shards
+from workloads.common.token_shards import Manifest, ShardInfo, SplitInfo, TokenizerInfo
+from workloads.common.tokenizer import Tokenizer, load_tokenizer
+
+FORMATS = ("parquet", "jsonl", "text")
+_EXTENSIONS = {"parquet": (".parquet",), "jsonl": (".jsonl", ".json"), "text": ()}
+PARTS = "_parts"
+
+
+class PretokenizeError(ValueError):
+    """An input or option the pipeline cannot use."""
+
+
+@dataclass(frozen=True)
+class PretokenizeConfig:
+    input: str
+    output: str
+    tokenizer: str
+    format: str | None = None
+    text_column: str = "text"
+    validation_fraction: float = 0.01
+    shard_tokens: int = 1 << 26
+    seed: int = 0
+    workers: int | None = None
+    docs_per_batch: int = 1024
+    keep_parts: bool = False
+    eos_token: str | None = None
+
+    def check(self) -> None:
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise PretokenizeError(f"--validation-fraction {self.validation_fraction}: allowed 0 <= fraction < 1")
+        if self.shard_tokens < 2:
+            raise PretokenizeError(f"--shard-tokens {self.shard_tokens}: allowed 2 or more")
+        if self.format is not None and self.format not in FORMATS:
+            raise PretokenizeError(f"--format {self.format}: allowed {', '.join(FORMATS)}")
+        if storage.is_s3(self.output) or "://" in self.output:
+            raise PretokenizeError(
+                f"--output {self.output}: allowed a shared POSIX directory (FSx); the reader reads shards by offset"
+            )
+        if self.workers is not None and self.workers < 1:
+            raise PretokenizeError(f"--workers {self.workers}: allowed 1 or more")
+
+
+def format_of(path: str, given: str | None) -> str:
+    """The format given, or the one the file extension names (otherwise: text)."""
+    if given is not None:
+        return given
+    for fmt, exts in _EXTENSIONS.items():
+        if path.endswith(exts) and exts:
+            return fmt
+    return "text"
+
+
+def list_inputs(uri: str, fmt: str | None) -> list[tuple[str, int]]:
+    """``(uri, size)`` of every input file, sorted: the file itself, or the files under a
+    directory/prefix with the format's extensions (text: every file)."""
+    import pyarrow.fs as pafs
+
+    fs, base = storage.filesystem_for(uri)
+    info = fs.get_file_info(base)
+    if info.type == pafs.FileType.NotFound:
+        raise PretokenizeError(f"--input {uri}: no such file or directory")
+    prefix = "s3://" if storage.is_s3(uri) else ""
+    if info.type == pafs.FileType.File:
+        return [(prefix + base, int(info.size or 0))]
+    exts = _EXTENSIONS[fmt] if fmt else tuple(e for es in _EXTENSIONS.values() for e in es)
+    files = sorted(
+        (prefix + i.path, int(i.size or 0))
+        for i in fs.get_file_info(pafs.FileSelector(base, recursive=True))
+        if i.type == pafs.FileType.File
+        and not Path(i.path).name.startswith(".")
+        and (fmt == "text" or i.path.endswith(exts))
+    )
+    if not files:
+        raise PretokenizeError(
+            f"--input {uri}: no input files; allowed: {', '.join(exts) if fmt != 'text' else 'any'} files "
+            f"(format {fmt or 'by extension'})"
+        )
+    return files
+
+
+def unit_key(index: int, uri: str, size: int) -> str:
+    return f"{index:06d}-{hashlib.sha256(f'{uri}|{size}'.encode()).hexdigest()[:12]}"
+
+
+def is_validation(text: str, fraction: float, seed: int) -> bool:
+    """True for the documents of the held-out split: a keyed 64-bit hash of the text, below
+    ``fraction`` of the range. The same text goes to the same split in every run."""
+    if fraction <= 0.0:
+        return False
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8, key=seed.to_bytes(8, "little", signed=True))
+    return int.from_bytes(digest.digest(), "little") < fraction * 2.0**64
+
+
+def read_documents(uri: str, fmt: str, text_column: str, batch: int) -> Iterator[list[str]]:
+    """The documents of one input file, ``batch`` at a time, streamed."""
+    fs, path = storage.filesystem_for(uri)
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        with fs.open_input_file(path) as f:
+            pf = pq.ParquetFile(f)
+            names = pf.schema_arrow.names
+            if text_column not in names:
+                raise PretokenizeError(f"input {uri}: no column {text_column!r}; allowed: {', '.join(names)}")
+            for record_batch in pf.iter_batches(batch_size=batch, columns=[text_column]):
+                yield [t for t in record_batch.column(0).to_pylist() if t]
+    elif fmt == "jsonl":
+        docs: list[str] = []
+        with fs.open_input_stream(path) as f:
+            for n, line in enumerate(io.TextIOWrapper(f, encoding="utf-8"), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    text = json.loads(line)[text_column]
+                except (ValueError, KeyError, TypeError):
+                    text = None
+                if not isinstance(text, str):
+                    raise PretokenizeError(
+                        f"input {uri}: line {n} is not a JSON object with a string {text_column!r}; "
+                        f'allowed: one object per line such as {{"{text_column}": "..."}}'
+                    ) from None
+                if text:
+                    docs.append(text)
+                if len(docs) == batch:
+                    yield docs
+                    docs = []
+        if docs:
+            yield docs
+    else:
+        with fs.open_input_stream(path) as f:
+            text = f.read().decode("utf-8", errors="replace")
+        if text:
+            yield [text]
+
+
+class TokenizeFiles:
+    """Ray Data callable class: tokenizes the units of a batch into part files (see the module
+    docstring); returns one row of counts per unit."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.cfg = PretokenizeConfig(**cfg)
+        self.tok: Tokenizer = load_tokenizer(self.cfg.tokenizer, eos_token=self.cfg.eos_token)
+        self.dtype = token_shards.dtype_for(self.tok.vocab_size)
+        self.parts = Path(self.cfg.output) / PARTS
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
+        rows = [
+            self.tokenize(str(u), int(s), str(k))
+            for u, s, k in zip(batch["uri"], batch["size"], batch["key"], strict=True)
+        ]
+        return {name: [r[name] for r in rows] for name in rows[0]} if rows else {}
+
+    def tokenize(self, uri: str, size: int, key: str) -> dict[str, Any]:
+        done = read_unit(self.parts, key, self.dtype)
+        if done is not None:
+            return {**done, "skipped": True}
+        self.parts.mkdir(parents=True, exist_ok=True)
+        counts: dict[str, Any] = {
+            "key": key,
+            "uri": uri,
+            "train_tokens": 0,
+            "validation_tokens": 0,
+            "train_docs": 0,
+            "validation_docs": 0,
+        }
+        tmp = {s: self.parts / f".{key}.{s}.bin.tmp" for s in token_shards.SPLITS}
+        files = {s: open(p, "wb") for s, p in tmp.items()}  # noqa: SIM115 (closed below)
+        try:
+            fmt = format_of(uri, self.cfg.format)
+            for docs in read_documents(uri, fmt, self.cfg.text_column, self.cfg.docs_per_batch):
+                for text, ids in zip(docs, self.tok.encode_batch(docs), strict=True):
+                    split = (
+                        "validation" if is_validation(text, self.cfg.validation_fraction, self.cfg.seed) else "train"
+                    )
+                    arr = np.empty(len(ids) + 1, dtype=self.dtype)
+                    arr[:-1] = ids
+                    arr[-1] = self.tok.eos_id
+                    files[split].write(arr.tobytes())
+                    counts[f"{split}_tokens"] += arr.size
+                    counts[f"{split}_docs"] += 1
+            for f in files.values():
+                f.flush()
+                os.fsync(f.fileno())
+        finally:
+            for f in files.values():
+                f.close()
+        for s, p in tmp.items():
+            os.replace(p, self.parts / f"{key}.{s}.bin")
+        token_shards.atomic_write(self.parts / f"{key}.json", json.dumps(counts).encode())
+        return {**counts, "skipped": False}
+
+
+def read_unit(parts: Path, key: str, dtype: np.dtype) -> dict[str, Any] | None:
+    """The record of a finished unit, or None when it is absent or its parts do not match it."""
+    try:
+        record: dict[str, Any] = json.loads((parts / f"{key}.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    for split in token_shards.SPLITS:
+        part = parts / f"{key}.{split}.bin"
+        if not part.is_file() or part.stat().st_size != record[f"{split}_tokens"] * dtype.itemsize:
+            return None
+    return record
+
+
+def pack_split(
+    out: Path, split: str, records: list[dict[str, Any]], dtype: np.dtype, shard_tokens: int, log: Callable[[str], None]
+) -> list[ShardInfo]:
+    """Cut the split's parts (in unit order) into shards; shards already written are kept."""
+    sizes = [int(r[f"{split}_tokens"]) for r in records]
+    total = sum(sizes)
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    shards: list[ShardInfo] = []
+    n_shards = -(-total // shard_tokens)
+    for k in range(n_shards):
+        lo, hi = k * shard_tokens, min(total, (k + 1) * shard_tokens)
+        name = token_shards.shard_name(split, k)
+        path = out / name
+        if path.is_file() and path.stat().st_size == (hi - lo) * dtype.itemsize:
+            shards.append(ShardInfo(name, hi - lo, (hi - lo) * dtype.itemsize, token_shards.sha256_file(path)))
+            continue
+        buf = np.empty(hi - lo, dtype=dtype)
+        first = int(np.searchsorted(starts, lo, side="right")) - 1
+        i, fill = first, 0
+        while fill < hi - lo:
+            offset = lo + fill - int(starts[i])
+            take = min(sizes[i] - offset, hi - lo - fill)
+            if take > 0:
+                part = out / PARTS / f"{records[i]['key']}.{split}.bin"
+                buf[fill : fill + take] = np.fromfile(part, dtype=dtype, count=take, offset=offset * dtype.itemsize)
+                fill += take
+            i += 1
+        shards.append(token_shards.write_shard(out, name, buf))
+        if (k + 1) % 16 == 0 or k + 1 == n_shards:
+            log(f"pack {split}: {k + 1}/{n_shards} shards")
+    return shards
+
+
+def run(cfg: PretokenizeConfig, *, log: Callable[[str], None] = print) -> Manifest:
+    """Pretokenize ``cfg.input`` into ``cfg.output`` (see the module docstring); the manifest."""
+    import ray
+
+    cfg.check()
+    out = Path(cfg.output)
+    tok = load_tokenizer(cfg.tokenizer, eos_token=cfg.eos_token)
+    if (out / token_shards.MANIFEST).is_file():
+        manifest = token_shards.read_manifest(out)
+        token_shards.verify(manifest, shards=[], tokenizer_fingerprint=tok.fingerprint)
+        log(f"{out}: complete ({manifest.total_tokens} tokens), nothing to do")
+        return manifest
+    dtype = token_shards.dtype_for(tok.vocab_size)
+    inputs = list_inputs(cfg.input, cfg.format)
+    units: list[dict[str, Any]] = [{"uri": u, "size": s, "key": unit_key(i, u, s)} for i, (u, s) in enumerate(inputs)]
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    if not ray.is_initialized():
+        ray.init()
+    cpus = ray.cluster_resources().get("CPU", 1)  # type: ignore[no-untyped-call]
+    workers = cfg.workers or max(1, int(cpus))
+    ds = ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
+        TokenizeFiles,
+        fn_constructor_kwargs={"cfg": asdict(cfg)},
+        batch_size=1,
+        compute=ray.data.ActorPoolStrategy(size=min(workers, len(units))),
+        num_cpus=1,
+    )
+    by_key: dict[str, dict[str, Any]] = {}
+    for n, row in enumerate(ds.iter_rows(), start=1):
+        by_key[row["key"]] = row
+        state = "already done" if row["skipped"] else f"{row['train_tokens']} + {row['validation_tokens']} tokens"
+        log(f"tokenize {n}/{len(units)}: {row['uri']}: {state}")
+    t1 = time.perf_counter()
+    records = [by_key[u["key"]] for u in units]
+    splits = {}
+    for split in token_shards.SPLITS:
+        shards = pack_split(out, split, records, dtype, cfg.shard_tokens, log)
+        splits[split] = SplitInfo(tuple(shards), sum(int(r[f"{split}_docs"]) for r in records))
+    manifest = Manifest(
+        directory=out,
+        dtype=dtype,
+        shard_tokens=cfg.shard_tokens,
+        tokenizer=TokenizerInfo.of(tok),
+        splits=splits,
+        extra={
+            "source": cfg.input,
+            "format": cfg.format,
+            "text_column": cfg.text_column,
+            "validation_fraction": cfg.validation_fraction,
+            "seed": cfg.seed,
+            "inputs": len(units),
+        },
+    )
+    token_shards.write_manifest(manifest)
+    if not cfg.keep_parts:
+        shutil.rmtree(out / PARTS, ignore_errors=True)
+    log(
+        f"{out}: {manifest.total_tokens} tokens ({splits['train'].tokens} train, {splits['validation'].tokens} "
+        f"validation) in {len(manifest.shards())} shards; tokenize {t1 - t0:.1f} s, pack {time.perf_counter() - t1:.1f} s"
+    )
+    return manifest
