@@ -63,8 +63,8 @@ def _child(mode: str, tokens: int, dim: int, vocab: int, chunk: int) -> dict[str
 def measure(mode: str, tokens: int, dim: int, vocab: int, chunk: int) -> dict[str, float]:
     """Run one variant in a fresh subprocess; its peak RSS growth (bytes), seconds and loss."""
     code = (
-        "import json, sys; sys.path.insert(0, %r); from bench.chunked_loss import _child; "
-        "print(json.dumps(_child(%r, %d, %d, %d, %d)))" % (str(ROOT), mode, tokens, dim, vocab, chunk)
+        f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); from bench.chunked_loss import _child; "
+        f"print(json.dumps(_child({mode!r}, {tokens}, {dim}, {vocab}, {chunk})))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
