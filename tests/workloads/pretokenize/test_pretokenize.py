@@ -80,7 +80,7 @@ def test_end_to_end_every_document_once_followed_by_eos(ray_local, tmp_path, tok
     token_shards.verify(m, tokenizer_fingerprint=tok.fingerprint)
     assert not (tmp_path / "out" / PARTS).exists()
     data = TokenWindows(tmp_path / "out", block_size=64, seed=0, tokenizer_fingerprint=tok.fingerprint)
-    inputs, targets = data.batch(0, 0, 0, 2, 4)
+    inputs, _ = data.batch(0, 0, 0, 2, 4)
     assert inputs.shape == (4, 64) and int(inputs.max()) < 1200
     # A rerun of a complete dataset does nothing.
     lines: list[str] = []
