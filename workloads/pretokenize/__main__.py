@@ -2,7 +2,7 @@
 
     python -m workloads.pretokenize --input s3://bucket/corpus/ --output /fsx/data/corpus-llama3 \
         --tokenizer /fsx/tokenizers/llama3/tokenizer.json [--format parquet|jsonl|text] \
-        [--text-column text] [--validation-fraction 0.01] [--shard-tokens N] [--seed S] [--workers N]
+        [--text-column text] [--validation-fraction 0.01] [--shard-tokens N] [--seed S] [--workers N] [--local]
 
 Connects to the Ray cluster of ``RAY_ADDRESS`` (a RayJob's driver) or starts a local one. A bad
 option or input prints one line saying what is wrong and exits with 2; rerunning after a failure
@@ -19,7 +19,7 @@ from workloads.common.tokenizer import TokenizerError
 from workloads.pretokenize.pipeline import FORMATS, PretokenizeConfig, PretokenizeError, run
 
 
-def parse_args(argv: list[str] | None = None) -> PretokenizeConfig:
+def parse_args(argv: list[str] | None = None) -> tuple[bool, PretokenizeConfig]:
     p = argparse.ArgumentParser(prog="python -m workloads.pretokenize", description=__doc__.split("\n")[0])
     p.add_argument("--input", required=True, help="a file, directory or s3:// prefix of documents")
     p.add_argument("--output", required=True, help="the dataset directory (shared POSIX path, e.g. /fsx/...)")
@@ -32,8 +32,9 @@ def parse_args(argv: list[str] | None = None) -> PretokenizeConfig:
     p.add_argument("--workers", type=int, help="tokenizer actors (default: the cluster's CPUs)")
     p.add_argument("--eos-token", help="the tokenizer's end-of-sequence token (default: found)")
     p.add_argument("--keep-parts", action="store_true", help="keep the per-input part files")
+    p.add_argument("--local", action="store_true", help="tokenize in this process, without Ray")
     a = p.parse_args(argv)
-    return PretokenizeConfig(
+    return a.local, PretokenizeConfig(
         input=a.input,
         output=a.output,
         tokenizer=a.tokenizer,
@@ -49,10 +50,10 @@ def parse_args(argv: list[str] | None = None) -> PretokenizeConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = parse_args(argv)
+    local, cfg = parse_args(argv)
     try:
         cfg.check()
-        run(cfg)
+        run(cfg, local=local)
     except (PretokenizeError, TokenizerError, DatasetError) as err:
         print(f"pretokenize: {err}", file=sys.stderr)
         return 2

@@ -275,10 +275,39 @@ def pack_split(
     return shards
 
 
-def run(cfg: PretokenizeConfig, *, log: Callable[[str], None] = print) -> Manifest:
-    """Pretokenize ``cfg.input`` into ``cfg.output`` (see the module docstring); the manifest."""
+def _tokenize_rows(cfg: PretokenizeConfig, units: list[dict[str, Any]], local: bool) -> Iterator[dict[str, Any]]:
+    """Each unit's counts row: on Ray Data (an actor pool), or in this process one after another."""
+    if local:
+        worker = TokenizeFiles(asdict(cfg))
+        for u in units:
+            yield worker.tokenize(u["uri"], u["size"], u["key"])
+        return
     import ray
 
+    if not ray.is_initialized():
+        ray.init()
+    cpus = ray.cluster_resources().get("CPU", 1)  # type: ignore[no-untyped-call]
+    workers = cfg.workers or max(1, int(cpus))
+    ds = ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
+        TokenizeFiles,
+        fn_constructor_kwargs={"cfg": asdict(cfg)},
+        batch_size=1,
+        compute=ray.data.ActorPoolStrategy(size=min(workers, len(units))),
+        num_cpus=1,
+    )
+    yield from ds.iter_rows()
+
+
+def run(
+    cfg: PretokenizeConfig,
+    *,
+    log: Callable[[str], None] = print,
+    local: bool = False,
+    timings: dict[str, float] | None = None,
+) -> Manifest:
+    """Pretokenize ``cfg.input`` into ``cfg.output`` (see the module docstring); the manifest.
+    ``local``: tokenize in this process without Ray (small corpora, the benchmark's baseline).
+    ``timings`` (if given) receives the seconds of the ``tokenize`` and ``pack`` phases."""
     cfg.check()
     out = Path(cfg.output)
     tok = load_tokenizer(cfg.tokenizer, eos_token=cfg.eos_token)
@@ -292,19 +321,8 @@ def run(cfg: PretokenizeConfig, *, log: Callable[[str], None] = print) -> Manife
     units: list[dict[str, Any]] = [{"uri": u, "size": s, "key": unit_key(i, u, s)} for i, (u, s) in enumerate(inputs)]
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    if not ray.is_initialized():
-        ray.init()
-    cpus = ray.cluster_resources().get("CPU", 1)  # type: ignore[no-untyped-call]
-    workers = cfg.workers or max(1, int(cpus))
-    ds = ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
-        TokenizeFiles,
-        fn_constructor_kwargs={"cfg": asdict(cfg)},
-        batch_size=1,
-        compute=ray.data.ActorPoolStrategy(size=min(workers, len(units))),
-        num_cpus=1,
-    )
     by_key: dict[str, dict[str, Any]] = {}
-    for n, row in enumerate(ds.iter_rows(), start=1):
+    for n, row in enumerate(_tokenize_rows(cfg, units, local), start=1):
         by_key[row["key"]] = row
         state = "already done" if row["skipped"] else f"{row['train_tokens']} + {row['validation_tokens']} tokens"
         log(f"tokenize {n}/{len(units)}: {row['uri']}: {state}")
@@ -330,6 +348,8 @@ def run(cfg: PretokenizeConfig, *, log: Callable[[str], None] = print) -> Manife
         },
     )
     token_shards.write_manifest(manifest)
+    if timings is not None:
+        timings.update(tokenize=t1 - t0, pack=time.perf_counter() - t1)
     if not cfg.keep_parts:
         shutil.rmtree(out / PARTS, ignore_errors=True)
     log(
