@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import sysconfig
@@ -100,7 +101,7 @@ def bench(total_bytes: int, files: int, workers: int) -> dict[str, float]:
         encode_s = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         ray_start_s = time.perf_counter() - t0
         try:
             from ray.data import DataContext
