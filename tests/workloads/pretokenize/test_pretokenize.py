@@ -23,7 +23,8 @@ pytestmark = pytest.mark.ray_cluster
 
 
 @pytest.fixture(scope="module")
-def ray_local():
+def ray_local(s3_server):
+    """Ray with 2 CPUs, started after the local S3 server so its workers see the endpoint."""
     import ray
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -173,3 +174,38 @@ def test_a_dataset_of_another_tokenizer_is_refused_on_rerun(ray_local, tmp_path,
     run(cfg(src, tmp_path / "out", tok_path), log=lambda s: None)
     with pytest.raises(token_shards.DatasetError, match="was tokenized with tokenizer"):
         run(cfg(src, tmp_path / "out", "bytes"), log=lambda s: None)
+
+
+def test_s3_input(ray_local, s3_server, s3_bucket, tmp_path, tok_path):
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=s3_server["AWS_ENDPOINT_URL_S3"])
+    src = write_jsonl(tmp_path / "in", DOCS[:10], files=2)
+    for f in sorted(src.iterdir()):
+        s3.put_object(Bucket=s3_bucket, Key=f"corpus/{f.name}", Body=f.read_bytes())
+    m = run(cfg(f"s3://{s3_bucket}/corpus", tmp_path / "out", tok_path, workers=2), log=lambda s: None)
+    tok = load_tokenizer(tok_path)
+    assert sorted(decode_split(m, tok, "train") + decode_split(m, tok, "validation")) == sorted(DOCS[:10])
+    assert m.extra["inputs"] == 2
+
+
+def test_the_command_runs_in_one_process(tmp_path, tok_path):
+    """``python -m workloads.pretokenize --local``: the module runs on its own, without Ray."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = write_jsonl(tmp_path / "in", DOCS[:4], files=1)
+    root = Path(__file__).resolve().parents[3]
+    args = ["--input", str(src), "--output", str(tmp_path / "out"), "--tokenizer", str(tok_path), "--local"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "workloads.pretokenize", *args, "--shard-tokens", "5000"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    m = token_shards.read_manifest(tmp_path / "out")
+    assert proc.stdout.splitlines()[-1].startswith(f"{tmp_path / 'out'}: {m.total_tokens} tokens")
+    assert m.splits["train"].documents + m.splits["validation"].documents == 4
