@@ -32,6 +32,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[bool, PretokenizeConfig]:
     p.add_argument("--workers", type=int, help="tokenizer actors (default: the cluster's CPUs)")
     p.add_argument("--eos-token", help="the tokenizer's end-of-sequence token (default: found)")
     p.add_argument("--keep-parts", action="store_true", help="keep the per-input part files")
+    p.add_argument("--unit-mib", type=float, default=256, help="Parquet row groups per unit of work, in MiB")
     p.add_argument("--local", action="store_true", help="tokenize in this process, without Ray")
     a = p.parse_args(argv)
     return a.local, PretokenizeConfig(
@@ -46,6 +47,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[bool, PretokenizeConfig]:
         workers=a.workers,
         keep_parts=a.keep_parts,
         eos_token=a.eos_token,
+        unit_bytes=int(a.unit_mib * 2**20),
     )
 
 

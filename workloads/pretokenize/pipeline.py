@@ -2,8 +2,11 @@
 
 Scheme (resumable, memory bounded per worker, nothing of the corpus on the driver):
 
-1. **List** the input files (sorted; a file, a directory or an ``s3://`` prefix). Each file is
-   one *unit* named by a stable key, ``<index>-<sha256(path, size)[:12]>``.
+1. **List** the input files (sorted; a file, a directory or an ``s3://`` prefix) and cut them
+   into *units* of work: a JSON Lines or text file is one unit; a Parquet file is one unit per
+   run of row groups of about ``unit_bytes`` (uncompressed, from the footer), so a few large
+   files still spread over many workers. A unit is named by a stable key,
+   ``<index>-<sha256(path, size, row groups)[:12]>``.
 2. **Tokenize** (Ray Data): ``from_items(units)`` → ``map_batches(TokenizeFiles, batch_size=1)``
    on an actor pool; each actor loads the tokenizer once. A unit streams its file (Parquet row
    groups in batches, JSON Lines line by line, a text file as one document), tokenizes
@@ -63,6 +66,7 @@ class PretokenizeConfig:
     docs_per_batch: int = 1024
     keep_parts: bool = False
     eos_token: str | None = None
+    unit_bytes: int = 256 << 20
 
     def check(self) -> None:
         if not 0.0 <= self.validation_fraction < 1.0:
@@ -75,6 +79,8 @@ class PretokenizeConfig:
             raise PretokenizeError(
                 f"--output {self.output}: allowed a shared POSIX directory (FSx); the reader reads shards by offset"
             )
+        if self.unit_bytes < 1:
+            raise PretokenizeError(f"--unit-mib {self.unit_bytes / 2**20:g}: allowed more than 0")
         if self.workers is not None and self.workers < 1:
             raise PretokenizeError(f"--workers {self.workers}: allowed 1 or more")
 
@@ -117,8 +123,43 @@ def list_inputs(uri: str, fmt: str | None) -> list[tuple[str, int]]:
     return files
 
 
-def unit_key(index: int, uri: str, size: int) -> str:
-    return f"{index:06d}-{hashlib.sha256(f'{uri}|{size}'.encode()).hexdigest()[:12]}"
+def unit_key(index: int, uri: str, size: int, groups: tuple[int, int] | None = None) -> str:
+    return f"{index:06d}-{hashlib.sha256(f'{uri}|{size}|{groups}'.encode()).hexdigest()[:12]}"
+
+
+def row_group_runs(uri: str, unit_bytes: int) -> list[tuple[int, int]]:
+    """Runs ``[first, end)`` of a Parquet file's row groups of about ``unit_bytes`` each."""
+    import pyarrow.parquet as pq
+
+    fs, path = storage.filesystem_for(uri)
+    with fs.open_input_file(path) as f:
+        meta = pq.ParquetFile(f).metadata
+    runs, first, size = [], 0, 0
+    for g in range(meta.num_row_groups):
+        size += meta.row_group(g).total_byte_size
+        if size >= unit_bytes:
+            runs.append((first, g + 1))
+            first, size = g + 1, 0
+    if first < meta.num_row_groups or not runs:
+        runs.append((first, meta.num_row_groups))
+    return runs
+
+
+def plan_units(inputs: list[tuple[str, int]], fmt: str | None, unit_bytes: int) -> list[dict[str, Any]]:
+    """The units of work, in a stable order (see the module docstring). ``first``/``end``: the
+    row groups of a Parquet unit; -1/-1 means the whole file."""
+    units: list[dict[str, Any]] = []
+    for uri, size in inputs:
+        runs: list[tuple[int, int] | None] = (
+            list(row_group_runs(uri, unit_bytes)) if format_of(uri, fmt) == "parquet" else [None]
+        )
+        for run in runs:
+            first, end = run if run is not None and len(runs) > 1 else (-1, -1)
+            groups = None if first < 0 else (first, end)
+            units.append(
+                {"uri": uri, "size": size, "first": first, "end": end, "key": unit_key(len(units), uri, size, groups)}
+            )
+    return units
 
 
 def is_validation(text: str, fraction: float, seed: int) -> bool:
@@ -130,8 +171,10 @@ def is_validation(text: str, fraction: float, seed: int) -> bool:
     return int.from_bytes(digest.digest(), "little") < fraction * 2.0**64
 
 
-def read_documents(uri: str, fmt: str, text_column: str, batch: int) -> Iterator[list[str]]:
-    """The documents of one input file, ``batch`` at a time, streamed."""
+def read_documents(
+    uri: str, fmt: str, text_column: str, batch: int, row_groups: tuple[int, int] | None = None
+) -> Iterator[list[str]]:
+    """The documents of one input file (of its ``row_groups`` run for Parquet), ``batch`` at a time, streamed."""
     fs, path = storage.filesystem_for(uri)
     if fmt == "parquet":
         import pyarrow.parquet as pq
@@ -141,7 +184,8 @@ def read_documents(uri: str, fmt: str, text_column: str, batch: int) -> Iterator
             names = pf.schema_arrow.names
             if text_column not in names:
                 raise PretokenizeError(f"input {uri}: no column {text_column!r}; allowed: {', '.join(names)}")
-            for record_batch in pf.iter_batches(batch_size=batch, columns=[text_column]):
+            groups = None if row_groups is None else list(range(*row_groups))
+            for record_batch in pf.iter_batches(batch_size=batch, columns=[text_column], row_groups=groups):
                 yield [t for t in record_batch.column(0).to_pylist() if t]
     elif fmt == "jsonl":
         docs: list[str] = []
@@ -184,12 +228,14 @@ class TokenizeFiles:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
         rows = [
-            self.tokenize(str(u), int(s), str(k))
-            for u, s, k in zip(batch["uri"], batch["size"], batch["key"], strict=True)
+            self.tokenize(str(u), int(s), str(k), None if int(a) < 0 else (int(a), int(b)))
+            for u, s, k, a, b in zip(
+                batch["uri"], batch["size"], batch["key"], batch["first"], batch["end"], strict=True
+            )
         ]
         return {name: [r[name] for r in rows] for name in rows[0]} if rows else {}
 
-    def tokenize(self, uri: str, size: int, key: str) -> dict[str, Any]:
+    def tokenize(self, uri: str, size: int, key: str, row_groups: tuple[int, int] | None = None) -> dict[str, Any]:
         done = read_unit(self.parts, key, self.dtype)
         if done is not None:
             return {**done, "skipped": True}
@@ -206,7 +252,7 @@ class TokenizeFiles:
         files = {s: open(p, "wb") for s, p in tmp.items()}  # noqa: SIM115 (closed below)
         try:
             fmt = format_of(uri, self.cfg.format)
-            for docs in read_documents(uri, fmt, self.cfg.text_column, self.cfg.docs_per_batch):
+            for docs in read_documents(uri, fmt, self.cfg.text_column, self.cfg.docs_per_batch, row_groups):
                 for text, ids in zip(docs, self.tok.encode_batch(docs), strict=True):
                     split = (
                         "validation" if is_validation(text, self.cfg.validation_fraction, self.cfg.seed) else "train"
@@ -280,7 +326,7 @@ def _tokenize_rows(cfg: PretokenizeConfig, units: list[dict[str, Any]], local: b
     if local:
         worker = TokenizeFiles(asdict(cfg))
         for u in units:
-            yield worker.tokenize(u["uri"], u["size"], u["key"])
+            yield worker.tokenize(u["uri"], u["size"], u["key"], None if u["first"] < 0 else (u["first"], u["end"]))
         return
     import ray
 
@@ -318,7 +364,7 @@ def run(
         return manifest
     dtype = token_shards.dtype_for(tok.vocab_size)
     inputs = list_inputs(cfg.input, cfg.format)
-    units: list[dict[str, Any]] = [{"uri": u, "size": s, "key": unit_key(i, u, s)} for i, (u, s) in enumerate(inputs)]
+    units = plan_units(inputs, cfg.format, cfg.unit_bytes)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     by_key: dict[str, dict[str, Any]] = {}
@@ -344,7 +390,7 @@ def run(
             "text_column": cfg.text_column,
             "validation_fraction": cfg.validation_fraction,
             "seed": cfg.seed,
-            "inputs": len(units),
+            "units": len(units),
         },
     )
     token_shards.write_manifest(manifest)

@@ -138,6 +138,11 @@ def test_parquet_and_text_inputs(ray_local, tmp_path, tok_path):
     m = run(cfg(tmp_path / "pq", tmp_path / "o1", tok_path, text_column="body"), log=lambda s: None)
     tok = load_tokenizer(tok_path)
     assert sorted(decode_split(m, tok, "train") + decode_split(m, tok, "validation")) == sorted(docs)
+    assert m.extra["units"] == 1
+    # One unit per row group (a tiny unit size): three units, the same dataset.
+    split = run(cfg(tmp_path / "pq", tmp_path / "o4", tok_path, text_column="body", unit_bytes=1), log=lambda s: None)
+    assert split.extra["units"] == 3
+    assert [s.sha256 for s in split.shards()] == [s.sha256 for s in m.shards()]
     (tmp_path / "txt").mkdir()
     for i, d in enumerate(docs[:3]):
         (tmp_path / "txt" / f"{i}.py").write_text(d)
@@ -165,8 +170,11 @@ def test_bad_options_are_one_message_and_exit_2(tmp_path, tok_path, capsys):
     assert capsys.readouterr().err == (
         "pretokenize: --output s3://b/x: allowed a shared POSIX directory (FSx); the reader reads shards by offset\n"
     )
-    with pytest.raises(PretokenizeError):
+    assert cli.main(["--input", str(tmp_path), *base, "--unit-mib", "0"]) == 2
+    assert capsys.readouterr().err == "pretokenize: --unit-mib 0: allowed more than 0\n"
+    with pytest.raises(PretokenizeError) as info:
         PretokenizeConfig(input="x", output="y", tokenizer="bytes", workers=0).check()
+    assert str(info.value) == "--workers 0: allowed 1 or more"
 
 
 def test_a_dataset_of_another_tokenizer_is_refused_on_rerun(ray_local, tmp_path, tok_path):
@@ -186,7 +194,7 @@ def test_s3_input(ray_local, s3_server, s3_bucket, tmp_path, tok_path):
     m = run(cfg(f"s3://{s3_bucket}/corpus", tmp_path / "out", tok_path, workers=2), log=lambda s: None)
     tok = load_tokenizer(tok_path)
     assert sorted(decode_split(m, tok, "train") + decode_split(m, tok, "validation")) == sorted(DOCS[:10])
-    assert m.extra["inputs"] == 2
+    assert m.extra["units"] == 2
 
 
 def test_the_command_runs_in_one_process(tmp_path, tok_path):
