@@ -5,8 +5,11 @@ here. Both outputs must be the same dataset (shard digests compared).
 
 Where the time goes: Ray's start (separately), the tokenize phase (reading, BPE, writing part
 files) and the pack phase (shards + digests), and, in one process, the BPE encode alone over the
-same documents. Note that the ``tokenizers`` library's ``encode_batch`` runs on several threads
-by itself, so the one-process baseline already uses every core it may.
+same documents. The ``tokenizers`` library's ``encode_batch`` runs on several threads by itself
+(Rayon), so with its default the one-process baseline already uses every core it may and Ray's
+workers share the cores with each other's threads; ``--threads 1`` (``RAYON_NUM_THREADS``, set
+before the library starts its pool, inherited by Ray's workers) compares one core per worker.
+The load average is printed: on a shared machine the ratio is only as good as the quiet.
 
     .venv/bin/python bench/pretokenize.py            # ~8 MiB of JSON Lines, seconds
     .venv/bin/python bench/pretokenize.py --full     # ~64 MiB
@@ -137,11 +140,20 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--full", action="store_true", help="~64 MiB in 16 files (default ~8 MiB in 8)")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument(
+        "--threads", type=int, help="tokenizer threads per process (RAYON_NUM_THREADS; default: the library's)"
+    )
     a = p.parse_args(argv)
+    if a.threads is not None:
+        os.environ["RAYON_NUM_THREADS"] = str(a.threads)
+    load_before = os.getloadavg()[0]
     total, files = ((64 << 20), 16) if a.full else ((8 << 20), 8)
     r = bench(total, files, a.workers)
+    r["load_average_before"], r["load_average_after"] = load_before, os.getloadavg()[0]
+    r["threads"] = float(a.threads or 0)
     print(json.dumps(r, indent=1))
     print(
+        f"threads {a.threads or 'default'}, load average {load_before:.1f} -> {r['load_average_after']:.1f}: "
         f"pretokenize {r['corpus_mib']:.0f} MiB ({r['tokens']:.0f} tokens): one process {r['one_process_s']:.1f} s "
         f"(tokenize {r['one_process_tokenize_s']:.1f}, of which BPE encode {r['encode_only_s']:.1f}; pack "
         f"{r['one_process_pack_s']:.2f}); Ray, {a.workers} workers {r['ray_s']:.1f} s (tokenize "
