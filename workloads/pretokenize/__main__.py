@@ -29,7 +29,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[bool, PretokenizeConfig]:
     p.add_argument("--validation-fraction", type=float, default=0.01)
     p.add_argument("--shard-tokens", type=int, default=1 << 26, help="tokens per shard (default 2**26)")
     p.add_argument("--seed", type=int, default=0, help="key of the train/validation hash")
-    p.add_argument("--workers", type=int, help="tokenizer actors (default: the cluster's CPUs)")
+    p.add_argument("--workers", type=int, help="tokenizer actors (default: the cluster's CPUs / --cpus-per-worker)")
+    p.add_argument("--cpus-per-worker", type=int, default=1, help="CPUs (and tokenizer threads) of each actor")
     p.add_argument("--eos-token", help="the tokenizer's end-of-sequence token (default: found)")
     p.add_argument("--keep-parts", action="store_true", help="keep the per-input part files")
     p.add_argument("--unit-mib", type=float, default=256, help="Parquet row groups per unit of work, in MiB")
@@ -48,6 +49,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[bool, PretokenizeConfig]:
         keep_parts=a.keep_parts,
         eos_token=a.eos_token,
         unit_bytes=int(a.unit_mib * 2**20),
+        cpus_per_worker=a.cpus_per_worker,
     )
 
 

@@ -67,6 +67,7 @@ class PretokenizeConfig:
     keep_parts: bool = False
     eos_token: str | None = None
     unit_bytes: int = 256 << 20
+    cpus_per_worker: int = 1
 
     def check(self) -> None:
         if not 0.0 <= self.validation_fraction < 1.0:
@@ -81,6 +82,8 @@ class PretokenizeConfig:
             )
         if self.unit_bytes < 1:
             raise PretokenizeError(f"--unit-mib {self.unit_bytes / 2**20:g}: allowed more than 0")
+        if self.cpus_per_worker < 1:
+            raise PretokenizeError(f"--cpus-per-worker {self.cpus_per_worker}: allowed 1 or more")
         if self.workers is not None and self.workers < 1:
             raise PretokenizeError(f"--workers {self.workers}: allowed 1 or more")
 
@@ -220,7 +223,11 @@ class TokenizeFiles:
     """Ray Data callable class: tokenizes the units of a batch into part files (see the module
     docstring); returns one row of counts per unit."""
 
-    def __init__(self, cfg: dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any], threads: int | None = None) -> None:
+        # The tokenizers library encodes a batch on a thread pool as large as the machine; an actor
+        # that reserved ``threads`` CPUs uses that many (set before the pool starts, at first use).
+        if threads is not None:
+            os.environ.setdefault("RAYON_NUM_THREADS", str(threads))
         self.cfg = PretokenizeConfig(**cfg)
         self.tok: Tokenizer = load_tokenizer(self.cfg.tokenizer, eos_token=self.cfg.eos_token)
         self.dtype = token_shards.dtype_for(self.tok.vocab_size)
@@ -333,13 +340,13 @@ def _tokenize_rows(cfg: PretokenizeConfig, units: list[dict[str, Any]], local: b
     if not ray.is_initialized():
         ray.init()
     cpus = ray.cluster_resources().get("CPU", 1)  # type: ignore[no-untyped-call]
-    workers = cfg.workers or max(1, int(cpus))
+    workers = cfg.workers or max(1, int(cpus) // cfg.cpus_per_worker)
     ds = ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
         TokenizeFiles,
-        fn_constructor_kwargs={"cfg": asdict(cfg)},
+        fn_constructor_kwargs={"cfg": asdict(cfg), "threads": cfg.cpus_per_worker},
         batch_size=1,
         compute=ray.data.ActorPoolStrategy(size=min(workers, len(units))),
-        num_cpus=1,
+        num_cpus=cfg.cpus_per_worker,
     )
     yield from ds.iter_rows()
 
