@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from workloads.pretokenize.pipeline import PretokenizeConfig, read_documents, run  # noqa: E402
+from workloads.pretokenize.inputs import read_documents  # noqa: E402
+from workloads.pretokenize.pipeline import PretokenizeConfig, run  # noqa: E402
 
 
 def stdlib_docs() -> list[str]:

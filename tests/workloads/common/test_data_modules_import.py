@@ -16,6 +16,7 @@ MODULES = [
     "workloads.common.token_windows",
     "workloads.common.loss",
     "workloads.pretokenize",
+    "workloads.pretokenize.inputs",
     "workloads.pretokenize.pipeline",
     "workloads.pretokenize.__main__",
 ]
