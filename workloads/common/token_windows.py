@@ -33,7 +33,7 @@ import contextlib
 import hashlib
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -270,3 +270,20 @@ class TokenWindows:
         out = self.batch(pos.epoch, pos.cursor, rank, world_size, batch_size)
         pos.cursor += global_batch
         return out
+
+    def eval_batches(
+        self, rank: int, world_size: int, per_rank: int, max_batches: int | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """For evaluation (e.g. the ``validation`` split): the windows in order, no shuffle, one
+        global batch at a time of which this rank reads its slice; at most ``max_batches``; the
+        tail that does not fill a global batch is left out, so every rank runs as many batches."""
+        if not 0 <= rank < world_size:
+            raise DatasetError(f"rank {rank}: allowed 0 to world_size - 1 = {world_size - 1}")
+        global_batch = world_size * per_rank
+        steps = self.num_windows // global_batch
+        if max_batches is not None:
+            steps = min(steps, max_batches)
+        for step in range(steps):
+            start = step * global_batch + rank * per_rank
+            tokens = torch.from_numpy(self.read(np.arange(start, start + per_rank, dtype=np.int64)))
+            yield tokens[:, :-1], tokens[:, 1:]

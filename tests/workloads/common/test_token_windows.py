@@ -158,3 +158,12 @@ def test_opening_checks_the_tokenizer_and_hashes_the_shards_given(corpus):
     TokenWindows(
         corpus, block_size=BLOCK, seed=0, tokenizer_fingerprint=TOK.fingerprint, verify_shards=["train/shard-00000.bin"]
     )
+
+
+def test_eval_batches_read_the_windows_in_order_split_over_ranks(corpus):
+    data = TokenWindows(corpus, block_size=BLOCK, seed=0)
+    per_rank = [list(data.eval_batches(r, 3, 5)) for r in range(3)]
+    assert [len(b) for b in per_rank] == [14, 14, 14]  # 211 // 15
+    firsts = [int(x) for step in range(14) for r in range(3) for x in per_rank[r][step][0][:, 0]]
+    assert firsts == [expected_window(w)[0] for w in range(210)]
+    assert len(list(data.eval_batches(0, 3, 5, max_batches=2))) == 2
