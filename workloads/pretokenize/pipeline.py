@@ -21,11 +21,16 @@ Scheme (resumable, memory bounded per worker, nothing of the corpus on the drive
 4. **Manifest** last (``token_shards.write_manifest``, atomic), then ``_parts`` is removed.
 
 A rerun after a failure redoes only the units without a record and the shards not yet written;
-a rerun of a complete dataset (manifest present) checks it and returns.
+a rerun of a complete dataset (manifest present) checks it and returns. Guards: the run's
+settings (tokenizer, format, text column, validation fraction, seed, shard size) are recorded in
+``_parts/settings.json`` and a rerun with others is refused (its parts would not match); a
+changed input file is a new unit key (path and size are in it), so only it is redone; shards of
+an earlier pack are kept only when the units are the same (``_parts/pack.json``), else rebuilt.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -223,6 +228,57 @@ def _tokenize_rows(cfg: PretokenizeConfig, units: list[dict[str, Any]], local: b
     yield from ds.iter_rows()
 
 
+def settings_digest(cfg: PretokenizeConfig, tok: Tokenizer) -> str:
+    """What decides every part's and shard's bytes besides the inputs: the tokenizer and the
+    options that change tokens, splits or shards. A resumed run must have the same."""
+    what = {
+        "tokenizer": tok.fingerprint,
+        "eos_id": tok.eos_id,
+        "format": cfg.format,
+        "text_column": cfg.text_column,
+        "validation_fraction": cfg.validation_fraction,
+        "seed": cfg.seed,
+        "shard_tokens": cfg.shard_tokens,
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+
+
+def dataset_digest(settings: str, units: list[dict[str, Any]]) -> str:
+    """The settings and the units (paths, sizes, row groups: their keys) together."""
+    return hashlib.sha256(json.dumps([settings, [u["key"] for u in units]]).encode()).hexdigest()
+
+
+def _fresh_shards(out: Path, digest: str) -> None:
+    """Shards left by an earlier pack are kept only if it packed the same units (a changed input
+    changes the token stream); otherwise they are removed before packing."""
+    path = out / PARTS / "pack.json"
+    try:
+        held = json.loads(path.read_text())["dataset_digest"]
+    except (FileNotFoundError, ValueError, KeyError):
+        held = None
+    if held != digest:
+        for split in token_shards.SPLITS:
+            shutil.rmtree(out / split, ignore_errors=True)
+        token_shards.atomic_write(path, json.dumps({"dataset_digest": digest}).encode())
+
+
+def _claim(out: Path, digest: str) -> None:
+    """Record the settings of the run that writes ``out``; refuse one left by other settings,
+    whose parts and shards this run would otherwise take as its own."""
+    path = out / PARTS / "settings.json"
+    try:
+        held = str(json.loads(path.read_text())["settings_digest"])
+    except (FileNotFoundError, ValueError, KeyError):
+        held = None
+    if held is not None and held != digest:
+        raise PretokenizeError(
+            f"--output {out} holds an unfinished run with other inputs or settings (digest {held[:16]}, now "
+            f"{digest[:16]}); allowed: the same --input, --tokenizer and options to resume it, or an empty --output"
+        )
+    if held is None:
+        token_shards.atomic_write(path, json.dumps({"settings_digest": digest}).encode())
+
+
 def run(
     cfg: PretokenizeConfig,
     *,
@@ -236,15 +292,22 @@ def run(
     cfg.check()
     out = Path(cfg.output)
     tok = load_tokenizer(cfg.tokenizer, eos_token=cfg.eos_token)
+    units = plan_units(list_inputs(cfg.input, cfg.format), cfg.format, cfg.unit_bytes)
+    settings = settings_digest(cfg, tok)
+    digest = dataset_digest(settings, units)
     if (out / token_shards.MANIFEST).is_file():
         manifest = token_shards.read_manifest(out)
         token_shards.verify(manifest, shards=[], tokenizer_fingerprint=tok.fingerprint)
+        made = str(manifest.extra.get("dataset_digest", ""))
+        if made != digest:
+            raise PretokenizeError(
+                f"--output {out} holds a dataset made from other inputs or settings (digest {made[:16]}, now "
+                f"{digest[:16]}); allowed: the same --input, --tokenizer and options, or another --output"
+            )
         log(f"{out}: complete ({manifest.total_tokens} tokens), nothing to do")
         return manifest
+    _claim(out, settings)
     dtype = token_shards.dtype_for(tok.vocab_size)
-    inputs = list_inputs(cfg.input, cfg.format)
-    units = plan_units(inputs, cfg.format, cfg.unit_bytes)
-    out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     by_key: dict[str, dict[str, Any]] = {}
     for n, row in enumerate(_tokenize_rows(cfg, units, local), start=1):
@@ -254,6 +317,7 @@ def run(
     t1 = time.perf_counter()
     records = [by_key[u["key"]] for u in units]
     splits = {}
+    _fresh_shards(out, digest)
     for split in token_shards.SPLITS:
         shards = pack_split(out, split, records, dtype, cfg.shard_tokens, log)
         splits[split] = SplitInfo(tuple(shards), sum(int(r[f"{split}_docs"]) for r in records))
@@ -270,6 +334,8 @@ def run(
             "validation_fraction": cfg.validation_fraction,
             "seed": cfg.seed,
             "units": len(units),
+            "settings_digest": settings,
+            "dataset_digest": digest,
         },
     )
     token_shards.write_manifest(manifest)

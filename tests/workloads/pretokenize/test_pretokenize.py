@@ -17,7 +17,16 @@ from workloads.common import token_shards
 from workloads.common.token_windows import TokenWindows
 from workloads.common.tokenizer import load_tokenizer
 from workloads.pretokenize import __main__ as cli
-from workloads.pretokenize.pipeline import PARTS, PretokenizeConfig, PretokenizeError, is_validation, run
+from workloads.pretokenize.inputs import list_inputs, plan_units
+from workloads.pretokenize.pipeline import (
+    PARTS,
+    PretokenizeConfig,
+    PretokenizeError,
+    dataset_digest,
+    is_validation,
+    run,
+    settings_digest,
+)
 
 pytestmark = pytest.mark.ray_cluster
 
@@ -63,9 +72,15 @@ def decode_split(manifest, tok, split):
 
 
 def cfg(src, out, tok_path, **kw):
-    return PretokenizeConfig(
-        input=str(src), output=str(out), tokenizer=str(tok_path), validation_fraction=0.2, shard_tokens=3000, **kw
-    )
+    kw = {"validation_fraction": 0.2, "shard_tokens": 3000, **kw}
+    return PretokenizeConfig(input=str(src), output=str(out), tokenizer=str(tok_path), **kw)
+
+
+def digest_of(c: PretokenizeConfig, units: bool = False) -> str:
+    settings = settings_digest(c, load_tokenizer(c.tokenizer))
+    if not units:
+        return settings
+    return dataset_digest(settings, plan_units(list_inputs(c.input, c.format), c.format, c.unit_bytes))
 
 
 def test_end_to_end_every_document_once_followed_by_eos(ray_local, tmp_path, tok_path):
@@ -107,11 +122,20 @@ def test_a_failed_run_resumes_without_rewriting_finished_work(ray_local, tmp_pat
     with pytest.raises(Exception, match=r"line 13 is not a JSON object with a string 'text'"):
         run(cfg(src, out, tok_path, workers=1), log=lambda s: None)
     assert not (out / "manifest.json").exists()
-    records = sorted((out / PARTS).glob("*.json"))
+    records = sorted((out / PARTS).glob("[0-9]*.json"))
     assert len(records) == 3
     finished = sorted(p for p in (out / PARTS).iterdir() if not p.name.startswith("."))
     before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in finished}
     last.write_text(good)
+    # Other settings cannot take over the unfinished run's parts.
+    other = cfg(src, out, tok_path, workers=2, seed=5)
+    held = json.loads((out / PARTS / "settings.json").read_text())["settings_digest"]
+    with pytest.raises(PretokenizeError) as info:
+        run(other, log=lambda s: None)
+    assert str(info.value) == (
+        f"--output {out} holds an unfinished run with other inputs or settings (digest {held[:16]}, now "
+        f"{digest_of(other)[:16]}); allowed: the same --input, --tokenizer and options to resume it, or an empty --output"
+    )
     lines: list[str] = []
     m = run(cfg(src, out, tok_path, workers=2, keep_parts=True), log=lines.append)
     after = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in finished}
@@ -129,6 +153,15 @@ def test_a_failed_run_resumes_without_rewriting_finished_work(ray_local, tmp_pat
     again = run(cfg(src, out, tok_path, workers=2), log=lambda s: None)
     assert (kept.stat().st_ino, kept.stat().st_mtime_ns) == stamp
     assert again.to_dict()["splits"] == m.to_dict()["splits"]
+    # A complete dataset is not taken for one of other settings.
+    other = cfg(src, out, tok_path, validation_fraction=0.3)
+    with pytest.raises(PretokenizeError) as info:
+        run(other, log=lambda s: None)
+    assert str(info.value) == (
+        f"--output {out} holds a dataset made from other inputs or settings (digest "
+        f"{again.extra['dataset_digest'][:16]}, now {digest_of(other, units=True)[:16]}); allowed: the same --input, "
+        "--tokenizer and options, or another --output"
+    )
 
 
 def test_parquet_and_text_inputs(ray_local, tmp_path, tok_path):
