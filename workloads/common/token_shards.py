@@ -253,7 +253,7 @@ def read_manifest(directory: str | Path) -> Manifest:
             },
             extra=raw.get("extra", {}),
         )
-    except (KeyError, TypeError, ValueError) as err:
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
         if isinstance(err, DatasetError):
             raise
         raise DatasetError(f"dataset {directory}: {MANIFEST} is malformed ({type(err).__name__}: {err})") from err

@@ -148,6 +148,12 @@ def test_a_manifest_of_another_format_is_one_message(dataset):
     with pytest.raises(DatasetError) as info:
         ts.read_manifest(dataset.directory)
     assert str(info.value) == f"dataset {dataset.directory}: manifest.json is malformed (KeyError: 'splits')"
+    path.write_text("[1, 2]")
+    with pytest.raises(DatasetError) as info:
+        ts.read_manifest(dataset.directory)
+    assert str(info.value) == (
+        f"dataset {dataset.directory}: manifest.json is malformed (AttributeError: 'list' object has no attribute 'get')"
+    )
 
 
 def test_the_manifest_is_replaced_atomically(dataset, monkeypatch):
