@@ -10,6 +10,10 @@ tracemalloc does not see it). Page granularity and malloc's arenas make it a sli
 
     .venv/bin/python bench/chunked_loss.py            # 2048 tokens x 32k vocab, seconds
     .venv/bin/python bench/chunked_loss.py --full     # 8192 tokens x 32k vocab
+    python bench/chunked_loss.py --device cuda --full --vocab 128256   # on a GPU: torch.cuda peak
+
+On ``--device cuda`` the peak is ``torch.cuda.max_memory_allocated`` after a reset, minus the
+memory allocated before (the caching allocator's own account, exact for tensors).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ def _status(field: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def _child(mode: str, tokens: int, dim: int, vocab: int, chunk: int) -> dict[str, float]:
+def _child(mode: str, tokens: int, dim: int, vocab: int, chunk: int, device: str = "cpu") -> dict[str, float]:
     import torch
     import torch.nn.functional as F
 
@@ -44,35 +48,48 @@ def _child(mode: str, tokens: int, dim: int, vocab: int, chunk: int) -> dict[str
             return F.cross_entropy(h @ w.T, t)
         return chunked_cross_entropy(h, w, t, chunk_tokens=chunk)
 
-    small = [torch.randn(64, dim, requires_grad=True), torch.randn(vocab, dim, requires_grad=True)]
-    loss_of(small[0], small[1], torch.randint(0, vocab, (64,))).backward()
+    dev = torch.device(device)
+    small = [
+        torch.randn(64, dim, requires_grad=True, device=dev),
+        torch.randn(vocab, dim, requires_grad=True, device=dev),
+    ]
+    loss_of(small[0], small[1], torch.randint(0, vocab, (64,), device=dev)).backward()
     del small
-    hidden = torch.randn(tokens, dim, requires_grad=True)
-    weight = (torch.randn(vocab, dim) * dim**-0.5).requires_grad_()
-    targets = torch.randint(0, vocab, (tokens,))
-    Path("/proc/self/clear_refs").write_text("5")
-    before = _status("VmRSS")
+    hidden = torch.randn(tokens, dim, requires_grad=True, device=dev)
+    weight = (torch.randn(vocab, dim, device=dev) * dim**-0.5).requires_grad_()
+    targets = torch.randint(0, vocab, (tokens,), device=dev)
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+    else:
+        Path("/proc/self/clear_refs").write_text("5")
+        before = _status("VmRSS")
     t0 = time.perf_counter()
     loss = loss_of(hidden, weight, targets)
     loss.backward()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
     seconds = time.perf_counter() - t0
-    peak = _status("VmHWM")
+    if dev.type != "cuda":
+        peak = _status("VmHWM")
     return {"peak_growth": peak - before, "seconds": seconds, "loss": float(loss)}
 
 
-def measure(mode: str, tokens: int, dim: int, vocab: int, chunk: int) -> dict[str, float]:
+def measure(mode: str, tokens: int, dim: int, vocab: int, chunk: int, device: str = "cpu") -> dict[str, float]:
     """Run one variant in a fresh subprocess; its peak RSS growth (bytes), seconds and loss."""
     code = (
         f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); from bench.chunked_loss import _child; "
-        f"print(json.dumps(_child({mode!r}, {tokens}, {dim}, {vocab}, {chunk})))"
+        f"print(json.dumps(_child({mode!r}, {tokens}, {dim}, {vocab}, {chunk}, {device!r})))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def compare(tokens: int, dim: int, vocab: int, chunk: int) -> dict[str, float]:
-    whole = measure("whole", tokens, dim, vocab, chunk)
-    chunked = measure("chunked", tokens, dim, vocab, chunk)
+def compare(tokens: int, dim: int, vocab: int, chunk: int, device: str = "cpu") -> dict[str, float]:
+    whole = measure("whole", tokens, dim, vocab, chunk, device)
+    chunked = measure("chunked", tokens, dim, vocab, chunk, device)
     return {
         "tokens": tokens,
         "dim": dim,
@@ -94,9 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--full", action="store_true", help="8192 tokens, dim 512 (default: 2048 tokens, dim 256)")
     p.add_argument("--vocab", type=int, default=32768)
     p.add_argument("--chunk", type=int, default=256, help="tokens per chunk")
+    p.add_argument("--device", default="cpu", help="cpu (peak RSS) or cuda (torch.cuda peak allocated)")
     a = p.parse_args(argv)
     tokens, dim = (8192, 512) if a.full else (2048, 256)
-    r = compare(tokens, dim, a.vocab, a.chunk)
+    r = compare(tokens, dim, a.vocab, a.chunk, a.device)
     print(json.dumps(r, indent=1))
     print(
         f"peak memory of the loss (fwd+bwd), {tokens} tokens x {a.vocab} vocab (whole fp32 logits "
