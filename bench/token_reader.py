@@ -42,12 +42,12 @@ SHARD_TOKENS = 1 << 25  # 64 MiB of uint16
 def production_need(env: str = "prod") -> dict[str, float]:
     """Tokens per worker per step and the estimated step time of ``env``'s training job."""
     from config import load_environment
-    from sizing.plan import plan_of
+    from manifests import registry
 
     cfg = load_environment(env)
     assert cfg.training is not None
     tokens = cfg.training.batch_size_per_worker * cfg.training.model.block_size
-    checkpoint = plan_of(cfg).checkpoint
+    checkpoint = registry.plan_of(cfg).checkpoint
     step = checkpoint.step_seconds if checkpoint is not None else None
     if step is None:
         raise SystemExit(f"{env}: the plan has no estimated step time")
