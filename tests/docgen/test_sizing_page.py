@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from config import known_environments, load_environment
 from docgen import sizing_page as page
+from manifests import registry
 from sizing import storage
-from sizing.plan import plan_of
 
 
 def test_the_committed_page_is_current():
@@ -18,7 +18,7 @@ def test_the_committed_page_is_current():
 def test_the_page_has_a_row_per_environment_and_prods_sweep():
     text = page.generate()
     for name in known_environments():
-        row = storage.table_row(name, plan_of(load_environment(name)).checkpoint)
+        row = storage.table_row(name, registry.plan_of(load_environment(name)).checkpoint)
         assert "| " + " | ".join(row) + " |" in text
     assert "## prod: goodput against the checkpoint interval" in text
     assert "| 1000 steps (configured) | 34.1 min | 98.25% |" in text

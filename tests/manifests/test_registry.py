@@ -92,9 +92,9 @@ def test_a_service_without_a_plan_keeps_the_reason_and_the_manifest_reports_it()
     assert err.value.errors == list(reason.problems)
 
 
-def test_a_registered_workload_is_planned_rendered_policed_placed_and_reviewed(smoke):
+def test_a_registered_workload_is_planned_rendered_policed_placed_and_reviewed(smoke, monkeypatch):
     from manifests.__main__ import main
-    from ops import render as ops_render
+    from ops.submit import render as ops_render
     from review.document import Document
     from review.placement import placement_section
 
@@ -114,23 +114,28 @@ def test_a_registered_workload_is_planned_rendered_policed_placed_and_reviewed(s
     assert manifest["kind"] == "RayJob" and manifest["metadata"]["name"] == "smoke-test"
     assert manifest["spec"]["entrypoint"] == "python -m workloads.smoke"
     assert crd.validate(manifest) == []
-    # `hpray submit smoke --dry-run` offers and prints it (no client made).
+    # `hpray submit smoke --dry-run` checks the environment with it (no client made): dev's two GPU
+    # nodes are full without it, so hpray refuses dev as it is, and prints the RayJob where a third
+    # node makes room.
     from ops.cli import main as hpray
 
     def refuse(*_a, **_k):
         raise AssertionError("a dry run made a client")
 
-    submitted, err = io.StringIO(), io.StringIO()
-    code = hpray(
-        ["submit", "smoke", "--env", "dev", "--dry-run"],
-        out=submitted,
-        err=err,
-        prog="hpray",
-        aws_factory=refuse,
-        kube_factory=refuse,
-    )
-    assert (code, err.getvalue()) == (0, "")
-    assert yaml.safe_load(submitted.getvalue()) == manifest
+    def submit(load_config=None):
+        out, err = io.StringIO(), io.StringIO()
+        extra = {"load_config": load_config} if load_config else {}
+        argv = ["submit", "smoke", "--env", "dev", "--dry-run"]
+        code = hpray(argv, out=out, err=err, prog="hpray", aws_factory=refuse, kube_factory=refuse, **extra)
+        return code, out.getvalue(), err.getvalue()
+
+    code, _, err = submit()
+    assert code == 2 and "placement (HyperPod replacing a node of gpu-workers)" in err
+    groups = [g.model_copy(update={"instance_count": 3}) for g in env.hyperpod.instance_groups]
+    roomy = env.model_copy(update={"hyperpod": env.hyperpod.model_copy(update={"instance_groups": groups})})
+    code, submitted, err = submit(lambda _name: check.check(roomy))
+    assert (code, err) == (0, "")
+    assert yaml.safe_load(submitted) == smoke.render(roomy)
     # Its NetworkPolicies, among the RayJobs (before the RayServices'); no disruption budget (a RayJob).
     policies = [p["metadata"]["name"] for p in network_policy.render(env)["items"]]
     assert {"smoke-test-ray-internal", "smoke-test-from-operator"} <= set(policies)
@@ -144,7 +149,10 @@ def test_a_registered_workload_is_planned_rendered_policed_placed_and_reviewed(s
         assert {"RayJob smoke-test head", "RayJob smoke-test worker"} <= names, situation
     assert any("RayJob smoke-test head" in row[3] for row in placement.table(env, plan))
     assert check.problems(env) == placement.problems(env, plan)
-    # The review's placement table lists it.
+    # The review's placement table lists it (for the environment with room for it).
+    import review.environment
+
+    monkeypatch.setattr(review.environment, "load_checked", lambda _name: check.check(roomy))
     doc = Document("review")
     placement_section(doc, "dev")
     assert "RayJob smoke-test worker" in doc.markdown()

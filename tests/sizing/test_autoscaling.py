@@ -369,10 +369,10 @@ def test_synth_refuses_a_worker_group_that_declares_no_accelerator(monkeypatch):
 
 def test_make_synths_placement_step_prints_the_fault(monkeypatch, capsys):
     """``python -m manifests check ENV`` (run by `make synth` after cdk synth) exits 1 with the error."""
-    from sizing.__main__ import main
+    from manifests.__main__ import main
 
     monkeypatch.setattr(pods.WorkerShape, "ray_resources", property(lambda self: {}))
-    assert main(["prod"]) == 1
+    assert main(["check", "prod"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("prod.yaml: 1 configuration error:\n")
     assert err.rstrip().endswith(FAULT)

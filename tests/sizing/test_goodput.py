@@ -82,7 +82,7 @@ def test_prod_warns_at_synth_with_its_numbers():
     assert g.interval_seconds == pytest.approx(2045.8, abs=0.1)
     assert g.optimal_interval_seconds == pytest.approx(math.sqrt(2 * 35.746 * 5_700_600), rel=1e-4)
     assert g.downtime_seconds == pytest.approx(600 + 120 + 35.746, abs=1e-3)
-    assert checkpoint_interval_warning(prod) == (
+    assert checkpoint_interval_warning(prod, registry.plan_of(prod)) == (
         "training.checkpoint_every_steps: 1000 steps (34.1 min at an estimated 2.05 s per step) is 9.9x shorter "
         "than the Young/Daly optimum sqrt(2 x 35.7 s write x 1583.5 h MTBF of 4 nodes) = 5.6 h (9868 steps): "
         "expected goodput 98.25% against 99.63% at the optimum"
@@ -92,11 +92,15 @@ def test_prod_warns_at_synth_with_its_numbers():
 def test_prod_near_the_optimum_does_not_warn():
     data = env_data("prod")
     data["training"].update(checkpoint_every_steps=5000)
-    assert checkpoint_interval_warning(parse_environment(data, source="prod.yaml")) is None
+    cfg = parse_environment(data, source="prod.yaml")
+    assert checkpoint_interval_warning(cfg, registry.plan_of(cfg)) is None
 
 
 def test_other_environments_do_not_warn():
     staging, dev = load_environment("staging"), load_environment("dev")
     assert registry.plan_of(staging).checkpoint.goodput.far  # it checkpoints often on purpose
     assert registry.plan_of(dev).checkpoint.goodput.far  # a short interval for a short run, on purpose
-    assert checkpoint_interval_warning(staging) is None and checkpoint_interval_warning(dev) is None
+    assert (
+        checkpoint_interval_warning(staging, registry.plan_of(staging)) is None
+        and checkpoint_interval_warning(dev, registry.plan_of(dev)) is None
+    )

@@ -433,14 +433,16 @@ def test_system_type_without_facts_is_a_clear_error():
 
 
 def test_make_synth_prints_the_placement_table():
-    out = subprocess.run([sys.executable, "-m", "sizing", "dev"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "manifests", "check", "dev"], capture_output=True, text=True, check=True
+    )
     lines = out.stdout.splitlines()
     assert lines[0] == "Placement of dev: every pod on the node pool it selects (used / allocatable)"
     assert (
         "  [as configured] gpu-workers (2 x ml.g5.12xlarge): cpu 18.53 / 47.74, memory 169.6Gi / 338.7Gi, gpus 4 / 8"
         in lines
     )
-    bad = subprocess.run([sys.executable, "-m", "sizing", "nope"], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "manifests", "check", "nope"], capture_output=True, text=True)
     assert bad.returncode == 1 and "unknown environment 'nope'" in bad.stderr and bad.stdout == ""
 
 

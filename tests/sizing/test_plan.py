@@ -88,13 +88,16 @@ def test_rendering_every_manifest_derives_the_plan_once(name, derivations, compu
 
 def test_another_config_is_another_plan(derivations):
     """A config is frozen: one with overrides (``hpray``'s --set, say) is a new object, planned anew."""
-    from workloads.training import manifest
+    from manifests import training as manifest
 
     dev = load_environment("dev")
-    manifest.for_cluster(dev)
+    registry.plan_of(dev)
+    assert derivations == ["dev"]
+    # The renderer reads the training job's plan of that derivation, not another one.
+    assert manifest.for_cluster(dev) is registry.plan_of(dev).training.settings
     assert derivations == ["dev"]
     s = manifest.for_cluster(dev, {"num_workers": 2})
-    assert len(derivations) == 2 and s.num_workers == 2
+    assert s.num_workers == 2 and s is not registry.plan_of(dev).training.settings
     assert registry.plan_of(dev).training is not None
     assert registry.plan_of(dev).training.placement.workers != 2 or dev.training.num_workers == 2
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from manifests import registry
 from tests.conftest import checkov_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,7 @@ def test_synth_has_no_unacknowledged_findings(env, synthesized):
         config.eks.extended_support_acknowledged
     )
     expected = ["hpray:eks-extended-support"] if cost_warning else []
-    if checkpoint_interval_warning(config) is not None:
+    if checkpoint_interval_warning(config, registry.plan_of(config)) is not None:
         expected.append("hpray:checkpoint-interval")
     report = json.loads((out / "validation-report.json").read_text())
     violations = [v for p in report["pluginReports"] for v in p.get("violations", [])]
@@ -160,7 +161,7 @@ def test_prod_checkpoint_interval_warning_is_on_the_file_system(synthesized):
     from sizing.plan import checkpoint_interval_warning
 
     assembly, config, stacks = synthesized("prod")
-    warning = checkpoint_interval_warning(config)
+    warning = checkpoint_interval_warning(config, registry.plan_of(config))
     assert warning is not None and "9.9x shorter than the Young/Daly optimum" in warning
     meta = json.loads((Path(assembly.directory) / f"{stacks.storage.artifact_id}.metadata.json").read_text())
     found = {path: e["data"] for path, entries in meta.items() for e in entries if e["type"] == "aws:cdk:warning"}

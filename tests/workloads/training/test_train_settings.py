@@ -10,7 +10,7 @@ import yaml
 
 from config import ConfigError, parse_environment
 from config.loader import CONFIG_DIR
-from workloads.training import manifest
+from manifests import training as manifest
 from workloads.training import settings as S
 from workloads.training.__main__ import main
 
@@ -93,7 +93,10 @@ def test_cli_reports_before_ray_starts(capsys, monkeypatch):
         raise AssertionError("ray.init was called for invalid input")
 
     monkeypatch.setattr(ray, "init", no_ray)
-    assert main(["--env", "dev", "--set", "gpus_per_worker=5"]) == 2
+    # An environment's placement is the deploy-time side's (the plan): `python -m manifests train`.
+    from manifests.__main__ import main as manifests_main
+
+    assert manifests_main(["train", "--env", "dev", "--set", "gpus_per_worker=5"]) == 2
     assert "training.gpus_per_worker: 5 GPUs per worker" in capsys.readouterr().err
     assert main(["--local", "--storage", "/tmp/x", "--set", "num_workers=0"]) == 2
     assert "local run: 1 configuration error:\n  - training.num_workers: 0 workers requested" in capsys.readouterr().err
@@ -108,7 +111,7 @@ def test_cli_reports_before_ray_starts(capsys, monkeypatch):
 
 def test_cli_subprocess_exit_code_and_no_traceback():
     out = subprocess.run(
-        [sys.executable, "-m", "workloads.training", "--env", "prod", "--set", "gpus_per_worker=9"],
+        [sys.executable, "-m", "manifests", "train", "--env", "prod", "--set", "gpus_per_worker=9"],
         capture_output=True,
         text=True,
     )
