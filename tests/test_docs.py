@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from config import known_environments
-from manifests.__main__ import RENDERERS
+from manifests.__main__ import kinds
 from ops.cli import build_parser
 from ops.errors import UsageError
 
@@ -86,12 +86,12 @@ def test_ops_command_lines_parse(page, groups):
         pytest.fail(f"{page}: `python -m ops {args}` does not parse: {err}")
 
 
-@pytest.mark.parametrize(("page", "groups"), _matches(r"python3? -m workloads render" + REST))
+@pytest.mark.parametrize(("page", "groups"), _matches(r"python3? -m manifests render" + REST))
 def test_workload_renders_exist(page, groups):
     argv = shlex.split(groups[0])
     if not argv:
         return
-    assert argv[0] in RENDERERS, f"{page}: unknown workload {argv[0]!r}; known: {sorted(RENDERERS)}"
+    assert argv[0] in kinds(), f"{page}: unknown workload {argv[0]!r}; known: {kinds()}"
     env = argv[argv.index("--env") + 1]
     assert env in known_environments() or env in PLACEHOLDER_ENVS, f"{page}: unknown environment {env!r}"
 

@@ -1,7 +1,7 @@
 """The job's ``JobSettings`` for ``python -m workloads.training``: the command line's overrides
 and, locally, the tiny model on CPU workers. On the cluster they are the plan's (sizing/plan.py
 builds them once per config, with command-line overrides a new config): deploy-time code, in
-workloads/training/manifest.py (``for_cluster``).
+manifests/training.py (``for_cluster``; ``python -m manifests train``).
 
 Bad input is reported as ``ConfigError`` (each line names the field, the value, what is
 allowed) before any Ray process starts.
