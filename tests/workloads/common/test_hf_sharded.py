@@ -24,6 +24,7 @@ from rigs.local_cluster import REPO_ROOT, free_port
 from workloads.common import checkpoint as ckpt
 from workloads.common import hf_llama
 from workloads.common.model import Llama, LlamaConfig
+from workloads.inference import loading
 
 pytestmark = pytest.mark.slow  # process groups of real processes
 HERE = Path(__file__).parent
@@ -163,6 +164,6 @@ def test_export_from_a_sharded_checkpoint_peak_is_one_shard(folders, tmp_path):
     back = Llama(LARGE)
     hf_llama.load_hf_into(back, str(out))
     ref = Llama(LARGE)
-    ckpt.load_entry_into(folders["checkpoint"], "model", ref.state_dict())
+    loading.load_entry_into(folders["checkpoint"], "model", ref.state_dict())
     for name, p in ref.state_dict().items():
         assert torch.equal(back.state_dict()[name], p), name
