@@ -13,6 +13,7 @@ PREFLIGHT = (
     "servicequotas:ListAWSDefaultServiceQuotas",
     "ec2:DescribeAvailabilityZones",
     "eks:DescribeClusterVersions",
+    "eks:DescribeAddonVersions",
     "cloudformation:DescribeStacks",
     "ec2:DescribeVpcs",
 )
@@ -49,7 +50,7 @@ JOBS = ("eks:DescribeCluster", *RAY_TOKEN)
 DASHBOARD = ("eks:DescribeCluster", *RAY_TOKEN)
 # images pin-base makes no AWS call: it asks Docker Hub's registry API and edits workloads/Dockerfile.
 # upgrade plan prints only; --apply reads the cluster and its upgrade insights.
-UPGRADE_APPLY = ("eks:DescribeCluster", "eks:ListInsights")
+UPGRADE_APPLY = ("eks:DescribeCluster", "eks:ListInsights", "eks:DescribeAddonVersions")
 
 # Kubernetes: what each job command does in the one namespace it acts on (``--namespace``), as
 # (API group, resource, verb). A team's Role (constructs/team_access.py) grants what these need
