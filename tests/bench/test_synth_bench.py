@@ -7,7 +7,7 @@ import pytest
 
 from bench.synth_bench import groups_config
 from config import load_environment
-from sizing.plan import plan_of
+from manifests.registry import plan_of
 
 
 @pytest.mark.parametrize("n", [2, 100])
