@@ -49,7 +49,9 @@ SUBMIT_JOB = ("eks:DescribeCluster", "s3:GetObject", "s3:PutObject", "kms:Genera
 JOBS = ("eks:DescribeCluster", *RAY_TOKEN)
 DASHBOARD = ("eks:DescribeCluster", *RAY_TOKEN)
 # images pin-base makes no AWS call: it asks Docker Hub's registry API and edits workloads/Dockerfile.
-# upgrade plan prints only; --apply reads the cluster and its upgrade insights.
+# upgrade plan reads the add-on builds EKS offers for the target (printed without them when
+# denied); --apply also reads the cluster and its upgrade insights.
+UPGRADE_PLAN = ("eks:DescribeAddonVersions",)
 # teardown finds the Ray heads' security group and waits for its branch interfaces (read-only on
 # AWS); in Kubernetes it lists and deletes the Ray objects (K8S_TEARDOWN).
 TEARDOWN = ("ec2:DescribeSecurityGroups", "ec2:DescribeNetworkInterfaces")

@@ -85,18 +85,43 @@ def _batch(count: int) -> dict[str, Any]:
     return {"Type": "INSTANCE_COUNT", "Value": 1} if count <= 4 else {"Type": "CAPACITY_PERCENTAGE", "Value": 25}
 
 
-def plan(config: EnvironmentConfig, to: str | None = None, *, on: Any = None) -> tuple[str, list[Step]]:
+def addon_moves(current: str, target: str, offered: dict[str, Any] | None) -> list[str]:
+    """Each pinned add-on's move from ``current`` to ``target`` (config/versions.py); with
+    ``offered`` (ops/reports/addons.py :func:`offered_builds` for the target), a pin EKS does not
+    offer for the target names the build to move to instead."""
+    old, new = versions.ADDON_VERSIONS[current], versions.ADDON_VERSIONS[target]
+    moves = []
+    for name in sorted(new):
+        found = (offered or {}).get(name)
+        note = ""
+        if offered is not None and (found is None or new[name] not in found.builds):
+            note = (
+                f" [EKS does not offer {new[name]} for {target}; it offers "
+                + (", ".join(found.builds) if found and found.builds else "none")
+                + (
+                    f": move ADDON_VERSIONS[{target!r}][{name!r}] to {found.default or found.builds[0]}"
+                    if found and found.builds
+                    else ""
+                )
+                + "]"
+            )
+        if old.get(name) != new[name] or note:
+            moves.append(f"{name}: {old.get(name, '-')} -> {new[name]}{note}")
+    return moves
+
+
+def plan(
+    config: EnvironmentConfig, to: str | None = None, *, on: Any = None, offered: dict[str, Any] | None = None
+) -> tuple[str, list[Step]]:
     """The steps from the environment's version to ``to`` (default: the next minor); support
-    status as of ``on`` (default: today)."""
+    status as of ``on`` (default: today). ``offered``: the add-on builds EKS offers for the target
+    (None: not asked), which name the builds to move to where a pin is not offered."""
     target = target_version(config, to)
     current = config.eks.kubernetes_version
     env, region = config.name, config.region
     eks_name, hp_name = config.eks_cluster_name, config.hyperpod_cluster_name
     cluster_stack = f"{stack_prefix(config.name_prefix)}Cluster"
-    old, new = versions.ADDON_VERSIONS[current], versions.ADDON_VERSIONS[target]
-    addon_changes = [
-        f"{name}: {old.get(name, '-')} -> {new[name]}" for name in sorted(new) if old.get(name) != new[name]
-    ]
+    addon_changes = addon_moves(current, target, offered)
     crd_files = " ".join(f"-f {path}" for path in kuberay_crds.manual_paths())
     status = {v: versions.eks_support_status(v, on or _today()) or "unknown" for v in (current, target)}
     steps = [

@@ -148,7 +148,10 @@ def test_two_minors_at_once_refused():
 def test_cli_plan_json(dev):
     out = io.StringIO()
     code = main(
-        ["upgrade", "plan", "--env", "dev", "--json"], load_config=lambda n: dev, aws_factory=lambda c, p: None, out=out
+        ["upgrade", "plan", "--env", "dev", "--json"],
+        load_config=lambda n: dev,
+        aws_factory=lambda c, p: FakeAws(),
+        out=out,
     )
     assert code == 0
     data = json.loads(out.getvalue())
@@ -364,3 +367,56 @@ def test_apply_calls_exactly_the_documented_actions(dev, tmp_path):
         )  # no CRDs: only the AWS calls
     client = boto3.client("eks", region_name="us-east-1")
     assert sorted({iam_action(client, method) for _, method, _ in aws.calls}) == sorted(permissions.UPGRADE_APPLY)
+
+
+def test_plan_names_the_build_to_move_to_where_eks_does_not_offer_the_target_pin(dev):
+    """Without --apply too: the control plane step's add-on moves name, for a pin EKS does not
+    offer for the target, EKS's builds and the one to move to."""
+    addons = [a for a in pinned_addons("1.34") if a["addonName"] != "aws-fsx-csi-driver"]
+    addons.append(addon_entry("aws-fsx-csi-driver", ["v1.8.0-eksbuild.1", "v1.7.1-eksbuild.2"], "1.34"))
+    aws = FakeAws(addons=addons)
+    out = io.StringIO()
+    code = main(["upgrade", "plan", "--env", "dev"], load_config=lambda n: dev, aws_factory=lambda c, p: aws, out=out)
+    assert code == 0
+    text = out.getvalue()
+    assert (
+        text.splitlines()[1] == "add-on builds checked against the builds EKS offers for Kubernetes 1.34 in us-east-1"
+    )
+    pin = versions.ADDON_VERSIONS["1.34"]["aws-fsx-csi-driver"]
+    assert (
+        f"aws-fsx-csi-driver: {versions.ADDON_VERSIONS['1.33']['aws-fsx-csi-driver']} -> {pin} [EKS does not offer "
+        f"{pin} for 1.34; it offers v1.8.0-eksbuild.1, v1.7.1-eksbuild.2: move ADDON_VERSIONS['1.34']"
+        "['aws-fsx-csi-driver'] to v1.8.0-eksbuild.1]"
+    ) in text
+    assert ("eks", "describe_addon_versions", {"kubernetesVersion": "1.34"}) in aws.calls
+    import boto3
+
+    from config.facts import permissions
+    from ops.clients.aws import iam_action
+
+    client = boto3.client("eks", region_name="us-east-1")
+    assert tuple(sorted({iam_action(client, m) for _, m, _ in aws.calls})) == permissions.UPGRADE_PLAN
+
+
+def test_plan_without_aws_access_prints_the_pins_and_says_why(dev):
+    from ops.errors import CredentialsError
+
+    class NoCredentials:
+        def paginate(self, *args, **kwargs):
+            raise CredentialsError("no AWS credentials found", "sign in")
+
+    out = io.StringIO()
+    code = main(
+        ["upgrade", "plan", "--env", "dev"],
+        load_config=lambda n: dev,
+        aws_factory=lambda c, p: NoCredentials(),
+        out=out,
+    )
+    assert code == 0
+    lines = out.getvalue().splitlines()
+    assert lines[1] == "add-on builds not checked against EKS (no AWS credentials found); --apply checks them"
+    old, new = versions.ADDON_VERSIONS["1.33"]["kube-proxy"], versions.ADDON_VERSIONS["1.34"]["kube-proxy"]
+    assert (
+        f'   config:   config/dev.yaml: eks.kubernetes_version: "1.34"  (add-ons: kube-proxy: {old} -> {new}; '
+        "kubectl layer v34)"
+    ) in lines
