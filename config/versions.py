@@ -43,8 +43,11 @@ KUBECTL_LAYERS: dict[str, tuple[str, str]] = {
 }
 
 # EKS managed add-on versions per Kubernetes minor version. kube-proxy and coredns follow the
-# cluster's minor version, so a new Kubernetes version needs a new row here. Evidence (nothing
-# here can call describe-addon-versions):
+# cluster's minor version, so a new Kubernetes version needs a new row here. EKS is the authority:
+# `hpray preflight` checks every pin of the environment's version against eks:DescribeAddonVersions
+# (a FAIL names the builds EKS offers for that minor) before any deploy, the pipeline's pre-deploy
+# step runs the same check per stage, and `hpray upgrade plan --apply` checks the target's row.
+# Offline evidence for each pin (the sources; no call of this repository's tests reaches AWS):
 # - coredns v1.12.4-eksbuild.1: the EKS user guide's CoreDNS version table lists it for 1.33 and 1.34
 #   (managing-coredns.html).
 # - kube-proxy v1.33.3-eksbuild.10: the build the EKS API lists for 1.33 (awsdocs/amazon-eks-user-guide
@@ -57,9 +60,9 @@ KUBECTL_LAYERS: dict[str, tuple[str, str]] = {
 # - vpc-cni v1.20.3-eksbuild.1: published 1.33 and 1.34 cluster configs only (no AWS table lists it;
 #   EKS offers one vpc-cni build for every supported minor).
 # - aws-fsx-csi-driver v1.7.0-eksbuild.1: the build exists (EKS user guide PR 1215, hybrid nodes),
-#   but no source found states its 1.33/1.34 compatibility. Confirm these two before a first deploy:
-#   aws eks describe-addon-versions --kubernetes-version 1.33 --addon-name NAME
-# `hpray upgrade plan` prints these commands for the target minor.
+#   but no source found states its 1.33/1.34 compatibility: `hpray preflight` fails on it until EKS
+#   offers it for the environment's minor (aws eks describe-addon-versions --kubernetes-version 1.34
+#   --addon-name NAME lists what it offers).
 # The Secrets Store CSI driver with the AWS provider (ASCP), one EKS add-on
 # (Secrets Manager user guide, "Install ASCP for Amazon EKS", ascp-eks-installation.html). The
 # add-on packages ASCP's Helm chart, which brings the driver as a subchart: ASCP v3.1.1's chart

@@ -36,6 +36,8 @@ from constructs.ray_auth import grant_secret_read, token_secret
 # ElastiCache AUTH tokens: 16-128 printable characters without spaces, '"', '/' or '@'
 # (ElastiCache user guide, "Authenticating with the Valkey and Redis OSS AUTH command").
 TOKEN_LENGTH = 64
+# Every resource of the store, in every environment: nothing in it outlives the Ray clusters.
+REMOVAL = RemovalPolicy.DESTROY
 
 
 def gcs_store_service_manifest(address: str) -> dict[str, Any]:
@@ -66,12 +68,16 @@ class GcsStore(Construct):
         readers: list[iam.IGrantable],
         cluster: PlatformEksCluster,
         namespace: IConstruct | None = None,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         """``client_security_group``: the Ray head pods' own group (constructs/ray_heads.py);
         ``readers``: who reads the AUTH token (the
         Ray pods' Pod Identity role, through the Secrets Store CSI driver); ``namespace``: the
-        manifest creating the Ray namespace the store's Service goes into."""
+        manifest creating the Ray namespace the store's Service goes into.
+
+        Deleted with the stack in every environment, production included (``REMOVAL``): the store
+        caches the live Ray clusters' metadata, which a redeploy rebuilds, so nothing in it is worth
+        keeping, while a retained replication group, security group and subnet group would keep
+        the VPC from being deleted and keep billing."""
         super().__init__(scope, construct_id)
         self.key = key
         self.port = GCS_STORE_PORT
@@ -81,7 +87,6 @@ class GcsStore(Construct):
             name=gcs_store_secret_name(name_prefix),
             description="AUTH token of the Ray GCS fault-tolerance store (ElastiCache for Valkey)",
             key=key,
-            removal_policy=removal_policy,
             length=TOKEN_LENGTH,
         )
         acknowledge(
@@ -105,7 +110,7 @@ class GcsStore(Construct):
             description="Ray GCS store (ElastiCache for Valkey): TLS from the Ray heads only",
             allow_all_outbound=False,
         )
-        self.security_group.apply_removal_policy(removal_policy)
+        self.security_group.apply_removal_policy(REMOVAL)
         self.ingress = ec2.CfnSecurityGroupIngress(
             self,
             "FromRayHeads",
@@ -122,7 +127,7 @@ class GcsStore(Construct):
             description="Private subnets of the Ray GCS store",
             subnet_ids=vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnet_ids,
         )
-        self.subnet_group.apply_removal_policy(removal_policy)
+        self.subnet_group.apply_removal_policy(REMOVAL)
         failover = gcs_config.replicas >= 1
         self.replication_group = elasticache.CfnReplicationGroup(
             self,
@@ -148,7 +153,7 @@ class GcsStore(Construct):
             snapshot_retention_limit=gcs_config.snapshot_retention_days,
             auto_minor_version_upgrade=True,
         )
-        self.replication_group.apply_removal_policy(removal_policy)
+        self.replication_group.apply_removal_policy(REMOVAL)
         if not failover:
             acknowledge(
                 self.replication_group,

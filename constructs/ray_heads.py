@@ -33,7 +33,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct, IConstruct
 from constructs import flows as F
 
-from config.facts.names import WORKLOADS_NAMESPACE
+from config.facts.names import RAY_HEADS_SECURITY_GROUP_DESCRIPTION, WORKLOADS_NAMESPACE
 from constructs.eks_cluster import PlatformEksCluster
 from constructs.network import ingress_rules
 
@@ -79,7 +79,7 @@ class RayHeadSecurity(Construct):
             self,
             "SecurityGroup",
             vpc=vpc,
-            description="Ray head pods (EKS security groups for pods): GCS store, workers, operator",
+            description=RAY_HEADS_SECURITY_GROUP_DESCRIPTION,
             # As the nodes: AWS APIs through endpoints or NAT, the workers, DNS, the EKS API.
             allow_all_outbound=True,
         )

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -191,7 +191,6 @@ class TeamAccess(Construct):
         key: kms.IKey,
         vpc_cidr: str,
         token_auth: bool,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         """``token_auth`` (config ``eks.ray_token_auth``): each team gets its own token."""
         super().__init__(scope, construct_id)
@@ -234,7 +233,6 @@ class TeamAccess(Construct):
                     name=secret_name,
                     description=f"Ray token authentication (RAY_AUTH_TOKEN) of team {team.name}'s Ray clusters",
                     key=key,
-                    removal_policy=removal_policy,
                 )
                 grant_secret_read(role, secret=secret, key=key, sid="TeamRayAuthToken")
                 # The team's members read their token (hpray logs/dashboard -n NS); the key's

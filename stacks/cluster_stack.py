@@ -90,7 +90,6 @@ class ClusterStack(PlatformStack):
             name_prefix=config.name_prefix,
             key=storage.platform_key,
             readers=[self.workloads.role],
-            removal_policy=self.removal_policy,
         )
         # The Ray heads' own security group (EKS security groups for pods): what admits the heads
         # (the GCS store) admits no other pod of the system nodes.
@@ -116,7 +115,6 @@ class ClusterStack(PlatformStack):
                 readers=[self.workloads.role],
                 cluster=self.eks,
                 namespace=self.workloads.namespace,
-                removal_policy=self.removal_policy,
             )
             if config.gcs_fault_tolerance
             else None
@@ -148,7 +146,6 @@ class ClusterStack(PlatformStack):
                 key=storage.platform_key,
                 vpc_cidr=config.network.vpc_cidr,
                 token_auth=config.eks.ray_token_auth,
-                removal_policy=self.removal_policy,
             )
             if config.teams
             else None

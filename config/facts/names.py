@@ -35,6 +35,12 @@ GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 
 
+# The Ray heads' own security group (constructs/ray_heads.py): its description, by which `hpray
+# teardown` finds it (with the cluster stack's CloudFormation tag) to wait for the heads' branch
+# interfaces. Changing it replaces the group.
+RAY_HEADS_SECURITY_GROUP_DESCRIPTION = "Ray head pods (EKS security groups for pods): GCS store, workers, operator"
+
+
 def ray_auth_secret_name(name_prefix: str) -> str:
     """The Secrets Manager secret holding the Ray clusters' auth token (constructs/ray_auth.py)."""
     return f"{name_prefix}/ray-auth-token"

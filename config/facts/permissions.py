@@ -13,6 +13,7 @@ PREFLIGHT = (
     "servicequotas:ListAWSDefaultServiceQuotas",
     "ec2:DescribeAvailabilityZones",
     "eks:DescribeClusterVersions",
+    "eks:DescribeAddonVersions",
     "cloudformation:DescribeStacks",
     "ec2:DescribeVpcs",
 )
@@ -48,8 +49,13 @@ SUBMIT_JOB = ("eks:DescribeCluster", "s3:GetObject", "s3:PutObject", "kms:Genera
 JOBS = ("eks:DescribeCluster", *RAY_TOKEN)
 DASHBOARD = ("eks:DescribeCluster", *RAY_TOKEN)
 # images pin-base makes no AWS call: it asks Docker Hub's registry API and edits workloads/Dockerfile.
-# upgrade plan prints only; --apply reads the cluster and its upgrade insights.
-UPGRADE_APPLY = ("eks:DescribeCluster", "eks:ListInsights")
+# upgrade plan reads the add-on builds EKS offers for the target (printed without them when
+# denied); --apply also reads the cluster and its upgrade insights.
+UPGRADE_PLAN = ("eks:DescribeAddonVersions",)
+# teardown finds the Ray heads' security group and waits for its branch interfaces (read-only on
+# AWS); in Kubernetes it lists and deletes the Ray objects (K8S_TEARDOWN).
+TEARDOWN = ("ec2:DescribeSecurityGroups", "ec2:DescribeNetworkInterfaces")
+UPGRADE_APPLY = ("eks:DescribeCluster", "eks:ListInsights", "eks:DescribeAddonVersions")
 
 # Kubernetes: what each job command does in the one namespace it acts on (``--namespace``), as
 # (API group, resource, verb). A team's Role (constructs/team_access.py) grants what these need
@@ -78,6 +84,9 @@ K8S_SUBMIT_JOB = (
 )
 K8S_STOP = (("ray.io", "rayjobs", "get"), ("ray.io", "rayjobs", "patch"), ("ray.io", "rayjobs", "delete"))
 K8S_RESUME = (("ray.io", "rayjobs", "get"), ("ray.io", "rayjobs", "patch"))
+K8S_TEARDOWN = tuple(
+    ("ray.io", plural, verb) for plural in ("rayjobs", "rayservices", "rayclusters") for verb in ("list", "delete")
+)
 K8S_JOB_COMMANDS = {
     "jobs": K8S_JOBS,
     "logs": K8S_LOGS,

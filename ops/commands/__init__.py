@@ -22,6 +22,7 @@ from ops.commands import (
     status,
     stop,
     submit,
+    teardown,
     upgrade,
 )
 from ops.context import CommandSpec
@@ -38,6 +39,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     resume.COMMAND,
     dashboard.COMMAND,
     upgrade.COMMAND,
+    teardown.COMMAND,
     images.COMMAND,
     completion.COMMAND,
 )

@@ -24,6 +24,7 @@ def register(sub: Any, cli: CommandLine) -> None:
             '  - the SageMaker quota "<instance type> for cluster usage" covers the configured instance counts\n'
             "  - every configured AZ ID exists in the region (and has the configured name in this account)\n"
             "  - EKS offers the configured Kubernetes version in the region\n"
+            "  - EKS offers each pinned add-on build (config/versions.py) for that version\n"
             "  - the CDK bootstrap stack exists and is recent enough\n"
             "  - no other VPC overlaps the configured CIDRs (warning only)\n"
             "  - the workloads image's base is pinned by digest (fix: hpray images pin-base)\n"

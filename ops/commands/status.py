@@ -19,7 +19,9 @@ def register(sub: Any, cli: CommandLine) -> None:
         description=(
             "Show the deployed environment: HyperPod cluster status and every node with its instance\n"
             "group, status and health label; EKS cluster status; FSx for Lustre lifecycle; KubeRay\n"
-            "operator readiness; RayJobs and RayServices with their states.\n"
+            "operator readiness; RayJobs and RayServices with their states; the day-one check of\n"
+            "security groups for pods (system nodes have branch interfaces, HyperPod nodes do not, every\n"
+            "running Ray head has its own; a WARN, which does not count as unhealthy).\n"
             "Exits 1 if anything is unhealthy (a failed RayJob is shown but does not count)."
         ),
         formatter_class=cli.formatter,

@@ -59,7 +59,20 @@ def run(command: Command) -> int:
 
     config, args, out = command.config, command.args, command.out
 
-    header, steps = plan(config, args.to)
+    # The add-on builds EKS offers for the target name the builds to move to where a pin is not
+    # offered; without AWS access the plan prints the pins alone and says why.
+    from ops.errors import OpsError
+    from ops.reports.addons import offered_builds
+
+    target = target_version(config, args.to)
+    try:
+        offered = offered_builds(command.aws, target)
+        asked = f"add-on builds checked against the builds EKS offers for Kubernetes {target} in {config.region}"
+    except OpsError as err:
+        offered = None
+        asked = f"add-on builds not checked against EKS ({err.message}); --apply checks them"
+    header, steps = plan(config, args.to, offered=offered)
+    header = f"{header}\n{asked}"
     if not args.apply:
         print(to_json(as_dict(header, steps)) if args.json else render(header, steps), file=out)
         return 0
@@ -72,7 +85,7 @@ def run(command: Command) -> int:
 
     if not args.json:
         print(render(header, steps) + "\n\n--apply: the safe steps", file=out)
-    result = apply_safe_steps(config, command.aws, command.kube(), target_version(config, args.to), emit=emit)
+    result = apply_safe_steps(config, command.aws, command.kube(), target, emit=emit)
     if args.json:
         print(to_json({**as_dict(header, steps), "applied": result, "messages": messages}), file=out)
     return 0

@@ -20,6 +20,8 @@ from typing import Any
 from config.environment import EnvironmentConfig
 from ops.clients.aws import Aws
 from ops.errors import NotFoundError
+from ops.reports.addons import LABEL as ADDONS_LABEL
+from ops.reports.addons import evaluate_addon_builds, offered_builds
 from ops.reports.base_image import base_check
 from ops.reports.checks import FAIL, PASS, WARN, Check
 from ops.reports.checks import guarded as _guarded
@@ -351,6 +353,13 @@ def run_preflight(
             config.eks.kubernetes_version, config.region, versions, monthly_extra=extended_support_monthly_extra()
         )
 
+    def addons() -> list[Check]:
+        from config.versions import ADDON_VERSIONS
+
+        version = config.eks.kubernetes_version
+        pins = ADDON_VERSIONS.get(version, {})
+        return evaluate_addon_builds(version, config.region, pins, offered_builds(aws, version))
+
     def bootstrap() -> Check:
         try:
             stacks = aws.call("cloudformation", "describe_stacks", StackName=toolkit_stack).get("Stacks", [])
@@ -370,6 +379,9 @@ def run_preflight(
     checks += _guarded("quotas", quotas)
     checks += _guarded("availability zones", zones)
     checks += _guarded(f"eks {config.eks.kubernetes_version}", kubernetes)
+    # Each pinned add-on build against what EKS offers for the version (CreateAddon refuses
+    # another after the cluster is up, and the stack rolls back).
+    checks += _guarded(ADDONS_LABEL, addons)
     checks += _guarded("cdk bootstrap", bootstrap)
     checks += _guarded("vpc cidr overlap", vpcs)
     # The workloads image's base pinned by digest (read from the file; Docker Hub is not asked).

@@ -23,6 +23,7 @@ from ops.reports.base_image import base_check
 from ops.reports.checks import FAIL
 from ops.reports.images import image_checks
 from ops.reports.names import FILE_SYSTEM_OUTPUT, stack_names
+from ops.reports.pod_eni import evaluate_pod_eni
 
 # HyperPod's resilience labels on its Kubernetes nodes (SageMaker HyperPod docs, "Resilience-
 # related Kubernetes labels by SageMaker HyperPod").
@@ -306,6 +307,11 @@ def render(report: dict[str, Any]) -> str:
             if services
             else "  (none)"
         )
+    if report.get("pod_eni"):
+        check = report["pod_eni"]
+        out += ["", f"Security groups for pods: {check['status']}: {check['detail']}"]
+        if check.get("fix") and check["status"] != "PASS":
+            out.append(f"  fix: {check['fix']}")
     problems = problems_of(report)
     out += [""] + ([f"{len(problems)} problem(s):"] + [f"  - {p}" for p in problems] if problems else ["healthy"])
     return "\n".join(out)
@@ -371,6 +377,10 @@ def gather(config: EnvironmentConfig, aws: Aws, connect_kube: Any, *, dockerfile
             report["kuberay_operator"] = summarize_operator(kube.list_operator_deployments())
             report["rayjobs"] = [summarize_rayjob(o) for o in kube.list_ray("RayJob")]
             report["rayservices"] = [summarize_rayservice(o) for o in kube.list_ray("RayService")]
+            # Security groups for pods, the day-one check of docs/security.md: a WARN does not
+            # count as a problem (the platform runs; the fix is a decision there).
+            heads = kube.list_pods(names.WORKLOADS_NAMESPACE, "ray.io/node-type=head")
+            report["pod_eni"] = evaluate_pod_eni(k8s_nodes, heads).as_dict()
         except CredentialsError:
             raise
         except NotFoundError as err:

@@ -6,8 +6,10 @@ Order: read-only checks; pause running jobs (checkpoints stay); control plane an
 depend on it); system nodes; HyperPod software (UpdateClusterSoftware, rolling); KubeRay CRDs
 applied server-side before the operator chart; jobs resumed from their checkpoints.
 
-``--apply`` does only the steps that change nothing a workload sees: the read-only checks, and the
-KubeRay CRD apply, server-side, with a dry run first.
+``--apply`` does only the steps that change nothing a workload sees: the read-only checks (the
+control plane, EKS's upgrade insights, and each add-on build pinned for the target against the
+builds EKS offers for it: the builds to move to), and the KubeRay CRD apply, server-side, with a
+dry run first.
 """
 
 from __future__ import annotations
@@ -83,18 +85,43 @@ def _batch(count: int) -> dict[str, Any]:
     return {"Type": "INSTANCE_COUNT", "Value": 1} if count <= 4 else {"Type": "CAPACITY_PERCENTAGE", "Value": 25}
 
 
-def plan(config: EnvironmentConfig, to: str | None = None, *, on: Any = None) -> tuple[str, list[Step]]:
+def addon_moves(current: str, target: str, offered: dict[str, Any] | None) -> list[str]:
+    """Each pinned add-on's move from ``current`` to ``target`` (config/versions.py); with
+    ``offered`` (ops/reports/addons.py :func:`offered_builds` for the target), a pin EKS does not
+    offer for the target names the build to move to instead."""
+    old, new = versions.ADDON_VERSIONS[current], versions.ADDON_VERSIONS[target]
+    moves = []
+    for name in sorted(new):
+        found = (offered or {}).get(name)
+        note = ""
+        if offered is not None and (found is None or new[name] not in found.builds):
+            note = (
+                f" [EKS does not offer {new[name]} for {target}; it offers "
+                + (", ".join(found.builds) if found and found.builds else "none")
+                + (
+                    f": move ADDON_VERSIONS[{target!r}][{name!r}] to {found.default or found.builds[0]}"
+                    if found and found.builds
+                    else ""
+                )
+                + "]"
+            )
+        if old.get(name) != new[name] or note:
+            moves.append(f"{name}: {old.get(name, '-')} -> {new[name]}{note}")
+    return moves
+
+
+def plan(
+    config: EnvironmentConfig, to: str | None = None, *, on: Any = None, offered: dict[str, Any] | None = None
+) -> tuple[str, list[Step]]:
     """The steps from the environment's version to ``to`` (default: the next minor); support
-    status as of ``on`` (default: today)."""
+    status as of ``on`` (default: today). ``offered``: the add-on builds EKS offers for the target
+    (None: not asked), which name the builds to move to where a pin is not offered."""
     target = target_version(config, to)
     current = config.eks.kubernetes_version
     env, region = config.name, config.region
     eks_name, hp_name = config.eks_cluster_name, config.hyperpod_cluster_name
     cluster_stack = f"{stack_prefix(config.name_prefix)}Cluster"
-    old, new = versions.ADDON_VERSIONS[current], versions.ADDON_VERSIONS[target]
-    addon_changes = [
-        f"{name}: {old.get(name, '-')} -> {new[name]}" for name in sorted(new) if old.get(name) != new[name]
-    ]
+    addon_changes = addon_moves(current, target, offered)
     crd_files = " ".join(f"-f {path}" for path in kuberay_crds.manual_paths())
     status = {v: versions.eks_support_status(v, on or _today()) or "unknown" for v in (current, target)}
     steps = [
@@ -103,6 +130,9 @@ def plan(config: EnvironmentConfig, to: str | None = None, *, on: Any = None) ->
             "nothing",
             [
                 f"hpray preflight --env {env}",
+                f"# --apply: each add-on build pinned for {target} (config/versions.py) against the builds EKS offers for {target}",
+                f"aws eks describe-addon-versions --kubernetes-version {target} --region {region} "
+                "--query 'addons[].[addonName, addonVersions[].addonVersion]'",
                 f"aws eks describe-cluster-versions --cluster-versions {target} --region {region}",
                 f"aws eks list-insights --cluster-name {eks_name} --region {region} --filter kubernetesVersions={target}",
                 f"hpray status --env {env}",
@@ -247,6 +277,20 @@ def apply_safe_steps(
         f"upgrade insights for {target}: {len(insights)}, blocking: {len(blocking)}"
         + "".join(f"\n  ERROR {i.get('name')}: {(i.get('insightStatus') or {}).get('reason', '')}" for i in blocking)
     )
+    # The add-on builds config/versions.py pins for the target, against what EKS offers for it:
+    # the builds to move to when a pin is not offered.
+    from ops.reports.addons import evaluate_addon_builds, offered_builds
+    from ops.reports.checks import FAIL
+
+    addon_rows = evaluate_addon_builds(
+        target, config.region, versions.ADDON_VERSIONS[target], offered_builds(aws, target)
+    )
+    missing = [row for row in addon_rows if row.status == FAIL]
+    result["addons"] = [row.as_dict() for row in addon_rows]
+    emit(
+        f"add-on builds pinned for {target}: {len(versions.ADDON_VERSIONS[target]) - len(missing)} offered by EKS, "
+        f"{len(missing)} not" + "".join(f"\n  FAIL {row.check}: {row.detail}\n    fix: {row.fix}" for row in missing)
+    )
     running = [
         j["metadata"]["name"]
         for j in kube.list_ray("RayJob")
@@ -259,6 +303,12 @@ def apply_safe_steps(
         raise OpsError(
             f"{len(blocking)} EKS upgrade insight(s) for {target} are ERROR",
             "fix them before the upgrade (aws eks describe-insight)",
+        )
+    if missing:
+        raise OpsError(
+            f"EKS does not offer the build config/versions.py pins for Kubernetes {target} of "
+            + ", ".join(row.check.removeprefix("add-on ") for row in missing),
+            "; ".join(row.fix or "" for row in missing),
         )
     docs = crd_documents(crd_dir)
     for dry_run in (True, False):

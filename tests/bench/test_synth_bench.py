@@ -7,7 +7,7 @@ import pytest
 
 from bench.synth_bench import groups_config
 from config import load_environment
-from manifests import registry
+from manifests.registry import plan_of
 
 
 @pytest.mark.parametrize("n", [2, 100])
@@ -20,7 +20,7 @@ def test_the_n_group_config_loads_with_n_groups_and_a_placed_training_job(tmp_pa
     # dev's own groups unchanged, so its training job and services place as in dev.
     assert groups[: len(dev.hyperpod.instance_groups)] == dev.hyperpod.instance_groups
     assert len({g.name for g in groups}) == n
-    plan = registry.plan_of(env)
+    plan = plan_of(env)
     assert plan.training is not None and plan.training.group.name == dev.training.instance_group
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from aws_cdk import App, RemovalPolicy, Stack
+from aws_cdk import App, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
@@ -55,14 +55,13 @@ def synth(env_name: str, **settings):
         key=key,
         readers=[role],
         cluster=cluster,
-        removal_policy=RemovalPolicy.RETAIN if cfg.production else RemovalPolicy.DESTROY,
     )
     return cfg, gcs, store, template_of(stack)
 
 
 @pytest.mark.parametrize("env", ENVS)
 def test_valkey_encrypted_in_private_subnets_per_environment(env):
-    cfg, gcs, _, t = synth(env)
+    _, gcs, _, t = synth(env)
     failover = gcs.replicas >= 1
     t.has_resource_properties(
         "AWS::ElastiCache::ReplicationGroup",
@@ -86,10 +85,19 @@ def test_valkey_encrypted_in_private_subnets_per_environment(env):
     (group,) = t.find_resources("AWS::ElastiCache::SubnetGroup").values()
     subnet_ids = {s["Ref"] for s in group["Properties"]["SubnetIds"]}
     assert subnet_ids and all("PrivateSubnet" in s for s in subnet_ids)
-    policy = "Retain" if cfg.production else "Delete"
-    for kind in ("AWS::ElastiCache::ReplicationGroup", "AWS::SecretsManager::Secret", "AWS::ElastiCache::SubnetGroup"):
-        (res,) = t.find_resources(kind).values()
-        assert res["DeletionPolicy"] == policy, kind
+    # Deleted with the stack in every environment, production included (issue 41: a retained store
+    # kept the VPC from being deleted and kept billing; it caches nothing worth keeping).
+    policy = "Delete"
+    for kind in (
+        "AWS::ElastiCache::ReplicationGroup",
+        "AWS::SecretsManager::Secret",
+        "AWS::ElastiCache::SubnetGroup",
+        "AWS::EC2::SecurityGroup",
+    ):
+        for logical_id, res in t.find_resources(kind).items():
+            if kind == "AWS::EC2::SecurityGroup" and not logical_id.startswith("GcsStore"):
+                continue
+            assert res["DeletionPolicy"] == policy, kind
 
 
 def test_the_auth_token_is_a_dynamic_reference_never_a_value():

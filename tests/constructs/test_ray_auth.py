@@ -19,7 +19,9 @@ def synth():
     return template_of(stack)
 
 
-def test_generated_token_encrypted_with_the_platform_key_and_retained():
+def test_generated_token_encrypted_with_the_platform_key_and_deleted_with_the_stack():
+    """Not retained (issue 41): a retained token kept its fixed name and the next deploy with the
+    same prefix failed on it; a redeploy generates a new token."""
     t = synth()
     t.has_resource(
         "AWS::SecretsManager::Secret",
@@ -29,7 +31,7 @@ def test_generated_token_encrypted_with_the_platform_key_and_retained():
                 "KmsKeyId": Match.any_value(),
                 "GenerateSecretString": {"PasswordLength": 64, "ExcludePunctuation": True, "IncludeSpace": False},
             },
-            "DeletionPolicy": "Retain",
+            "DeletionPolicy": "Delete",
         },
     )
     # No value in the template: the secret has no SecretString.

@@ -3,7 +3,7 @@ realistic API payloads.
 
 - Service Quotas: moto implements ListAWSDefaultServiceQuotas / GetServiceQuota for service code
   ``vpc`` only, and not ListServiceQuotas at all; the ``sagemaker`` quotas are stubbed.
-- EKS DescribeClusterVersions: not in moto; stubbed.
+- EKS DescribeClusterVersions and DescribeAddonVersions: not in moto; stubbed.
 
 The stubs are botocore ``Stubber``s on the very client the CLI uses, so requests are checked
 against the real service model (parameter names and types), and responses against its output
@@ -87,12 +87,59 @@ DEFAULT_EKS_VERSIONS = [
 ]
 
 
-def stub_eks_versions(aws, versions: list[dict] | None = None) -> Stubber:
+def addon_entry(name: str, builds: list[str], kubernetes_version: str, default: str | None = None) -> dict[str, Any]:
+    """One add-on of a DescribeAddonVersions answer for ``kubernetes_version``, as EKS returns it."""
+    return {
+        "addonName": name,
+        "type": "networking" if name in ("vpc-cni", "kube-proxy", "coredns") else "storage",
+        "addonVersions": [
+            {
+                "addonVersion": build,
+                "architecture": ["amd64", "arm64"],
+                "computeTypes": ["ec2"],
+                "compatibilities": [
+                    {
+                        "clusterVersion": kubernetes_version,
+                        "platformVersions": ["*"],
+                        "defaultVersion": build == (default or builds[0]),
+                    }
+                ],
+                "requiresConfiguration": False,
+                "requiresIamPermissions": name == "aws-fsx-csi-driver",
+            }
+            for build in builds
+        ],
+        "publisher": "eks",
+        "owner": "aws",
+    }
+
+
+def pinned_addons(kubernetes_version: str = "1.34") -> list[dict[str, Any]]:
+    """EKS offering every pinned build of config/versions.py for ``kubernetes_version`` (and, like
+    the real answer, another add-on nobody pinned)."""
+    from config.versions import ADDON_VERSIONS
+
+    return [
+        addon_entry(name, [build], kubernetes_version)
+        for name, build in sorted(ADDON_VERSIONS[kubernetes_version].items())
+    ] + [addon_entry("snapshot-controller", ["v8.3.0-eksbuild.1"], kubernetes_version)]
+
+
+def stub_eks_versions(
+    aws, versions: list[dict] | None = None, *, addons: list[dict] | None = None, addons_for: str = "1.34"
+) -> Stubber:
+    """DescribeClusterVersions, then DescribeAddonVersions for ``addons_for`` (default: every pin
+    offered), in preflight's order."""
     stubber = Stubber(aws.client("eks"))
     stubber.add_response(
         "describe_cluster_versions",
         {"clusterVersions": DEFAULT_EKS_VERSIONS if versions is None else versions},
         {"clusterType": "eks", "includeAll": True},
+    )
+    stubber.add_response(
+        "describe_addon_versions",
+        {"addons": pinned_addons(addons_for) if addons is None else addons},
+        {"kubernetesVersion": addons_for},
     )
     stubber.activate()
     return stubber

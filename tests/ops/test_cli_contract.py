@@ -267,6 +267,11 @@ ROWS = [
         ["upgrade", "plan", "--env", "dev", "--to", "1.40"],
         "error: --to 1.40: EKS upgrades one minor version at a time (1.34 -> 1.35)",
     ),
+    (["teardown"], "error: the following arguments are required: --env"),
+    (
+        ["teardown", "--env", "dev", "--timeout-minutes", "0"],
+        "error: argument --timeout-minutes: '0' must be at least 1",
+    ),
     (["images"], "error: the following arguments are required: ACTION"),
     (["images", "pin-base", "--env", "dev"], "error: hpray images does not take --env"),
     (["completion"], "error: the following arguments are required: SHELL"),

@@ -86,7 +86,7 @@ def test_preflight_table_for_a_healthy_environment(bootstrapped, healthy_config)
     assert any(re.match(r"PASS +base image digest +rayproject/ray:\S+@sha256:[0-9a-f]{64}$", line) for line in lines), (
         out
     )
-    assert lines[-1] == "8 checks: 0 failed, 0 warning(s): ready to deploy"
+    assert lines[-1] == "9 checks: 0 failed, 0 warning(s): ready to deploy"
 
 
 def test_preflight_fails_on_an_unpinned_base_image_with_the_pin_command(
@@ -116,7 +116,7 @@ def test_preflight_fails_on_an_unpinned_base_image_with_the_pin_command(
             "fix: hpray images pin-base (on a machine that reaches Docker Hub), then commit workloads/Dockerfile and deploy"
         ],
     ]
-    assert out.splitlines()[-1] == "8 checks: 1 failed, 0 warning(s): NOT ready to deploy"
+    assert out.splitlines()[-1] == "9 checks: 1 failed, 0 warning(s): NOT ready to deploy"
 
 
 def test_preflight_failure_shows_the_fix_and_exits_1(bootstrapped, healthy_config):
@@ -128,7 +128,7 @@ def test_preflight_failure_shows_the_fix_and_exits_1(bootstrapped, healthy_confi
         "fix: aws service-quotas request-service-quota-increase --service-code sagemaker --quota-code L-6E1E3A2B --desired-value 2 --region us-east-1"
         in out
     )
-    assert out.splitlines()[-1] == "8 checks: 1 failed, 0 warning(s): NOT ready to deploy"
+    assert out.splitlines()[-1] == "9 checks: 1 failed, 0 warning(s): NOT ready to deploy"
 
 
 def test_preflight_json(bootstrapped, healthy_config):

@@ -143,8 +143,10 @@ def test_no_gcs_flows_where_the_environment_has_none():
     assert not names & set(GCS_FLOWS)
 
 
-def test_the_stateful_store_keeps_its_logical_ids_and_is_retained(assembly):
-    """Renaming the construct path replaces the replication group (a new endpoint, the GCS state gone)."""
+def test_the_store_keeps_its_logical_ids_and_is_deleted_with_the_stack(assembly):
+    """Renaming the construct path replaces the replication group (a new endpoint, the GCS state gone).
+    Deleted with the stack, production too (issue 41): it caches the live clusters' metadata, and
+    retained it kept the VPC from being deleted and kept billing."""
     asm, _ = assembly
     (cluster,) = [s for s in asm.stacks if s.stack_name.endswith("Cluster")]
     res = cluster.template["Resources"]
@@ -155,5 +157,5 @@ def test_the_stateful_store_keeps_its_logical_ids_and_is_retained(assembly):
     ):
         assert lid in res, (lid, sorted(k for k in res if k.startswith("GcsStore")))
         assert res[lid]["Type"] == kind
-        assert res[lid]["DeletionPolicy"] == "Retain" and res[lid]["UpdateReplacePolicy"] == "Retain"
+        assert res[lid]["DeletionPolicy"] == "Delete" and res[lid]["UpdateReplacePolicy"] == "Delete"
     assert json.dumps(res).count("{{resolve:secretsmanager:") == 1

@@ -6,9 +6,10 @@ import json
 
 import boto3
 import pytest
+from botocore.stub import Stubber
 from moto.core import set_initial_no_auth_action_count
 
-from config import parse_environment
+from config import parse_environment, versions
 from ops.clients.aws import Aws
 from ops.errors import CredentialsError
 from ops.reports.checks import FAIL, PASS, WARN
@@ -23,10 +24,12 @@ from ops.reports.preflight import (
 from tests.ops.fakes import (
     ACCOUNT,
     REGION,
+    addon_entry,
     create_bootstrap_stack,
     eks_version,
     env_data,
     healthy_data,
+    pinned_addons,
     quota,
     shared_aws,
     stub_eks_versions,
@@ -48,7 +51,7 @@ def account(shared_moto):
     create_bootstrap_stack(5, name="CDKToolkitOld")
 
 
-def prepare(config, *, applied=None, defaults=None, versions=None, quota_error=None):
+def prepare(config, *, applied=None, defaults=None, versions=None, quota_error=None, addons=None):
     aws = shared_aws()
     stubs = [
         stub_quotas(
@@ -57,7 +60,7 @@ def prepare(config, *, applied=None, defaults=None, versions=None, quota_error=N
             defaults=defaults or [],
             error=quota_error,
         ),
-        stub_eks_versions(aws, versions),
+        stub_eks_versions(aws, versions, addons=addons),
     ]
     return aws, stubs
 
@@ -87,6 +90,7 @@ def test_healthy_environment_passes_every_check(account, healthy_config):
         "az use1-az4",
         "az use1-az6",
         f"eks {healthy_config.eks.kubernetes_version}",
+        "eks add-ons",
         "cdk bootstrap",
         "vpc cidr overlap",
         "base image digest",
@@ -352,3 +356,102 @@ def test_a_permission_denied_by_moto_iam_names_the_action(account, healthy_confi
     )
     assert row.fix.startswith("allow the IAM action ec2:DescribeVpcs")
     assert checks["az use1-az4"].status == PASS and checks["cdk bootstrap"].status == PASS
+
+
+# ---------------------------------------------------------------------------------------------
+# Add-on builds against eks:DescribeAddonVersions for the environment's Kubernetes version
+# ---------------------------------------------------------------------------------------------
+
+
+def test_every_pinned_addon_build_offered_passes_with_the_pins_named(account, healthy_config):
+    aws, stubs = prepare(healthy_config)
+    rows = by_check(run_preflight(healthy_config, aws))
+    stubs[1].assert_no_pending_responses()
+    pins = versions.ADDON_VERSIONS["1.34"]
+    assert len(pins) == 7
+    row = rows["eks add-ons"]
+    assert (row.status, row.detail) == (
+        PASS,
+        "EKS offers every pinned build for Kubernetes 1.34 in us-east-1: "
+        + ", ".join(f"{name} {pin}" for name, pin in sorted(pins.items())),
+    )
+
+
+def test_a_pinned_addon_build_eks_does_not_offer_for_the_version_fails_with_the_offered_builds(account, healthy_config):
+    """The FSx CSI case of issue 41: the pinned build is not offered for 1.34; the row names the
+    add-on, the pin, EKS's builds for 1.34 (newest first) and the edit."""
+    addons = [a for a in pinned_addons("1.34") if a["addonName"] != "aws-fsx-csi-driver"]
+    addons.append(
+        addon_entry(
+            "aws-fsx-csi-driver",
+            ["v1.6.0-eksbuild.1", "v1.8.0-eksbuild.1", "v1.7.1-eksbuild.2", "v1.7.1-eksbuild.10"],
+            "1.34",
+            default="v1.7.1-eksbuild.10",
+        )
+    )
+    aws, _ = prepare(healthy_config, addons=addons)
+    checks = run_preflight(healthy_config, aws)
+    row = by_check(checks)["add-on aws-fsx-csi-driver"]
+    pin = versions.ADDON_VERSIONS["1.34"]["aws-fsx-csi-driver"]
+    assert pin == "v1.7.0-eksbuild.1"
+    assert row.status == FAIL
+    assert row.detail == (
+        "aws-fsx-csi-driver v1.7.0-eksbuild.1 (pinned for Kubernetes 1.34) is not a build EKS offers for "
+        "Kubernetes 1.34 in us-east-1, so CreateAddon would fail and roll the cluster stack back; EKS offers: "
+        "v1.8.0-eksbuild.1, v1.7.1-eksbuild.10, v1.7.1-eksbuild.2, v1.6.0-eksbuild.1 (default v1.7.1-eksbuild.10)"
+    )
+    assert row.fix == (
+        "set ADDON_VERSIONS['1.34']['aws-fsx-csi-driver'] in config/versions.py to v1.7.1-eksbuild.10 "
+        "(or another offered build), then synth and deploy again"
+    )
+    rest = by_check(checks)["eks add-ons"]
+    assert rest.status == PASS and rest.detail.startswith("EKS offers these pinned builds for Kubernetes 1.34")
+    assert "coredns v1.12.4-eksbuild.1" in rest.detail and "aws-fsx-csi-driver" not in rest.detail
+    assert exit_status(checks) == 1
+
+
+def test_an_addon_eks_offers_no_build_of_for_the_version_fails(account, healthy_config):
+    addons = [a for a in pinned_addons("1.34") if a["addonName"] != "aws-secrets-store-csi-driver-provider"]
+    aws, _ = prepare(healthy_config, addons=addons)
+    row = by_check(run_preflight(healthy_config, aws))["add-on aws-secrets-store-csi-driver-provider"]
+    assert row.status == FAIL
+    assert row.detail.startswith(
+        f"aws-secrets-store-csi-driver-provider {versions.SECRETS_STORE_ADDON} (pinned for Kubernetes 1.34): "
+        "EKS offers no build of aws-secrets-store-csi-driver-provider for Kubernetes 1.34 in us-east-1"
+    )
+    assert row.fix.endswith(
+        "aws eks describe-addon-versions --kubernetes-version 1.34 --addon-name aws-secrets-store-csi-driver-provider "
+        "--region us-east-1 --query 'addons[].addonVersions[].addonVersion'"
+    )
+
+
+def test_addon_builds_of_another_minor_do_not_count_and_builds_sort_by_eksbuild():
+    from ops.reports.addons import build_key, parse_offered
+
+    entry = addon_entry("kube-proxy", ["v1.33.3-eksbuild.10"], "1.33")
+    entry["addonVersions"] += addon_entry("kube-proxy", ["v1.34.0-eksbuild.2", "v1.34.0-eksbuild.10"], "1.34")[
+        "addonVersions"
+    ]
+    offered = parse_offered([entry], "1.34")["kube-proxy"]
+    assert offered.builds == ("v1.34.0-eksbuild.10", "v1.34.0-eksbuild.2")
+    assert build_key("v1.20.3-eksbuild.1") > build_key("v1.9.10-eksbuild.3")
+
+
+def test_a_denied_describe_addon_versions_is_one_fail_row_naming_the_action(account, healthy_config):
+    aws = shared_aws()
+    stub_quotas(aws, applied=[quota(G5, 4, "L-6E1E3A2B")], defaults=[])
+    stubber = Stubber(aws.client("eks"))
+    stubber.add_response(
+        "describe_cluster_versions", {"clusterVersions": []}, {"clusterType": "eks", "includeAll": True}
+    )
+    stubber.add_client_error(
+        "describe_addon_versions",
+        service_error_code="AccessDeniedException",
+        service_message="not authorized",
+        http_status_code=403,
+    )
+    stubber.activate()
+    row = by_check(run_preflight(healthy_config, aws))["eks add-ons"]
+    assert row.status == FAIL
+    assert row.detail.startswith("permission denied: the caller may not call eks:DescribeAddonVersions in us-east-1")
+    assert row.fix.startswith("allow the IAM action eks:DescribeAddonVersions")

@@ -15,6 +15,7 @@ from ops.reports import status
 from tests.ops.fakes import (
     ACCOUNT,
     REGION,
+    head_pod,
     hyperpod_node,
     operator_deployment,
     rayjob,
@@ -166,8 +167,14 @@ def test_rayservice_and_operator_summaries():
 class FakeKube:
     """Stands in for ops.clients.kube.Kube: the same methods, realistic objects."""
 
-    def __init__(self, nodes, deployments, jobs, services):
+    def __init__(self, nodes, deployments, jobs, services, heads=()):
         self.nodes, self.deployments, self.jobs, self.services = nodes, deployments, jobs, services
+        self.heads = list(heads)
+        self.pod_lists = []
+
+    def list_pods(self, namespace, label_selector):
+        self.pod_lists.append((namespace, label_selector))
+        return self.heads
 
     def list_nodes(self, label_selector=None):
         return self.nodes
@@ -415,3 +422,72 @@ def test_render_of_an_environment_that_is_not_deployed():
     text = status.render(report)
     assert re.search(r"^HyperPod cluster +qa-hyperpod +NotFound +-$", text, re.M)
     assert text.endswith("  - Kubernetes: EKS cluster qa-eks is not ACTIVE")
+
+
+# ---------------------------------------------------------------------------------------------
+# The day-one check of security groups for pods (docs/security.md)
+# ---------------------------------------------------------------------------------------------
+
+
+def with_pod_eni(node, count):
+    node["status"].setdefault("allocatable", {})["vpc.amazonaws.com/pod-eni"] = str(count)
+    return node
+
+
+def head_with_branch(cluster, eni=True):
+    pod = head_pod(cluster)
+    if eni:
+        pod["metadata"]["annotations"] = {
+            "vpc.amazonaws.com/pod-eni": '[{"eniId":"eni-0b1","ifAddress":"02:9a:3b:4c:5d:6e","privateIp":"10.10.130.40",'
+            '"vlanId":1,"subnetCidr":"10.10.128.0/19"}]'
+        }
+    return pod
+
+
+def test_pod_eni_passes_when_system_nodes_trunk_hyperpod_does_not_and_every_head_has_its_interface():
+    from ops.reports.pod_eni import evaluate_pod_eni
+
+    nodes = [with_pod_eni(system_node(), 38), hyperpod_node("i-0aaa")]
+    check = evaluate_pod_eni(nodes, [head_with_branch("serve-raycluster-abcde")])
+    assert (check.status, check.detail) == (
+        "PASS",
+        "1 system node(s) with branch interfaces, 1 HyperPod node(s) without; every running Ray head (1) has its "
+        "branch interface",
+    )
+
+
+def test_pod_eni_warns_for_each_case_the_docs_name():
+    from ops.reports.pod_eni import evaluate_pod_eni
+
+    nodes = [system_node(), with_pod_eni(hyperpod_node("i-0aaa"), 9)]
+    check = evaluate_pod_eni(nodes, [head_with_branch("serve-raycluster-abcde", eni=False)])
+    assert check.status == "WARN"
+    assert check.detail == (
+        "system node(s) without vpc.amazonaws.com/pod-eni allocatable (no trunk interface: head pods there get no "
+        "branch interface): ip-10-10-130-21.ec2.internal; "
+        "HyperPod node(s) with vpc.amazonaws.com/pod-eni allocatable (the controller attached a trunk there after "
+        "all: harmless): hyperpod-i-0aaa; "
+        "Ray head(s) without the vpc.amazonaws.com/pod-eni annotation (no branch interface, not in the heads' "
+        "security group, so the GCS store does not admit them): serve-raycluster-abcde-head-8xk2q"
+    )
+    assert "docs/security.md" in check.fix
+
+
+def test_status_reports_the_pod_eni_check_without_counting_a_warn_as_a_problem(deployed, healthy_config):
+    kube = FakeKube(
+        [system_node(), hyperpod_node("gpu-workers-0"), hyperpod_node("gpu-workers-1")],
+        [operator_deployment()],
+        [],
+        [rayservice(True)],
+        heads=[head_with_branch("hpray-dev-serve-raycluster-abcde", eni=False)],
+    )
+    aws = shared_aws()
+    stub_fsx(aws)
+    report = status.gather(healthy_config, aws, lambda: kube)
+    assert kube.pod_lists == [("ray-workloads", "ray.io/node-type=head")]
+    assert report["pod_eni"]["status"] == "WARN"
+    assert report["problems"] == []
+    text = status.render(report)
+    assert "Security groups for pods: WARN: system node(s) without vpc.amazonaws.com/pod-eni allocatable" in text
+    assert "\n  fix: see docs/security.md" in text
+    assert text.endswith("healthy")

@@ -23,7 +23,7 @@ from ops.cli import main
 from ops.errors import OpsError
 from ops.upgrade import kuberay_crds
 from ops.upgrade import plan as upgrade
-from tests.ops.fakes import env_data, rayjob
+from tests.ops.fakes import addon_entry, env_data, pinned_addons, rayjob
 from tests.ops.kube_api import KubeApi
 
 # Loopback connections allowed (tests/ops/conftest.py no_network): the local Kubernetes API.
@@ -148,7 +148,10 @@ def test_two_minors_at_once_refused():
 def test_cli_plan_json(dev):
     out = io.StringIO()
     code = main(
-        ["upgrade", "plan", "--env", "dev", "--json"], load_config=lambda n: dev, aws_factory=lambda c, p: None, out=out
+        ["upgrade", "plan", "--env", "dev", "--json"],
+        load_config=lambda n: dev,
+        aws_factory=lambda c, p: FakeAws(),
+        out=out,
     )
     assert code == 0
     data = json.loads(out.getvalue())
@@ -156,10 +159,12 @@ def test_cli_plan_json(dev):
 
 
 class FakeAws:
-    """The two EKS calls of --apply, with API-shaped answers."""
+    """The three EKS calls of --apply, with API-shaped answers (``addons``: DescribeAddonVersions'
+    add-ons for the target; default every pin offered)."""
 
-    def __init__(self, insight_status="PASSING"):
+    def __init__(self, insight_status="PASSING", addons=None):
         self.insight_status = insight_status
+        self.addons = addons
         self.calls = []
 
     def call(self, service, method, **params):
@@ -169,6 +174,9 @@ class FakeAws:
 
     def paginate(self, service, method, key, **params):
         self.calls.append((service, method, params))
+        if (service, method, key) == ("eks", "describe_addon_versions", "addons"):
+            assert set(params) == {"kubernetesVersion"}
+            return pinned_addons(params["kubernetesVersion"]) if self.addons is None else self.addons
         assert (service, method, key) == ("eks", "list_insights", "insights")
         return [
             {
@@ -311,3 +319,104 @@ def test_apply_stops_before_any_change_on_a_blocking_insight(dev, capsys):
         assert code == 1
         assert api.state.crd_applies == []
     assert "error: 1 EKS upgrade insight(s) for 1.34 are ERROR" in capsys.readouterr().err
+
+
+def test_apply_checks_the_target_addon_builds_and_names_the_builds_to_move_to(dev, capsys):
+    """A build pinned for the target that EKS does not offer for it stops --apply before any
+    change, naming the add-on, the pin, EKS's builds for the target and the one to move to."""
+    addons = [a for a in pinned_addons("1.34") if a["addonName"] != "kube-proxy"]
+    addons.append(addon_entry("kube-proxy", ["v1.34.1-eksbuild.3", "v1.34.0-eksbuild.10"], "1.34"))
+    aws = FakeAws(addons=addons)
+    out = io.StringIO()
+    with KubeApi() as api:
+        code = main(
+            ["upgrade", "plan", "--env", "dev", "--apply"],
+            load_config=lambda n: dev,
+            aws_factory=lambda c, p: aws,
+            kube_factory=lambda a, c, args: api.client(),
+            out=out,
+        )
+        assert code == 1
+        assert api.state.crd_applies == []
+    captured = capsys.readouterr()
+    pin = versions.ADDON_VERSIONS["1.34"]["kube-proxy"]
+    assert (
+        f"FAIL add-on kube-proxy: kube-proxy {pin} (pinned for Kubernetes 1.34) is not a build EKS offers for "
+        "Kubernetes 1.34 in us-east-1, so CreateAddon would fail and roll the cluster stack back; EKS offers: "
+        "v1.34.1-eksbuild.3, v1.34.0-eksbuild.10 (default v1.34.1-eksbuild.3)"
+    ) in out.getvalue()
+    assert "add-on builds pinned for 1.34: 6 offered by EKS, 1 not" in out.getvalue()
+    assert (
+        "error: EKS does not offer the build config/versions.py pins for Kubernetes 1.34 of kube-proxy" in captured.err
+    )
+    assert "set ADDON_VERSIONS['1.34']['kube-proxy'] in config/versions.py to v1.34.1-eksbuild.3" in captured.err
+    assert ("eks", "describe_addon_versions", {"kubernetesVersion": "1.34"}) in aws.calls
+
+
+def test_apply_calls_exactly_the_documented_actions(dev, tmp_path):
+    import boto3
+
+    from config.facts import permissions
+    from ops.clients.aws import iam_action
+
+    aws = FakeAws()
+    with KubeApi() as api:
+        api.state.rayjobs[("ray-workloads", "hello")] = rayjob("running", name="hello")
+        upgrade.apply_safe_steps(
+            dev, aws, api.client(), "1.34", emit=lambda text: None, crd_dir=tmp_path
+        )  # no CRDs: only the AWS calls
+    client = boto3.client("eks", region_name="us-east-1")
+    assert sorted({iam_action(client, method) for _, method, _ in aws.calls}) == sorted(permissions.UPGRADE_APPLY)
+
+
+def test_plan_names_the_build_to_move_to_where_eks_does_not_offer_the_target_pin(dev):
+    """Without --apply too: the control plane step's add-on moves name, for a pin EKS does not
+    offer for the target, EKS's builds and the one to move to."""
+    addons = [a for a in pinned_addons("1.34") if a["addonName"] != "aws-fsx-csi-driver"]
+    addons.append(addon_entry("aws-fsx-csi-driver", ["v1.8.0-eksbuild.1", "v1.7.1-eksbuild.2"], "1.34"))
+    aws = FakeAws(addons=addons)
+    out = io.StringIO()
+    code = main(["upgrade", "plan", "--env", "dev"], load_config=lambda n: dev, aws_factory=lambda c, p: aws, out=out)
+    assert code == 0
+    text = out.getvalue()
+    assert (
+        text.splitlines()[1] == "add-on builds checked against the builds EKS offers for Kubernetes 1.34 in us-east-1"
+    )
+    pin = versions.ADDON_VERSIONS["1.34"]["aws-fsx-csi-driver"]
+    assert (
+        f"aws-fsx-csi-driver: {versions.ADDON_VERSIONS['1.33']['aws-fsx-csi-driver']} -> {pin} [EKS does not offer "
+        f"{pin} for 1.34; it offers v1.8.0-eksbuild.1, v1.7.1-eksbuild.2: move ADDON_VERSIONS['1.34']"
+        "['aws-fsx-csi-driver'] to v1.8.0-eksbuild.1]"
+    ) in text
+    assert ("eks", "describe_addon_versions", {"kubernetesVersion": "1.34"}) in aws.calls
+    import boto3
+
+    from config.facts import permissions
+    from ops.clients.aws import iam_action
+
+    client = boto3.client("eks", region_name="us-east-1")
+    assert tuple(sorted({iam_action(client, m) for _, m, _ in aws.calls})) == permissions.UPGRADE_PLAN
+
+
+def test_plan_without_aws_access_prints_the_pins_and_says_why(dev):
+    from ops.errors import CredentialsError
+
+    class NoCredentials:
+        def paginate(self, *args, **kwargs):
+            raise CredentialsError("no AWS credentials found", "sign in")
+
+    out = io.StringIO()
+    code = main(
+        ["upgrade", "plan", "--env", "dev"],
+        load_config=lambda n: dev,
+        aws_factory=lambda c, p: NoCredentials(),
+        out=out,
+    )
+    assert code == 0
+    lines = out.getvalue().splitlines()
+    assert lines[1] == "add-on builds not checked against EKS (no AWS credentials found); --apply checks them"
+    old, new = versions.ADDON_VERSIONS["1.33"]["kube-proxy"], versions.ADDON_VERSIONS["1.34"]["kube-proxy"]
+    assert (
+        f'   config:   config/dev.yaml: eks.kubernetes_version: "1.34"  (add-ons: kube-proxy: {old} -> {new}; '
+        "kubectl layer v34)"
+    ) in lines
