@@ -586,7 +586,9 @@ class Training(TrainLoop):
 
     def resolved_export_path(self, fsx_file_system_path: str) -> str:
         """Where the run's export goes: ``export_path``, or ``<storage>/<run_name>/export``."""
-        return self.export_path or f"{self.resolved_storage_path(fsx_file_system_path).rstrip('/')}/{self.run_name}/export"
+        return (
+            self.export_path or f"{self.resolved_storage_path(fsx_file_system_path).rstrip('/')}/{self.run_name}/export"
+        )
 
     def group(self, groups: Sequence[InstanceGroup]) -> InstanceGroup | None:
         """The group ``instance_group`` names, or the first GPU group when it names none."""
