@@ -3,6 +3,15 @@ transformers, the Hub).
 
     python -m workloads.export --checkpoint DIR --out DIR --tokenizer PATH
         [--max-shard-bytes N] [--dtype bfloat16|float32] [--bos-token-id N] [--eos-token-id N ...]
+    python -m workloads.export --storage PATH --run-name NAME [--step N] --out DIR --tokenizer bytes
+        [--replace] ...
+
+``--storage`` and ``--run-name`` (the training run's, as the export workload of
+manifests/registry.py passes them from the config): the run's newest checkpoint that verifies,
+or checkpoint ``--step``. ``--tokenizer bytes``: the job's byte tokens as a byte-level
+``tokenizer.json`` (ids 0-255 are the UTF-8 bytes; EOS 0). ``--replace``: ``--out`` may hold an
+earlier export; the new one is written and verified next to it (``<out>.partial``) and then takes
+its place (the earlier one is kept as ``<out>.previous`` until the next export).
 
 The checkpoint is verified first (every file against its manifest, as the serving loader does:
 ``checkpoint.load(path, keys=[])``, its model config from meta.json), then streamed to ``--out``
@@ -40,16 +49,94 @@ def tokenizer_files(path: str) -> list[str]:
     )
 
 
+def _byte_to_unicode() -> dict[int, str]:
+    """GPT-2's printable stand-ins for the 256 bytes (Hugging Face's ByteLevel pre-tokenizer)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1)]
+    printable += list(range(ord("\u00ae"), ord("\u00ff") + 1))
+    out, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + extra)
+            extra += 1
+    return out
+
+
+def byte_tokenizer_json() -> dict:
+    """The job's byte tokens (workloads.common.tokenizer.ByteTokenizer: id = UTF-8 byte, EOS 0)
+    as a Hugging Face ``tokenizer.json``: a byte-level BPE without merges, so transformers, vLLM
+    and the generation service encode and decode text to the ids the model was trained on."""
+    table = _byte_to_unicode()
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": {table[b]: b for b in range(256)},
+            "merges": [],
+        },
+    }
+
+
+def run_checkpoint(storage: str, run_name: str, step: int | None) -> str:
+    """The checkpoint to export of run ``run_name`` under ``storage``: ``step``'s, or the newest
+    one that verifies (every file against its manifest); names what is wrong otherwise."""
+    from workloads.common import checkpoint as ckpt
+    from workloads.common.hf_llama import HFFormatError
+
+    found = ckpt.list_checkpoints(storage, run_name)
+    if step is not None:
+        found = [(s, p) for s, p in found if s == step]
+        if not found:
+            raise HFFormatError(f"--step {step}: run {run_name!r} under {storage} has no checkpoint of step {step}")
+    problems = []
+    for _, path in found:
+        bad = ckpt.verify(path)
+        if not bad:
+            return path
+        problems.append(f"{path}: {bad[0]}")
+    if not problems:
+        raise HFFormatError(f"run {run_name!r} under {storage} has no checkpoint yet")
+    raise HFFormatError("no checkpoint verifies: " + "; ".join(problems))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workloads.export")
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint directory (checkpoint_NNNNNNNNN)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", help="a checkpoint directory (checkpoint_NNNNNNNNN)")
+    source.add_argument("--storage", help="the training storage path (with --run-name): the run's checkpoints")
+    parser.add_argument("--run-name", help="the training run (with --storage)")
+    parser.add_argument(
+        "--step", type=int, default=None, help="with --storage: this step's checkpoint (default: newest)"
+    )
     parser.add_argument("--out", required=True, help="the Hugging Face folder to write (absent or empty)")
-    parser.add_argument("--tokenizer", required=True, help="tokenizer.json, or a folder holding it")
+    parser.add_argument("--tokenizer", required=True, help="tokenizer.json, a folder holding it, or 'bytes'")
+    parser.add_argument("--replace", action="store_true", help="--out may hold an earlier export: replace it")
     parser.add_argument("--max-shard-bytes", type=int, default=5 << 30, help="largest safetensors shard (5 GiB)")
     parser.add_argument("--dtype", choices=DTYPES, default="bfloat16", help="of the written weights")
     parser.add_argument("--bos-token-id", type=int, default=None)
     parser.add_argument("--eos-token-id", type=int, nargs="+", default=None)
     args = parser.parse_args(argv)
+    if args.storage is not None and not args.run_name:
+        parser.error("--storage needs --run-name")
+    if args.storage is None and (args.run_name or args.step is not None):
+        parser.error("--run-name and --step go with --storage")
+
+    import tempfile
 
     import torch
 
@@ -57,26 +144,60 @@ def main(argv: list[str] | None = None) -> int:
     from workloads.common import hf_llama
 
     eos = args.eos_token_id[0] if args.eos_token_id and len(args.eos_token_id) == 1 else args.eos_token_id
+    out = args.out.rstrip("/") or args.out
+    target = f"{out}.partial" if args.replace else out
     try:
-        if not os.path.isdir(args.checkpoint):
-            raise hf_llama.HFFormatError(f"--checkpoint {args.checkpoint}: no such directory")
-        hf_llama.export_hf(
-            args.checkpoint,
-            args.out,
-            tokenizer_files=tokenizer_files(args.tokenizer),
-            max_shard_bytes=args.max_shard_bytes,
-            dtype={"bfloat16": torch.bfloat16, "float32": torch.float32}[args.dtype],
-            bos_token_id=args.bos_token_id,
-            eos_token_id=eos,
-        )
-        files = hf_llama.verify_export(args.out)
+        checkpoint = args.checkpoint
+        if checkpoint is None:
+            checkpoint = run_checkpoint(args.storage, args.run_name, args.step)
+        if not os.path.isdir(checkpoint):
+            raise hf_llama.HFFormatError(f"--checkpoint {checkpoint}: no such directory")
+        with tempfile.TemporaryDirectory() as tmp:
+            tokenizer = args.tokenizer
+            if tokenizer == "bytes":
+                tokenizer = os.path.join(tmp, "tokenizer.json")
+                with open(tokenizer, "w") as f:
+                    json.dump(byte_tokenizer_json(), f)
+                if eos is None:
+                    eos = 0  # ByteTokenizer's EOS
+            if args.replace and os.path.exists(target):
+                import shutil
+
+                shutil.rmtree(target)  # an earlier export that did not finish
+            hf_llama.export_hf(
+                checkpoint,
+                target,
+                tokenizer_files=tokenizer_files(tokenizer),
+                max_shard_bytes=args.max_shard_bytes,
+                dtype={"bfloat16": torch.bfloat16, "float32": torch.float32}[args.dtype],
+                bos_token_id=args.bos_token_id,
+                eos_token_id=eos,
+            )
+        hf_llama.verify_export(target)
+        if args.replace:
+            _swap(target, out)
+        files = hf_llama.verify_export(out)
     except (hf_llama.HFFormatError, ckpt.CheckpointError) as err:
         print(f"export failed: {err}", file=sys.stderr)
         return 2
-    with open(os.path.join(args.out, hf_llama.MANIFEST), "rb") as f:
+    print(f"exported {checkpoint} to {os.path.abspath(out)}", file=sys.stderr, flush=True)
+    with open(os.path.join(out, hf_llama.MANIFEST), "rb") as f:
         manifest_sha = hashlib.sha256(f.read()).hexdigest()
     print(json.dumps({"out": os.path.abspath(args.out), "files": files, "manifest_sha256": manifest_sha}), flush=True)
     return 0
+
+
+def _swap(new: str, out: str) -> None:
+    """``new`` (a verified export) takes the place of ``out``; an earlier ``out`` is kept as
+    ``<out>.previous`` (one rename each: a reader sees the old folder or the new one)."""
+    import shutil
+
+    previous = f"{out}.previous"
+    if os.path.exists(out):
+        if os.path.exists(previous):
+            shutil.rmtree(previous)
+        os.rename(out, previous)
+    os.rename(new, out)
 
 
 if __name__ == "__main__":
