@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from config.environment import EnvironmentConfig
 from config.facts.names import (
+    EXPORT_APP,
     HEAD_IN_SERVE_SERVICE,
     INFERENCE_APP,
     INFERENCE_DEPLOYMENT,
@@ -31,7 +32,7 @@ from config.facts.names import (
     SERVE_PORT,
     TRAINING_APP,
 )
-from manifests import inference, training
+from manifests import export, inference, training
 from manifests import rayjob as rayjob_mod
 from sizing import plan as plan_mod
 from sizing.plan import JobPlan, Plan, PlanFn, Planners, Unplanned
@@ -108,6 +109,17 @@ WORKLOADS: tuple[Workload, ...] = (
         Serving(),
         title="LLM",
         per_pod="engines",
+    ),
+    Workload(
+        plan_mod.EXPORT,
+        "RayJob",
+        EXPORT_APP,
+        plan_mod.export,
+        export.render,
+        title="export",
+        per_pod="the export",
+        # `hpray export` submits it (with --checkpoint STEP), not `hpray submit`.
+        submit="",
     ),
 )
 

@@ -108,6 +108,12 @@ Planners = tuple[tuple[str, PlanFn], ...]
 TRAINING = "training"
 INFERENCE = "inference"
 LLM = "inference-llm"
+EXPORT = "export"
+# The export (python -m workloads.export) runs as the RayJob's entrypoint on its head, a pod of
+# the system nodes beside the training job, with no worker pods: it reads the run's checkpoint
+# from FSx and holds one output shard's tensors (manifests/export.py MAX_SHARD_BYTES, 1 GiB)
+# plus their fp32 sources and one converted tensor, well within this head.
+EXPORT_HEAD = HeadShape(cpus=1, memory_gib=8)
 
 
 @dataclass(frozen=True)
@@ -310,6 +316,16 @@ def whole_node_job(name: str, *, nodes: int = 1, group: str | None = None, deman
         return JobPlan(name, g, worker, g.name, demands, head=pods.training_head(nodes))
 
     return plan
+
+
+def export(env: EnvironmentConfig) -> JobPlan | Unplanned:
+    """The export RayJob's plan: its head alone (``EXPORT_HEAD``, the export its entrypoint),
+    so it runs whenever the system nodes have room, beside a training run or after it, and
+    takes no GPU node; no worker pods (the RayJob renders no worker group)."""
+    plan = whole_node_job(names.export_job_name(env.training.run_name), nodes=1, group=env.training.instance_group)(env)
+    if not isinstance(plan, JobPlan):
+        return plan
+    return replace(plan, worker=replace(plan.worker, min_replicas=0, max_replicas=0), head=EXPORT_HEAD)
 
 
 _WORKLOAD_PLANS: dict[tuple[int, str, Any], Any] = {}

@@ -73,6 +73,7 @@ RAY_DASHBOARD_PORT = 8265
 TRAINING_APP = "ray-train"
 INFERENCE_APP = "inference"
 LLM_APP = "llm"
+EXPORT_APP = "export"
 # The generation app's Serve deployment (serveConfigV2; the autoscaling check names it).
 INFERENCE_DEPLOYMENT = "Generate"
 # Pods of namespaces labelled ``SERVE_CLIENT_LABEL=true`` may call the RayServices' Serve port
@@ -86,6 +87,11 @@ HEAD_IN_SERVE_SERVICE = False
 def training_job_name(run_name: str) -> str:
     """The training RayJob of run ``run_name`` (config ``training.run_name``)."""
     return f"train-{run_name}"
+
+
+def export_job_name(run_name: str) -> str:
+    """The export RayJob of run ``run_name`` (its Hugging Face folder, ``training.export_path``)."""
+    return f"export-{run_name}"
 
 
 def inference_service_name(name_prefix: str, app_name: str) -> str:

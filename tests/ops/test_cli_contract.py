@@ -103,6 +103,9 @@ ROWS = [
         ["--config-dir", "{wd}", "status", "--env", "dev"],
         "error: --config-dir {wd}: no environment file (NAME.yaml) in it",
     ),
+    # export
+    (["export"], "error: the following arguments are required: --env"),
+    (["export", "--env", "dev", "--checkpoint", "0"], "error: argument --checkpoint: "),
     # submit
     (["submit"], "error: submit needs the WORKLOAD first: training, inference or job"),
     (["submit", "--env", "dev"], "error: submit needs the WORKLOAD first: training, inference or job"),
