@@ -89,6 +89,14 @@ class Llm(Frozen):
         default="/fsx/models/served-llm",
         description="Hugging Face-format weights on FSx (/fsx/...) or in S3 (s3://...); nothing is downloaded from the internet.",
     )
+    external_model: bool = Field(
+        default=False,
+        description=(
+            "model_source is a model this environment does not train (a downloaded Hugging Face model). "
+            "false: it must be the export of the environment's training run (training.export_path, on FSx, "
+            "or its copy in the checkpoint bucket), checked at synth, so the service serves what the run trains."
+        ),
+    )
     instance_group: str | None = Field(
         default=None, description="HyperPod instance group of the engines; null: the generation service's group."
     )
