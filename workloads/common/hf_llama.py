@@ -629,6 +629,70 @@ def _content_digest(checked: Folder, process_group: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# The job's byte tokens as a tokenizer.json
+
+
+def _byte_to_unicode() -> dict[int, str]:
+    """GPT-2's printable stand-ins for the 256 bytes (Hugging Face's ByteLevel pre-tokenizer)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1)]
+    printable += list(range(ord("\u00ae"), ord("\u00ff") + 1))
+    out, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + extra)
+            extra += 1
+    return out
+
+
+def byte_tokenizer_json() -> dict:
+    """The job's byte tokens (workloads.common.tokenizer.ByteTokenizer: id = UTF-8 byte, EOS 0)
+    as a Hugging Face ``tokenizer.json`` (``python -m workloads.export --tokenizer bytes``): a byte-level BPE without merges, so transformers, vLLM
+    and the generation service encode and decode text to the ids the model was trained on."""
+    table = _byte_to_unicode()
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": {table[b]: b for b in range(256)},
+            "merges": [],
+        },
+    }
+
+
+def is_byte_tokenizer(data: Any) -> bool:
+    """Whether a parsed ``tokenizer.json`` is ``byte_tokenizer_json``'s tokens: the 256 bytes as
+    ids 0-255, no merges, no added tokens (what the generation service's byte encoding needs)."""
+    if not isinstance(data, dict):
+        return False
+    want = byte_tokenizer_json()
+    model = data.get("model") or {}
+    return (
+        model.get("type") == "BPE"
+        and model.get("vocab") == want["model"]["vocab"]
+        and not model.get("merges")
+        and not data.get("added_tokens")
+        and (data.get("pre_tokenizer") or {}).get("type") == "ByteLevel"
+        and (data.get("decoder") or {}).get("type") == "ByteLevel"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # Export
 
 

@@ -49,49 +49,6 @@ def tokenizer_files(path: str) -> list[str]:
     )
 
 
-def _byte_to_unicode() -> dict[int, str]:
-    """GPT-2's printable stand-ins for the 256 bytes (Hugging Face's ByteLevel pre-tokenizer)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1)]
-    printable += list(range(ord("\u00ae"), ord("\u00ff") + 1))
-    out, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            out[b] = chr(b)
-        else:
-            out[b] = chr(256 + extra)
-            extra += 1
-    return out
-
-
-def byte_tokenizer_json() -> dict:
-    """The job's byte tokens (workloads.common.tokenizer.ByteTokenizer: id = UTF-8 byte, EOS 0)
-    as a Hugging Face ``tokenizer.json``: a byte-level BPE without merges, so transformers, vLLM
-    and the generation service encode and decode text to the ids the model was trained on."""
-    table = _byte_to_unicode()
-    return {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": [],
-        "normalizer": None,
-        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
-        "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": False,
-            "vocab": {table[b]: b for b in range(256)},
-            "merges": [],
-        },
-    }
-
-
 def run_checkpoint(storage: str, run_name: str, step: int | None) -> str:
     """The checkpoint to export of run ``run_name`` under ``storage``: ``step``'s, or the newest
     one that verifies (every file against its manifest); names what is wrong otherwise."""
@@ -157,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             if tokenizer == "bytes":
                 tokenizer = os.path.join(tmp, "tokenizer.json")
                 with open(tokenizer, "w") as f:
-                    json.dump(byte_tokenizer_json(), f)
+                    json.dump(hf_llama.byte_tokenizer_json(), f)
                 if eos is None:
                     eos = 0  # ByteTokenizer's EOS
             if args.replace and os.path.exists(target):
