@@ -323,9 +323,10 @@ def export(env: EnvironmentConfig) -> JobPlan | Unplanned:
     so it runs whenever the system nodes have room, beside a training run or after it, and
     takes no GPU node; no worker pods (the RayJob renders no worker group)."""
     plan = whole_node_job(names.export_job_name(env.training.run_name), nodes=1, group=env.training.instance_group)(env)
-    if not isinstance(plan, JobPlan):
-        return plan
-    return replace(plan, worker=replace(plan.worker, min_replicas=0, max_replicas=0), head=EXPORT_HEAD)
+    if isinstance(plan, JobPlan):
+        return replace(plan, worker=replace(plan.worker, min_replicas=0, max_replicas=0), head=EXPORT_HEAD)
+    assert isinstance(plan, Unplanned), "whole_node_job plans a JobPlan or says why not"
+    return plan
 
 
 _WORKLOAD_PLANS: dict[tuple[int, str, Any], Any] = {}

@@ -646,7 +646,7 @@ def _byte_to_unicode() -> dict[int, str]:
     return out
 
 
-def byte_tokenizer_json() -> dict:
+def byte_tokenizer_json() -> dict[str, Any]:
     """The job's byte tokens (workloads.common.tokenizer.ByteTokenizer: id = UTF-8 byte, EOS 0)
     as a Hugging Face ``tokenizer.json`` (``python -m workloads.export --tokenizer bytes``): a byte-level BPE without merges, so transformers, vLLM
     and the generation service encode and decode text to the ids the model was trained on."""

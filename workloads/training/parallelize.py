@@ -7,7 +7,7 @@ model's config). No pydantic: the benchmarks build their models here too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import torch
@@ -123,7 +123,7 @@ def init_from_hf(model: nn.Module, folder: str, *, process_group: object) -> dic
 
 
 def initial_weights(
-    model: nn.Module, init_from: str | None, resumed_meta: dict | None, *, process_group: object
+    model: nn.Module, init_from: str | None, resumed_meta: dict[str, Any] | None, *, process_group: object
 ) -> dict[str, str] | None:
     """Where the run's weights came from, after ``Checkpointer.restore``: a resumed run
     (``resumed_meta``, its checkpoint's meta) keeps its checkpoint's weights and ``init_from``
