@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config import catalog, versions
 from config.base import Frozen
+from config.batch_inference import BatchInference
 from config.eks import Eks
 from config.fields import PREFIX_RE, AccountId, RegionName
 from config.hyperpod import HyperPod
@@ -50,6 +51,10 @@ class EnvironmentConfig(Frozen):
     storage: Storage = Field(default_factory=Storage, description="The checkpoint bucket's lifecycle.")
     training: Training = Field(default_factory=Training, description="The Ray Train job.")
     inference: Inference = Field(default_factory=Inference, description="The Ray Serve services.")
+    batch_inference: BatchInference | None = Field(
+        default=None,
+        description="A RayJob generating over a batch of prompts with vLLM (ray.data.llm); null: not deployed.",
+    )
     observability: Observability = Field(
         default_factory=Observability,
         description="Metrics (Amazon Managed Prometheus), container logs (CloudWatch Logs) and alarms.",
@@ -88,6 +93,13 @@ class EnvironmentConfig(Frozen):
         if path.startswith(root):
             out.append(f"s3://{self.bucket_names()['checkpoints']}/{self.fsx.import_export_prefix}{path[len(root) :]}")
         return out
+
+    def batch_model_source(self) -> str | None:
+        """What batch inference generates with: its model_source, else the training run's export."""
+        b = self.batch_inference
+        if b is None:
+            return None
+        return b.model_source or self.training_export_locations()[0]
 
     def _llm_source_errors(self) -> list[str]:
         """The LLM service serves the training run's export (the chain from training to serving),

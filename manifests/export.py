@@ -11,6 +11,7 @@ from typing import Any
 from config.environment import EnvironmentConfig
 from config.facts.names import EXPORT_APP
 from manifests import rayjob
+from sizing import plan as plan_mod
 from sizing.plan import EXPORT, JobPlan, Unplanned
 
 # The largest safetensors shard: what the export holds at once (with its sources and one
@@ -54,9 +55,8 @@ MODULE = "workloads.export"
 def render(env: EnvironmentConfig, step: int | None = None) -> dict[str, Any]:
     """The export RayJob of ``env`` (``step``: that checkpoint of the run; None: the newest that
     verifies), from the registry's plan (raises ConfigError where it has none)."""
-    from manifests import registry
-
-    plan = registry.plan_of(env).workloads.get(EXPORT)
+    # The registry's plan object (sizing.plan.workload_plan: one per config and plan function).
+    plan = plan_mod.workload_plan(env, EXPORT, plan_mod.export)
     return rayjob.render_job(
         env,
         plan if isinstance(plan, JobPlan | Unplanned) else None,

@@ -107,6 +107,7 @@ ROWS = [
     (["export"], "error: the following arguments are required: --env"),
     (["export", "--env", "dev", "--checkpoint", "0"], "error: argument --checkpoint: "),
     # submit
+    (["submit", "batch-inference"], "error: the following arguments are required: --env"),
     (["submit"], "error: submit needs the WORKLOAD first: training, inference or job"),
     (["submit", "--env", "dev"], "error: submit needs the WORKLOAD first: training, inference or job"),
     (["submit", "nope", "--env", "dev"], "error: argument WORKLOAD: invalid choice: 'nope' (choose from 'training', "),

@@ -36,7 +36,7 @@ def test_dry_run_prints_the_export_rayjob_of_the_run():
             "--run-name",
             t.run_name,
             "--out",
-            f"{storage}/{t.run_name}/export",
+            t.resolved_export_path(env.fsx.file_system_path),
             "--tokenizer",
             "bytes",
             "--max-shard-bytes",
