@@ -165,3 +165,19 @@ def test_finetune_page_export_command_parses():
     source = (ROOT / "workloads" / "export" / "__main__.py").read_text()
     assert parser_args and all(f'"{a}"' in source for a in parser_args)
     assert len(_finetune_commands(".venv/bin/python -m ops ")) >= 5
+
+
+def test_finetune_page_batch_inference_section_renders():
+    """The page's ``batch_inference:`` block, on prod, renders the batch inference RayJob."""
+    import yaml
+
+    from config import load_environment
+    from manifests import batch_inference
+
+    text = FINETUNE.read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if b.startswith("batch_inference:"))
+    env = load_environment("prod")
+    data = env.model_dump()
+    data.update(yaml.safe_load(block))
+    job = batch_inference.render(type(env).model_validate(data))
+    assert job["kind"] == "RayJob" and "workloads.batch_inference" in job["spec"]["entrypoint"]
