@@ -428,6 +428,37 @@ class TrainLoop(Frozen):
             )
         return v
 
+    export_path: str | None = Field(
+        default=None,
+        description=(
+            "Where `hpray export` (the export workload) and export_at_end write the run's Hugging Face folder, "
+            "the one the LLM service (inference.llm.model_source) serves: an absolute path every node mounts. "
+            "null: <storage path>/<run_name>/export."
+        ),
+    )
+
+    @field_validator("export_path")
+    @classmethod
+    def _export_path(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError(
+                f"training.export_path: {v!r} is not an absolute path; allowed: a folder every node mounts (/fsx/...)"
+            )
+        return v
+
+    export_at_end: bool = Field(
+        default=False,
+        description=(
+            "At the run's last step, once its final checkpoint is written, rank 0 exports it to export_path "
+            "(streamed one shard at a time, verified, replacing an earlier export) while the other workers "
+            "wait; `hpray export` does the same on demand for any verified checkpoint."
+        ),
+    )
+
+    def export_dir(self, storage_path: str) -> str:
+        """Where the run's export goes: ``export_path``, or ``<storage_path>/<run_name>/export``."""
+        return self.export_path or f"{storage_path.rstrip('/')}/{self.run_name}/export"
+
     @field_validator("run_name")
     @classmethod
     def _run_name(cls, v: str) -> str:
@@ -496,24 +527,6 @@ class Training(TrainLoop):
             "for this account and region. Set only to run another image built the same way."
         ),
     )
-
-    export_path: str | None = Field(
-        default=None,
-        description=(
-            "Where `hpray export` (the export workload) writes the run's Hugging Face folder, the one the "
-            "LLM service (inference.llm.model_source) serves: an absolute path every node mounts. null: "
-            "<storage path>/<run_name>/export."
-        ),
-    )
-
-    @field_validator("export_path")
-    @classmethod
-    def _export_path(cls, v: str | None) -> str | None:
-        if v is not None and not v.startswith("/"):
-            raise ValueError(
-                f"training.export_path: {v!r} is not an absolute path; allowed: a folder every node mounts (/fsx/...)"
-            )
-        return v
 
     @model_validator(mode="after")
     def _init_shape(self) -> Training:
@@ -586,9 +599,7 @@ class Training(TrainLoop):
 
     def resolved_export_path(self, fsx_file_system_path: str) -> str:
         """Where the run's export goes: ``export_path``, or ``<storage>/<run_name>/export``."""
-        return (
-            self.export_path or f"{self.resolved_storage_path(fsx_file_system_path).rstrip('/')}/{self.run_name}/export"
-        )
+        return self.export_dir(self.resolved_storage_path(fsx_file_system_path))
 
     def group(self, groups: Sequence[InstanceGroup]) -> InstanceGroup | None:
         """The group ``instance_group`` names, or the first GPU group when it names none."""

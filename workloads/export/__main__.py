@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import sys
+from typing import Any
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 DTYPES = ("bfloat16", "float32")
@@ -93,8 +94,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.storage is None and (args.run_name or args.step is not None):
         parser.error("--run-name and --step go with --storage")
 
-    import tempfile
-
     import torch
 
     from workloads.common import checkpoint as ckpt
@@ -102,38 +101,20 @@ def main(argv: list[str] | None = None) -> int:
 
     eos = args.eos_token_id[0] if args.eos_token_id and len(args.eos_token_id) == 1 else args.eos_token_id
     out = args.out.rstrip("/") or args.out
-    target = f"{out}.partial" if args.replace else out
     try:
         checkpoint = args.checkpoint
         if checkpoint is None:
             checkpoint = run_checkpoint(args.storage, args.run_name, args.step)
-        if not os.path.isdir(checkpoint):
-            raise hf_llama.HFFormatError(f"--checkpoint {checkpoint}: no such directory")
-        with tempfile.TemporaryDirectory() as tmp:
-            tokenizer = args.tokenizer
-            if tokenizer == "bytes":
-                tokenizer = os.path.join(tmp, "tokenizer.json")
-                with open(tokenizer, "w") as f:
-                    json.dump(hf_llama.byte_tokenizer_json(), f)
-                if eos is None:
-                    eos = 0  # ByteTokenizer's EOS
-            if args.replace and os.path.exists(target):
-                import shutil
-
-                shutil.rmtree(target)  # an earlier export that did not finish
-            hf_llama.export_hf(
-                checkpoint,
-                target,
-                tokenizer_files=tokenizer_files(tokenizer),
-                max_shard_bytes=args.max_shard_bytes,
-                dtype={"bfloat16": torch.bfloat16, "float32": torch.float32}[args.dtype],
-                bos_token_id=args.bos_token_id,
-                eos_token_id=eos,
-            )
-        hf_llama.verify_export(target)
-        if args.replace:
-            _swap(target, out)
-        files = hf_llama.verify_export(out)
+        files = export_checkpoint(
+            checkpoint,
+            out,
+            args.tokenizer,
+            replace=args.replace,
+            max_shard_bytes=args.max_shard_bytes,
+            dtype={"bfloat16": torch.bfloat16, "float32": torch.float32}[args.dtype],
+            bos_token_id=args.bos_token_id,
+            eos_token_id=eos,
+        )
     except (hf_llama.HFFormatError, ckpt.CheckpointError) as err:
         print(f"export failed: {err}", file=sys.stderr)
         return 2
@@ -142,6 +123,57 @@ def main(argv: list[str] | None = None) -> int:
         manifest_sha = hashlib.sha256(f.read()).hexdigest()
     print(json.dumps({"out": os.path.abspath(args.out), "files": files, "manifest_sha256": manifest_sha}), flush=True)
     return 0
+
+
+def export_checkpoint(
+    checkpoint: str,
+    out: str,
+    tokenizer: str,
+    *,
+    replace: bool = False,
+    max_shard_bytes: int = 5 << 30,
+    dtype: Any = None,
+    bos_token_id: int | None = None,
+    eos_token_id: int | list[int] | None = None,
+) -> list[str]:
+    """``checkpoint`` (a verified checkpoint directory) written to ``out`` as a Hugging Face
+    folder, streamed one output shard at a time and verified against its manifest; returns its
+    files. ``tokenizer``: a tokenizer.json, a folder holding one, or ``bytes`` (the job's byte
+    tokens, EOS 0). ``replace``: ``out`` may hold an earlier export, which the new one, written
+    and verified as ``<out>.partial``, replaces (the earlier kept as ``<out>.previous``). The
+    export command and the training job's end-of-run export (``training.export_at_end``) call it."""
+    import shutil
+    import tempfile
+
+    import torch
+
+    from workloads.common import hf_llama
+
+    target = f"{out}.partial" if replace else out
+    if not os.path.isdir(checkpoint):
+        raise hf_llama.HFFormatError(f"--checkpoint {checkpoint}: no such directory")
+    with tempfile.TemporaryDirectory() as tmp:
+        if tokenizer == "bytes":
+            tokenizer = os.path.join(tmp, "tokenizer.json")
+            with open(tokenizer, "w") as f:
+                json.dump(hf_llama.byte_tokenizer_json(), f)
+            if eos_token_id is None:
+                eos_token_id = 0  # ByteTokenizer's EOS
+        if replace and os.path.exists(target):
+            shutil.rmtree(target)  # an earlier export that did not finish
+        hf_llama.export_hf(
+            checkpoint,
+            target,
+            tokenizer_files=tokenizer_files(tokenizer),
+            max_shard_bytes=max_shard_bytes,
+            dtype=dtype if dtype is not None else torch.bfloat16,
+            bos_token_id=bos_token_id,
+            eos_token_id=eos_token_id,
+        )
+    hf_llama.verify_export(target)
+    if replace:
+        _swap(target, out)
+    return hf_llama.verify_export(out)
 
 
 def _swap(new: str, out: str) -> None:

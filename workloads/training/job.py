@@ -131,7 +131,7 @@ def train_func(config: dict[str, Any]) -> None:
     from config.job_settings import JobSettings
     from workloads.common import model as model_lib
     from workloads.training import parallelize
-    from workloads.training.checkpointer import Checkpointer
+    from workloads.training.checkpointer import Checkpointer, export_final
     from workloads.training.data import ByteWindows, load_corpus
     from workloads.training.determinism import use_deterministic
     from workloads.training.reporter import Reporter, print_worker_line
@@ -204,6 +204,9 @@ def train_func(config: dict[str, Any]) -> None:
             finished = checkpointer.save(done, model, (optimizer, scheduler), pos, meta)
             reporter.accounts.charge("checkpoint")
         reporter.report(metrics, finished, force=want_ckpt or done == s.steps)
+    exported = export_final(s, run_dir, rank=rank, group=checkpointer.group)
+    if exported is not None and rank == 0:
+        log.info("exported the final checkpoint to %s", exported)
     reporter.finish()
 
 
