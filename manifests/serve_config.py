@@ -144,10 +144,14 @@ def local_deploy_config(
     replicas: int,
     cpus: float = 1.0,
     reload: str | None = None,
+    export_path: str | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """The same serveConfigV2 for a local CPU cluster on 127.0.0.1:``port``."""
+    """The same serveConfigV2 for a local CPU cluster on 127.0.0.1:``port`` (``export_path``: a
+    Hugging Face export the replicas serve instead of the run's newest checkpoint)."""
     args = app_args(env, storage=storage, run_name=run_name)
+    if export_path is not None:
+        args["export_path"] = export_path
     # Intra-op threads must match the CPUs the replica really gets: more threads than CPUs
     # spin-wait against each other (measured: ~2x the replica's CPU time per request).
     args["torch_threads"] = max(1, int(cpus))

@@ -28,3 +28,24 @@ def test_an_unknown_run_is_one_clear_error(module, storage, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"no checkpoint of run 'BAD NAME' under {storage}")
     assert "Traceback" not in err
+
+
+def test_an_export_that_does_not_verify_is_one_clear_error(tmp_path, capsys):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    assert rehearse.main(["--export", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"--export {folder}: ") and "Traceback" not in err
+
+
+def test_the_local_replicas_serve_the_export_given():
+    from config import load_environment
+    from manifests import serve_config
+
+    env = load_environment("dev")
+    cfg = serve_config.local_deploy_config(
+        env, port=8000, storage="/x", run_name="r", replicas=1, export_path="/fsx/checkpoints/r/export"
+    )
+    assert cfg["applications"][0]["args"]["export_path"] == "/fsx/checkpoints/r/export"
+    plain = serve_config.local_deploy_config(env, port=8000, storage="/x", run_name="r", replicas=1)
+    assert "export_path" not in plain["applications"][0]["args"]
