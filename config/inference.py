@@ -256,6 +256,14 @@ class Inference(Frozen):
         description="Ray Serve's high-throughput mode: HAProxy ingress and Ray's throughput preset on every Ray process of the service.",
     )
     autoscaling: Autoscaling = Field(default_factory=Autoscaling, description="Replica autoscaling.")
+    serve_export: bool = Field(
+        default=False,
+        description=(
+            "The generation service serves the training run's Hugging Face export (training.export_path, "
+            "what `hpray export` writes; a byte-token run's) instead of its newest checkpoint: the same "
+            "folder the LLM service serves."
+        ),
+    )
     gpu_dtype: Literal["bfloat16", "float32"] = Field(
         default="bfloat16",
         description="Dtype of the served weights and key/value cache on a GPU replica (a CPU replica serves float32): bfloat16 halves the memory and doubles the tensor-core rate.",

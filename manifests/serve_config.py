@@ -88,7 +88,7 @@ def app_args(env: EnvironmentConfig, *, storage: str | None = None, run_name: st
         default_storage, default_run = checkpoint_source(env)
         storage, run_name = storage or default_storage, run_name or default_run
     inf = env.inference
-    return {
+    args: dict[str, Any] = {
         "storage_path": storage,
         "run_name": run_name,
         "max_tokens_limit": inf.max_tokens_limit,
@@ -96,6 +96,9 @@ def app_args(env: EnvironmentConfig, *, storage: str | None = None, run_name: st
         "torch_threads": max(1, int(inf.cpus_per_replica)),
         "gpu_dtype": inf.gpu_dtype,
     }
+    if inf.serve_export:  # the run's export on FSx (workloads/inference/loading.py load_export)
+        args["export_path"] = env.training_export_locations()[0]
+    return args
 
 
 def application(
