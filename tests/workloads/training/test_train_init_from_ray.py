@@ -57,3 +57,23 @@ def test_a_fresh_run_records_init_from_and_a_resume_ignores_it(ray_cluster, tmp_
     result = run(more.model_copy(update={"init_from": str(tmp_path / "gone")}))
     assert result.error is None, result.error
     assert _meta(storage, "ft", 3)["init_from"] == record
+
+
+def test_export_at_end_writes_the_final_checkpoint_as_a_verified_folder(ray_cluster, tmp_path):
+    storage = tmp_path / "runs"
+    s = S.for_local({**COMMON, "run_name": "ex", "steps": 2, "export_at_end": True}, storage_path=str(storage))
+    result = run(s)
+    assert result.error is None, result.error
+    out = storage / "ex" / "export"
+    assert hf_llama.verify_export(str(out))
+    manifest = json.loads((out / hf_llama.MANIFEST).read_text())
+    assert manifest["source"]["step"] == 2
+    # The folder holds the final checkpoint's weights (bf16, as exported).
+    final = ck.load_latest_valid(str(storage), "ex", keys=["model"])
+    config = config_from_dict(s.model)
+    back = Llama(config)
+    hf_llama.load_hf_into(back, str(out))
+    saved = final.state["model"]
+    assert set(saved) == set(back.state_dict())
+    for k, v in back.state_dict().items():
+        assert torch.equal(v, saved[k].to(torch.bfloat16).float()), k
