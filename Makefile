@@ -199,10 +199,11 @@ clean:
 	rm -rf cdk.out site $(STAMPS) $(VENV) $(CHECKOV_VENV) node_modules
 
 ## rehearse-serve: the inference app on a local head + 2 worker Ray cluster, serving the newest
-## checkpoint a training rehearsal wrote under out/ (or STORAGE=DIR [RUN=NAME]), under a bounded
+## checkpoint a training rehearsal wrote under out/ (or STORAGE=DIR [RUN=NAME]; or EXPORT=DIR, a
+## Hugging Face export of one, through /v1/completions with text prompts), under a bounded
 ## load test with one replica killed; summary, out/rehearse-serve/latency.png.
 rehearse-serve: deps
-	$(VENV)/bin/python -m rigs.rehearse_serve $(if $(STORAGE),--storage $(STORAGE)) $(if $(RUN),--run $(RUN))
+	$(VENV)/bin/python -m rigs.rehearse_serve $(if $(STORAGE),--storage $(STORAGE)) $(if $(RUN),--run $(RUN)) $(if $(EXPORT),--export $(EXPORT))
 
 ## rehearse-serve-ha: GCS fault tolerance: the inference app on a local head (GCS in a private
 ## redis-server) + 1 worker node under load; every process of the head SIGKILLed, a new head

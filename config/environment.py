@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config import catalog, versions
 from config.base import Frozen
+from config.batch_inference import BatchInference
 from config.eks import Eks
 from config.fields import PREFIX_RE, AccountId, RegionName
 from config.hyperpod import HyperPod
@@ -50,6 +51,10 @@ class EnvironmentConfig(Frozen):
     storage: Storage = Field(default_factory=Storage, description="The checkpoint bucket's lifecycle.")
     training: Training = Field(default_factory=Training, description="The Ray Train job.")
     inference: Inference = Field(default_factory=Inference, description="The Ray Serve services.")
+    batch_inference: BatchInference | None = Field(
+        default=None,
+        description="A RayJob generating over a batch of prompts with vLLM (ray.data.llm); null: not deployed.",
+    )
     observability: Observability = Field(
         default_factory=Observability,
         description="Metrics (Amazon Managed Prometheus), container logs (CloudWatch Logs) and alarms.",
@@ -77,6 +82,39 @@ class EnvironmentConfig(Frozen):
         if errors:
             raise ValueError("\n".join(errors))
         return self
+
+    def training_export_locations(self) -> list[str]:
+        """Where the training run's export is (``hpray export``): ``training.export_path`` and,
+        where it is under the file system path the data repository association links, its copy in
+        the checkpoint bucket."""
+        path = self.training.resolved_export_path(self.fsx.file_system_path).rstrip("/")
+        out = [path]
+        root = f"/fsx{self.fsx.file_system_path.rstrip('/')}/"
+        if path.startswith(root):
+            out.append(f"s3://{self.bucket_names()['checkpoints']}/{self.fsx.import_export_prefix}{path[len(root) :]}")
+        return out
+
+    def batch_model_source(self) -> str | None:
+        """What batch inference generates with: its model_source, else the training run's export."""
+        b = self.batch_inference
+        if b is None:
+            return None
+        return b.model_source or self.training_export_locations()[0]
+
+    def _llm_source_errors(self) -> list[str]:
+        """The LLM service serves the training run's export (the chain from training to serving),
+        unless it declares an external model."""
+        llm = self.inference.llm
+        if not llm.enabled or llm.external_model:
+            return []
+        allowed = self.training_export_locations()
+        if llm.model_source.rstrip("/") in allowed:
+            return []
+        return [
+            f"inference.llm.model_source: {llm.model_source!r} is not the export of training run "
+            f"{self.training.run_name!r} (training.export_path); allowed: {' or '.join(repr(a) for a in allowed)}, "
+            "or inference.llm.external_model: true for a model this environment does not train"
+        ]
 
     def _environment_errors(self) -> list[str]:
         """Rules that tie the top-level values (tags, names, region) to the sections."""
@@ -216,6 +254,7 @@ CROSS_CHECKS: tuple[Callable[[EnvironmentConfig], list[str]], ...] = (
     lambda env: env.inference.gcs_fault_tolerance.errors(
         production=env.production, secrets_delivered=env.eks.ray_token_auth
     ),
+    lambda env: env._llm_source_errors(),
     lambda env: team_errors(env.teams, env.eks.admin_principal_arns),
     lambda env: env.observability.subscriber_errors(production=env.production),
     lambda env: team_prefix_errors(

@@ -89,6 +89,14 @@ class Llm(Frozen):
         default="/fsx/models/served-llm",
         description="Hugging Face-format weights on FSx (/fsx/...) or in S3 (s3://...); nothing is downloaded from the internet.",
     )
+    external_model: bool = Field(
+        default=False,
+        description=(
+            "model_source is a model this environment does not train (a downloaded Hugging Face model). "
+            "false: it must be the export of the environment's training run (training.export_path, on FSx, "
+            "or its copy in the checkpoint bucket), checked at synth, so the service serves what the run trains."
+        ),
+    )
     instance_group: str | None = Field(
         default=None, description="HyperPod instance group of the engines; null: the generation service's group."
     )
@@ -248,6 +256,14 @@ class Inference(Frozen):
         description="Ray Serve's high-throughput mode: HAProxy ingress and Ray's throughput preset on every Ray process of the service.",
     )
     autoscaling: Autoscaling = Field(default_factory=Autoscaling, description="Replica autoscaling.")
+    serve_export: bool = Field(
+        default=False,
+        description=(
+            "The generation service serves the training run's Hugging Face export (training.export_path, "
+            "what `hpray export` writes; a byte-token run's) instead of its newest checkpoint: the same "
+            "folder the LLM service serves."
+        ),
+    )
     gpu_dtype: Literal["bfloat16", "float32"] = Field(
         default="bfloat16",
         description="Dtype of the served weights and key/value cache on a GPU replica (a CPU replica serves float32): bfloat16 halves the memory and doubles the tensor-core rate.",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -88,7 +88,65 @@ PRESETS: dict[str, dict] = {
         "params": 11_013_084_160,
     },
 }
+
+# Llama 3.2 1B/3B and Llama 3.1 8B/70B as Hugging Face publishes them (their config.json files):
+# the shapes as workloads.common.model.LlamaConfig fields, ``tie_word_embeddings`` (the
+# platform's Llama keeps its own head: a tied folder's embedding is copied into it), the base
+# models' special tokens (<|begin_of_text|>, <|end_of_text|>) and ``params``, the published
+# parameter count (tied embeddings counted once). workloads/common/hf_llama.py reads them from here.
+_ROPE_LLAMA3 = {"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+_HF_VOCAB = 128256
+
+
+def _hf(n_layer: int, n_head: int, n_embd: int, ffn_hidden: int, factor: float, tied: bool, params: int) -> dict:
+    return {
+        "n_layer": n_layer,
+        "n_head": n_head,
+        "n_kv_head": 8,
+        "n_embd": n_embd,
+        "ffn_hidden": ffn_hidden,
+        "vocab_size": _HF_VOCAB,
+        "block_size": 131072,
+        "rope_theta": 500000.0,
+        "norm_eps": 1e-5,
+        "rope_scaling": {**_ROPE_LLAMA3, "factor": factor, "original_max_position_embeddings": 8192},
+        "tie_word_embeddings": tied,
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
+        "params": params,
+    }
+
+
+HF_PRESETS: dict[str, dict] = {
+    "llama-3.2-1b": _hf(16, 32, 2048, 8192, 32.0, True, 1_235_814_400),
+    "llama-3.2-3b": _hf(28, 24, 3072, 8192, 32.0, True, 3_212_749_824),
+    "llama-3.1-8b": _hf(32, 32, 4096, 14336, 8.0, False, 8_030_261_248),
+    "llama-3.1-70b": _hf(80, 64, 8192, 28672, 8.0, False, 70_553_706_496),
+}
+# Their training context: the models' pre-training context (original_max_position_embeddings);
+# block_size bounds what a step holds, and the llama3 rope scaling stays as published.
+HF_TRAIN_CONTEXT = 8192
+# The Hugging Face models as presets of the job's model (``params``: the platform's count, its
+# head untied, so a tied model's embedding counts twice); not 70B: its fp32 weights, gradients
+# and AdamW moments (1.1 TB) are beyond the clusters the configs declare.
+TRAINABLE_HF = ("llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b")
+PRESETS.update(
+    {
+        name: {
+            **{k: v for k, v in hf.items() if k not in ("tie_word_embeddings", "bos_token_id", "eos_token_id")},
+            "block_size": HF_TRAIN_CONTEXT,
+            "params": hf["params"] + (hf["vocab_size"] * hf["n_embd"] if hf["tie_word_embeddings"] else 0),
+        }
+        for name, hf in HF_PRESETS.items()
+        if name in TRAINABLE_HF
+    }
+)
+# The keys of a llama3 ``rope_scaling`` besides its rope_type (workloads.common.model reads them).
+LLAMA3_ROPE_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 _SHAPE = ("n_layer", "n_head", "n_kv_head", "n_embd", "ffn_hidden", "block_size")
+# Fields of the Llama's config written only where they differ from the model's defaults, so the
+# settings and checkpoints of byte-token models stay as they were.
+_LLAMA_DEFAULTS = {"vocab_size": 256, "rope_theta": 500000.0, "norm_eps": 1e-5, "rope_scaling": None}
 
 
 class ModelSize(Frozen):
@@ -104,7 +162,9 @@ class ModelSize(Frozen):
     preset: str | None = Field(
         default=None,
         description=(
-            "A named size: tiny, llama-76m, llama-1b, llama-3b, llama-7b or llama-11b (config.training.PRESETS); "
+            "A named size: tiny, llama-76m, llama-1b, llama-3b, llama-7b or llama-11b (byte tokens), or a "
+            "Hugging Face model's shape: llama-3.2-1b, llama-3.2-3b or llama-3.1-8b (its "
+            "128256-token vocabulary and rope scaling, for training.init_from) (config.training.PRESETS); "
             "shape fields given next to it override the preset's. null: the shape fields as given."
         ),
     )
@@ -118,7 +178,23 @@ class ModelSize(Frozen):
     )
     n_embd: int = Field(default=768, ge=8, le=16384, description="Embedding width.")
     ffn_hidden: int = Field(default=2048, ge=8, le=65536, description="Hidden width of the SwiGLU MLP (llama only).")
-    block_size: int = Field(default=512, ge=8, le=8192, description="Context length in byte tokens.")
+    block_size: int = Field(default=512, ge=8, le=8192, description="Context length in tokens.")
+    vocab_size: int = Field(
+        default=256,
+        ge=2,
+        le=1 << 20,
+        description="Vocabulary size (llama only): 256 byte tokens, or a tokenizer's (128256 for Llama 3).",
+    )
+    rope_theta: float = Field(default=500000.0, gt=0, description="Rotary embedding base (llama only).")
+    norm_eps: float = Field(default=1e-5, gt=0, lt=1, description="RMSNorm epsilon (llama only).")
+    rope_scaling: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "Llama 3.1 rotary frequency scaling as Hugging Face's config.json spells it: rope_type 'llama3' "
+            "with factor, low_freq_factor, high_freq_factor and original_max_position_embeddings (llama only); "
+            "null: plain rotary embeddings."
+        ),
+    )
     # No dropout by default: the corpus is large relative to the step budget, and it keeps runs
     # reproducible.
     dropout: float = Field(
@@ -135,6 +211,20 @@ class ModelSize(Frozen):
             raise ValueError(f"training.model.preset: {name!r} is not a preset; allowed: {', '.join(PRESETS)}")
         shape = {k: v for k, v in PRESETS[name].items() if k != "params"}
         return {**shape, "arch": "llama", **data}
+
+    @field_validator("rope_scaling")
+    @classmethod
+    def _rope_scaling(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is None:
+            return v
+        missing = [k for k in LLAMA3_ROPE_KEYS if k not in v]
+        extra = sorted(set(v) - {"rope_type", *LLAMA3_ROPE_KEYS})
+        if v.get("rope_type") != "llama3" or missing or extra:
+            raise ValueError(
+                f"training.model.rope_scaling: {v!r} is not supported; allowed: null, or rope_type 'llama3' "
+                f"with {', '.join(LLAMA3_ROPE_KEYS)}"
+            )
+        return v
 
     @model_validator(mode="after")
     def _heads(self) -> ModelSize:
@@ -160,11 +250,12 @@ class ModelSize(Frozen):
                 "block_size": self.block_size,
                 "dropout": self.dropout,
             }
-        return {"arch": "llama", **{k: getattr(self, k) for k in _SHAPE}}
+        extra = {k: getattr(self, k) for k, v in _LLAMA_DEFAULTS.items() if getattr(self, k) != v}
+        return {"arch": "llama", **{k: getattr(self, k) for k in _SHAPE}, **extra}
 
     def parameters(self) -> int:
         """Parameter count, from the shape (the same sums the model's modules make)."""
-        d, layers, vocab = self.n_embd, self.n_layer, 256
+        d, layers, vocab = self.n_embd, self.n_layer, (256 if self.arch == "gpt" else self.vocab_size)
         if self.arch == "gpt":
             return vocab * d + self.block_size * d + layers * (12 * d * d + 13 * d) + 2 * d
         kv = self.n_kv_head * (d // self.n_head)
@@ -315,6 +406,59 @@ class TrainLoop(Frozen):
 
     data_max_bytes: int = Field(default=64 << 20, ge=1 << 16, description="Read at most this many bytes of the corpus.")
 
+    init_from: str | None = Field(
+        default=None,
+        description=(
+            "A Hugging Face Llama folder (config.json and safetensors: a model downloaded or exported to "
+            "FSx) whose weights a fresh run starts from instead of the seed's; an absolute path every "
+            "node mounts (/fsx/...; S3 objects reach it through FSx's data repository association). "
+            "Each worker reads only its own shard. Its shape must be training.model's (an HF preset: "
+            "model: {preset: llama-3.1-8b}). A run that has checkpoints resumes from them and ignores "
+            "it. null: weights drawn from the seed."
+        ),
+    )
+
+    @field_validator("init_from")
+    @classmethod
+    def _init_from(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError(
+                f"training.init_from: {v!r} is not an absolute path; allowed: a folder every node mounts "
+                "(/fsx/..., where FSx's data repository association brings s3:// objects)"
+            )
+        return v
+
+    export_path: str | None = Field(
+        default=None,
+        description=(
+            "Where `hpray export` (the export workload) and export_at_end write the run's Hugging Face folder, "
+            "the one the LLM service (inference.llm.model_source) serves: an absolute path every node mounts. "
+            "null: <storage path>/<run_name>/export."
+        ),
+    )
+
+    @field_validator("export_path")
+    @classmethod
+    def _export_path(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError(
+                f"training.export_path: {v!r} is not an absolute path; allowed: a folder every node mounts (/fsx/...)"
+            )
+        return v
+
+    export_at_end: bool = Field(
+        default=False,
+        description=(
+            "At the run's last step, once its final checkpoint is written, rank 0 exports it to export_path "
+            "(streamed one shard at a time, verified, replacing an earlier export) while the other workers "
+            "wait; `hpray export` does the same on demand for any verified checkpoint."
+        ),
+    )
+
+    def export_dir(self, storage_path: str) -> str:
+        """Where the run's export goes: ``export_path``, or ``<storage_path>/<run_name>/export``."""
+        return self.export_path or f"{storage_path.rstrip('/')}/{self.run_name}/export"
+
     @field_validator("run_name")
     @classmethod
     def _run_name(cls, v: str) -> str:
@@ -384,6 +528,29 @@ class Training(TrainLoop):
         ),
     )
 
+    @model_validator(mode="after")
+    def _init_shape(self) -> Training:
+        """A Hugging Face preset's shape is the folder's: fields declared next to it that differ
+        cannot load its weights (a folder of another shape is found at start-up)."""
+        if self.init_from is None:
+            return self
+        if self.model.arch != "llama":
+            raise ValueError(
+                f"training.init_from: {self.init_from!r} is a Llama folder, training.model.arch is "
+                f"{self.model.arch!r}; allowed: 'llama'"
+            )
+        preset = HF_PRESETS.get(self.model.preset or "")
+        if preset is None:
+            return self
+        for name in (*_SHAPE[:-1], *_LLAMA_DEFAULTS):
+            if getattr(self.model, name) != preset[name]:
+                raise ValueError(
+                    f"training.model.{name}: {getattr(self.model, name)!r} declared next to preset "
+                    f"{self.model.preset!r}, whose {name} is {preset[name]!r}; training.init_from "
+                    f"({self.init_from}) holds the preset's shape; allowed: {preset[name]!r}"
+                )
+        return self
+
     @field_validator("num_workers")
     @classmethod
     def _workers(cls, v: int | None) -> int | None:
@@ -429,6 +596,10 @@ class Training(TrainLoop):
 
     def resolved_storage_path(self, fsx_file_system_path: str) -> str:
         return self.storage_path or f"/fsx{fsx_file_system_path}"
+
+    def resolved_export_path(self, fsx_file_system_path: str) -> str:
+        """Where the run's export goes: ``export_path``, or ``<storage>/<run_name>/export``."""
+        return self.export_dir(self.resolved_storage_path(fsx_file_system_path))
 
     def group(self, groups: Sequence[InstanceGroup]) -> InstanceGroup | None:
         """The group ``instance_group`` names, or the first GPU group when it names none."""

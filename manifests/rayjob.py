@@ -5,7 +5,8 @@ security of the Ray cluster."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from config import ConfigError
@@ -41,6 +42,7 @@ def ray_job(
     active_deadline_s: int,
     ttl_s: int,
     suspendable: bool = False,
+    entrypoint_cpus: float | None = None,
 ) -> dict[str, Any]:
     """The ray.io/v1 RayJob running ``entrypoint`` on a Ray cluster of ``head`` and ``workers``,
     hardened for ``workload`` (``security.harden``).
@@ -58,12 +60,15 @@ def ray_job(
         # Rules exclude shutdownAfterJobFinishes and the global ttlSecondsAfterFinished.
         else {"deletionStrategy": {"deletionRules": deletion_rules(ttl_s)}}
     )
+    # Ray runs the entrypoint where its CPUs are: a worker node (the head has num-cpus 0).
+    placed: dict[str, Any] = {} if entrypoint_cpus is None else {"entrypointNumCpus": entrypoint_cpus}
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
         "metadata": metadata,
         "spec": {
             "entrypoint": entrypoint,
+            **placed,
             "runtimeEnvYAML": runtime_env_yaml,
             # HTTPMode: the operator submits the job to the head's dashboard and polls its status
             # (KubeRay 1.7 rayjob_controller.go). K8sJobMode and SidecarMode tie the RayJob to a
@@ -96,11 +101,13 @@ def render_job(
     app: str,
     module: str,
     ray_env: Mapping[str, str] | None = None,
+    args: Sequence[str] = (),
+    entrypoint_cpus: float | None = None,
 ) -> dict[str, Any]:
-    """The RayJob of registry workload ``key`` from its ``plan``: ``python -m <module>`` (its
-    runtime folder, shipped in the workloads image) on the head and workers the plan sizes, with
-    the deadlines and image of ``hpray submit job`` RayJobs (``training.*``). Raises ConfigError
-    with the reason the plan keeps where it has none."""
+    """The RayJob of registry workload ``key`` from its ``plan``: ``python -m <module> <args>``
+    (its runtime folder, shipped in the workloads image) on the head and workers the plan sizes
+    (on a worker with ``entrypoint_cpus``), with the deadlines and image of ``hpray submit job``
+    RayJobs (``training.*``). Raises ConfigError with the reason the plan keeps where it has none."""
     if not isinstance(plan, JobPlan):
         reasons = list(plan.problems) if plan is not None else []
         raise ConfigError(f"{env.name}.yaml", reasons or [f"{key}: not deployed in {env.name}.yaml"])
@@ -108,9 +115,10 @@ def render_job(
     variables = dict(ray_env or {})
     return ray_job(
         metadata=k8s.metadata(plan.name, app),
-        entrypoint=f"python -m {module}",
+        entrypoint=shlex.join(["python", "-m", module, *args]),
         runtime_env_yaml=k8s.runtime_env_yaml(variables),
         head=k8s.head_group(image, app=app, env=k8s.env_list(variables) or None, resources=plan.head.resources),
+        # A plan without worker pods (the export: its entrypoint runs on the head) has no group.
         workers=[
             k8s.worker_group(
                 plan.worker,
@@ -120,9 +128,12 @@ def render_job(
                 taints=list(plan.group.taints),
                 env=k8s.env_list(variables),
             )
-        ],
+        ]
+        if plan.worker.max_replicas
+        else [],
         workload=plan.name,
         token_auth=env.eks.ray_token_auth,
         active_deadline_s=env.training.active_deadline_seconds,
         ttl_s=env.training.ttl_seconds_after_finished,
+        entrypoint_cpus=entrypoint_cpus,
     )

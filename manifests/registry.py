@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from config.environment import EnvironmentConfig
 from config.facts.names import (
+    BATCH_INFERENCE_APP,
+    EXPORT_APP,
     HEAD_IN_SERVE_SERVICE,
     INFERENCE_APP,
     INFERENCE_DEPLOYMENT,
@@ -31,7 +33,7 @@ from config.facts.names import (
     SERVE_PORT,
     TRAINING_APP,
 )
-from manifests import inference, training
+from manifests import batch_inference, export, inference, training
 from manifests import rayjob as rayjob_mod
 from sizing import plan as plan_mod
 from sizing.plan import JobPlan, Plan, PlanFn, Planners, Unplanned
@@ -108,6 +110,27 @@ WORKLOADS: tuple[Workload, ...] = (
         Serving(),
         title="LLM",
         per_pod="engines",
+    ),
+    Workload(
+        plan_mod.EXPORT,
+        "RayJob",
+        EXPORT_APP,
+        plan_mod.export,
+        export.render,
+        title="export",
+        per_pod="the export",
+        # `hpray export` submits it (with --checkpoint STEP), not `hpray submit`.
+        submit="",
+    ),
+    Workload(
+        plan_mod.BATCH_INFERENCE,
+        "RayJob",
+        BATCH_INFERENCE_APP,
+        plan_mod.batch_inference,
+        batch_inference.render,
+        title="batch inference",
+        per_pod="vLLM engines",
+        submit="the batch inference workload: a RayJob generating over a batch of prompts with vLLM",
     ),
 )
 

@@ -88,7 +88,7 @@ def app_args(env: EnvironmentConfig, *, storage: str | None = None, run_name: st
         default_storage, default_run = checkpoint_source(env)
         storage, run_name = storage or default_storage, run_name or default_run
     inf = env.inference
-    return {
+    args: dict[str, Any] = {
         "storage_path": storage,
         "run_name": run_name,
         "max_tokens_limit": inf.max_tokens_limit,
@@ -96,6 +96,9 @@ def app_args(env: EnvironmentConfig, *, storage: str | None = None, run_name: st
         "torch_threads": max(1, int(inf.cpus_per_replica)),
         "gpu_dtype": inf.gpu_dtype,
     }
+    if inf.serve_export:  # the run's export on FSx (workloads/inference/loading.py load_export)
+        args["export_path"] = env.training_export_locations()[0]
+    return args
 
 
 def application(
@@ -144,10 +147,14 @@ def local_deploy_config(
     replicas: int,
     cpus: float = 1.0,
     reload: str | None = None,
+    export_path: str | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """The same serveConfigV2 for a local CPU cluster on 127.0.0.1:``port``."""
+    """The same serveConfigV2 for a local CPU cluster on 127.0.0.1:``port`` (``export_path``: a
+    Hugging Face export the replicas serve instead of the run's newest checkpoint)."""
     args = app_args(env, storage=storage, run_name=run_name)
+    if export_path is not None:
+        args["export_path"] = export_path
     # Intra-op threads must match the CPUs the replica really gets: more threads than CPUs
     # spin-wait against each other (measured: ~2x the replica's CPU time per request).
     args["torch_threads"] = max(1, int(cpus))

@@ -102,7 +102,7 @@ def add_ray(g: Graph, config: EnvironmentConfig, part_groups: dict[str, set[str]
             g.pools[system].append(h)
             g.guards.update((h, sg) for sg in part_groups.get("ray-head-pods", ()))
         anchor = g.groups.get(w.group.name)
-        if anchor is not None:
+        if anchor is not None and w.worker.max_replicas:  # a head-only RayJob has no worker node
             n = f"n_ray_workers_{i}"
             g.nodes[n] = f"Ray workers: {what}\n{w.name}\n{_pods(w.worker)}\n{_shape(w.worker, per_pod)}"
             g.kinds[n], workload[n] = "ray-worker", i

@@ -1,9 +1,10 @@
 """Local rehearsal of the generation service under load and a replica failure (real Ray).
 
-    python -m rigs.rehearse_serve [--storage DIR] [--run NAME]
+    python -m rigs.rehearse_serve [--storage DIR] [--run NAME] [--export DIR]
 
 Deploys the app (the same serveConfigV2 as the cluster's, CPU-sized) on a local head + two
-worker nodes, serving the newest intact checkpoint a training rehearsal wrote; runs a bounded
+worker nodes, serving the newest intact checkpoint a training rehearsal wrote (or, with ``--export``, a Hugging
+Face export of one: ``python -m workloads.export ... --tokenizer bytes``); runs a bounded
 load test against 127.0.0.1 (fixed request count and time limit), SIGKILLs one replica's process
 mid-load, and reports requests sent / succeeded / failed, requests retried by the client
 (reported apart), p50/p99 latency and tokens/s, with a latency-over-time plot marking the kill
@@ -146,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--max-tokens", type=int, default=16)
     p.add_argument("--out", default=str(OUT))
+    p.add_argument("--export", default=None, help="serve this Hugging Face export (python -m workloads.export) instead")
     a = p.parse_args(argv)
 
     from config import ConfigError
@@ -157,6 +159,15 @@ def main(argv: list[str] | None = None) -> int:
         print(err.render(), file=sys.stderr)
         return 2
     storage, run = locate(a.storage, a.run)
+    if a.export is not None:
+        from workloads.common import hf_llama
+
+        try:
+            hf_llama.verify_export(a.export)
+        except hf_llama.HFFormatError as err:
+            print(f"--export {a.export}: {err}", file=sys.stderr)
+            return 2
+        storage, run = Path(a.export), run or "export"
     if run is None:
         print(
             f"no checkpoint of {'run ' + repr(a.run) if a.run else 'any run'} under {storage}: run the "
@@ -177,7 +188,14 @@ def main(argv: list[str] | None = None) -> int:
     with LocalCluster(worker_nodes=2, head_cpus=0, cpus_per_node=1, serve_env=serve_config.ray_env(env)) as cluster:
         serve_config.deploy(
             serve_config.local_deploy_config(
-                env, port=port, storage=str(storage), run_name=run, replicas=2, cpus=1, health_check_period_s=2
+                env,
+                port=port,
+                storage=str(storage),
+                run_name=run,
+                replicas=2,
+                cpus=1,
+                health_check_period_s=2,
+                export_path=a.export,
             )
         )
         url = f"http://127.0.0.1:{port}"

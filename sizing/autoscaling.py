@@ -168,7 +168,10 @@ def demands(plan: Plan) -> list[tuple[str, dict[str, Any], list[Demand]]]:
     out = []
     for w in plan.planned():
         head = w.head.resources if isinstance(w, JobPlan) else RAY_HEAD
-        out.append((f"{w.kind} {w.name}", cluster_spec(w.worker, w.worker_group, head), list(w.demands)))
+        spec = cluster_spec(w.worker, w.worker_group, head)
+        if not w.worker.max_replicas:  # a head-only RayJob (the export) renders no worker group
+            spec["workerGroupSpecs"] = []
+        out.append((f"{w.kind} {w.name}", spec, list(w.demands)))
     return out
 
 

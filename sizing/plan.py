@@ -11,6 +11,10 @@ placement, autoscaling and checkpoint burst checks (sizing/placement.py, sizing/
 sizing/storage.py) take it as an argument. The training plan's ``checkpoint`` holds one
 checkpoint's bytes, its write time at FSx's throughput, the estimated step time (and the MFU it
 assumes) and the run's goodput sweep (sizing/goodput.py).
+
+One module because every workload's plan function and the plan they make share the plan types,
+the pod shapes and the demand each one declares; split per workload, each would import the
+others' types back.
 """
 
 from __future__ import annotations
@@ -108,6 +112,13 @@ Planners = tuple[tuple[str, PlanFn], ...]
 TRAINING = "training"
 INFERENCE = "inference"
 LLM = "inference-llm"
+EXPORT = "export"
+BATCH_INFERENCE = "batch-inference"
+# The export (python -m workloads.export) runs as the RayJob's entrypoint on its head, a pod of
+# the system nodes beside the training job, with no worker pods: it reads the run's checkpoint
+# from FSx and holds one output shard's tensors (manifests/export.py MAX_SHARD_BYTES, 1 GiB)
+# plus their fp32 sources and one converted tensor, well within this head.
+EXPORT_HEAD = HeadShape(cpus=1, memory_gib=8)
 
 
 @dataclass(frozen=True)
@@ -309,6 +320,64 @@ def whole_node_job(name: str, *, nodes: int = 1, group: str | None = None, deman
         worker = pods.job_worker(env, g, nodes)
         return JobPlan(name, g, worker, g.name, demands, head=pods.training_head(nodes))
 
+    return plan
+
+
+def export(env: EnvironmentConfig) -> JobPlan | Unplanned:
+    """The export RayJob's plan: its head alone (``EXPORT_HEAD``, the export its entrypoint),
+    so it runs whenever the system nodes have room, beside a training run or after it, and
+    takes no GPU node; no worker pods (the RayJob renders no worker group)."""
+    plan = whole_node_job(names.export_job_name(env.training.run_name), nodes=1, group=env.training.instance_group)(env)
+    if isinstance(plan, JobPlan):
+        return replace(plan, worker=replace(plan.worker, min_replicas=0, max_replicas=0), head=EXPORT_HEAD)
+    assert isinstance(plan, Unplanned), "whole_node_job plans a JobPlan or says why not"
+    return plan
+
+
+def batch_inference(env: EnvironmentConfig) -> JobPlan | Unplanned | None:
+    """The batch inference RayJob's plan (None: no ``batch_inference:`` section): whole nodes of
+    its GPU group, as many as its engines' GPUs need; each engine (a ray.data.llm vLLM actor)
+    asks for ``tensor_parallel_size`` GPUs, which the autoscaling check places."""
+    b = env.batch_inference
+    if b is None:
+        return None
+    name = names.batch_inference_job_name(env.name_prefix)
+    groups = env.hyperpod.instance_groups
+    g = (
+        default_gpu_group(groups)
+        if b.instance_group is None
+        else next((x for x in groups if x.name == b.instance_group), None)
+    )
+    if g is None or not g.is_gpu:
+        where = (
+            "no GPU instance group" if b.instance_group is None else f"{b.instance_group!r} is not a GPU instance group"
+        )
+        return Unplanned("RayJob", name, (f"batch_inference.instance_group: {where} in hyperpod.instance_groups",))
+    try:
+        gpus = catalog.instance_spec(g.instance_type).gpus
+    except KeyError:
+        return Unplanned(
+            "RayJob", name, (f"batch_inference: no hardware facts for {g.instance_type} (config/catalog.py)",)
+        )
+    if b.tensor_parallel_size > gpus:
+        return Unplanned(
+            "RayJob",
+            name,
+            (
+                f"batch_inference.tensor_parallel_size: {b.tensor_parallel_size} GPUs per engine, but "
+                f"{g.instance_type} (instance group {g.name!r}) has {gpus}; allowed: 1-{gpus}",
+            ),
+        )
+    per_node = gpus // b.tensor_parallel_size
+    demand = Demand(
+        "batch_inference.engines",
+        "vLLM engines (ray.data.llm)",
+        b.engines,
+        "engines",
+        tuple(bundle(GPU=1.0) for _ in range(b.tensor_parallel_size)),
+    )
+    plan = whole_node_job(name, nodes=math.ceil(b.engines / per_node), group=g.name, demands=(demand,))(env)
+    assert isinstance(plan, JobPlan | Unplanned), "whole_node_job plans a JobPlan or says why not"
     return plan
 
 

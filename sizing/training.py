@@ -81,7 +81,8 @@ def memory_per_gpu(t: Training, workers: int) -> dict[str, float]:
     per_block = s * b * (6 * d + 2 * kv + 4 * f) * low
     block_inputs = s * b * d * low
     activations = (layers * block_inputs + per_block) if t.activation_checkpointing else layers * per_block
-    logits = s * b * 256 * 4 * 2  # fp32 logits and their gradient
+    vocab = m.vocab_size if m.arch == "llama" else 256
+    logits = s * b * vocab * 4 * 2  # fp32 logits and their gradient
     out = {
         "parameters": 4 * p / shards,
         "gradients": 4 * p / shards,
@@ -89,7 +90,7 @@ def memory_per_gpu(t: Training, workers: int) -> dict[str, float]:
         "activations": activations + logits,
     }
     if t.sharding == "fsdp":
-        per_layer = (p - 2 * 256 * d) / layers
+        per_layer = (p - 2 * vocab * d) / layers
         out["unsharded_blocks"] = 2 * per_layer * low
     else:
         out["gradient_buckets"] = 4 * p

@@ -110,3 +110,74 @@ def test_benchmark_scripts_and_flags_exist(page, groups):
     source = script.read_text()
     for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", groups[1]):
         assert f'"{flag}"' in source, f"{page}: {script.name} has no option {flag}"
+
+
+FINETUNE = ROOT / "docs" / "finetune.md"
+
+
+def _finetune_commands(prefix: str) -> list[list[str]]:
+    """The command lines of docs/finetune.md that start with ``prefix`` (continuations joined,
+    comments dropped)."""
+    lines, out, pending = _code(FINETUNE.read_text()), [], ""
+    for line in lines:
+        pending += line.rstrip("\\").strip() + " "
+        if line.rstrip().endswith("\\"):
+            continue
+        text, pending = pending.split("#")[0].strip(), ""
+        if text.startswith(prefix):
+            out.append(shlex.split(text[len(prefix) :]))
+    return out
+
+
+@pytest.mark.parametrize("argv", [a for a in _finetune_commands(".venv/bin/python -m ops ") if "--dry-run" in a])
+def test_finetune_page_dry_runs_print_their_manifests(argv, monkeypatch, tmp_path):
+    """Every dry run on the fine-tuning page prints a manifest, with no AWS credentials."""
+    import io
+
+    import yaml
+
+    from ops.cli import main
+
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(argv, out=out, err=err, prog="hpray") == 0, err.getvalue()
+    manifest = yaml.safe_load(out.getvalue())
+    assert manifest["kind"] in ("RayJob", "RayService")
+
+
+@pytest.mark.parametrize("argv", _finetune_commands(".venv/bin/python -m manifests "))
+def test_finetune_page_renders_run(argv):
+    import contextlib
+    import io
+
+    from manifests.__main__ import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) in (0, None)
+    assert "kind: RayService" in out.getvalue() or "kind: RayJob" in out.getvalue()
+
+
+def test_finetune_page_export_command_parses():
+    """The page's ``python -m workloads.export`` line takes the export's own options."""
+    (argv,) = _finetune_commands(".venv/bin/python -m workloads.export ")
+    parser_args = {a for a in argv if a.startswith("--")}
+    source = (ROOT / "workloads" / "export" / "__main__.py").read_text()
+    assert parser_args and all(f'"{a}"' in source for a in parser_args)
+    assert len(_finetune_commands(".venv/bin/python -m ops ")) >= 5
+
+
+def test_finetune_page_batch_inference_section_renders():
+    """The page's ``batch_inference:`` block, on prod, renders the batch inference RayJob."""
+    import yaml
+
+    from config import load_environment
+    from manifests import batch_inference
+
+    text = FINETUNE.read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if b.startswith("batch_inference:"))
+    env = load_environment("prod")
+    data = env.model_dump()
+    data.update(yaml.safe_load(block))
+    job = batch_inference.render(type(env).model_validate(data))
+    assert job["kind"] == "RayJob" and "workloads.batch_inference" in job["spec"]["entrypoint"]

@@ -79,6 +79,8 @@ RAY_DASHBOARD_PORT = 8265
 TRAINING_APP = "ray-train"
 INFERENCE_APP = "inference"
 LLM_APP = "llm"
+EXPORT_APP = "export"
+BATCH_INFERENCE_APP = "batch-inference"
 # The generation app's Serve deployment (serveConfigV2; the autoscaling check names it).
 INFERENCE_DEPLOYMENT = "Generate"
 # Pods of namespaces labelled ``SERVE_CLIENT_LABEL=true`` may call the RayServices' Serve port
@@ -92,6 +94,16 @@ HEAD_IN_SERVE_SERVICE = False
 def training_job_name(run_name: str) -> str:
     """The training RayJob of run ``run_name`` (config ``training.run_name``)."""
     return f"train-{run_name}"
+
+
+def export_job_name(run_name: str) -> str:
+    """The export RayJob of run ``run_name`` (its Hugging Face folder, ``training.export_path``)."""
+    return f"export-{run_name}"
+
+
+def batch_inference_job_name(name_prefix: str) -> str:
+    """The batch inference RayJob (config ``batch_inference``)."""
+    return f"{name_prefix}-{BATCH_INFERENCE_APP}"
 
 
 def inference_service_name(name_prefix: str, app_name: str) -> str:

@@ -104,7 +104,15 @@ def test_unknown_upgrade_strategy_lists_the_allowed():
 def test_llm_on_a_group_too_small():
     errors = _errors(
         "prod",
-        {"llm": {"enabled": True, "tensor_parallel_size": 4, "max_replicas": 2, "model_source": "/fsx/models/x"}},
+        {
+            "llm": {
+                "enabled": True,
+                "tensor_parallel_size": 4,
+                "max_replicas": 2,
+                "model_source": "/fsx/models/x",
+                "external_model": True,
+            }
+        },
     )
     assert errors == [
         "inference.llm.max_replicas: 2 engines of 4 GPU(s) (x2 during a NewCluster upgrade) plus 4 "
@@ -118,6 +126,29 @@ def test_llm_model_source_must_be_fsx_or_s3():
         "inference.llm.model_source: 'meta-llama/Llama-3-8B' is not a model location: "
         "expected an absolute path (FSx: /fsx/...) or an s3://bucket/prefix URI"
     )
+
+
+def test_the_llm_service_serves_the_training_runs_export_or_a_declared_external_model():
+    """The chain from training to serving, at synth: prod's LLM service serves its training run's
+    export (training.export_path, here through the data repository association's S3 copy)."""
+    prod = load_environment("prod")
+    assert prod.inference.llm.model_source == prod.training_export_locations()[1]
+    assert prod.training_export_locations()[0] == prod.training.resolved_export_path(prod.fsx.file_system_path)
+    (err,) = _errors("prod", {"llm": {"enabled": True, "model_source": "/fsx/models/other"}})
+    assert err == (
+        "inference.llm.model_source: '/fsx/models/other' is not the export of training run 'llama-7b-bytes' "
+        "(training.export_path); allowed: '/fsx/checkpoints/models/llama-7b-bytes' or "
+        "'s3://hpray-prod-checkpoints-333333333333-us-east-1/checkpoints/models/llama-7b-bytes', or "
+        "inference.llm.external_model: true for a model this environment does not train"
+    )
+
+    def llm(**fields):
+        data = prod.model_dump()
+        data["inference"]["llm"] = {**data["inference"]["llm"], **fields}
+        return type(prod).model_validate(data).inference.llm
+
+    assert llm(model_source="/fsx/checkpoints/models/llama-7b-bytes/").model_source.endswith("/")
+    assert llm(model_source="/fsx/models/other", external_model=True).external_model
 
 
 def test_gpu_dtype_defaults_to_bfloat16_and_lists_the_allowed():

@@ -41,7 +41,13 @@ def test_a_renderer_reads_its_own_workload_plan_from_the_registrys_plan():
     registry's plan, and the checks over that plan pass."""
     from manifests import training
 
-    assert [w.key for w in registry.WORKLOADS] == ["training", "inference", "inference-llm"]
+    assert [w.key for w in registry.WORKLOADS] == [
+        "training",
+        "inference",
+        "inference-llm",
+        "export",
+        "batch-inference",
+    ]
     env = load_environment("dev")
     assert training.training_plan(env) is registry.plan_of(env).training
     assert plan_mod.workload_plan(env, "training", registry.get("training").plan) is registry.plan_of(env).training

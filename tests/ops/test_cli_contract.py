@@ -103,7 +103,11 @@ ROWS = [
         ["--config-dir", "{wd}", "status", "--env", "dev"],
         "error: --config-dir {wd}: no environment file (NAME.yaml) in it",
     ),
+    # export
+    (["export"], "error: the following arguments are required: --env"),
+    (["export", "--env", "dev", "--checkpoint", "0"], "error: argument --checkpoint: "),
     # submit
+    (["submit", "batch-inference"], "error: the following arguments are required: --env"),
     (["submit"], "error: submit needs the WORKLOAD first: training, inference or job"),
     (["submit", "--env", "dev"], "error: submit needs the WORKLOAD first: training, inference or job"),
     (["submit", "nope", "--env", "dev"], "error: argument WORKLOAD: invalid choice: 'nope' (choose from 'training', "),

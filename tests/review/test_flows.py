@@ -160,7 +160,11 @@ def test_s3_locations_come_from_config(synthesized):
     # training.storage_path is a shared POSIX path (config/training.py refuses s3://): no S3 location.
     data["training"]["storage_path"] = "/fsx/runs"
     data["inference"]["storage_path"] = "s3://runs-bucket/runs"
-    data["inference"]["llm"] = {**data["inference"]["llm"], "model_source": "s3://weights-bucket/models/llm"}
+    data["inference"]["llm"] = {
+        **data["inference"]["llm"],
+        "model_source": "s3://weights-bucket/models/llm",
+        "external_model": True,
+    }
     changed = type(config).model_validate(data)
     locs = {(x.bucket, x.prefix, x.write, x.source) for x in F.s3_locations(changed)}
     assert locs == {

@@ -82,7 +82,8 @@ def test_rendering_every_manifest_derives_the_plan_once(name, derivations, compu
         "training_worker": 1,
         "serve_worker": 1,
         **({"llm_worker": 1} if env.inference.llm.enabled else {}),
-        **({"job_worker": len(gpu_groups)} if gpu_groups else {}),
+        # and the export's worker group (no pods: its head runs it), sized on the training group.
+        **({"job_worker": len(gpu_groups) + 1} if gpu_groups else {}),
     }
 
 

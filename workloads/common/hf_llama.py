@@ -19,7 +19,7 @@
   platform state dict or checkpoint directory written as a Hugging Face folder, one tensor at a
   time; ``verify_export(out_dir)``: every file against the export's ``manifest.json``.
 
-Runtime code: imports only ``workloads``, torch and the standard library (the safetensors
+Runtime code: imports only ``workloads``, ``config.training`` (the presets' table), torch and the standard library (the safetensors
 format is read and written here directly: an 8-byte header length, a JSON header, raw bytes;
 so the workloads image needs no new package).
 
@@ -44,6 +44,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from config.training import HF_PRESETS as _HF_PRESETS
 from workloads.common.model import Llama, LlamaConfig, config_from_dict
 
 INDEX = "model.safetensors.index.json"
@@ -55,78 +56,10 @@ MANIFEST = "manifest.json"
 EXPORT_FORMAT = "hpray-hf-export/1"
 _CHUNK = 8 << 20
 
-_ROPE_LLAMA3 = {"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0}
-_VOCAB = 128256
 # Llama 3.2 1B/3B and Llama 3.1 8B/70B as LlamaConfig fields (their config.json files), with
-# ``tie_word_embeddings`` (the platform's Llama keeps its own head: a tied folder's embedding is
-# copied into it), the base models' special tokens (<|begin_of_text|>, <|end_of_text|>) and
-# ``params``, the published parameter count (tied embeddings counted once).
-HF_PRESETS: dict[str, dict[str, Any]] = {
-    "llama-3.2-1b": {
-        "n_layer": 16,
-        "n_head": 32,
-        "n_kv_head": 8,
-        "n_embd": 2048,
-        "ffn_hidden": 8192,
-        "vocab_size": _VOCAB,
-        "block_size": 131072,
-        "rope_theta": 500000.0,
-        "norm_eps": 1e-5,
-        "rope_scaling": {**_ROPE_LLAMA3, "factor": 32.0, "original_max_position_embeddings": 8192},
-        "tie_word_embeddings": True,
-        "bos_token_id": 128000,
-        "eos_token_id": 128001,
-        "params": 1_235_814_400,
-    },
-    "llama-3.2-3b": {
-        "n_layer": 28,
-        "n_head": 24,
-        "n_kv_head": 8,
-        "n_embd": 3072,
-        "ffn_hidden": 8192,
-        "vocab_size": _VOCAB,
-        "block_size": 131072,
-        "rope_theta": 500000.0,
-        "norm_eps": 1e-5,
-        "rope_scaling": {**_ROPE_LLAMA3, "factor": 32.0, "original_max_position_embeddings": 8192},
-        "tie_word_embeddings": True,
-        "bos_token_id": 128000,
-        "eos_token_id": 128001,
-        "params": 3_212_749_824,
-    },
-    "llama-3.1-8b": {
-        "n_layer": 32,
-        "n_head": 32,
-        "n_kv_head": 8,
-        "n_embd": 4096,
-        "ffn_hidden": 14336,
-        "vocab_size": _VOCAB,
-        "block_size": 131072,
-        "rope_theta": 500000.0,
-        "norm_eps": 1e-5,
-        "rope_scaling": {**_ROPE_LLAMA3, "factor": 8.0, "original_max_position_embeddings": 8192},
-        "tie_word_embeddings": False,
-        "bos_token_id": 128000,
-        "eos_token_id": 128001,
-        "params": 8_030_261_248,
-    },
-    "llama-3.1-70b": {
-        "n_layer": 80,
-        "n_head": 64,
-        "n_kv_head": 8,
-        "n_embd": 8192,
-        "ffn_hidden": 28672,
-        "vocab_size": _VOCAB,
-        "block_size": 131072,
-        "rope_theta": 500000.0,
-        "norm_eps": 1e-5,
-        "rope_scaling": {**_ROPE_LLAMA3, "factor": 8.0, "original_max_position_embeddings": 8192},
-        "tie_word_embeddings": False,
-        "bos_token_id": 128000,
-        "eos_token_id": 128001,
-        "params": 70_553_706_496,
-    },
-}
+# ``tie_word_embeddings``, the base models' special tokens and the published parameter count:
+# config.training's table, which also makes them presets of the job's model.
+HF_PRESETS: dict[str, dict[str, Any]] = _HF_PRESETS
 
 
 class HFFormatError(ValueError):
@@ -693,6 +626,70 @@ def _content_digest(checked: Folder, process_group: Any) -> str:
     index_sha = _file_digest(index)["sha256"] if os.path.isfile(index) else None
     body = json.dumps({"index": index_sha, "files": dict(sorted(sums.items()))}, sort_keys=True)
     return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# The job's byte tokens as a tokenizer.json
+
+
+def _byte_to_unicode() -> dict[int, str]:
+    """GPT-2's printable stand-ins for the 256 bytes (Hugging Face's ByteLevel pre-tokenizer)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1)]
+    printable += list(range(ord("\u00ae"), ord("\u00ff") + 1))
+    out, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + extra)
+            extra += 1
+    return out
+
+
+def byte_tokenizer_json() -> dict[str, Any]:
+    """The job's byte tokens (workloads.common.tokenizer.ByteTokenizer: id = UTF-8 byte, EOS 0)
+    as a Hugging Face ``tokenizer.json`` (``python -m workloads.export --tokenizer bytes``): a byte-level BPE without merges, so transformers, vLLM
+    and the generation service encode and decode text to the ids the model was trained on."""
+    table = _byte_to_unicode()
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": {table[b]: b for b in range(256)},
+            "merges": [],
+        },
+    }
+
+
+def is_byte_tokenizer(data: Any) -> bool:
+    """Whether a parsed ``tokenizer.json`` is ``byte_tokenizer_json``'s tokens: the 256 bytes as
+    ids 0-255, no merges, no added tokens (what the generation service's byte encoding needs)."""
+    if not isinstance(data, dict):
+        return False
+    want = byte_tokenizer_json()
+    model = data.get("model") or {}
+    return (
+        model.get("type") == "BPE"
+        and model.get("vocab") == want["model"]["vocab"]
+        and not model.get("merges")
+        and not data.get("added_tokens")
+        and (data.get("pre_tokenizer") or {}).get("type") == "ByteLevel"
+        and (data.get("decoder") or {}).get("type") == "ByteLevel"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

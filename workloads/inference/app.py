@@ -96,6 +96,7 @@ class Generate:
         default_max_tokens: int = 16,
         torch_threads: int = 1,
         gpu_dtype: str = "bfloat16",
+        export_path: str | None = None,
     ):
         import torch
 
@@ -111,7 +112,10 @@ class Generate:
         self.served = 0
         self.batches = 0  # batches generated, and the requests in them (mean batch size on /healthz)
         self.batched = 0
-        loaded = loading.load_model(storage_path, run_name, self.dtype)
+        # A Hugging Face export (hpray export) instead of the run's newest checkpoint: the model
+        # the LLM service serves, here on the platform's own engine.
+        self.export_path = export_path
+        loaded = self._load()
         loaded.model = self.device.place(loaded.model)
         self._set_model(loaded)
         self._gate = _SwapGate()
@@ -120,6 +124,12 @@ class Generate:
         self._running = 0
         self._idle = asyncio.Event()
         self._idle.set()
+
+    def _load(self) -> loading.LoadedModel:
+        """The model to serve: the export (``export_path``), else the run's newest intact checkpoint."""
+        if self.export_path:
+            return loading.load_export(self.export_path, self.dtype)
+        return loading.load_model(self.storage_path, self.run_name, self.dtype)
 
     def _set_model(self, loaded: loading.LoadedModel) -> None:
         self.loaded = loaded
@@ -146,7 +156,7 @@ class Generate:
         if token != self.reload_token:
             if self.reload_token is not None or token is not None:
                 # Read and verified on the host while the old model keeps serving.
-                fresh = await asyncio.to_thread(loading.load_model, self.storage_path, self.run_name, self.dtype)
+                fresh = await asyncio.to_thread(self._load)
                 if fresh.step != self.loaded.step or fresh.path != self.loaded.path:
                     await self._swap(fresh)
                 else:
@@ -421,7 +431,8 @@ def app_builder(args: dict[str, Any]) -> serve.Application:
     """Serve app builder (``import_path: workloads.inference.app:app_builder``).
 
     ``args``: storage_path, run_name, max_tokens_limit, default_max_tokens, torch_threads,
-    gpu_dtype (the weights' dtype on a GPU; CPU replicas serve float32), and
+    gpu_dtype (the weights' dtype on a GPU; CPU replicas serve float32), export_path (a
+    Hugging Face export to serve instead of the run's newest checkpoint), and
     optionally ``deployment`` (Serve options; on Kubernetes they come from serveConfigV2's
     ``deployments`` section instead).
     """

@@ -204,6 +204,66 @@ def load_model(storage: str, run_name: str, dtype: torch.dtype = torch.float32) 
     )
 
 
+def byte_tokens_problem(folder: str) -> str | None:
+    """Why the export at ``folder`` cannot be served here: its ``tokenizer.json`` is not the
+    job's byte tokens (``hf_llama.byte_tokenizer_json``: ids 0-255 are the UTF-8 bytes the
+    generation service encodes text as; a 128k-token Llama 3 export is the LLM service's, vLLM
+    with its own tokenizer); None when it is."""
+    import os
+
+    from workloads.common import hf_llama
+
+    path = os.path.join(folder, "tokenizer.json")
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as err:
+        return f"export {folder}: its tokenizer.json cannot be read: {err}"
+    if hf_llama.is_byte_tokenizer(data):
+        return None
+    size = len((data.get("model") or {}).get("vocab") or {}) + len(data.get("added_tokens") or [])
+    return (
+        f"export {folder}: its tokenizer ({size} tokens) is not the byte tokens the generation service "
+        "encodes text as; allowed: an export of a byte-token run (python -m workloads.export --tokenizer "
+        "bytes), or serve it with the LLM service (inference.llm)"
+    )
+
+
+def load_export(folder: str, dtype: torch.dtype = torch.float32) -> LoadedModel:
+    """A Hugging Face export (``python -m workloads.export``, ``hpray export``) as a model on the
+    CPU in ``dtype``: every file checked against its manifest (``hf_llama.verify_export``), its
+    tokenizer checked to be the byte tokens this service speaks, the weights read into the
+    platform's Llama (``hf_llama.load_hf_into``) and checked finite. The model's id is
+    ``<run>@step-<step>`` of the checkpoint it was exported from."""
+    import os
+
+    from workloads.common import hf_llama
+
+    try:
+        hf_llama.verify_export(folder)
+        config, _ = hf_llama.read_config(folder)
+        with open(os.path.join(folder, hf_llama.MANIFEST)) as f:
+            source = json.load(f).get("source") or {}
+    except (hf_llama.HFFormatError, OSError, ValueError) as err:
+        raise ckpt.CheckpointError(f"export {folder} is not a verified export: {err}") from err
+    problem = byte_tokens_problem(folder)
+    if problem is not None:
+        raise ckpt.CheckpointError(problem)
+    model = _empty_model(config, dtype)
+    try:
+        hf_llama.load_hf_into(model, folder)
+    except hf_llama.HFFormatError as err:
+        raise ckpt.CheckpointError(f"export {folder}: {err}") from err
+    bad = [name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+    if bad:
+        raise ckpt.CheckpointError(f"export {folder} holds non-finite weights in {bad[:5]}")
+    checkpoint = str(source.get("checkpoint") or folder)
+    run_name = os.path.basename(os.path.dirname(checkpoint.rstrip("/"))) or "export"
+    step = int(source.get("step") or 0)
+    log.info("loaded export %s (%s step %d) in %s", folder, run_name, step, dtype)
+    return LoadedModel(model=model, run_name=run_name, step=step, path=folder, skipped=[])
+
+
 def swap(device: Device, old: LoadedModel, fresh: LoadedModel) -> LoadedModel:
     """Serve ``fresh`` instead of ``old`` within one model's device memory: ``old`` is freed
     before ``fresh`` reaches the device (nothing may be running on ``old``)."""

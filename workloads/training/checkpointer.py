@@ -265,3 +265,35 @@ def old_format_problem(run_name: str, path: str, fmt: object) -> str:
         f"job cannot resume; allowed: {ckpt.SHARDED_FORMAT!r} checkpoints (sharded, written by this job), "
         "or a new run_name"
     )
+
+
+def export_final(s: JobSettings, run_dir: str, *, rank: int, group: Any) -> str | None:
+    """``training.export_at_end``: once the run's final checkpoint is written on every rank,
+    rank 0 exports it as a Hugging Face folder at ``s.export_dir`` (streamed one shard at a
+    time, verified, replacing an earlier export: ``workloads.export``'s ``export_checkpoint``)
+    while the others wait; every rank learns the outcome. Returns the folder (None: not asked
+    for). A failed export fails the attempt: Ray Train restarts it from the final checkpoint,
+    which has no step left to run and exports again."""
+    import torch.distributed as dist
+
+    from workloads.common import checkpoint as ckpt
+
+    if not s.export_at_end:
+        return None
+    path = os.path.join(run_dir, ckpt.dir_name(s.steps))
+    out = s.export_dir(s.storage_path)
+    dist.barrier(group=group)  # every rank's shards of the final checkpoint are written
+    error: list[str | None] = [None]
+    if rank == 0:
+        from workloads.export.__main__ import export_checkpoint
+
+        try:
+            export_checkpoint(
+                path, out, getattr(s, "tokenizer", None) or "bytes", replace=True, max_shard_bytes=1 << 30
+            )
+        except (ValueError, OSError, ckpt.CheckpointError) as err:
+            error[0] = str(err)
+    dist.broadcast_object_list(error, src=0, group=group)
+    if error[0] is not None:
+        raise RuntimeError(f"training.export_at_end: {error[0]}")
+    return out

@@ -131,7 +131,7 @@ def train_func(config: dict[str, Any]) -> None:
     from config.job_settings import JobSettings
     from workloads.common import model as model_lib
     from workloads.training import parallelize
-    from workloads.training.checkpointer import Checkpointer
+    from workloads.training.checkpointer import Checkpointer, export_final
     from workloads.training.data import ByteWindows, load_corpus
     from workloads.training.determinism import use_deterministic
     from workloads.training.reporter import Reporter, print_worker_line
@@ -159,8 +159,9 @@ def train_func(config: dict[str, Any]) -> None:
 
     model_config = model_lib.config_from_dict(s.model)
     saved = checkpointer.any_saved()
-    # A resume overwrites every parameter from the checkpoint (minutes saved on a 7B model).
-    model = parallelize.build_from_settings(s, model_config, device, initialize=not saved)
+    # A resume overwrites every parameter from the checkpoint, a fresh start from init_from from
+    # the Hugging Face folder (minutes saved on a 7B model).
+    model = parallelize.build_from_settings(s, model_config, device, initialize=not saved and s.init_from is None)
     marks.append(("model", time.time()))
     data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), model_config.block_size, s.seed)
     marks.append(("data", time.time()))
@@ -169,6 +170,12 @@ def train_func(config: dict[str, Any]) -> None:
     marks.append(("optimizer", time.time()))
     resumed = checkpointer.restore(model, optimizers, model_config, saved=saved, new=new_optimizers, marks=marks)
     optimizer, scheduler, pos = resumed.optimizer, resumed.scheduler, resumed.position
+    # A fresh start reads training.init_from (each rank its own shard); a resume ignores it.
+    init = parallelize.initial_weights(model, s.init_from, resumed.meta, process_group=checkpointer.group)
+    if init is not None and resumed.meta is None:
+        marks.append(("init_from", time.time()))
+        if rank == 0:
+            log.info("initialised from %s (%s)", init["path"], init["digest"])
     tokens_per_step = s.batch_size_per_worker * world * model_config.block_size
     reporter = Reporter.from_settings(s, rank, world, tokens_per_step, device, run_dir, submitted, resumed)
     reporter.announce(resumed, marks)
@@ -192,9 +199,14 @@ def train_func(config: dict[str, Any]) -> None:
         if want_ckpt:
             goodput = reporter.accounts.checkpoint_record(done)
             meta = {"model_config": model_config.to_dict(), "loss": metrics["loss"], "goodput": goodput}
+            if init is not None:
+                meta["init_from"] = init
             finished = checkpointer.save(done, model, (optimizer, scheduler), pos, meta)
             reporter.accounts.charge("checkpoint")
         reporter.report(metrics, finished, force=want_ckpt or done == s.steps)
+    exported = export_final(s, run_dir, rank=rank, group=checkpointer.group)
+    if exported is not None and rank == 0:
+        log.info("exported the final checkpoint to %s", exported)
     reporter.finish()
 
 

@@ -7,7 +7,7 @@ model's config). No pydantic: the benchmarks build their models here too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import torch
@@ -105,3 +105,32 @@ def build_from_settings(
         activation_checkpointing=s.activation_checkpointing,
         initialize=initialize,
     )
+
+
+def init_from_hf(model: nn.Module, folder: str, *, process_group: object) -> dict[str, str]:
+    """Fill the job's (sharded) model from the Hugging Face ``folder`` (``training.init_from``):
+    each rank reads only its own rows (``hf_llama.load_hf_into`` over ``process_group``, every
+    rank of the run). Returns what the checkpoints' meta records: the folder and its digest. A
+    folder of another shape than the job's model stops the start, naming both."""
+    from workloads.common import hf_llama
+
+    target = getattr(model, "module", model)  # DDP wraps the model; FSDP2 is the model itself
+    try:
+        digest = hf_llama.load_hf_into(target, folder, process_group=process_group)
+    except (hf_llama.HFFormatError, OSError) as err:
+        raise ValueError(f"training.init_from: {err}") from err
+    return {"path": folder, "digest": digest}
+
+
+def initial_weights(
+    model: nn.Module, init_from: str | None, resumed_meta: dict[str, Any] | None, *, process_group: object
+) -> dict[str, str] | None:
+    """Where the run's weights came from, after ``Checkpointer.restore``: a resumed run
+    (``resumed_meta``, its checkpoint's meta) keeps its checkpoint's weights and ``init_from``
+    record and reads nothing; a fresh one with ``init_from`` loads that folder (``init_from_hf``);
+    otherwise the seed's weights stay (None)."""
+    if resumed_meta is not None:
+        return resumed_meta.get("init_from")
+    if init_from is None:
+        return None
+    return init_from_hf(model, init_from, process_group=process_group)

@@ -88,3 +88,73 @@ def test_missing_tokenizer_is_named(checkpoint, tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"export failed: --tokenizer {missing}: no such file or folder; allowed: a tokenizer.json or a folder holding one\n"
     )
+
+
+def _run_checkpoints(tmp_path) -> tuple[Path, dict[int, Llama]]:
+    """Run ``r`` under ``tmp_path/storage`` with checkpoints of steps 3 and 6 (other weights)."""
+    storage, models = tmp_path / "storage", {}
+    for step in (3, 6):
+        torch.manual_seed(step)
+        models[step] = Llama(CONFIG)
+        meta = {"step": step, "model_config": CONFIG.to_dict()}
+        ckpt.save_sharded(str(storage / "r" / ckpt.dir_name(step)), {"model": models[step].state_dict()}, meta).result()
+    return storage, models
+
+
+def _same(out: Path, model: Llama) -> bool:
+    back = Llama(CONFIG)
+    hf_llama.load_hf_into(back, str(out))
+    return all(torch.equal(back.state_dict()[k], v) for k, v in model.state_dict().items())
+
+
+def test_a_runs_newest_verified_checkpoint_or_a_step_is_exported_and_replaced(tmp_path):
+    storage, models = _run_checkpoints(tmp_path)
+    out = tmp_path / "export"
+    base = [
+        "--storage",
+        str(storage),
+        "--run-name",
+        "r",
+        "--out",
+        str(out),
+        "--tokenizer",
+        "bytes",
+        "--dtype",
+        "float32",
+    ]
+    assert main(base) == 0
+    assert _same(out, models[6])
+    assert json.loads((out / "manifest.json").read_text())["source"]["step"] == 6
+    # Step 3 on demand replaces the earlier export, which is kept next to it.
+    assert main([*base, "--step", "3", "--replace"]) == 0
+    assert _same(out, models[3]) and _same(Path(f"{out}.previous"), models[6])
+    assert not Path(f"{out}.partial").exists()
+    # The newest checkpoint torn: the one before it is the newest verified.
+    shard = storage / "r" / ckpt.dir_name(6) / "__0_0.distcp"
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    assert main([*base, "--replace"]) == 0
+    assert _same(out, models[3])
+
+
+def test_a_step_without_a_checkpoint_is_named(tmp_path, capsys):
+    storage, _ = _run_checkpoints(tmp_path)
+    args = ["--storage", str(storage), "--run-name", "r", "--step", "4", "--out", str(tmp_path / "o")]
+    assert main([*args, "--tokenizer", "bytes"]) == 2
+    assert capsys.readouterr().err == (
+        f"export failed: --step 4: run 'r' under {storage} has no checkpoint of step 4\n"
+    )
+
+
+def test_byte_tokens_export_as_a_tokenizer_transformers_reads(tmp_path):
+    import transformers
+
+    storage, _ = _run_checkpoints(tmp_path)
+    out = tmp_path / "export"
+    assert main(["--storage", str(storage), "--run-name", "r", "--out", str(out), "--tokenizer", "bytes"]) == 0
+    tok = transformers.AutoTokenizer.from_pretrained(str(out))
+    text = "héllo, wörld\n"
+    assert tok(text, add_special_tokens=False)["input_ids"] == list(text.encode())
+    assert tok.decode(list(text.encode())) == text
+    assert json.loads((out / "generation_config.json").read_text())["eos_token_id"] == 0
