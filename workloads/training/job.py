@@ -99,7 +99,7 @@ def train_step(
     with torch.autocast(
         device_type=x.device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None
     ):
-        out: tuple[torch.Tensor, torch.Tensor] = model(x, y)
+        out: tuple[None, torch.Tensor] = model(x, y, logits=False)
     loss = out[1]
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
