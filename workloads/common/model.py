@@ -143,7 +143,7 @@ class _Generate:
     if TYPE_CHECKING:  # nn.Module's, which the models mix this class with
 
         def __call__(
-            self, idx: torch.Tensor, targets: torch.Tensor | None = None
+            self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, logits: bool = True
         ) -> tuple[torch.Tensor, torch.Tensor | None]: ...
 
     @torch.no_grad()
