@@ -5,7 +5,8 @@ security of the Ray cluster."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from config import ConfigError
@@ -96,8 +97,9 @@ def render_job(
     app: str,
     module: str,
     ray_env: Mapping[str, str] | None = None,
+    args: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The RayJob of registry workload ``key`` from its ``plan``: ``python -m <module>`` (its
+    """The RayJob of registry workload ``key`` from its ``plan``: ``python -m <module> <args>`` (its
     runtime folder, shipped in the workloads image) on the head and workers the plan sizes, with
     the deadlines and image of ``hpray submit job`` RayJobs (``training.*``). Raises ConfigError
     with the reason the plan keeps where it has none."""
@@ -108,7 +110,7 @@ def render_job(
     variables = dict(ray_env or {})
     return ray_job(
         metadata=k8s.metadata(plan.name, app),
-        entrypoint=f"python -m {module}",
+        entrypoint=shlex.join(["python", "-m", module, *args]),
         runtime_env_yaml=k8s.runtime_env_yaml(variables),
         head=k8s.head_group(image, app=app, env=k8s.env_list(variables) or None, resources=plan.head.resources),
         workers=[

@@ -41,7 +41,7 @@ def test_a_renderer_reads_its_own_workload_plan_from_the_registrys_plan():
     registry's plan, and the checks over that plan pass."""
     from manifests import training
 
-    assert [w.key for w in registry.WORKLOADS] == ["training", "inference", "inference-llm"]
+    assert [w.key for w in registry.WORKLOADS] == ["training", "inference", "inference-llm", "pretokenize"]
     env = load_environment("dev")
     assert training.training_plan(env) is registry.plan_of(env).training
     assert plan_mod.workload_plan(env, "training", registry.get("training").plan) is registry.plan_of(env).training
@@ -164,3 +164,22 @@ def test_the_registry_is_the_built_in_one_outside_the_block(smoke):
     env = load_environment("dev")
     assert "smoke" in registry.plan_of(env).workloads
     assert "smoke" not in plan_mod.plan_of(env, tuple((w.key, w.plan) for w in registry.WORKLOADS)).workloads
+
+
+def test_the_pretokenize_job_is_rendered_from_its_section_on_cpus():
+    """dev's ``pretokenize:``: a RayJob running the pipeline with the section's arguments and the
+    plan's actor count, its worker pod asking no GPU; absent from a config without the section."""
+    from config import load_environment
+
+    dev = load_environment("dev")
+    job = registry.get("pretokenize").render(dev)
+    assert job["spec"]["entrypoint"] == (
+        "python -m workloads.pretokenize --input /fsx/datasets/raw/dev/ --output /fsx/datasets/dev-bytes "
+        "--tokenizer bytes --text-column text --validation-fraction 0.01 --shard-tokens 67108864 --workers 4 "
+        "--cpus-per-worker 1"
+    )
+    plan = registry.plan_of(dev).workloads["pretokenize"]
+    assert (plan.worker.gpus, plan.worker.cpus, plan.group.name) == (0, 4, "gpu-workers")
+    assert plan.demands[0].count == 4
+    bare = dev.model_copy(update={"pretokenize": None})
+    assert "pretokenize" not in registry.plan_of(bare).workloads
