@@ -106,6 +106,13 @@ def _group(env: str, account: str, **props) -> dict:
     }
 
 
+def _cpu_group(env: str, account: str, **props) -> dict:
+    """A group without GPUs: no deep health checks (HyperPod runs them on accelerated ones)."""
+    out = _group(env, account, **props)
+    del out["OnStartDeepHealthChecks"]
+    return out
+
+
 # Each environment's instance groups, written out from config/<env>.yaml by hand (not by the
 # construct's own mapping): a mistake in the mapping fails here.
 GOLDEN_GROUPS = {
@@ -131,7 +138,17 @@ GOLDEN_GROUPS = {
             ThreadsPerCore=1,
             VolumeSizeInGB=1000,
             KubernetesConfig={"Labels": {"workload": "ray-gpu"}},
-        )
+        ),
+        _cpu_group(
+            "staging",
+            "222222222222",
+            InstanceGroupName="data-cpu",
+            InstanceType="ml.m7i.4xlarge",
+            InstanceCount=1,
+            ThreadsPerCore=2,
+            VolumeSizeInGB=200,
+            KubernetesConfig={"Labels": {"workload": "ray-data"}},
+        ),
     ],
     "prod": [
         _group(

@@ -167,19 +167,19 @@ def test_the_registry_is_the_built_in_one_outside_the_block(smoke):
 
 
 def test_the_pretokenize_job_is_rendered_from_its_section_on_cpus():
-    """dev's ``pretokenize:``: a RayJob running the pipeline with the section's arguments and the
+    """staging's ``pretokenize:``: a RayJob running the pipeline with the section's arguments and the
     plan's actor count, its worker pod asking no GPU; absent from a config without the section."""
     from config import load_environment
 
-    dev = load_environment("dev")
+    dev = load_environment("staging")
     job = registry.get("pretokenize").render(dev)
     assert job["spec"]["entrypoint"] == (
-        "python -m workloads.pretokenize --input /fsx/datasets/raw/dev/ --output /fsx/datasets/dev-bytes "
-        "--tokenizer bytes --text-column text --validation-fraction 0.01 --shard-tokens 67108864 --workers 4 "
+        "python -m workloads.pretokenize --input /fsx/datasets/raw/staging/ --output /fsx/datasets/staging-bytes "
+        "--tokenizer bytes --text-column text --validation-fraction 0.01 --shard-tokens 67108864 --workers 12 "
         "--cpus-per-worker 1"
     )
     plan = registry.plan_of(dev).workloads["pretokenize"]
-    assert (plan.worker.gpus, plan.worker.cpus, plan.group.name) == (0, 4, "gpu-workers")
-    assert plan.demands[0].count == 4
+    assert (plan.worker.gpus, plan.worker.cpus, plan.group.name) == (0, 12, "data-cpu")
+    assert plan.demands[0].count == 12
     bare = dev.model_copy(update={"pretokenize": None})
     assert "pretokenize" not in registry.plan_of(bare).workloads

@@ -33,6 +33,8 @@ def _manifests(name: str) -> list[dict[str, Any]]:
     out = [training.render(env), inference.render(env)]
     if env.inference.llm.enabled:
         out.append(inference.render_llm(env))
+    if env.pretokenize is not None:
+        out.append(registry.get("pretokenize").render(env))
     return out
 
 
@@ -200,6 +202,13 @@ def test_the_demands_are_what_ray_serve_and_ray_train_ask_for(name):
     checked = _demands(name)
     for m in _manifests(name):
         ds = {d.who: d for d in checked[_workload(m)][1]}
+        if m["kind"] == "RayJob" and m["metadata"]["name"] == "pretokenize":
+            # python -m workloads.pretokenize ... --workers N --cpus-per-worker C: N actors of C CPUs.
+            argv = shlex.split(m["spec"]["entrypoint"])
+            d = ds["pretokenize (tokenizer actors)"]
+            workers, cpus = int(argv[argv.index("--workers") + 1]), float(argv[argv.index("--cpus-per-worker") + 1])
+            assert (d.count, [_nonzero(b) for b in d.bundles]) == (workers, [{"CPU": cpus}])
+            continue
         if m["kind"] == "RayJob":
             settings = shlex.split(m["spec"]["entrypoint"])[-1]
             sc = job.scaling_config(settings_from_args(["--settings-json", settings]))

@@ -255,6 +255,8 @@ def _rendered(env) -> list[tuple[str, Pod]]:
     out += [(f"RayService {env.name_prefix}-{env.inference.app_name}", p) for p in _kuberay_pods(render_service(env))]
     if env.inference.llm.enabled:
         out += [(f"RayService {env.name_prefix}-llm", p) for p in _kuberay_pods(render_llm(env))]
+    if env.pretokenize is not None:
+        out += [("RayJob pretokenize", p) for p in _kuberay_pods(registry.get("pretokenize").render(env))]
     return out
 
 
@@ -277,7 +279,7 @@ def test_the_checked_pods_are_the_rendered_pods(name):
     checked = {p.name: p for p in placement.platform_pods(env, plan=registry.plan_of(env))}
     rendered = _rendered(env)
     # RayJob (HTTPMode: no submitter pod): head, workers; each RayService: head, workers.
-    assert len(rendered) == 4 + 2 * env.inference.llm.enabled
+    assert len(rendered) == 4 + 2 * env.inference.llm.enabled + 2 * (env.pretokenize is not None)
     assert {n for n in checked if n.startswith(("RayJob ", "RayService "))} == {f"{w} {p.name}" for w, p in rendered}
     for workload, pod in rendered:
         assert _scheduling(pod) == _scheduling(checked[f"{workload} {pod.name}"]), f"{workload} {pod.name}"
@@ -411,15 +413,17 @@ def test_a_node_replacement_must_leave_room_for_the_services_minimum():
 
 
 def test_a_rayservice_upgrade_must_fit_the_system_nodes():
-    # Staging on two m7i.xlarge: five Ray heads during an upgrade of both services do not fit.
+    # Staging on two m7i.xlarge: six Ray heads (both RayJobs', both services' twice) during an
+    # upgrade of both services do not fit.
     def mutate(d):
         d["eks"]["system_nodes"] = {"instance_type": "m7i.xlarge", "desired_size": 2, "min_size": 2, "max_size": 4}
 
     errors = errors_of("staging", mutate)
     assert errors == [
-        "placement (RayService upgrade): pod 'RayJob train-gpt-bytes head' does not fit node pool 'system' "
+        f"placement (RayService upgrade): pod 'RayJob {job} head' does not fit node pool 'system' "
         "(2 x m7i.xlarge, 0 of 1 placed): it requests cpu 1, memory 4.0Gi; a node's allocatable is cpu 3.92, "
         "memory 13.8Gi, pods 44; the most left on one node is cpu 0.675, memory 4.6Gi, pods 36"
+        for job in ("train-gpt-bytes", "pretokenize")
     ]
 
 
