@@ -138,3 +138,33 @@ def test_a_chip_without_a_peak_gets_no_step_time_and_says_so(monkeypatch):
     assert c is not None and c.accelerator == "A10G" and c.step_seconds is None and c.headroom is None
     assert storage.burst_problems(c) == []
     assert storage.table_row("dev", c)[5] == "n/a (no peak for the chip)"
+
+
+def test_fsx_must_hold_the_dataset_and_the_checkpoints_kept():
+    """The declared dataset (the pretokenize section's, when training reads its output) plus
+    num_to_keep checkpoints against FSx's capacity: too small is one line naming both."""
+    from config.pretokenize import Pretokenize
+
+    prod = load_environment("prod")
+    data = Pretokenize(
+        input="s3://corpus/raw/", output="/fsx/datasets/web", tokenizer="/fsx/tok/tokenizer.json", dataset_size_gib=4600
+    )
+    training = prod.training.model_copy(
+        update={"dataset_path": "/fsx/datasets/web/", "tokenizer": "/fsx/tok/tokenizer.json"}
+    )
+    env = prod.model_copy(update={"pretokenize": data, "training": training})
+    c = registry.plan_of(prod).checkpoint
+    gib = c.bytes / (1 << 30)
+    assert storage.capacity_problems(env, c) == [
+        f"fsx.storage_capacity_gib: 4800 GiB cannot hold {4600 + 3 * gib:.0f} GiB: pretokenize.dataset_size_gib "
+        f"4600 GiB + training.num_to_keep 3 checkpoints x {gib:.1f} GiB; allowed: fsx.storage_capacity_gib 7200 "
+        "or more, or fewer checkpoints kept"
+    ]
+    small = env.model_copy(update={"pretokenize": data.model_copy(update={"dataset_size_gib": 240})})
+    assert storage.capacity_problems(small, c) == []
+    assert storage.dataset_gib(small) == (240, "pretokenize.dataset_size_gib")
+    other = env.model_copy(update={"training": training.model_copy(update={"tokenizer": "bytes"})})
+    assert storage.data_problems(other) == [
+        "training.tokenizer: 'bytes', but training.dataset_path '/fsx/datasets/web/' is pretokenize.output, "
+        "tokenized with '/fsx/tok/tokenizer.json'; allowed: '/fsx/tok/tokenizer.json'"
+    ]
