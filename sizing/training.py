@@ -143,8 +143,8 @@ ASSUMED_MFU = 0.365
 
 
 def flops_per_token(m: ModelSize) -> float:
-    """Training FLOPs per token: 6 x non-embedding parameters + 12 x layers x context x width for
-    the attention scores (the PaLM paper's appendix B accounting, as
+    """Training FLOPs per token: 6 x (the blocks' parameters + the output layer's width x
+    vocab_size; the embedding is a lookup) + 12 x layers x context x width for the attention scores (the PaLM paper's appendix B accounting, as
     workloads.common.model.flops_per_token counts it for the built model; a test pins both)."""
     d, layers = m.n_embd, m.n_layer
     if m.arch == "gpt":
@@ -152,7 +152,7 @@ def flops_per_token(m: ModelSize) -> float:
     else:
         kv = m.n_kv_head * (d // m.n_head)
         per_layer = 2 * d * d + 2 * d * kv + 3 * d * m.ffn_hidden + 2 * d
-    return 6.0 * layers * per_layer + 12 * layers * m.block_size * d
+    return 6.0 * (layers * per_layer + d * m.vocab_size) + 12 * layers * m.block_size * d
 
 
 def step_seconds(t: Training, p: TrainingPlacement, *, mfu: float = ASSUMED_MFU) -> float | None:

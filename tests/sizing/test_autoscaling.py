@@ -392,10 +392,10 @@ def test_a_trainer_bundle_larger_than_a_declared_node_is_named():
     resource, in Ray's view and ours."""
     m = next(m for m in _manifests("prod") if m["kind"] == "RayJob")
     _cluster(m)["workerGroupSpecs"][0]["rayStartParams"]["num-cpus"] = "20"
-    demands = _demands("prod")["RayJob train-llama-7b-bytes"][1]
+    demands = _demands("prod")["RayJob train-llama-7b-fineweb"][1]
     assert len(_rays_residual(m, demands)) == 32
-    assert autoscaling.check("RayJob train-llama-7b-bytes", autoscaling.node_types(_cluster(m)), demands) == [
-        "training.num_workers: RayJob train-llama-7b-bytes, trainer (Ray Train workers): a bundle {CPU: 23, GPU: 1} "
+    assert autoscaling.check("RayJob train-llama-7b-fineweb", autoscaling.node_types(_cluster(m)), demands) == [
+        "training.num_workers: RayJob train-llama-7b-fineweb, trainer (Ray Train workers): a bundle {CPU: 23, GPU: 1} "
         "fits no node type KubeRay's autoscaler knows (headgroup lacks CPU 23 (declares 0), GPU 1 (declares 0); "
         "train-p5 lacks CPU 23 (declares 20)): it starts no worker pod for it, and workers beyond the pods already "
         "running never start; allowed: a worker group whose spec declares at least {CPU: 23, GPU: 1} "

@@ -382,7 +382,7 @@ def test_training_workers_ask_for_the_vcpus_threads_per_core_leaves():
 def test_p5_workers_ask_for_no_more_memory_than_the_node_offers():
     # Fault 18.4: 2016Gi asked of an ml.p5.48xlarge whose allocatable is about 1893 GiB.
     env = load_environment("prod")
-    (worker,) = [p for w, p in _rendered(env) if w.startswith("RayJob") and p.name == "worker"]
+    (worker,) = [p for w, p in _rendered(env) if w.startswith("RayJob train-") and p.name == "worker"]
     free_cpu, free_mem = pods.free_per_node(env, env.hyperpod.group("train-p5"))
     assert worker.memory_mib <= free_mem < catalog.node_allocatable("ml.p5.48xlarge").memory_mib
     assert worker.cpu_millis <= free_cpu
@@ -459,7 +459,7 @@ def test_rendered_chart_pods_take_the_place_of_the_built_ones():
     big = pod_from_spec("nvidia-device-plugin", spec, daemonset=True)
     problems = placement.check_against(env, [big], plan=registry.plan_of(env))
     assert problems[0].startswith(
-        "placement (as configured): pod 'RayJob train-llama-7b-bytes worker' does not fit node pool 'train-p5'"
+        "placement (as configured): pod 'RayJob train-llama-7b-fineweb worker' does not fit node pool 'train-p5'"
     )
     assert (
         placement.check_against(
@@ -547,7 +547,7 @@ def test_a_training_head_too_big_for_the_system_nodes_is_a_placement_error():
     # m7i.2xlarge system node offers.
     errors = errors_of("prod", lambda d: d["hyperpod"]["instance_groups"][0].update(instance_count=8))
     assert errors[0] == (
-        "placement (as configured): pod 'RayJob train-llama-7b-bytes head' does not fit node pool 'system' "
+        "placement (as configured): pod 'RayJob train-llama-7b-fineweb head' does not fit node pool 'system' "
         "(3 x m7i.2xlarge, 0 of 1 placed): it requests cpu 8, memory 32.0Gi; a node's allocatable is cpu 7.91, "
         "memory 28.6Gi, pods 44; the most left on one node is cpu 7.665, memory 28.4Gi, pods 38"
     )

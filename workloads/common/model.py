@@ -232,14 +232,15 @@ def _output(
 
 
 def flops_per_token(config: GPTConfig | LlamaConfig) -> float:
-    """Training FLOPs per token: 6 x non-embedding parameters + 12 x layers x context x width
-    for attention scores (the PaLM paper's appendix B accounting)."""
+    """Training FLOPs per token: 6 x (the blocks' parameters + the output layer's n_embd x
+    vocab_size; the embedding is a lookup) + 12 x layers x context x width for attention scores
+    (the PaLM paper's appendix B accounting)."""
     if isinstance(config, LlamaConfig):
         n = config.n_layer * config.layer_parameters()
     else:
         n = config.n_layer * 12 * config.n_embd**2
     attn = 12 * config.n_layer * config.block_size * config.n_embd
-    return 6.0 * n + attn
+    return 6.0 * (n + config.n_embd * config.vocab_size) + attn
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ def test_forward_loss_and_generate():
     out = model.generate(x, max_new_tokens=20, temperature=0)  # longer than block_size: cropped
     assert out.shape == (1, 35) and torch.equal(out[:, :15], x)
     assert GPTConfig.from_dict(cfg.to_dict()) == cfg
-    assert flops_per_token(cfg) == 6 * 12 * 16**2 + 12 * 16 * 16
+    assert flops_per_token(cfg) == 6 * (12 * 16**2 + 16 * 256) + 12 * 16 * 16  # the output layer: 16 x 256
 
 
 def test_corpus_is_the_stdlib_and_deterministic():
