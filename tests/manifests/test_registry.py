@@ -183,3 +183,15 @@ def test_the_pretokenize_job_is_rendered_from_its_section_on_cpus():
     assert plan.demands[0].count == 12
     bare = dev.model_copy(update={"pretokenize": None})
     assert "pretokenize" not in registry.plan_of(bare).workloads
+
+
+def test_a_pretokenize_pod_larger_than_its_nodes_is_one_config_error():
+    from config import load_environment
+    from sizing import placement
+
+    staging = load_environment("staging")
+    big = staging.model_copy(update={"pretokenize": staging.pretokenize.model_copy(update={"cpus": 64})})
+    assert placement.problems(big, registry.plan_of(big)) == [
+        "pretokenize.cpus: 64 CPUs per worker pod, but a ml.m7i.4xlarge node of group 'data-cpu' has 15 free; "
+        "allowed: 1-15"
+    ]
