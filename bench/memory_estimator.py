@@ -99,11 +99,11 @@ def activation_peak(model_fields: dict[str, Any], *, batch: int, activation_chec
     s = t.model.block_size
     x = torch.randint(0, 256, (batch, s))
     y = torch.randint(0, 256, (batch, s))
-    _, loss = model(x, y)
+    _, loss = model(x, y, logits=False)  # as the job's train_step
     assert loss is not None
     loss.backward()  # the gradients exist from here: the measured step accumulates into them
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        _, loss = model(x, y)
+        _, loss = model(x, y, logits=False)
         assert loss is not None
         loss.backward()
     assert prof.profiler is not None
@@ -114,7 +114,8 @@ def activation_peak(model_fields: dict[str, Any], *, batch: int, activation_chec
     for e in events:
         live += e.nbytes()
         peak = max(peak, live)
-    return peak, round(memory_per_gpu(t, 1)["activations"])
+    est = memory_per_gpu(t, 1)
+    return peak, round(est["activations"] + est["loss"])
 
 
 def main() -> int:

@@ -22,6 +22,7 @@ from config.hyperpod import HyperPod
 from config.inference import Inference
 from config.network import PULL_THROUGH_SECRET_ARN_RE, Network
 from config.observability import Observability
+from config.pretokenize import Pretokenize
 from config.storage import Fsx, Storage
 from config.tags import REQUIRED_TAGS, Tags
 from config.teams import Team, team_errors, team_prefix_errors
@@ -51,6 +52,13 @@ class EnvironmentConfig(Frozen):
     storage: Storage = Field(default_factory=Storage, description="The checkpoint bucket's lifecycle.")
     training: Training = Field(default_factory=Training, description="The Ray Train job.")
     inference: Inference = Field(default_factory=Inference, description="The Ray Serve services.")
+    pretokenize: Pretokenize | None = Field(
+        default=None,
+        description=(
+            "The pre-tokenization RayJob: raw documents (S3 or FSx) to the token dataset on FSx that "
+            "training.dataset_path reads; null: not deployed."
+        ),
+    )
     batch_inference: BatchInference | None = Field(
         default=None,
         description="A RayJob generating over a batch of prompts with vLLM (ray.data.llm); null: not deployed.",

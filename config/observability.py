@@ -59,6 +59,17 @@ TRAIN_GOODPUT_SECONDS = "train_goodput_seconds"
 TRAIN_GOODPUT_RATIO = "train_goodput_ratio"
 TRAIN_GOODPUT_RUN_LABEL = "ray_train_run_name"
 TRAIN_GOODPUT_BUCKETS = ("productive", "redone", "checkpoint", "startup", "waiting", "other")
+# The training job's model-quality gauges (workloads/training/reporter.py sets them on rank 0 at
+# every report through Ray's metrics API, prefixed "ray_" for Prometheus, labelled with
+# TRAIN_GOODPUT_RUN_LABEL): the report's metric key to the gauge's name. The validation ones
+# come with training.eval_every_steps; the gradient norm (before clipping) always.
+TRAIN_QUALITY_GAUGES: dict[str, str] = {
+    "loss": "train_loss",
+    "grad_norm": "train_grad_norm",
+    "val_loss": "train_validation_loss",
+    "val_perplexity": "train_validation_perplexity",
+    "val_bits_per_byte": "train_validation_bits_per_byte",
+}
 # The window of the goodput alert and of the dashboard's windowed goodput.
 TRAIN_GOODPUT_WINDOW = "1h"
 # The Serve error-rate alert's rate() window: 5 minutes, longer at slow scrapes. rate() needs two

@@ -28,9 +28,9 @@ RUN_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 # Named model sizes (workloads.common.model.LlamaConfig shapes). Widths, depths, head counts and
 # SwiGLU widths are those of Llama 3.2 1B / 3B and Llama 3 8B, and Llama 2 13B's width and
-# depth with 8 key/value heads; with 256 byte tokens instead of a 128k vocabulary the embeddings
-# are tiny, so the counts (``params``, exact, tested on the meta device) are below the names'
-# origins and each preset is named after its own count.
+# depth with 8 key/value heads; the counts (``params``, exact, tested on the meta device) are at
+# the default ``vocab_size`` of 256 byte tokens, so below the names' origins, and each preset is
+# named after its own count (a 128k vocabulary adds 2 x vocab_size x n_embd).
 PRESETS: dict[str, dict] = {
     # The local size: a step in milliseconds on one CPU core.
     "tiny": {
@@ -181,9 +181,13 @@ class ModelSize(Frozen):
     block_size: int = Field(default=512, ge=8, le=8192, description="Context length in tokens.")
     vocab_size: int = Field(
         default=256,
-        ge=2,
-        le=1 << 20,
-        description="Vocabulary size (llama only): 256 byte tokens, or a tokenizer's (128256 for Llama 3).",
+        ge=256,
+        le=262_144,
+        description=(
+            "Rows of the token embedding and the output layer: 256 for byte tokens (training.tokenizer "
+            "'bytes'), else at least the tokenizer's vocabulary (128256 for Llama 3's); the job refuses a "
+            "dataset whose tokenizer has more ids. Counted in the parameters, memory and FLOPs estimates."
+        ),
     )
     rope_theta: float = Field(default=500000.0, gt=0, description="Rotary embedding base (llama only).")
     norm_eps: float = Field(default=1e-5, gt=0, lt=1, description="RMSNorm epsilon (llama only).")
@@ -248,6 +252,7 @@ class ModelSize(Frozen):
                 "n_head": self.n_head,
                 "n_embd": self.n_embd,
                 "block_size": self.block_size,
+                "vocab_size": self.vocab_size,
                 "dropout": self.dropout,
             }
         extra = {k: getattr(self, k) for k, v in _LLAMA_DEFAULTS.items() if getattr(self, k) != v}
@@ -255,7 +260,7 @@ class ModelSize(Frozen):
 
     def parameters(self) -> int:
         """Parameter count, from the shape (the same sums the model's modules make)."""
-        d, layers, vocab = self.n_embd, self.n_layer, (256 if self.arch == "gpt" else self.vocab_size)
+        d, layers, vocab = self.n_embd, self.n_layer, self.vocab_size
         if self.arch == "gpt":
             return vocab * d + self.block_size * d + layers * (12 * d * d + 13 * d) + 2 * d
         kv = self.n_kv_head * (d // self.n_head)
@@ -404,7 +409,60 @@ class TrainLoop(Frozen):
         ),
     )
 
-    data_max_bytes: int = Field(default=64 << 20, ge=1 << 16, description="Read at most this many bytes of the corpus.")
+    # Every worker holds the raw-text corpus in memory as int64 tokens (8 bytes per byte): 1 GiB of
+    # text is 8 GiB per worker. Larger corpora are pre-tokenized (dataset_path), read from disk.
+    data_max_bytes: int = Field(
+        default=64 << 20,
+        ge=1 << 16,
+        le=1 << 30,
+        description=(
+            "Read at most this many bytes of the raw-text corpus (data_path; byte tokens only). Every worker "
+            "holds it in memory as 8-byte tokens, so at most 1 GiB (1073741824); more text: pretokenize it "
+            "and set dataset_path."
+        ),
+    )
+
+    tokenizer: str = Field(
+        default="bytes",
+        description=(
+            "'bytes' (UTF-8 bytes, 256 ids: the raw-text path, dev and rehearsals), or a Hugging Face "
+            "tokenizer.json (absolute path or s3://). With dataset_path the job refuses a dataset tokenized "
+            "with another tokenizer (the manifest's fingerprint); the raw-text path reads byte tokens only."
+        ),
+    )
+
+    dataset_path: str | None = Field(
+        default=None,
+        description=(
+            "A pre-tokenized dataset (workloads.common.token_shards: manifest.json, train/ and validation/ "
+            "shards, as the pretokenize workload writes it) at an absolute path every node mounts (/fsx/...). "
+            "Set: the job reads its train split instead of data_path (which must then be null) and evaluates on "
+            "its validation split; null: the raw-text path (data_path, data_max_bytes, byte tokens). Checked "
+            "before the first step: complete (manifest present), every shard's size, the shards' SHA-256 "
+            "spread over the ranks, the tokenizer's fingerprint and vocabulary against tokenizer and "
+            "model.vocab_size."
+        ),
+    )
+
+    eval_every_steps: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Steps between evaluations on held-out windows (validation loss, perplexity, bits per byte), and at "
+            "the last step; 0: off. The same windows every time (the validation split in order, or the raw "
+            "corpus's last windows), so values compare across resumes and world sizes."
+        ),
+    )
+
+    eval_batches: int = Field(
+        default=8,
+        ge=1,
+        le=10_000,
+        description=(
+            "Global batches (batch_size_per_worker x workers windows each) per evaluation, from the start of "
+            "the held-out windows."
+        ),
+    )
 
     init_from: str | None = Field(
         default=None,
@@ -474,11 +532,56 @@ class TrainLoop(Frozen):
     def _data_path(cls, v: str | None) -> str | None:
         return _absolute_or_s3(v)
 
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer(cls, v: str) -> str:
+        if v == "bytes":
+            return v
+        try:
+            return _absolute_or_s3(v) or v
+        except ValueError as err:
+            raise ValueError(f"{err}; or 'bytes'") from None
+
+    @field_validator("dataset_path")
+    @classmethod
+    def _dataset_path(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError(
+                f"{v!r}: the job reads shards with pread from a POSIX path; allowed: an absolute path every "
+                "node mounts (/fsx/...), where the pretokenize workload writes"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _data_source(self) -> TrainLoop:
+        if self.dataset_path is not None and self.data_path is not None:
+            raise ValueError(
+                f"training.data_path ({self.data_path!r}) and training.dataset_path ({self.dataset_path!r}) "
+                "are both set; allowed: one of them (dataset_path: a pre-tokenized dataset, data_path: raw text "
+                "as byte tokens)"
+            )
+        if self.dataset_path is None and self.tokenizer != "bytes":
+            raise ValueError(
+                f"training.tokenizer ({self.tokenizer!r}) needs training.dataset_path: the raw-text path "
+                "(data_path) reads byte tokens; allowed: tokenizer 'bytes', or a dataset_path pretokenized "
+                "with this tokenizer"
+            )
+        return self
+
 
 class Training(TrainLoop):
     """The Ray Train job: model, optimisation, checkpointing, fault tolerance and placement."""
 
     model: ModelSize = Field(default_factory=ModelSize, description="The model architecture: a preset or its shape.")
+
+    dataset_size_gib: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "Size of dataset_path's dataset on FSx in GiB, when it is not the pretokenize section's output "
+            "(which declares its own); the FSx capacity check adds it to the checkpoints kept."
+        ),
+    )
 
     restart_seconds: int = Field(
         default=120,

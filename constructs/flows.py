@@ -201,6 +201,13 @@ class S3Location:
     source: str
 
 
+def _folder(uri: str) -> str | None:
+    """The s3:// folder of an object's URI (None for anything else)."""
+    if not uri.startswith("s3://"):
+        return None
+    return uri.rsplit("/", 1)[0] + "/" if uri.count("/") > 2 else uri
+
+
 def s3_locations(config: EnvironmentConfig) -> list[S3Location]:
     """Every S3 prefix a workload reads or writes, derived from the environment config."""
     out = [
@@ -218,6 +225,11 @@ def s3_locations(config: EnvironmentConfig) -> list[S3Location]:
     add(config.training.storage_path, True, "training.storage_path")
     add(config.training.data_path, False, "training.data_path")
     add(config.inference.storage_path, False, "inference.storage_path")
+    # A tokenizer.json is one object: its folder is read (the training job and pretokenize).
+    add(_folder(config.training.tokenizer), False, "training.tokenizer")
+    if config.pretokenize is not None:
+        add(config.pretokenize.input, False, "pretokenize.input")
+        add(_folder(config.pretokenize.tokenizer), False, "pretokenize.tokenizer")
     if config.inference.llm.enabled:
         add(config.inference.llm.model_source, False, "inference.llm.model_source")
     # `hpray submit job` uploads each job's working directory here; Ray pods only read it.

@@ -16,7 +16,7 @@ this module.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -29,11 +29,12 @@ from config.facts.names import (
     INFERENCE_APP,
     INFERENCE_DEPLOYMENT,
     LLM_APP,
+    PRETOKENIZE_APP,
     SERVE_CLIENT_LABEL,
     SERVE_PORT,
     TRAINING_APP,
 )
-from manifests import batch_inference, export, inference, training
+from manifests import batch_inference, export, inference, pretokenize, training
 from manifests import rayjob as rayjob_mod
 from sizing import plan as plan_mod
 from sizing.plan import JobPlan, Plan, PlanFn, Planners, Unplanned
@@ -145,21 +146,43 @@ def rayjob(
     title: str = "",
     per_pod: str = "workers",
     submit: str | None = None,
+    args: Callable[[EnvironmentConfig], Sequence[str]] | None = None,
 ) -> Workload:
     """A RayJob workload rendered from its plan alone (``manifests.rayjob.render_job``): its
     runtime is ``python -m <module>`` (its folder under workloads/), its pods carry app label
     ``app``; ``hpray submit <key>`` offers it with the help line ``submit`` (default: its title;
-    "": not offered). What the registry needs of a new RayJob is this one entry."""
+    "": not offered); ``args``: its command line's arguments from the config (none by default).
+    What the registry needs of a new RayJob is this one entry."""
 
     def render(env: EnvironmentConfig) -> dict[str, Any]:
         w = plan_of(env).workloads.get(key)
         return rayjob_mod.render_job(
-            env, w if isinstance(w, JobPlan | Unplanned) else None, key=key, app=app, module=module, ray_env=ray_env
+            env,
+            w if isinstance(w, JobPlan | Unplanned) else None,
+            key=key,
+            app=app,
+            module=module,
+            ray_env=ray_env,
+            args=args(env) if args is not None else (),
         )
 
     offered = f"the {title or key} workload: a RayJob" if submit is None else submit
     return Workload(key, "RayJob", app, plan, render, title=title, per_pod=per_pod, submit=offered)
 
+
+# The pretokenize job (config's ``pretokenize:``), a generic RayJob with its command line.
+WORKLOADS += (
+    rayjob(
+        plan_mod.PRETOKENIZE,
+        plan_mod.pretokenize,
+        app=PRETOKENIZE_APP,
+        module=pretokenize.MODULE,
+        title="pretokenize",
+        per_pod="tokenizer actors",
+        submit="the pretokenize workload: a RayJob that writes the token dataset training.dataset_path reads",
+        args=pretokenize.args,
+    ),
+)
 
 _ACTIVE: ContextVar[tuple[Workload, ...]] = ContextVar("workloads", default=WORKLOADS)
 

@@ -11,6 +11,11 @@ on a cluster of its own:
   2 and finish;
 - same-size: a fixed-size run whose lost node's replacement joins at once (on the cluster add
   HyperPod's replacement time); the 4 workers resume at the same world size.
+Before the cluster starts it pre-tokenizes a small local corpus (the standard library's sources as
+JSON Lines) with a byte-level BPE tokenizer trained on the spot (``prepare_tokens``: the
+pretokenize pipeline's local mode), and the job trains on that dataset (``training.dataset_path``)
+with evaluation every ``--eval-every`` steps on its validation split; ``--data bytes`` keeps the
+raw-text path. The summary names the validation loss before the kill and after the resume.
 It stops the cluster and prints a summary per path, with the run's goodput and its wall time per
 bucket (the job's own accounts, workloads/training/goodput.py, read from the run's goodput.json).
 A loss-over-steps plot (PNG) marks the node loss and the resume; a second panel splits the wall
@@ -39,6 +44,7 @@ from rigs.local_cluster import REPO_ROOT, LocalCluster
 STEP_RE = re.compile(r"TRAIN step=(\d+) loss=([0-9.]+) t=([0-9.]+)")
 RESUME_RE = re.compile(r"TRAIN resume step=(\d+) from=(\S+) world=(\d+) t=([0-9.]+)")
 START_RE = re.compile(r"TRAIN start step=0 \(no checkpoint\) world=(\d+)")
+EVAL_RE = re.compile(r"TRAIN eval val_step=(\d+) val_loss=([0-9.]+)")
 WORKER_RE = re.compile(r"TRAIN worker rank=(\d+) node=(\w+) proc_start=([0-9.]+) t=([0-9.]+)(?: cpu=([0-9.]+))?")
 # Node-loss detection in the GCS: 3 missed health checks 1 s apart (Ray: 5 x 3 s). The
 # controller's poll (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S) stays at its 2 s default, as in the RayJob.
@@ -47,6 +53,55 @@ FAST_DETECTION = {
     "RAY_health_check_failure_threshold": "3",
     "RAY_health_check_timeout_ms": "1000",
 }
+
+
+# The rehearsal's tokenizer and corpus: small enough to train and tokenize in seconds.
+REHEARSAL_VOCAB = 512
+REHEARSAL_DOCS = 400
+
+
+def prepare_tokens(out_dir: Path, *, vocab_size: int = REHEARSAL_VOCAB, docs: int = REHEARSAL_DOCS) -> dict[str, Any]:
+    """A token dataset under ``out_dir``: ``docs`` standard-library modules as JSON Lines, a
+    byte-level BPE tokenizer of ``vocab_size`` ids trained on them, and the pretokenize
+    pipeline (local mode) over them; returns the job's ``training.*`` overrides that read it."""
+    import sysconfig
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from workloads.pretokenize.pipeline import PretokenizeConfig
+    from workloads.pretokenize.pipeline import run as pretokenize
+
+    raw, dataset, tok_path = out_dir / "raw", out_dir / "dataset", out_dir / "tokenizer.json"
+    for d in (raw, dataset):
+        shutil.rmtree(d, ignore_errors=True)
+    raw.mkdir(parents=True)
+    files = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[:docs]
+    texts = [f.read_text(encoding="utf-8", errors="replace") for f in files]
+    (raw / "corpus.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    tok.save(str(tok_path))
+    manifest = pretokenize(
+        PretokenizeConfig(
+            input=str(raw), output=str(dataset), tokenizer=str(tok_path), validation_fraction=0.05, shard_tokens=1 << 20
+        ),
+        local=True,
+        log=lambda _: None,
+    )
+    return {
+        "dataset_path": str(dataset),
+        "tokenizer": str(tok_path),
+        "model.vocab_size": vocab_size,
+        "tokens": {s: manifest.splits[s].tokens for s in manifest.splits},
+    }
 
 
 def rehearse(
@@ -65,6 +120,8 @@ def rehearse(
     quiet: bool = False,
     ray_env: dict[str, str] | None = None,
     report_every: int | None = None,
+    data: str = "tokens",
+    eval_every: int = 50,
 ) -> dict[str, Any]:
     from ray.job_submission import JobStatus, JobSubmissionClient
 
@@ -104,6 +161,22 @@ def rehearse(
     workers: list[dict[str, Any]] = []  # one per worker start: rank, node, proc_start, t (loop entered), attempt
     kill_t: float | None = None
     dead_t: list[tuple[float, str]] = []  # when the GCS declared the killed node dead, and its node id
+    evals: list[tuple[int, float, float, int]] = []  # (step, validation loss, t seen, attempt)
+    overrides = ""
+    if data == "tokens":
+        t_tok = time.time()
+        tokens = prepare_tokens(out_dir)
+        say(
+            f"==> pretokenized {REHEARSAL_DOCS} stdlib modules with a {REHEARSAL_VOCAB}-id BPE trained here: "
+            f"{tokens['tokens']} tokens in {time.time() - t_tok:.1f} s ({tokens['dataset_path']})"
+        )
+        overrides = (
+            f" --set dataset_path={tokens['dataset_path']} --set tokenizer={tokens['tokenizer']}"
+            f" --set model.vocab_size={tokens['model.vocab_size']}"
+            f" --set eval_every_steps={eval_every} --set eval_batches=2"
+        )
+    elif eval_every:
+        overrides = f" --set eval_every_steps={eval_every} --set eval_batches=2"
     t0 = time.time()
     try:
         say(
@@ -121,6 +194,7 @@ def rehearse(
             + (f" --set min_workers={min_workers}" if min_workers else "")
             + (f" --set replacement_wait_s={replacement_wait_s}" if replacement_wait_s else "")
             + (f" --set report_every_steps={report_every}" if report_every else "")
+            + overrides
         )
         # The job's PYTHONPATH replaces the node's: keep the offline hook on it (loopback only),
         # or the job's driver resolves 127.0.0.1 to the host's interface and cannot reach the GCS.
@@ -158,6 +232,9 @@ def rehearse(
                         dict(re.findall(r"(\w+)=([0-9.]+)s", line.split("setup:", 1)[-1])) if "setup:" in line else {}
                     )
                     say(f"    resumed on {m.group(3)} workers from the checkpoint at step {m.group(1)} ({m.group(2)})")
+                elif m := EVAL_RE.search(line):
+                    evals.append((int(m.group(1)), float(m.group(2)), time.time(), attempt))
+                    say(f"    eval at step {m.group(1)}: validation loss {float(m.group(2)):.4f}")
                 elif m := START_RE.search(line):
                     first_world.append(int(m.group(1)))
                 elif m := STEP_RE.search(line):
@@ -191,6 +268,15 @@ def rehearse(
     summary["phases"] = _phases(kill_t, dead_t, workers, resumes, summary, out_dir / "ray-train-logs")
     summary["phases"].update({f"setup_{k}_s": float(v) for k, v in setup.items()})
     summary["killed_node"] = dead_t[0][1] if dead_t else None
+    summary["data"] = data
+    before = [e for e in evals if kill_t is None or e[2] <= kill_t]
+    after = [e for e in evals if kill_t is not None and e[2] > kill_t]
+    summary["val_loss_before_kill"] = list(before[-1][:2]) if before else None
+    summary["val_loss_after_resume"] = list(after[-1][:2]) if after else None
+    # The same step evaluated before the kill and again after the resume (redone steps): equal
+    # at the same world size (bitwise on CPU).
+    again = {e[0]: e[1] for e in after}
+    summary["val_loss_same_step"] = [(st, v, again[st]) for st, v, _, _ in before if st in again]
     summary["goodput"] = _goodput(Path(storage) / "rehearsal")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     summary["plot"] = str(_plot(steps_seen, resumes, kill_t, out_dir / "loss.png", summary["goodput"]))
@@ -445,6 +531,13 @@ def main(argv: list[str] | None = None) -> int:
         default=10,
         help="training.replacement_wait_s of the shrink path (no replacement comes on this machine)",
     )
+    p.add_argument(
+        "--data",
+        choices=["tokens", "bytes"],
+        default="tokens",
+        help="tokens: pretokenize a small corpus with a tokenizer trained here first; bytes: the raw-text path",
+    )
+    p.add_argument("--eval-every", type=int, default=50, help="training.eval_every_steps (0: off)")
     p.add_argument("--out", default=str(REPO_ROOT / "out" / "rehearse-train"))
     args = p.parse_args(argv)
     if args.no_kill:
@@ -458,6 +551,8 @@ def main(argv: list[str] | None = None) -> int:
             replacement_wait_s=None,
             min_workers=None,
             replace_node=False,
+            data=args.data,
+            eval_every=args.eval_every,
         )
         return 0 if _report("no-kill", s, None) else 1
     failed = 0
@@ -470,6 +565,8 @@ def main(argv: list[str] | None = None) -> int:
             detection=args.detection,
             replacement_wait_s=args.replacement_wait_s if path == "shrink" else None,
             report_every=args.report_every,
+            data=args.data,
+            eval_every=args.eval_every,
             **PATHS[path],  # type: ignore[arg-type]
         )
         failed += not _report(path, s, args.replacement_wait_s if path == "shrink" else None)
@@ -490,6 +587,10 @@ def _report(path: str, s: dict[str, Any], wait_s: int | None) -> bool:
         "recovery_s",
         "first_loss",
         "final_loss",
+        "data",
+        "val_loss_before_kill",
+        "val_loss_after_resume",
+        "val_loss_same_step",
         "plot",
     ):
         print(f"    {k:18s} {s[k]}")

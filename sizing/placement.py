@@ -25,7 +25,7 @@ from config import catalog
 from config.environment import EnvironmentConfig
 from config.facts import addons, names
 from sizing import autoscaling
-from sizing.plan import JobPlan, Plan
+from sizing.plan import PRETOKENIZE, JobPlan, Plan, Unplanned
 from sizing.pods import RAY_HEAD, daemonsets, head_pod, known, pools, system_pool, worker_pod
 from sizing.scheduling import (
     Placement,
@@ -38,7 +38,7 @@ from sizing.scheduling import (
     place,
     pod_from_spec,
 )
-from sizing.storage import burst_problems
+from sizing.storage import burst_problems, capacity_problems, data_problems
 
 
 def pool_problems(env: EnvironmentConfig) -> list[str]:
@@ -292,4 +292,8 @@ def problems(env: EnvironmentConfig, plan: Plan) -> list[str]:
     if out:
         return out
     burst = [] if plan.checkpoint is None else burst_problems(plan.checkpoint)
-    return check_against(env, plan=plan) + autoscaling.problems(plan) + burst
+    # The pretokenize job's own problems (its group, its CPUs): the plan keeps them.
+    data = plan.workloads.get(PRETOKENIZE)
+    out += list(data.problems) if isinstance(data, Unplanned) else []
+    capacity = [] if plan.checkpoint is None else capacity_problems(env, plan.checkpoint)
+    return out + check_against(env, plan=plan) + autoscaling.problems(plan) + burst + capacity + data_problems(env)

@@ -112,6 +112,7 @@ Planners = tuple[tuple[str, PlanFn], ...]
 TRAINING = "training"
 INFERENCE = "inference"
 LLM = "inference-llm"
+PRETOKENIZE = "pretokenize"
 EXPORT = "export"
 BATCH_INFERENCE = "batch-inference"
 # The export (python -m workloads.export) runs as the RayJob's entrypoint on its head, a pod of
@@ -301,6 +302,60 @@ def llm(env: EnvironmentConfig) -> ServicePlan | Unplanned | None:
         ),
     )
     return ServicePlan(name, group, worker, f"{group.name}-llm", demands)
+
+
+def pretokenize_actors(env: EnvironmentConfig) -> int:
+    """The pretokenize job's tokenizer actors: each worker pod's CPUs over each actor's (the
+    RayJob passes the count as --workers: what the autoscaling check places is what it asks)."""
+    p = env.pretokenize
+    assert p is not None
+    return p.nodes * (p.cpus // p.cpus_per_worker)
+
+
+def pretokenize(env: EnvironmentConfig) -> JobPlan | Unplanned | None:
+    """The pretokenize RayJob's plan (``pretokenize:``): ``nodes`` CPU-only worker pods on its
+    group, its tokenizer actors as the demand; None where the config has no such section."""
+    p = env.pretokenize
+    if p is None:
+        return None
+    name = names.PRETOKENIZE_JOB
+    groups = env.hyperpod.instance_groups
+    g = p.group(groups)
+    if g is None:
+        where = f"{p.instance_group!r} is not a HyperPod instance group" if p.instance_group else "no instance group"
+        return Unplanned(
+            "RayJob", name, (f"pretokenize.instance_group: {where}; known: {', '.join(x.name for x in groups)}",)
+        )
+    if not pods.known(g):
+        return Unplanned("RayJob", name, (f"pretokenize: no hardware facts for {g.instance_type} (config/catalog.py)",))
+    free = pods.free_per_node(env, g)[0] // 1000
+    if p.cpus > free:
+        return Unplanned(
+            "RayJob",
+            name,
+            (
+                f"pretokenize.cpus: {p.cpus} CPUs per worker pod, but a {g.instance_type} node of group {g.name!r} has "
+                f"{free} free; allowed: 1-{free}",
+            ),
+        )
+    if p.cpus_per_worker > p.cpus:
+        return Unplanned(
+            "RayJob",
+            name,
+            (
+                f"pretokenize.cpus_per_worker: {p.cpus_per_worker} is more than pretokenize.cpus ({p.cpus}); "
+                f"allowed: 1-{p.cpus}",
+            ),
+        )
+    demand = Demand(
+        "pretokenize.cpus",
+        "pretokenize (tokenizer actors)",
+        pretokenize_actors(env),
+        "actors",
+        (bundle(CPU=float(p.cpus_per_worker)),),
+    )
+    worker = pods.cpu_job_worker(env, g, p.nodes, p.cpus)
+    return JobPlan(name, g, worker, f"{g.name}-pretokenize", (demand,), head=pods.training_head(p.nodes))
 
 
 def whole_node_job(name: str, *, nodes: int = 1, group: str | None = None, demands: tuple[Demand, ...] = ()) -> PlanFn:

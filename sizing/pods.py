@@ -306,6 +306,23 @@ def job_worker(env: EnvironmentConfig, group: InstanceGroup, nodes: int) -> Work
     )
 
 
+def cpu_job_worker(env: EnvironmentConfig, group: InstanceGroup, nodes: int, cpus: int) -> WorkerShape:
+    """The worker pod of a CPU-only RayJob (the pretokenize job): ``cpus`` CPUs, no GPU, and the
+    node's free memory in proportion to those CPUs, one pod on each of ``nodes`` nodes."""
+    free_cpu, free_mem = free_per_node(env, group)
+    return WorkerShape(
+        group=group.name,
+        instance_type=group.instance_type,
+        min_replicas=nodes,
+        max_replicas=nodes,
+        gpus=0,
+        efa=0,
+        cpus=cpus,
+        memory_gib=max(1, int(free_mem * cpus * 1000 / max(1, free_cpu)) // 1024),
+        per_pod=1,
+    )
+
+
 def serve_worker(env: EnvironmentConfig) -> WorkerShape:
     """The generation RayService's worker pod: the GPUs of its replicas, their CPUs plus one for
     Ray, and the node's free memory in proportion to those GPUs."""

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from config import catalog
+from config.environment import EnvironmentConfig
 from config.storage import Fsx
 from config.training import Training
 from sizing import goodput, training
@@ -162,6 +163,56 @@ def burst_problems(c: CheckpointSizing) -> list[str]:
         + ", or ".join(fixes)
         + f", or a longer training.checkpoint_every_steps (at least {math.ceil(c.interval_steps * c.write_seconds / c.allowed_seconds)})"
     ]
+
+
+def dataset_gib(env: EnvironmentConfig) -> tuple[float, str] | None:
+    """The training dataset's declared size on FSx and the field that declares it:
+    ``training.dataset_size_gib``, else the pretokenize section's when its output is
+    ``training.dataset_path``; None when no dataset is declared."""
+    t, p = env.training, env.pretokenize
+    if t.dataset_size_gib is not None:
+        return t.dataset_size_gib, "training.dataset_size_gib"
+    if p is not None and t.dataset_path is not None and t.dataset_path.rstrip("/") == p.output.rstrip("/"):
+        return p.dataset_size_gib, "pretokenize.dataset_size_gib"
+    return None
+
+
+def capacity_problems(env: EnvironmentConfig, c: CheckpointSizing) -> list[str]:
+    """FSx's capacity against what it holds for training: the dataset (``dataset_gib``) and the
+    ``training.num_to_keep`` checkpoints kept (where the run's storage is on FSx), plus the
+    pretokenize job's output when training does not read it. One line naming the numbers."""
+    t = env.training
+    on_fsx = t.resolved_storage_path(env.fsx.file_system_path).startswith("/fsx")
+    ckpt_gib = c.bytes / (1 << 30) if on_fsx else 0.0
+    declared = dataset_gib(env)
+    data, field = declared if declared is not None else (0.0, "")
+    other = ""
+    if env.pretokenize is not None and field != "pretokenize.dataset_size_gib":
+        data += env.pretokenize.dataset_size_gib
+        other = f" + pretokenize.dataset_size_gib {env.pretokenize.dataset_size_gib:g} GiB"
+    need = data + t.num_to_keep * ckpt_gib
+    if need <= env.fsx.storage_capacity_gib:
+        return []
+    fit = next(x for x in capacities(env.fsx.storage_capacity_gib) if x >= need)
+    dataset = f"{field} {declared[0]:g} GiB" if declared is not None else "no dataset"
+    return [
+        f"fsx.storage_capacity_gib: {env.fsx.storage_capacity_gib} GiB cannot hold {need:.0f} GiB: {dataset}{other} "
+        f"+ training.num_to_keep {t.num_to_keep} checkpoints x {ckpt_gib:.1f} GiB; allowed: "
+        f"fsx.storage_capacity_gib {fit} or more, or fewer checkpoints kept"
+    ]
+
+
+def data_problems(env: EnvironmentConfig) -> list[str]:
+    """Training reads the pretokenize job's output with the tokenizer that made it."""
+    t, p = env.training, env.pretokenize
+    if p is None or t.dataset_path is None or t.dataset_path.rstrip("/") != p.output.rstrip("/"):
+        return []
+    if t.tokenizer != p.tokenizer:
+        return [
+            f"training.tokenizer: {t.tokenizer!r}, but training.dataset_path {t.dataset_path!r} is "
+            f"pretokenize.output, tokenized with {p.tokenizer!r}; allowed: {p.tokenizer!r}"
+        ]
+    return []
 
 
 TABLE_HEADERS = [

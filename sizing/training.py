@@ -81,20 +81,36 @@ def memory_per_gpu(t: Training, workers: int) -> dict[str, float]:
     per_block = s * b * (6 * d + 2 * kv + 4 * f) * low
     block_inputs = s * b * d * low
     activations = (layers * block_inputs + per_block) if t.activation_checkpointing else layers * per_block
-    vocab = m.vocab_size if m.arch == "llama" else 256
-    logits = s * b * vocab * 4 * 2  # fp32 logits and their gradient
     out = {
         "parameters": 4 * p / shards,
         "gradients": 4 * p / shards,
         "optimizer": 8 * p / shards,
-        "activations": activations + logits,
+        "activations": activations,
+        "loss": loss_bytes(m, s * b, low),
     }
     if t.sharding == "fsdp":
-        per_layer = (p - 2 * vocab * d) / layers
+        per_layer = (p - 2 * m.vocab_size * d) / layers
         out["unsharded_blocks"] = 2 * per_layer * low
     else:
         out["gradient_buckets"] = 4 * p
     return out
+
+
+# The chunked loss's chunk: at most this many MiB of fp32 logits at once
+# (workloads/common/loss.py DEFAULT_CHUNK_MIB, which the model's loss uses; a test pins both).
+LOSS_CHUNK_MIB = 256.0
+
+
+def loss_bytes(m: ModelSize, tokens: int, low: int) -> float:
+    """What the output layer's loss (workloads/common/loss.py chunked_cross_entropy) holds for
+    ``tokens`` tokens: the final norm's output it saves (``low`` bytes a value) and one fp32
+    log-sum-exp per token, and at its peak, in backward, one chunk's fp32 logits; with 16-bit
+    compute also their 16-bit copy and the output weight's fp32 gradient accumulator (in fp32
+    the accumulator is the gradient itself). No fp32 copy of every logit: that would be
+    ``tokens x vocab_size x 4`` bytes, twice with its gradient."""
+    chunk = min(tokens, max(1, int(LOSS_CHUNK_MIB * (1 << 20)) // (4 * m.vocab_size)))
+    extra = 0 if low == 4 else chunk * m.vocab_size * low + 4 * m.vocab_size * m.n_embd
+    return tokens * (m.n_embd * low + 4) + chunk * m.vocab_size * 4 + extra
 
 
 def memory_problems(t: Training, spec: catalog.InstanceSpec, workers: int, *, instance_type: str) -> list[str]:
@@ -127,8 +143,8 @@ ASSUMED_MFU = 0.365
 
 
 def flops_per_token(m: ModelSize) -> float:
-    """Training FLOPs per token: 6 x non-embedding parameters + 12 x layers x context x width for
-    the attention scores (the PaLM paper's appendix B accounting, as
+    """Training FLOPs per token: 6 x (the blocks' parameters + the output layer's width x
+    vocab_size; the embedding is a lookup) + 12 x layers x context x width for the attention scores (the PaLM paper's appendix B accounting, as
     workloads.common.model.flops_per_token counts it for the built model; a test pins both)."""
     d, layers = m.n_embd, m.n_layer
     if m.arch == "gpt":
@@ -136,7 +152,7 @@ def flops_per_token(m: ModelSize) -> float:
     else:
         kv = m.n_kv_head * (d // m.n_head)
         per_layer = 2 * d * d + 2 * d * kv + 3 * d * m.ffn_hidden + 2 * d
-    return 6.0 * layers * per_layer + 12 * layers * m.block_size * d
+    return 6.0 * (layers * per_layer + d * m.vocab_size) + 12 * layers * m.block_size * d
 
 
 def step_seconds(t: Training, p: TrainingPlacement, *, mfu: float = ASSUMED_MFU) -> float | None:

@@ -77,6 +77,9 @@ def stack_prefix(name_prefix: str) -> str:
 SERVE_PORT = 8000
 RAY_DASHBOARD_PORT = 8265
 TRAINING_APP = "ray-train"
+# The pretokenize RayJob (config's ``pretokenize:``): its name and its pods' app label.
+PRETOKENIZE_JOB = "pretokenize"
+PRETOKENIZE_APP = "ray-pretokenize"
 INFERENCE_APP = "inference"
 LLM_APP = "llm"
 EXPORT_APP = "export"

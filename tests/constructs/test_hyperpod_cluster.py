@@ -106,6 +106,13 @@ def _group(env: str, account: str, **props) -> dict:
     }
 
 
+def _cpu_group(env: str, account: str, **props) -> dict:
+    """A group without GPUs: no deep health checks (HyperPod runs them on accelerated ones)."""
+    out = _group(env, account, **props)
+    del out["OnStartDeepHealthChecks"]
+    return out
+
+
 # Each environment's instance groups, written out from config/<env>.yaml by hand (not by the
 # construct's own mapping): a mistake in the mapping fails here.
 GOLDEN_GROUPS = {
@@ -131,7 +138,17 @@ GOLDEN_GROUPS = {
             ThreadsPerCore=1,
             VolumeSizeInGB=1000,
             KubernetesConfig={"Labels": {"workload": "ray-gpu"}},
-        )
+        ),
+        _cpu_group(
+            "staging",
+            "222222222222",
+            InstanceGroupName="data-cpu",
+            InstanceType="ml.m7i.4xlarge",
+            InstanceCount=1,
+            ThreadsPerCore=2,
+            VolumeSizeInGB=200,
+            KubernetesConfig={"Labels": {"workload": "ray-data"}},
+        ),
     ],
     "prod": [
         _group(
@@ -171,6 +188,30 @@ GOLDEN_GROUPS = {
                 "Taints": [{"Effect": "NoSchedule", "Key": "workload", "Value": "ray-serve"}],
             },
         ),
+        _cpu_group(
+            "prod",
+            "333333333333",
+            InstanceGroupName="data-cpu",
+            InstanceType="ml.m7i.8xlarge",
+            InstanceCount=2,
+            ThreadsPerCore=2,
+            VolumeSizeInGB=500,
+            KubernetesConfig={"Labels": {"workload": "ray-data"}},
+            OverrideVpcConfig={
+                "SecurityGroupIds": [
+                    {
+                        "Fn::ImportValue": "HprayProdNetwork:ExportsOutputFnGetAttNetworkSharedSecurityGroup"
+                        "90AC47FCGroupId9DACA52C"
+                    }
+                ],
+                "Subnets": [
+                    {
+                        "Fn::ImportValue": "HprayProdNetwork:ExportsOutputRefNetworkHyperPodSubnetUse1az4Subnet"
+                        "3C20CC4488EF76EB"
+                    }
+                ],
+            },
+        ),
     ],
 }
 
@@ -190,9 +231,11 @@ def test_gpu_groups_get_deep_health_checks_by_default(env):
 def test_prod_synthesizes_two_gpu_groups(synthesized):
     assembly, _config, stacks = synthesized("prod")
     groups = cluster_props(assembly.get_stack_by_name(stacks.hyperpod.stack_name).template)["InstanceGroups"]
+    # And the CPU group of the pretokenize job.
     assert [(g["InstanceGroupName"], g["InstanceType"]) for g in groups] == [
         ("train-p5", "ml.p5.48xlarge"),
         ("serve-g6e", "ml.g6e.12xlarge"),
+        ("data-cpu", "ml.m7i.8xlarge"),
     ]
     assert groups[0]["OverrideVpcConfig"]["Subnets"] == [
         stacks.hyperpod.resolve(stacks.network.network.hyperpod_subnets["use1-az4"].subnet_id)

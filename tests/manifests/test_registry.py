@@ -47,6 +47,7 @@ def test_a_renderer_reads_its_own_workload_plan_from_the_registrys_plan():
         "inference-llm",
         "export",
         "batch-inference",
+        "pretokenize",
     ]
     env = load_environment("dev")
     assert training.training_plan(env) is registry.plan_of(env).training
@@ -178,3 +179,34 @@ def test_the_registry_is_the_built_in_one_outside_the_block(smoke):
     env = load_environment("dev")
     assert "smoke" in registry.plan_of(env).workloads
     assert "smoke" not in plan_mod.plan_of(env, tuple((w.key, w.plan) for w in registry.WORKLOADS)).workloads
+
+
+def test_the_pretokenize_job_is_rendered_from_its_section_on_cpus():
+    """staging's ``pretokenize:``: a RayJob running the pipeline with the section's arguments and the
+    plan's actor count, its worker pod asking no GPU; absent from a config without the section."""
+    from config import load_environment
+
+    dev = load_environment("staging")
+    job = registry.get("pretokenize").render(dev)
+    assert job["spec"]["entrypoint"] == (
+        "python -m workloads.pretokenize --input /fsx/datasets/raw/staging/ --output /fsx/datasets/staging-bytes "
+        "--tokenizer bytes --text-column text --validation-fraction 0.01 --shard-tokens 67108864 --workers 12 "
+        "--cpus-per-worker 1"
+    )
+    plan = registry.plan_of(dev).workloads["pretokenize"]
+    assert (plan.worker.gpus, plan.worker.cpus, plan.group.name) == (0, 12, "data-cpu")
+    assert plan.demands[0].count == 12
+    bare = dev.model_copy(update={"pretokenize": None})
+    assert "pretokenize" not in registry.plan_of(bare).workloads
+
+
+def test_a_pretokenize_pod_larger_than_its_nodes_is_one_config_error():
+    from config import load_environment
+    from sizing import placement
+
+    staging = load_environment("staging")
+    big = staging.model_copy(update={"pretokenize": staging.pretokenize.model_copy(update={"cpus": 64})})
+    assert placement.problems(big, registry.plan_of(big)) == [
+        "pretokenize.cpus: 64 CPUs per worker pod, but a ml.m7i.4xlarge node of group 'data-cpu' has 15 free; "
+        "allowed: 1-15"
+    ]

@@ -112,6 +112,7 @@ ROWS = [
     (["submit", "--env", "dev"], "error: submit needs the WORKLOAD first: training, inference or job"),
     (["submit", "nope", "--env", "dev"], "error: argument WORKLOAD: invalid choice: 'nope' (choose from 'training', "),
     (["submit", "training"], "error: the following arguments are required: --env"),
+    (["submit", "pretokenize"], "error: the following arguments are required: --env"),
     (
         ["submit", "training", "--env", "dev", "--gpus", "4"],
         "error: hpray submit training does not take --gpus (an option of: submit job)",

@@ -68,7 +68,7 @@ def complete(words: list[str]) -> list[str]:
 
 def test_bash_completes_commands_options_and_choices():
     assert complete(["hpray", "s"]) == ["status", "stop", "submit"]
-    assert complete(["hpray", "submit", ""]) == ["training", "inference", "batch-inference", "job"]
+    assert complete(["hpray", "submit", ""]) == ["training", "inference", "batch-inference", "pretokenize", "job"]
     assert complete(["hpray", "submit", "job", "--env", "d"]) == ["dev"]
     assert "--working-dir" in complete(["hpray", "submit", "job", "--w"])
     assert complete(["hpray", "logs", "x", "--f"]) == ["--follow"]

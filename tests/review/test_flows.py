@@ -156,7 +156,9 @@ def test_s3_locations_come_from_config(synthesized):
     # prod: the LLM RayService is on there (dev's system pool has no room for its head).
     _, config, _ = synthesized("prod")
     data = config.model_dump()
-    data["training"]["data_path"] = "s3://other-bucket/corpus/text"
+    # The raw-text path (prod trains on its pretokenized dataset: the byte path's fields instead).
+    data["training"].update(data_path="s3://other-bucket/corpus/text", dataset_path=None, tokenizer="bytes")
+    data["pretokenize"]["tokenizer"] = "s3://tok-bucket/llama-3/tokenizer.json"
     # training.storage_path is a shared POSIX path (config/training.py refuses s3://): no S3 location.
     data["training"]["storage_path"] = "/fsx/runs"
     data["inference"]["storage_path"] = "s3://runs-bucket/runs"
@@ -172,6 +174,8 @@ def test_s3_locations_come_from_config(synthesized):
         ("other-bucket", "corpus/text/", False, "training.data_path"),
         ("runs-bucket", "runs/", False, "inference.storage_path"),
         ("weights-bucket", "models/llm/", False, "inference.llm.model_source"),
+        ("hpray-prod-corpus", "fineweb-edu/", False, "pretokenize.input"),
+        ("tok-bucket", "llama-3/", False, "pretokenize.tokenizer"),
         (config.bucket_names()["checkpoints"], JOBS_PREFIX, False, "jobs.prefix"),
     }
 

@@ -15,11 +15,11 @@ def test_placement_section_lists_every_pool_in_every_situation():
     text = doc.markdown()
     assert "## Placement" in text
     rows = placement.table(load_environment("prod"), plan=registry.plan_of(load_environment("prod")))
-    # As configured, a RayService upgrade, a node replaced in each of the two HyperPod groups;
-    # three pools each.
-    assert len(rows) == 4 * 3
+    # As configured, a RayService upgrade, a node replaced in each of the three HyperPod groups;
+    # four pools each.
+    assert len(rows) == 5 * 4
     assert rows[0][:3] == ["as configured", "system", "3 x m7i.2xlarge"]
-    assert "RayJob train-llama-7b-bytes worker x4" in rows[1][3]
+    assert "RayJob train-llama-7b-fineweb worker x4" in rows[1][3]
     for row in rows:
         assert "| " + " | ".join(row[:3]) in text
 

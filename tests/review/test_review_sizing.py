@@ -15,7 +15,7 @@ def test_sizing_section_shows_the_row_and_the_warning():
     text = doc.markdown()
     assert "## Sizing: checkpoints, FSx and goodput" in text
     row = storage.table_row("prod", registry.plan_of(load_environment("prod")).checkpoint)
-    assert row[1:5] == ["32 H100", "128", "6.98B", "83.8 GB"]
+    assert row[1:5] == ["32 H100", "128", "8.03B", "96.4 GB"]
     assert "| " + " | ".join(row) + " |" in text
     assert "Synth warns: training.checkpoint_every_steps: 1000 steps" in text
 

@@ -22,57 +22,59 @@ from sizing.training import flops_per_token
 from tests.config.config_data import env_data
 
 LLAMA_7B = 6_981_685_248
+# prod's llama-7b with Llama 3's vocabulary (128256 ids): 2 x 128000 x 4096 more.
+PROD_PARAMS = LLAMA_7B + 2 * (128256 - 256) * 4096
 
 # --- training ----------------------------------------------------------------------------------
 
 
 def test_training_token_cost_of_prod_is_the_hand_computed_figure():
-    """prod: ml.p5.48xlarge at $55.04/h over 8 H100s = $6.88 per GPU-hour; llama-7b trains
-    45,098,729,472 FLOPs per token; 36.5 % of 989.5 TFLOP/s is 8,008.37 tokens/s per GPU (the
-    GPU bench measured 8,005 on one H200); at 90 % goodput a million tokens take 138.74
-    GPU-seconds: $0.26515."""
+    """prod: ml.p5.48xlarge at $55.04/h over 8 H100s = $6.88 per GPU-hour; llama-7b with Llama
+    3's vocabulary trains 48,250,748,928 FLOPs per token (45,098,729,472 of the blocks and
+    attention, 6 x 4096 x 128256 of the output layer); 36.5 % of 989.5 TFLOP/s is 7,485.22
+    tokens/s per GPU; at 90 % goodput a million tokens take 148.44 GPU-seconds: $0.28369."""
     config = load_environment("prod")
-    assert flops_per_token(config.training.model) == 45_098_729_472.0
+    assert flops_per_token(config.training.model) == 48_250_748_928.0 == 45_098_729_472 + 6 * 4096 * 128256
     c = training_token_cost(config, load_prices())
     assert (c.workload, c.instance_type, c.chip, c.gpus, c.gpu_hour) == ("training", "ml.p5.48xlarge", "H100", 32, 6.88)
     assert (TRAINING_MFU, TRAINING_GOODPUT, c.goodput) == (0.365, 0.90, 0.90)
-    assert c.tokens_per_s_per_gpu == pytest.approx(8008.374165490282, rel=1e-12)
-    assert c.per_million == pytest.approx(0.26515454276273265, rel=1e-12)
+    assert c.tokens_per_s_per_gpu == pytest.approx(7485.220603289203, rel=1e-12)
+    assert c.per_million == pytest.approx(0.28368660092534265, rel=1e-12)
     assert c.basis == (
-        "36.5% MFU (assumed) of the H100's 989.5 TFLOP/s dense bf16 peak, 45.1 GFLOP per token (preset llama-7b)"
+        "36.5% MFU (assumed) of the H100's 989.5 TFLOP/s dense bf16 peak, 48.3 GFLOP per token (preset llama-7b)"
     )
     # Half the goodput, twice the cost.
     assert training_token_cost(config, load_prices(), goodput=0.45).per_million == pytest.approx(2 * c.per_million)
 
 
 def test_training_token_cost_of_staging():
-    """staging: ml.g6e.12xlarge $13.12/h over 4 L40S = $3.28; the default model, 509,718,528 FLOPs
-    per token; 36.5 % of 362.05 TFLOP/s."""
+    """staging: ml.g6e.12xlarge $13.12/h over 4 L40S = $3.28; the default model, 510,898,176 FLOPs
+    per token (the output layer's 6 x 768 x 256 included); 36.5 % of 362.05 TFLOP/s."""
     c = training_token_cost(load_environment("staging"), load_prices())
     assert (c.chip, c.gpus, c.gpu_hour) == ("L40S", 2, 3.28)
-    assert c.tokens_per_s_per_gpu == pytest.approx(259257.3013159137, rel=1e-12)
-    assert c.per_million == pytest.approx(0.0039047913940088753, rel=1e-12)
+    assert c.tokens_per_s_per_gpu == pytest.approx(258658.68426979857, rel=1e-12)
+    assert c.per_million == pytest.approx(0.003913828301841976, rel=1e-12)
 
 
 def test_training_token_cost_of_dev_is_computed_from_the_a10g_peak():
     """dev: ml.g5.12xlarge $7.09/h over 4 A10G = $1.7725 per GPU-hour; the A10G's 70 TFLOP/s dense
-    bf16 peak (config/catalog.py, its datasheet) at 36.5 % MFU over the default model's 509,718,528
-    FLOPs per token is 50,125.7 tokens/s per GPU; at 90 % goodput: $0.010914 per million."""
+    bf16 peak (config/catalog.py, its datasheet) at 36.5 % MFU over the default model's 510,898,176
+    FLOPs per token is 50,009.97 tokens/s per GPU; at 90 % goodput: $0.010939 per million."""
     config = load_environment("dev")
     prices = load_prices()
     c = training_token_cost(config, prices)
     peak = catalog.GPU_DENSE_BF16_TFLOPS["A10G"]
     assert peak == 70.0
     flops = flops_per_token(config.training.model)
-    assert flops == 509_718_528.0
+    assert flops == 510_898_176.0
     gpu_hour = prices.price("hyperpod_instance_hourly", "ml.g5.12xlarge") / 4
     tps = TRAINING_MFU * peak * 1e12 / flops
     assert (c.chip, c.gpus, c.gpu_hour) == ("A10G", 2, gpu_hour) and gpu_hour == 1.7725
-    assert c.tokens_per_s_per_gpu == pytest.approx(tps, rel=1e-12) == pytest.approx(50125.70388651833, rel=1e-12)
+    assert c.tokens_per_s_per_gpu == pytest.approx(tps, rel=1e-12) == pytest.approx(50009.96519509985, rel=1e-12)
     assert c.per_million == pytest.approx(gpu_hour / 3600 / (tps * TRAINING_GOODPUT) * 1e6, rel=1e-12)
-    assert c.per_million == pytest.approx(0.010913919582517936, rel=1e-12)
+    assert c.per_million == pytest.approx(0.010939177803870406, rel=1e-12)
     assert c.basis == (
-        "36.5% MFU (assumed) of the A10G's 70 TFLOP/s dense bf16 peak, 0.51 GFLOP per token (llama, 12 layers x 768)"
+        "36.5% MFU (assumed) of the A10G's 70 TFLOP/s dense bf16 peak, 0.511 GFLOP per token (llama, 12 layers x 768)"
     )
 
 
@@ -108,20 +110,21 @@ def test_every_chip_with_a_compute_peak_has_a_memory_bandwidth():
 
 
 def test_serving_token_cost_of_prod_is_the_hand_computed_roofline():
-    """prod serves the training run's llama-7b (6,981,685,248 parameters, 13.96 GB in bf16) on
-    ml.g6e.12xlarge ($13.12/h over 4 L40S = $3.28 per GPU-hour). 55 % of 864 GB/s over 13.96 GB
-    is 34.03 decode steps/s, x 32 sequences (inference.max_batch_size) = 1,089.0 tokens/s per GPU,
-    below the compute cap (36.5 % of 362.05 TFLOP/s over a third of 45.1 GFLOP per token:
-    8,791 tokens/s): $0.8366 per million generated tokens."""
+    """prod serves the training run's llama-7b with Llama 3's vocabulary (8,030,261,248
+    parameters, 16.06 GB in bf16) on ml.g6e.12xlarge ($13.12/h over 4 L40S = $3.28 per
+    GPU-hour). 55 % of 864 GB/s over 16.06 GB is 29.59 decode steps/s, x 32 sequences
+    (inference.max_batch_size) = 946.8 tokens/s per GPU, below the compute cap (36.5 % of
+    362.05 TFLOP/s over a third of 48.3 GFLOP per token: 8,216 tokens/s): $0.9623 per million
+    generated tokens."""
     config = load_environment("prod")
     prices = load_prices()
     generate, llm = serving_token_costs(config, prices)
     inf = config.inference
-    assert config.training.model.parameters() == LLAMA_7B and inf.gpu_dtype == "bfloat16"
+    assert config.training.model.parameters() == PROD_PARAMS and inf.gpu_dtype == "bfloat16"
     assert (inf.max_batch_size, inf.gpus_per_replica, SERVING_MBU) == (32, 1.0, 0.55)
     bandwidth = catalog.GPU_MEMORY_BANDWIDTH_GBPS["L40S"]
     gpu_hour = prices.price("hyperpod_instance_hourly", "ml.g6e.12xlarge") / 4
-    tps = SERVING_MBU * bandwidth * 1e9 / (2 * LLAMA_7B) * inf.max_batch_size
+    tps = SERVING_MBU * bandwidth * 1e9 / (2 * PROD_PARAMS) * inf.max_batch_size
     cap = TRAINING_MFU * catalog.GPU_DENSE_BF16_TFLOPS["L40S"] * 1e12 / (flops_per_token(config.training.model) / 3)
     assert tps < cap
     assert (generate.workload, generate.instance_type, generate.chip) == (
@@ -130,13 +133,13 @@ def test_serving_token_cost_of_prod_is_the_hand_computed_roofline():
         "L40S",
     )
     assert (generate.gpus, generate.gpu_hour, generate.goodput) == (2, 3.28, None)  # max_replicas 2 x 1 GPU
-    assert generate.tokens_per_s_per_gpu == pytest.approx(tps, rel=1e-12) == pytest.approx(1089.0207349547936)
+    assert generate.tokens_per_s_per_gpu == pytest.approx(tps, rel=1e-12) == pytest.approx(946.8185112774056)
     assert generate.per_million == pytest.approx(gpu_hour / 3600 / tps * 1e6, rel=1e-12)
-    assert generate.per_million == pytest.approx(0.8366333916947248, rel=1e-12)
+    assert generate.per_million == pytest.approx(0.9622869644594086, rel=1e-12)
     assert generate.basis == (
-        "decode roofline (assumed): 55% of the L40S's 864 GB/s over 14 GB of bfloat16 weights per step "
-        "(preset llama-7b, the training run's model, 6.98B parameters), 32 sequences per step "
-        "(inference.max_batch_size); compute cap 8,791 tokens/s not reached; KV-cache reads and prefill "
+        "decode roofline (assumed): 55% of the L40S's 864 GB/s over 16.1 GB of bfloat16 weights per step "
+        "(preset llama-7b, the training run's model, 8.03B parameters), 32 sequences per step "
+        "(inference.max_batch_size); compute cap 8,216 tokens/s not reached; KV-cache reads and prefill "
         "not counted (an upper bound)"
     )
     # The LLM service's weights come from FSx or S3 and the config does not say how big they are.
@@ -169,7 +172,7 @@ def test_float32_weights_halve_the_tokens_and_a_second_gpu_per_replica_idles():
     data["inference"].update(gpu_dtype="float32")
     f32 = serving_token_costs(parse_environment(data, source="prod.yaml"), load_prices())[0]
     assert f32.tokens_per_s_per_gpu == pytest.approx(base.tokens_per_s_per_gpu / 2, rel=1e-12)
-    assert "27.9 GB of float32 weights" in f32.basis and "compute cap" not in f32.basis
+    assert "32.1 GB of float32 weights" in f32.basis and "compute cap" not in f32.basis
     data = env_data("prod")
     data["inference"].update(gpus_per_replica=2)
     data["inference"]["llm"].update(enabled=False)  # room for 2 x 2 GPUs, twice during an upgrade
@@ -180,13 +183,13 @@ def test_float32_weights_halve_the_tokens_and_a_second_gpu_per_replica_idles():
 
 def test_a_large_batch_of_a_small_model_is_compute_bound():
     """staging's 75.9M-parameter model in batches of 1024: 3.2M tokens/s by bandwidth, more than
-    the L40S computes at 36.5 % of its peak (777,772 tokens/s), which is the figure then."""
+    the L40S computes at 36.5 % of its peak (775,976 tokens/s), which is the figure then."""
     data = env_data("staging")
     data["inference"].update(max_batch_size=1024, max_ongoing_requests=2048)
     config = parse_environment(data, source="staging.yaml")
     generate = serving_token_costs(config, load_prices())[0]
     cap = TRAINING_MFU * 362.05e12 / (flops_per_token(config.training.model) / 3)
-    assert generate.tokens_per_s_per_gpu == pytest.approx(cap, rel=1e-12) == pytest.approx(777772, rel=1e-6)
+    assert generate.tokens_per_s_per_gpu == pytest.approx(cap, rel=1e-12) == pytest.approx(775976, rel=1e-6)
     assert "; compute-bound at 36.5% of the 362.05 TFLOP/s dense bf16 peak;" in generate.basis
 
 
@@ -213,10 +216,10 @@ def test_report_prints_the_token_costs_with_their_assumptions():
     assert "### Cost per million tokens" in text
     assert "an assumed 36.5% model FLOPs utilization" in text and "an assumed 90% goodput" in text
     assert "an assumed 55% of the GPU's memory bandwidth" in text and "an upper bound on tokens/s" in text
-    assert "| training | ml.p5.48xlarge (H100) | 32 | $6.88 | 8,008 |" in text
-    assert "| 90% (assumed) | $0.2652 |" in text
-    assert "| serving: generate | ml.g6e.12xlarge (L40S) | 2 | $3.28 | 1,089 | decode roofline (assumed)" in text
-    assert "| every batch full (assumed) | $0.8366 |" in text
+    assert "| training | ml.p5.48xlarge (H100) | 32 | $6.88 | 7,485 |" in text
+    assert "| 90% (assumed) | $0.2837 |" in text
+    assert "| serving: generate | ml.g6e.12xlarge (L40S) | 2 | $3.28 | 947 | decode roofline (assumed)" in text
+    assert "| every batch full (assumed) | $0.9623 |" in text
     assert "| serving: llm | ml.g6e.12xlarge (L40S) | 2 | $3.28 | n/a |" in text
 
 

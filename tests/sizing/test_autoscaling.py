@@ -35,6 +35,8 @@ def _manifests(name: str) -> list[dict[str, Any]]:
     if env.inference.llm.enabled:
         out.append(inference.render_llm(env))
     out.append(export.render(env))
+    if env.pretokenize is not None:
+        out.append(registry.get("pretokenize").render(env))
     return out
 
 
@@ -205,6 +207,12 @@ def test_the_demands_are_what_ray_serve_and_ray_train_ask_for(name):
         if m["kind"] == "RayJob" and m["metadata"]["labels"]["app.kubernetes.io/name"] == "export":
             # The export runs on its head: it asks Ray for nothing.
             assert ds == {} and not _cluster(m)["workerGroupSpecs"]
+        elif m["kind"] == "RayJob" and m["metadata"]["name"] == "pretokenize":
+            # python -m workloads.pretokenize ... --workers N --cpus-per-worker C: N actors of C CPUs.
+            argv = shlex.split(m["spec"]["entrypoint"])
+            d = ds["pretokenize (tokenizer actors)"]
+            workers, cpus = int(argv[argv.index("--workers") + 1]), float(argv[argv.index("--cpus-per-worker") + 1])
+            assert (d.count, [_nonzero(b) for b in d.bundles]) == (workers, [{"CPU": cpus}])
             continue
         if m["kind"] == "RayJob":
             settings = shlex.split(m["spec"]["entrypoint"])[-1]
@@ -389,10 +397,10 @@ def test_a_trainer_bundle_larger_than_a_declared_node_is_named():
     resource, in Ray's view and ours."""
     m = next(m for m in _manifests("prod") if m["kind"] == "RayJob")
     _cluster(m)["workerGroupSpecs"][0]["rayStartParams"]["num-cpus"] = "20"
-    demands = _demands("prod")["RayJob train-llama-7b-bytes"][1]
+    demands = _demands("prod")["RayJob train-llama-7b-fineweb"][1]
     assert len(_rays_residual(m, demands)) == 32
-    assert autoscaling.check("RayJob train-llama-7b-bytes", autoscaling.node_types(_cluster(m)), demands) == [
-        "training.num_workers: RayJob train-llama-7b-bytes, trainer (Ray Train workers): a bundle {CPU: 23, GPU: 1} "
+    assert autoscaling.check("RayJob train-llama-7b-fineweb", autoscaling.node_types(_cluster(m)), demands) == [
+        "training.num_workers: RayJob train-llama-7b-fineweb, trainer (Ray Train workers): a bundle {CPU: 23, GPU: 1} "
         "fits no node type KubeRay's autoscaler knows (headgroup lacks CPU 23 (declares 0), GPU 1 (declares 0); "
         "train-p5 lacks CPU 23 (declares 20)): it starts no worker pod for it, and workers beyond the pods already "
         "running never start; allowed: a worker group whose spec declares at least {CPU: 23, GPU: 1} "

@@ -91,3 +91,23 @@ def test_activation_estimate_against_the_measured_cpu_peak(label, activation_che
         bench.SHAPES[label], batch=bench.BATCH, activation_checkpointing=activation_checkpointing
     )
     assert MARGIN[0] <= est / peak <= MARGIN[1], (label, activation_checkpointing, peak, est)
+
+
+def test_the_loss_chunk_is_the_models():
+    """The estimator's loss chunk is the chunk the model's loss takes."""
+    from sizing.training import LOSS_CHUNK_MIB
+    from workloads.common.loss import DEFAULT_CHUNK_MIB
+
+    assert LOSS_CHUNK_MIB == DEFAULT_CHUNK_MIB
+
+
+def test_memory_counts_the_vocabulary_and_no_fp32_logits():
+    """A 128k vocabulary adds its embedding and output rows to the parameters, and the loss keeps
+    one chunk of logits, not every token's: far below tokens x vocab x 4 bytes."""
+    small = Training(model={"preset": "llama-1b"})
+    big = Training(model={"preset": "llama-1b", "vocab_size": 128256})
+    assert big.model.parameters() - small.model.parameters() == 2 * (128256 - 256) * 2048
+    tokens = big.batch_size_per_worker * big.model.block_size
+    est = memory_per_gpu(big, 8)
+    assert est["loss"] < tokens * 128256 * 4 / 10
+    assert est["loss"] > 256 * (1 << 20)  # at least one chunk's fp32 logits

@@ -257,6 +257,8 @@ def _rendered(env) -> list[tuple[str, Pod]]:
     if env.inference.llm.enabled:
         out += [(f"RayService {env.name_prefix}-llm", p) for p in _kuberay_pods(render_llm(env))]
     out += [(f"RayJob export-{env.training.run_name}", p) for p in _kuberay_pods(render_export(env))]
+    if env.pretokenize is not None:
+        out += [("RayJob pretokenize", p) for p in _kuberay_pods(registry.get("pretokenize").render(env))]
     return out
 
 
@@ -279,8 +281,8 @@ def test_the_checked_pods_are_the_rendered_pods(name):
     checked = {p.name: p for p in placement.platform_pods(env, plan=registry.plan_of(env))}
     rendered = _rendered(env)
     # RayJob (HTTPMode: no submitter pod): head, workers; each RayService: head, workers; the
-    # export RayJob: its head alone.
-    assert len(rendered) == 5 + 2 * env.inference.llm.enabled
+    # export RayJob: its head alone; the pretokenize RayJob: head, workers.
+    assert len(rendered) == 5 + 2 * env.inference.llm.enabled + 2 * (env.pretokenize is not None)
     assert {n for n in checked if n.startswith(("RayJob ", "RayService "))} == {f"{w} {p.name}" for w, p in rendered}
     for workload, pod in rendered:
         assert _scheduling(pod) == _scheduling(checked[f"{workload} {pod.name}"]), f"{workload} {pod.name}"
@@ -383,7 +385,7 @@ def test_training_workers_ask_for_the_vcpus_threads_per_core_leaves():
 def test_p5_workers_ask_for_no_more_memory_than_the_node_offers():
     # Fault 18.4: 2016Gi asked of an ml.p5.48xlarge whose allocatable is about 1893 GiB.
     env = load_environment("prod")
-    (worker,) = [p for w, p in _rendered(env) if w.startswith("RayJob") and p.name == "worker"]
+    (worker,) = [p for w, p in _rendered(env) if w.startswith("RayJob train-") and p.name == "worker"]
     free_cpu, free_mem = pods.free_per_node(env, env.hyperpod.group("train-p5"))
     assert worker.memory_mib <= free_mem < catalog.node_allocatable("ml.p5.48xlarge").memory_mib
     assert worker.cpu_millis <= free_cpu
@@ -414,19 +416,17 @@ def test_a_node_replacement_must_leave_room_for_the_services_minimum():
 
 
 def test_a_rayservice_upgrade_must_fit_the_system_nodes():
-    # Staging on two m7i.xlarge: six Ray heads (the export's too) during an upgrade of both
-    # services do not fit.
+    # Staging on two m7i.xlarge: seven Ray heads (the three RayJobs', both services' twice) during
+    # an upgrade of both services do not fit.
     def mutate(d):
         d["eks"]["system_nodes"] = {"instance_type": "m7i.xlarge", "desired_size": 2, "min_size": 2, "max_size": 4}
 
     errors = errors_of("staging", mutate)
     assert errors == [
-        "placement (RayService upgrade): pod 'RayJob export-gpt-bytes head' does not fit node pool 'system' "
-        "(2 x m7i.xlarge, 0 of 1 placed): it requests cpu 1, memory 8.0Gi; a node's allocatable is cpu 3.92, "
-        "memory 13.8Gi, pods 44; the most left on one node is cpu 0.675, memory 4.6Gi, pods 36",
-        "placement (RayService upgrade): pod 'RayJob train-gpt-bytes head' does not fit node pool 'system' "
-        "(2 x m7i.xlarge, 0 of 1 placed): it requests cpu 1, memory 4.0Gi; a node's allocatable is cpu 3.92, "
-        "memory 13.8Gi, pods 44; the most left on one node is cpu 0.675, memory 4.6Gi, pods 36",
+        f"placement (RayService upgrade): pod 'RayJob {job} head' does not fit node pool 'system' "
+        f"(2 x m7i.xlarge, 0 of 1 placed): it requests cpu 1, memory {memory}; a node's allocatable is cpu 3.92, "
+        "memory 13.8Gi, pods 44; the most left on one node is cpu 0.675, memory 4.6Gi, pods 36"
+        for job, memory in (("export-gpt-bytes", "8.0Gi"), ("train-gpt-bytes", "4.0Gi"), ("pretokenize", "4.0Gi"))
     ]
 
 
@@ -464,7 +464,7 @@ def test_rendered_chart_pods_take_the_place_of_the_built_ones():
     big = pod_from_spec("nvidia-device-plugin", spec, daemonset=True)
     problems = placement.check_against(env, [big], plan=registry.plan_of(env))
     assert problems[0].startswith(
-        "placement (as configured): pod 'RayJob train-llama-7b-bytes worker' does not fit node pool 'train-p5'"
+        "placement (as configured): pod 'RayJob train-llama-7b-fineweb worker' does not fit node pool 'train-p5'"
     )
     assert (
         placement.check_against(
@@ -552,7 +552,7 @@ def test_a_training_head_too_big_for_the_system_nodes_is_a_placement_error():
     # m7i.2xlarge system node offers.
     errors = errors_of("prod", lambda d: d["hyperpod"]["instance_groups"][0].update(instance_count=8))
     assert errors[0] == (
-        "placement (as configured): pod 'RayJob train-llama-7b-bytes head' does not fit node pool 'system' "
+        "placement (as configured): pod 'RayJob train-llama-7b-fineweb head' does not fit node pool 'system' "
         "(3 x m7i.2xlarge, 0 of 1 placed): it requests cpu 8, memory 32.0Gi; a node's allocatable is cpu 7.91, "
         "memory 28.6Gi, pods 44; the most left on one node is cpu 7.665, memory 28.4Gi, pods 38"
     )

@@ -19,10 +19,11 @@ Shared by the training job (``workloads.training``) and the inference app. The A
 
 - ``GPTConfig``: the architecture (frozen dataclass); ``GPTConfig.to_dict()`` /
   ``GPTConfig.from_dict(d)`` round-trip it through a checkpoint's ``meta.json``.
-- ``GPT(config)``: ``forward(idx, targets=None) -> (logits, loss)``; ``idx`` is a LongTensor
-  ``(batch, time)`` of token ids with ``time <= config.block_size``; ``loss`` is the mean
-  next-token cross entropy when ``targets`` is given, else None. ``logits`` has shape
-  ``(batch, time, vocab_size)``.
+- ``GPT(config)``: ``forward(idx, targets=None, *, logits=True) -> (logits, loss)``; ``idx`` is a
+  LongTensor ``(batch, time)`` of token ids with ``time <= config.block_size``; ``loss`` is the
+  mean next-token cross entropy when ``targets`` is given (chunked: workloads/common/loss.py),
+  else None. ``logits`` has shape ``(batch, time, vocab_size)``; None with ``logits=False`` and
+  targets (the train step's call: no logits kept at all).
 - ``GPT.generate(idx, max_new_tokens, temperature=1.0, top_k=None, generator=None)``: autoregressive
   sampling (greedy when ``temperature == 0``), cropping the context to ``block_size``.
 - ``encode(text) -> list[int]`` / ``decode(ids) -> str``: the byte-level tokenizer (UTF-8 bytes,
@@ -44,6 +45,8 @@ import torch
 import torch.utils.checkpoint
 from torch import nn
 from torch.nn import functional as F
+
+from workloads.common.loss import chunked_cross_entropy
 
 VOCAB_SIZE = 256  # byte-level tokens: every UTF-8 byte is one token, nothing to download
 
@@ -140,7 +143,7 @@ class _Generate:
     if TYPE_CHECKING:  # nn.Module's, which the models mix this class with
 
         def __call__(
-            self, idx: torch.Tensor, targets: torch.Tensor | None = None
+            self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, logits: bool = True
         ) -> tuple[torch.Tensor, torch.Tensor | None]: ...
 
     @torch.no_grad()
@@ -196,8 +199,8 @@ class GPT(_Generate, nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, logits: bool = True
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         _, t = idx.shape
         if t > self.config.block_size:
             raise ValueError(f"sequence length {t} exceeds block_size {self.config.block_size}")
@@ -205,22 +208,39 @@ class GPT(_Generate, nn.Module):
         x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))
         for block in self.blocks:
             x = block(x)
-        logits = self.head(self.ln_f(x))
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
-        return logits, loss
+        return _output(self.head, self.ln_f(x), targets, logits)
+
+
+def _output(
+    head: nn.Linear, hidden: torch.Tensor, targets: torch.Tensor | None, want_logits: bool
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The models' output layer: the logits (unless ``want_logits`` is false: the train step's
+    ``logits=False``) and the mean next-token cross entropy against ``targets``, computed chunk
+    by chunk (workloads/common/loss.py) so that no fp32 copy of every logit exists. Under
+    autocast both operands take its dtype, as the head's own matmul would."""
+    loss = None
+    if targets is not None and hidden.is_meta:
+        # The meta device (shapes only; no data-dependent indexing): the plain loss's shapes.
+        loss = F.cross_entropy(head(hidden).flatten(0, -2), targets.reshape(-1))
+    elif targets is not None:
+        weight = head.weight
+        if hidden.device.type in ("cpu", "cuda") and torch.is_autocast_enabled(hidden.device.type):
+            dtype = torch.get_autocast_dtype(hidden.device.type)
+            hidden, weight = hidden.to(dtype), weight.to(dtype)
+        loss = chunked_cross_entropy(hidden, weight, targets)
+    return (head(hidden) if want_logits or targets is None else None), loss
 
 
 def flops_per_token(config: GPTConfig | LlamaConfig) -> float:
-    """Training FLOPs per token: 6 x non-embedding parameters + 12 x layers x context x width
-    for attention scores (the PaLM paper's appendix B accounting)."""
+    """Training FLOPs per token: 6 x (the blocks' parameters + the output layer's n_embd x
+    vocab_size; the embedding is a lookup) + 12 x layers x context x width for attention scores
+    (the PaLM paper's appendix B accounting)."""
     if isinstance(config, LlamaConfig):
         n = config.n_layer * config.layer_parameters()
     else:
         n = config.n_layer * 12 * config.n_embd**2
     attn = 12 * config.n_layer * config.block_size * config.n_embd
-    return 6.0 * n + attn
+    return 6.0 * (n + config.n_embd * config.vocab_size) + attn
 
 
 @dataclass(frozen=True)
@@ -404,8 +424,8 @@ class Llama(_Generate, nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, logits: bool = True
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         _, t = idx.shape
         if t > self.config.block_size:
             raise ValueError(f"sequence length {t} exceeds block_size {self.config.block_size}")
@@ -417,11 +437,7 @@ class Llama(_Generate, nn.Module):
                 x = torch.utils.checkpoint.checkpoint(layer, x, cos, sin, use_reentrant=False)
             else:
                 x = layer(x, cos, sin)
-        logits = self.head(self.norm(x))
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
-        return logits, loss
+        return _output(self.head, self.norm(x), targets, logits)
 
 
 def config_from_dict(data: dict[str, Any]) -> GPTConfig | LlamaConfig:

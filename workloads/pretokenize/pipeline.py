@@ -131,6 +131,9 @@ class TokenizeFiles:
             "validation_tokens": 0,
             "train_docs": 0,
             "validation_docs": 0,
+            # UTF-8 bytes of the documents' text, for the trainer's bits per byte.
+            "train_bytes": 0,
+            "validation_bytes": 0,
         }
         tmp = {s: self.parts / f".{key}.{s}.bin.tmp" for s in token_shards.SPLITS}
         files = {s: open(p, "wb") for s, p in tmp.items()}  # noqa: SIM115 (closed below)
@@ -147,6 +150,7 @@ class TokenizeFiles:
                     files[split].write(arr.tobytes())
                     counts[f"{split}_tokens"] += arr.size
                     counts[f"{split}_docs"] += 1
+                    counts[f"{split}_bytes"] += len(text.encode("utf-8"))
             for f in files.values():
                 f.flush()
                 os.fsync(f.fileno())
@@ -203,6 +207,15 @@ def pack_split(
         if (k + 1) % 16 == 0 or k + 1 == n_shards:
             log(f"pack {split}: {k + 1}/{n_shards} shards")
     return shards
+
+
+def split_bytes(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{"split_bytes": {split: UTF-8 bytes of its documents}}`` for the manifest's extra (the
+    trainer's bits per byte: workloads/training/evaluate.py); nothing when a unit's record
+    predates the count."""
+    if not all(f"{split}_bytes" in r for r in records for split in token_shards.SPLITS):
+        return {}
+    return {"split_bytes": {split: sum(int(r[f"{split}_bytes"]) for r in records) for split in token_shards.SPLITS}}
 
 
 def _tokenize_rows(cfg: PretokenizeConfig, units: list[dict[str, Any]], local: bool) -> Iterator[dict[str, Any]]:
@@ -336,6 +349,7 @@ def run(
             "units": len(units),
             "settings_digest": settings,
             "dataset_digest": digest,
+            **split_bytes(records),
         },
     )
     token_shards.write_manifest(manifest)

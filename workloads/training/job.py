@@ -94,19 +94,43 @@ def train_step(
 ) -> torch.Tensor:
     """One optimizer step of the job (forward, backward, clip, AdamW, schedule); returns the loss
     tensor. FSDP2 and DDP reduce the gradients inside ``backward``."""
+    return train_step_with_norm(model, optimizer, scheduler, x, y, grad_clip=grad_clip, autocast_dtype=autocast_dtype)[
+        0
+    ]
+
+
+def train_step_with_norm(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    grad_clip: float,
+    autocast_dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``train_step``, also returning the gradients' total norm before clipping (a tensor, on
+    the device; with FSDP a DTensor: ``grad_norm_value`` reads it, a collective)."""
     import torch
 
     with torch.autocast(
         device_type=x.device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None
     ):
-        out: tuple[torch.Tensor, torch.Tensor] = model(x, y)
+        out: tuple[None, torch.Tensor] = model(x, y, logits=False)
     loss = out[1]
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
     scheduler.step()
-    return loss
+    return loss, norm
+
+
+def grad_norm_value(norm: torch.Tensor) -> float:
+    """The total gradient norm ``clip_grad_norm_`` returned, as a number (FSDP2's is a DTensor
+    whose full value needs every rank: call it on all of them)."""
+    full = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+    return float(full.item())
 
 
 def optimizers_for(
@@ -132,8 +156,9 @@ def train_func(config: dict[str, Any]) -> None:
     from workloads.common import model as model_lib
     from workloads.training import parallelize
     from workloads.training.checkpointer import Checkpointer, export_final
-    from workloads.training.data import ByteWindows, load_corpus
+    from workloads.training.data import open_data
     from workloads.training.determinism import use_deterministic
+    from workloads.training.evaluate import evaluate
     from workloads.training.reporter import Reporter, print_worker_line
 
     config = dict(config)
@@ -163,7 +188,7 @@ def train_func(config: dict[str, Any]) -> None:
     # the Hugging Face folder (minutes saved on a 7B model).
     model = parallelize.build_from_settings(s, model_config, device, initialize=not saved and s.init_from is None)
     marks.append(("model", time.time()))
-    data = ByteWindows(load_corpus(s.data_path, s.data_max_bytes), model_config.block_size, s.seed)
+    data = open_data(s, rank=rank, world=world, block_size=model_config.block_size, vocab_size=model_config.vocab_size)
     marks.append(("data", time.time()))
     new_optimizers = functools.partial(optimizers_for, model, s, fused=device.type == "cuda")
     optimizers = new_optimizers()
@@ -183,22 +208,45 @@ def train_func(config: dict[str, Any]) -> None:
     autocast = torch.bfloat16 if device.type == "cuda" and s.precision == "bf16" and s.sharding == "ddp" else None
 
     model.train()
+    evaluated: dict[str, float] = {}  # the latest evaluation, in every report and checkpoint after it
     for step in range(resumed.step, s.steps):
-        x, y = data.next_batch(pos, rank=rank, world_size=world, batch_size=s.batch_size_per_worker)
+        x, y = data.train.next_batch(pos, rank=rank, world_size=world, batch_size=s.batch_size_per_worker)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        loss = train_step(model, optimizer, scheduler, x, y, grad_clip=s.grad_clip, autocast_dtype=autocast)
+        loss, norm = train_step_with_norm(
+            model, optimizer, scheduler, x, y, grad_clip=s.grad_clip, autocast_dtype=autocast
+        )
         done, loss_value = step + 1, loss.item()
         reporter.step_done(done, loss_value)
         if step_callback is not None:
             step_callback(StepInfo(rank, world, done, loss_value, tokens_per_step, last=done == s.steps))
+        if data.held_out is not None and (done % s.eval_every_steps == 0 or done == s.steps):
+            evaluated = {"val_step": done} | evaluate(
+                model,
+                data.held_out,
+                rank=rank,
+                world=world,
+                batch_size=s.batch_size_per_worker,
+                device=device,
+                autocast_dtype=autocast,
+            )
+            reporter.evaluated(evaluated)
+            reporter.accounts.charge("other")
         want_ckpt = checkpointer.due(done)
         if not (want_ckpt or reporter.due(done)):
             continue
         metrics = reporter.metrics(done, scheduler.get_last_lr()[0], resumed_from=resumed.step)
+        metrics |= {"grad_norm": grad_norm_value(norm), **evaluated}
+        reporter.set_gauges(metrics)
         finished = []  # saves done, to name to Ray Train
         if want_ckpt:
             goodput = reporter.accounts.checkpoint_record(done)
-            meta = {"model_config": model_config.to_dict(), "loss": metrics["loss"], "goodput": goodput}
+            meta = {
+                "model_config": model_config.to_dict(),
+                "loss": metrics["loss"],
+                "grad_norm": metrics["grad_norm"],
+                "goodput": goodput,
+                **({"evaluation": evaluated} if evaluated else {}),
+            }
             if init is not None:
                 meta["init_from"] = init
             finished = checkpointer.save(done, model, (optimizer, scheduler), pos, meta)
@@ -304,6 +352,17 @@ def run(s: JobSettings, *, step_callback: Callable[[StepInfo], None] | None = No
     problems = check_resume(s)
     if problems:
         raise ConfigError("resume", problems)
+    if s.dataset_path is not None:
+        # Before any worker starts (the head mounts FSx as the workers do); the workers check
+        # again and hash the shards (workloads/training/data.py open_data).
+        from workloads.common import model as model_lib
+        from workloads.training.data import check_dataset
+
+        vocab = model_lib.config_from_dict(s.model).vocab_size
+        try:
+            check_dataset(s.dataset_path, tokenizer=s.tokenizer, vocab_size=vocab)
+        except ValueError as err:
+            raise ConfigError("dataset", [str(err)]) from None
     from ray.train import CheckpointConfig, FailureConfig, RunConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 

@@ -109,6 +109,7 @@ class Reporter:
         self.poll_s = os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "2 (Ray's default)")
         self.window_loss, self.window_n = 0.0, 0
         self.window_t0 = self.loop_t0 = time.perf_counter()
+        self._gauges: dict[str, Any] | None = None
 
     @classmethod
     def from_settings(
@@ -171,6 +172,34 @@ class Reporter:
         self.window_n += 1
         if self.log_every_step and self.rank == 0:
             print(f"TRAIN step={done} loss={loss:.4f} t={time.time():.3f}", flush=True)
+
+    def evaluated(self, evaluation: dict[str, float]) -> None:
+        """An evaluation's result, in the job's log (rank 0; rehearsals parse it)."""
+        if self.rank == 0:
+            values = " ".join(f"{k}={v:.6f}" if isinstance(v, float) else f"{k}={v}" for k, v in evaluation.items())
+            print(f"TRAIN eval {values} t={time.time():.3f}", flush=True)
+
+    def set_gauges(self, metrics: dict[str, Any]) -> None:
+        """The report's loss, gradient norm and latest evaluation as Ray gauges (rank 0; names in
+        config/observability.py ``TRAIN_QUALITY_GAUGES``)."""
+        if self.rank != 0:
+            return
+        from config.observability import TRAIN_GOODPUT_RUN_LABEL, TRAIN_QUALITY_GAUGES
+
+        if self._gauges is None:
+            from ray.util.metrics import Gauge
+
+            self._gauges = {
+                key: Gauge(
+                    name,
+                    description=f"The training job's {key} at its latest report.",
+                    tag_keys=(TRAIN_GOODPUT_RUN_LABEL,),
+                )
+                for key, name in TRAIN_QUALITY_GAUGES.items()
+            }
+        for key, gauge in self._gauges.items():
+            if key in metrics:
+                gauge.set(float(metrics[key]), tags={TRAIN_GOODPUT_RUN_LABEL: self.run_name})
 
     def due(self, done: int) -> bool:
         return done % self.report_every_steps == 0

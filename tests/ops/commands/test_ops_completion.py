@@ -50,7 +50,13 @@ def complete(sh: str, words: list[str]) -> list[str]:
 def test_each_shell_completes_commands_workloads_options_and_choices(sh):
     assert complete(sh, ["hpray", "s"]) == ["status", "stop", "submit"]
     assert complete(sh, ["hpray", "d"]) == ["dashboard", "describe"]
-    assert sorted(complete(sh, ["hpray", "submit", ""])) == ["batch-inference", "inference", "job", "training"]
+    assert sorted(complete(sh, ["hpray", "submit", ""])) == [
+        "batch-inference",
+        "inference",
+        "job",
+        "pretokenize",
+        "training",
+    ]
     assert complete(sh, ["hpray", "submit", "job", "--env", "d"]) == ["dev"]
     assert complete(sh, ["hpray", "submit", "job", "--dry"]) == ["--dry-run"]
     assert complete(sh, ["hpray", "submit", "job", "--runt"]) == ["--runtime-env"]

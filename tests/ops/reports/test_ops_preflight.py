@@ -75,7 +75,11 @@ def test_required_instances_sums_groups_of_one_type():
         {"name": "train-p5-b", "instance_type": "ml.p5.48xlarge", "instance_count": 3}
     )
     data["hyperpod"]["instance_groups"].append({"name": "idle", "instance_type": "ml.g5.xlarge", "instance_count": 0})
-    assert required_instances(parse_environment(data)) == {"ml.g6e.12xlarge": 2, "ml.p5.48xlarge": 7}
+    assert required_instances(parse_environment(data)) == {
+        "ml.g6e.12xlarge": 2,
+        "ml.p5.48xlarge": 7,
+        "ml.m7i.8xlarge": 2,
+    }
 
 
 def test_healthy_environment_passes_every_check(account, healthy_config):

@@ -42,7 +42,7 @@ def test_forward_loss_and_generate():
     out = model.generate(x, max_new_tokens=20, temperature=0)  # longer than block_size: cropped
     assert out.shape == (1, 35) and torch.equal(out[:, :15], x)
     assert GPTConfig.from_dict(cfg.to_dict()) == cfg
-    assert flops_per_token(cfg) == 6 * 12 * 16**2 + 12 * 16 * 16
+    assert flops_per_token(cfg) == 6 * (12 * 16**2 + 16 * 256) + 12 * 16 * 16  # the output layer: 16 x 256
 
 
 def test_corpus_is_the_stdlib_and_deterministic():
@@ -153,3 +153,29 @@ def test_activation_checkpointing_gives_the_same_gradients():
         model(x, x)[1].backward()
         grads.append(model.layers[0].mlp.w_up.weight.grad)
     assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
+@pytest.mark.parametrize("arch", ["gpt", "llama"])
+def test_the_chunked_loss_is_the_full_cross_entropy(arch):
+    """The models' loss (chunked: no fp32 copy of every logit) equals F.cross_entropy over the
+    logits, in value and gradients, within float tolerance; logits=False returns no logits."""
+    import torch.nn.functional as F
+
+    from workloads.common.model import build
+
+    torch.manual_seed(0)
+    fields = {"arch": arch, "block_size": 16, "n_layer": 1, "n_head": 4, "n_embd": 32, "vocab_size": 300}
+    if arch == "llama":
+        fields.update(n_kv_head=2, ffn_hidden=64)
+    model = build(config_from_dict(fields))
+    x = torch.randint(0, 300, (3, 16))
+    y = torch.randint(0, 300, (3, 16))
+    logits, loss = model(x, y)
+    want = F.cross_entropy(logits.float().reshape(-1, 300), y.reshape(-1))
+    assert torch.allclose(loss, want, rtol=1e-6, atol=1e-6)
+    g_want = torch.autograd.grad(want, list(model.parameters()))
+    none, loss2 = model(x, y, logits=False)
+    assert none is None and torch.equal(loss2, loss)
+    g_got = torch.autograd.grad(loss2, list(model.parameters()))
+    for a, b in zip(g_got, g_want, strict=True):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
