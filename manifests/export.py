@@ -1,7 +1,7 @@
 """The export RayJob's arguments: ``python -m workloads.export`` over the training run of the
 config (its storage path and run name: the run's newest verified checkpoint, or ``--step``), into
 ``training.export_path`` (default ``<storage>/<run_name>/export``), replacing an earlier export,
-with the run's tokenizer (``training.tokenizer`` where the config has one, else the job's byte
+with the run's tokenizer (``training.tokenizer``: a tokenizer.json or the job's byte
 tokens). ``hpray export`` renders it (ops/commands/export.py)."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ MAX_SHARD_BYTES = 1 << 30
 
 
 def tokenizer(env: EnvironmentConfig) -> str:
-    """The run's tokenizer (``training.tokenizer``, where the config declares one), else bytes."""
-    return getattr(env.training, "tokenizer", None) or "bytes"
+    """The run's tokenizer (``training.tokenizer``: a tokenizer.json, or "bytes")."""
+    return env.training.tokenizer
 
 
 def export_path(env: EnvironmentConfig) -> str:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from bench.token_reader import production_need, run
 from config import load_environment
-from sizing.plan import plan_of
+from manifests import registry
 
 
 def test_the_production_need_comes_from_prod_config_and_plan():
     cfg = load_environment("prod")
     need = production_need("prod")
     assert need["tokens_per_step"] == cfg.training.batch_size_per_worker * cfg.training.model.block_size
-    checkpoint = plan_of(cfg).checkpoint
+    checkpoint = registry.plan_of(cfg).checkpoint
     assert checkpoint is not None and need["step_seconds"] == checkpoint.step_seconds
 
 

@@ -136,9 +136,9 @@ def test_the_llm_service_serves_the_training_runs_export_or_a_declared_external_
     assert prod.training_export_locations()[0] == prod.training.resolved_export_path(prod.fsx.file_system_path)
     (err,) = _errors("prod", {"llm": {"enabled": True, "model_source": "/fsx/models/other"}})
     assert err == (
-        "inference.llm.model_source: '/fsx/models/other' is not the export of training run 'llama-7b-bytes' "
-        "(training.export_path); allowed: '/fsx/checkpoints/models/llama-7b-bytes' or "
-        "'s3://hpray-prod-checkpoints-333333333333-us-east-1/checkpoints/models/llama-7b-bytes', or "
+        "inference.llm.model_source: '/fsx/models/other' is not the export of training run 'llama-7b-fineweb' "
+        "(training.export_path); allowed: '/fsx/checkpoints/models/llama-7b-fineweb' or "
+        "'s3://hpray-prod-checkpoints-333333333333-us-east-1/checkpoints/models/llama-7b-fineweb', or "
         "inference.llm.external_model: true for a model this environment does not train"
     )
 
@@ -147,7 +147,7 @@ def test_the_llm_service_serves_the_training_runs_export_or_a_declared_external_
         data["inference"]["llm"] = {**data["inference"]["llm"], **fields}
         return type(prod).model_validate(data).inference.llm
 
-    assert llm(model_source="/fsx/checkpoints/models/llama-7b-bytes/").model_source.endswith("/")
+    assert llm(model_source="/fsx/checkpoints/models/llama-7b-fineweb/").model_source.endswith("/")
     assert llm(model_source="/fsx/models/other", external_model=True).external_model
 
 

@@ -116,7 +116,7 @@ def test_generation_service_shape_prod():
 def test_llm_service_serves_from_s3_in_prod_and_fsx_in_staging():
     prod = manifest.llm_config(load_environment("prod"))
     assert prod["model_loading_config"]["model_source"] == {
-        "bucket_uri": "s3://hpray-prod-checkpoints-333333333333-us-east-1/checkpoints/models/llama-7b-bytes"
+        "bucket_uri": "s3://hpray-prod-checkpoints-333333333333-us-east-1/checkpoints/models/llama-7b-fineweb"
     }
     assert prod["accelerator_type"] == "L40S"
     staging = manifest.llm_config(load_environment("staging"))

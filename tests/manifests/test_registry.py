@@ -123,7 +123,7 @@ def test_a_registered_workload_is_planned_rendered_policed_placed_and_reviewed(s
     assert crd.validate(manifest) == []
     # `hpray submit smoke --dry-run` checks the environment with it (no client made): dev's two GPU
     # nodes are full without it, so hpray refuses dev as it is, and prints the RayJob where a third
-    # node makes room.
+    # node of each pool makes room (its head goes on the system nodes).
     from ops.cli import main as hpray
 
     def refuse(*_a, **_k):
@@ -139,7 +139,13 @@ def test_a_registered_workload_is_planned_rendered_policed_placed_and_reviewed(s
     code, _, err = submit()
     assert code == 2 and "placement (HyperPod replacing a node of gpu-workers)" in err
     groups = [g.model_copy(update={"instance_count": 3}) for g in env.hyperpod.instance_groups]
-    roomy = env.model_copy(update={"hyperpod": env.hyperpod.model_copy(update={"instance_groups": groups})})
+    system = env.eks.system_nodes.model_copy(update={"desired_size": 3, "max_size": 4})
+    roomy = env.model_copy(
+        update={
+            "hyperpod": env.hyperpod.model_copy(update={"instance_groups": groups}),
+            "eks": env.eks.model_copy(update={"system_nodes": system}),
+        }
+    )
     code, submitted, err = submit(lambda _name: check.check(roomy))
     assert (code, err) == (0, "")
     assert yaml.safe_load(submitted) == smoke.render(roomy)

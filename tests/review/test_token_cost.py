@@ -151,8 +151,8 @@ def test_serving_token_cost_of_prod_is_the_hand_computed_roofline():
         None,
     )
     assert llm.basis == (
-        "inference.llm serves 'served-llm' from s3://hpray-prod-checkpoints-333333333333-us-east-1/models/"
-        "served-llm, whose size the config does not state: not priced"
+        "inference.llm serves 'served-llm' from s3://hpray-prod-checkpoints-333333333333-us-east-1/checkpoints/"
+        "models/llama-7b-fineweb, whose size the config does not state: not priced"
     )
 
 

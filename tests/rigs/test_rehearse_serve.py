@@ -60,5 +60,5 @@ def test_serve_export_points_the_generation_service_at_the_runs_export():
     data = env.model_dump()
     data["inference"]["serve_export"] = True
     on = type(env).model_validate(data)
-    assert serve_config.app_args(on)["export_path"] == "/fsx/checkpoints/models/llama-7b-bytes"
+    assert serve_config.app_args(on)["export_path"] == "/fsx/checkpoints/models/llama-7b-fineweb"
     assert serve_config.app_args(on)["export_path"] == on.training.resolved_export_path(on.fsx.file_system_path)

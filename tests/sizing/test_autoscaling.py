@@ -26,18 +26,9 @@ ENVS = ("dev", "staging", "prod")
 
 
 def _manifests(name: str) -> list[dict[str, Any]]:
-    from manifests import export as export
-    from manifests import inference as inference
-    from manifests import training as training
-
+    """Every workload the environment deploys, as the registry renders it."""
     env = load_environment(name)
-    out = [training.render(env), inference.render(env)]
-    if env.inference.llm.enabled:
-        out.append(inference.render_llm(env))
-    out.append(export.render(env))
-    if env.pretokenize is not None:
-        out.append(registry.get("pretokenize").render(env))
-    return out
+    return [w.render(env) for w, _ in registry.deployed(env)]
 
 
 def _cluster(m: dict[str, Any]) -> dict[str, Any]:
@@ -207,7 +198,15 @@ def test_the_demands_are_what_ray_serve_and_ray_train_ask_for(name):
         if m["kind"] == "RayJob" and m["metadata"]["labels"]["app.kubernetes.io/name"] == "export":
             # The export runs on its head: it asks Ray for nothing.
             assert ds == {} and not _cluster(m)["workerGroupSpecs"]
-        elif m["kind"] == "RayJob" and m["metadata"]["name"] == "pretokenize":
+            continue
+        if m["kind"] == "RayJob" and m["metadata"]["labels"]["app.kubernetes.io/name"] == "batch-inference":
+            # ray.data.llm's vLLM engines: one placement group a engine, a GPU a tensor-parallel rank.
+            b = load_environment(name).batch_inference
+            assert b is not None
+            d = ds["vLLM engines (ray.data.llm)"]
+            assert (d.count, [_nonzero(x) for x in d.bundles]) == (b.engines, [{"GPU": 1.0}] * b.tensor_parallel_size)
+            continue
+        if m["kind"] == "RayJob" and m["metadata"]["name"] == "pretokenize":
             # python -m workloads.pretokenize ... --workers N --cpus-per-worker C: N actors of C CPUs.
             argv = shlex.split(m["spec"]["entrypoint"])
             d = ds["pretokenize (tokenizer actors)"]

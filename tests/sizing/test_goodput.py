@@ -76,16 +76,18 @@ def test_warning_names_the_factor_and_both_goodputs():
 def test_prod_warns_at_synth_with_its_numbers():
     prod = load_environment("prod")
     g = registry.plan_of(prod).checkpoint.goodput
-    # 4 p5 nodes: 6334 h / 4 = 1583.5 h; write 35.75 s (83.78 GB at 2343.75 MB/s); 1000 steps x 2.0458 s.
+    # 4 p5 nodes: 6334 h / 4 = 1583.5 h; write 41.11 s (96.36 GB at 2343.75 MB/s: the 7B shape with
+    # Llama 3's 128256-token vocabulary, 8.03 B parameters x 12 bytes); 1000 steps x 2.1888 s.
     assert g.mtbf_seconds == 6334 * 3600 / 4
-    assert g.write_seconds == pytest.approx(35.746, abs=1e-3)
-    assert g.interval_seconds == pytest.approx(2045.8, abs=0.1)
-    assert g.optimal_interval_seconds == pytest.approx(math.sqrt(2 * 35.746 * 5_700_600), rel=1e-4)
-    assert g.downtime_seconds == pytest.approx(600 + 120 + 35.746, abs=1e-3)
+    assert g.write_seconds == pytest.approx(96_363_134_976 / 2_343_750_000, abs=1e-6)
+    assert g.write_seconds == pytest.approx(41.115, abs=1e-3)
+    assert g.interval_seconds == pytest.approx(2188.8, abs=0.1)
+    assert g.optimal_interval_seconds == pytest.approx(math.sqrt(2 * 41.115 * 5_700_600), rel=1e-4)
+    assert g.downtime_seconds == pytest.approx(600 + 120 + 41.115, abs=1e-3)
     assert checkpoint_interval_warning(prod, registry.plan_of(prod)) == (
-        "training.checkpoint_every_steps: 1000 steps (34.1 min at an estimated 2.05 s per step) is 9.9x shorter "
-        "than the Young/Daly optimum sqrt(2 x 35.7 s write x 1583.5 h MTBF of 4 nodes) = 5.6 h (9868 steps): "
-        "expected goodput 98.25% against 99.63% at the optimum"
+        "training.checkpoint_every_steps: 1000 steps (36.5 min at an estimated 2.19 s per step) is 9.9x shorter "
+        "than the Young/Daly optimum sqrt(2 x 41.1 s write x 1583.5 h MTBF of 4 nodes) = 6.0 h (9891 steps): "
+        "expected goodput 98.12% against 99.61% at the optimum"
     )
 
 

@@ -247,18 +247,11 @@ def _kuberay_pods(manifest: dict) -> list[Pod]:
 
 
 def _rendered(env) -> list[tuple[str, Pod]]:
-    from manifests.export import render as render_export
-    from manifests.inference import render as render_service
-    from manifests.inference import render_llm
-    from manifests.training import render as render_job
-
-    out = [(f"RayJob train-{env.training.run_name}", p) for p in _kuberay_pods(render_job(env))]
-    out += [(f"RayService {env.name_prefix}-{env.inference.app_name}", p) for p in _kuberay_pods(render_service(env))]
-    if env.inference.llm.enabled:
-        out += [(f"RayService {env.name_prefix}-llm", p) for p in _kuberay_pods(render_llm(env))]
-    out += [(f"RayJob export-{env.training.run_name}", p) for p in _kuberay_pods(render_export(env))]
-    if env.pretokenize is not None:
-        out += [("RayJob pretokenize", p) for p in _kuberay_pods(registry.get("pretokenize").render(env))]
+    """The pods of every workload the environment deploys, as the registry renders them."""
+    out = []
+    for w, _ in registry.deployed(env):
+        m = w.render(env)
+        out += [(f"{m['kind']} {m['metadata']['name']}", p) for p in _kuberay_pods(m)]
     return out
 
 
@@ -281,8 +274,9 @@ def test_the_checked_pods_are_the_rendered_pods(name):
     checked = {p.name: p for p in placement.platform_pods(env, plan=registry.plan_of(env))}
     rendered = _rendered(env)
     # RayJob (HTTPMode: no submitter pod): head, workers; each RayService: head, workers; the
-    # export RayJob: its head alone; the pretokenize RayJob: head, workers.
-    assert len(rendered) == 5 + 2 * env.inference.llm.enabled + 2 * (env.pretokenize is not None)
+    # export RayJob: its head alone; the pretokenize and batch RayJobs: head, workers.
+    optional = 2 * env.inference.llm.enabled + 2 * (env.pretokenize is not None) + 2 * (env.batch_inference is not None)
+    assert len(rendered) == 5 + optional
     assert {n for n in checked if n.startswith(("RayJob ", "RayService "))} == {f"{w} {p.name}" for w, p in rendered}
     for workload, pod in rendered:
         assert _scheduling(pod) == _scheduling(checked[f"{workload} {pod.name}"]), f"{workload} {pod.name}"
@@ -416,17 +410,19 @@ def test_a_node_replacement_must_leave_room_for_the_services_minimum():
 
 
 def test_a_rayservice_upgrade_must_fit_the_system_nodes():
-    # Staging on two m7i.xlarge: seven Ray heads (the three RayJobs', both services' twice) during
-    # an upgrade of both services do not fit.
+    # Staging on two m7i.xlarge, without its data and batch jobs: the Ray heads (both RayJobs',
+    # both services' twice) fit as configured, not during an upgrade of both services.
     def mutate(d):
         d["eks"]["system_nodes"] = {"instance_type": "m7i.xlarge", "desired_size": 2, "min_size": 2, "max_size": 4}
+        d.pop("pretokenize", None)
+        d.pop("batch_inference", None)
 
     errors = errors_of("staging", mutate)
     assert errors == [
         f"placement (RayService upgrade): pod 'RayJob {job} head' does not fit node pool 'system' "
         f"(2 x m7i.xlarge, 0 of 1 placed): it requests cpu 1, memory {memory}; a node's allocatable is cpu 3.92, "
         "memory 13.8Gi, pods 44; the most left on one node is cpu 0.675, memory 4.6Gi, pods 36"
-        for job, memory in (("export-gpt-bytes", "8.0Gi"), ("train-gpt-bytes", "4.0Gi"), ("pretokenize", "4.0Gi"))
+        for job, memory in (("export-gpt-bytes", "8.0Gi"), ("train-gpt-bytes", "4.0Gi"))
     ]
 
 

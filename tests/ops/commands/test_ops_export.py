@@ -38,7 +38,7 @@ def test_dry_run_prints_the_export_rayjob_of_the_run():
             "--out",
             t.resolved_export_path(env.fsx.file_system_path),
             "--tokenizer",
-            "bytes",
+            t.tokenizer,
             "--max-shard-bytes",
             str(export.MAX_SHARD_BYTES),
             "--replace",

@@ -177,7 +177,7 @@ def test_s3_storage_is_refused_for_sharded_checkpoints():
 def test_unknown_preset():
     assert _errors(_dev(model={"preset": "llama-2b"})) == [
         "training.model.preset: 'llama-2b' is not a preset; allowed: tiny, llama-76m, llama-1b, "
-        "llama-3b, llama-7b, llama-11b"
+        "llama-3b, llama-7b, llama-11b, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b"
     ]
 
 
@@ -198,6 +198,7 @@ def test_prod_trains_the_7b_preset_sharded_within_the_h100s():
 # values), and what only the RayJob reads.
 NOT_TRAIN_LOOP_FIELDS = {
     "model",
+    "dataset_size_gib",
     "restart_seconds",
     "instance_group",
     "num_workers",
