@@ -195,6 +195,8 @@ def rehearse(
             + (f" --set replacement_wait_s={replacement_wait_s}" if replacement_wait_s else "")
             + (f" --set report_every_steps={report_every}" if report_every else "")
             + overrides
+            # The run ends with its Hugging Face export (what the LLM service and rehearse-serve read).
+            + f" --set export_at_end=true --set export_path={out_dir.resolve() / 'export'}"
         )
         # The job's PYTHONPATH replaces the node's: keep the offline hook on it (loopback only),
         # or the job's driver resolves 127.0.0.1 to the host's interface and cannot reach the GCS.
@@ -278,6 +280,7 @@ def rehearse(
     again = {e[0]: e[1] for e in after}
     summary["val_loss_same_step"] = [(st, v, again[st]) for st, v, _, _ in before if st in again]
     summary["goodput"] = _goodput(Path(storage) / "rehearsal")
+    summary["export"] = _export(out_dir / "export", say)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     summary["plot"] = str(_plot(steps_seen, resumes, kill_t, out_dir / "loss.png", summary["goodput"]))
     return summary
@@ -413,6 +416,18 @@ def _summarize(
         "final_loss": seen[-1][1] if seen else None,
         "first_loss": seen[0][1] if seen else None,
     }
+
+
+def _export(folder: Path, say: Any) -> str | None:
+    """The run's export (training.export_at_end), checked against its manifest; None: none written."""
+    from workloads.common.hf_llama import verify_export
+
+    if not (folder / "manifest.json").exists():
+        say(f"==> no export at {folder}")
+        return None
+    files = verify_export(str(folder))
+    say(f"==> export {folder}: {len(files)} files, verified against its manifest (make rehearse-serve EXPORT={folder})")
+    return str(folder)
 
 
 def _goodput(run_dir: Path) -> dict[str, Any] | None:
@@ -591,6 +606,7 @@ def _report(path: str, s: dict[str, Any], wait_s: int | None) -> bool:
         "val_loss_before_kill",
         "val_loss_after_resume",
         "val_loss_same_step",
+        "export",
         "plot",
     ):
         print(f"    {k:18s} {s[k]}")
@@ -602,7 +618,8 @@ def _report(path: str, s: dict[str, Any], wait_s: int | None) -> bool:
     print("    phases (s after the kill; *_s: phase lengths)")
     for k, v in s["phases"].items():
         print(f"      {k:55s} {v}")
-    finished = s["status"] == "SUCCEEDED" and s["last_step"] == s["steps_total"] and g is not None
+    # A finished run ends with its export (training.export_at_end), verified against its manifest.
+    finished = s["status"] == "SUCCEEDED" and s["last_step"] == s["steps_total"] and g is not None and s["export"]
     if path == "no-kill":
         ok = finished and s["resume_step"] is None
         print("    result            " + ("OK: finished without a failure" if ok else "FAILED"))
