@@ -13,6 +13,7 @@ One module because it is one config section: each check sits next to the value i
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Literal
@@ -230,11 +231,81 @@ class TrainLoop(Frozen):
         ),
     )
 
-    activation_checkpointing: bool = Field(
+    # true/false, this field's earlier values, still load: true is full, false none.
+    activation_checkpointing: Literal["none", "selective", "full"] = Field(
+        default="full",
+        description=(
+            "Recompute activations in the backward pass instead of keeping them. full: every decoder block "
+            "keeps only its input and runs its forward twice (least memory); selective: only every "
+            "activation_checkpointing_every-th block does (torchtitan's layer-wise selective option), the "
+            "others keep everything; none: no recomputation (most memory, the fastest step). The sizing's "
+            "memory estimate follows the choice. true and false (earlier values) mean full and none."
+        ),
+    )
+
+    activation_checkpointing_every: int = Field(
+        default=2,
+        ge=1,
+        le=128,
+        description=(
+            "With activation_checkpointing selective: recompute every n-th block (blocks 0, n, 2n, ...). "
+            "2 (torchtitan's example) recomputes half the blocks; 1 is full."
+        ),
+    )
+
+    compile: bool = Field(
+        default=False,
+        description=(
+            "torch.compile each decoder block (inductor) before FSDP wraps it, torchtitan's order: fused "
+            "kernels for norms, rotary embeddings and SwiGLU. The compile time (tens of seconds to minutes "
+            "for 32 blocks, once per attempt) shows as compile= on the start-up line and counts as start-up "
+            "in goodput. torchtitan reports +16 % throughput for Llama 3 8B (docs/torchtitan.md)."
+        ),
+    )
+
+    float8: bool = Field(
+        default=False,
+        description=(
+            "Float8 training of the decoder blocks' linear layers (torchao convert_to_float8_training, "
+            "tensorwise scaling) with float8 all-gather under FSDP2; the output layer stays bf16. Only "
+            "on GPUs with FP8 Tensor Cores (H100, H200, L4, L40S, B200...: config/catalog.py "
+            "GPU_HAS_FP8); rejected for others (A10G) when the config loads. Ignored on CPU workers."
+        ),
+    )
+
+    global_batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Sequences per optimizer step over all workers, held when an elastic run resumes on fewer "
+            "workers: each step accumulates global_batch_size / (workers x batch_size_per_worker) "
+            "micro-batches, which must be a whole number at every worker count from min_workers to "
+            "num_workers. null: no accumulation; the global batch is batch_size_per_worker x workers."
+        ),
+    )
+
+    # torchtitan's default (reshard_after_forward_policy "default": true for every block but the
+    # last, whose parameters backward needs at once); FSDP2's own default is true as well.
+    fsdp_reshard_after_forward: bool = Field(
         default=True,
         description=(
-            "Recompute each block's activations in the backward pass, keeping only the block inputs: less GPU "
-            "memory for a second forward pass of every block."
+            "FSDP2 reshard_after_forward: free each block's gathered parameters after its forward and "
+            "all-gather them again in backward (ZeRO-3: least memory, one more all-gather per block per "
+            "step). false keeps them gathered from forward to backward (ZeRO-2: one block's full 16-bit "
+            "parameters per block held, less communication). Default true, as FSDP2 and torchtitan."
+        ),
+    )
+
+    fsdp_prefetch_blocks: int = Field(
+        default=0,
+        ge=0,
+        le=8,
+        description=(
+            "Blocks whose all-gather FSDP2 issues ahead of time (set_modules_to_forward_prefetch and "
+            "set_modules_to_backward_prefetch). 0: FSDP2's implicit prefetching (the next block's "
+            "all-gather overlaps the current block's compute; FSDP2's and torchtitan's default); n: the "
+            "next n blocks explicitly, hiding more communication behind compute at the cost of n more "
+            "blocks of gathered parameters in memory."
         ),
     )
 
@@ -329,6 +400,13 @@ class TrainLoop(Frozen):
     @classmethod
     def _data_path(cls, v: str | None) -> str | None:
         return _absolute_or_s3(v)
+
+    @field_validator("activation_checkpointing", mode="before")
+    @classmethod
+    def _ac_bool(cls, v):
+        if isinstance(v, bool):  # the field's earlier values
+            return "full" if v else "none"
+        return v
 
 
 class Training(TrainLoop):
@@ -471,7 +549,42 @@ class Training(TrainLoop):
                 f"training.gpus_per_worker: {self.gpus_per_worker} does not divide the "
                 f"{spec.gpus} GPUs of {group.instance_type}; allowed: a divisor of {spec.gpus}"
             ]
+        if self.float8 and self.gpus_per_worker and not catalog.has_fp8(group.instance_type):
+            return [
+                f"training.float8: instance type {group.instance_type} of instance group {group.name!r} "
+                f"has {spec.accelerator} GPUs, which have no FP8 Tensor Cores; allowed: float8 false, or a "
+                f"group of {', '.join(sorted(catalog.GPU_HAS_FP8))} GPUs"
+            ]
         return []
+
+
+def accumulation_steps(t: TrainLoop, workers: int) -> int:
+    """Micro-batches per optimizer step on ``workers`` workers: ``global_batch_size`` over the
+    workers' batches (1 without it). ``batch_problems`` has checked that it divides."""
+    if t.global_batch_size is None:
+        return 1
+    return max(1, t.global_batch_size // (workers * t.batch_size_per_worker))
+
+
+def batch_problems(t: TrainLoop, workers: int, min_workers: int | None = None) -> list[str]:
+    """``global_batch_size`` against every worker count an elastic run may resume on (``min_workers``
+    to ``workers``): a whole number of micro-batches of ``batch_size_per_worker`` each."""
+    if t.global_batch_size is None:
+        return []
+    counts = range(min_workers or workers, workers + 1)
+    bad = [n for n in counts if t.global_batch_size % (n * t.batch_size_per_worker)]
+    if not bad:
+        return []
+    return [
+        f"training.global_batch_size: {t.global_batch_size} is not a multiple of workers x "
+        f"batch_size_per_worker ({t.batch_size_per_worker}) at {', '.join(map(str, bad))} worker(s) "
+        f"(the run may resume on {counts.start}-{workers}); allowed: a multiple of "
+        f"{_lcm([n * t.batch_size_per_worker for n in counts])}, or null"
+    ]
+
+
+def _lcm(values: list[int]) -> int:
+    return math.lcm(*values)
 
 
 def sharding_problems(t: TrainLoop, workers: int) -> list[str]:

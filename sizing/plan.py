@@ -204,6 +204,8 @@ def training(env: EnvironmentConfig) -> TrainingPlan | Unplanned:
         # The worker pod's CPUs (sized from the node's allocatable) shared by its Ray Train workers.
         cpus_per_worker=max(1, worker.cpus // worker.per_pod),
         placement_strategy="SPREAD" if p.nodes > 1 else "PACK",
+        peak_tflops_per_gpu=catalog.dense_bf16_tflops(group.instance_type) if t.gpus_per_worker else None,
+        model_flops_per_token=training_sizing.flops_per_token(t.model),
     )
     # The bundles the job's ScalingConfig asks for (workloads/training/job.py scaling_config), from
     # the settings the RayJob passes it: Ray Train's worker group is one placement group of a bundle
