@@ -109,6 +109,53 @@ def train_step(
     return loss
 
 
+def accumulate_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    micro_batches: int,
+    grad_clip: float,
+    autocast_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """One optimizer step over ``micro_batches`` equal slices of this rank's batch ``x``, ``y``
+    (gradient accumulation, ``training.global_batch_size``): each slice's loss over the slice
+    count, so the gradient is the whole batch's mean, as one pass over it would give. The
+    gradients are reduced across ranks only on the last slice (FSDP2
+    ``set_requires_gradient_sync``; DDP ``no_sync``). Returns the batch's mean loss."""
+    import contextlib
+
+    import torch
+
+    if micro_batches == 1:
+        return train_step(
+            model, optimizer, scheduler, x, y, grad_clip=grad_clip, autocast_dtype=autocast_dtype
+        )
+    optimizer.zero_grad(set_to_none=True)
+    total = torch.zeros((), device=x.device)
+    for i, (xm, ym) in enumerate(zip(x.chunk(micro_batches), y.chunk(micro_batches), strict=True)):
+        last = i == micro_batches - 1
+        sync: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+        if hasattr(model, "set_requires_gradient_sync"):  # FSDP2
+            model.set_requires_gradient_sync(last)
+        elif hasattr(model, "no_sync") and not last:  # DDP
+            sync = model.no_sync()
+        with sync, torch.autocast(
+            device_type=x.device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None
+        ):
+            out: tuple[torch.Tensor, torch.Tensor] = model(xm, ym)
+        loss = out[1] / micro_batches
+        with sync:
+            loss.backward()
+        total += loss.detach()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    scheduler.step()
+    return total
+
+
 def optimizers_for(
     model: nn.Module, s: JobSettings, *, fused: bool
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
@@ -129,10 +176,11 @@ def train_func(config: dict[str, Any]) -> None:
     import torch
 
     from config.job_settings import JobSettings
+    from config.training import accumulation_steps
     from workloads.common import model as model_lib
     from workloads.training import parallelize
     from workloads.training.checkpointer import Checkpointer
-    from workloads.training.data import ByteWindows, load_corpus
+    from workloads.training.data import ByteWindows, DataPosition, load_corpus
     from workloads.training.determinism import use_deterministic
     from workloads.training.reporter import Reporter, print_worker_line
 
@@ -169,7 +217,14 @@ def train_func(config: dict[str, Any]) -> None:
     marks.append(("optimizer", time.time()))
     resumed = checkpointer.restore(model, optimizers, model_config, saved=saved, new=new_optimizers, marks=marks)
     optimizer, scheduler, pos = resumed.optimizer, resumed.scheduler, resumed.position
-    tokens_per_step = s.batch_size_per_worker * world * model_config.block_size
+    # Gradient accumulation holds training.global_batch_size at whatever world this attempt got.
+    micro = accumulation_steps(s, world)
+    if s.compile:  # one forward and backward compiles the blocks, timed as a set-up phase
+        x, y = data.next_batch(DataPosition(), rank=rank, world_size=world, batch_size=s.batch_size_per_worker)
+        model(x.to(device), y.to(device))[1].backward()
+        optimizer.zero_grad(set_to_none=True)
+        marks.append(("compile", time.time()))
+    tokens_per_step = s.batch_size_per_worker * micro * world * model_config.block_size
     reporter = Reporter.from_settings(s, rank, world, tokens_per_step, device, run_dir, submitted, resumed)
     reporter.announce(resumed, marks)
     # FSDP casts to bf16 itself (MixedPrecisionPolicy); DDP uses autocast.
@@ -177,9 +232,11 @@ def train_func(config: dict[str, Any]) -> None:
 
     model.train()
     for step in range(resumed.step, s.steps):
-        x, y = data.next_batch(pos, rank=rank, world_size=world, batch_size=s.batch_size_per_worker)
+        x, y = data.next_batch(pos, rank=rank, world_size=world, batch_size=s.batch_size_per_worker * micro)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        loss = train_step(model, optimizer, scheduler, x, y, grad_clip=s.grad_clip, autocast_dtype=autocast)
+        loss = accumulate_step(
+            model, optimizer, scheduler, x, y, micro_batches=micro, grad_clip=s.grad_clip, autocast_dtype=autocast
+        )
         done, loss_value = step + 1, loss.item()
         reporter.step_done(done, loss_value)
         if step_callback is not None:

@@ -99,12 +99,18 @@ class Reporter:
         tokens_per_step: int,
         device: torch.device,
         accounts: Tracker,
+        gpus: int = 0,
+        peak_tflops_per_gpu: float | None = None,
+        model_flops_per_token: float | None = None,
     ):
         self.rank, self.world, self.run_name, self.steps = rank, world, run_name, steps
         self.report_every_steps, self.log_every_step = report_every_steps, log_every_step
         self.tokens_per_step, self.device = tokens_per_step, device
         # Where the run's wall time goes (rank 0 keeps the accounts): workloads/training/goodput.py.
         self.accounts = accounts
+        # MFU: tokens/s per GPU x training FLOPs per token over one GPU's dense bf16 peak (the
+        # plan's figures, JobSettings); none on CPU workers or a chip without a peak.
+        self.gpus, self.peak_tflops_per_gpu, self.model_flops_per_token = gpus, peak_tflops_per_gpu, model_flops_per_token
         self.pacing = ReportPacing(report_every_steps)
         self.poll_s = os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "2 (Ray's default)")
         self.window_loss, self.window_n = 0.0, 0
@@ -145,6 +151,9 @@ class Reporter:
             tokens_per_step=tokens_per_step,
             device=device,
             accounts=accounts,
+            gpus=world * s.gpus_per_worker,
+            peak_tflops_per_gpu=s.peak_tflops_per_gpu,
+            model_flops_per_token=s.model_flops_per_token,
         )
 
     def announce(self, resumed: Resumed, marks: list[tuple[str, float]]) -> None:
@@ -192,8 +201,20 @@ class Reporter:
             # The step this attempt resumed from (0: a fresh start).
             "resumed_from": resumed_from,
         }
+        metrics.update(self.throughput(metrics["tokens_per_s"]))
         self.window_loss, self.window_n = 0.0, 0
         return metrics
+
+    def throughput(self, tokens_per_s: float) -> dict[str, float]:
+        """Tokens/s per GPU and model FLOPs utilisation against the GPU's dense bf16 peak (empty
+        on CPU workers; no MFU without the plan's peak and FLOPs per token)."""
+        if not self.gpus:
+            return {}
+        per_gpu = tokens_per_s / self.gpus
+        out = {"tokens_per_s_per_gpu": per_gpu}
+        if self.peak_tflops_per_gpu and self.model_flops_per_token:
+            out["mfu"] = per_gpu * self.model_flops_per_token / (self.peak_tflops_per_gpu * 1e12)
+        return out
 
     def report(self, metrics: dict[str, Any], finished: list[tuple[Checkpoint, str]], *, force: bool) -> None:
         """``metrics`` to Ray Train, with the saves that are done (``Checkpointer.save``);

@@ -1,0 +1,120 @@
+"""Issue 40 on CPU: compile, selective recomputation, gradient accumulation, float8's hardware
+check, the shrink floor's sizing and the job's MFU."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from tests.config.config_data import config_errors as errors_of
+from workloads.common.model import Llama, LlamaConfig
+from workloads.training.job import accumulate_step, lr_schedule, make_optimizer, train_step
+
+
+def _model(seed: int = 0) -> Llama:
+    torch.manual_seed(seed)
+    return Llama(LlamaConfig(n_layer=4, n_head=4, n_kv_head=2, n_embd=64, ffn_hidden=128, block_size=32))
+
+
+def _opt(model):
+    opt = make_optimizer(model, learning_rate=3e-3, weight_decay=0.1, fused=False)
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(2, 10))
+
+
+def _batches(n: int, batch: int, seed: int = 1):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, 256, (batch, 33), generator=g) for _ in range(n)]
+
+
+def test_selective_recomputation_gives_the_same_gradients_as_none():
+    grads = []
+    for mode in ("none", "selective", "full"):
+        model = _model()
+        model.activation_checkpointing = mode != "none"
+        model.checkpoint_every = 2 if mode == "selective" else 1
+        w = _batches(1, 2)[0]
+        model(w[:, :-1], w[:, 1:])[1].backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for other in grads[1:]:
+        # Recomputing a block reruns the same kernels on the same inputs: bitwise on CPU.
+        assert all(torch.equal(a, b) for a, b in zip(grads[0], other, strict=True))
+
+
+def test_accumulation_equals_the_larger_batch():
+    """4 micro-batches of 2 against one batch of 8, 10 steps: the mean of equal slices' means is
+    the batch mean, so only the summation order differs (fp32: within 1e-5 relative on the loss,
+    2e-5 absolute on the weights)."""
+    runs = []
+    for micro in (1, 4):
+        model = _model()
+        opt, sched = _opt(model)
+        losses = []
+        for w in _batches(10, 8):
+            x, y = w[:, :-1], w[:, 1:]
+            losses.append(
+                accumulate_step(model, opt, sched, x, y, micro_batches=micro, grad_clip=1.0).item()
+            )
+        runs.append((losses, model))
+    (l1, m1), (l4, m4) = runs
+    assert l1 == pytest.approx(l4, rel=1e-5)
+    for a, b in zip(m1.parameters(), m4.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=2e-5)
+    # One micro-batch is train_step itself: bitwise.
+    model, ref = _model(), _model()
+    (o1, s1), (o2, s2) = _opt(model), _opt(ref)
+    w = _batches(1, 4)[0]
+    a = accumulate_step(model, o1, s1, w[:, :-1], w[:, 1:], micro_batches=1, grad_clip=1.0)
+    b = train_step(ref, o2, s2, w[:, :-1], w[:, 1:], grad_clip=1.0)
+    assert torch.equal(a, b)
+
+
+def test_compiled_blocks_match_eager_over_10_steps():
+    """Each block compiled in place (as parallelize.shard_model does) with inductor, which runs
+    here (a C compiler is installed): the loss of 10 steps within 1e-4 relative of eager (fused
+    kernels reorder fp32 sums), and the parameter names (checkpoints' keys) unchanged."""
+    eager = _model()
+    compiled = copy.deepcopy(eager)
+    for block in compiled.layers:
+        block.compile()
+    assert [n for n, _ in compiled.named_parameters()] == [n for n, _ in eager.named_parameters()]
+    losses = []
+    for model in (eager, compiled):
+        opt, sched = _opt(model)
+        losses.append([train_step(model, opt, sched, w[:, :-1], w[:, 1:], grad_clip=1.0).item() for w in _batches(10, 4)])
+    assert losses[1] == pytest.approx(losses[0], rel=1e-4)
+
+
+def test_float8_on_an_a10g_group_is_a_config_error():
+    assert errors_of("dev", lambda d: d["training"].update(float8=True)) == [
+        "training.float8: instance type ml.g5.12xlarge of instance group 'gpu-workers' has A10G GPUs, "
+        "which have no FP8 Tensor Cores; allowed: float8 false, or a group of B200, B300, GB200, H100, "
+        "H200, L4, L40S GPUs"
+    ]
+
+
+def test_a_global_batch_that_does_not_divide_at_the_shrink_floor_is_a_config_error():
+    def mutate(d):
+        d["training"].update(min_workers=1, global_batch_size=48, batch_size_per_worker=16, sharding="ddp")
+        d["training"]["model"] = {"preset": "tiny"}
+
+    assert errors_of("dev", lambda d: d["training"].update(global_batch_size=40)) == [
+        "training.global_batch_size: 40 is not a multiple of workers x batch_size_per_worker (16) at 2 "
+        "worker(s) (the run may resume on 2-2); allowed: a multiple of 32, or null"
+    ]
+    assert errors_of("dev", mutate) == [
+        "training.global_batch_size: 48 is not a multiple of workers x batch_size_per_worker (16) at 2 "
+        "worker(s) (the run may resume on 1-2); allowed: a multiple of 32, or null"
+    ]
+
+
+def test_the_reporter_computes_mfu_from_the_plans_figures():
+    from workloads.training.reporter import Reporter
+
+    r = Reporter.__new__(Reporter)
+    r.gpus, r.peak_tflops_per_gpu, r.model_flops_per_token = 4, 1000.0, 1e9
+    # 2e6 tokens/s over 4 GPUs: 5e5 per GPU x 1e9 FLOPs = 5e14 of 1e15.
+    assert r.throughput(2e6) == {"tokens_per_s_per_gpu": 5e5, "mfu": 0.5}
+    r.gpus = 0
+    assert r.throughput(2e6) == {}
