@@ -292,4 +292,9 @@ def problems(env: EnvironmentConfig, plan: Plan) -> list[str]:
     if out:
         return out
     burst = [] if plan.checkpoint is None else burst_problems(plan.checkpoint)
+    if not burst and plan.floor_checkpoint is not None:
+        burst = [
+            f"training.min_workers: {env.training.min_workers} (the shrink floor): {line}"
+            for line in burst_problems(plan.floor_checkpoint)
+        ]
     return check_against(env, plan=plan) + autoscaling.problems(plan) + burst

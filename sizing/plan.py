@@ -15,6 +15,7 @@ assumes) and the run's goodput sweep (sizing/goodput.py).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import weakref
 from collections.abc import Callable, Mapping
@@ -76,6 +77,8 @@ class TrainingPlan(JobPlan):
     settings: JobSettings
     # One checkpoint's bytes and write time against FSx, and the run's goodput sweep.
     checkpoint: CheckpointSizing
+    # The same at the elastic run's shrink floor (training.min_workers); None: a fixed worker count.
+    floor_checkpoint: CheckpointSizing | None = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,11 @@ class Plan:
         """The training job's checkpoint against FSx and its goodput sweep (None: no training job)."""
         return None if self.training is None else self.training.checkpoint
 
+    @property
+    def floor_checkpoint(self) -> CheckpointSizing | None:
+        """``checkpoint`` at ``training.min_workers`` (None: no training job, or no shrink floor)."""
+        return None if self.training is None else self.training.floor_checkpoint
+
     def job_worker(self, group: str, nodes: int) -> WorkerShape:
         """The worker pods of a submitted job on ``nodes`` whole nodes of ``group``."""
         return replace(self.job_workers[group], min_replicas=nodes, max_replicas=nodes)
@@ -197,6 +205,9 @@ def training(env: EnvironmentConfig) -> TrainingPlan | Unplanned:
         worker = pods.training_worker(env, p)
     except KeyError:  # no ENI limits for the group: sizing.placement.pool_problems says so
         return Unplanned("RayJob", name, ())
+    floor = None
+    if t.min_workers is not None and t.min_workers < p.workers:
+        floor = dataclasses.replace(p, workers=t.min_workers, nodes=math.ceil(t.min_workers / per_node))
     settings = job_settings(
         t,
         storage_path=t.resolved_storage_path(env.fsx.file_system_path),
@@ -230,6 +241,15 @@ def training(env: EnvironmentConfig) -> TrainingPlan | Unplanned:
         checkpoint=storage.checkpoint_sizing(
             t,
             p,
+            env.fsx,
+            node_mtbf_hours=env.hyperpod.node_mtbf_hours,
+            node_replacement_seconds=env.hyperpod.node_replacement_seconds,
+        ),
+        floor_checkpoint=None
+        if floor is None
+        else storage.checkpoint_sizing(
+            t,
+            floor,
             env.fsx,
             node_mtbf_hours=env.hyperpod.node_mtbf_hours,
             node_replacement_seconds=env.hyperpod.node_replacement_seconds,

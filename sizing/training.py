@@ -53,10 +53,7 @@ def fit_problems(t: Training, p: TrainingPlacement, group: InstanceGroup, *, fsx
     out += memory_problems(t, spec, p.workers, instance_type=group.instance_type)
     if t.min_workers is not None and t.min_workers < p.workers and not out:
         # The shrink floor: fewer shards hold more state each (the micro-batch stays the same).
-        out += [
-            f"training.min_workers: at the shrink floor of {t.min_workers} workers, " + line
-            for line in memory_problems(t, spec, t.min_workers, instance_type=group.instance_type)
-        ]
+        out += memory_problems(t, spec, t.min_workers, instance_type=group.instance_type, floor=True)
     return out
 
 
@@ -114,8 +111,11 @@ def memory_per_gpu(t: Training, workers: int) -> dict[str, float]:
     return out
 
 
-def memory_problems(t: Training, spec: catalog.InstanceSpec, workers: int, *, instance_type: str) -> list[str]:
-    """The model's estimated memory per GPU (``memory_per_gpu``) against the instance's GPUs."""
+def memory_problems(
+    t: Training, spec: catalog.InstanceSpec, workers: int, *, instance_type: str, floor: bool = False
+) -> list[str]:
+    """The model's estimated memory per GPU (``memory_per_gpu``) against the instance's GPUs;
+    ``floor``: ``workers`` is the elastic run's shrink floor (``min_workers``), which the line names."""
     if not t.gpus_per_worker or not spec.gpu_memory_gib:
         return []
     need = sum(memory_per_gpu(t, workers).values()) / t.gpus_per_worker
@@ -123,14 +123,16 @@ def memory_problems(t: Training, spec: catalog.InstanceSpec, workers: int, *, in
     if need <= have:
         return []
     name = t.model.preset or "the configured model"
+    where = f"training.min_workers: {workers} (the shrink floor): " if floor else "training.model: "
     return [
-        f"training.model: {name} ({t.model.parameters() / 1e9:.2f}B parameters) needs about "
+        where + f"{name} ({t.model.parameters() / 1e9:.2f}B parameters) needs about "
         f"{need / (1 << 30):.1f} GiB per GPU with {t.sharding} over {workers} workers "
         f"(batch_size_per_worker {t.batch_size_per_worker}, block_size {t.model.block_size}, "
         f"activation_checkpointing {t.activation_checkpointing}), but "
         f"{instance_type} has {spec.gpu_memory_gib} GiB per {spec.accelerator} "
-        f"({GPU_MEMORY_USABLE:.0%} usable: {have / (1 << 30):.1f} GiB); allowed: a smaller "
-        f"preset, more workers with fsdp, a smaller batch"
+        f"({GPU_MEMORY_USABLE:.0%} usable: {have / (1 << 30):.1f} GiB); allowed: "
+        + ("a larger min_workers, " if floor else "")
+        + "a smaller preset, more workers with fsdp, a smaller batch"
         + ("" if t.activation_checkpointing == "full" else ", or activation_checkpointing full")
     ]
 

@@ -128,26 +128,26 @@ def accumulate_step(
     import contextlib
 
     import torch
+    from torch.distributed.fsdp import FSDPModule
+    from torch.nn.parallel import DistributedDataParallel
 
     if micro_batches == 1:
-        return train_step(
-            model, optimizer, scheduler, x, y, grad_clip=grad_clip, autocast_dtype=autocast_dtype
-        )
+        return train_step(model, optimizer, scheduler, x, y, grad_clip=grad_clip, autocast_dtype=autocast_dtype)
     optimizer.zero_grad(set_to_none=True)
     total = torch.zeros((), device=x.device)
     for i, (xm, ym) in enumerate(zip(x.chunk(micro_batches), y.chunk(micro_batches), strict=True)):
         last = i == micro_batches - 1
         sync: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
-        if hasattr(model, "set_requires_gradient_sync"):  # FSDP2
+        if isinstance(model, FSDPModule):
             model.set_requires_gradient_sync(last)
-        elif hasattr(model, "no_sync") and not last:  # DDP
+        elif isinstance(model, DistributedDataParallel) and not last:
             sync = model.no_sync()
-        with sync, torch.autocast(
-            device_type=x.device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None
-        ):
-            out: tuple[torch.Tensor, torch.Tensor] = model(xm, ym)
-        loss = out[1] / micro_batches
-        with sync:
+        with sync:  # forward and backward both inside DDP's no_sync
+            with torch.autocast(
+                device_type=x.device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None
+            ):
+                out: tuple[torch.Tensor, torch.Tensor] = model(xm, ym)
+            loss = out[1] / micro_batches
             loss.backward()
         total += loss.detach()
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)

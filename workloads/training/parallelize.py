@@ -38,7 +38,8 @@ def convert_float8(model: nn.Module) -> nn.Module:
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     config = Float8LinearConfig(enable_fsdp_float8_all_gather=True)
-    return convert_to_float8_training(model, config=config, module_filter_fn=float8_filter)
+    converted: nn.Module = convert_to_float8_training(model, config=config, module_filter_fn=float8_filter)
+    return converted
 
 
 def shard_model(

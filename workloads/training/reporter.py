@@ -110,7 +110,11 @@ class Reporter:
         self.accounts = accounts
         # MFU: tokens/s per GPU x training FLOPs per token over one GPU's dense bf16 peak (the
         # plan's figures, JobSettings); none on CPU workers or a chip without a peak.
-        self.gpus, self.peak_tflops_per_gpu, self.model_flops_per_token = gpus, peak_tflops_per_gpu, model_flops_per_token
+        self.gpus, self.peak_tflops_per_gpu, self.model_flops_per_token = (
+            gpus,
+            peak_tflops_per_gpu,
+            model_flops_per_token,
+        )
         self.pacing = ReportPacing(report_every_steps)
         self.poll_s = os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "2 (Ray's default)")
         self.window_loss, self.window_n = 0.0, 0
@@ -193,15 +197,16 @@ class Reporter:
         mean = torch.tensor([self.window_loss / self.window_n], device=self.device)
         dist.all_reduce(mean)
         elapsed = time.perf_counter() - self.window_t0
+        tokens_per_s = self.tokens_per_step * self.window_n / elapsed
         metrics = {
             "step": done,
             "loss": mean.item() / self.world,
             "lr": lr,
-            "tokens_per_s": self.tokens_per_step * self.window_n / elapsed,
+            "tokens_per_s": tokens_per_s,
             # The step this attempt resumed from (0: a fresh start).
             "resumed_from": resumed_from,
         }
-        metrics.update(self.throughput(metrics["tokens_per_s"]))
+        metrics.update(self.throughput(tokens_per_s))
         self.window_loss, self.window_n = 0.0, 0
         return metrics
 

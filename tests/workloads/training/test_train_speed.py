@@ -53,9 +53,7 @@ def test_accumulation_equals_the_larger_batch():
         losses = []
         for w in _batches(10, 8):
             x, y = w[:, :-1], w[:, 1:]
-            losses.append(
-                accumulate_step(model, opt, sched, x, y, micro_batches=micro, grad_clip=1.0).item()
-            )
+            losses.append(accumulate_step(model, opt, sched, x, y, micro_batches=micro, grad_clip=1.0).item())
         runs.append((losses, model))
     (l1, m1), (l4, m4) = runs
     assert l1 == pytest.approx(l4, rel=1e-5)
@@ -82,7 +80,9 @@ def test_compiled_blocks_match_eager_over_10_steps():
     losses = []
     for model in (eager, compiled):
         opt, sched = _opt(model)
-        losses.append([train_step(model, opt, sched, w[:, :-1], w[:, 1:], grad_clip=1.0).item() for w in _batches(10, 4)])
+        losses.append(
+            [train_step(model, opt, sched, w[:, :-1], w[:, 1:], grad_clip=1.0).item() for w in _batches(10, 4)]
+        )
     assert losses[1] == pytest.approx(losses[0], rel=1e-4)
 
 
@@ -118,3 +118,40 @@ def test_the_reporter_computes_mfu_from_the_plans_figures():
     assert r.throughput(2e6) == {"tokens_per_s_per_gpu": 5e5, "mfu": 0.5}
     r.gpus = 0
     assert r.throughput(2e6) == {}
+
+
+def test_the_shrink_floor_is_sized_like_the_full_size():
+    from config import parse_environment
+    from manifests.registry import plan_of
+    from tests.config.config_data import env_data
+
+    # Memory: one worker holds the whole sharded state (fits at 2 workers, not at 1).
+    assert errors_of(
+        "dev", lambda d: d["training"].update(min_workers=1, batch_size_per_worker=24, model={"preset": "llama-1b"})
+    ) == [
+        "training.min_workers: 1 (the shrink floor): llama-1b (0.97B parameters) needs about 22.1 GiB per GPU "
+        "with fsdp over 1 workers (batch_size_per_worker 24, block_size 2048, activation_checkpointing full), "
+        "but ml.g5.12xlarge has 24 GiB per A10G (85% usable: 20.4 GiB); allowed: a larger min_workers, a "
+        "smaller preset, more workers with fsdp, a smaller batch"
+    ]
+    # Step time and checkpoint burst at the floor: the global batch held, a step on 1 worker takes
+    # twice as long as on 2 (accumulation), the checkpoint's bytes are the same.
+    data = env_data("dev")
+    data["training"].update(min_workers=1, global_batch_size=32, batch_size_per_worker=16)
+    plan = plan_of(parse_environment(data))
+    full, floor = plan.checkpoint, plan.floor_checkpoint
+    assert floor is not None and full is not None and floor.gpus == 1 and full.gpus == 2
+    assert floor.step_seconds == pytest.approx(2 * full.step_seconds)
+    assert floor.bytes == full.bytes
+
+
+def test_float8_converts_the_blocks_linear_layers_but_not_the_output_layer():
+    """torchao (pinned beside torch in requirements.lock) converts against the pinned torch on
+    CPU; the float8 matmuls themselves need FP8 Tensor Cores (bench/gpu_checks.sh)."""
+    from torchao.float8.float8_linear import Float8Linear
+
+    from workloads.training.parallelize import convert_float8
+
+    model = convert_float8(_model())
+    assert isinstance(model.layers[0].attn.wq, Float8Linear) and isinstance(model.layers[3].mlp.w_up, Float8Linear)
+    assert type(model.head) is torch.nn.Linear
