@@ -59,6 +59,11 @@ TRAIN_GOODPUT_SECONDS = "train_goodput_seconds"
 TRAIN_GOODPUT_RATIO = "train_goodput_ratio"
 TRAIN_GOODPUT_RUN_LABEL = "ray_train_run_name"
 TRAIN_GOODPUT_BUCKETS = ("productive", "redone", "checkpoint", "startup", "waiting", "other")
+# The job's measured throughput (workloads/training/reporter.py, rank 0, each report), labelled
+# with the run's name like the goodput gauges: tokens/s per GPU and MFU against the GPU's dense
+# bf16 peak (config/catalog.py). Set only on GPU workers.
+TRAIN_TOKENS_PER_S_PER_GPU = "train_tokens_per_s_per_gpu"
+TRAIN_MFU = "train_mfu"
 # The window of the goodput alert and of the dashboard's windowed goodput.
 TRAIN_GOODPUT_WINDOW = "1h"
 # The Serve error-rate alert's rate() window: 5 minutes, longer at slow scrapes. rate() needs two

@@ -428,6 +428,17 @@ class Training(TrainLoop):
         default=None, description=("HyperPod instance group of the workers; null: the first GPU group.")
     )
 
+    measured_mfu: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description=(
+            "The model FLOPs utilisation a run of this job measured (its mfu metric: the Reporter's, on the "
+            "training dashboard's Throughput panel), e.g. 0.42. The review's cost per million training tokens "
+            "uses it; null: the assumed 36.5 % (sizing/training.py ASSUMED_MFU) before any run."
+        ),
+    )
+
     num_workers: int | None = Field(
         default=None,
         description=("Workers (at least 1); null: fill the group, one per gpus_per_worker GPUs on every node."),

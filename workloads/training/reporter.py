@@ -206,7 +206,10 @@ class Reporter:
             # The step this attempt resumed from (0: a fresh start).
             "resumed_from": resumed_from,
         }
-        metrics.update(self.throughput(tokens_per_s))
+        throughput = self.throughput(tokens_per_s)
+        metrics.update(throughput)
+        if self.rank == 0 and throughput:
+            self.publish_throughput(throughput)
         self.window_loss, self.window_n = 0.0, 0
         return metrics
 
@@ -220,6 +223,28 @@ class Reporter:
         if self.peak_tflops_per_gpu and self.model_flops_per_token:
             out["mfu"] = per_gpu * self.model_flops_per_token / (self.peak_tflops_per_gpu * 1e12)
         return out
+
+    def publish_throughput(self, throughput: dict[str, float]) -> None:
+        """Tokens/s per GPU and MFU as Prometheus gauges (Ray's metrics API, run-name label;
+        manifests/dashboards.py's Throughput panel)."""
+        from config import observability as obs
+
+        if getattr(self, "_gauges", None) is None:
+            from ray.util.metrics import Gauge
+
+            keys = (obs.TRAIN_GOODPUT_RUN_LABEL,)
+            self._gauges = {
+                "tokens_per_s_per_gpu": Gauge(
+                    obs.TRAIN_TOKENS_PER_S_PER_GPU, description="Training tokens/s per GPU.", tag_keys=keys
+                ),
+                "mfu": Gauge(
+                    obs.TRAIN_MFU,
+                    description="Model FLOPs utilisation against the GPU's dense bf16 peak.",
+                    tag_keys=keys,
+                ),
+            }
+        for name, value in throughput.items():
+            self._gauges[name].set(value, tags={obs.TRAIN_GOODPUT_RUN_LABEL: self.run_name})
 
     def report(self, metrics: dict[str, Any], finished: list[tuple[Checkpoint, str]], *, force: bool) -> None:
         """``metrics`` to Ray Train, with the saves that are done (``Checkpointer.save``);

@@ -205,6 +205,7 @@ NOT_TRAIN_LOOP_FIELDS = {
     "image",
     "active_deadline_seconds",
     "ttl_seconds_after_finished",
+    "measured_mfu",
 }
 
 
