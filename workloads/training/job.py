@@ -10,7 +10,10 @@ the run continues bitwise as if uninterrupted on CPU with gloo (tested); on GPUs
 tolerance, as nondeterministic kernels allow (``training.deterministic`` turns them off). On
 another world size the weights, optimizer state, step, schedule and data position carry over;
 the global batch is ``batch_size_per_worker`` times the new world size, so the run continues
-within a tolerance, not bitwise (tested).
+within a tolerance, not bitwise (tested). With ``training.global_batch_size`` the global batch
+holds instead: each step accumulates as many micro-batches as the new world size needs, over the
+same windows, and the run continues within the last bits (the gradient norm's and the
+reduction's summation order: tested, 4 -> 2 workers).
 
 ``train_func`` reads top to bottom as in Ray's and torchtitan's examples, a short loop over the
 job's parts, each in its own module with its own slice of the settings: the model's build and

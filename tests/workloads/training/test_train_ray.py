@@ -314,8 +314,9 @@ def test_local_cluster_traffic_stays_on_loopback():
 # a power-of-two loss scale is exact, so the only difference left is the order of the sums in the
 # gradient norm (FSDP's sharded norm over 4 or 2 shards) that clipping divides by and the
 # gradient reduction's (gloo over 4 ranks, or 2 ranks plus the accumulation): last bits, not a
-# different optimisation. Measured bound below (the test prints it).
-SHRINK_WEIGHT_TOLERANCE = 1e-5
+# different optimisation: not bitwise, unlike a resume at the same world size. Measured bound below
+# (the test prints it).
+SHRINK_WEIGHT_TOLERANCE = 1e-6  # measured: 1.19e-07 (fp32 weights of order 0.02-1)
 
 
 def test_resume_across_a_shrink_with_the_global_batch_held(ray_cluster, tmp_path_factory):
