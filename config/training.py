@@ -280,7 +280,10 @@ class TrainLoop(Frozen):
             "Sequences per optimizer step over all workers, held when an elastic run resumes on fewer "
             "workers: each step accumulates global_batch_size / (workers x batch_size_per_worker) "
             "micro-batches, which must be a whole number at every worker count from min_workers to "
-            "num_workers. null: no accumulation; the global batch is batch_size_per_worker x workers."
+            "num_workers. The gradients are reduced once per step, on the last micro-batch: with fsdp each GPU "
+            "holds the whole model's unsharded fp32 gradients while it accumulates (4 bytes per parameter; the "
+            "memory estimate counts them). null: no accumulation; the global batch is batch_size_per_worker x "
+            "workers."
         ),
     )
 

@@ -106,6 +106,11 @@ def memory_per_gpu(t: Training, workers: int) -> dict[str, float]:
         # block's gathered parameters stay until its backward.
         held = layers if not t.fsdp_reshard_after_forward else 2 + t.fsdp_prefetch_blocks
         out["unsharded_blocks"] = min(layers, held) * per_layer * low
+        if accumulation_steps(t, workers) > 1:
+            # Accumulating without reduce-scatter (set_requires_gradient_sync(False) on all but
+            # the last micro-batch): FSDP2 holds every parameter's unsharded gradient, in the
+            # fp32 reduce dtype, until the last micro-batch reduces it.
+            out["accumulated_gradients"] = 4 * p
     else:
         out["gradient_buckets"] = 4 * p
     return out

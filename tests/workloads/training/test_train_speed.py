@@ -155,3 +155,22 @@ def test_float8_converts_the_blocks_linear_layers_but_not_the_output_layer():
     model = convert_float8(_model())
     assert isinstance(model.layers[0].attn.wq, Float8Linear) and isinstance(model.layers[3].mlp.w_up, Float8Linear)
     assert type(model.head) is torch.nn.Linear
+
+
+def test_the_memory_estimate_follows_recomputation_prefetch_and_accumulation():
+    from config.training import Training
+    from sizing.training import memory_per_gpu
+
+    base = {"model": {"preset": "llama-1b"}, "batch_size_per_worker": 4}
+    act = {m: memory_per_gpu(Training(**base, activation_checkpointing=m), 8)["activations"] for m in ("none", "selective", "full")}  # fmt: skip
+    assert act["full"] < act["selective"] < act["none"]
+    # true/false, the field's earlier values, are full and none.
+    assert Training(**base, activation_checkpointing=True).activation_checkpointing == "full"
+    assert Training(**base, activation_checkpointing=False).activation_checkpointing == "none"
+    blocks = [memory_per_gpu(Training(**base, fsdp_prefetch_blocks=n), 8)["unsharded_blocks"] for n in (0, 2)]
+    assert blocks[1] == 2 * blocks[0]  # 4 blocks gathered instead of 2
+    no_reshard = memory_per_gpu(Training(**base, fsdp_reshard_after_forward=False), 8)["unsharded_blocks"]
+    assert no_reshard == 16 / 2 * blocks[0]  # every one of the 16 blocks
+    held = Training(**base, global_batch_size=32)
+    assert "accumulated_gradients" not in memory_per_gpu(held, 8)  # 32 = 8 x 4: one micro-batch
+    assert memory_per_gpu(held, 4)["accumulated_gradients"] == 4 * held.model.parameters()
