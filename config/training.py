@@ -337,7 +337,7 @@ class TrainLoop(Frozen):
     )
 
     # Ray Train ScalingConfig(num_workers=(min_workers, workers)); each resize is a restart from
-    # the last checkpoint, and the global batch changes with the worker count.
+    # the last checkpoint, and the global batch changes with the worker count (global_batch_size holds it).
     min_workers: int | None = Field(
         default=None,
         ge=1,
