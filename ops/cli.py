@@ -21,7 +21,16 @@ from ops.commands import BY_NAME, COMMANDS
 from ops.context import Command, RenderFn
 from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, OpsError, UsageError
 from ops.output import to_json
-from ops.usage import CommandLine, Formatter, Parser, config_dir_of, config_dir_option, split_command, unrecognized
+from ops.usage import (
+    CommandLine,
+    Formatter,
+    Parser,
+    bundled_differs,
+    config_dir_of,
+    config_dir_option,
+    split_command,
+    unrecognized,
+)
 
 PROG = "python -m ops"
 
@@ -43,7 +52,8 @@ Operations for the HyperPod Ray platform, one environment at a time (config/<env
   completion  print the shell completion script (bash, zsh, fish)
 
 Environments are the NAME.yaml files of --config-dir DIR (default: $HPRAY_CONFIG_DIR, else the
-config/ folder this command was installed or run from).
+config/ folder of the checkout you are in, else the copy this command was installed with);
+`%(prog)s --version` names the folder.
 Uses your AWS credentials (--profile or the usual AWS_* variables / SSO). Read-only except
 `submit` (creates or updates one RayJob or RayService; `submit job` also uploads your working
 directory), `stop`/`resume` (suspend or resume one RayJob), `dashboard` (a local port-forward)
@@ -141,6 +151,9 @@ def main(
             return spec.run_local(args, out, parser)
         if args.config_dir_used != CONFIG_DIR and load_config is load_checked:
             load_config = functools.partial(load_checked, config_dir=args.config_dir_used)
+        warning = bundled_differs(args.config_dir_used, args.env)
+        if warning:
+            print(warning, file=err)
         config = load_config(args.env)
         _check_arguments(config, args, prog)
         if getattr(args, "dry_run", False) and spec.dry_run is not None:

@@ -323,6 +323,13 @@ class Kube:
             self._do(f"get service {namespace}/{name}", self.core.read_namespaced_service, name, namespace)
         )
 
+    def read_config_map(self, namespace: str, name: str) -> dict[str, str]:
+        """The ``data`` of a ConfigMap (NotFoundError when it is not there)."""
+        found = self._plain(
+            self._do(f"read configmap {namespace}/{name}", self.core.read_namespaced_config_map, name, namespace)
+        )
+        return dict(found.get("data") or {})
+
     def read_secret_value(self, namespace: str, name: str, key: str) -> str:
         secret = self._plain(
             self._do(f"read secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from config.environment import EnvironmentConfig
+from manifests import image as image_mod
 from ops.context import Command, CommandSpec, RenderFn
 from ops.errors import EXIT_INTERRUPTED, EXIT_OK
 from ops.output import to_json
@@ -182,16 +183,30 @@ def dry_run(config: EnvironmentConfig, args: argparse.Namespace, out: TextIO, re
         from ops.submit.prepare import job_dry_run_comments
 
         prepared = args.prepared
-        return print_manifest(prepared.manifest, out, json_mode=args.json, comments=job_dry_run_comments(prepared))
+        source = (
+            f"image: --image {args.image}"
+            if args.image
+            else image_mod.source_of(config, config.training.image, "training.image")
+        )
+        return print_manifest(
+            prepared.manifest, out, json_mode=args.json, comments=[*job_dry_run_comments(prepared), source]
+        )
     from ops.submit import render as renderer
 
     manifest = (render_fn or renderer.render)(args.workload, config)
     meta = manifest["metadata"]
+    if args.workload == "inference":
+        source = image_mod.source_of(config, config.inference.image or config.training.image, "inference.image")
+    else:
+        source = image_mod.source_of(config, config.training.image, "training.image")
     return print_manifest(
         manifest,
         out,
         json_mode=args.json,
-        comments=[f"dry run: {manifest['kind']} {meta.get('namespace', 'default')}/{meta['name']} is not applied"],
+        comments=[
+            f"dry run: {manifest['kind']} {meta.get('namespace', 'default')}/{meta['name']} is not applied",
+            source,
+        ],
     )
 
 
@@ -205,11 +220,14 @@ def run_submit(command: Command) -> int:
     from ops.submit.follow import Follower, Target, apply, reattach_command
 
     config, args = command.config, command.args
+    kube = command.kube()
+    # The image the environment deployed (its cluster's ConfigMap), not one computed from files here.
+    if config.training.image is None:
+        config = renderer.with_deployed_image(config, renderer.deployed_image(kube, config))
     manifest = (command.render_fn or renderer.render)(args.workload, config)
     kind = manifest["kind"]
     namespace = manifest["metadata"].get("namespace", "default")
     name = manifest["metadata"]["name"]
-    kube = command.kube()
     # The run's step budget (training.steps) makes the display a fraction with an ETA.
     total_steps = getattr(config.training, "steps", None) if args.workload == "training" else None
     follower = Follower(
@@ -259,6 +277,15 @@ def run_submit_job(command: Command) -> int:
         return JobFollower(kube, target(namespace, args.name), options, prog=prog).run()
     kube = command.kube()
     follower = JobFollower(kube, target(job.namespace, job.name), options, prog=prog)
+    if job.image is None:  # the environment's own: what its cluster says it deployed
+        from ops.submit.render import deployed_image, set_image
+
+        from config.teams import team_of_namespace
+
+        team = team_of_namespace(list(config.teams), job.namespace) is not None
+        set_image(
+            job.manifest, deployed_image(kube, config, lambda text: follower.emit(text, event="image"), team=team)
+        )
     package, placement = job.package, job.placement
     uploaded = js.upload(command.aws, job.bucket, job.key, package)
     follower.emit(

@@ -13,6 +13,10 @@ from config.environment import EnvironmentConfig
 from ops.errors import UsageError
 
 
+# What a job's containers name until the submit reads the deployed image from the cluster.
+PENDING_IMAGE = "pending/the-deployed-workloads-image"
+
+
 def _env_vars(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
@@ -36,6 +40,8 @@ class PreparedJob:
     key: str
     manifest: dict[str, Any]
     checkpoints: str
+    # The image named by --image or training.image; None: the environment's deployed one, set at submit.
+    image: str | None = None
 
     @property
     def uri(self) -> str:
@@ -77,20 +83,31 @@ def prepare_job(config: EnvironmentConfig, args: argparse.Namespace, prog: str) 
     # A team's job code goes under the team's prefix: its pods' role reads nothing else.
     team = team_of_namespace(list(config.teams), namespace)
     key = package.key(name, team.s3_prefix if team else "")
+    named = args.image or config.training.image
     manifest = js.render_job(
         config,
         name=name,
         command=args.job_command,
         working_dir_uri=f"s3://{bucket}/{key}",
         p=placement,
-        image=args.image,
+        # A dry run shows the checkout's image; a submit sets the deployed one (run_submit_job).
+        image=named or (None if getattr(args, "dry_run", False) else PENDING_IMAGE),
         env=env_vars,
         team=team,
         runtime_env=env_file.fields,
     )
     manifest["metadata"]["namespace"] = namespace
     return PreparedJob(
-        name, namespace, working_dir, placement, package, bucket, key, manifest, js.checkpoint_dir(config, name, team)
+        name,
+        namespace,
+        working_dir,
+        placement,
+        package,
+        bucket,
+        key,
+        manifest,
+        js.checkpoint_dir(config, name, team),
+        named,
     )
 
 

@@ -39,6 +39,10 @@ class State:
         # the API server applies it: every other request is Forbidden).
         self.rbac: tuple[str, list[dict[str, Any]]] | None = None
         self.forbidden: list[str] = []
+        # (namespace, name) -> data: the cluster stack's ConfigMap of the deployed workloads image.
+        self.config_maps: dict[tuple[str, str], dict[str, str]] = {
+            ("ray-workloads", "hpray-workloads-image"): {"uri": DEPLOYED_IMAGE}
+        }
         self.lock = threading.Lock()
 
     def add_pod(self, pod: dict[str, Any]) -> None:
@@ -77,6 +81,10 @@ CRDS = re.compile(r"^/apis/apiextensions\.k8s\.io/v1/customresourcedefinitions/(
 
 
 SECRETS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/secrets(?:/(?P<name>[^/]+))?$")
+CONFIGMAPS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps/(?P<name>[^/]+)$")
+DEPLOYED_IMAGE = (
+    "111111111111.dkr.ecr.us-east-1.amazonaws.com/cdk-hnb659fds-container-assets-111111111111-us-east-1:deployed"
+)
 
 
 def _rbac_requests(method: str, path: str, q: dict[str, str]) -> list[tuple[str | None, str, str, str]]:
@@ -90,6 +98,7 @@ def _rbac_requests(method: str, path: str, q: dict[str, str]) -> list[tuple[str 
         (RAYJOBS, "ray.io", "rayjobs"),
         (RAYSERVICES, "ray.io", "rayservices"),
         (SECRETS, "", "secrets"),
+        (CONFIGMAPS, "", "configmaps"),
     ):
         if m := pattern.match(path):
             if method == "POST":
@@ -174,6 +183,12 @@ def make_handler(state: State):
                 return self._send(
                     200, {"apiVersion": "ray.io/v1", "kind": "RayServiceList", "metadata": {}, "items": []}
                 )
+            if m := CONFIGMAPS.match(url.path):
+                data = state.config_maps.get((m["ns"], m["name"]))
+                if data is None:
+                    return self._send(404, _status(404, "NotFound", f'configmaps "{m["name"]}" not found'))
+                meta = {"name": m["name"], "namespace": m["ns"]}
+                return self._send(200, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
             if m := POD_LOG.match(url.path):
                 return self._pod_log(m["ns"], m["name"], q)
             if m := PODS.match(url.path):

@@ -47,6 +47,13 @@ class ScriptedKube:
     def sleep(self, seconds):
         self.tick = min(self.tick + 1, len(self.ticks) - 1)
 
+    def read_config_map(self, namespace, name):
+        # The cluster stack's ConfigMap: the image `cdk deploy` pushed for this checkout.
+        from manifests import image
+
+        assert (namespace, name) == ("ray-workloads", image.DEPLOYED_CONFIGMAP)
+        return {"uri": image.image_uri("111111111111", "us-east-1")}
+
     def get_ray(self, kind, namespace, name):
         self.calls.append(("get", kind, namespace, name))
         if self.created is None:
