@@ -278,9 +278,8 @@ def run_submit_job(command: Command) -> int:
     kube = command.kube()
     follower = JobFollower(kube, target(job.namespace, job.name), options, prog=prog)
     if job.image is None:  # the environment's own: what its cluster says it deployed
-        from ops.submit.render import deployed_image, set_image
-
         from config.teams import team_of_namespace
+        from ops.submit.render import deployed_image, set_image
 
         team = team_of_namespace(list(config.teams), job.namespace) is not None
         set_image(

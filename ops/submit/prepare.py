@@ -12,7 +12,6 @@ from typing import Any
 from config.environment import EnvironmentConfig
 from ops.errors import UsageError
 
-
 # What a job's containers name until the submit reads the deployed image from the cluster.
 PENDING_IMAGE = "pending/the-deployed-workloads-image"
 
