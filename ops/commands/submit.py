@@ -232,7 +232,7 @@ def run_submit(command: Command) -> int:
     total_steps = getattr(config.training, "steps", None) if args.workload == "training" else None
     follower = Follower(
         kube,
-        Target(workload=args.workload, env=config.name, kind=kind, namespace=namespace, name=name),
+        Target(workload=args.workload, env=config.name, kind=kind, namespace=namespace, name=name, prog=command.prog),
         command.follow_options(total_steps=total_steps if isinstance(total_steps, int) else None),
     )
     if not args.attach:
@@ -242,7 +242,7 @@ def run_submit(command: Command) -> int:
             msg = (
                 f"interrupted while applying {kind} {namespace}/{name}; it may or may not exist now.\n"
                 f"  check:     kubectl -n {namespace} get {kind.lower()} {name}\n"
-                f"  reattach:  {reattach_command(args.workload, config.name)}"
+                f"  reattach:  {reattach_command(args.workload, config.name, command.prog)}"
             )
             follower.emit(msg if follower.json_mode else "\n" + msg, event="interrupted")
             return EXIT_INTERRUPTED
@@ -266,7 +266,7 @@ def run_submit_job(command: Command) -> int:
     job: PreparedJob | None = args.prepared
 
     def target(namespace: str, name: str) -> Target:
-        return Target(workload="job", env=config.name, kind="RayJob", namespace=namespace, name=name)
+        return Target(workload="job", env=config.name, kind="RayJob", namespace=namespace, name=name, prog=prog)
 
     if job is None:  # --attach
         namespace = args.namespace or NAMESPACE

@@ -246,7 +246,7 @@ def test_installed_hpray_dry_run_names_the_image_the_synthesized_template_deploy
     site-packages it runs from), and says where it came from."""
     from tests.stacks.test_cluster_stack import deployed_image_config_map
 
-    hpray, purelib, _ = installed_hpray
+    hpray, _, _ = installed_hpray
     _, _, stacks = synthesized("dev")
     deployed = deployed_image_config_map(stacks.cluster)["data"]["uri"]
     for workload in ("training", "inference"):

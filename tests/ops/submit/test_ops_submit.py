@@ -495,3 +495,17 @@ def test_following_a_run_sends_the_platforms_token_from_secrets_manager(shared_m
     assert code == 0, out.getvalue()
     assert kube.auth_headers and set(kube.auth_headers) == {"Bearer t0ken"}
     assert set(calls) == {"secretsmanager:GetSecretValue"} and set(calls) <= set(permissions.SUBMIT)
+
+
+def test_the_installed_hpray_hints_name_hpray():
+    """`hpray submit` prints its log, resubmit and reattach hints as `hpray ...`, never `python -m ops`."""
+    kube = ScriptedKube([(rayjob("running"), {"9vq4s": LOG_1}), (rayjob("failed"), {"9vq4s": LOG_1_END})])
+    out = io.StringIO()
+    assert submit(kube, ["submit", "training", "--env", "dev"], out, prog="hpray") == 1
+    assert as_text(out.getvalue()).splitlines()[-1].endswith(f"Driver log: hpray logs {RAYJOB_NAME} --env dev")
+    kube = ScriptedKube([(rayjob("running"), {"9vq4s": LOG_1})] * 5)
+    out = io.StringIO()
+    submit(kube, ["submit", "training", "--env", "dev", "--timeout-minutes", "2"], out, prog="hpray")
+    text = as_text(out.getvalue())
+    assert "Reattach: hpray submit training --env dev --attach" in text
+    assert "python -m ops" not in text
