@@ -55,10 +55,10 @@ def test_readme_is_short_and_shows_the_deploy_path_in_order():
         "make synth",
         "make test",
         "cdk bootstrap",
-        "ops preflight",
+        "hpray preflight",
         "cdk deploy",
         "aws eks update-kubeconfig",
-        "ops submit",
+        "hpray submit",
         "cdk destroy",
     ]
     positions = [text.find(step) for step in steps]
@@ -84,6 +84,38 @@ def test_ops_command_lines_parse(page, groups):
         build_parser().parse_args(argv)
     except (SystemExit, argparse.ArgumentError, UsageError) as err:
         pytest.fail(f"{page}: `python -m ops {args}` does not parse: {err}")
+
+
+@pytest.mark.parametrize(("page", "groups"), _matches(r"(?:^|[\s(])hpray " + REST))
+def test_hpray_command_lines_parse(page, groups):
+    """Every whole `hpray ... --env NAME` line a page shows parses (the pages teach the installed
+    command); a shell redirect or pipe ends it, and what follows -- is a job's own command."""
+    from ops.usage import split_command
+
+    args = re.split(r"\s[>|;]|&&", groups[0])[0]
+    try:
+        words = shlex.split(args)
+    except ValueError:
+        return
+    if "--env" not in words or "..." in words or any(w.startswith("[") for w in words):
+        return  # prose, or a synopsis with optional parts
+    argv = split_command(["dev" if a in PLACEHOLDER_ENVS or a == "<name>" else a for a in words])[0]
+    try:
+        build_parser("hpray").parse_args(argv)
+    except (SystemExit, argparse.ArgumentError, UsageError) as err:
+        pytest.fail(f"{page}: `hpray {args}` does not parse: {err}")
+
+
+def test_the_pages_name_the_cli_hpray():
+    """One name: the pages say `hpray`, never `ops X` or `python -m ops X` (how to run it from a
+    checkout without installing it is said once, in the README and the operations page)."""
+    found = [
+        (page, code)
+        for page, groups in _matches(r"((?:python3? -m |^|\s)ops [a-z][\w-]*)")
+        for code in groups
+        if not code.strip().startswith("ops/")
+    ]
+    assert found == []
 
 
 @pytest.mark.parametrize(("page", "groups"), _matches(r"python3? -m workloads render" + REST))
