@@ -142,3 +142,20 @@ def test_benchmark_scripts_and_flags_exist(page, groups):
     source = script.read_text()
     for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", groups[1]):
         assert f'"{flag}"' in source, f"{page}: {script.name} has no option {flag}"
+
+
+def test_the_documented_debian_packages_are_the_ones_make_installs():
+    """README and "Install and synthesize" list every package of the Makefile's APT_PACKAGES (issue 37: zsh, fish)."""
+    packages = re.search(r"^APT_PACKAGES := (.*)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert packages is not None
+    wanted = packages.group(1).split()
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    install = " ".join(deploy.split())
+    command = re.search(r"sudo apt-get install ([\w\s-]+)`", install)
+    assert command is not None
+    assert command.group(1).split() == wanted
+    table_row = next(line for line in deploy.splitlines() if "(`apt-get`, as root)" in line)
+    for package in wanted:
+        assert re.search(rf"\b{re.escape(package)}\b", readme), package
+        assert re.search(rf"\b{re.escape(package)}\b", table_row), package
