@@ -19,6 +19,7 @@ from config.eks import Eks
 from config.fields import PREFIX_RE, AccountId, RegionName
 from config.hyperpod import HyperPod
 from config.inference import Inference
+from config.jobs import Jobs
 from config.network import PULL_THROUGH_SECRET_ARN_RE, Network
 from config.observability import Observability
 from config.storage import Fsx, Storage
@@ -50,6 +51,9 @@ class EnvironmentConfig(Frozen):
     storage: Storage = Field(default_factory=Storage, description="The checkpoint bucket's lifecycle.")
     training: Training = Field(default_factory=Training, description="The Ray Train job.")
     inference: Inference = Field(default_factory=Inference, description="The Ray Serve services.")
+    jobs: Jobs = Field(
+        default_factory=Jobs, description="Users' own jobs (`hpray submit job`): the S3 locations they may read."
+    )
     observability: Observability = Field(
         default_factory=Observability,
         description="Metrics (Amazon Managed Prometheus), container logs (CloudWatch Logs) and alarms.",

@@ -149,6 +149,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+def duration(text: str) -> int:
+    """Seconds: ``5400``, ``5400s``, ``90m`` or ``6h``."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1)
+    try:
+        value = int(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration; allowed: SECONDS, or N followed by s, m or h"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1 s")
+    return value
+
+
 def positive_float(text: str) -> float:
     try:
         value = float(text)

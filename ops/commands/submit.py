@@ -17,7 +17,7 @@ from manifests import image as image_mod
 from ops.context import Command, CommandSpec, RenderFn
 from ops.errors import EXIT_INTERRUPTED, EXIT_OK
 from ops.output import to_json
-from ops.usage import CommandLine, positive_float, positive_int
+from ops.usage import CommandLine, duration, positive_float, positive_int
 
 if TYPE_CHECKING:
     from ops.submit.prepare import PreparedJob
@@ -133,6 +133,18 @@ def add_submit_job_options(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         type=Path,
         help="Ray runtime_env from a YAML or JSON file (pip, uv, conda, env_vars, py_modules, config, ...)",
+    )
+    p.add_argument(
+        "--runtime-env-json",
+        metavar="JSON",
+        help="""Ray runtime_env inline, as `ray job submit` takes it (e.g. '{"pip": ["emoji"]}'); not with --runtime-env""",
+    )
+    p.add_argument(
+        "--deadline",
+        type=duration,
+        metavar="SECONDS",
+        help="stop the job after this long (RayJob activeDeadlineSeconds; 90, 90m, 6h): at least 60 s, at most "
+        "the environment's training.active_deadline_seconds (the default)",
     )
     p.add_argument(
         "--namespace", "-n", metavar="NS", default=None, help="namespace to run in (default: the workloads namespace)"
