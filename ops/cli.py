@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import sys
 import time
 import traceback
@@ -49,6 +50,7 @@ Operations for the HyperPod Ray platform, one environment at a time (config/<env
   dashboard   port-forward to a Ray head and print the dashboard's local URL
   upgrade     plan a Kubernetes upgrade step by step (`upgrade plan`); --apply does the safe steps
   images      `images pin-base`: pin the workloads image's base by digest (Docker Hub, no AWS)
+  env         show or set the default environment (`env use NAME`; $HPRAY_ENV; --env wins)
   completion  print the shell completion script (bash, zsh, fish)
 
 Environments are the NAME.yaml files of --config-dir DIR (default: $HPRAY_CONFIG_DIR, else the
@@ -207,7 +209,22 @@ def _parse(argv: list[str], prog: str) -> tuple[argparse.Namespace, argparse.Arg
         )
     config_dir = config_dir_of(argv)
     parser = build_parser(prog, config_dir)
-    args, extras = parser.parse_known_args(argv)
+    try:
+        args, extras = parser.parse_known_args(argv)
+    except UsageError as e:
+        if not re.search(r"the following arguments are required: .*--env\b", e.message):
+            raise
+        # No --env: the default environment ($HPRAY_ENV, else `hpray env use NAME`'s), as kubectl's current context.
+        from config import known_environments
+        from ops.current_env import check_known, default_env
+
+        default = default_env()
+        if default is None:
+            raise UsageError(
+                e.message, f"pass --env NAME, set HPRAY_ENV=NAME, or make one the default: {prog} env use NAME"
+            ) from None
+        check_known(default.name, known_environments(config_dir), default.source)
+        args, extras = parser.parse_known_args([*argv, "--env", default.name])
     if extras:
         raise unrecognized(parser, args, extras)
     args.job_command, args.config_dir_used = job_command, config_dir

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,12 @@ class Parser(argparse.ArgumentParser):
     command's ``--help``), so the CLI prints it like its other errors, on its own stream."""
 
     def error(self, message: str) -> NoReturn:
+        # A mistyped command, workload or environment: the nearest one (difflib), as git and kubectl do.
+        typo = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if typo:
+            from ops.current_env import suggestion
+
+            message += suggestion(typo.group(1), re.findall(r"'([^']*)'", typo.group(2)))
         raise UsageError(message, f"see {self.prog} --help")
 
 

@@ -13,6 +13,7 @@ from ops.commands import (
     completion,
     dashboard,
     describe,
+    env,
     images,
     jobs,
     logs,
@@ -39,6 +40,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     dashboard.COMMAND,
     upgrade.COMMAND,
     images.COMMAND,
+    env.COMMAND,
     completion.COMMAND,
 )
 BY_NAME: dict[str, CommandSpec] = {spec.name: spec for spec in COMMANDS}

@@ -269,6 +269,9 @@ ROWS = [
     ),
     (["images"], "error: the following arguments are required: ACTION"),
     (["images", "pin-base", "--env", "dev"], "error: hpray images does not take --env"),
+    (["env", "use"], "error: env use needs the environment's NAME"),
+    (["env", "use", "qa"], "error: env use: unknown environment 'qa' (known: dev, prod, staging)"),
+    (["env", "list", "dev"], "error: env list takes no NAME"),
     (["completion"], "error: the following arguments are required: SHELL"),
     (["completion", "tcsh"], "error: argument SHELL: invalid choice: 'tcsh' (choose from 'bash', 'zsh', 'fish')"),
 ]

@@ -1,0 +1,72 @@
+"""The habits of kubectl and the Ray CLI (issue 37): a default environment ($HPRAY_ENV, or the
+context file `hpray env use NAME` writes), suggestions for a mistyped command or environment, and
+-o json|yaml|wide."""
+
+from __future__ import annotations
+
+import io
+
+from ops.cli import main
+
+
+def run(argv, **kwargs):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, out=out, err=err, prog="hpray", **kwargs)
+    return code, out.getvalue(), err.getvalue()
+
+
+def refuse(*_a, **_k):
+    raise AssertionError("a dry run made a client")
+
+
+def test_env_use_sets_the_default_and_hpray_env_and_env_override_it(tmp_path, monkeypatch):
+    code, out, err = run(["submit", "training", "--dry-run"], aws_factory=refuse, kube_factory=refuse)
+    assert code == 2
+    assert err == (
+        "error: the following arguments are required: --env\n"
+        "fix:   pass --env NAME, set HPRAY_ENV=NAME, or make one the default: hpray env use NAME\n"
+    )
+    assert run(["env"]) == (
+        0,
+        "no default environment: pass --env NAME, set HPRAY_ENV, or run hpray env use NAME\n",
+        "",
+    )
+    code, out, err = run(["env", "use", "staging"])
+    context = tmp_path / "xdg-config" / "hpray" / "context"
+    assert (code, out, err) == (
+        0,
+        f"default environment: staging (written to {context}; $HPRAY_ENV and --env override it)\n",
+        "",
+    )
+    assert context.read_text() == "staging\n"
+    assert run(["env"]) == (0, f"staging (from {context})\n", "")
+    code, out, _ = run(["submit", "training", "--dry-run"], aws_factory=refuse, kube_factory=refuse)
+    assert code == 0 and "222222222222.dkr.ecr" in out  # staging's account
+    monkeypatch.setenv("HPRAY_ENV", "dev")
+    assert run(["env"]) == (0, "dev (from $HPRAY_ENV)\n", "")
+    code, out, _ = run(["submit", "training", "--dry-run"], aws_factory=refuse, kube_factory=refuse)
+    assert code == 0 and "111111111111.dkr.ecr" in out  # dev's
+    code, out, _ = run(["submit", "training", "--dry-run", "--env", "prod"], aws_factory=refuse, kube_factory=refuse)
+    assert code == 0 and "333333333333.dkr.ecr" in out  # prod's
+    code, out, _ = run(["env", "list"])
+    assert out.splitlines()[:3] == ["* dev", "  prod", "  staging"]
+
+
+def test_a_mistyped_environment_or_command_gets_a_suggestion(monkeypatch):
+    code, _, err = run(["env", "use", "stagin"])
+    assert code == 2
+    assert err.splitlines()[0] == (
+        "error: env use: unknown environment 'stagin'; did you mean 'staging'? (known: dev, prod, staging)"
+    )
+    monkeypatch.setenv("HPRAY_ENV", "prd")
+    code, _, err = run(["jobs"])
+    assert code == 2
+    assert err.splitlines()[0] == (
+        "error: $HPRAY_ENV: unknown environment 'prd'; did you mean 'prod'? (known: dev, prod, staging)"
+    )
+    code, _, err = run(["stauts", "--env", "dev"])
+    assert code == 2 and err.splitlines()[0].endswith("; did you mean 'status'?")
+    code, _, err = run(["status", "--env", "stagin"])
+    assert code == 2 and err.splitlines()[0].endswith("; did you mean 'staging'?")
+    code, _, err = run(["submit", "trainig", "--env", "dev"])
+    assert code == 2 and err.splitlines()[0].endswith("; did you mean 'training'?")
