@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import io
 import os
 import re
 import sys
@@ -146,8 +147,14 @@ def main(
     ``kube_factory`` is called."""
     out, err = out or sys.stdout, err or sys.stderr
     args: argparse.Namespace | None = None
+    as_yaml: TextIO | None = None  # -o yaml: the JSON output, converted when the command ends
     try:
         args, parser = _parse(list(sys.argv[1:] if argv is None else argv), prog)
+        output = getattr(args, "output", None)
+        if output in ("json", "yaml"):
+            args.json = True
+        if output == "yaml":
+            as_yaml, out = out, io.StringIO()
         spec = BY_NAME[args.command]
         if spec.run_local is not None:  # no environment (completion; images: the Dockerfile and Docker Hub only)
             return spec.run_local(args, out, parser)
@@ -197,6 +204,27 @@ def main(
             traceback.print_exc(file=err)
         print(f"internal error: {type(e).__name__}: {e} (rerun with OPS_DEBUG=1 for the traceback)", file=err)
         return EXIT_FAILED
+    finally:
+        if as_yaml is not None and isinstance(out, io.StringIO):
+            as_yaml.write(_yaml_of(out.getvalue()))
+
+
+def _yaml_of(text: str) -> str:
+    """``-o yaml``: the command's JSON (one document, or JSON Lines: one YAML document each) as YAML."""
+    import json
+
+    import yaml
+
+    if not text.strip():
+        return text
+    try:
+        docs = [json.loads(text)]
+    except json.JSONDecodeError:
+        try:
+            docs = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError:
+            return text  # not JSON (a command without a machine-readable form): as printed
+    return "---\n".join(yaml.safe_dump(d, sort_keys=False, default_flow_style=False) for d in docs)
 
 
 def _parse(argv: list[str], prog: str) -> tuple[argparse.Namespace, argparse.ArgumentParser]:

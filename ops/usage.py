@@ -19,6 +19,8 @@ from config.loader import CONFIG_DIR, checkout_config_dir
 from ops.errors import UsageError
 
 CONFIG_DIR_ENV = "HPRAY_CONFIG_DIR"
+# -o FORMAT, as kubectl's: json (= --json), yaml, wide.
+OUTPUTS = ("json", "yaml", "wide")
 
 
 class Parser(argparse.ArgumentParser):
@@ -61,6 +63,13 @@ class CommandLine:
         )
         config_dir_option(parser)
         parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+        parser.add_argument(
+            "--output",
+            "-o",
+            choices=OUTPUTS,
+            metavar="FORMAT",
+            help="json (as --json), yaml (the JSON as YAML), or wide (tables with more columns)",
+        )
         parser.add_argument(
             "--profile", metavar="PROFILE", help="AWS profile from ~/.aws/config (default: AWS_PROFILE / default chain)"
         )

@@ -60,11 +60,14 @@ def list_jobs(kube: Any, namespace: str | None) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r.get("created") or "", r["name"] or ""), reverse=True)
 
 
-def render_jobs(rows: list[dict[str, Any]]) -> str:
+def render_jobs(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
+    """The jobs table; ``wide`` (``-o wide``) adds the kind, Ray cluster, suspension and reason."""
     if not rows:
         return "No RayJobs."
+    columns = ["NAMESPACE", "NAME", "STATE", "JOB", "ATTEMPTS FAILED", "STARTED", "ENDED"]
+    extra = ["KIND", "RAY CLUSTER", "SUSPENDED", "REASON"] if wide else []
     return table(
-        ["NAMESPACE", "NAME", "STATE", "JOB", "ATTEMPTS FAILED", "STARTED", "ENDED"],
+        [*columns, *extra],
         [
             [
                 r["namespace"],
@@ -74,6 +77,7 @@ def render_jobs(rows: list[dict[str, Any]]) -> str:
                 r["failed_attempts"],
                 r["start_time"],
                 r["end_time"],
+                *([r.get("kind"), r.get("ray_cluster"), r.get("suspended"), r.get("reason")] if wide else []),
             ]
             for r in rows
         ],

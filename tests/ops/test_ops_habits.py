@@ -70,3 +70,29 @@ def test_a_mistyped_environment_or_command_gets_a_suggestion(monkeypatch):
     assert code == 2 and err.splitlines()[0].endswith("; did you mean 'staging'?")
     code, _, err = run(["submit", "trainig", "--env", "dev"])
     assert code == 2 and err.splitlines()[0].endswith("; did you mean 'training'?")
+
+
+def test_output_json_yaml_and_wide(monkeypatch):
+    """-o json is --json; -o yaml the same data as YAML; -o wide more columns (jobs)."""
+    import json
+
+    import yaml
+
+    from tests.ops.fakes import rayjob
+
+    class Kube:
+        def list_ray(self, kind, namespace=None):
+            return [rayjob("running", name="hello")]
+
+    common = {"aws_factory": lambda c, p: None, "kube_factory": lambda a, c, args: Kube(), "token_fn": lambda *a: None}
+    code, as_json, _ = run(["jobs", "--env", "dev", "-o", "json"], **common)
+    assert code == 0
+    assert run(["jobs", "--env", "dev", "--json"], **common)[1] == as_json
+    code, as_yaml, _ = run(["jobs", "--env", "dev", "-o", "yaml"], **common)
+    assert code == 0 and yaml.safe_load(as_yaml) == json.loads(as_json)
+    code, wide, _ = run(["jobs", "--env", "dev", "-o", "wide"], **common)
+    header = wide.splitlines()[0].split()
+    assert code == 0 and header[-5:] == ["KIND", "RAY", "CLUSTER", "SUSPENDED", "REASON"]
+    assert "REASON" not in run(["jobs", "--env", "dev"], **common)[1].splitlines()[0]
+    code, _, err = run(["jobs", "--env", "dev", "-o", "xml"], **common)
+    assert code == 2 and "invalid choice: 'xml' (choose from 'json', 'yaml', 'wide')" in err
