@@ -96,3 +96,48 @@ def test_output_json_yaml_and_wide(monkeypatch):
     assert "REASON" not in run(["jobs", "--env", "dev"], **common)[1].splitlines()[0]
     code, _, err = run(["jobs", "--env", "dev", "-o", "xml"], **common)
     assert code == 2 and "invalid choice: 'xml' (choose from 'json', 'yaml', 'wide')" in err
+
+
+def test_stop_job_stops_the_ray_job_as_ray_job_stop():
+    """`stop NAME --job`: the job-level stop (POST /api/jobs/ID/stop on the head's dashboard, with
+    the token), beside the cluster-level one (suspend); nothing is suspended or deleted."""
+    from tests.ops.fakes import head_pod, rayjob
+
+    calls = []
+
+    class Kube:
+        def get_ray(self, kind, namespace, name):
+            return rayjob("running", name="hello")
+
+        def list_pods(self, namespace, selector):
+            return [head_pod("hello-x7k2p")] if selector == "ray.io/cluster=hello-x7k2p,ray.io/node-type=head" else []
+
+        def pod_http_post(self, namespace, pod, port, path, headers=None):
+            calls.append((namespace, pod, port, path, headers))
+            return 200, b'{"stopped": true}'
+
+        def patch_ray(self, *a):
+            raise AssertionError("--job suspends nothing")
+
+        def delete_ray(self, *a):
+            raise AssertionError("--job deletes nothing")
+
+    code, out, err = run(
+        ["stop", "hello", "--env", "dev", "--job"],
+        aws_factory=lambda c, p: None,
+        kube_factory=lambda a, c, args: Kube(),
+        token_fn=lambda kube, ns, head: "tok",
+    )
+    assert (code, err) == (0, "")
+    assert calls == [
+        (
+            "ray-workloads",
+            "hello-x7k2p-head-8xk2q",
+            8265,
+            "/api/jobs/hello-9vq4s/stop",
+            {"x-ray-authorization": "Bearer tok"},
+        )
+    ]
+    assert out.startswith("stopped Ray job hello-9vq4s of RayJob ray-workloads/hello (as `ray job stop`)")
+    code, _, err = run(["stop", "hello", "--env", "dev", "--job", "--delete"], aws_factory=refuse, kube_factory=refuse)
+    assert code == 2 and "not allowed with argument" in err
