@@ -159,3 +159,30 @@ def test_the_documented_debian_packages_are_the_ones_make_installs():
     for package in wanted:
         assert re.search(rf"\b{re.escape(package)}\b", readme), package
         assert re.search(rf"\b{re.escape(package)}\b", table_row), package
+
+
+def _rendered_names(env: str) -> set[str]:
+    """The names of the RayJobs and RayServices `hpray submit` renders for ``env``."""
+    from config import ConfigError
+    from manifests import registry
+    from manifests.check import load_checked
+
+    config = load_checked(env)
+    names = set()
+    for w in registry.workloads():
+        try:
+            names.add(w.render(config)["metadata"]["name"])
+        except ConfigError:
+            continue  # not rendered in this environment (dev's LLM service is off)
+    return names
+
+
+def test_the_samples_name_what_the_render_produces():
+    """A sample's RayJob or RayService of ray-workloads (`RayJob ray-workloads/NAME`, `kubectl -n
+    ray-workloads get rayjob NAME`) is one the render produces for dev (issue 37: a sample named a
+    RayJob the render never made)."""
+    names = _rendered_names("dev")
+    found = _matches(r"(?:(?:RayJob|RayService) ray-workloads/|get (?:rayjob|rayservice) )([a-z][a-z0-9-]+)")
+    assert found, "the pages show no workload by name"
+    wrong = [(page, name) for page, (name,) in found if name not in names and not name.startswith("my-")]
+    assert wrong == [], f"rendered for dev: {sorted(names)}"
