@@ -141,3 +141,43 @@ def test_stop_job_stops_the_ray_job_as_ray_job_stop():
     assert out.startswith("stopped Ray job hello-9vq4s of RayJob ray-workloads/hello (as `ray job stop`)")
     code, _, err = run(["stop", "hello", "--env", "dev", "--job", "--delete"], aws_factory=refuse, kube_factory=refuse)
     assert code == 2 and "not allowed with argument" in err
+
+
+def test_describe_pods_and_logs_of_a_rayservice():
+    """describe, pods and logs take a RayService as they take a RayJob (issue 37): its state,
+    applications and pods; its log is its head's."""
+    from ops.errors import NotFoundError
+    from tests.ops.fakes import head_pod, rayservice
+
+    service = rayservice(True, name="hpray-dev-generate")
+    cluster = "hpray-dev-generate-raycluster-abcde"
+
+    class Kube:
+        def get_ray(self, kind, namespace, name):
+            if kind == "RayService" and name == "hpray-dev-generate":
+                return service
+            raise NotFoundError(f"{kind} {name}: not found")
+
+        def list_pods(self, namespace, selector):
+            return [head_pod(cluster)] if selector == f"ray.io/cluster={cluster}" else []
+
+        def list_events(self, namespace, selector):
+            return []
+
+        def read_pod_log(self, namespace, pod, **kwargs):
+            assert pod == f"{cluster}-head-8xk2q"
+            return "serve controller up\n"
+
+    common = {"aws_factory": lambda c, p: None, "kube_factory": lambda a, c, args: Kube(), "token_fn": lambda *a: None}
+    code, out, err = run(["describe", "hpray-dev-generate", "--env", "dev"], **common)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[:3] == [
+        "Name:          ray-workloads/hpray-dev-generate (RayService)",
+        "State:         Running, ready",
+        "Applications:  llm: RUNNING",
+    ]
+    code, out, _ = run(["pods", "hpray-dev-generate", "--env", "dev"], **common)
+    assert code == 0 and f"{cluster}-head-8xk2q" in out
+    assert run(["logs", "hpray-dev-generate", "--env", "dev"], **common)[:2] == (0, "serve controller up\n")
+    code, _, err = run(["describe", "nope", "--env", "dev"], **common)
+    assert code == 4 and "RayServices" in err
