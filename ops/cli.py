@@ -49,6 +49,8 @@ Operations for the HyperPod Ray platform, one environment at a time (config/<env
   stop        stop a job (its Ray cluster goes, its checkpoints stay); resume restarts it
   resume      restart a stopped job; it resumes from its checkpoints
   dashboard   port-forward to a Ray head and print the dashboard's local URL
+  rollout     start or update a service (inference, llm) with a chosen model and follow it
+  endpoint    reach a service's endpoint (inference, llm) on a local port (a port-forward)
   upgrade     plan a Kubernetes upgrade step by step (`upgrade plan`); --apply does the safe steps
   images      `images pin-base`: pin the workloads image's base by digest (Docker Hub, no AWS)
   env         show or set the default environment (`env use NAME`; $HPRAY_ENV; --env wins)

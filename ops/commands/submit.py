@@ -259,9 +259,7 @@ def run_submit(command: Command) -> int:
             follower.emit(msg if follower.json_mode else "\n" + msg, event="interrupted")
             return EXIT_INTERRUPTED
     if args.no_follow:
-        follower.emit(
-            f"not following; watch it with: {command.prog} submit {args.workload} --env {config.name} --attach"
-        )
+        follower.emit(f"not following; watch it with: {reattach_command(args.workload, config.name, command.prog)}")
         return EXIT_OK
     return follower.run()
 

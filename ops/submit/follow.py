@@ -43,8 +43,16 @@ def _columns(out: TextIO) -> int:
         return 100
 
 
+# The command that submits a workload, where it is not `submit <workload>` (the LLM service).
+SUBMIT_VERB = {"inference-llm": "rollout llm"}
+
+
+def submit_command(workload: str, env: str, prog: str = "hpray") -> str:
+    return f"{prog} {SUBMIT_VERB.get(workload, f'submit {workload}')} --env {env}"
+
+
 def reattach_command(workload: str, env: str, prog: str = "hpray") -> str:
-    return f"{prog} submit {workload} --env {env} --attach"
+    return f"{submit_command(workload, env, prog)} --attach"
 
 
 def interrupted_message(workload: str, env: str, kind: str, namespace: str, name: str, prog: str = "hpray") -> str:
@@ -214,7 +222,7 @@ class Follower:
             except NotFoundError:
                 raise OpsError(
                     f"{self.kind} {self.namespace}/{self.name} does not exist (deleted, or never submitted)",
-                    f"submit it: {self.prog} submit {self.workload} --env {self.env}",
+                    f"submit it: {submit_command(self.workload, self.env, self.prog)}",
                 ) from None
             for line in progress.observe_status(obj):
                 self.emit(line, event="status", **_status_fields(obj))

@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlparse
 class State:
     def __init__(self) -> None:
         self.rayjobs: dict[tuple[str, str], dict[str, Any]] = {}
+        self.rayservices: dict[tuple[str, str], dict[str, Any]] = {}
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         # (namespace, pod, container, previous) -> the container's log
         self.pod_logs: dict[tuple[str, str, str, bool], str] = {}
@@ -179,6 +180,9 @@ def make_handler(state: State):
                 )
             if m := RAYSERVICES.match(url.path):
                 if m["name"]:
+                    found = state.rayservices.get((m["ns"], m["name"]))
+                    if found:
+                        return self._send(200, found)
                     return self._send(404, _status(404, "NotFound", f'rayservices.ray.io "{m["name"]}" not found'))
                 return self._send(
                     200, {"apiVersion": "ray.io/v1", "kind": "RayServiceList", "metadata": {}, "items": []}
