@@ -320,3 +320,20 @@ def test_installed_pin_base_never_writes_the_installed_copy(installed_hpray, tmp
     )
     assert result.returncode == 1, result.stderr
     assert str(purelib) not in result.stderr
+
+
+def test_installed_hpray_hints_say_hpray(installed_hpray, tmp_path):
+    """One name: what the installed command prints to its user says `hpray`, never `python -m ops`."""
+    hpray, _, _ = installed_hpray
+    for args in (["--help"], ["submit", "--help"], ["submit", "job", "--help"], ["rollout", "llm", "--help"]):
+        result = _run_installed(hpray, args, tmp_path, cwd=ROOT)
+        assert result.returncode == 0, result.stderr
+        assert "python -m ops" not in result.stdout and "hpray" in result.stdout, args
+    result = _run_installed(hpray, ["submit", "job", "--env", "dev", "--attach"], tmp_path, cwd=ROOT)
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: --attach needs --name NAME for a job\nfix:   list the jobs with: hpray jobs --env dev\n",
+    )
+    result = _run_installed(hpray, ["jobs"], tmp_path, cwd=ROOT, HPRAY_ENV="stagin")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: $HPRAY_ENV: unknown environment 'stagin'; did you mean 'staging'?")
