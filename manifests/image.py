@@ -12,6 +12,9 @@ The build context is always a checkout (``cdk.json``, ``.dockerignore``, ``workl
 an installed ``hpray`` never hashes the site-packages folder it runs from. What an environment
 deployed is written into its cluster (the ConfigMap :data:`DEPLOYED_CONFIGMAP`, by the cluster
 stack); ``hpray submit`` reads it there, and a dry run says where its image came from.
+
+It stays one module: the URI, the build context it hashes and the port of aws-cdk-lib's
+fingerprint are one contract with the synth check (constructs/workloads_image.py), changed together.
 """
 
 from __future__ import annotations
@@ -99,14 +102,14 @@ def extra_hash() -> str:
 def asset_hash(root: Path | str = REPO_ROOT) -> str:
     """The DockerImageAsset source hash (= image tag) of the build context at ``root``."""
     root = Path(root)
-    if root.resolve() == REPO_ROOT and not is_checkout(REPO_ROOT):
-        raise ImageError(
-            f"{REPO_ROOT} is an installed copy, not a checkout: the image cdk deploy pushed is not a hash of its files"
-        )
     if not (root / DOCKERFILE).is_file():
         raise ImageError(
             f"the workloads image's Dockerfile is not at {root / DOCKERFILE}; render "
             "from a checkout of this repository or set training.image/inference.image"
+        )
+    if root.resolve() == REPO_ROOT and not is_checkout(REPO_ROOT):
+        raise ImageError(
+            f"{REPO_ROOT} is an installed copy, not a checkout: the image cdk deploy pushed is not a hash of its files"
         )
     return _asset_hash_cached(str(root.resolve()), _context_signature(root))
 

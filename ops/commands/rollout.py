@@ -179,7 +179,9 @@ def dry_run(config: EnvironmentConfig, args: argparse.Namespace, out: TextIO, re
         comments.append(f"image: {head['image']} (the Ray LLM image the environment pins)")
     else:
         comments.append(image_mod.source_of(cfg, cfg.inference.image or cfg.training.image, "inference.image"))
-    return print_manifest(manifest, out, json_mode=args.json, comments=comments)
+    from ops.commands.submit import environment_comment
+
+    return print_manifest(manifest, out, json_mode=args.json, comments=[*comments, environment_comment(cfg, args)])
 
 
 def run(command: Command) -> int:

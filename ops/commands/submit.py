@@ -181,6 +181,12 @@ def print_manifest(manifest: dict[str, Any], out: TextIO, *, json_mode: bool, co
     return EXIT_OK
 
 
+def environment_comment(config: EnvironmentConfig, args: argparse.Namespace) -> str:
+    """Which environment file a dry run read (the checkout's, --config-dir's, or the bundled copy)."""
+    folder = getattr(args, "config_dir_used", None)
+    return f"environment: {folder / f'{config.name}.yaml'}" if folder else f"environment: {config.name}"
+
+
 def check(config: EnvironmentConfig, args: argparse.Namespace, prog: str) -> None:
     """``submit job`` is checked, packaged and rendered here, before any client is made."""
     if args.workload == "job":
@@ -201,7 +207,10 @@ def dry_run(config: EnvironmentConfig, args: argparse.Namespace, out: TextIO, re
             else image_mod.source_of(config, config.training.image, "training.image")
         )
         return print_manifest(
-            prepared.manifest, out, json_mode=args.json, comments=[*job_dry_run_comments(prepared), source]
+            prepared.manifest,
+            out,
+            json_mode=args.json,
+            comments=[*job_dry_run_comments(prepared), source, environment_comment(config, args)],
         )
     from ops.submit import render as renderer
 
@@ -218,6 +227,7 @@ def dry_run(config: EnvironmentConfig, args: argparse.Namespace, out: TextIO, re
         comments=[
             f"dry run: {manifest['kind']} {meta.get('namespace', 'default')}/{meta['name']} is not applied",
             source,
+            environment_comment(config, args),
         ],
     )
 

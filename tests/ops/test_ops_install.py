@@ -284,6 +284,7 @@ def test_installed_hpray_reads_the_checkouts_config_and_warns_of_the_bundled_cop
     result = _run_installed(hpray, ["submit", "training", "--env", "dev", "--dry-run"], tmp_path, cwd=inside)
     assert result.returncode == 0, result.stderr
     assert "activeDeadlineSeconds: 7200" in result.stdout
+    assert f"# environment: {dev}\n" in result.stdout  # which folder it read
     assert result.stderr == (
         f"warning: environment dev read from {dev}; the copy bundled with this hpray "
         f"({purelib / 'config' / 'dev.yaml'}) differs (reinstall hpray to update it)\n"
