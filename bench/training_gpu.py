@@ -109,7 +109,10 @@ def plan_for_env(env: str, preset: str | None = None) -> dict[str, Any]:
         "env": env,
         "preset": preset,
         "model": ModelSize(preset=preset).architecture(),
-        "activation_checkpointing": t.activation_checkpointing,
+        # true/false for full/none (the plan files written before selective existed), "selective".
+        "activation_checkpointing": {"full": True, "none": False}.get(
+            t.activation_checkpointing, t.activation_checkpointing
+        ),
         "batch_size_per_worker": t.batch_size_per_worker,
         "precision": t.precision,
         "learning_rate": t.learning_rate,
@@ -182,20 +185,46 @@ def matmul_tflops(device: torch.device, n: int = 8192, reps: int = 10) -> float:
 
 
 def train_steps(
-    plan: dict[str, Any], device: torch.device, steps: int, warmup: int, progress: Callable[[str], None] = print
+    plan: dict[str, Any],
+    device: torch.device,
+    steps: int,
+    warmup: int,
+    progress: Callable[[str], None] = print,
+    *,
+    compile: bool = False,
+    float8: bool = False,
+    activation_checkpointing: str | None = None,
+    checkpoint_every: int = 2,
+    model_overrides: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The job's step, `steps` times; tokens/s over the steps after `warmup`."""
+    """The job's step, `steps` times; tokens/s over the steps after `warmup`. ``compile``,
+    ``float8`` (CUDA) and ``activation_checkpointing`` (none, selective: every
+    ``checkpoint_every``-th block, full; default the plan's) as workloads/training/parallelize.py
+    applies them; ``model_overrides``: e.g. vocab_size and block_size."""
     import torch
 
     from workloads.common.model import build, config_from_dict, flops_per_token
     from workloads.training.data import ByteWindows, DataPosition, load_corpus
     from workloads.training.job import lr_schedule, make_optimizer, train_step
+    from workloads.training.parallelize import checkpoint_mode, convert_float8
 
     torch.manual_seed(1234)
-    cfg = config_from_dict(plan["model"])
+    cfg = config_from_dict({**plan["model"], **(model_overrides or {})})
     with device:  # initialised on the device it trains on: a 7B model is slow to initialise on a CPU
         model = build(cfg)
-    model.activation_checkpointing = plan["activation_checkpointing"]
+    mode = checkpoint_mode(activation_checkpointing or plan["activation_checkpointing"])
+    model.activation_checkpointing = mode != "none"
+    model.checkpoint_every = checkpoint_every if mode == "selective" else 1
+    if float8 and device.type == "cuda":
+        convert_float8(model)
+    if compile:
+        from workloads.common.model import Llama
+
+        for block in model.layers if isinstance(model, Llama) else model.blocks:
+            block.compile()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    compile_s = None
     data = ByteWindows(load_corpus(None, plan["data_max_bytes"]), cfg.block_size, 1234)
     pos = DataPosition()
     opt = make_optimizer(
@@ -207,12 +236,16 @@ def train_steps(
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda *_: None)
     model.train()
     t0 = loss_value = None
+    t_start = time.perf_counter()
     for step in range(1, steps + 1):
         x, y = data.next_batch(pos, rank=0, world_size=1, batch_size=batch)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         loss = train_step(
             model, opt, sched, x, y, grad_clip=plan["grad_clip"], autocast_dtype=torch.bfloat16 if amp else None
         )
+        if step == 1:
+            sync(device)
+            compile_s = time.perf_counter() - t_start  # the first step: compilation, if any, and warm-up
         if step == warmup:
             sync(device)
             t0 = time.perf_counter()
@@ -232,6 +265,13 @@ def train_steps(
         "final_loss": loss_value,
         "params": sum(p.numel() for p in model.parameters()),
         "autocast_bf16": amp,
+        "first_step_s": compile_s,
+        "peak_memory_gib": torch.cuda.max_memory_allocated(device) / (1 << 30) if device.type == "cuda" else None,
+        "compile": compile,
+        "float8": float8 and device.type == "cuda",
+        "activation_checkpointing": mode,
+        "vocab_size": cfg.vocab_size,
+        "block_size": cfg.block_size,
     }
 
 
@@ -251,6 +291,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="deterministic kernels, as training.deterministic turns on (workloads.training.determinism)",
     )
+    p.add_argument("--compile", action="store_true", help="torch.compile each block (training.compile)")
+    p.add_argument("--float8", action="store_true", help="torchao float8 linear layers, CUDA only (training.float8)")
+    p.add_argument(
+        "--activation-checkpointing",
+        choices=("none", "selective", "full"),
+        help="instead of the plan's (training.activation_checkpointing); selective: every second block",
+    )
+    p.add_argument("--vocab-size", type=int, help="instead of the plan's model's (e.g. 128256, Llama 3's tokenizer)")
+    p.add_argument("--block-size", type=int, help="sequence length instead of the plan's model's")
     p.add_argument("--out", help="write the figures as JSON here too")
     args = p.parse_args(argv)
     try:
@@ -293,7 +342,18 @@ def main(argv: list[str] | None = None) -> int:
         + (", deterministic kernels" if args.deterministic else ""),
         flush=True,
     )
-    r = train_steps(plan, device, args.steps, args.warmup, progress=lambda m: print(m, flush=True))
+    overrides = {k: v for k, v in (("vocab_size", args.vocab_size), ("block_size", args.block_size)) if v}
+    r = train_steps(
+        plan,
+        device,
+        args.steps,
+        args.warmup,
+        progress=lambda m: print(m, flush=True),
+        compile=args.compile,
+        float8=args.float8,
+        activation_checkpointing=args.activation_checkpointing,
+        model_overrides=overrides,
+    )
     r.update(
         env=plan["env"],
         device=name,
@@ -312,6 +372,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{r['flops_per_token'] / 1e9:.2f} GFLOP/token): {achieved:.1f} TFLOP/s of model FLOPs"
     )
     print(f"MFU {r['mfu']:.1%} of {peak} TFLOP/s ({peak_from})" if peak else f"MFU: n/a ({peak_from})")
+    print(
+        f"variant: compile {r['compile']}, float8 {r['float8']}, activation_checkpointing "
+        f"{r['activation_checkpointing']}, vocab {r['vocab_size']}, sequence {r['block_size']}; first step "
+        f"{r['first_step_s']:.1f} s"
+        + ("" if r["peak_memory_gib"] is None else f"; peak memory {r['peak_memory_gib']:.1f} GiB")
+    )
     if device.type == "cuda":
         r["matmul_tflops"] = matmul_tflops(device)
         print(

@@ -176,6 +176,18 @@ GPU_DENSE_BF16_TFLOPS: dict[str, float] = {
 }
 
 
+# Chips with FP8 Tensor Cores (float8 training, training.float8): Hopper (H100, H200), Ada
+# (L40S, L4) and Blackwell (B200, B300, GB200), per NVIDIA's datasheets (H100 "FP8 Tensor Core
+# 3,958 teraFLOPS" with sparsity; L40S "FP8 1,466 TFLOPS"; L4 "FP8 485 TFLOPS"). Ampere (A100,
+# A10G) has none: its Tensor Cores stop at bf16/fp16/int8.
+GPU_HAS_FP8: frozenset[str] = frozenset({"H100", "H200", "B200", "B300", "GB200", "L4", "L40S"})
+
+
+def has_fp8(instance_type: str) -> bool:
+    """Whether the GPUs of ``instance_type`` have FP8 Tensor Cores (``GPU_HAS_FP8``)."""
+    return instance_spec(instance_type).accelerator in GPU_HAS_FP8
+
+
 def dense_bf16_tflops(instance_type: str) -> float | None:
     """The dense bf16 peak of one GPU of ``instance_type`` (None: no figure for its chip)."""
     return GPU_DENSE_BF16_TFLOPS.get(instance_spec(instance_type).accelerator)

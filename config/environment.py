@@ -20,6 +20,7 @@ from config.eks import Eks
 from config.fields import PREFIX_RE, AccountId, RegionName
 from config.hyperpod import HyperPod
 from config.inference import Inference
+from config.jobs import Jobs
 from config.network import PULL_THROUGH_SECRET_ARN_RE, Network
 from config.observability import Observability
 from config.pretokenize import Pretokenize
@@ -62,6 +63,9 @@ class EnvironmentConfig(Frozen):
     batch_inference: BatchInference | None = Field(
         default=None,
         description="A RayJob generating over a batch of prompts with vLLM (ray.data.llm); null: not deployed.",
+    )
+    jobs: Jobs = Field(
+        default_factory=Jobs, description="Users' own jobs (`hpray submit job`): the S3 locations they may read."
     )
     observability: Observability = Field(
         default_factory=Observability,

@@ -36,6 +36,15 @@ class JobSettings(TrainLoop):
         default=False, description="One progress line per step (rank 0) in the job log; rehearsals parse them."
     )
 
+    # From the plan (sizing/plan.py): the runtime cannot import sizing, so the figures the
+    # Reporter's MFU divides by travel here. null: no figure (CPU workers, a chip without a peak).
+    peak_tflops_per_gpu: float | None = Field(
+        default=None, description="Dense bf16 peak of one GPU, TFLOP/s (config/catalog.py), for the job's MFU."
+    )
+    model_flops_per_token: float | None = Field(
+        default=None, description="Training FLOPs per token of the model (sizing/training.py flops_per_token)."
+    )
+
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()
 
@@ -47,6 +56,8 @@ def job_settings(
     num_workers: int,
     cpus_per_worker: float,
     placement_strategy: Literal["SPREAD", "PACK"],
+    peak_tflops_per_gpu: float | None = None,
+    model_flops_per_token: float | None = None,
 ) -> JobSettings:
     """``t``'s train-loop fields (``TRAINING_FIELDS``) and the runtime values."""
     return JobSettings(
@@ -56,4 +67,6 @@ def job_settings(
         cpus_per_worker=cpus_per_worker,
         model=t.model.architecture(),
         placement_strategy=placement_strategy,
+        peak_tflops_per_gpu=peak_tflops_per_gpu,
+        model_flops_per_token=model_flops_per_token,
     )

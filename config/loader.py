@@ -26,6 +26,20 @@ CONFIG_DIR = Path(__file__).resolve().parent
 NON_ENVIRONMENT_FILES = frozenset({"pipeline", "prices"})
 
 
+# What marks a checkout of this repository: the CDK app beside its config/ folder.
+CHECKOUT_MARKERS = ("cdk.json", "app.py")
+
+
+def checkout_config_dir(start: Path | None = None) -> Path | None:
+    """The config/ folder of the checkout at or above ``start`` (default: the current folder): a
+    folder with the CDK app (cdk.json, app.py) and environment files in config/; None outside one."""
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if all((d / m).is_file() for m in CHECKOUT_MARKERS) and known_environments(d / "config"):
+            return d / "config"
+    return None
+
+
 def known_environments(config_dir: Path = CONFIG_DIR) -> list[str]:
     return sorted(p.stem for p in config_dir.glob("*.yaml") if p.stem not in NON_ENVIRONMENT_FILES)
 

@@ -70,6 +70,11 @@ TRAIN_QUALITY_GAUGES: dict[str, str] = {
     "val_perplexity": "train_validation_perplexity",
     "val_bits_per_byte": "train_validation_bits_per_byte",
 }
+# The job's measured throughput (workloads/training/reporter.py, rank 0, each report), labelled
+# with the run's name like the goodput gauges: tokens/s per GPU and MFU against the GPU's dense
+# bf16 peak (config/catalog.py). Set only on GPU workers.
+TRAIN_TOKENS_PER_S_PER_GPU = "train_tokens_per_s_per_gpu"
+TRAIN_MFU = "train_mfu"
 # The window of the goodput alert and of the dashboard's windowed goodput.
 TRAIN_GOODPUT_WINDOW = "1h"
 # The Serve error-rate alert's rate() window: 5 minutes, longer at slow scrapes. rate() needs two

@@ -232,6 +232,9 @@ def s3_locations(config: EnvironmentConfig) -> list[S3Location]:
         add(_folder(config.pretokenize.tokenizer), False, "pretokenize.tokenizer")
     if config.inference.llm.enabled:
         add(config.inference.llm.model_source, False, "inference.llm.model_source")
+    # The users' own data (jobs.read_locations): read only.
+    for i, uri in enumerate(config.jobs.read_locations):
+        add(uri, False, f"jobs.read_locations[{i}]")
     # `hpray submit job` uploads each job's working directory here; Ray pods only read it.
     out.append(S3Location(config.bucket_names()["checkpoints"], JOBS_PREFIX, False, "jobs.prefix"))
     seen: set[tuple[str, str]] = set()

@@ -10,6 +10,7 @@ schemas); the construct applies them and wires IAM.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -158,7 +159,7 @@ def prefix_statements(
 
 def _sid(source: str) -> str:
     """A statement id from a config field name: inference.llm.model_source -> InferenceLlmModelSource."""
-    return "".join(part.capitalize() for part in source.replace(".", "_").split("_"))
+    return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", source))
 
 
 class WorkloadsAccess(Construct):

@@ -1,6 +1,6 @@
 """The deploy-time commands over an environment's config and plan:
 
-    python -m manifests render KIND --env NAME     # a workload's KubeRay manifest (YAML)
+    python -m manifests render KIND --env NAME [--config-dir DIR]   # a workload's KubeRay manifest (YAML)
     python -m manifests check ENV [ENV...]         # the placement table and sizing row; exit 1 on a config error
     python -m manifests train --env NAME [--set KEY=VALUE ...]   # the training job with the plan's settings
 
@@ -20,6 +20,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 RENDERERS = {
@@ -62,7 +63,25 @@ def _no_alias_dumper() -> type[Any]:
     return NoAliasDumper
 
 
-def check(names: list[str]) -> int:
+# The environments' folder: --config-dir, else $HPRAY_CONFIG_DIR (as hpray), else config/.
+CONFIG_DIR_ENV = "HPRAY_CONFIG_DIR"
+
+
+def config_dir(given: Path | None) -> Path:
+    import os
+
+    from config.loader import CONFIG_DIR, known_environments
+
+    chosen = given or (Path(os.environ[CONFIG_DIR_ENV]) if os.environ.get(CONFIG_DIR_ENV) else None)
+    if chosen is None:
+        return CONFIG_DIR
+    flag = "--config-dir" if given else f"${CONFIG_DIR_ENV}"
+    if not chosen.is_dir() or not known_environments(chosen):
+        raise SystemExit(f"error: {flag} {chosen}: no environment file (NAME.yaml) in it")
+    return chosen
+
+
+def check(names: list[str], folder: Path | None = None) -> int:
     """Each environment's placement table, sizing row and checkpoint-interval warning; 1 with the
     errors of the first that does not pass its checks."""
     from config import ConfigError
@@ -73,7 +92,7 @@ def check(names: list[str]) -> int:
 
     for name in names:
         try:
-            env = load_checked(name)
+            env = load_checked(name, config_dir(folder))
         except ConfigError as err:
             print(err.render(), file=sys.stderr)
             return 1
@@ -90,7 +109,7 @@ def check(names: list[str]) -> int:
     return 0
 
 
-def train(env_name: str, sets: list[str]) -> int:
+def train(env_name: str, sets: list[str], folder: Path | None = None) -> int:
     """The training job with ``env_name``'s plan settings (and ``sets``) on the reachable cluster."""
     import logging
 
@@ -102,7 +121,7 @@ def train(env_name: str, sets: list[str]) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
-        s = for_cluster(load_checked(env_name), S.parse_overrides(sets))
+        s = for_cluster(load_checked(env_name, config_dir(folder)), S.parse_overrides(sets))
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
         return 2
@@ -122,11 +141,18 @@ def main(argv: list[str] | None = None) -> int:
     train_cmd.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a training setting"
     )
+    for p in (render, check_cmd, train_cmd):
+        p.add_argument(
+            "--config-dir",
+            type=Path,
+            metavar="DIR",
+            help=f"folder of the environment files NAME.yaml (default: ${CONFIG_DIR_ENV}, else config/)",
+        )
     args = parser.parse_args(argv)
     if args.command == "check":
-        return check(args.envs)
+        return check(args.envs, args.config_dir)
     if args.command == "train":
-        return train(args.env, args.set)
+        return train(args.env, args.set, args.config_dir)
 
     import yaml
 
@@ -135,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     _NoAliasDumper = _no_alias_dumper()
 
     try:
-        cfg = load_environment(args.env)
+        cfg = load_environment(args.env, config_dir(args.config_dir))
         fn, to_yaml = renderer(args.kind)
         manifest = fn(cfg)
     except ConfigError as err:

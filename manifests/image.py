@@ -2,11 +2,19 @@
 
 The CDK app publishes the image as a ``DockerImageAsset`` (constructs/workloads_image.py) into
 the environment's CDK bootstrap repository, tagged with the asset's source hash. That hash is a
-pure function of the build context's files, so every renderer (synth, ``python -m workloads
-render``, ``ops submit``) computes the same URI here from the working tree, with aws-cdk-lib's
-own algorithm (``FileSystem.fingerprint`` in Docker ignore mode, ``aws-ecr-assets``' extra hash);
-at synth the construct checks that the asset's hash equals this one, and a test checks the
-port against aws-cdk-lib on tricky trees (symlinks, CRLF, binary, split UTF-8).
+pure function of the build context's files, so the renderers of a checkout (synth, ``python -m
+manifests render``) compute the same URI here from the checkout, with aws-cdk-lib's own algorithm
+(``FileSystem.fingerprint`` in Docker ignore mode, ``aws-ecr-assets``' extra hash); at synth the
+construct checks that the asset's hash equals this one, and a test checks the port against
+aws-cdk-lib on tricky trees (symlinks, CRLF, binary, split UTF-8).
+
+The build context is always a checkout (``cdk.json``, ``.dockerignore``, ``workloads/Dockerfile``):
+an installed ``hpray`` never hashes the site-packages folder it runs from. What an environment
+deployed is written into its cluster (the ConfigMap :data:`DEPLOYED_CONFIGMAP`, by the cluster
+stack); ``hpray submit`` reads it there, and a dry run says where its image came from.
+
+It stays one module: the URI, the build context it hashes and the port of aws-cdk-lib's
+fingerprint are one contract with the synth check (constructs/workloads_image.py), changed together.
 """
 
 from __future__ import annotations
@@ -36,8 +44,42 @@ CDK_QUALIFIER = "hnb659fds"
 ECR_ASSETS_HASH_VERSION = "1.21.0"
 
 
+# The ConfigMap of the workloads namespace the cluster stack writes: the URI of the image
+# `cdk deploy` pushed (stacks/cluster_stack.py); `hpray submit` runs it.
+DEPLOYED_CONFIGMAP = "hpray-workloads-image"
+DEPLOYED_KEY = "uri"
+
+
 class ImageError(Exception):
     """The workloads image cannot be named (no build context, unsupported file)."""
+
+
+def is_checkout(root: Path) -> bool:
+    """A checkout of this repository: the CDK app and the image's build context (not an installed copy)."""
+    return all((root / marker).is_file() for marker in ("cdk.json", ".dockerignore", DOCKERFILE))
+
+
+def checkout_root(start: Path | None = None) -> Path | None:
+    """The checkout whose files ``cdk deploy`` would build: this module's own when it runs from
+    one, else the nearest one at or above ``start`` (default: the current folder); None outside one."""
+    if is_checkout(REPO_ROOT):
+        return REPO_ROOT
+    here = (start or Path.cwd()).resolve()
+    return next((d for d in (here, *here.parents) if is_checkout(d)), None)
+
+
+def deployed_config_map(uri: str, namespace: str) -> dict[str, Any]:
+    """The ConfigMap naming the image this environment deployed (what ``hpray`` reads)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": DEPLOYED_CONFIGMAP,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "cdk", "app.kubernetes.io/part-of": "hpray"},
+        },
+        "data": {DEPLOYED_KEY: uri},
+    }
 
 
 def repository_name(account: str, region: str) -> str:
@@ -65,6 +107,10 @@ def asset_hash(root: Path | str = REPO_ROOT) -> str:
             f"the workloads image's Dockerfile is not at {root / DOCKERFILE}; render "
             "from a checkout of this repository or set training.image/inference.image"
         )
+    if root.resolve() == REPO_ROOT and not is_checkout(REPO_ROOT):
+        raise ImageError(
+            f"{REPO_ROOT} is an installed copy, not a checkout: the image cdk deploy pushed is not a hash of its files"
+        )
     return _asset_hash_cached(str(root.resolve()), _context_signature(root))
 
 
@@ -82,8 +128,16 @@ def _context_signature(root: Path) -> tuple[object, ...]:
     return tuple(parts)
 
 
-def image_uri(account: str, region: str, root: Path | str = REPO_ROOT) -> str:
-    """The URI ``cdk deploy`` pushes the workloads image to for this account and region."""
+def image_uri(account: str, region: str, root: Path | str | None = None) -> str:
+    """The URI ``cdk deploy`` pushes the workloads image to for this account and region, built
+    from ``root`` (default: :func:`checkout_root`)."""
+    if root is None:
+        root = checkout_root()
+        if root is None:
+            raise ImageError(
+                "no checkout of this repository here to compute it from (an installed hpray reads the "
+                f"deployed image from the cluster's ConfigMap {DEPLOYED_CONFIGMAP})"
+            )
     return f"{registry(account, region)}/{repository_name(account, region)}:{asset_hash(root)}"
 
 
@@ -365,3 +419,13 @@ def resolve(cfg: EnvironmentConfig, override: str | None, field: str) -> str:
         from config import ConfigError
 
         raise ConfigError(f"{cfg.name}.yaml", [f"{field}: not set, and {err}"]) from None
+
+
+def source_of(cfg: EnvironmentConfig, override: str | None, field: str) -> str:
+    """Where :func:`resolve` took the image from, for a dry run that reached no cluster."""
+    if override:
+        return f"image: {field} of {cfg.name}.yaml"
+    root = checkout_root()
+    if root is None:
+        return "image: no checkout here and no cluster reached"
+    return f"image: computed from the checkout at {root} (no cluster reached; a submit runs the one in ConfigMap {DEPLOYED_CONFIGMAP})"

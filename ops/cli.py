@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import functools
+import io
 import os
+import re
 import sys
 import time
 import traceback
@@ -21,7 +23,16 @@ from ops.commands import BY_NAME, COMMANDS
 from ops.context import Command, RenderFn
 from ops.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, OpsError, UsageError
 from ops.output import to_json
-from ops.usage import CommandLine, Formatter, Parser, config_dir_of, config_dir_option, split_command, unrecognized
+from ops.usage import (
+    CommandLine,
+    Formatter,
+    Parser,
+    bundled_differs,
+    config_dir_of,
+    config_dir_option,
+    split_command,
+    unrecognized,
+)
 
 PROG = "python -m ops"
 
@@ -38,12 +49,16 @@ Operations for the HyperPod Ray platform, one environment at a time (config/<env
   stop        stop a job (its Ray cluster goes, its checkpoints stay); resume restarts it
   resume      restart a stopped job; it resumes from its checkpoints
   dashboard   port-forward to a Ray head and print the dashboard's local URL
+  rollout     start or update a service (inference, llm) with a chosen model and follow it
+  endpoint    reach a service's endpoint (inference, llm) on a local port (a port-forward)
   upgrade     plan a Kubernetes upgrade step by step (`upgrade plan`); --apply does the safe steps
   images      `images pin-base`: pin the workloads image's base by digest (Docker Hub, no AWS)
+  env         show or set the default environment (`env use NAME`; $HPRAY_ENV; --env wins)
   completion  print the shell completion script (bash, zsh, fish)
 
 Environments are the NAME.yaml files of --config-dir DIR (default: $HPRAY_CONFIG_DIR, else the
-config/ folder this command was installed or run from).
+config/ folder of the checkout you are in, else the copy this command was installed with);
+`%(prog)s --version` names the folder.
 Uses your AWS credentials (--profile or the usual AWS_* variables / SSO). Read-only except
 `submit` (creates or updates one RayJob or RayService; `submit job` also uploads your working
 directory), `stop`/`resume` (suspend or resume one RayJob), `dashboard` (a local port-forward)
@@ -134,13 +149,22 @@ def main(
     ``kube_factory`` is called."""
     out, err = out or sys.stdout, err or sys.stderr
     args: argparse.Namespace | None = None
+    as_yaml: TextIO | None = None  # -o yaml: the JSON output, converted when the command ends
     try:
         args, parser = _parse(list(sys.argv[1:] if argv is None else argv), prog)
+        output = getattr(args, "output", None)
+        if output in ("json", "yaml"):
+            args.json = True
+        if output == "yaml":
+            as_yaml, out = out, io.StringIO()
         spec = BY_NAME[args.command]
         if spec.run_local is not None:  # no environment (completion; images: the Dockerfile and Docker Hub only)
             return spec.run_local(args, out, parser)
         if args.config_dir_used != CONFIG_DIR and load_config is load_checked:
             load_config = functools.partial(load_checked, config_dir=args.config_dir_used)
+        warning = bundled_differs(args.config_dir_used, args.env)
+        if warning:
+            print(warning, file=err)
         config = load_config(args.env)
         _check_arguments(config, args, prog)
         if getattr(args, "dry_run", False) and spec.dry_run is not None:
@@ -182,6 +206,27 @@ def main(
             traceback.print_exc(file=err)
         print(f"internal error: {type(e).__name__}: {e} (rerun with OPS_DEBUG=1 for the traceback)", file=err)
         return EXIT_FAILED
+    finally:
+        if as_yaml is not None and isinstance(out, io.StringIO):
+            as_yaml.write(_yaml_of(out.getvalue()))
+
+
+def _yaml_of(text: str) -> str:
+    """``-o yaml``: the command's JSON (one document, or JSON Lines: one YAML document each) as YAML."""
+    import json
+
+    import yaml
+
+    if not text.strip():
+        return text
+    try:
+        docs = [json.loads(text)]
+    except json.JSONDecodeError:
+        try:
+            docs = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError:
+            return text  # not JSON (a command without a machine-readable form): as printed
+    return "---\n".join(yaml.safe_dump(d, sort_keys=False, default_flow_style=False) for d in docs)
 
 
 def _parse(argv: list[str], prog: str) -> tuple[argparse.Namespace, argparse.ArgumentParser]:
@@ -194,7 +239,22 @@ def _parse(argv: list[str], prog: str) -> tuple[argparse.Namespace, argparse.Arg
         )
     config_dir = config_dir_of(argv)
     parser = build_parser(prog, config_dir)
-    args, extras = parser.parse_known_args(argv)
+    try:
+        args, extras = parser.parse_known_args(argv)
+    except UsageError as e:
+        if not re.search(r"the following arguments are required: .*--env\b", e.message):
+            raise
+        # No --env: the default environment ($HPRAY_ENV, else `hpray env use NAME`'s), as kubectl's current context.
+        from config import known_environments
+        from ops.current_env import check_known, default_env
+
+        default = default_env()
+        if default is None:
+            raise UsageError(
+                e.message, f"pass --env NAME, set HPRAY_ENV=NAME, or make one the default: {prog} env use NAME"
+            ) from None
+        check_known(default.name, known_environments(config_dir), default.source)
+        args, extras = parser.parse_known_args([*argv, "--env", default.name])
     if extras:
         raise unrecognized(parser, args, extras)
     args.job_command, args.config_dir_used = job_command, config_dir

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 from config import known_environments
-from config.loader import CONFIG_DIR
+from config.loader import CONFIG_DIR, checkout_config_dir
 from ops.errors import UsageError
 
 CONFIG_DIR_ENV = "HPRAY_CONFIG_DIR"
+# -o FORMAT, as kubectl's: json (= --json), yaml, wide.
+OUTPUTS = ("json", "yaml", "wide")
 
 
 class Parser(argparse.ArgumentParser):
@@ -25,6 +28,12 @@ class Parser(argparse.ArgumentParser):
     command's ``--help``), so the CLI prints it like its other errors, on its own stream."""
 
     def error(self, message: str) -> NoReturn:
+        # A mistyped command, workload or environment: the nearest one (difflib), as git and kubectl do.
+        typo = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if typo:
+            from ops.current_env import suggestion
+
+            message += suggestion(typo.group(1), re.findall(r"'([^']*)'", typo.group(2)))
         raise UsageError(message, f"see {self.prog} --help")
 
 
@@ -54,6 +63,13 @@ class CommandLine:
         )
         config_dir_option(parser)
         parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+        parser.add_argument(
+            "--output",
+            "-o",
+            choices=OUTPUTS,
+            metavar="FORMAT",
+            help="json (as --json), yaml (the JSON as YAML), or wide (tables with more columns)",
+        )
         parser.add_argument(
             "--profile", metavar="PROFILE", help="AWS profile from ~/.aws/config (default: AWS_PROFILE / default chain)"
         )
@@ -102,19 +118,24 @@ def config_dir_option(parser: argparse.ArgumentParser) -> None:
         "--config-dir",
         metavar="DIR",
         type=Path,
-        help=f"folder of the environment files NAME.yaml (default: ${CONFIG_DIR_ENV}, else {CONFIG_DIR})",
+        help=(
+            f"folder of the environment files NAME.yaml (default: ${CONFIG_DIR_ENV}, else the config/ of the "
+            f"checkout you are in, else {CONFIG_DIR})"
+        ),
     )
 
 
 def config_dir_of(argv: Sequence[str]) -> Path:
     """The environments' folder: --config-dir anywhere on the command line, else $HPRAY_CONFIG_DIR,
-    else the config/ package this command runs from. A UsageError (exit 2) when it holds no environment."""
+    else the config/ folder of the checkout the command runs in (the current folder or above),
+    else the config/ package this command was installed with. A UsageError (exit 2) when it holds
+    no environment."""
     pre = argparse.ArgumentParser(add_help=False)
     config_dir_option(pre)
     given = pre.parse_known_args([a for a in argv if a != "--help" and a != "-h"])[0].config_dir
     chosen = given or (Path(os.environ[CONFIG_DIR_ENV]) if os.environ.get(CONFIG_DIR_ENV) else None)
     if chosen is None:
-        return CONFIG_DIR
+        return checkout_config_dir() or CONFIG_DIR
     flag = "--config-dir" if given else f"${CONFIG_DIR_ENV}"
     if not chosen.is_dir():
         raise UsageError(f"{flag} {chosen}: not a directory", "name the folder of your environment files NAME.yaml")
@@ -141,6 +162,21 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def duration(text: str) -> int:
+    """Seconds: ``5400``, ``5400s``, ``90m`` or ``6h``."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1)
+    try:
+        value = int(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration; allowed: SECONDS, or N followed by s, m or h"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1 s")
     return value
 
 
@@ -194,3 +230,20 @@ def unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extr
     # Which commands do take it, where that is a hint (not for --env, which nearly all take).
     where = f" (an option of: {', '.join(leaves)})" if 0 < len(leaves) <= 3 else ""
     return UsageError(f"{prog} does not take {option}{where}", f"see {prog} --help")
+
+
+def bundled_differs(config_dir: Path, env: str) -> str | None:
+    """A warning when ``env`` is read from ``config_dir`` while the installed package bundles its
+    own, different copy (an installed hpray beside a checkout whose config was edited)."""
+    bundled = CONFIG_DIR / f"{env}.yaml"
+    mine = config_dir / f"{env}.yaml"
+    if config_dir.resolve() == CONFIG_DIR or not bundled.is_file() or not mine.is_file():
+        return None
+    if all((CONFIG_DIR.parent / m).is_file() for m in ("cdk.json", "app.py")):
+        return None  # running from a checkout: its config/ is no bundled copy
+    if bundled.read_bytes() == mine.read_bytes():
+        return None
+    return (
+        f"warning: environment {env} read from {mine}; the copy bundled with this hpray ({bundled}) differs "
+        "(reinstall hpray to update it)"
+    )

@@ -223,7 +223,7 @@ def classify(use: ImageUse, config: EnvironmentConfig, assets: list[Asset], rule
         for r in rules:
             if repository.startswith(r.prefix + "/"):
                 signed = (
-                    f", signing in with secret `{r.credential}` (`ops preflight` and `ops status` check it)"
+                    f", signing in with secret `{r.credential}` (`hpray preflight` and `hpray status` check it)"
                     if r.credential
                     else ""
                 )

@@ -51,13 +51,15 @@ def training_token_cost(
     config: EnvironmentConfig,
     prices: PriceTable | None = None,
     *,
-    mfu: float = TRAINING_MFU,
+    mfu: float | None = None,
     goodput: float = TRAINING_GOODPUT,
 ) -> TokenCost | None:
     """Cost per million training tokens of the environment's training run: its instance group's
     hourly price per GPU, over the tokens one GPU trains in an hour at ``mfu`` of the chip's dense
     bf16 peak (config/catalog.py) for the configured model's FLOPs per token, times ``goodput``.
-    Per GPU, so the same for any worker count (perfect scaling assumed). None: no GPU to train on."""
+    Per GPU, so the same for any worker count (perfect scaling assumed). None: no GPU to train on.
+    ``mfu``: given, else ``training.measured_mfu`` (a run's measured ``mfu`` metric), else the
+    assumed ``TRAINING_MFU``; the basis says which."""
     prices = prices or load_prices()
     plan = registry.plan_of(config).training
     if plan is None or not plan.placement.gpus_per_worker:
@@ -68,13 +70,16 @@ def training_token_cost(
     gpu_hour = None if hourly is None else hourly / spec.gpus
     peak = catalog.dense_bf16_tflops(group.instance_type)
     model = config.training.model
+    source = "given" if mfu is not None else "measured" if config.training.measured_mfu is not None else "assumed"
+    if mfu is None:
+        mfu = config.training.measured_mfu if config.training.measured_mfu is not None else TRAINING_MFU
     flops = flops_per_token(model)
     tps = None if peak is None else mfu * peak * 1e12 / flops
     if peak is None:
         basis = f"no dense bf16 peak for {spec.accelerator} in config/catalog.py: not priced"
     else:
         basis = (
-            f"{mfu:.1%} MFU (assumed) of the {spec.accelerator}'s {peak:g} TFLOP/s dense bf16 peak, "
+            f"{mfu:.1%} MFU ({source}) of the {spec.accelerator}'s {peak:g} TFLOP/s dense bf16 peak, "
             f"{flops / 1e9:.3g} GFLOP per token ({_model_name(model)})"
         )
     per_million = None if gpu_hour is None or tps is None else gpu_hour / 3600 / (tps * goodput) * 1e6

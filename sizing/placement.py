@@ -296,4 +296,9 @@ def problems(env: EnvironmentConfig, plan: Plan) -> list[str]:
     data = plan.workloads.get(PRETOKENIZE)
     out += list(data.problems) if isinstance(data, Unplanned) else []
     capacity = [] if plan.checkpoint is None else capacity_problems(env, plan.checkpoint)
+    if not burst and plan.floor_checkpoint is not None:
+        burst = [
+            f"training.min_workers: {env.training.min_workers} (the shrink floor): {line}"
+            for line in burst_problems(plan.floor_checkpoint)
+        ]
     return out + check_against(env, plan=plan) + autoscaling.problems(plan) + burst + capacity + data_problems(env)

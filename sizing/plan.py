@@ -19,6 +19,7 @@ others' types back.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import weakref
 from collections.abc import Callable, Mapping
@@ -80,6 +81,8 @@ class TrainingPlan(JobPlan):
     settings: JobSettings
     # One checkpoint's bytes and write time against FSx, and the run's goodput sweep.
     checkpoint: CheckpointSizing
+    # The same at the elastic run's shrink floor (training.min_workers); None: a fixed worker count.
+    floor_checkpoint: CheckpointSizing | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,11 @@ class Plan:
         """The training job's checkpoint against FSx and its goodput sweep (None: no training job)."""
         return None if self.training is None else self.training.checkpoint
 
+    @property
+    def floor_checkpoint(self) -> CheckpointSizing | None:
+        """``checkpoint`` at ``training.min_workers`` (None: no training job, or no shrink floor)."""
+        return None if self.training is None else self.training.floor_checkpoint
+
     def job_worker(self, group: str, nodes: int) -> WorkerShape:
         """The worker pods of a submitted job on ``nodes`` whole nodes of ``group``."""
         return replace(self.job_workers[group], min_replicas=nodes, max_replicas=nodes)
@@ -209,6 +217,9 @@ def training(env: EnvironmentConfig) -> TrainingPlan | Unplanned:
         worker = pods.training_worker(env, p)
     except KeyError:  # no ENI limits for the group: sizing.placement.pool_problems says so
         return Unplanned("RayJob", name, ())
+    floor = None
+    if t.min_workers is not None and t.min_workers < p.workers:
+        floor = dataclasses.replace(p, workers=t.min_workers, nodes=math.ceil(t.min_workers / per_node))
     settings = job_settings(
         t,
         storage_path=t.resolved_storage_path(env.fsx.file_system_path),
@@ -216,6 +227,8 @@ def training(env: EnvironmentConfig) -> TrainingPlan | Unplanned:
         # The worker pod's CPUs (sized from the node's allocatable) shared by its Ray Train workers.
         cpus_per_worker=max(1, worker.cpus // worker.per_pod),
         placement_strategy="SPREAD" if p.nodes > 1 else "PACK",
+        peak_tflops_per_gpu=catalog.dense_bf16_tflops(group.instance_type) if t.gpus_per_worker else None,
+        model_flops_per_token=training_sizing.flops_per_token(t.model),
     )
     # The bundles the job's ScalingConfig asks for (workloads/training/job.py scaling_config), from
     # the settings the RayJob passes it: Ray Train's worker group is one placement group of a bundle
@@ -240,6 +253,15 @@ def training(env: EnvironmentConfig) -> TrainingPlan | Unplanned:
         checkpoint=storage.checkpoint_sizing(
             t,
             p,
+            env.fsx,
+            node_mtbf_hours=env.hyperpod.node_mtbf_hours,
+            node_replacement_seconds=env.hyperpod.node_replacement_seconds,
+        ),
+        floor_checkpoint=None
+        if floor is None
+        else storage.checkpoint_sizing(
+            t,
+            floor,
             env.fsx,
             node_mtbf_hours=env.hyperpod.node_mtbf_hours,
             node_replacement_seconds=env.hyperpod.node_replacement_seconds,

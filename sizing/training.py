@@ -5,11 +5,12 @@ config sections, no Kubernetes, no aws_cdk."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from config import catalog
 from config.hyperpod import InstanceGroup
-from config.training import ModelSize, Training, sharding_problems
+from config.training import ModelSize, Training, accumulation_steps, batch_problems, sharding_problems
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,11 @@ def fit_problems(t: Training, p: TrainingPlacement, group: InstanceGroup, *, fsx
             "training.storage_shared if every node mounts it"
         )
     out += sharding_problems(t, p.workers)
+    out += batch_problems(t, p.workers, t.min_workers)
     out += memory_problems(t, spec, p.workers, instance_type=group.instance_type)
+    if t.min_workers is not None and t.min_workers < p.workers and not out:
+        # The shrink floor: fewer shards hold more state each (the micro-batch stays the same).
+        out += memory_problems(t, spec, t.min_workers, instance_type=group.instance_type, floor=True)
     return out
 
 
@@ -80,7 +85,14 @@ def memory_per_gpu(t: Training, workers: int) -> dict[str, float]:
     # 4kv values) and the MLP's gate, up, product and activation (8f) (flash attention: no s^2).
     per_block = s * b * (6 * d + 2 * kv + 4 * f) * low
     block_inputs = s * b * d * low
-    activations = (layers * block_inputs + per_block) if t.activation_checkpointing else layers * per_block
+    # full: every block keeps its input and one block is recomputed at a time; selective: every
+    # n-th block does, the others keep everything; none: every block keeps everything.
+    recomputed = {
+        "full": layers,
+        "selective": math.ceil(layers / t.activation_checkpointing_every),
+        "none": 0,
+    }[t.activation_checkpointing]
+    activations = recomputed * block_inputs + (layers - recomputed) * per_block + (per_block if recomputed else 0)
     out = {
         "parameters": 4 * p / shards,
         "gradients": 4 * p / shards,
@@ -90,7 +102,15 @@ def memory_per_gpu(t: Training, workers: int) -> dict[str, float]:
     }
     if t.sharding == "fsdp":
         per_layer = (p - 2 * m.vocab_size * d) / layers
-        out["unsharded_blocks"] = 2 * per_layer * low
+        # The block computing and the prefetched ones; without resharding after forward every
+        # block's gathered parameters stay until its backward.
+        held = layers if not t.fsdp_reshard_after_forward else 2 + t.fsdp_prefetch_blocks
+        out["unsharded_blocks"] = min(layers, held) * per_layer * low
+        if accumulation_steps(t, workers) > 1:
+            # Accumulating without reduce-scatter (set_requires_gradient_sync(False) on all but
+            # the last micro-batch): FSDP2 holds every parameter's unsharded gradient, in the
+            # fp32 reduce dtype, until the last micro-batch reduces it.
+            out["accumulated_gradients"] = 4 * p
     else:
         out["gradient_buckets"] = 4 * p
     return out
@@ -113,8 +133,11 @@ def loss_bytes(m: ModelSize, tokens: int, low: int) -> float:
     return tokens * (m.n_embd * low + 4) + chunk * m.vocab_size * 4 + extra
 
 
-def memory_problems(t: Training, spec: catalog.InstanceSpec, workers: int, *, instance_type: str) -> list[str]:
-    """The model's estimated memory per GPU (``memory_per_gpu``) against the instance's GPUs."""
+def memory_problems(
+    t: Training, spec: catalog.InstanceSpec, workers: int, *, instance_type: str, floor: bool = False
+) -> list[str]:
+    """The model's estimated memory per GPU (``memory_per_gpu``) against the instance's GPUs;
+    ``floor``: ``workers`` is the elastic run's shrink floor (``min_workers``), which the line names."""
     if not t.gpus_per_worker or not spec.gpu_memory_gib:
         return []
     need = sum(memory_per_gpu(t, workers).values()) / t.gpus_per_worker
@@ -122,15 +145,17 @@ def memory_problems(t: Training, spec: catalog.InstanceSpec, workers: int, *, in
     if need <= have:
         return []
     name = t.model.preset or "the configured model"
+    where = f"training.min_workers: {workers} (the shrink floor): " if floor else "training.model: "
     return [
-        f"training.model: {name} ({t.model.parameters() / 1e9:.2f}B parameters) needs about "
+        where + f"{name} ({t.model.parameters() / 1e9:.2f}B parameters) needs about "
         f"{need / (1 << 30):.1f} GiB per GPU with {t.sharding} over {workers} workers "
         f"(batch_size_per_worker {t.batch_size_per_worker}, block_size {t.model.block_size}, "
-        f"activation_checkpointing {str(t.activation_checkpointing).lower()}), but "
+        f"activation_checkpointing {t.activation_checkpointing}), but "
         f"{instance_type} has {spec.gpu_memory_gib} GiB per {spec.accelerator} "
-        f"({GPU_MEMORY_USABLE:.0%} usable: {have / (1 << 30):.1f} GiB); allowed: a smaller "
-        f"preset, more workers with fsdp, a smaller batch"
-        + ("" if t.activation_checkpointing else ", or activation_checkpointing")
+        f"({GPU_MEMORY_USABLE:.0%} usable: {have / (1 << 30):.1f} GiB); allowed: "
+        + ("a larger min_workers, " if floor else "")
+        + "a smaller preset, more workers with fsdp, a smaller batch"
+        + ("" if t.activation_checkpointing == "full" else ", or activation_checkpointing full")
     ]
 
 
@@ -163,5 +188,5 @@ def step_seconds(t: Training, p: TrainingPlacement, *, mfu: float = ASSUMED_MFU)
     gpus = p.workers * p.gpus_per_worker
     if peak is None or gpus == 0:
         return None
-    tokens = p.workers * t.batch_size_per_worker * t.model.block_size
+    tokens = p.workers * t.batch_size_per_worker * accumulation_steps(t, p.workers) * t.model.block_size
     return tokens * flops_per_token(t.model) / (gpus * peak * 1e12 * mfu)

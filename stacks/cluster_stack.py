@@ -33,6 +33,8 @@ from constructs.team_access import TeamAccess, deny_token_read
 from constructs.workloads_access import WorkloadsAccess
 from constructs.workloads_image import WorkloadsImage
 from constructs.workloads_security import WorkloadsSecurity, ray_namespace_manifests
+from manifests import image
+from manifests.k8s import NAMESPACE
 from stacks.base import PlatformStack
 from stacks.storage_stack import StorageStack
 
@@ -129,6 +131,9 @@ class ClusterStack(PlatformStack):
             ray_auth=self.ray_auth,
             gcs_store=self.gcs_store,
         )
+        # The image every RayJob/RayService runs: built and pushed by `cdk deploy` (and the
+        # pipeline's asset stage); the manifests name the same URI (manifests.image).
+        self.workloads_image = WorkloadsImage(self, "WorkloadsImage")
         # Team namespaces, quotas, namespace-scoped access entries, each team's own Pod Identity
         # role and Ray token (config `teams`); no team member may read the platform's tokens.
         members = [a for t in config.teams for a in t.principal_arns]
@@ -215,9 +220,13 @@ class ClusterStack(PlatformStack):
             value=self.observability.log_groups["application"].log_group_name,
         )
 
-        # The image every RayJob/RayService runs: built and pushed by `cdk deploy` (and the
-        # pipeline's asset stage); the manifests name the same URI (manifests.image).
-        self.workloads_image = WorkloadsImage(self, "WorkloadsImage")
+        # What `hpray submit` reads to run the workloads image (never a hash of the files beside an installed CLI).
+        self.workloads_image_config = self.eks.manifest(
+            self,
+            "WorkloadsImageConfig",
+            [image.deployed_config_map(self.workloads_image.asset.image_uri, NAMESPACE)],
+        )
+        self.eks.requires(self.workloads_image_config, after=[self.workloads.namespace])
 
         CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
         CfnOutput(self, "ClusterArn", value=self.cluster.cluster_arn)

@@ -55,10 +55,10 @@ def test_readme_is_short_and_shows_the_deploy_path_in_order():
         "make synth",
         "make test",
         "cdk bootstrap",
-        "ops preflight",
+        "hpray preflight",
         "cdk deploy",
         "aws eks update-kubeconfig",
-        "ops submit",
+        "hpray submit",
         "cdk destroy",
     ]
     positions = [text.find(step) for step in steps]
@@ -84,6 +84,38 @@ def test_ops_command_lines_parse(page, groups):
         build_parser().parse_args(argv)
     except (SystemExit, argparse.ArgumentError, UsageError) as err:
         pytest.fail(f"{page}: `python -m ops {args}` does not parse: {err}")
+
+
+@pytest.mark.parametrize(("page", "groups"), _matches(r"(?:^|[\s(])hpray " + REST))
+def test_hpray_command_lines_parse(page, groups):
+    """Every whole `hpray ... --env NAME` line a page shows parses (the pages teach the installed
+    command); a shell redirect or pipe ends it, and what follows -- is a job's own command."""
+    from ops.usage import split_command
+
+    args = re.split(r"\s[>|;]|&&", groups[0])[0]
+    try:
+        words = shlex.split(args)
+    except ValueError:
+        return
+    if "--env" not in words or "..." in words or any(w.startswith("[") for w in words):
+        return  # prose, or a synopsis with optional parts
+    argv = split_command(["dev" if a in PLACEHOLDER_ENVS or a == "<name>" else a for a in words])[0]
+    try:
+        build_parser("hpray").parse_args(argv)
+    except (SystemExit, argparse.ArgumentError, UsageError) as err:
+        pytest.fail(f"{page}: `hpray {args}` does not parse: {err}")
+
+
+def test_the_pages_name_the_cli_hpray():
+    """One name: the pages say `hpray`, never `ops X` or `python -m ops X` (how to run it from a
+    checkout without installing it is said once, in the README and the operations page)."""
+    found = [
+        (page, code)
+        for page, groups in _matches(r"((?:python3? -m |^|\s)ops [a-z][\w-]*)")
+        for code in groups
+        if not code.strip().startswith("ops/")
+    ]
+    assert found == []
 
 
 @pytest.mark.parametrize(("page", "groups"), _matches(r"python3? -m manifests render" + REST))
@@ -129,9 +161,13 @@ def _finetune_commands(prefix: str) -> list[list[str]]:
     return out
 
 
-@pytest.mark.parametrize("argv", [a for a in _finetune_commands(".venv/bin/python -m ops ") if "--dry-run" in a])
+@pytest.mark.parametrize(
+    "argv", [a for a in _finetune_commands("hpray ") if "--dry-run" in a and not PLACEHOLDER_ENVS & set(a)]
+)
 def test_finetune_page_dry_runs_print_their_manifests(argv, monkeypatch, tmp_path):
-    """Every dry run on the fine-tuning page prints a manifest, with no AWS credentials."""
+    """Every dry run on the fine-tuning page on a named environment prints a manifest, with no
+    AWS credentials (the batch-inference lines' ENV needs the page's ``batch_inference:`` block:
+    test_finetune_page_batch_inference_section_renders; test_hpray_command_lines_parse parses them)."""
     import io
 
     import yaml
@@ -164,7 +200,7 @@ def test_finetune_page_export_command_parses():
     parser_args = {a for a in argv if a.startswith("--")}
     source = (ROOT / "workloads" / "export" / "__main__.py").read_text()
     assert parser_args and all(f'"{a}"' in source for a in parser_args)
-    assert len(_finetune_commands(".venv/bin/python -m ops ")) >= 5
+    assert len(_finetune_commands("hpray ")) >= 5
 
 
 def test_finetune_page_batch_inference_section_renders():
@@ -181,3 +217,47 @@ def test_finetune_page_batch_inference_section_renders():
     data.update(yaml.safe_load(block))
     job = batch_inference.render(type(env).model_validate(data))
     assert job["kind"] == "RayJob" and "workloads.batch_inference" in job["spec"]["entrypoint"]
+
+
+def test_the_documented_debian_packages_are_the_ones_make_installs():
+    """README and "Install and synthesize" list every package of the Makefile's APT_PACKAGES (issue 37: zsh, fish)."""
+    packages = re.search(r"^APT_PACKAGES := (.*)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert packages is not None
+    wanted = packages.group(1).split()
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    install = " ".join(deploy.split())
+    command = re.search(r"sudo apt-get install ([\w\s-]+)`", install)
+    assert command is not None
+    assert command.group(1).split() == wanted
+    table_row = next(line for line in deploy.splitlines() if "(`apt-get`, as root)" in line)
+    for package in wanted:
+        assert re.search(rf"\b{re.escape(package)}\b", readme), package
+        assert re.search(rf"\b{re.escape(package)}\b", table_row), package
+
+
+def _rendered_names(env: str) -> set[str]:
+    """The names of the RayJobs and RayServices `hpray submit` renders for ``env``."""
+    from config import ConfigError
+    from manifests import registry
+    from manifests.check import load_checked
+
+    config = load_checked(env)
+    names = set()
+    for w in registry.workloads():
+        try:
+            names.add(w.render(config)["metadata"]["name"])
+        except ConfigError:
+            continue  # not rendered in this environment (dev's LLM service is off)
+    return names
+
+
+def test_the_samples_name_what_the_render_produces():
+    """A sample's RayJob or RayService of ray-workloads (`RayJob ray-workloads/NAME`, `kubectl -n
+    ray-workloads get rayjob NAME`) is one the render produces for dev (issue 37: a sample named a
+    RayJob the render never made)."""
+    names = _rendered_names("dev")
+    found = _matches(r"(?:(?:RayJob|RayService) ray-workloads/|get (?:rayjob|rayservice) )([a-z][a-z0-9-]+)")
+    assert found, "the pages show no workload by name"
+    wrong = [(page, name) for page, (name,) in found if name not in names and not name.startswith("my-")]
+    assert wrong == [], f"rendered for dev: {sorted(names)}"

@@ -323,6 +323,13 @@ class Kube:
             self._do(f"get service {namespace}/{name}", self.core.read_namespaced_service, name, namespace)
         )
 
+    def read_config_map(self, namespace: str, name: str) -> dict[str, str]:
+        """The ``data`` of a ConfigMap (NotFoundError when it is not there)."""
+        found = self._plain(
+            self._do(f"read configmap {namespace}/{name}", self.core.read_namespaced_config_map, name, namespace)
+        )
+        return dict(found.get("data") or {})
+
     def read_secret_value(self, namespace: str, name: str, key: str) -> str:
         secret = self._plain(
             self._do(f"read secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace)
@@ -352,8 +359,21 @@ class Kube:
             _return_http_data_only=True,
         )
 
-    def pod_http_get(
+    def pod_http_post(
         self, namespace: str, pod: str, port: int, path: str, headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes]:
+        """POST (no body) to ``path`` of the pod's ``port``, as :meth:`pod_http_get` (``ray job stop``'s call)."""
+        return self.pod_http_get(namespace, pod, port, path, headers, method="POST")
+
+    def pod_http_get(
+        self,
+        namespace: str,
+        pod: str,
+        port: int,
+        path: str,
+        headers: dict[str, str] | None = None,
+        *,
+        method: str = "GET",
     ) -> tuple[int, bytes]:
         """GET ``path`` from ``port`` of the pod through the API's pod ``portforward`` (a websocket,
         as ``kubectl port-forward``): the kubelet connects inside the pod's network namespace, so
@@ -377,12 +397,12 @@ class Kube:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT[1])
         conn.sock = pf.socket(port)
         try:
-            conn.request("GET", path, headers={**(headers or {}), "Connection": "close"})
+            conn.request(method, path, headers={**(headers or {}), "Connection": "close"})
             response = conn.getresponse()
             return response.status, response.read()
         except (OSError, http.client.HTTPException) as err:
             raise ClusterAccessError(
-                f"{what}: GET {path} failed: {err or type(err).__name__} {pf.error(port) or ''}".strip(),
+                f"{what}: {method} {path} failed: {err or type(err).__name__} {pf.error(port) or ''}".strip(),
                 "check that the pod is running and listens on the port",
             ) from None
         finally:

@@ -14,10 +14,11 @@ def register(sub: Any, cli: CommandLine) -> None:
     cli.job_parser(
         sub,
         "describe",
-        "show one job: spec, state, pods, events",
+        "show one job or service: spec, state, pods, events",
         "Show one RayJob as `kubectl describe` and `ray job status` would together: its command,\n"
         "image, runtime env and workers; KubeRay's state, the Ray job's state, attempts and the last\n"
-        "message; its pods; and the newest events of the job and its pods.",
+        "message; its pods; and the newest events of the job and its pods. A RayService of that name:\n"
+        "its state, Serve applications, endpoints, image, workers, pods and events.",
         target="required",
         examples=["describe NAME --env dev", "describe NAME --env dev --json | jq .pods"],
     )

@@ -29,7 +29,9 @@ def run(command: Command) -> int:
     args = command.args
     rows = control.list_jobs(command.kube(), None if args.all_namespaces else args.namespace)
     print(
-        to_json({"environment": command.env, "jobs": rows}) if args.json else control.render_jobs(rows),
+        to_json({"environment": command.env, "jobs": rows})
+        if args.json
+        else control.render_jobs(rows, wide=getattr(args, "output", None) == "wide"),
         file=command.out,
     )
     return EXIT_OK

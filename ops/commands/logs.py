@@ -70,12 +70,18 @@ def run(command: Command) -> int:
 
     args, out, prog, env = command.args, command.out, command.prog, command.env
     kube = command.kube()
-    if args.pod:
+    # A RayService has no driver: its log is its head's (the Serve controller and proxy), as `kubectl logs`.
+    pod = args.pod or (
+        None
+        if args.output_dir is not None
+        else inspection.service_head_pod(kube, args.namespace, args.name, prog=prog, env=env)
+    )
+    if pod:
         return inspection.pod_log(
             kube,
             args.namespace,
             args.name,
-            args.pod,
+            pod,
             container=args.container,
             previous=args.previous,
             tail=args.tail,

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from config.environment import EnvironmentConfig
+from manifests import image as image_mod
 from ops.context import Command, CommandSpec, RenderFn
 from ops.errors import EXIT_INTERRUPTED, EXIT_OK
 from ops.output import to_json
-from ops.usage import CommandLine, positive_float, positive_int
+from ops.usage import CommandLine, duration, positive_float, positive_int
 
 if TYPE_CHECKING:
     from ops.submit.prepare import PreparedJob
@@ -134,6 +135,18 @@ def add_submit_job_options(p: argparse.ArgumentParser) -> None:
         help="Ray runtime_env from a YAML or JSON file (pip, uv, conda, env_vars, py_modules, config, ...)",
     )
     p.add_argument(
+        "--runtime-env-json",
+        metavar="JSON",
+        help="""Ray runtime_env inline, as `ray job submit` takes it (e.g. '{"pip": ["emoji"]}'); not with --runtime-env""",
+    )
+    p.add_argument(
+        "--deadline",
+        type=duration,
+        metavar="SECONDS",
+        help="stop the job after this long (RayJob activeDeadlineSeconds; 90, 90m, 6h): at least 60 s, at most "
+        "the environment's training.active_deadline_seconds (the default)",
+    )
+    p.add_argument(
         "--namespace", "-n", metavar="NS", default=None, help="namespace to run in (default: the workloads namespace)"
     )
 
@@ -168,6 +181,12 @@ def print_manifest(manifest: dict[str, Any], out: TextIO, *, json_mode: bool, co
     return EXIT_OK
 
 
+def environment_comment(config: EnvironmentConfig, args: argparse.Namespace) -> str:
+    """Which environment file a dry run read (the checkout's, --config-dir's, or the bundled copy)."""
+    folder = getattr(args, "config_dir_used", None)
+    return f"environment: {folder / f'{config.name}.yaml'}" if folder else f"environment: {config.name}"
+
+
 def check(config: EnvironmentConfig, args: argparse.Namespace, prog: str) -> None:
     """``submit job`` is checked, packaged and rendered here, before any client is made."""
     if args.workload == "job":
@@ -182,16 +201,34 @@ def dry_run(config: EnvironmentConfig, args: argparse.Namespace, out: TextIO, re
         from ops.submit.prepare import job_dry_run_comments
 
         prepared = args.prepared
-        return print_manifest(prepared.manifest, out, json_mode=args.json, comments=job_dry_run_comments(prepared))
+        source = (
+            f"image: --image {args.image}"
+            if args.image
+            else image_mod.source_of(config, config.training.image, "training.image")
+        )
+        return print_manifest(
+            prepared.manifest,
+            out,
+            json_mode=args.json,
+            comments=[*job_dry_run_comments(prepared), source, environment_comment(config, args)],
+        )
     from ops.submit import render as renderer
 
     manifest = (render_fn or renderer.render)(args.workload, config)
     meta = manifest["metadata"]
+    if args.workload == "inference":
+        source = image_mod.source_of(config, config.inference.image or config.training.image, "inference.image")
+    else:
+        source = image_mod.source_of(config, config.training.image, "training.image")
     return print_manifest(
         manifest,
         out,
         json_mode=args.json,
-        comments=[f"dry run: {manifest['kind']} {meta.get('namespace', 'default')}/{meta['name']} is not applied"],
+        comments=[
+            f"dry run: {manifest['kind']} {meta.get('namespace', 'default')}/{meta['name']} is not applied",
+            source,
+            environment_comment(config, args),
+        ],
     )
 
 
@@ -205,16 +242,19 @@ def run_submit(command: Command) -> int:
     from ops.submit.follow import Follower, Target, apply, reattach_command
 
     config, args = command.config, command.args
+    kube = command.kube()
+    # The image the environment deployed (its cluster's ConfigMap), not one computed from files here.
+    if config.training.image is None:
+        config = renderer.with_deployed_image(config, renderer.deployed_image(kube, config))
     manifest = (command.render_fn or renderer.render)(args.workload, config)
     kind = manifest["kind"]
     namespace = manifest["metadata"].get("namespace", "default")
     name = manifest["metadata"]["name"]
-    kube = command.kube()
     # The run's step budget (training.steps) makes the display a fraction with an ETA.
     total_steps = getattr(config.training, "steps", None) if args.workload == "training" else None
     follower = Follower(
         kube,
-        Target(workload=args.workload, env=config.name, kind=kind, namespace=namespace, name=name),
+        Target(workload=args.workload, env=config.name, kind=kind, namespace=namespace, name=name, prog=command.prog),
         command.follow_options(total_steps=total_steps if isinstance(total_steps, int) else None),
     )
     if not args.attach:
@@ -224,14 +264,12 @@ def run_submit(command: Command) -> int:
             msg = (
                 f"interrupted while applying {kind} {namespace}/{name}; it may or may not exist now.\n"
                 f"  check:     kubectl -n {namespace} get {kind.lower()} {name}\n"
-                f"  reattach:  {reattach_command(args.workload, config.name)}"
+                f"  reattach:  {reattach_command(args.workload, config.name, command.prog)}"
             )
             follower.emit(msg if follower.json_mode else "\n" + msg, event="interrupted")
             return EXIT_INTERRUPTED
     if args.no_follow:
-        follower.emit(
-            f"not following; watch it with: {command.prog} submit {args.workload} --env {config.name} --attach"
-        )
+        follower.emit(f"not following; watch it with: {reattach_command(args.workload, config.name, command.prog)}")
         return EXIT_OK
     return follower.run()
 
@@ -248,7 +286,7 @@ def run_submit_job(command: Command) -> int:
     job: PreparedJob | None = args.prepared
 
     def target(namespace: str, name: str) -> Target:
-        return Target(workload="job", env=config.name, kind="RayJob", namespace=namespace, name=name)
+        return Target(workload="job", env=config.name, kind="RayJob", namespace=namespace, name=name, prog=prog)
 
     if job is None:  # --attach
         namespace = args.namespace or NAMESPACE
@@ -259,6 +297,14 @@ def run_submit_job(command: Command) -> int:
         return JobFollower(kube, target(namespace, args.name), options, prog=prog).run()
     kube = command.kube()
     follower = JobFollower(kube, target(job.namespace, job.name), options, prog=prog)
+    if job.image is None:  # the environment's own: what its cluster says it deployed
+        from config.teams import team_of_namespace
+        from ops.submit.render import deployed_image, set_image
+
+        team = team_of_namespace(list(config.teams), job.namespace) is not None
+        set_image(
+            job.manifest, deployed_image(kube, config, lambda text: follower.emit(text, event="image"), team=team)
+        )
     package, placement = job.package, job.placement
     uploaded = js.upload(command.aws, job.bucket, job.key, package)
     follower.emit(

@@ -60,11 +60,14 @@ def list_jobs(kube: Any, namespace: str | None) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r.get("created") or "", r["name"] or ""), reverse=True)
 
 
-def render_jobs(rows: list[dict[str, Any]]) -> str:
+def render_jobs(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
+    """The jobs table; ``wide`` (``-o wide``) adds the kind, Ray cluster, suspension and reason."""
     if not rows:
         return "No RayJobs."
+    columns = ["NAMESPACE", "NAME", "STATE", "JOB", "ATTEMPTS FAILED", "STARTED", "ENDED"]
+    extra = ["KIND", "RAY CLUSTER", "SUSPENDED", "REASON"] if wide else []
     return table(
-        ["NAMESPACE", "NAME", "STATE", "JOB", "ATTEMPTS FAILED", "STARTED", "ENDED"],
+        [*columns, *extra],
         [
             [
                 r["namespace"],
@@ -74,6 +77,7 @@ def render_jobs(rows: list[dict[str, Any]]) -> str:
                 r["failed_attempts"],
                 r["start_time"],
                 r["end_time"],
+                *([r.get("kind"), r.get("ray_cluster"), r.get("suspended"), r.get("reason")] if wide else []),
             ]
             for r in rows
         ],
@@ -196,6 +200,50 @@ def _result(namespace: str, name: str, action: str, previous_state: str, message
         "previous_state": previous_state,
         "message": message,
     }
+
+
+def stop_ray_job(kube: Any, namespace: str, name: str, *, token_fn: Any, prog: str, env: str) -> dict[str, Any]:
+    """``stop NAME --job``: stop the Ray job the RayJob submitted, as ``ray job stop`` does (POST
+    /api/jobs/ID/stop on the head's dashboard, through a port-forward): the driver and its tasks
+    end, the job is STOPPED and KubeRay ends the RayJob (and, with shutdownAfterJobFinishes, its
+    Ray cluster). Nothing to resume: submit it again."""
+    from urllib.parse import quote
+
+    from ops.clients.driver_log import RAY_AUTH_HEADER
+    from ops.clients.ray_head import DASHBOARD_PORT, head_pod
+
+    job = get_job(kube, namespace, name, prog=prog, env=env)
+    st = job.get("status") or {}
+    state, job_id, cluster = st.get("jobDeploymentStatus") or "New", st.get("jobId"), st.get("rayClusterName")
+    if state in TERMINAL_DEPLOYMENT or st.get("jobStatus") in ("STOPPED", "SUCCEEDED", "FAILED"):
+        return _result(
+            namespace, name, "none", state, f"RayJob {namespace}/{name} already finished ({state}); nothing to stop"
+        )
+    if not job_id or not cluster:
+        raise OpsError(
+            f"RayJob {namespace}/{name} has no Ray job running yet ({state})",
+            f"stop the whole RayJob instead: {prog} stop {name} --env {env}",
+        )
+    head = head_pod(kube, namespace, cluster)
+    token = token_fn(kube, namespace, head) if token_fn else None
+    headers = {RAY_AUTH_HEADER: f"Bearer {token}"} if token else {}
+    status, body = kube.pod_http_post(
+        namespace, head["metadata"]["name"], DASHBOARD_PORT, f"/api/jobs/{quote(job_id, safe='')}/stop", headers
+    )
+    if status != 200:
+        raise OpsError(
+            f"the Ray dashboard of {namespace}/{head['metadata']['name']} answered {status} to stop job {job_id}: "
+            f"{body.decode('utf-8', 'replace').strip()[:200]}",
+            f"stop the whole RayJob instead: {prog} stop {name} --env {env}",
+        )
+    return _result(
+        namespace,
+        name,
+        "stopped-job",
+        state,
+        f"stopped Ray job {job_id} of RayJob {namespace}/{name} (as `ray job stop`); the RayJob ends as STOPPED"
+        f"; follow it with: {prog} describe {name} --env {env}",
+    )
 
 
 def stop_job(kube: Any, namespace: str, name: str, *, delete: bool, prog: str, env: str) -> dict[str, Any]:

@@ -1,9 +1,10 @@
-"""Looking into one job: ``describe`` (spec, state, pods, events), ``pods``, ``logs --pod`` (one
-pod's log, as ``kubectl logs``) and ``logs --output-dir`` (the driver's and every pod's logs
-written to files, to keep or attach to a ticket).
+"""Looking into one job or service: ``describe`` (spec, state, pods, events), ``pods``, ``logs
+--pod`` (one pod's log, as ``kubectl logs``) and ``logs --output-dir`` (the driver's and every
+pod's logs written to files, to keep or attach to a ticket).
 
 A job's pods are its Ray cluster's (``ray.io/cluster``, from the RayJob's status): KubeRay makes
-a new cluster per attempt, so they are the current attempt's.
+a new cluster per attempt, so they are the current attempt's. A RayService's are its active Ray
+cluster's (``status.activeServiceStatus.rayClusterName``); ``logs`` of a service is its head's log.
 """
 
 from __future__ import annotations
@@ -24,7 +25,29 @@ EVENTS_SHOWN = 10
 
 
 def _cluster(job: dict[str, Any]) -> str | None:
-    return (job.get("status") or {}).get("rayClusterName")
+    st = job.get("status") or {}
+    if job.get("kind") == "RayService":
+        return ((st.get("activeServiceStatus") or {}).get("rayClusterName")) or (
+            (st.get("pendingServiceStatus") or {}).get("rayClusterName")
+        )
+    return st.get("rayClusterName")
+
+
+def get_workload(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> dict[str, Any]:
+    """The RayJob ``name``, else the RayService ``name`` (describe, pods and logs take either)."""
+    from ops.errors import NotFoundError
+
+    try:
+        return get_job(kube, namespace, name, prog=prog, env=env)
+    except JobNotFoundError:
+        try:
+            service = kube.get_ray("RayService", namespace, name)
+        except NotFoundError:
+            raise JobNotFoundError(
+                f"no RayJob {name!r} in namespace {namespace}",
+                f"list the jobs with: {prog} jobs --env {env} (and the RayServices with: {prog} status --env {env})",
+            ) from None
+        return {"kind": "RayService", **service}
 
 
 def _pods(kube: Any, namespace: str, job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -68,15 +91,16 @@ def pod_row(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def job_pods(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> dict[str, Any]:
-    job = get_job(kube, namespace, name, prog=prog, env=env)
+    job = get_workload(kube, namespace, name, prog=prog, env=env)
     rows = sorted((pod_row(p) for p in _pods(kube, namespace, job)), key=lambda r: (r["type"] != "head", r["name"]))
-    return {"name": name, "namespace": namespace, "ray_cluster": _cluster(job), "pods": rows}
+    kind = job.get("kind") or "RayJob"
+    return {"name": name, "namespace": namespace, "kind": kind, "ray_cluster": _cluster(job), "pods": rows}
 
 
 def render_pods(report: dict[str, Any]) -> str:
     if not report["pods"]:
         state = "no Ray cluster" if not report["ray_cluster"] else f"Ray cluster {report['ray_cluster']}"
-        return f"No pods of RayJob {report['namespace']}/{report['name']} ({state})."
+        return f"No pods of {report.get('kind', 'RayJob')} {report['namespace']}/{report['name']} ({state})."
     return table(
         ["POD", "TYPE", "PHASE", "READY", "RESTARTS", "NODE", "STARTED", "REASON"],
         [
@@ -96,8 +120,90 @@ def _runtime_env(spec: dict[str, Any]) -> Any:
         return text
 
 
+def _events(kube: Any, namespace: str, names: list[str | None]) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for involved in filter(None, names):
+        with contextlib.suppress(OpsError):  # events are a help, not the point: RBAC may not allow them
+            events += kube.list_events(namespace, f"involvedObject.name={involved}")
+    events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    return [
+        {
+            "time": e.get("lastTimestamp") or e.get("eventTime"),
+            "type": e.get("type"),
+            "reason": e.get("reason"),
+            "object": f"{(e.get('involvedObject') or {}).get('kind')}/{(e.get('involvedObject') or {}).get('name')}",
+            "message": (e.get("message") or "").strip(),
+        }
+        for e in events[-EVENTS_SHOWN:]
+    ]
+
+
+def _workers(cluster_spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "group": g.get("groupName"),
+            "replicas": g.get("replicas"),
+            "gpus_per_pod": (((g.get("template") or {}).get("spec") or {}).get("containers") or [{}])[0]
+            .get("resources", {})
+            .get("limits", {})
+            .get("nvidia.com/gpu", 0),
+        }
+        for g in cluster_spec.get("workerGroupSpecs") or []
+    ]
+
+
+def describe_service(kube: Any, namespace: str, service: dict[str, Any]) -> dict[str, Any]:
+    """``describe NAME`` of a RayService: its state, applications, image, workers, pods, events."""
+    from ops.kuberay import summarize_rayservice
+
+    spec = service.get("spec") or {}
+    cluster_spec = spec.get("rayClusterConfig") or {}
+    head = (((cluster_spec.get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}).get("containers") or [
+        {}
+    ]
+    name = (service.get("metadata") or {}).get("name")
+    return {
+        "kind": "RayService",
+        **summarize_rayservice(service),
+        "ray_cluster": _cluster(service),
+        "image": head[0].get("image"),
+        "workers": _workers(cluster_spec),
+        "upgrade_strategy": (spec.get("upgradeStrategy") or {}).get("type"),
+        "pods": sorted(
+            (pod_row(p) for p in _pods(kube, namespace, service)), key=lambda r: (r["type"] != "head", r["name"])
+        ),
+        "events": _events(kube, namespace, [name, _cluster(service)]),
+    }
+
+
+def render_describe_service(d: dict[str, Any]) -> str:
+    apps = ", ".join(f"{k}: {v}" for k, v in d["applications"].items()) or "-"
+    lines = [
+        f"Name:          {d['namespace']}/{d['name']} (RayService)",
+        f"State:         {d['service_status']}, "
+        + ("ready" if d["ready"] else f"not ready ({d['ready_reason'] or '-'})")
+        + (", upgrading" if d["upgrading"] else ""),
+        f"Applications:  {apps}",
+        f"Endpoints:     {d['serve_endpoints']}",
+        f"Ray cluster:   {d['ray_cluster'] or '-'}",
+        f"Image:         {d['image'] or '-'}",
+        "Workers:       "
+        + (", ".join(f"{w['group']}: {w['replicas']} x {w['gpus_per_pod']} GPUs" for w in d["workers"]) or "-"),
+        "",
+        "Pods:",
+    ]
+    lines += [f"  {line}" for line in render_pods({**d, "pods": d["pods"]}).splitlines()]
+    lines += ["", "Events:" if d["events"] else "Events: none"]
+    if d["events"]:
+        rows = [[e["time"] or "", e["type"] or "", e["reason"] or "", e["object"], e["message"]] for e in d["events"]]
+        lines += [f"  {line}" for line in table(["TIME", "TYPE", "REASON", "OBJECT", "MESSAGE"], rows).splitlines()]
+    return "\n".join(lines)
+
+
 def describe(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> dict[str, Any]:
-    job = get_job(kube, namespace, name, prog=prog, env=env)
+    job = get_workload(kube, namespace, name, prog=prog, env=env)
+    if job.get("kind") == "RayService":
+        return describe_service(kube, namespace, job)
     spec = job.get("spec") or {}
     cluster_spec = spec.get("rayClusterSpec") or {}
     head_containers = (((cluster_spec.get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}).get(
@@ -145,6 +251,8 @@ def describe(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> di
 
 
 def render_describe(d: dict[str, Any]) -> str:
+    if d.get("kind") == "RayService":
+        return render_describe_service(d)
     state = d["deployment_status"] + (f" / Ray job {d['job_status']}" if d["job_status"] != "-" else "")
     lines = [
         f"Name:          {d['namespace']}/{d['name']}",
@@ -175,11 +283,11 @@ def render_describe(d: dict[str, Any]) -> str:
 
 
 def _job_pod(kube: Any, namespace: str, name: str, pod: str, *, prog: str, env: str) -> dict[str, Any]:
-    job = get_job(kube, namespace, name, prog=prog, env=env)
+    job = get_workload(kube, namespace, name, prog=prog, env=env)
     pods = {p["metadata"]["name"]: p for p in _pods(kube, namespace, job)}
     if pod not in pods:
         raise JobNotFoundError(
-            f"RayJob {namespace}/{name} has no pod {pod!r}"
+            f"{job.get('kind') or 'RayJob'} {namespace}/{name} has no pod {pod!r}"
             + (f" (its pods: {', '.join(sorted(pods))})" if pods else " (it has no pods now)"),
             f"list them with: {prog} pods {name} --env {env}",
         )
@@ -271,3 +379,17 @@ def download_logs(
     for line in missing:
         print(f"not written: {line}", file=out)
     return EXIT_OK
+
+
+def service_head_pod(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> str | None:
+    """The head pod of RayService ``name``'s active cluster (``logs NAME`` of a service); None for a RayJob."""
+    obj = get_workload(kube, namespace, name, prog=prog, env=env)
+    if obj.get("kind") != "RayService":
+        return None
+    heads = [r["name"] for r in (pod_row(p) for p in _pods(kube, namespace, obj)) if r["type"] == "head"]
+    if not heads:
+        raise JobNotFoundError(
+            f"RayService {namespace}/{name} has no head pod now (Ray cluster {_cluster(obj) or '-'})",
+            f"see {prog} describe {name} --env {env}",
+        )
+    return heads[0]

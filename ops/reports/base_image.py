@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from manifests.image import DOCKERFILE as DOCKERFILE_NAME
-from manifests.image import REPO_ROOT
-from ops.errors import EXIT_OK, OpsError
+from manifests.image import REPO_ROOT, checkout_root
+from ops.errors import EXIT_OK, OpsError, UsageError
 from ops.reports.checks import FAIL, PASS, Check
 
-# The Dockerfile the CDK asset builds (beside this command: the checkout for `python -m ops` or an
-# editable install).
-DOCKERFILE = REPO_ROOT / DOCKERFILE_NAME
+# The Dockerfile the CDK asset builds: the checkout's (the one this command runs from, else the one
+# the current folder is in); outside a checkout, the installed copy (read, never written).
+DOCKERFILE = (checkout_root() or REPO_ROOT) / DOCKERFILE_NAME
+INSTALLED_COPY = REPO_ROOT / DOCKERFILE_NAME
 DOCKER_HUB_AUTH = "https://auth.docker.io/token"
 DOCKER_HUB_SERVICE = "registry.docker.io"
 DOCKER_HUB_REGISTRY = "https://registry-1.docker.io"
@@ -161,6 +162,11 @@ def write_digest(dockerfile: Path, digest: str) -> str:
 
 
 def pin_base(dockerfile: Path, out: TextIO, **registry: Any) -> int:
+    if dockerfile.resolve() == INSTALLED_COPY and checkout_root() is None:
+        raise UsageError(
+            f"{dockerfile} is the copy installed with hpray, not a checkout's: pinning it changes no image",
+            "run it in the checkout you deploy from (cd into it), or pass --dockerfile PATH",
+        )
     base, _ = read_base(dockerfile)
     digest = resolve_digest(base, **registry)
     previous = write_digest(dockerfile, digest)

@@ -43,14 +43,22 @@ def _columns(out: TextIO) -> int:
         return 100
 
 
-def reattach_command(workload: str, env: str) -> str:
-    return f"python -m ops submit {workload} --env {env} --attach"
+# The command that submits a workload, where it is not `submit <workload>` (the LLM service).
+SUBMIT_VERB = {"inference-llm": "rollout llm"}
 
 
-def interrupted_message(workload: str, env: str, kind: str, namespace: str, name: str) -> str:
+def submit_command(workload: str, env: str, prog: str = "hpray") -> str:
+    return f"{prog} {SUBMIT_VERB.get(workload, f'submit {workload}')} --env {env}"
+
+
+def reattach_command(workload: str, env: str, prog: str = "hpray") -> str:
+    return f"{submit_command(workload, env, prog)} --attach"
+
+
+def interrupted_message(workload: str, env: str, kind: str, namespace: str, name: str, prog: str = "hpray") -> str:
     return (
         f"\nStopped following. The {kind} {namespace}/{name} keeps running on the cluster.\n"
-        f"  reattach:  {reattach_command(workload, env)}\n"
+        f"  reattach:  {reattach_command(workload, env, prog)}\n"
         f"  or watch:  kubectl -n {namespace} get {kind.lower()} {name} -w"
     )
 
@@ -121,6 +129,8 @@ class Target:
     kind: str
     namespace: str
     name: str
+    # How the user runs this CLI: the hints name it (``hpray`` installed, ``python -m ops`` in a checkout).
+    prog: str = "hpray"
 
 
 @dataclass(frozen=True)
@@ -160,6 +170,7 @@ class Follower:
         self.kube, self.target = kube, target
         self.workload, self.env = target.workload, target.env
         self.kind, self.namespace, self.name = target.kind, target.namespace, target.name
+        self.prog = target.prog
         self.poll_s, self.timeout_s, self.json_mode = options.poll_s, options.timeout_s, options.json_mode
         self.total_steps = options.total_steps
         self.out = options.out or sys.stdout
@@ -190,9 +201,9 @@ class Follower:
             return self._loop()
         except KeyboardInterrupt:
             self._end_live()
-            msg = interrupted_message(self.workload, self.env, self.kind, self.namespace, self.name)
+            msg = interrupted_message(self.workload, self.env, self.kind, self.namespace, self.name, self.prog)
             if self.json_mode:
-                self.emit(msg.strip(), event="detached", reattach=reattach_command(self.workload, self.env))
+                self.emit(msg.strip(), event="detached", reattach=reattach_command(self.workload, self.env, self.prog))
             else:
                 self.out.write(msg + "\n")
                 self.out.flush()
@@ -211,7 +222,7 @@ class Follower:
             except NotFoundError:
                 raise OpsError(
                     f"{self.kind} {self.namespace}/{self.name} does not exist (deleted, or never submitted)",
-                    f"submit it: python -m ops submit {self.workload} --env {self.env}",
+                    f"submit it: {submit_command(self.workload, self.env, self.prog)}",
                 ) from None
             for line in progress.observe_status(obj):
                 self.emit(line, event="status", **_status_fields(obj))
@@ -229,7 +240,7 @@ class Follower:
                 self._end_live()
                 self.emit(
                     f"gave up following after {int(self.timeout_s)} s; the {self.kind} keeps going. "
-                    f"Reattach: {reattach_command(self.workload, self.env)}",
+                    f"Reattach: {reattach_command(self.workload, self.env, self.prog)}",
                     event="timeout",
                 )
                 return EXIT_FAILED
@@ -275,7 +286,7 @@ class Follower:
             return EXIT_OK
         self.emit(
             f"{where} ended {progress.deployment_status}/{progress.job_status}: {progress.message or 'no message'}. "
-            f"Driver log: python -m ops logs {self.name} --env {self.env}",
+            f"Driver log: {self.prog} logs {self.name} --env {self.env}",
             event="done",
             succeeded=False,
         )

@@ -249,6 +249,7 @@ def render_job(
     env: dict[str, str] | None = None,
     team: Team | None = None,
     runtime_env: dict[str, Any] | None = None,
+    deadline_s: int | None = None,
 ) -> dict[str, Any]:
     """The ray.io/v1 RayJob for a user's command, on whole nodes of one instance group; for
     ``team``'s namespace, without the /fsx claim and with its checkpoints under the team's prefix.
@@ -286,7 +287,8 @@ def render_job(
         workers=[worker],
         workload=JOBS_WORKLOAD,
         token_auth=config.eks.ray_token_auth,
-        active_deadline_s=config.training.active_deadline_seconds,
+        # --deadline, at most the environment's (prepare.py checks it).
+        active_deadline_s=deadline_s or config.training.active_deadline_seconds,
         ttl_s=config.training.ttl_seconds_after_finished,
         # `stop` suspends a user's job.
         suspendable=True,

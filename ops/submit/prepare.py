@@ -12,6 +12,9 @@ from typing import Any
 from config.environment import EnvironmentConfig
 from ops.errors import UsageError
 
+# What a job's containers name until the submit reads the deployed image from the cluster.
+PENDING_IMAGE = "pending/the-deployed-workloads-image"
+
 
 def _env_vars(pairs: list[str]) -> dict[str, str]:
     out = {}
@@ -36,6 +39,8 @@ class PreparedJob:
     key: str
     manifest: dict[str, Any]
     checkpoints: str
+    # The image named by --image or training.image; None: the environment's deployed one, set at submit.
+    image: str | None = None
 
     @property
     def uri(self) -> str:
@@ -57,7 +62,19 @@ def prepare_job(config: EnvironmentConfig, args: argparse.Namespace, prog: str) 
                 "--attach needs --name NAME for a job", f"list the jobs with: {prog} jobs --env {config.name}"
             )
         return None
-    env_file = runtime_env.load(args.runtime_env) if args.runtime_env else runtime_env.RuntimeEnvFile()
+    if args.runtime_env and args.runtime_env_json:
+        raise UsageError("--runtime-env and --runtime-env-json exclude each other", "give the runtime env once")
+    if args.runtime_env_json:
+        env_file = runtime_env.load_json(args.runtime_env_json)
+    else:
+        env_file = runtime_env.load(args.runtime_env) if args.runtime_env else runtime_env.RuntimeEnvFile()
+    limit = config.training.active_deadline_seconds
+    if args.deadline is not None and not 60 <= args.deadline <= limit:
+        raise UsageError(
+            f"--deadline {args.deadline}: allowed 60 to {limit} seconds (training.active_deadline_seconds of "
+            f"{config.name}.yaml is the most a job may run)",
+            "ask for less, or have the environment's training.active_deadline_seconds raised",
+        )
     if args.working_dir and env_file.working_dir and args.working_dir.resolve() != env_file.working_dir.resolve():
         raise UsageError(
             f"--working-dir {args.working_dir} and the runtime env's working_dir {env_file.working_dir} differ",
@@ -77,20 +94,32 @@ def prepare_job(config: EnvironmentConfig, args: argparse.Namespace, prog: str) 
     # A team's job code goes under the team's prefix: its pods' role reads nothing else.
     team = team_of_namespace(list(config.teams), namespace)
     key = package.key(name, team.s3_prefix if team else "")
+    named = args.image or config.training.image
     manifest = js.render_job(
         config,
         name=name,
         command=args.job_command,
         working_dir_uri=f"s3://{bucket}/{key}",
         p=placement,
-        image=args.image,
+        # A dry run shows the checkout's image; a submit sets the deployed one (run_submit_job).
+        image=named or (None if getattr(args, "dry_run", False) else PENDING_IMAGE),
         env=env_vars,
         team=team,
         runtime_env=env_file.fields,
+        deadline_s=args.deadline,
     )
     manifest["metadata"]["namespace"] = namespace
     return PreparedJob(
-        name, namespace, working_dir, placement, package, bucket, key, manifest, js.checkpoint_dir(config, name, team)
+        name,
+        namespace,
+        working_dir,
+        placement,
+        package,
+        bucket,
+        key,
+        manifest,
+        js.checkpoint_dir(config, name, team),
+        named,
     )
 
 
@@ -100,4 +129,5 @@ def job_dry_run_comments(job: PreparedJob) -> list[str]:
         f"dry run: RayJob {job.namespace}/{job.name} is not applied, nothing is uploaded",
         f"working dir: {job.working_dir} ({job.package.files} files, {len(job.package.data) >> 10} KiB) -> {job.uri}",
         f"workers: {p.nodes} x {p.instance_type} ({p.nodes * p.gpus_per_node} GPUs); checkpoints: {job.checkpoints}",
+        f"deadline: {job.manifest['spec'].get('activeDeadlineSeconds')} s (activeDeadlineSeconds)",
     ]

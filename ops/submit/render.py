@@ -56,3 +56,64 @@ def render(kind: str, config: EnvironmentConfig) -> dict[str, Any]:
             f"the {kind} renderer returned a {manifest.get('kind')!r} without a name; expected a named {known[kind]}"
         )
     return manifest
+
+
+def deployed_image(
+    kube: Any, config: EnvironmentConfig, emit: Callable[[str], None] | None = None, *, team: bool = False
+) -> str:
+    """The workloads image this environment deployed: the URI the cluster stack wrote into the
+    ConfigMap of the workloads namespace (manifests.image.DEPLOYED_CONFIGMAP), never a hash of the
+    files beside this command. A team's member (``team``) may read nothing of that namespace (nor
+    may their Role read ConfigMaps): for them, the image of the checkout at hand, said through
+    ``emit``, else an error naming --image."""
+    from manifests import image
+    from manifests.k8s import NAMESPACE
+    from ops.errors import ClusterAccessError, NotFoundError
+
+    where = f"ConfigMap {NAMESPACE}/{image.DEPLOYED_CONFIGMAP}"
+    fix = (
+        "deploy the cluster stack of this version (cdk deploy), or name an image: training.image in the "
+        "environment file, or --image URI for submit job (the cluster stack's output WorkloadsImageUri)"
+    )
+
+    def from_checkout(why: str) -> str:
+        root = image.checkout_root()
+        if root is None:
+            raise OpsError(f"cannot read the deployed workloads image ({where}): {why}", fix)
+        if emit is not None:
+            emit(f"image: computed from the checkout at {root} ({where}: {why})")
+        return image.image_uri(config.account, config.region, root)
+
+    if team:
+        return from_checkout("a team's access does not read it")
+    try:
+        data = kube.read_config_map(NAMESPACE, image.DEPLOYED_CONFIGMAP)
+    except NotFoundError:
+        data = {}
+    except ClusterAccessError as err:
+        return from_checkout(err.message)
+    uri = data.get(image.DEPLOYED_KEY)
+    if not uri:
+        raise OpsError(
+            f"environment {config.name}: the cluster has no {where} with the deployed workloads image "
+            f"({image.DEPLOYED_KEY})",
+            fix,
+        )
+    return uri
+
+
+def with_deployed_image(config: EnvironmentConfig, uri: str) -> EnvironmentConfig:
+    """``config`` whose workloads run ``uri`` where the environment file names no image of its own
+    (inference.image falls back to training.image)."""
+    if config.training.image is not None:
+        return config
+    return config.model_copy(update={"training": config.training.model_copy(update={"image": uri})})
+
+
+def set_image(manifest: dict[str, Any], uri: str) -> None:
+    """Every container of a RayJob's head and worker groups runs ``uri``."""
+    spec = manifest["spec"].get("rayClusterSpec") or manifest["spec"]
+    groups = [spec["headGroupSpec"], *spec.get("workerGroupSpecs", [])]
+    for group in groups:
+        for container in group["template"]["spec"]["containers"]:
+            container["image"] = uri

@@ -49,15 +49,16 @@ class RuntimeEnvFile:
     excludes: tuple[str, ...] = ()
 
 
-def _fail(path: Path, problem: str, fix: str) -> UsageError:
-    return UsageError(f"--runtime-env {path}: {problem}", fix)
+def _fail(path: Path | str, problem: str, fix: str) -> UsageError:
+    """``path``: the --runtime-env file, or the option's own name (``--runtime-env-json``)."""
+    return UsageError(f"{f'--runtime-env {path}' if isinstance(path, Path) else path}: {problem}", fix)
 
 
 def _strings(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def _packages(path: Path, key: str, value: Any) -> None:
+def _packages(path: Path | str, key: str, value: Any) -> None:
     packages = value.get("packages") if isinstance(value, dict) else value
     if not _strings(packages):
         raise _fail(
@@ -67,7 +68,7 @@ def _packages(path: Path, key: str, value: Any) -> None:
         )
 
 
-def _check(path: Path, data: dict[str, Any]) -> None:
+def _check(path: Path | str, data: dict[str, Any]) -> None:
     for key, value in data.items():
         if key in REFUSED:
             raise _fail(path, f"{key} is not for a RayJob", REFUSED[key])
@@ -119,6 +120,21 @@ def load(path: Path) -> RuntimeEnvFile:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise _fail(path, f"not valid YAML: {where}{getattr(err, 'problem', None) or err}", "fix the file") from None
+    return _from_mapping(path, data)
+
+
+def load_json(text: str) -> RuntimeEnvFile:
+    """``--runtime-env-json '{"pip": ["emoji"]}'``: the runtime env inline, as ``ray job submit``
+    takes it; checked as a file's."""
+    label = "--runtime-env-json"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise _fail(label, f"not valid JSON: column {err.colno}: {err.msg}", """e.g. '{"pip": ["emoji"]}'""") from None
+    return _from_mapping(label, data)
+
+
+def _from_mapping(path: Path | str, data: Any) -> RuntimeEnvFile:
     if not isinstance(data, dict):
         raise _fail(path, f"must hold a mapping of runtime_env fields; got {type(data).__name__}", "e.g. pip: [torch]")
     _check(path, data)

@@ -47,11 +47,14 @@ def _minor(v: str) -> tuple[int, int]:
 
 
 def target_version(config: EnvironmentConfig, to: str | None) -> str:
+    """The version to plan: ``--to``, else the next minor. The messages name ``--to`` only when the
+    user gave one; without it they speak of the next minor version."""
     current = config.eks.kubernetes_version
     target = to or versions.next_minor(current)
     error = UsageError if to else OpsError  # a --to that cannot be is a bad command line (exit 2)
+    what = f"--to {target}" if to else f"the next minor version, {target},"
     if target == current:
-        raise error(f"--to {target}: {config.name} is already on Kubernetes {current}", "nothing to upgrade")
+        raise error(f"{what}: {config.name} is already on Kubernetes {current}", "nothing to upgrade")
     if _minor(target) < _minor(current):
         raise error(
             f"--to {target} is older than {config.name}'s Kubernetes {current}; EKS cannot downgrade",
@@ -66,7 +69,11 @@ def target_version(config: EnvironmentConfig, to: str | None) -> str:
     if target not in supported:
         hyperpod = target in versions.HYPERPOD_KUBERNETES_VERSIONS
         raise error(
-            f"--to {target}: "
+            (
+                f"--to {target}: "
+                if to
+                else f"no upgrade from Kubernetes {current} to plan: the next minor version, {target}: "
+            )
             + (
                 "this app pins no add-ons or kubectl layer for it"
                 if hyperpod

@@ -160,3 +160,38 @@ def test_a_plan_run_needs_neither_the_config_stack_nor_ray(tiny_plan):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "tokens/s " in proc.stdout
+
+
+def test_cpu_run_of_the_compile_and_selective_variant_at_another_shape(tmp_path, capsys):
+    """The comparison's flags (bench/gpu_checks.sh, issue 40) on a tiny Llama: compiled blocks,
+    selective recomputation, a larger vocabulary and a shorter sequence; float8 is CUDA only."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "env": "test",
+                "preset": "tiny",
+                "model": {"arch": "llama", **{k: v for k, v in PRESETS["tiny"].items() if k != "params"}},
+                "batch_size_per_worker": 2,
+                "precision": "bf16",
+                "learning_rate": 1e-3,
+                "weight_decay": 0.1,
+                "warmup_steps": 2,
+                "grad_clip": 1.0,
+                "activation_checkpointing": True,
+                "data_max_bytes": 1 << 16,
+                "dense_bf16_tflops": {},
+            }
+        )
+    )
+    out = tmp_path / "v.json"
+    args = ["--plan", str(plan), "--device", "cpu", "--steps", "4", "--warmup", "2", "--out", str(out)]
+    assert tg.main([*args, "--compile", "--activation-checkpointing", "selective", "--vocab-size", "512",
+                    "--block-size", "16"]) == 0  # fmt: skip
+    r = json.loads(out.read_text())
+    assert (r["compile"], r["float8"], r["activation_checkpointing"]) == (True, False, "selective")
+    assert (r["vocab_size"], r["block_size"], r["tokens_per_step"]) == (512, 16, 2 * 16)
+    assert r["first_step_s"] > 0 and r["peak_memory_gib"] is None
+    assert (
+        "variant: compile True, float8 False, activation_checkpointing selective, vocab 512" in capsys.readouterr().out
+    )

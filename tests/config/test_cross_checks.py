@@ -38,7 +38,7 @@ def test_a_preset_larger_than_the_gpu_memory_fails_at_load():
     # and AdamW's two moments) / 2 shards is 82.0 GiB per GPU before activations.
     assert errors_of("dev", lambda d: d["training"].update(model={"preset": "llama-11b"})) == [
         "training.model: llama-11b (11.01B parameters) needs about 101.3 GiB per GPU with fsdp over "
-        "2 workers (batch_size_per_worker 16, block_size 2048, activation_checkpointing true), but "
+        "2 workers (batch_size_per_worker 16, block_size 2048, activation_checkpointing full), but "
         "ml.g5.12xlarge has 24 GiB per A10G (85% usable: 20.4 GiB); allowed: a smaller preset, more "
         "workers with fsdp, a smaller batch"
     ]

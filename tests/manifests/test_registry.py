@@ -216,3 +216,26 @@ def test_a_pretokenize_pod_larger_than_its_nodes_is_one_config_error():
         "pretokenize.cpus: 64 CPUs per worker pod, but a ml.m7i.4xlarge node of group 'data-cpu' has 15 free; "
         "allowed: 1-15"
     ]
+
+
+def test_render_takes_the_config_dir_and_hpray_config_dir(tmp_path, monkeypatch, capsys):
+    """`python -m manifests render` reads the environments hpray reads: --config-dir, else $HPRAY_CONFIG_DIR."""
+    from pathlib import Path
+
+    from manifests.__main__ import main
+
+    root = Path(__file__).resolve().parents[2]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    text = (root / "config" / "dev.yaml").read_text()
+    (mine / "team.yaml").write_text(text.replace("active_deadline_seconds: 21600", "active_deadline_seconds: 3600"))
+    assert main(["render", "training", "--env", "team", "--config-dir", str(mine)]) == 0
+    assert "activeDeadlineSeconds: 3600" in capsys.readouterr().out
+    monkeypatch.setenv("HPRAY_CONFIG_DIR", str(mine))
+    assert main(["render", "training", "--env", "team"]) == 0
+    assert "activeDeadlineSeconds: 3600" in capsys.readouterr().out
+    assert main(["check", "team"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        main(["render", "training", "--env", "dev", "--config-dir", str(tmp_path)])
+    assert str(info.value) == f"error: --config-dir {tmp_path}: no environment file (NAME.yaml) in it"

@@ -39,6 +39,13 @@ def no_network(request):
 
 
 @pytest.fixture(autouse=True)
+def no_default_environment(monkeypatch, tmp_path):
+    """No default environment leaks in from the machine ($HPRAY_ENV, ~/.config/hpray/context)."""
+    monkeypatch.delenv("HPRAY_ENV", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+
+
+@pytest.fixture(autouse=True)
 def aws_env(monkeypatch, tmp_path):
     """Fake credentials and region; no profile files, no instance metadata lookups."""
     for var in (

@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlparse
 class State:
     def __init__(self) -> None:
         self.rayjobs: dict[tuple[str, str], dict[str, Any]] = {}
+        self.rayservices: dict[tuple[str, str], dict[str, Any]] = {}
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         # (namespace, pod, container, previous) -> the container's log
         self.pod_logs: dict[tuple[str, str, str, bool], str] = {}
@@ -39,6 +40,10 @@ class State:
         # the API server applies it: every other request is Forbidden).
         self.rbac: tuple[str, list[dict[str, Any]]] | None = None
         self.forbidden: list[str] = []
+        # (namespace, name) -> data: the cluster stack's ConfigMap of the deployed workloads image.
+        self.config_maps: dict[tuple[str, str], dict[str, str]] = {
+            ("ray-workloads", "hpray-workloads-image"): {"uri": DEPLOYED_IMAGE}
+        }
         self.lock = threading.Lock()
 
     def add_pod(self, pod: dict[str, Any]) -> None:
@@ -77,6 +82,10 @@ CRDS = re.compile(r"^/apis/apiextensions\.k8s\.io/v1/customresourcedefinitions/(
 
 
 SECRETS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/secrets(?:/(?P<name>[^/]+))?$")
+CONFIGMAPS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps/(?P<name>[^/]+)$")
+DEPLOYED_IMAGE = (
+    "111111111111.dkr.ecr.us-east-1.amazonaws.com/cdk-hnb659fds-container-assets-111111111111-us-east-1:deployed"
+)
 
 
 def _rbac_requests(method: str, path: str, q: dict[str, str]) -> list[tuple[str | None, str, str, str]]:
@@ -90,6 +99,7 @@ def _rbac_requests(method: str, path: str, q: dict[str, str]) -> list[tuple[str 
         (RAYJOBS, "ray.io", "rayjobs"),
         (RAYSERVICES, "ray.io", "rayservices"),
         (SECRETS, "", "secrets"),
+        (CONFIGMAPS, "", "configmaps"),
     ):
         if m := pattern.match(path):
             if method == "POST":
@@ -170,10 +180,19 @@ def make_handler(state: State):
                 )
             if m := RAYSERVICES.match(url.path):
                 if m["name"]:
+                    found = state.rayservices.get((m["ns"], m["name"]))
+                    if found:
+                        return self._send(200, found)
                     return self._send(404, _status(404, "NotFound", f'rayservices.ray.io "{m["name"]}" not found'))
                 return self._send(
                     200, {"apiVersion": "ray.io/v1", "kind": "RayServiceList", "metadata": {}, "items": []}
                 )
+            if m := CONFIGMAPS.match(url.path):
+                data = state.config_maps.get((m["ns"], m["name"]))
+                if data is None:
+                    return self._send(404, _status(404, "NotFound", f'configmaps "{m["name"]}" not found'))
+                meta = {"name": m["name"], "namespace": m["ns"]}
+                return self._send(200, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
             if m := POD_LOG.match(url.path):
                 return self._pod_log(m["ns"], m["name"], q)
             if m := PODS.match(url.path):

@@ -132,15 +132,21 @@ def installed_hpray(tmp_path_factory):
     return env_dir / "bin" / "hpray", purelib, wheel
 
 
-def _run_installed(hpray: Path, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _run_installed(
+    hpray: Path, args: list[str], tmp_path: Path, *, cwd: Path | None = None, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("AWS_", "HPRAY_", "PYTHON"))}
     env.update(
         AWS_CONFIG_FILE=str(tmp_path / "none"),
         AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
         AWS_EC2_METADATA_DISABLED="true",
     )
-    # Run from an empty folder: nothing of the checkout is importable from the working directory.
-    return subprocess.run([str(hpray), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    env.update(extra_env)
+    # Run from an empty folder (or ``cwd``): nothing of the checkout is importable from the working
+    # directory (a console script's sys.path starts with its own bin/, never the current folder).
+    return subprocess.run(
+        [str(hpray), *args], cwd=cwd or tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_wheel_carries_the_environments_and_the_data_files(installed_hpray):
@@ -230,3 +236,105 @@ def test_the_config_dir_from_the_environment_and_its_errors(tmp_path, monkeypatc
     with pytest.raises(UsageError) as info:
         config_dir_of(["status", "--env", "dev"])
     assert info.value.message == f"$HPRAY_CONFIG_DIR {tmp_path / 'nowhere'}: not a directory"
+
+
+def test_installed_hpray_dry_run_names_the_image_the_synthesized_template_deploys(
+    installed_hpray, synthesized, tmp_path
+):
+    """The image of a job is the image the environment deployed: in the checkout, the installed
+    hpray's dry run names the URI the synthesized cluster stack writes for it (never a hash of the
+    site-packages it runs from), and says where it came from."""
+    from tests.stacks.test_cluster_stack import deployed_image_config_map
+
+    hpray, _, _ = installed_hpray
+    _, _, stacks = synthesized("dev")
+    deployed = deployed_image_config_map(stacks.cluster)["data"]["uri"]
+    for workload in ("training", "inference"):
+        result = _run_installed(hpray, ["submit", workload, "--env", "dev", "--dry-run"], tmp_path, cwd=ROOT)
+        assert result.returncode == 0, result.stderr
+        images = {line.strip() for line in result.stdout.splitlines() if line.strip().startswith("image: ")}
+        assert images == {f"image: {deployed}"}, images
+        assert f"# image: computed from the checkout at {ROOT} (no cluster reached" in result.stdout
+    # Outside a checkout there is nothing to compute it from: one clear error, never a site-packages hash.
+    result = _run_installed(hpray, ["submit", "training", "--env", "dev", "--dry-run"], tmp_path)
+    assert result.returncode == 2, result.stdout
+    assert "training.image: not set, and no checkout of this repository here to compute it from" in result.stderr
+    assert "hpray-workloads-image" in result.stderr
+    assert "image: " not in result.stdout
+
+
+def _checkout_copy(where: Path) -> Path:
+    """A user's clone: the CDK app's markers, the image's build context and config/."""
+    where.mkdir()
+    for name in ("cdk.json", "app.py", ".dockerignore"):
+        shutil.copy2(ROOT / name, where / name)
+    for name in ("config", "workloads"):
+        shutil.copytree(ROOT / name, where / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return where
+
+
+def test_installed_hpray_reads_the_checkouts_config_and_warns_of_the_bundled_copy(installed_hpray, tmp_path):
+    hpray, purelib, _ = installed_hpray
+    checkout = _checkout_copy(tmp_path / "clone")
+    dev = checkout / "config" / "dev.yaml"
+    dev.write_text(dev.read_text().replace("active_deadline_seconds: 21600", "active_deadline_seconds: 7200"))
+    inside = checkout / "config"
+    version = _run_installed(hpray, ["--version"], tmp_path, cwd=inside)
+    assert version.stdout.endswith(f"(environments: {checkout / 'config'})\n"), version.stdout
+    result = _run_installed(hpray, ["submit", "training", "--env", "dev", "--dry-run"], tmp_path, cwd=inside)
+    assert result.returncode == 0, result.stderr
+    assert "activeDeadlineSeconds: 7200" in result.stdout
+    assert f"# environment: {dev}\n" in result.stdout  # which folder it read
+    assert result.stderr == (
+        f"warning: environment dev read from {dev}; the copy bundled with this hpray "
+        f"({purelib / 'config' / 'dev.yaml'}) differs (reinstall hpray to update it)\n"
+    )
+    # HPRAY_CONFIG_DIR wins over the checkout: the bundled copy, unchanged, renders its own value.
+    result = _run_installed(
+        hpray,
+        ["submit", "training", "--env", "dev", "--dry-run"],
+        tmp_path,
+        cwd=inside,
+        HPRAY_CONFIG_DIR=str(purelib / "config"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "activeDeadlineSeconds: 21600" in result.stdout
+    assert result.stderr == ""
+
+
+def test_installed_pin_base_never_writes_the_installed_copy(installed_hpray, tmp_path):
+    hpray, purelib, _ = installed_hpray
+    before = (purelib / "workloads" / "Dockerfile").read_bytes()
+    result = _run_installed(hpray, ["images", "pin-base", "--registry-url", "http://127.0.0.1:9"], tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(
+        f"error: {purelib / 'workloads' / 'Dockerfile'} is the copy installed with hpray, not a checkout's"
+    ), result.stderr
+    assert (purelib / "workloads" / "Dockerfile").read_bytes() == before
+    # In a checkout: its own Dockerfile is the one named (and, with Docker Hub, written).
+    checkout = _checkout_copy(tmp_path / "clone")
+    result = _run_installed(
+        hpray,
+        ["images", "pin-base", "--registry-url", "http://127.0.0.1:9", "--auth-url", "http://127.0.0.1:9"],
+        tmp_path,
+        cwd=checkout,
+    )
+    assert result.returncode == 1, result.stderr
+    assert str(purelib) not in result.stderr
+
+
+def test_installed_hpray_hints_say_hpray(installed_hpray, tmp_path):
+    """One name: what the installed command prints to its user says `hpray`, never `python -m ops`."""
+    hpray, _, _ = installed_hpray
+    for args in (["--help"], ["submit", "--help"], ["submit", "job", "--help"], ["rollout", "llm", "--help"]):
+        result = _run_installed(hpray, args, tmp_path, cwd=ROOT)
+        assert result.returncode == 0, result.stderr
+        assert "python -m ops" not in result.stdout and "hpray" in result.stdout, args
+    result = _run_installed(hpray, ["submit", "job", "--env", "dev", "--attach"], tmp_path, cwd=ROOT)
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: --attach needs --name NAME for a job\nfix:   list the jobs with: hpray jobs --env dev\n",
+    )
+    result = _run_installed(hpray, ["jobs"], tmp_path, cwd=ROOT, HPRAY_ENV="stagin")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: $HPRAY_ENV: unknown environment 'stagin'; did you mean 'staging'?")

@@ -336,3 +336,38 @@ def test_a_hyperpod_role_without_ecr_read_cannot_pull_the_assets(synthesized):
     flow = {x.name: x for x in check_flows(stacks, config)}["asset-pull:hyperpod-execution-role"]
     assert not flow.ok
     assert "ecr:BatchCheckLayerAvailability" in flow.detail
+
+
+def test_jobs_read_locations_reach_the_workloads_role_and_the_flows_prove_it(tmp_path):
+    """jobs.read_locations (issue 37): the users' own buckets/prefixes, read only, in the workloads
+    role's policy; the flow checks prove list/get on each against the synthesized templates."""
+    import aws_cdk as cdk
+
+    from app import APP_PROPS, build_app
+    from manifests.check import load_checked
+    from tests.conftest import cdk_context
+
+    config = load_checked("dev")
+    data = config.model_dump()
+    data["jobs"] = {"read_locations": ["s3://my-team-datasets/corpus/", "s3://my-other-bucket/"]}
+    changed = type(config).model_validate(data)
+    mine = [x for x in F.s3_locations(changed) if x.source.startswith("jobs.read_locations")]
+    assert [(x.bucket, x.prefix, x.write) for x in mine] == [
+        ("my-team-datasets", "corpus/", False),
+        ("my-other-bucket", "", False),
+    ]
+    app = cdk.App(
+        context={**APP_PROPS["context"], **cdk_context(), "env": "dev"},
+        outdir=str(tmp_path),
+        **{k: v for k, v in APP_PROPS.items() if k != "context"},
+    )
+    build_app(app, changed)
+    stacks = load_assembly(app.synth().directory).stacks
+    results = {r.name: r for r in check_flows(stacks, changed)}
+    names = [f"workloads-{what}:{x.bucket}/{x.prefix}" for x in mine for what in ("s3", "list")]
+    _assert_ok(results, names)
+    # Reading is all: no write to the user's bucket.
+    policies = json.dumps(
+        [r for s in stacks for r in s.template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"]
+    )
+    assert "arn:aws:s3:::my-team-datasets/corpus/*" in policies

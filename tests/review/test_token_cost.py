@@ -239,3 +239,17 @@ def test_every_environment_prices_training_and_serving(env):
     assert t.per_million is not None and s.per_million is not None
     assert f"| {t.basis} | 90% (assumed) | ${t.per_million:.4g} |" in training
     assert f"| {s.basis} | every batch full (assumed) | ${s.per_million:.4g} |" in serving
+
+
+def test_a_measured_mfu_replaces_the_assumed_one():
+    """prod with training.measured_mfu 0.438 (a run's mfu metric): 1.2x the assumed 36.5 %, so the
+    tokens per GPU-second are 1.2x and the cost per million 1/1.2 of the assumed figure."""
+    data = env_data("prod")
+    assumed = training_token_cost(parse_environment(data), load_prices())
+    data["training"]["measured_mfu"] = 0.438
+    c = training_token_cost(parse_environment(data), load_prices())
+    assert c.tokens_per_s_per_gpu == pytest.approx(1.2 * assumed.tokens_per_s_per_gpu, rel=1e-12)
+    assert c.per_million == pytest.approx(assumed.per_million / 1.2, rel=1e-12)
+    assert c.basis.startswith("43.8% MFU (measured) of the H100's")
+    # An explicit figure wins over both.
+    assert training_token_cost(parse_environment(data), load_prices(), mfu=0.365).basis.startswith("36.5% MFU (given)")

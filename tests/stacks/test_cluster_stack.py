@@ -117,3 +117,51 @@ def test_replacement_triggers_are_known(synthesized):
         props = next(r["Properties"] for r in res.values() if r["Type"] == kind)
         used = {p for p in create_only if _set_paths(props, p)}
         assert used == set(documented), f"{kind}: create-only properties set here changed: {sorted(used)}"
+
+
+def deployed_image_config_map(stack) -> dict:
+    """The manifest of the ConfigMap the cluster stack writes with the image it deployed (its
+    Fn::Join resolved against the stack's concrete account and region)."""
+    import json
+
+    from manifests import image
+
+    res = template_of(stack).to_json()["Resources"]
+    (manifest,) = [
+        r["Properties"]["Manifest"]
+        for r in res.values()
+        if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+        and image.DEPLOYED_CONFIGMAP in json.dumps(r["Properties"]["Manifest"])
+    ]
+    text = manifest if isinstance(manifest, str) else "".join(_resolve(p) for p in manifest["Fn::Join"][1])
+    return json.loads(text)[0]
+
+
+def _resolve(part) -> str:
+    """A part of the manifest's Fn::Join: text, or the asset URI's Fn::Sub of the URL suffix."""
+    if isinstance(part, str):
+        return part
+    assert set(part) == {"Fn::Sub"}, part
+    return part["Fn::Sub"].replace("${AWS::URLSuffix}", "amazonaws.com")
+
+
+def test_the_cluster_writes_the_image_it_deployed_for_hpray(synthesized):
+    """What `hpray submit` runs is the image `cdk deploy` pushes (the asset's URI), read from the
+    cluster: a ConfigMap in the workloads namespace, after the namespace."""
+    from manifests import image
+    from manifests.k8s import NAMESPACE
+
+    _, config, stacks = synthesized("dev")
+    cm = deployed_image_config_map(stacks.cluster)
+    assert (cm["kind"], cm["metadata"]["namespace"], cm["metadata"]["name"]) == (
+        "ConfigMap",
+        NAMESPACE,
+        image.DEPLOYED_CONFIGMAP,
+    )
+    asset_hash = stacks.cluster.workloads_image.asset.asset_hash
+    assert cm["data"][image.DEPLOYED_KEY] == (
+        f"{config.account}.dkr.ecr.{config.region}.amazonaws.com/"
+        f"{image.repository_name(config.account, config.region)}:{asset_hash}"
+    )
+    deps = stacks.cluster.workloads_image_config.node.dependencies
+    assert stacks.cluster.workloads.namespace in deps

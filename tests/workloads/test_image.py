@@ -207,6 +207,7 @@ def _runtime_closure() -> dict[str, str]:
     roots = [
         ("ray", {"default", "train", "serve"}),
         ("torch", set()),
+        ("torchao", set()),
         ("pyarrow", set()),
         ("boto3", set()),
         ("pydantic", set()),

@@ -405,6 +405,7 @@ class Llama(_Generate, nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.activation_checkpointing = False
+        self.checkpoint_every = 1  # with activation_checkpointing: recompute blocks 0, n, 2n, ...
         self.apply(self._init)
 
     @staticmethod
@@ -432,8 +433,8 @@ class Llama(_Generate, nn.Module):
         cos, sin = self.rope_cos[:t], self.rope_sin[:t]
         x = self.tok_emb(idx)
         recompute = self.training and self.activation_checkpointing
-        for layer in self.layers:
-            if recompute:  # keep only the block's input; recompute the rest in backward
+        for i, layer in enumerate(self.layers):
+            if recompute and i % self.checkpoint_every == 0:  # keep only the block's input; recompute the rest
                 x = torch.utils.checkpoint.checkpoint(layer, x, cos, sin, use_reentrant=False)
             else:
                 x = layer(x, cos, sin)

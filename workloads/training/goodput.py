@@ -7,7 +7,7 @@ Every second of the run is charged to exactly one bucket (``BUCKETS``):
   again after the resume (charged to ``productive`` first, moved here on the resume);
 - ``checkpoint``: the loop blocked in a save (state dict, staging, waiting for the previous save);
 - ``startup``: from a worker process's start to its first step (imports, process group, model
-  build, checkpoint restore);
+  build, checkpoint restore, and with ``training.compile`` the blocks' compilation);
 - ``waiting``: no worker in the loop: from submission to the first worker's start, and from the
   last record before a failure to the restarted worker's start (failure detection, node
   replacement, scheduling). Work done in the last ``persist_every_s`` before a failure is not

@@ -10,7 +10,10 @@ the run continues bitwise as if uninterrupted on CPU with gloo (tested); on GPUs
 tolerance, as nondeterministic kernels allow (``training.deterministic`` turns them off). On
 another world size the weights, optimizer state, step, schedule and data position carry over;
 the global batch is ``batch_size_per_worker`` times the new world size, so the run continues
-within a tolerance, not bitwise (tested).
+within a tolerance, not bitwise (tested). With ``training.global_batch_size`` the global batch
+holds instead: each step accumulates as many micro-batches as the new world size needs, over the
+same windows, and the run continues within the last bits (the gradient norm's and the
+reduction's summation order: tested, 4 -> 2 workers).
 
 ``train_func`` reads top to bottom as in Ray's and torchtitan's examples, a short loop over the
 job's parts, each in its own module with its own slice of the settings: the model's build and
@@ -133,6 +136,57 @@ def grad_norm_value(norm: torch.Tensor) -> float:
     return float(full.item())
 
 
+def accumulate_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    micro_batches: int,
+    grad_clip: float,
+    autocast_dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimizer step over ``micro_batches`` equal slices of this rank's batch ``x``, ``y``
+    (gradient accumulation, ``training.global_batch_size``): each slice's loss over the slice
+    count, so the gradient is the whole batch's mean, as one pass over it would give. The
+    gradients are reduced across ranks only on the last slice (FSDP2
+    ``set_requires_gradient_sync``; DDP ``no_sync``). Returns the batch's mean loss and, as
+    ``train_step_with_norm``, the gradients' total norm before clipping, computed once on the
+    accumulated (reduced) gradients after the last slice."""
+    import contextlib
+
+    import torch
+    from torch.distributed.fsdp import FSDPModule
+    from torch.nn.parallel import DistributedDataParallel
+
+    if micro_batches == 1:
+        return train_step_with_norm(
+            model, optimizer, scheduler, x, y, grad_clip=grad_clip, autocast_dtype=autocast_dtype
+        )
+    optimizer.zero_grad(set_to_none=True)
+    total = torch.zeros((), device=x.device)
+    for i, (xm, ym) in enumerate(zip(x.chunk(micro_batches), y.chunk(micro_batches), strict=True)):
+        last = i == micro_batches - 1
+        sync: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+        if isinstance(model, FSDPModule):
+            model.set_requires_gradient_sync(last)
+        elif isinstance(model, DistributedDataParallel) and not last:
+            sync = model.no_sync()
+        with sync:  # forward and backward both inside DDP's no_sync
+            with torch.autocast(
+                device_type=x.device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None
+            ):
+                out: tuple[None, torch.Tensor] = model(xm, ym, logits=False)
+            loss = out[1] / micro_batches
+            loss.backward()
+        total += loss.detach()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    scheduler.step()
+    return total, norm
+
+
 def optimizers_for(
     model: nn.Module, s: JobSettings, *, fused: bool
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
@@ -153,10 +207,11 @@ def train_func(config: dict[str, Any]) -> None:
     import torch
 
     from config.job_settings import JobSettings
+    from config.training import accumulation_steps
     from workloads.common import model as model_lib
     from workloads.training import parallelize
     from workloads.training.checkpointer import Checkpointer, export_final
-    from workloads.training.data import open_data
+    from workloads.training.data import DataPosition, open_data
     from workloads.training.determinism import use_deterministic
     from workloads.training.evaluate import evaluate
     from workloads.training.reporter import Reporter, print_worker_line
@@ -201,7 +256,14 @@ def train_func(config: dict[str, Any]) -> None:
         marks.append(("init_from", time.time()))
         if rank == 0:
             log.info("initialised from %s (%s)", init["path"], init["digest"])
-    tokens_per_step = s.batch_size_per_worker * world * model_config.block_size
+    # Gradient accumulation holds training.global_batch_size at whatever world this attempt got.
+    micro = accumulation_steps(s, world)
+    if s.compile:  # one forward and backward compiles the blocks, timed as a set-up phase
+        x, y = data.train.next_batch(DataPosition(), rank=rank, world_size=world, batch_size=s.batch_size_per_worker)
+        model(x.to(device), y.to(device), logits=False)[1].backward()
+        optimizer.zero_grad(set_to_none=True)
+        marks.append(("compile", time.time()))
+    tokens_per_step = s.batch_size_per_worker * micro * world * model_config.block_size
     reporter = Reporter.from_settings(s, rank, world, tokens_per_step, device, run_dir, submitted, resumed)
     reporter.announce(resumed, marks)
     # FSDP casts to bf16 itself (MixedPrecisionPolicy); DDP uses autocast.
@@ -210,10 +272,10 @@ def train_func(config: dict[str, Any]) -> None:
     model.train()
     evaluated: dict[str, float] = {}  # the latest evaluation, in every report and checkpoint after it
     for step in range(resumed.step, s.steps):
-        x, y = data.train.next_batch(pos, rank=rank, world_size=world, batch_size=s.batch_size_per_worker)
+        x, y = data.train.next_batch(pos, rank=rank, world_size=world, batch_size=s.batch_size_per_worker * micro)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        loss, norm = train_step_with_norm(
-            model, optimizer, scheduler, x, y, grad_clip=s.grad_clip, autocast_dtype=autocast
+        loss, norm = accumulate_step(
+            model, optimizer, scheduler, x, y, micro_batches=micro, grad_clip=s.grad_clip, autocast_dtype=autocast
         )
         done, loss_value = step + 1, loss.item()
         reporter.step_done(done, loss_value)

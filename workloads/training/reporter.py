@@ -99,17 +99,30 @@ class Reporter:
         tokens_per_step: int,
         device: torch.device,
         accounts: Tracker,
+        gpus: int = 0,
+        peak_tflops_per_gpu: float | None = None,
+        model_flops_per_token: float | None = None,
     ):
         self.rank, self.world, self.run_name, self.steps = rank, world, run_name, steps
         self.report_every_steps, self.log_every_step = report_every_steps, log_every_step
         self.tokens_per_step, self.device = tokens_per_step, device
         # Where the run's wall time goes (rank 0 keeps the accounts): workloads/training/goodput.py.
         self.accounts = accounts
+        # MFU: tokens/s per GPU x training FLOPs per token over one GPU's dense bf16 peak (the
+        # plan's figures, JobSettings); none on CPU workers or a chip without a peak.
+        self.gpus, self.peak_tflops_per_gpu, self.model_flops_per_token = (
+            gpus,
+            peak_tflops_per_gpu,
+            model_flops_per_token,
+        )
         self.pacing = ReportPacing(report_every_steps)
         self.poll_s = os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "2 (Ray's default)")
         self.window_loss, self.window_n = 0.0, 0
         self.window_t0 = self.loop_t0 = time.perf_counter()
+        # Ray gauges, made on rank 0 at the first report: the quality ones (set_gauges) and the
+        # throughput ones (publish_throughput).
         self._gauges: dict[str, Any] | None = None
+        self._throughput_gauges: dict[str, Any] | None = None
 
     @classmethod
     def from_settings(
@@ -146,6 +159,9 @@ class Reporter:
             tokens_per_step=tokens_per_step,
             device=device,
             accounts=accounts,
+            gpus=world * s.gpus_per_worker,
+            peak_tflops_per_gpu=s.peak_tflops_per_gpu,
+            model_flops_per_token=s.model_flops_per_token,
         )
 
     def announce(self, resumed: Resumed, marks: list[tuple[str, float]]) -> None:
@@ -213,16 +229,54 @@ class Reporter:
         mean = torch.tensor([self.window_loss / self.window_n], device=self.device)
         dist.all_reduce(mean)
         elapsed = time.perf_counter() - self.window_t0
+        tokens_per_s = self.tokens_per_step * self.window_n / elapsed
         metrics = {
             "step": done,
             "loss": mean.item() / self.world,
             "lr": lr,
-            "tokens_per_s": self.tokens_per_step * self.window_n / elapsed,
+            "tokens_per_s": tokens_per_s,
             # The step this attempt resumed from (0: a fresh start).
             "resumed_from": resumed_from,
         }
+        throughput = self.throughput(tokens_per_s)
+        metrics.update(throughput)
+        if self.rank == 0 and throughput:
+            self.publish_throughput(throughput)
         self.window_loss, self.window_n = 0.0, 0
         return metrics
+
+    def throughput(self, tokens_per_s: float) -> dict[str, float]:
+        """Tokens/s per GPU and model FLOPs utilisation against the GPU's dense bf16 peak (empty
+        on CPU workers; no MFU without the plan's peak and FLOPs per token)."""
+        if not self.gpus:
+            return {}
+        per_gpu = tokens_per_s / self.gpus
+        out = {"tokens_per_s_per_gpu": per_gpu}
+        if self.peak_tflops_per_gpu and self.model_flops_per_token:
+            out["mfu"] = per_gpu * self.model_flops_per_token / (self.peak_tflops_per_gpu * 1e12)
+        return out
+
+    def publish_throughput(self, throughput: dict[str, float]) -> None:
+        """Tokens/s per GPU and MFU as Prometheus gauges (Ray's metrics API, run-name label;
+        manifests/dashboards.py's Throughput panel)."""
+        from config import observability as obs
+
+        if self._throughput_gauges is None:
+            from ray.util.metrics import Gauge
+
+            keys = (obs.TRAIN_GOODPUT_RUN_LABEL,)
+            self._throughput_gauges = {
+                "tokens_per_s_per_gpu": Gauge(
+                    obs.TRAIN_TOKENS_PER_S_PER_GPU, description="Training tokens/s per GPU.", tag_keys=keys
+                ),
+                "mfu": Gauge(
+                    obs.TRAIN_MFU,
+                    description="Model FLOPs utilisation against the GPU's dense bf16 peak.",
+                    tag_keys=keys,
+                ),
+            }
+        for name, value in throughput.items():
+            self._throughput_gauges[name].set(value, tags={obs.TRAIN_GOODPUT_RUN_LABEL: self.run_name})
 
     def report(self, metrics: dict[str, Any], finished: list[tuple[Checkpoint, str]], *, force: bool) -> None:
         """``metrics`` to Ray Train, with the saves that are done (``Checkpointer.save``);

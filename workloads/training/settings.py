@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from config import ConfigError
 from config.job_settings import JobSettings, job_settings
 from config.loader import format_validation_error
-from config.training import Training, sharding_problems
+from config.training import Training, batch_problems, sharding_problems
 
 # The `training:` values of a run on one machine (validated as a Training section, like the
 # cluster's): the tiny preset (~0.13M parameters), a step in tens of milliseconds on a CPU core,
@@ -104,7 +104,7 @@ def for_local(overrides: dict[str, Any] | None = None, *, storage_path: str) -> 
             "local run", [f"training.gpus_per_worker: {t.gpus_per_worker}; local runs are CPU-only, allowed: 0"]
         )
     workers = t.num_workers or 2
-    problems = sharding_problems(t, workers)
+    problems = sharding_problems(t, workers) + batch_problems(t, workers, t.min_workers)
     if problems:
         raise ConfigError("local run", problems)
     assert t.storage_path is not None, "for_local sets storage_path"

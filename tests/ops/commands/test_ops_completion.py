@@ -59,7 +59,10 @@ def test_each_shell_completes_commands_workloads_options_and_choices(sh):
     ]
     assert complete(sh, ["hpray", "submit", "job", "--env", "d"]) == ["dev"]
     assert complete(sh, ["hpray", "submit", "job", "--dry"]) == ["--dry-run"]
-    assert complete(sh, ["hpray", "submit", "job", "--runt"]) == ["--runtime-env"]
+    assert complete(sh, ["hpray", "submit", "job", "--runt"]) == [
+        "--runtime-env",
+        "--runtime-env-json",
+    ]  # both, as `ray job submit`
     assert complete(sh, ["hpray", "logs", "x", "--p"]) == ["--pod", "--previous", "--profile"]
     assert sorted(complete(sh, ["hpray", "completion", ""])) == ["bash", "fish", "zsh"]
     assert complete(sh, ["hpray", "upgrade", ""]) == ["plan"]

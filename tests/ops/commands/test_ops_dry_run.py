@@ -136,3 +136,39 @@ def test_the_zip_leaves_out_what_the_runtime_env_excludes(project, tmp_path):
 
     names = zipfile.ZipFile(io.BytesIO(package_working_dir(project, excludes=("data",), top="j").data)).namelist()
     assert names == ["j/train.py"]
+
+
+def test_submit_job_deadline_is_the_rayjobs_and_bounded_by_the_environment(project, no_clients):
+    """--deadline (issue 37): the job's activeDeadlineSeconds, at most training.active_deadline_seconds."""
+    argv = ["submit", "job", "--env", "dev", "--working-dir", str(project), "--name", "hello", "--dry-run"]
+    code, out, err = run([*argv, "--deadline", "90m", "--", "python", "train.py"], **no_clients)
+    assert (code, err) == (0, "")
+    assert yaml.safe_load(out)["spec"]["activeDeadlineSeconds"] == 5400
+    assert "# deadline: 5400 s (activeDeadlineSeconds)" in out.splitlines()
+    limit = load_environment("dev").training.active_deadline_seconds
+    code, out, _ = run([*argv, "--", "python", "train.py"], **no_clients)
+    assert yaml.safe_load(out)["spec"]["activeDeadlineSeconds"] == limit
+    code, out, err = run([*argv, "--deadline", str(limit + 1), "--", "python", "train.py"], **no_clients)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[0] == (
+        f"error: --deadline {limit + 1}: allowed 60 to {limit} seconds (training.active_deadline_seconds of "
+        "dev.yaml is the most a job may run)"
+    )
+    code, _, err = run([*argv, "--deadline", "soon", "--", "python", "train.py"], **no_clients)
+    assert code == 2 and "'soon' is not a duration; allowed: SECONDS, or N followed by s, m or h" in err
+
+
+def test_submit_job_runtime_env_json_inline(project, no_clients):
+    """--runtime-env-json, as `ray job submit` takes it, checked as a file is."""
+    argv = ["submit", "job", "--env", "dev", "--working-dir", str(project), "--name", "hello", "--dry-run"]
+    code, out, err = run(
+        [*argv, "--runtime-env-json", '{"pip": ["emoji"], "env_vars": {"A": "1"}}', "--", "python", "train.py"],
+        **no_clients,
+    )
+    assert (code, err) == (0, "")
+    runtime_env = json.loads(yaml.safe_load(out)["spec"]["runtimeEnvYAML"])
+    assert runtime_env["pip"] == ["emoji"] and runtime_env["env_vars"]["A"] == "1"
+    code, _, err = run([*argv, "--runtime-env-json", '{"container": {}}', "--", "python", "train.py"], **no_clients)
+    assert code == 2 and err.startswith("error: --runtime-env-json: container is not for a RayJob")
+    code, _, err = run([*argv, "--runtime-env-json", "{pip", "--", "python", "train.py"], **no_clients)
+    assert code == 2 and err.startswith("error: --runtime-env-json: not valid JSON")

@@ -193,6 +193,11 @@ def test_cli_submit_job_uploads_and_creates_the_rayjob(dev, moto, code):
         def create_ray(self, kind, namespace, body):
             created[(namespace, body["metadata"]["name"])] = body
 
+        def read_config_map(self, namespace, name):
+            # What the cluster stack wrote: the image `cdk deploy` pushed (not recomputed here).
+            assert (namespace, name) == ("ray-workloads", "hpray-workloads-image")
+            return {"uri": DEPLOYED}
+
     out = io.StringIO()
     code_ = main(
         [
@@ -227,6 +232,16 @@ def test_cli_submit_job_uploads_and_creates_the_rayjob(dev, moto, code):
     zipped = boto3.client("s3", region_name=REGION).get_object(Bucket=bucket, Key=key)["Body"].read()
     assert "hello/train.py" in zipfile.ZipFile(io.BytesIO(zipped)).namelist()
     assert "hpray submit job --env dev --attach --name hello" in events[-1]["message"]
+    spec = job["spec"]["rayClusterSpec"]
+    images = {
+        c["image"]
+        for g in (spec["headGroupSpec"], *spec["workerGroupSpecs"])
+        for c in g["template"]["spec"]["containers"]
+    }
+    assert images == {DEPLOYED}
+
+
+DEPLOYED = "111111111111.dkr.ecr.us-west-2.amazonaws.com/cdk-hnb659fds-container-assets-111111111111-us-west-2:deployed"
 
 
 @pytest.mark.parametrize(

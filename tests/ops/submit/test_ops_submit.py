@@ -47,6 +47,13 @@ class ScriptedKube:
     def sleep(self, seconds):
         self.tick = min(self.tick + 1, len(self.ticks) - 1)
 
+    def read_config_map(self, namespace, name):
+        # The cluster stack's ConfigMap: the image `cdk deploy` pushed for this checkout.
+        from manifests import image
+
+        assert (namespace, name) == ("ray-workloads", image.DEPLOYED_CONFIGMAP)
+        return {"uri": image.image_uri("111111111111", "us-east-1")}
+
     def get_ray(self, kind, namespace, name):
         self.calls.append(("get", kind, namespace, name))
         if self.created is None:
@@ -488,3 +495,66 @@ def test_following_a_run_sends_the_platforms_token_from_secrets_manager(shared_m
     assert code == 0, out.getvalue()
     assert kube.auth_headers and set(kube.auth_headers) == {"Bearer t0ken"}
     assert set(calls) == {"secretsmanager:GetSecretValue"} and set(calls) <= set(permissions.SUBMIT)
+
+
+def test_the_installed_hpray_hints_name_hpray():
+    """`hpray submit` prints its log, resubmit and reattach hints as `hpray ...`, never `python -m ops`."""
+    kube = ScriptedKube([(rayjob("running"), {"9vq4s": LOG_1}), (rayjob("failed"), {"9vq4s": LOG_1_END})])
+    out = io.StringIO()
+    assert submit(kube, ["submit", "training", "--env", "dev"], out, prog="hpray") == 1
+    assert as_text(out.getvalue()).splitlines()[-1].endswith(f"Driver log: hpray logs {RAYJOB_NAME} --env dev")
+    kube = ScriptedKube([(rayjob("running"), {"9vq4s": LOG_1})] * 5)
+    out = io.StringIO()
+    submit(kube, ["submit", "training", "--env", "dev", "--timeout-minutes", "2"], out, prog="hpray")
+    text = as_text(out.getvalue())
+    assert "Reattach: hpray submit training --env dev --attach" in text
+    assert "python -m ops" not in text
+
+
+def test_rollout_inference_serves_the_chosen_run_and_follows_the_rollout():
+    """`rollout inference --run NAME --model PATH` (issue 37): the RayService rendered with that
+    run and storage path, applied and followed until ready, as `submit inference`."""
+    from config import load_environment
+    from manifests.inference import render as render_rayservice
+
+    config = load_environment("dev")
+    data = config.model_dump()
+    data["inference"]["run_name"], data["inference"]["storage_path"] = "my-run", "s3://my-team-runs/runs/"
+    expected = render_rayservice(type(config).model_validate(data))
+    name, ns = expected["metadata"]["name"], expected["metadata"]["namespace"]
+    kube = ScriptedKube([(rayservice(True, name=name, namespace=ns), {})], kind="RayService")
+    out = io.StringIO()
+    argv = ["rollout", "inference", "--env", "dev", "--run", "my-run", "--model", "s3://my-team-runs/runs/"]
+    code = submit(kube, argv, out, render=False, load_config=None, prog="hpray")
+    assert code == 0, out.getvalue()
+    assert kube.created == expected
+    assert as_text(out.getvalue()).splitlines()[-1] == f"RayService {ns}/{name} is ready"
+
+
+def test_rollout_llm_verifies_the_export_before_anything(tmp_path):
+    """The LLM service's model is an export checked against its manifest.json (verify_export):
+    a good one is named in the dry run, a damaged one is refused (exit 2) before any client."""
+    import hashlib
+    import json as json_mod
+
+    from workloads.common.hf_llama import EXPORT_FORMAT
+
+    export = tmp_path / "llama-export"
+    export.mkdir()
+    weights = b"\x00" * 64
+    (export / "model.safetensors").write_bytes(weights)
+    files = {"model.safetensors": {"size": len(weights), "sha256": hashlib.sha256(weights).hexdigest()}}
+    (export / "manifest.json").write_text(json_mod.dumps({"format": EXPORT_FORMAT, "files": files}))
+
+    def refuse(*_a, **_k):
+        raise AssertionError("made a client")
+
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["rollout", "llm", "--env", "prod", "--model", str(export), "--dry-run"]
+    assert main(argv, out=out, err=err, prog="hpray", aws_factory=refuse, kube_factory=refuse) == 0, err.getvalue()
+    assert f"# verified 1 files of {export} against its manifest.json" in out.getvalue().splitlines()
+    assert str(export) in out.getvalue()  # the model source of the rendered serve config
+    (export / "model.safetensors").write_bytes(b"\x01" * 64)
+    out, err = io.StringIO(), io.StringIO()
+    assert main(argv, out=out, err=err, prog="hpray", aws_factory=refuse, kube_factory=refuse) == 2
+    assert err.getvalue().startswith(f"error: --model {export}: {export / 'model.safetensors'}: sha256 ")

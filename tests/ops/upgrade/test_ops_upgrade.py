@@ -131,8 +131,17 @@ def test_next_minor_hyperpod_does_not_support_is_refused():
     config = parse_environment(data, source="test")
     with pytest.raises(OpsError) as err:
         upgrade.plan(config)
-    assert err.value.message == "--to 1.35: SageMaker HyperPod does not support it; allowed: 1.33, 1.34"
+    # No --to was given: the message speaks of the next minor version, not of a --to (issue 37).
+    assert err.value.message == (
+        "no upgrade from Kubernetes 1.34 to plan: the next minor version, 1.35: SageMaker HyperPod does not "
+        "support it; allowed: 1.33, 1.34"
+    )
+    assert "--to" not in err.value.message
     assert err.value.fix.startswith("wait until HyperPod supports Kubernetes 1.35")
+    # With --to, the message names the --to the user gave.
+    with pytest.raises(OpsError) as err:
+        upgrade.plan(config, "1.35")
+    assert err.value.message == "--to 1.35: SageMaker HyperPod does not support it; allowed: 1.33, 1.34"
 
 
 def test_two_minors_at_once_refused():

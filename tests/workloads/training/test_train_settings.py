@@ -139,14 +139,14 @@ def test_preset_that_does_not_fit_the_gpu_memory():
     # Dev trains on two of the group's A10G (config/dev.yaml).
     assert _errors(_dev(model={"preset": "llama-11b"})) == [
         "training.model: llama-11b (11.01B parameters) needs about 101.3 GiB per GPU with fsdp over "
-        "2 workers (batch_size_per_worker 16, block_size 2048, activation_checkpointing true), but "
+        "2 workers (batch_size_per_worker 16, block_size 2048, activation_checkpointing full), but "
         "ml.g5.12xlarge has 24 GiB per A10G (85% usable: 20.4 GiB); allowed: a smaller preset, more "
         "workers with fsdp, a smaller batch"
     ]
     # Sharded over all eight GPUs of the group it still does not fit.
     assert _errors(_dev(model={"preset": "llama-11b"}, num_workers=8)) == [
         "training.model: llama-11b (11.01B parameters) needs about 39.8 GiB per GPU with fsdp over "
-        "8 workers (batch_size_per_worker 16, block_size 2048, activation_checkpointing true), but "
+        "8 workers (batch_size_per_worker 16, block_size 2048, activation_checkpointing full), but "
         "ml.g5.12xlarge has 24 GiB per A10G (85% usable: 20.4 GiB); allowed: a smaller preset, more "
         "workers with fsdp, a smaller batch"
     ]
@@ -206,6 +206,7 @@ NOT_TRAIN_LOOP_FIELDS = {
     "image",
     "active_deadline_seconds",
     "ttl_seconds_after_finished",
+    "measured_mfu",
 }
 
 
@@ -228,6 +229,8 @@ def test_the_job_settings_are_the_training_fields_plus_the_runtime_values():
         "model",
         "placement_strategy",
         "log_every_step",
+        "peak_tflops_per_gpu",
+        "model_flops_per_token",
     }
     cfg = parse_environment(_dev(), source="dev.yaml")
     s = manifest.for_cluster(cfg)
