@@ -149,6 +149,16 @@ GOLDEN_GROUPS = {
             VolumeSizeInGB=200,
             KubernetesConfig={"Labels": {"workload": "ray-data"}},
         ),
+        _group(
+            "staging",
+            "222222222222",
+            InstanceGroupName="batch-gpu",
+            InstanceType="ml.g6e.12xlarge",
+            InstanceCount=1,
+            ThreadsPerCore=1,
+            VolumeSizeInGB=500,
+            KubernetesConfig={"Labels": {"workload": "ray-batch"}},
+        ),
     ],
     "prod": [
         _group(

@@ -82,8 +82,9 @@ def test_rendering_every_manifest_derives_the_plan_once(name, derivations, compu
         "training_worker": 1,
         "serve_worker": 1,
         **({"llm_worker": 1} if env.inference.llm.enabled else {}),
-        # and the export's worker group (no pods: its head runs it), sized on the training group.
-        **({"job_worker": len(gpu_groups) + 1} if gpu_groups else {}),
+        # and the export's worker group (no pods: its head runs it), sized on the training group,
+        # and the batch-inference job's whole nodes where the environment deploys it.
+        **({"job_worker": len(gpu_groups) + 1 + (env.batch_inference is not None)} if gpu_groups else {}),
     }
 
 
