@@ -42,7 +42,9 @@ def grafana_dashboards() -> dict[str, dict[str, Any]]:
     y = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in train["panels"])
     first_id = max(p["id"] for p in train["panels"]) + 1
     goodput = goodput_panels(y=y, first_id=first_id)
-    train["panels"] = [*train["panels"], *goodput, throughput_panel(y=y + 9, pid=first_id + len(goodput))]
+    throughput = throughput_panel(y=y + 9, pid=first_id + len(goodput))
+    quality = quality_panel(y=y + 17, pid=first_id + len(goodput) + 1)
+    train["panels"] = [*train["panels"], *goodput, throughput, quality]
     return out
 
 
@@ -160,6 +162,49 @@ def throughput_panel(*, y: int, pid: int) -> dict[str, Any]:
         "type": "graph",
         "xaxis": {"mode": "time", "show": True},
         "yaxes": [{"format": "percentunit", "min": "0", "show": True}, {"format": "short", "min": "0", "show": True}],
+    }
+
+
+def quality_panel(*, y: int, pid: int) -> dict[str, Any]:
+    """The model's quality as the job reports it (workloads/training/reporter.py's gauges,
+    config/observability.py TRAIN_QUALITY_GAUGES): training loss and gradient norm at every
+    report, validation loss, perplexity and bits per byte at every evaluation, one line per run."""
+    from config import observability as obs
+
+    run = obs.TRAIN_GOODPUT_RUN_LABEL
+    labels = {
+        "loss": "training loss",
+        "grad_norm": "gradient norm",
+        "val_loss": "validation loss",
+        "val_perplexity": "validation perplexity",
+        "val_bits_per_byte": "validation bits per byte",
+    }
+    targets = [
+        {
+            "expr": f"max by ({run}) ({obs.prometheus_name(gauge)}{{{GOODPUT_SELECTOR}}})",
+            "legendFormat": f"{{{{{run}}}}} {labels[key]}",
+            "refId": chr(ord("A") + i),
+        }
+        for i, (key, gauge) in enumerate(obs.TRAIN_QUALITY_GAUGES.items())
+    ]
+    return {
+        "datasource": "${datasource}",
+        "description": "Training loss and gradient norm (before clipping) at every report; validation loss, "
+        "perplexity and bits per byte (comparable across tokenizers) on the held-out windows at every "
+        "training.eval_every_steps, all-reduced over the ranks.",
+        "fieldConfig": {"defaults": {"unit": "short"}, "overrides": []},
+        "gridPos": {"h": 8, "w": 24, "x": 0, "y": y},
+        "id": pid,
+        "legend": {"alignAsTable": True, "current": True, "show": True, "values": True},
+        "lines": True,
+        "linewidth": 1,
+        "nullPointMode": "connected",
+        "seriesOverrides": [{"alias": "/perplexity/", "yaxis": 2}],
+        "targets": targets,
+        "title": "Model quality: loss, gradient norm, validation loss, perplexity, bits per byte",
+        "type": "graph",
+        "xaxis": {"mode": "time", "show": True},
+        "yaxes": [{"format": "short", "min": "0", "show": True}, {"format": "short", "min": "0", "show": True}],
     }
 
 

@@ -39,3 +39,17 @@ def test_every_dashboard_asks_for_a_prometheus_data_source_and_its_cluster_label
             # KubeRay's pod label ray.io/cluster as ray_io_cluster: the Cluster filter's label.
             assert "ray_io_cluster" in cluster["definition"]
             assert "ray_io_cluster" in written
+
+
+def test_the_training_dashboard_plots_every_quality_gauge_the_job_sets():
+    """Validation loss, perplexity, bits per byte, training loss and gradient norm: each gauge of
+    config/observability.py TRAIN_QUALITY_GAUGES (which the job's Reporter sets) has a query on
+    the training dashboard, filtered on its run and session variables."""
+    from config import observability as obs
+    from manifests.dashboards import grafana_dashboards
+
+    train = grafana_dashboards()["train"]
+    exprs = [t["expr"] for p in train["panels"] for t in p.get("targets", [])]
+    for gauge in obs.TRAIN_QUALITY_GAUGES.values():
+        series = obs.prometheus_name(gauge)
+        assert [e for e in exprs if f"{series}{{" in e and "$TrainRunName" in e], series
