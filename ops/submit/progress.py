@@ -15,7 +15,8 @@ prefixes and logging formats do not matter):
 
 The training workload (workloads/training/) prints ``TRAIN start step=0``, ``TRAIN step=N
 loss=L`` (with ``log_every_step``), ``TRAIN resume step=N from=PATH``, ``TRAIN done step=N``,
-``TRAIN finished step=N loss=L`` and ``TRAIN failed: ...``; all are recognised.
+``TRAIN finished step=N loss=L``, ``TRAIN eval val_step=N val_loss=L val_perplexity=P
+val_bits_per_byte=B ...`` (training.eval_every_steps) and ``TRAIN failed: ...``; all are recognised.
 """
 
 from __future__ import annotations
@@ -43,11 +44,18 @@ _FAILURE = re.compile(
 
 @dataclass(frozen=True)
 class LogEvent:
-    kind: str  # "step", "resume", "checkpoint" or "failure"
+    kind: str  # "step", "resume", "checkpoint", "eval" or "failure"
     step: int | None = None
     total: int | None = None
     loss: float | None = None
     text: str = ""
+    # An evaluation's figures (kind "eval"): val_loss, val_perplexity, val_bits_per_byte.
+    values: tuple[tuple[str, float], ...] = ()
+
+
+# The job's evaluation line (workloads/training/reporter.py Reporter.evaluated).
+_EVAL = re.compile(r"\bTRAIN eval\b")
+_EVAL_VALUE = re.compile(r"\b(val_step|val_loss|val_perplexity|val_bits_per_byte)=([0-9.eE+-]+)")
 
 
 def parse_line(line: str) -> LogEvent | None:
@@ -55,6 +63,11 @@ def parse_line(line: str) -> LogEvent | None:
     text = line.strip()
     if not text:
         return None
+    if _EVAL.search(text):
+        found = dict(_EVAL_VALUE.findall(text))
+        step = found.pop("val_step", None)
+        values = tuple((k, float(v)) for k, v in found.items())
+        return LogEvent("eval", step=int(float(step)) if step else None, values=values, text=text)
     m = _RESUME.search(text)
     if m:
         return LogEvent("resume", step=int(m.group(1)), text=text)
@@ -108,6 +121,9 @@ class JobProgress:
     last_checkpoint: int | None = None
     resumed_from: list[int] = field(default_factory=list)
     failures: int = 0
+    # The latest evaluation: its step and figures (val_loss, val_perplexity, val_bits_per_byte).
+    eval_step: int | None = None
+    evaluation: dict[str, float] = field(default_factory=dict)
     _rate_start: tuple[float, int] | None = None
     _rate_last: tuple[float, int] | None = None
 
@@ -151,6 +167,9 @@ class JobProgress:
             return []
         if event.kind == "checkpoint":
             self.last_checkpoint = event.step
+            return []
+        if event.kind == "eval":
+            self.eval_step, self.evaluation = event.step, dict(event.values)
             return []
         if event.kind == "resume":
             self.resumed_from.append(event.step or 0)
@@ -196,6 +215,13 @@ class JobProgress:
             parts.append(f"{rate:.2f} steps/s")
             if self.total_steps and self.step is not None and self.step < self.total_steps:
                 parts.append(f"ETA {_duration((self.total_steps - self.step) / rate)}")
+        if "val_loss" in self.evaluation:
+            ev = f"val loss {self.evaluation['val_loss']:.4f}"
+            if "val_perplexity" in self.evaluation:
+                ev += f" ppl {self.evaluation['val_perplexity']:.2f}"
+            if "val_bits_per_byte" in self.evaluation:
+                ev += f" bpb {self.evaluation['val_bits_per_byte']:.3f}"
+            parts.append(ev + (f" @{self.eval_step}" if self.eval_step is not None else ""))
         if self.last_checkpoint is not None:
             parts.append(f"checkpoint @{self.last_checkpoint}")
         if self.resumed_from:
@@ -221,6 +247,7 @@ class JobProgress:
             "total_steps": self.total_steps,
             "loss": self.loss,
             "last_checkpoint": self.last_checkpoint,
+            "evaluation": {"step": self.eval_step, **self.evaluation} if self.evaluation else None,
             "resumed_from": list(self.resumed_from),
             "failures_in_log": self.failures,
             "status_message": self.message,  # the RayJob's; "message" is the display line

@@ -117,3 +117,25 @@ def test_service_progress_until_ready():
         "hpray-dev-serve: application llm DEPLOYING -> RUNNING",
     ]
     assert s.ready and s.line() == "[Running] ready=yes  llm=RUNNING"
+
+
+def test_the_jobs_evaluation_is_in_its_view():
+    """The training job's evaluation lines (training.eval_every_steps: Reporter.evaluated) reach
+    hpray's job view: the latest validation loss, perplexity and bits per byte with their step."""
+    line = (
+        WORKER + "TRAIN eval val_step=1000 val_loss=2.512300 val_perplexity=12.333400 "
+        "val_bits_per_byte=0.912000 val_tokens=65536 t=1764679000.5"
+    )
+    event = parse_line(line)
+    assert event is not None and (event.kind, event.step) == ("eval", 1000)
+    assert dict(event.values) == {"val_loss": 2.5123, "val_perplexity": 12.3334, "val_bits_per_byte": 0.912}
+    p = JobProgress("train-x")
+    p.observe_log(WORKER + "TRAIN step=1000 loss=2.4000 t=1764678999.0", 0.0)
+    assert p.observe_log(line, 1.0) == []
+    assert "val loss 2.5123 ppl 12.33 bpb 0.912 @1000" in p.line()
+    assert p.as_dict()["evaluation"] == {
+        "step": 1000,
+        "val_loss": 2.5123,
+        "val_perplexity": 12.3334,
+        "val_bits_per_byte": 0.912,
+    }
