@@ -95,16 +95,21 @@ class EnvironmentConfig(Frozen):
             raise ValueError("\n".join(errors))
         return self
 
+    def s3_copy_of(self, path: str) -> str | None:
+        """The checkpoint bucket's copy of FSx ``path`` where it lies under the file system path
+        the data repository association links (it exports what is written there); None elsewhere."""
+        root = f"/fsx{self.fsx.file_system_path.rstrip('/')}/"
+        if not path.startswith(root):
+            return None
+        return f"s3://{self.bucket_names()['checkpoints']}/{self.fsx.import_export_prefix}{path[len(root) :]}"
+
     def training_export_locations(self) -> list[str]:
         """Where the training run's export is (``hpray export``): ``training.export_path`` and,
         where it is under the file system path the data repository association links, its copy in
         the checkpoint bucket."""
         path = self.training.resolved_export_path(self.fsx.file_system_path).rstrip("/")
-        out = [path]
-        root = f"/fsx{self.fsx.file_system_path.rstrip('/')}/"
-        if path.startswith(root):
-            out.append(f"s3://{self.bucket_names()['checkpoints']}/{self.fsx.import_export_prefix}{path[len(root) :]}")
-        return out
+        copy = self.s3_copy_of(path)
+        return [path] + ([copy] if copy else [])
 
     def batch_model_source(self) -> str | None:
         """What batch inference generates with: its model_source, else the training run's export."""

@@ -18,6 +18,10 @@ from pydantic import Field, field_validator
 from config.base import Frozen
 from config.hyperpod import InstanceGroup, default_gpu_group
 
+# The token dataset's manifest format (workloads/common/token_shards.py writes it; hpray submit
+# training reads it in the checkpoint bucket's copy before it submits).
+TOKEN_SHARDS_FORMAT = "hpray-token-shards"
+
 
 class Pretokenize(Frozen):
     """Raw documents → token shards and a manifest on FSx (workloads/common/token_shards.py)."""

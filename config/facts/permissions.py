@@ -40,7 +40,9 @@ STATUS = (
 # secret <name_prefix>/ray-auth-token, encrypted with the platform key (kms:Decrypt is Secrets
 # Manager's call on the caller's behalf): scope both to that secret and key.
 RAY_TOKEN = ("secretsmanager:GetSecretValue", "kms:Decrypt")
-SUBMIT = ("eks:DescribeCluster", *RAY_TOKEN)
+# submit training also reads its dataset's manifest (training.dataset_path) in the checkpoint
+# bucket's copy: s3:GetObject (HeadObject), decrypted with the platform key.
+SUBMIT = ("eks:DescribeCluster", "s3:GetObject", "kms:Decrypt", *RAY_TOKEN)
 # submit job uploads the working directory to jobs/<job>/ of the checkpoint bucket (config/facts/jobs.py):
 # HeadObject (allowed by s3:GetObject) skips an upload of identical code; the bucket's SSE-KMS key
 # needs kms:GenerateDataKey for the put. Scope both to that prefix and key.

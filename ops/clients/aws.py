@@ -74,7 +74,9 @@ BAD_CREDENTIALS_CODES = frozenset(
     }
 )
 # How each service says "no such resource" to the calls this CLI makes.
-NOT_FOUND_CODES = frozenset({"ResourceNotFoundException", "ResourceNotFound", "NoSuchEntity", "FileSystemNotFound"})
+NOT_FOUND_CODES = frozenset(
+    {"ResourceNotFoundException", "ResourceNotFound", "NoSuchEntity", "FileSystemNotFound", "NoSuchKey"}
+)
 
 CREDENTIALS_FIX = (
     "sign in and point the CLI at the account: `aws sso login --profile NAME` then pass "

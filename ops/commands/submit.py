@@ -9,13 +9,14 @@ job_follow.py (following a user job), progress.py (the progress line from status
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from config.environment import EnvironmentConfig
 from manifests import image as image_mod
 from ops.context import Command, CommandSpec, RenderFn
-from ops.errors import EXIT_INTERRUPTED, EXIT_OK
+from ops.errors import EXIT_INTERRUPTED, EXIT_OK, NotFoundError, OpsError
 from ops.output import to_json
 from ops.usage import CommandLine, duration, positive_float, positive_int
 
@@ -242,6 +243,8 @@ def run_submit(command: Command) -> int:
     from ops.submit.follow import Follower, Target, apply, reattach_command
 
     config, args = command.config, command.args
+    if args.workload == "training" and not args.attach:
+        check_dataset(command)
     kube = command.kube()
     # The image the environment deployed (its cluster's ConfigMap), not one computed from files here.
     if config.training.image is None:
@@ -272,6 +275,46 @@ def run_submit(command: Command) -> int:
         follower.emit(f"not following; watch it with: {reattach_command(args.workload, config.name, command.prog)}")
         return EXIT_OK
     return follower.run()
+
+
+def check_dataset(command: Command) -> None:
+    """``training.dataset_path``'s manifest is there before the job is submitted: read in the
+    checkpoint bucket's copy (the data repository association exports the pretokenize job's
+    output), or OpsError with the command that writes it. A dataset outside the association's
+    path cannot be seen from here: the job itself checks it before its first step."""
+    from config.pretokenize import TOKEN_SHARDS_FORMAT
+
+    config = command.config
+    path = config.training.dataset_path
+    if not path:
+        return
+    manifest = path.rstrip("/") + "/manifest.json"
+    copy = config.s3_copy_of(manifest)
+    if copy is None:
+        command.out.write(
+            f"note: training.dataset_path {path} is outside the data repository association's "
+            f"/fsx{config.fsx.file_system_path}; its manifest is checked by the job before its first step\n"
+        )
+        return
+    bucket, _, key = copy.removeprefix("s3://").partition("/")
+    try:
+        body = command.aws.call("s3", "get_object", Bucket=bucket, Key=key)["Body"].read()
+    except NotFoundError:
+        raise OpsError(
+            f"training.dataset_path: {path} has no manifest.json ({copy} is missing): the dataset is not "
+            "written yet, or is incomplete (the pretokenize job writes its manifest last)",
+            f"{command.prog} submit pretokenize --env {config.name}, then submit training again",
+        ) from None
+    try:
+        fmt = json.loads(body).get("format")
+    except (ValueError, AttributeError):
+        fmt = None
+    if fmt != TOKEN_SHARDS_FORMAT:
+        raise OpsError(
+            f"training.dataset_path: {copy} is not a token dataset's manifest (format {fmt!r}, "
+            f"expected {TOKEN_SHARDS_FORMAT!r})",
+            f"point training.dataset_path at the pretokenize job's output ({command.prog} submit pretokenize)",
+        )
 
 
 def run_submit_job(command: Command) -> int:

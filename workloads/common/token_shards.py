@@ -39,7 +39,9 @@ from typing import Any
 
 import numpy as np
 
-FORMAT = "hpray-token-shards"
+from config.pretokenize import TOKEN_SHARDS_FORMAT
+
+FORMAT = TOKEN_SHARDS_FORMAT
 VERSION = 1
 MANIFEST = "manifest.json"
 SPLITS = ("train", "validation")

@@ -558,3 +558,67 @@ def test_rollout_llm_verifies_the_export_before_anything(tmp_path):
     out, err = io.StringIO(), io.StringIO()
     assert main(argv, out=out, err=err, prog="hpray", aws_factory=refuse, kube_factory=refuse) == 2
     assert err.getvalue().startswith(f"error: --model {export}: {export / 'model.safetensors'}: sha256 ")
+
+
+def test_submit_training_refuses_a_dataset_whose_manifest_is_not_there(shared_moto):
+    """training.dataset_path's manifest.json is read in the checkpoint bucket's copy (the data
+    repository association exports the pretokenize job's output) before anything is applied:
+    missing, the command exits 1 naming the path, its copy and the command that writes it; there,
+    the run is submitted. The calls are the permission table's."""
+    import boto3
+
+    from config import parse_environment
+    from config.facts import permissions
+    from config.pretokenize import TOKEN_SHARDS_FORMAT
+    from tests.ops.fakes import REGION, env_data
+    from tests.ops.test_ops_permissions import recording_aws
+
+    data = env_data("dev")
+    data["training"] = {
+        **(data.get("training") or {}),
+        "steps": 200,
+        "checkpoint_every_steps": 100,
+        "data_path": None,
+        "dataset_path": "/fsx/checkpoints/datasets/web",
+    }
+    data["fsx"] = {**(data.get("fsx") or {}), "throughput_mb_s_per_tib": 250}
+    config = parse_environment(data)
+    copy = config.s3_copy_of("/fsx/checkpoints/datasets/web/manifest.json")
+    bucket, _, key = copy.removeprefix("s3://").partition("/")
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=bucket)
+
+    def submit_with(aws):
+        kube = ScriptedKube(RUN_WITH_A_FAILURE)
+        out, err = io.StringIO(), io.StringIO()
+        code = main(
+            ["submit", "training", "--env", "dev"],
+            kube_factory=lambda a, c, args: kube,
+            sleep=kube.sleep,
+            clock=kube.clock,
+            out=out,
+            err=err,
+            aws_factory=lambda c, p: aws,
+            render_fn=lambda kind, c: manifest(),
+            load_config=lambda name: config,
+        )
+        return code, err.getvalue(), kube
+
+    try:
+        aws, calls = recording_aws()
+        code, err, kube = submit_with(aws)
+        assert code == 1
+        assert err.startswith(
+            f"error: training.dataset_path: /fsx/checkpoints/datasets/web has no manifest.json ({copy} is "
+            "missing): the dataset is not written yet, or is incomplete (the pretokenize job writes its manifest last)"
+        ), err
+        assert "submit pretokenize --env dev" in err
+        assert kube.created is None and not kube.calls
+        s3.put_object(Bucket=bucket, Key=key, Body=json.dumps({"format": TOKEN_SHARDS_FORMAT}).encode())
+        code, err, kube = submit_with(aws)
+        assert code == 0, err
+        assert set(calls) <= set(permissions.SUBMIT) and "s3:GetObject" in calls
+    finally:
+        for obj in s3.list_objects_v2(Bucket=bucket).get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=obj["Key"])
+        s3.delete_bucket(Bucket=bucket)
