@@ -19,8 +19,10 @@ reduction's summation order: tested, 4 -> 2 workers).
 job's parts, each in its own module with its own slice of the settings: the model's build and
 sharding (parallelize.py), the data (data.py), the checkpoints: load the newest valid, save,
 verify, fall back together (checkpointer.py), the reports: metrics, pacing, goodput
-(reporter.py). The step itself (``train_step`` and its helpers) stays here and imports no
-pydantic: the benchmarks run it without the config stack.
+(reporter.py). The step itself (``train_step``, ``accumulate_step`` and their helpers) stays
+here and imports no pydantic: the benchmarks run it without the config stack. It stays one module
+because the loop, the step it calls and ``run``, which wraps them, are read together; moving the
+step out is the next split when it grows.
 """
 
 from __future__ import annotations
