@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from config.pretokenize import TOKEN_SHARDS_FORMAT
-
-FORMAT = TOKEN_SHARDS_FORMAT
+# The manifest's format; hpray reads it too, as config.pretokenize.TOKEN_SHARDS_FORMAT (the runtime
+# reader imports no config: the GPU bench runs it without pydantic; a test ties the two).
+FORMAT = "hpray-token-shards"
 VERSION = 1
 MANIFEST = "manifest.json"
 SPLITS = ("train", "validation")

@@ -168,3 +168,12 @@ def test_the_manifest_is_replaced_atomically(dataset, monkeypatch):
         ts.write_manifest(dataset)
     assert (dataset.directory / "manifest.json").read_bytes() == before
     assert [p.name for p in dataset.directory.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_the_manifest_format_is_the_one_hpray_checks():
+    """hpray submit training reads a dataset's manifest (config.pretokenize.TOKEN_SHARDS_FORMAT)
+    without the runtime's reader, which imports no config: the two names are one value."""
+    from config.pretokenize import TOKEN_SHARDS_FORMAT
+    from workloads.common import token_shards
+
+    assert token_shards.FORMAT == TOKEN_SHARDS_FORMAT
