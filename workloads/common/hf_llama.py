@@ -30,6 +30,7 @@ the other's conventions.
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import json
 import math
@@ -697,15 +698,16 @@ def is_byte_tokenizer(data: Any) -> bool:
 
 
 @dataclass
-class _Source:
+class _Source(abc.ABC):
     """Where the platform's tensors come from: names, shapes, dtypes, and a reader for a group."""
 
     specs: dict[str, tuple[torch.dtype, tuple[int, ...]]]
     config: LlamaConfig
     provenance: dict[str, Any]
 
-    def read(self, keys: list[str]) -> Iterator[tuple[str, torch.Tensor]]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def read(self, keys: list[str]) -> Iterator[tuple[str, torch.Tensor]]:
+        """The tensors of ``keys``, in that order, one at a time."""
 
 
 class _DictSource(_Source):
