@@ -125,44 +125,77 @@ def goodput_panels(*, y: int, first_id: int) -> list[dict[str, Any]]:
     ]
 
 
-def throughput_panel(*, y: int, pid: int) -> dict[str, Any]:
-    """The job's measured MFU and tokens/s per GPU (workloads/training/reporter.py's gauges), one
-    line per run, below the goodput row."""
+def _run_panel(
+    *,
+    y: int,
+    pid: int,
+    title: str,
+    description: str,
+    unit: str,
+    targets: list[tuple[str, str]],
+    second_axis: str,
+) -> dict[str, Any]:
+    """A graph of the training job's gauges, one line per run: ``targets`` are (series, legend)
+    of gauges labelled with the run's name, filtered on the dashboard's variables; series whose
+    alias matches ``second_axis`` go on the right axis."""
     from config import observability as obs
 
     run = obs.TRAIN_GOODPUT_RUN_LABEL
-    mfu = obs.prometheus_name(obs.TRAIN_MFU)
-    tokens = obs.prometheus_name(obs.TRAIN_TOKENS_PER_S_PER_GPU)
     return {
         "datasource": "${datasource}",
-        "description": "Model FLOPs utilisation (tokens/s per GPU x training FLOPs per token over the GPU's dense "
-        "bf16 peak, config/catalog.py) and tokens/s per GPU, measured by the job over each report window. "
-        "review/token_cost.py prices tokens at the measured MFU when given one.",
-        "fieldConfig": {"defaults": {"unit": "percentunit"}, "overrides": []},
+        "description": description,
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
         "gridPos": {"h": 8, "w": 24, "x": 0, "y": y},
         "id": pid,
         "legend": {"alignAsTable": True, "current": True, "show": True, "values": True},
         "lines": True,
         "linewidth": 1,
         "nullPointMode": "connected",
-        "seriesOverrides": [{"alias": "/tokens/", "yaxis": 2}],
+        "seriesOverrides": [{"alias": second_axis, "yaxis": 2}],
         "targets": [
             {
-                "expr": f"max by ({run}) ({mfu}{{{GOODPUT_SELECTOR}}})",
-                "legendFormat": f"{{{{{run}}}}} MFU",
-                "refId": "A",
-            },
-            {
-                "expr": f"max by ({run}) ({tokens}{{{GOODPUT_SELECTOR}}})",
-                "legendFormat": f"{{{{{run}}}}} tokens/s per GPU",
-                "refId": "B",
-            },
+                "expr": f"max by ({run}) ({series}{{{GOODPUT_SELECTOR}}})",
+                "legendFormat": f"{{{{{run}}}}} {legend}",
+                "refId": chr(ord("A") + i),
+            }
+            for i, (series, legend) in enumerate(targets)
         ],
-        "title": "Throughput: MFU and tokens/s per GPU",
+        "title": title,
         "type": "graph",
         "xaxis": {"mode": "time", "show": True},
-        "yaxes": [{"format": "percentunit", "min": "0", "show": True}, {"format": "short", "min": "0", "show": True}],
+        "yaxes": [{"format": unit, "min": "0", "show": True}, {"format": "short", "min": "0", "show": True}],
     }
+
+
+def throughput_panel(*, y: int, pid: int) -> dict[str, Any]:
+    """The job's measured MFU and tokens/s per GPU (workloads/training/reporter.py's gauges), one
+    line per run, below the goodput row."""
+    from config import observability as obs
+
+    return _run_panel(
+        y=y,
+        pid=pid,
+        title="Throughput: MFU and tokens/s per GPU",
+        description="Model FLOPs utilisation (tokens/s per GPU x training FLOPs per token over the GPU's dense "
+        "bf16 peak, config/catalog.py) and tokens/s per GPU, measured by the job over each report window. "
+        "review/token_cost.py prices tokens at the measured MFU when given one.",
+        unit="percentunit",
+        targets=[
+            (obs.prometheus_name(obs.TRAIN_MFU), "MFU"),
+            (obs.prometheus_name(obs.TRAIN_TOKENS_PER_S_PER_GPU), "tokens/s per GPU"),
+        ],
+        second_axis="/tokens/",
+    )
+
+
+# The quality gauges' legends (config/observability.py TRAIN_QUALITY_GAUGES keys).
+QUALITY_LEGENDS = {
+    "loss": "training loss",
+    "grad_norm": "gradient norm",
+    "val_loss": "validation loss",
+    "val_perplexity": "validation perplexity",
+    "val_bits_per_byte": "validation bits per byte",
+}
 
 
 def quality_panel(*, y: int, pid: int) -> dict[str, Any]:
@@ -171,41 +204,17 @@ def quality_panel(*, y: int, pid: int) -> dict[str, Any]:
     report, validation loss, perplexity and bits per byte at every evaluation, one line per run."""
     from config import observability as obs
 
-    run = obs.TRAIN_GOODPUT_RUN_LABEL
-    labels = {
-        "loss": "training loss",
-        "grad_norm": "gradient norm",
-        "val_loss": "validation loss",
-        "val_perplexity": "validation perplexity",
-        "val_bits_per_byte": "validation bits per byte",
-    }
-    targets = [
-        {
-            "expr": f"max by ({run}) ({obs.prometheus_name(gauge)}{{{GOODPUT_SELECTOR}}})",
-            "legendFormat": f"{{{{{run}}}}} {labels[key]}",
-            "refId": chr(ord("A") + i),
-        }
-        for i, (key, gauge) in enumerate(obs.TRAIN_QUALITY_GAUGES.items())
-    ]
-    return {
-        "datasource": "${datasource}",
-        "description": "Training loss and gradient norm (before clipping) at every report; validation loss, "
+    return _run_panel(
+        y=y,
+        pid=pid,
+        title="Model quality: loss, gradient norm, validation loss, perplexity, bits per byte",
+        description="Training loss and gradient norm (before clipping) at every report; validation loss, "
         "perplexity and bits per byte (comparable across tokenizers) on the held-out windows at every "
         "training.eval_every_steps, all-reduced over the ranks.",
-        "fieldConfig": {"defaults": {"unit": "short"}, "overrides": []},
-        "gridPos": {"h": 8, "w": 24, "x": 0, "y": y},
-        "id": pid,
-        "legend": {"alignAsTable": True, "current": True, "show": True, "values": True},
-        "lines": True,
-        "linewidth": 1,
-        "nullPointMode": "connected",
-        "seriesOverrides": [{"alias": "/perplexity/", "yaxis": 2}],
-        "targets": targets,
-        "title": "Model quality: loss, gradient norm, validation loss, perplexity, bits per byte",
-        "type": "graph",
-        "xaxis": {"mode": "time", "show": True},
-        "yaxes": [{"format": "short", "min": "0", "show": True}, {"format": "short", "min": "0", "show": True}],
-    }
+        unit="short",
+        targets=[(obs.prometheus_name(gauge), QUALITY_LEGENDS[key]) for key, gauge in obs.TRAIN_QUALITY_GAUGES.items()],
+        second_axis="/perplexity/",
+    )
 
 
 def files() -> dict[str, str]:
