@@ -78,6 +78,40 @@ class Workload:
         return f"{self.title or self.key} {self.kind}"
 
 
+def rayjob(
+    key: str,
+    plan: PlanFn,
+    *,
+    app: str,
+    module: str,
+    ray_env: Mapping[str, str] | None = None,
+    title: str = "",
+    per_pod: str = "workers",
+    submit: str | None = None,
+    args: Callable[[EnvironmentConfig], Sequence[str]] | None = None,
+) -> Workload:
+    """A RayJob workload rendered from its plan alone (``manifests.rayjob.render_job``): its
+    runtime is ``python -m <module>`` (its folder under workloads/), its pods carry app label
+    ``app``; ``hpray submit <key>`` offers it with the help line ``submit`` (default: its title;
+    "": not offered); ``args``: its command line's arguments from the config (none by default).
+    What the registry needs of a new RayJob is this one entry."""
+
+    def render(env: EnvironmentConfig) -> dict[str, Any]:
+        w = plan_of(env).workloads.get(key)
+        return rayjob_mod.render_job(
+            env,
+            w if isinstance(w, JobPlan | Unplanned) else None,
+            key=key,
+            app=app,
+            module=module,
+            ray_env=ray_env,
+            args=args(env) if args is not None else (),
+        )
+
+    offered = f"the {title or key} workload: a RayJob" if submit is None else submit
+    return Workload(key, "RayJob", app, plan, render, title=title, per_pod=per_pod, submit=offered)
+
+
 WORKLOADS: tuple[Workload, ...] = (
     Workload(
         plan_mod.TRAINING,
@@ -133,45 +167,7 @@ WORKLOADS: tuple[Workload, ...] = (
         per_pod="vLLM engines",
         submit="the batch inference workload: a RayJob generating over a batch of prompts with vLLM",
     ),
-)
-
-
-def rayjob(
-    key: str,
-    plan: PlanFn,
-    *,
-    app: str,
-    module: str,
-    ray_env: Mapping[str, str] | None = None,
-    title: str = "",
-    per_pod: str = "workers",
-    submit: str | None = None,
-    args: Callable[[EnvironmentConfig], Sequence[str]] | None = None,
-) -> Workload:
-    """A RayJob workload rendered from its plan alone (``manifests.rayjob.render_job``): its
-    runtime is ``python -m <module>`` (its folder under workloads/), its pods carry app label
-    ``app``; ``hpray submit <key>`` offers it with the help line ``submit`` (default: its title;
-    "": not offered); ``args``: its command line's arguments from the config (none by default).
-    What the registry needs of a new RayJob is this one entry."""
-
-    def render(env: EnvironmentConfig) -> dict[str, Any]:
-        w = plan_of(env).workloads.get(key)
-        return rayjob_mod.render_job(
-            env,
-            w if isinstance(w, JobPlan | Unplanned) else None,
-            key=key,
-            app=app,
-            module=module,
-            ray_env=ray_env,
-            args=args(env) if args is not None else (),
-        )
-
-    offered = f"the {title or key} workload: a RayJob" if submit is None else submit
-    return Workload(key, "RayJob", app, plan, render, title=title, per_pod=per_pod, submit=offered)
-
-
-# The pretokenize job (config's ``pretokenize:``), a generic RayJob with its command line.
-WORKLOADS += (
+    # The pretokenize job (config's ``pretokenize:``), a generic RayJob with its command line.
     rayjob(
         plan_mod.PRETOKENIZE,
         plan_mod.pretokenize,
@@ -183,6 +179,7 @@ WORKLOADS += (
         args=pretokenize.args,
     ),
 )
+
 
 _ACTIVE: ContextVar[tuple[Workload, ...]] = ContextVar("workloads", default=WORKLOADS)
 
