@@ -36,8 +36,11 @@ INTERFACE_ENDPOINTS: tuple[str, ...] = (
     "secretsmanager",
 )
 
-# Lustre: 988 for LNet, 1018-1023 for the client's reserved ports (constructs/flows.py).
-LUSTRE_PORTS = tuple(ec2.Port.tcp(lo) if lo == hi else ec2.Port.tcp_range(lo, hi) for lo, hi in FLOW_LUSTRE_PORTS)
+
+def lustre_ports() -> list[ec2.Port]:
+    """Lustre: 988 for LNet, 1018-1023 for the client's reserved ports (constructs/flows.py).
+    Built when used, not at import: a module of the platform makes no kernel call at import (app.py)."""
+    return [ec2.Port.tcp(lo) if lo == hi else ec2.Port.tcp_range(lo, hi) for lo, hi in FLOW_LUSTRE_PORTS]
 
 
 class PlatformNetwork(Construct):
@@ -132,7 +135,7 @@ class PlatformNetwork(Construct):
             ip_protocol="-1",
             description="All traffic to the group itself (EFA)",
         )
-        for port in LUSTRE_PORTS:
+        for port in lustre_ports():
             sg.add_ingress_rule(sg, port, "Lustre from the group")
         for cidr in [network.vpc_cidr, *network.hyperpod_cidr_blocks]:
             sg.add_ingress_rule(

@@ -43,13 +43,15 @@ class PlatformKey(Construct):
         )
 
 
-# Every platform bucket: no public access, TLS only, versioned, no ACLs.
-_HARDENED: dict[str, Any] = {
-    "block_public_access": s3.BlockPublicAccess.BLOCK_ALL,
-    "enforce_ssl": True,
-    "versioned": True,
-    "object_ownership": s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-}
+def _hardened() -> dict[str, Any]:
+    """Every platform bucket: no public access, TLS only, versioned, no ACLs. A function, not a
+    module constant: a module of the platform makes no kernel call at import (app.py)."""
+    return {
+        "block_public_access": s3.BlockPublicAccess.BLOCK_ALL,
+        "enforce_ssl": True,
+        "versioned": True,
+        "object_ownership": s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+    }
 
 
 def _kms_encrypted(key: kms.IKey) -> dict[str, Any]:
@@ -81,7 +83,7 @@ class PlatformBuckets(Construct):
             "AccessLogs",
             bucket_name=names["access_logs"],
             encryption=s3.BucketEncryption.S3_MANAGED,
-            **_HARDENED,
+            **_hardened(),
             removal_policy=removal_policy,
             auto_delete_objects=empty_on_delete,
             lifecycle_rules=[
@@ -122,7 +124,7 @@ class PlatformBuckets(Construct):
                 bucket_id,
                 bucket_name=bucket_name,
                 **_kms_encrypted(key),
-                **_HARDENED,
+                **_hardened(),
                 server_access_logs_bucket=self.access_logs,
                 server_access_logs_prefix=log_prefix,
                 removal_policy=removal_policy,

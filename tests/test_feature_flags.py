@@ -18,6 +18,12 @@ KEPT = {
         "kubectl provider and bucket-deployment handlers have run, so a CDK-managed log group of the same "
         "name fails the deploy (AlreadyExists). Enabling it needs those log groups imported first.",
     ),
+    "@aws-cdk/core:enableAdditionalMetadataCollection": (
+        False,
+        "It records each L2 construct's props for CDK's usage telemetry, which reaches AWS only through the "
+        "CDKMetadata resource; versionReporting is off in cdk.json, so nothing reads them. Collecting them cost "
+        "every synth time and metadata in the assembly (docs/benchmarks.md, Synth); the templates are the same.",
+    ),
     "@aws-cdk/core:defaultCrossStackReferences": (
         "strong",
         "Strong references (exports) stop the network and storage stacks, which hold the data, from being "

@@ -1,0 +1,122 @@
+"""app.py's start: one thread talks to the jsii kernel while the other imports Python modules.
+
+The kernel (jsii's Node process) answers one request at a time over one pipe; two threads
+writing to it at once would interleave their requests. app.py may overlap the kernel's work with
+the imports only because the modules it imports meanwhile make no kernel call: these tests hold
+its two lists to that, and run its start to see that every request came from the kernel thread.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*pieces: str) -> dict:
+    """Run the pieces of code, one after the other, in a fresh interpreter at the repository
+    root; the last prints one JSON line."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "\n".join(textwrap.dedent(piece) for piece in pieces)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# Records each kernel request with the thread that sent it.
+SPY = """
+import threading
+import jsii._kernel.providers.process as process
+
+SENT = []
+_send = process._NodeProcess.send
+
+
+def send(self, request, response_type):
+    name = getattr(request, "fqn", "") or getattr(request, "name", "") or getattr(request, "method", "") or getattr(request, "property", "")
+    SENT.append((threading.current_thread().name, type(request).__name__, name))
+    return _send(self, request, response_type)
+
+
+process._NodeProcess.send = send
+"""
+
+
+def test_the_config_modules_import_no_jsii_package():
+    result = _run(
+        """
+        import importlib, json, sys
+        import app
+        for name in app.CONFIG_MODULES:
+            importlib.import_module(name)
+        jsii = sorted(m for m in sys.modules if m.split(".")[0] in ("jsii", "aws_cdk", "cdk_nag") or m == "constructs._jsii")
+        print(json.dumps({"jsii": jsii}))
+        """
+    )
+    assert result == {"jsii": []}
+
+
+def test_the_platform_modules_make_no_kernel_call_at_import():
+    result = _run(
+        """
+        import importlib, json
+        import aws_cdk
+        import app
+        """,
+        SPY,
+        """
+        for name in app.PLATFORM_MODULES:
+            importlib.import_module(name)
+        print(json.dumps({"sent": SENT}))
+        """,
+    )
+    assert result == {"sent": []}
+
+
+def test_the_spy_sees_a_module_level_kernel_call(tmp_path):
+    """The spy above is what the test before trusts: a module that calls the kernel at import
+    (as constructs/network.py once did with its Lustre ports) shows up in it."""
+    (tmp_path / "calls_at_import.py").write_text("from aws_cdk import aws_ec2 as ec2\nPORT = ec2.Port.tcp(988)\n")
+    result = _run(
+        """
+        import json, sys
+        import aws_cdk
+        """,
+        SPY,
+        f"""
+        sys.path.insert(0, {str(tmp_path)!r})
+        import calls_at_import
+        print(json.dumps({{"sent": SENT}}))
+        """,
+    )
+    assert result == {"sent": [["MainThread", "StaticInvokeRequest", "aws-cdk-lib.aws_ec2.Port"]]}
+
+
+def test_every_kernel_request_of_the_start_comes_from_the_kernel_thread():
+    result = _run(
+        """
+        import json
+        import app
+        """,
+        SPY,
+        """
+        started = app.start_app()
+        print(json.dumps({"sent": SENT, "app": type(started).__name__}))
+        """,
+    )
+    assert result["app"] == "App"
+    threads = {thread for thread, _, _ in result["sent"]}
+    assert threads == {"jsii-kernel_0"}, result["sent"]
+    loads = [name for _, kind, name in result["sent"] if kind == "LoadRequest"]
+    # aws-cdk-lib (after the assemblies it depends on), cdk-nag, the newest version's kubectl layer.
+    assert "aws-cdk-lib" in loads and "cdk-nag" in loads
+    assert any(name.startswith("@aws-cdk/lambda-layer-kubectl-v") for name in loads)
+    assert ("jsii-kernel_0", "CreateRequest", "aws-cdk-lib.App") in [tuple(s) for s in result["sent"]]
