@@ -159,7 +159,7 @@ class HyperPodExecutionRole(Construct):
             ),
         ]
         for statement in statements:
-            self.role.add_to_principal_policy(statement)
+            self.role.add_to_policy(statement)
         # The scripts bucket is SSE-KMS with the platform key.
         if scripts.bucket.encryption_key is not None:
             scripts.bucket.encryption_key.grant_decrypt(self.role)
