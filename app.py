@@ -69,17 +69,25 @@ def start_app() -> cdk.App:
     Kubernetes version (the default; an environment on another version loads its own when
     built), while this thread imports the config's and the platform's Python modules.
     """
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="jsii-kernel") as kernel:
-        cdk_loaded = kernel.submit(importlib.import_module, "aws_cdk")
-        app = kernel.submit(_new_app)
-        rest_loaded = kernel.submit(_load_checks_and_kubectl)
-        for name in CONFIG_MODULES:
-            importlib.import_module(name)
-        cdk_loaded.result()
-        for name in PLATFORM_MODULES:
-            importlib.import_module(name)
-        rest_loaded.result()
-        return app.result()
+    # The kernel thread waits on the kernel and then on the interpreter lock, which this thread
+    # holds while it imports: at the default 5 ms switch interval, each of its dozen requests
+    # would wait up to 5 ms more. Put back once both threads are done.
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
+    try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="jsii-kernel") as kernel:
+            cdk_loaded = kernel.submit(importlib.import_module, "aws_cdk")
+            app = kernel.submit(_new_app)
+            rest_loaded = kernel.submit(_load_checks_and_kubectl)
+            for name in CONFIG_MODULES:
+                importlib.import_module(name)
+            cdk_loaded.result()
+            for name in PLATFORM_MODULES:
+                importlib.import_module(name)
+            rest_loaded.result()
+            return app.result()
+    finally:
+        sys.setswitchinterval(switch_interval)
 
 
 def _new_app() -> cdk.App:
