@@ -14,9 +14,11 @@ from __future__ import annotations
 import gc
 import importlib
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     import aws_cdk as cdk
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from stacks.pipeline_config import PipelineConfig
     from stacks.platform import PlatformStacks
 
+T = TypeVar("T")
 DEFAULT_ENVIRONMENT = "dev"
 # No construct stack traces in the assembly: they hold jsii's temp paths and break determinism.
 # CDK's built-in CloudFormation validation is off: cfn-lint checks every template against the same
@@ -61,13 +64,23 @@ def build_pipeline_app(app: cdk.App, pipeline: PipelineConfig, environments: lis
     return stack
 
 
-def start_app() -> cdk.App:
-    """The App, with every module and assembly a synth needs.
+@dataclass(frozen=True)
+class Context:
+    """What the CLI's context selects, read by the kernel thread when it creates the App."""
+
+    env: str | None
+    pipeline: object
+    config_dir: str | None
+
+
+def start_app(load: Callable[[Context], T]) -> tuple[cdk.App, T]:
+    """The App, with every module and assembly a synth needs, and ``load`` run on its context.
 
     The kernel (jsii's Node process) takes one request at a time, so one thread talks to it: it
-    loads aws-cdk-lib, creates the App, then loads cdk-nag and the kubectl layer of the newest
-    Kubernetes version (the default; an environment on another version loads its own when
-    built), while this thread imports the config's and the platform's Python modules.
+    loads aws-cdk-lib, creates the App and reads its context, then loads cdk-nag and the kubectl
+    layer of the newest Kubernetes version (the default; an environment on another version loads
+    its own when built). Meanwhile this thread imports the config's and the platform's Python
+    modules, then runs ``load`` (the config: pure Python, no kernel call).
     """
     # The kernel thread waits on the kernel and then on the interpreter lock, which this thread
     # holds while it imports: at the default 5 ms switch interval, each of its dozen requests
@@ -77,23 +90,27 @@ def start_app() -> cdk.App:
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="jsii-kernel") as kernel:
             cdk_loaded = kernel.submit(importlib.import_module, "aws_cdk")
-            app = kernel.submit(_new_app)
+            created = kernel.submit(_new_app)
             rest_loaded = kernel.submit(_load_checks_and_kubectl)
             for name in CONFIG_MODULES:
                 importlib.import_module(name)
             cdk_loaded.result()
             for name in PLATFORM_MODULES:
                 importlib.import_module(name)
+            app, context = created.result()
+            loaded = load(context)
             rest_loaded.result()
-            return app.result()
+            return app, loaded
     finally:
         sys.setswitchinterval(switch_interval)
 
 
-def _new_app() -> cdk.App:
+def _new_app() -> tuple[cdk.App, Context]:
     import aws_cdk as cdk
 
-    return cdk.App(**APP_PROPS)
+    app = cdk.App(**APP_PROPS)
+    get = app.node.try_get_context
+    return app, Context(env=get("env"), pipeline=get("pipeline"), config_dir=get("config_dir"))
 
 
 def _load_checks_and_kubectl() -> None:
@@ -103,26 +120,34 @@ def _load_checks_and_kubectl() -> None:
     importlib.import_module(versions.KUBECTL_LAYERS[versions.newest_kubernetes_version()][0])
 
 
-def main() -> None:
-    # One synth per process: the collector's passes over aws-cdk-lib's classes and the construct
-    # tree would free nothing the exit does not (docs/benchmarks.md, "Synth").
-    gc.disable()
-    app = start_app()
+def load_selected(context: Context) -> EnvironmentConfig | tuple[PipelineConfig, list[EnvironmentConfig]]:
+    """The environment's config with the checks over its plan, or the pipeline's config with
+    every stage's environment; a config error is one message and exit status 1."""
     from config import ConfigError
     from manifests.check import load_checked
     from stacks.pipeline_config import load_pipeline, pipeline_selected
 
     # -c config_dir=PATH reads the YAML files from elsewhere (to try out a config).
-    config_dir = app.node.try_get_context("config_dir")
+    config_dir = Path(context.config_dir) if context.config_dir else None
     try:
-        if pipeline_selected(app.node.try_get_context("pipeline")):
-            build_pipeline_app(app, *(load_pipeline(Path(config_dir)) if config_dir else load_pipeline()))
-        else:
-            env_name = app.node.try_get_context("env") or DEFAULT_ENVIRONMENT
-            build_app(app, load_checked(env_name, Path(config_dir)) if config_dir else load_checked(env_name))
+        if pipeline_selected(context.pipeline):
+            return load_pipeline(config_dir) if config_dir else load_pipeline()
+        env_name = context.env or DEFAULT_ENVIRONMENT
+        return load_checked(env_name, config_dir) if config_dir else load_checked(env_name)
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
-        sys.exit(1)
+        raise SystemExit(1) from None
+
+
+def main() -> None:
+    # One synth per process: the collector's passes over aws-cdk-lib's classes and the construct
+    # tree would free nothing the exit does not (docs/benchmarks.md, "Synth").
+    gc.disable()
+    app, loaded = start_app(load_selected)
+    if isinstance(loaded, tuple):
+        build_pipeline_app(app, *loaded)
+    else:
+        build_app(app, loaded)
     app.synth()
     gc.freeze()  # the process ends next; exit then skips walking the construct tree (docs/benchmarks.md, "Synth")
 

@@ -9,10 +9,13 @@ its two lists to that, and run its start to see that every request came from the
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,11 +111,13 @@ def test_every_kernel_request_of_the_start_comes_from_the_kernel_thread():
         """,
         SPY,
         """
-        started = app.start_app()
-        print(json.dumps({"sent": SENT, "app": type(started).__name__}))
+        started, config = app.start_app(app.load_selected)
+        print(json.dumps({"sent": SENT, "app": type(started).__name__, "env": config.name}))
         """,
     )
-    assert result["app"] == "App"
+    # The App and its context come from the kernel thread, the config (dev: no env in the
+    # context) from this one, with no kernel call.
+    assert result["app"] == "App" and result["env"] == "dev"
     threads = {thread for thread, _, _ in result["sent"]}
     assert threads == {"jsii-kernel_0"}, result["sent"]
     loads = [name for _, kind, name in result["sent"] if kind == "LoadRequest"]
@@ -120,3 +125,28 @@ def test_every_kernel_request_of_the_start_comes_from_the_kernel_thread():
     assert "aws-cdk-lib" in loads and "cdk-nag" in loads
     assert any(name.startswith("@aws-cdk/lambda-layer-kubectl-v") for name in loads)
     assert ("jsii-kernel_0", "CreateRequest", "aws-cdk-lib.App") in [tuple(s) for s in result["sent"]]
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"env": "qa"}, "unknown environment 'qa'; known environments: dev, prod, staging"),
+        ({"pipeline": "maybe"}, "pipeline: 'maybe' is not a switch; allowed: true or false"),
+    ],
+)
+def test_a_config_error_is_one_message_and_exit_1_while_the_kernel_thread_loads(tmp_path, context, message):
+    """The config loads on the main thread while the kernel thread still loads cdk-nag and the
+    kubectl layer: an error there waits for that thread, then exits 1 with the one message."""
+    cdk_context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    proc = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        env={**os.environ, "CDK_OUTDIR": str(tmp_path), "CDK_CONTEXT_JSON": json.dumps(cdk_context | context)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert message in proc.stderr
+    assert not list(tmp_path.glob("*.json"))
