@@ -38,8 +38,10 @@ APP_PROPS = {
     "context": {"aws:cdk:disable-creation-stack-traces": True},
 }
 
-# Imported while the kernel starts and loads aws-cdk-lib: they import no jsii package.
-CONFIG_MODULES = ("manifests.check", "stacks.pipeline_config")
+# Imported while the kernel starts and loads aws-cdk-lib: they import no jsii package. typeguard
+# is jsii's: its runtime type checks import it at their first check (the App's, on the kernel
+# thread); imported here, while that thread waits on Node, it is off the kernel thread's path.
+CONFIG_MODULES = ("manifests.check", "stacks.pipeline_config", "typeguard")
 # Imported once aws-cdk-lib is loaded, while the kernel creates the App and loads cdk-nag and the
 # kubectl layer: they make no kernel call at import (tests/test_app.py holds both lists to that).
 PLATFORM_MODULES = ("stacks.platform", "constructs.compliance")
