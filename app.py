@@ -5,8 +5,8 @@ instead (config/pipeline.yaml), whose Stages hold every environment's stacks.
 
 The platform's modules are imported inside :func:`main`, not here: the jsii kernel (a Node
 process) starts, loads the assemblies and creates the App on a thread of its own while this
-thread imports the modules that make no kernel call, so the two processes work at once instead
-of in turn (docs/benchmarks.md, "Synth").
+thread imports the modules that make no kernel call and loads the config, so the two processes
+work at once instead of in turn (docs/benchmarks.md, "Synth").
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ APP_PROPS = {
 # is jsii's: its runtime type checks import it at their first check (the App's, on the kernel
 # thread); imported here, while that thread waits on Node, it is off the kernel thread's path.
 CONFIG_MODULES = ("manifests.check", "stacks.pipeline_config", "typeguard")
-# Imported once aws-cdk-lib is loaded, while the kernel creates the App and loads cdk-nag and the
-# kubectl layer: they make no kernel call at import (tests/test_app.py holds both lists to that).
+# Imported once aws-cdk-lib is loaded, while the kernel creates the App and loads cdk-nag: they
+# make no kernel call at import (tests/test_app.py holds both lists to that).
 PLATFORM_MODULES = ("stacks.platform", "constructs.compliance")
 
 
@@ -79,10 +79,12 @@ def start_app(load: Callable[[Context], T]) -> tuple[cdk.App, T]:
     """The App, with every module and assembly a synth needs, and ``load`` run on its context.
 
     The kernel (jsii's Node process) takes one request at a time, so one thread talks to it: it
-    loads aws-cdk-lib, creates the App and reads its context, then loads cdk-nag and the kubectl
-    layer of the newest Kubernetes version (the default; an environment on another version loads
-    its own when built). Meanwhile this thread imports the config's and the platform's Python
-    modules, then runs ``load`` (the config: pure Python, no kernel call).
+    loads aws-cdk-lib, creates the App and reads its context, then loads cdk-nag. Meanwhile this
+    thread imports the config's and the platform's Python modules, then runs ``load`` (the
+    config: pure Python, no kernel call). Once aws-cdk-lib is loaded, the kernel thread imports
+    no module of aws-cdk-lib's services: those import each other (a service's classes name
+    another's), and two threads importing them at once can each hold a module the other needs,
+    which Python resolves by handing one a half-made module (tests/test_app.py).
     """
     # The kernel thread waits on the kernel and then on the interpreter lock, which this thread
     # holds while it imports: at the default 5 ms switch interval, each of its dozen requests
@@ -93,7 +95,7 @@ def start_app(load: Callable[[Context], T]) -> tuple[cdk.App, T]:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="jsii-kernel") as kernel:
             cdk_loaded = kernel.submit(importlib.import_module, "aws_cdk")
             created = kernel.submit(_new_app)
-            rest_loaded = kernel.submit(_load_checks_and_kubectl)
+            nag_loaded = kernel.submit(importlib.import_module, "cdk_nag")
             for name in CONFIG_MODULES:
                 importlib.import_module(name)
             cdk_loaded.result()
@@ -101,7 +103,7 @@ def start_app(load: Callable[[Context], T]) -> tuple[cdk.App, T]:
                 importlib.import_module(name)
             app, context = created.result()
             loaded = load(context)
-            rest_loaded.result()
+            nag_loaded.result()
             return app, loaded
     finally:
         sys.setswitchinterval(switch_interval)
@@ -113,13 +115,6 @@ def _new_app() -> tuple[cdk.App, Context]:
     app = cdk.App(**APP_PROPS)
     get = app.node.try_get_context
     return app, Context(env=get("env"), pipeline=get("pipeline"), config_dir=get("config_dir"))
-
-
-def _load_checks_and_kubectl() -> None:
-    from config import versions
-
-    importlib.import_module("cdk_nag")
-    importlib.import_module(versions.KUBECTL_LAYERS[versions.newest_kubernetes_version()][0])
 
 
 def load_selected(context: Context) -> EnvironmentConfig | tuple[PipelineConfig, list[EnvironmentConfig]]:

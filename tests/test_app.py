@@ -121,10 +121,70 @@ def test_every_kernel_request_of_the_start_comes_from_the_kernel_thread():
     threads = {thread for thread, _, _ in result["sent"]}
     assert threads == {"jsii-kernel_0"}, result["sent"]
     loads = [name for _, kind, name in result["sent"] if kind == "LoadRequest"]
-    # aws-cdk-lib (after the assemblies it depends on), cdk-nag, the newest version's kubectl layer.
-    assert "aws-cdk-lib" in loads and "cdk-nag" in loads
-    assert any(name.startswith("@aws-cdk/lambda-layer-kubectl-v") for name in loads)
+    # aws-cdk-lib (after the assemblies it depends on), then cdk-nag.
+    assert loads[-2:] == ["aws-cdk-lib", "cdk-nag"]
     assert ("jsii-kernel_0", "CreateRequest", "aws-cdk-lib.App") in [tuple(s) for s in result["sent"]]
+
+
+# Which thread first imports each module, from the first import of app on.
+IMPORTS = """
+import importlib.abc, sys, threading
+
+FIRST = {}
+
+
+class Tracer(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        FIRST.setdefault(name, threading.current_thread().name)
+        return None
+
+
+sys.meta_path.insert(0, Tracer())
+"""
+
+
+def test_the_kernel_thread_imports_no_aws_service_module():
+    """aws-cdk-lib's service modules import each other (a class of aws_lambda names aws_ec2's
+    IConnectable). Were the kernel thread to import one while the main thread imports the
+    platform, each thread could hold a module the other waits for, and Python hands one of them
+    a half-made module: an AttributeError at random (it happened, once, when the kernel thread
+    also preloaded the kubectl layer, whose module imports aws_lambda)."""
+    result = _run(
+        IMPORTS,
+        """
+        import json
+        import app
+
+        app.start_app(app.load_selected)
+        print(json.dumps({"kernel": sorted(m for m, t in FIRST.items() if t != "MainThread")}))
+        """,
+    )
+    services = [m for m in result["kernel"] if m.startswith(("aws_cdk.aws_", "aws_cdk.lambda_layer_"))]
+    # The platform's modules; `constructs` itself (and constructs._jsii) is the jsii library.
+    platform = [
+        m
+        for m in result["kernel"]
+        if m.split(".")[0] in ("config", "sizing", "manifests", "stacks")
+        or (m.startswith("constructs.") and not m.startswith("constructs._"))
+    ]
+    assert services == [] and platform == [], result["kernel"]
+    assert "aws_cdk" in result["kernel"] and "cdk_nag" in result["kernel"]
+
+
+def test_the_import_tracer_sees_a_service_module_imported_on_the_kernel_thread():
+    """The tracer above is what the test before trusts."""
+    result = _run(
+        IMPORTS,
+        """
+        import json
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="jsii-kernel") as kernel:
+            kernel.submit(__import__, "aws_cdk.lambda_layer_kubectl_v34").result()
+        print(json.dumps({"kernel": sorted(m for m, t in FIRST.items() if t != "MainThread")}))
+        """,
+    )
+    assert "aws_cdk.aws_lambda" in result["kernel"] and "aws_cdk.lambda_layer_kubectl_v34" in result["kernel"]
 
 
 @pytest.mark.parametrize(
