@@ -2,8 +2,10 @@
 
 The kernel (jsii's Node process) answers one request at a time over one pipe; two threads
 writing to it at once would interleave their requests. app.py may overlap the kernel's work with
-the imports only because the modules it imports meanwhile make no kernel call: these tests hold
-its two lists to that, and run its start to see that every request came from the kernel thread.
+the imports only because the modules it imports meanwhile make no kernel call, and because the
+kernel thread imports no module of aws-cdk-lib's services while the main thread imports them:
+these tests hold its two lists to the first, and run its start to see that every request came
+from the kernel thread and which thread imported what.
 """
 
 from __future__ import annotations
