@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import gc
 import importlib
+import json
+import os
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     import aws_cdk as cdk
@@ -80,8 +82,8 @@ def start_app(load: Callable[[Context], T]) -> tuple[cdk.App, T]:
 
     The kernel (jsii's Node process) takes one request at a time, so one thread talks to it: it
     loads aws-cdk-lib, creates the App and reads its context, then loads cdk-nag. Meanwhile this
-    thread imports the config's and the platform's Python modules, then runs ``load`` (the
-    config: pure Python, no kernel call). Once aws-cdk-lib is loaded, the kernel thread imports
+    thread imports the config's and the platform's Python modules and runs ``load`` (the config:
+    pure Python, no kernel call) on the context the CLI handed over, kept if the App's agrees. Once aws-cdk-lib is loaded, the kernel thread imports
     no module of aws-cdk-lib's services: those import each other (a service's classes name
     another's), and two threads importing them at once can each hold a module the other needs,
     which Python resolves by handing one a half-made module (tests/test_app.py).
@@ -102,11 +104,14 @@ def start_app(load: Callable[[Context], T]) -> tuple[cdk.App, T]:
             jsii_loaded.result()
             for name in CONFIG_MODULES:
                 importlib.import_module(name)
+            # While the kernel thread still loads aws-cdk-lib: the config, from the context the
+            # CLI hands the app. The App's own context decides: it is used only if they agree.
+            early = Attempt.of(load, cli_context())
             cdk_loaded.result()
             for name in PLATFORM_MODULES:
                 importlib.import_module(name)
             app, context = created.result()
-            loaded = load(context)
+            loaded = early.result() if early.context == context else load(context)
             nag_loaded.result()
             return app, loaded
     finally:
@@ -121,30 +126,69 @@ def _new_app() -> tuple[cdk.App, Context]:
     return app, Context(env=get("env"), pipeline=get("pipeline"), config_dir=get("config_dir"))
 
 
+def cli_context() -> Context | None:
+    """The context as the CDK CLI hands it to the app (``CDK_CONTEXT_JSON``), read before the App
+    exists; None when it is not there. The App also reads a context file the CLI writes for a
+    large context, so this is a guess that :func:`start_app` checks against the App's."""
+    try:
+        values = json.loads(os.environ["CDK_CONTEXT_JSON"])
+    except (KeyError, ValueError):
+        return None
+    if not isinstance(values, dict):
+        return None
+    return Context(env=values.get("env"), pipeline=values.get("pipeline"), config_dir=values.get("config_dir"))
+
+
+@dataclass(frozen=True)
+class Attempt(Generic[T]):
+    """``load`` run on a context: its value or the exception it raised, to hand over later."""
+
+    context: Context | None
+    value: T | None = None
+    error: Exception | None = None
+
+    @classmethod
+    def of(cls, load: Callable[[Context], T], context: Context | None) -> Attempt[T]:
+        if context is None:
+            return cls(context=None)
+        try:
+            return cls(context=context, value=load(context))
+        except Exception as err:  # handed over by result(), if this context is the App's
+            return cls(context=context, error=err)
+
+    def result(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]
+
+
 def load_selected(context: Context) -> EnvironmentConfig | tuple[PipelineConfig, list[EnvironmentConfig]]:
     """The environment's config with the checks over its plan, or the pipeline's config with
-    every stage's environment; a config error is one message and exit status 1."""
-    from config import ConfigError
+    every stage's environment (a config error raises ConfigError)."""
     from manifests.check import load_checked
     from stacks.pipeline_config import load_pipeline, pipeline_selected
 
     # -c config_dir=PATH reads the YAML files from elsewhere (to try out a config).
     config_dir = Path(context.config_dir) if context.config_dir else None
-    try:
-        if pipeline_selected(context.pipeline):
-            return load_pipeline(config_dir) if config_dir else load_pipeline()
-        env_name = context.env or DEFAULT_ENVIRONMENT
-        return load_checked(env_name, config_dir) if config_dir else load_checked(env_name)
-    except ConfigError as err:
-        print(err.render(), file=sys.stderr)
-        raise SystemExit(1) from None
+    if pipeline_selected(context.pipeline):
+        return load_pipeline(config_dir) if config_dir else load_pipeline()
+    env_name = context.env or DEFAULT_ENVIRONMENT
+    return load_checked(env_name, config_dir) if config_dir else load_checked(env_name)
 
 
 def main() -> None:
     # One synth per process: the collector's passes over aws-cdk-lib's classes and the construct
     # tree would free nothing the exit does not (docs/benchmarks.md, "Synth").
     gc.disable()
-    app, loaded = start_app(load_selected)
+    try:
+        app, loaded = start_app(load_selected)
+    except Exception as err:
+        from config import ConfigError
+
+        if not isinstance(err, ConfigError):
+            raise
+        print(err.render(), file=sys.stderr)  # one message, no traceback
+        sys.exit(1)
     if isinstance(loaded, tuple):
         build_pipeline_app(app, *loaded)
     else:

@@ -22,12 +22,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _run(*pieces: str) -> dict:
+def _run(*pieces: str, env: dict[str, str] | None = None) -> dict:
     """Run the pieces of code, one after the other, in a fresh interpreter at the repository
-    root; the last prints one JSON line."""
+    root (with ``env`` added to the environment); the last prints one JSON line."""
     proc = subprocess.run(
         [sys.executable, "-c", "\n".join(textwrap.dedent(piece) for piece in pieces)],
         cwd=ROOT,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=300,
@@ -212,3 +213,47 @@ def test_a_config_error_is_one_message_and_exit_1_while_the_kernel_thread_loads(
     assert "Traceback" not in proc.stderr
     assert message in proc.stderr
     assert not list(tmp_path.glob("*.json"))
+
+
+# start_app with a load that records the contexts it was run on.
+COUNTED_START = """
+import json
+import app
+
+RUNS = []
+
+
+def load(context):
+    RUNS.append(context.env)
+    return app.load_selected(context)
+
+
+started, config = app.start_app(load)
+print(json.dumps({"runs": RUNS, "env": config.name}))
+"""
+
+
+def test_the_config_loads_once_from_the_clis_context_before_the_app_exists():
+    result = _run(COUNTED_START, env={"CDK_CONTEXT_JSON": json.dumps({"env": "staging"})})
+    assert result == {"runs": ["staging"], "env": "staging"}
+
+
+def test_without_the_clis_context_the_config_loads_from_the_apps():
+    environ = {k: v for k, v in os.environ.items() if k != "CDK_CONTEXT_JSON"}
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(COUNTED_START)], cwd=ROOT, env=environ, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"runs": [None], "env": "dev"}
+
+
+def test_the_apps_context_wins_where_the_cli_wrote_part_of_it_to_a_file(tmp_path):
+    """The CLI writes a large context to a file the App reads after CDK_CONTEXT_JSON: the early
+    load (dev) is dropped and the config loads again from the App's context (staging)."""
+    overflow = tmp_path / "context.json"
+    overflow.write_text(json.dumps({"env": "staging"}))
+    result = _run(
+        COUNTED_START,
+        env={"CDK_CONTEXT_JSON": json.dumps({"env": "dev"}), "CONTEXT_OVERFLOW_LOCATION_ENV": str(overflow)},
+    )
+    assert result == {"runs": ["dev", "staging"], "env": "staging"}
