@@ -70,7 +70,8 @@ def build_pipeline_app(app: cdk.App, pipeline: PipelineConfig, environments: lis
 
 @dataclass(frozen=True)
 class Context:
-    """What the CLI's context selects, read by the kernel thread when it creates the App."""
+    """What the CLI's context selects: read from the App (on the kernel thread, as it creates it)
+    or, before the App exists, from what the CLI handed the app (:func:`cli_context`)."""
 
     env: str | None
     pipeline: object
@@ -83,10 +84,11 @@ def start_app(load: Callable[[Context], T]) -> tuple[cdk.App, T]:
     The kernel (jsii's Node process) takes one request at a time, so one thread talks to it: it
     loads aws-cdk-lib, creates the App and reads its context, then loads cdk-nag. Meanwhile this
     thread imports the config's and the platform's Python modules and runs ``load`` (the config:
-    pure Python, no kernel call) on the context the CLI handed over, kept if the App's agrees. Once aws-cdk-lib is loaded, the kernel thread imports
-    no module of aws-cdk-lib's services: those import each other (a service's classes name
-    another's), and two threads importing them at once can each hold a module the other needs,
-    which Python resolves by handing one a half-made module (tests/test_app.py).
+    pure Python, no kernel call) on the context the CLI handed over, kept if the App's agrees.
+    Once aws-cdk-lib is loaded, the kernel thread imports no module of aws-cdk-lib's services:
+    those import each other (a service's classes name another's), and two threads importing them
+    at once can each hold a module the other needs, which Python resolves by handing one a
+    half-made module (tests/test_app.py).
     """
     # The kernel thread waits on the kernel and then on the interpreter lock, which this thread
     # holds while it imports: at the default 5 ms switch interval, each of its dozen requests
