@@ -8,12 +8,11 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+from ops.commands.rollout import SERVICES  # the services rollout starts: the ones there are to reach
 from ops.context import Command, CommandSpec
 from ops.errors import EXIT_INTERRUPTED, JobNotFoundError, NotFoundError, OpsError
 from ops.output import to_json
 from ops.usage import CommandLine
-
-SERVICES = {"inference": "inference", "llm": "inference-llm"}
 
 
 def register(sub: Any, cli: CommandLine) -> None:

@@ -209,17 +209,7 @@ def describe(kube: Any, namespace: str, name: str, *, prog: str, env: str) -> di
     head_containers = (((cluster_spec.get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}).get(
         "containers"
     ) or [{}]
-    workers = [
-        {
-            "group": g.get("groupName"),
-            "replicas": g.get("replicas"),
-            "gpus_per_pod": (((g.get("template") or {}).get("spec") or {}).get("containers") or [{}])[0]
-            .get("resources", {})
-            .get("limits", {})
-            .get("nvidia.com/gpu", 0),
-        }
-        for g in cluster_spec.get("workerGroupSpecs") or []
-    ]
+    workers = _workers(cluster_spec)
     events: list[dict[str, Any]] = []
     for involved in filter(None, (name, _cluster(job))):
         with contextlib.suppress(OpsError):  # events are a help, not the point: RBAC may not allow them
