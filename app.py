@@ -32,10 +32,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 DEFAULT_ENVIRONMENT = "dev"
 # No construct stack traces in the assembly: they hold jsii's temp paths and break determinism.
+# No tree.json: the CDK CLI reads it only for notices and telemetry, both off in cdk.json, and
+# nothing here reads it; writing it walks every construct (3 % of a synth). An IDE's construct
+# explorer needs it: set tree_metadata to True for that (tests/test_app.py holds the reason).
 # CDK's built-in CloudFormation validation is off: cfn-lint checks every template against the same
 # AWS resource schemas in `make synth` and `make test` (docs/benchmarks.md, "Synth").
 APP_PROPS = {
     "stack_traces": False,
+    "tree_metadata": False,
     "builtin_cloud_formation_validation": False,
     "context": {"aws:cdk:disable-creation-stack-traces": True},
 }

@@ -2,9 +2,9 @@
 NIST 800-53 R5) against a minimal one-bucket CDK app synthesized the same way, as ratios
 measured in one run; plus a 100-instance-group config against a 2-group one.
 
-Two baselines, both with app.py's App props (no stack traces; CDK's built-in CloudFormation
-validation off because cfn-lint is the template gate), its garbage collector settings (off from
-the start, `gc.freeze()` after synth) and cdk.json's context:
+Two baselines, both with app.py's App props (no stack traces; no construct tree, which nothing
+reads; CDK's built-in CloudFormation validation off because cfn-lint is the template gate), its
+garbage collector settings (off from the start, `gc.freeze()` after synth) and cdk.json's context:
 - "1 bucket + gates": the one-bucket app with the same cdk-nag packs registered (its nine
   findings acknowledged, so every rule still runs). This is "synthesized the same way": the
   ratio is what our platform costs on top of the same synth pipeline.

@@ -257,3 +257,22 @@ def test_the_apps_context_wins_where_the_cli_wrote_part_of_it_to_a_file(tmp_path
         env={"CDK_CONTEXT_JSON": json.dumps({"env": "dev"}), "CONTEXT_OVERFLOW_LOCATION_ENV": str(overflow)},
     )
     assert result == {"runs": ["dev", "staging"], "env": "staging"}
+
+
+def test_the_assembly_has_no_construct_tree_while_nothing_reads_one(synthesized):
+    """tree.json is left out (APP_PROPS) because no reader of it is on: the CDK CLI reads it for
+    its notices and its telemetry only, and cdk.json turns both off. Turning either on needs the
+    tree back."""
+    assembly, _, _ = synthesized("dev")
+    directory = Path(assembly.directory)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert not (directory / "tree.json").exists()
+    assert [name for name, art in manifest["artifacts"].items() if art["type"] == "cdk:tree"] == []
+    settings = json.loads((ROOT / "cdk.json").read_text())
+    readers_on = {
+        "notices": settings.get("notices", True),
+        "context cli-telemetry": settings["context"].get("cli-telemetry", True),
+    }
+    assert readers_on == {"notices": False, "context cli-telemetry": False}, (
+        "the CDK CLI reads tree.json for these: set tree_metadata back to True in app.py's APP_PROPS"
+    )
