@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import sys
-import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -31,30 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from rigs.bpe import stdlib_texts, train_bpe  # noqa: E402
 from workloads.pretokenize.inputs import read_documents  # noqa: E402
 from workloads.pretokenize.pipeline import PretokenizeConfig, run  # noqa: E402
-
-
-def stdlib_docs() -> list[str]:
-    files = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
-    return [f.read_text(encoding="utf-8", errors="replace") for f in files]
-
-
-def train_tokenizer(path: Path, docs: list[str], vocab_size: int = 8000) -> Path:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(docs[:100], trainer=trainer)
-    tok.save(str(path))
-    return path
 
 
 def write_corpus(directory: Path, docs: list[str], total_bytes: int, files: int) -> int:
@@ -79,10 +57,10 @@ def bench(total_bytes: int, files: int, workers: int) -> dict[str, float]:
     import ray
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    docs = stdlib_docs()
+    docs = stdlib_texts()
     with tempfile.TemporaryDirectory(prefix="pretokenize-bench-") as tmp:
         t = Path(tmp)
-        tok = train_tokenizer(t / "tokenizer.json", docs)
+        tok = train_bpe(t / "tokenizer.json", texts=docs[:100], vocab_size=8000)
         corpus_bytes = write_corpus(t / "in", docs, total_bytes, files)
 
         def cfg(out: str) -> PretokenizeConfig:

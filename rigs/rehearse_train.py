@@ -64,10 +64,7 @@ def prepare_tokens(out_dir: Path, *, vocab_size: int = REHEARSAL_VOCAB, docs: in
     """A token dataset under ``out_dir``: ``docs`` standard-library modules as JSON Lines, a
     byte-level BPE tokenizer of ``vocab_size`` ids trained on them, and the pretokenize
     pipeline (local mode) over them; returns the job's ``training.*`` overrides that read it."""
-    import sysconfig
-
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
+    from rigs.bpe import stdlib_texts, train_bpe
     from workloads.pretokenize.pipeline import PretokenizeConfig
     from workloads.pretokenize.pipeline import run as pretokenize
 
@@ -75,20 +72,9 @@ def prepare_tokens(out_dir: Path, *, vocab_size: int = REHEARSAL_VOCAB, docs: in
     for d in (raw, dataset):
         shutil.rmtree(d, ignore_errors=True)
     raw.mkdir(parents=True)
-    files = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[:docs]
-    texts = [f.read_text(encoding="utf-8", errors="replace") for f in files]
+    texts = stdlib_texts(docs)
     (raw / "corpus.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
-    tok.save(str(tok_path))
+    train_bpe(tok_path, texts=texts, vocab_size=vocab_size)
     manifest = pretokenize(
         PretokenizeConfig(
             input=str(raw), output=str(dataset), tokenizer=str(tok_path), validation_fraction=0.05, shard_tokens=1 << 20

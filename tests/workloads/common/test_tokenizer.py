@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from tests.workloads.bpe import stdlib_texts, train_bpe
+from rigs.bpe import stdlib_texts, train_bpe
 from workloads.common.tokenizer import (
     ByteTokenizer,
     HFTokenizer,

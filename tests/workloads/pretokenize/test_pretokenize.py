@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.workloads.bpe import stdlib_texts, train_bpe
+from rigs.bpe import stdlib_texts, train_bpe
 from workloads.common import token_shards
 from workloads.common.token_windows import TokenWindows
 from workloads.common.tokenizer import load_tokenizer

@@ -92,7 +92,7 @@ def test_the_dataset_checks_are_one_message(dataset, tmp_path):
         f"training.model.vocab_size: 200 rows of the embedding, but dataset {dataset} was tokenized with a "
         "tokenizer of 256 ids; allowed: model.vocab_size 256 or more (or a dataset of a smaller tokenizer)"
     )
-    from tests.workloads.bpe import train_bpe
+    from rigs.bpe import train_bpe
 
     tok = train_bpe(tmp_path / "tok.json", vocab_size=300)
     with pytest.raises(ValueError, match=r"^dataset .* was tokenized with tokenizer .* not the configured tokenizer"):

@@ -18,7 +18,7 @@ import time
 import pytest
 import ray.cloudpickle
 
-from tests.workloads.bpe import stdlib_texts, train_bpe
+from rigs.bpe import stdlib_texts, train_bpe
 from tests.workloads.training.test_train_ray import (
     BATCH,
     COMMON,
