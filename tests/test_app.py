@@ -5,7 +5,8 @@ writing to it at once would interleave their requests. app.py may overlap the ke
 the imports only because the modules it imports meanwhile make no kernel call, and because the
 kernel thread imports no module of aws-cdk-lib's services while the main thread imports them:
 these tests hold its two lists to the first, and run its start to see that every request came
-from the kernel thread and which thread imported what.
+from the kernel thread and which thread imported what. The last one holds the App props' missing
+construct tree to its reason.
 """
 
 from __future__ import annotations
