@@ -31,16 +31,23 @@ def cdk_context() -> dict:
     return json.loads((ROOT / "cdk.json").read_text())["context"]
 
 
-def make_app(env_name: str, outdir: Path | None = None, **extra_context):
-    """An App with the CLI's context, built by app.py's own build function."""
+def new_app(outdir: Path | None = None, **context):
+    """An App as app.py creates it (its App props) with the CLI's context and ``context`` on top."""
     import aws_cdk as cdk
 
-    from app import APP_PROPS, build_app
+    from app import APP_PROPS
+
+    props = {k: v for k, v in APP_PROPS.items() if k != "context"}
+    context = {**APP_PROPS["context"], **cdk_context(), **context}
+    return cdk.App(context=context, outdir=str(outdir) if outdir else None, **props)
+
+
+def make_app(env_name: str, outdir: Path | None = None, **extra_context):
+    """An App with the CLI's context, built by app.py's own build function."""
+    from app import build_app
     from manifests.check import load_checked
 
-    context = {**APP_PROPS["context"], **cdk_context(), "env": env_name, **extra_context}
-    props = {k: v for k, v in APP_PROPS.items() if k != "context"}
-    app = cdk.App(context=context, outdir=str(outdir) if outdir else None, **props)
+    app = new_app(outdir, env=env_name, **extra_context)
     config = load_checked(env_name)
     stacks = build_app(app, config)
     return app, config, stacks

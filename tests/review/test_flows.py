@@ -341,11 +341,9 @@ def test_a_hyperpod_role_without_ecr_read_cannot_pull_the_assets(synthesized):
 def test_jobs_read_locations_reach_the_workloads_role_and_the_flows_prove_it(tmp_path):
     """jobs.read_locations (issue 37): the users' own buckets/prefixes, read only, in the workloads
     role's policy; the flow checks prove list/get on each against the synthesized templates."""
-    import aws_cdk as cdk
-
-    from app import APP_PROPS, build_app
+    from app import build_app
     from manifests.check import load_checked
-    from tests.conftest import cdk_context
+    from tests.conftest import new_app
 
     config = load_checked("dev")
     data = config.model_dump()
@@ -356,11 +354,7 @@ def test_jobs_read_locations_reach_the_workloads_role_and_the_flows_prove_it(tmp
         ("my-team-datasets", "corpus/", False),
         ("my-other-bucket", "", False),
     ]
-    app = cdk.App(
-        context={**APP_PROPS["context"], **cdk_context(), "env": "dev"},
-        outdir=str(tmp_path),
-        **{k: v for k, v in APP_PROPS.items() if k != "context"},
-    )
+    app = new_app(tmp_path, env="dev")
     build_app(app, changed)
     stacks = load_assembly(app.synth().directory).stacks
     results = {r.name: r for r in check_flows(stacks, changed)}

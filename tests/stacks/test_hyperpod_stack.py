@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, cdk_context, make_app
+from tests.conftest import ROOT, make_app, new_app
 
 ENVS = ("dev", "staging", "prod")
 VENV_BIN = ROOT / ".venv" / "bin"
@@ -146,9 +146,7 @@ def test_synth_is_deterministic(tmp_path):
 
 
 def test_optional_settings_render_as_the_schema_wants(tmp_path):
-    import aws_cdk as cdk
-
-    from app import APP_PROPS, build_app
+    from app import build_app
     from config import parse_environment
     from config.loader import CONFIG_DIR
 
@@ -169,12 +167,7 @@ def test_optional_settings_render_as_the_schema_wants(tmp_path):
         {"name": "cpu-utility", "instance_type": "ml.m5.xlarge", "instance_count": 0},
     ]
     config = parse_environment(data)
-    app = cdk.App(
-        context={**APP_PROPS["context"], **cdk_context(), "env": "prod"},
-        outdir=str(tmp_path),
-        stack_traces=APP_PROPS["stack_traces"],
-        builtin_cloud_formation_validation=APP_PROPS["builtin_cloud_formation_validation"],
-    )
+    app = new_app(tmp_path, env="prod")
     stacks = build_app(app, config)
     template = app.synth().get_stack_by_name(stacks.hyperpod.stack_name).template
     (cluster,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"]

@@ -10,25 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cdk_context, checkov_command
+from tests.conftest import cdk_context, checkov_command, new_app
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def pipeline_app(tmp_path_factory):
-    import aws_cdk as cdk
-
-    from app import APP_PROPS, build_pipeline_app
+    from app import build_pipeline_app
     from stacks.pipeline_config import load_pipeline
 
     out = tmp_path_factory.mktemp("pipeline-cdk-out")
-    app = cdk.App(
-        context={**APP_PROPS["context"], **cdk_context(), "pipeline": "true"},
-        outdir=str(out),
-        stack_traces=APP_PROPS["stack_traces"],
-        builtin_cloud_formation_validation=APP_PROPS["builtin_cloud_formation_validation"],
-    )
+    app = new_app(out, pipeline="true")
     stack = build_pipeline_app(app, *load_pipeline())
     assembly = app.synth()  # raises if cdk-nag finds anything unacknowledged, Stages included
     template = json.loads((out / f"{stack.artifact_id}.template.json").read_text())
